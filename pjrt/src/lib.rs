@@ -1,0 +1,1 @@
+//! PJRT C API plugin: a thin C ABI shell over the `wgpu_hlo` library.

@@ -1,0 +1,9 @@
+//! wgpu-hlo: a StableHLO compiler and runtime on wgpu. Programs come in as StableHLO text or
+//! portable artifacts, are lowered into one typed IR, fused into kernels, code-generated as
+//! WGSL at compile time and run on any adapter wgpu reaches.
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod ir;
+
+pub use error::{Error, ErrorKind, Result};

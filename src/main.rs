@@ -1,0 +1,6 @@
+//! The `wgpu-hlo` command line.
+
+fn main() {
+    eprintln!("wgpu-hlo: no commands yet");
+    std::process::exit(2);
+}
