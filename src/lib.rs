@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod frontend;
 pub mod ir;
 
 pub use error::{Error, ErrorKind, Result};

@@ -6,6 +6,7 @@ pub mod generic;
 pub mod literal;
 pub mod module;
 pub mod ops;
+pub mod print;
 pub mod types;
 
 pub use attr::Attr;

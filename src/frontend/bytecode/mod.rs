@@ -1,0 +1,1 @@
+//! MLIR bytecode portable artifacts (VHLO) to IR.

@@ -1,0 +1,4 @@
+//! Frontends: bytes in, IR out. They know nothing of GPUs.
+
+pub mod bytecode;
+pub mod text;

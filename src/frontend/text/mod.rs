@@ -1,0 +1,1 @@
+//! StableHLO text (MLIR assembly, pretty and generic forms) to IR.

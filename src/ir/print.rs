@@ -1,0 +1,1 @@
+//! Printing the IR back to StableHLO text.
