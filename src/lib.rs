@@ -6,5 +6,6 @@
 pub mod error;
 pub mod frontend;
 pub mod ir;
+pub mod runtime;
 
 pub use error::{Error, ErrorKind, Result};
