@@ -3,6 +3,7 @@
 pub mod buffer;
 pub mod device;
 pub mod event;
+pub mod executable;
 
 pub use buffer::DeviceBuffer;
 pub use device::{list_adapters, AdapterDescription, Capabilities, Device, MemoryStats};
