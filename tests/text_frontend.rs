@@ -183,3 +183,139 @@ fn mixed_dialect_file_fails_cleanly() {
     assert_eq!(e.kind, ErrorKind::InvalidArgument);
     assert!(e.message.starts_with("mixed.mlir:"), "{}", e.message);
 }
+
+/// A small deterministic generator for the fuzz test.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// True if `msg` starts with `name:line:col: `.
+fn has_position(msg: &str, name: &str) -> bool {
+    let Some(rest) = msg.strip_prefix(name).and_then(|r| r.strip_prefix(':')) else {
+        return false;
+    };
+    let mut parts = rest.splitn(3, ':');
+    let num =
+        |s: Option<&str>| s.is_some_and(|s| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()));
+    num(parts.next()) && num(parts.next()) && parts.next().is_some_and(|s| s.starts_with(' '))
+}
+
+/// Random truncations and character changes of real files never panic, and every error is
+/// INVALID_ARGUMENT with a `file:line:col: ` prefix.
+#[test]
+fn mutated_inputs_never_panic() {
+    let mut sources: Vec<String> = mlir_files("interpret")
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .flat_map(|s| {
+            split_chunks(&s)
+                .into_iter()
+                .map(|c| c.text.to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let vhlo = conformance_dir().join("vhlo/stablehlo_legalize_to_vhlo.mlir");
+    if let Ok(s) = std::fs::read_to_string(vhlo) {
+        sources.push(s);
+    }
+    for name in [
+        "testdata/cumsum_float32_8_9.mlir",
+        "testdata/sort_float32_5.mlir",
+    ] {
+        if let Ok(s) = std::fs::read_to_string(conformance_dir().join(name)) {
+            sources.push(s);
+        }
+    }
+    sources.push(
+        "#loc1 = loc(\"a\"(#loc2))\nfunc.func @f(%a: tensor<2xf32> loc(#loc1)) {\n  \
+         %0 = stablehlo.reduce(%a init: %a) applies stablehlo.add across dimensions = [0] : \
+         (tensor<2xf32>, tensor<2xf32>) -> tensor<f32> loc(callsite(#loc1 at #loc2))\n  \
+         func.return\n}\n#loc2 = loc(\"f.py\":1:2 to :3)\n"
+            .to_string(),
+    );
+    const CHARS: &[u8] = b"{}[]()<>\"%#@!:,=-x0123456789 \nabfi.^";
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut runs = 0;
+    for src in &sources {
+        for round in 0..6 {
+            let mut bytes = src.as_bytes().to_vec();
+            if round % 3 == 0 {
+                bytes.truncate(rng.below(bytes.len() + 1));
+            } else {
+                for _ in 0..1 + rng.below(4) {
+                    let i = rng.below(bytes.len());
+                    if let Some(b) = bytes.get_mut(i) {
+                        *b = CHARS[rng.below(CHARS.len())];
+                    }
+                }
+            }
+            let text = String::from_utf8_lossy(&bytes);
+            runs += 1;
+            if let Err(e) = parse_module(&text, "fuzz.mlir") {
+                assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+                assert!(has_position(&e.message, "fuzz.mlir"), "{}", e.message);
+            }
+        }
+    }
+    eprintln!("{runs} mutated inputs");
+}
+
+/// Parse time of the largest testdata file (a debug build reads a 3.6 MB hex constant).
+#[test]
+fn largest_file_parses_quickly() {
+    let Some(path) = mlir_files("testdata")
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+    else {
+        return;
+    };
+    let src = std::fs::read_to_string(&path).unwrap_or_default();
+    let t = std::time::Instant::now();
+    let m = parse_module(&src, "big.mlir").map(|m| m.functions.len());
+    let elapsed = t.elapsed();
+    eprintln!(
+        "{}: {} bytes parsed in {elapsed:?}",
+        path.display(),
+        src.len()
+    );
+    assert!(m.is_ok());
+    assert!(elapsed.as_secs_f64() < 2.0);
+}
+
+/// Malformed inputs give INVALID_ARGUMENT errors at the right chunk-relative line.
+#[test]
+fn errors_carry_file_line_numbers_of_chunks() {
+    let src = "func.func @ok() {\n  func.return\n}\n// -----\nfunc.func @bad() {\n  %0 = stablehlo.add %x, %x : tensor<f32>\n  func.return\n}\n";
+    let chunks = split_chunks(src);
+    assert_eq!(chunks.len(), 2);
+    assert!(parse_module_at(chunks[0].text, "c.mlir", chunks[0].first_line).is_ok());
+    let e = parse_module_at(chunks[1].text, "c.mlir", chunks[1].first_line).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument);
+    assert!(
+        e.message
+            .starts_with("c.mlir:6:22: use of undefined value `%x`"),
+        "{}",
+        e.message
+    );
+    for bad in [
+        "",
+        "module {",
+        "func.func @f(",
+        "func.func @f() -> tensor<f32 {",
+        "module { module {} }",
+    ] {
+        if let Err(e) = parse_module(bad, "b.mlir") {
+            assert!(has_position(&e.message, "b.mlir"), "{}", e.message);
+        }
+    }
+}

@@ -274,9 +274,8 @@ impl<'o> Printer<'o> {
 
     /// `"name"(%a) ({regions}) {attrs} : (types) -> types`.
     fn generic(&mut self, f: &Function, op: &Operation, level: usize, ins: &[Type], outs: &[Type]) {
-        self.out.push('"');
-        self.out.push_str(&op_name(&op.op));
-        self.out.push_str("\"(");
+        attrs::write_string(&mut self.out, &op_name(&op.op));
+        self.out.push('(');
         self.values(&op.operands);
         self.out.push(')');
         if !op.regions.is_empty() {

@@ -4,7 +4,7 @@
 //! `dense_resource<name>` blobs from the `{-# dialect_resources #-}` section.
 
 use super::attrs::float_bits;
-use super::cursor::{hex_val, Number, NumberKind, Pos};
+use super::cursor::{Number, NumberKind, Pos};
 use super::parser::Parser;
 use crate::ir::attr::Attr;
 use crate::ir::literal::{push_scalar, Literal, Scalar};
@@ -280,13 +280,18 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// Bytes of an `i1` blob: one byte per element, a one-byte splat, or MLIR's older bit-packed
-/// form; normalized to 0/1 bytes. `None` if the length fits none of these.
+/// Bytes of an `i1` blob: one byte per element, a one-byte splat (`0x00`, `0x01`, or `0xFF` as
+/// older MLIR wrote it), or MLIR's older bit-packed form; normalized to 0/1 bytes. `None` if
+/// the length fits none of these.
 fn unpack_bools(bytes: Vec<u8>, n: usize) -> Option<Vec<u8>> {
+    let single = match bytes.as_slice() {
+        [b @ (0x00 | 0x01 | 0xFF)] => Some(*b != 0),
+        _ => None,
+    };
     if bytes.len() == n {
         Some(bytes.into_iter().map(|b| (b != 0) as u8).collect())
-    } else if bytes.len() == 1 {
-        Some(vec![(bytes.first().copied().unwrap_or(0) != 0) as u8; n])
+    } else if let Some(v) = single {
+        Some(vec![v as u8; n])
     } else if bytes.len() == n.div_ceil(8) {
         Some(
             (0..n)
@@ -305,14 +310,36 @@ pub(super) fn decode_hex(raw: &str) -> Option<Vec<u8>> {
 
 /// Decodes hex digits (an even number of them) into bytes.
 fn decode_hex_digits(hex: &str) -> Option<Vec<u8>> {
+    const INVALID: u8 = 0xFF;
+    const TABLE: [u8; 256] = {
+        let mut t = [INVALID; 256];
+        let mut i = 0;
+        while i < 10 {
+            t[b'0' as usize + i] = i as u8;
+            i += 1;
+        }
+        let mut i = 0;
+        while i < 6 {
+            t[b'a' as usize + i] = 10 + i as u8;
+            t[b'A' as usize + i] = 10 + i as u8;
+            i += 1;
+        }
+        t
+    };
     let digits = hex.as_bytes();
-    if digits.len() % 2 != 0 || !digits.iter().all(u8::is_ascii_hexdigit) {
+    if digits.len() % 2 != 0 {
         return None;
     }
-    Some(
-        digits
-            .chunks_exact(2)
-            .map(|p| hex_val(p[0]) << 4 | hex_val(p[1]))
-            .collect(),
-    )
+    let mut out = Vec::with_capacity(digits.len() / 2);
+    for pair in digits.chunks_exact(2) {
+        let (hi, lo) = match pair {
+            [h, l] => (TABLE[*h as usize], TABLE[*l as usize]),
+            _ => return None,
+        };
+        if hi == INVALID || lo == INVALID {
+            return None;
+        }
+        out.push(hi << 4 | lo);
+    }
+    Some(out)
 }

@@ -43,3 +43,6 @@ pub fn parse_module_at(src: &str, filename: &str, first_line: u32) -> Result<Mod
     let mut p = parser::Parser::new(src, filename, first_line)?;
     p.parse_top()
 }
+
+#[cfg(test)]
+mod tests;

@@ -138,7 +138,7 @@ impl Parser<'_> {
     }
 
     /// The generic form after the quoted op name.
-    fn generic_op(&mut self, name: &str, start: Pos) -> Result<OpParts> {
+    pub fn generic_op(&mut self, name: &str, start: Pos) -> Result<OpParts> {
         let mut parts = OpParts::named(name);
         self.cur.expect(b'(')?;
         parts.operands = self.value_list_until(b')')?;

@@ -136,7 +136,22 @@ impl Parser<'_> {
 
     fn stablehlo_pretty(&mut self, name: &str, short: &str, start: Pos) -> Result<OpParts> {
         let mut p = OpParts::named(name);
+        let paren_syntax = matches!(short, "convolution" | "reduce" | "while" | "constant");
+        if self.cur.peek() == Some(b'(') && !paren_syntax {
+            // The generic form with an unquoted name.
+            return self.generic_op(name, start);
+        }
         match short {
+            "if" => {
+                p.operands.push(self.value_use()?);
+                if self.cur.eat_arrow() {
+                    p.result_types = self.result_types()?;
+                }
+                p.regions.push(self.parse_region(Vec::new())?);
+                self.cur.expect_keyword("else")?;
+                p.regions.push(self.parse_region(Vec::new())?);
+                return Ok(p);
+            }
             "constant" => return self.constant_pretty(name, start),
             "while" => return self.while_pretty(start),
             "reduce" => return self.reduce_pretty(start),

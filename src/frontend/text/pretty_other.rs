@@ -149,7 +149,10 @@ impl Parser<'_> {
     }
 
     /// `name %a, %b {attrs} : types` for CHLO and other dialects' simple ops: the signature
-    /// gives the result types (functional), or the one result has the last listed type.
+    /// gives the result types (functional), or the one result has the last listed type. The inline
+    /// sharding of `sdy.sharding_constraint %x <@mesh, [...]>` is kept as an opaque
+    /// `#sdy.sharding<...>` named `sharding`; a `(` starts the generic form with an unquoted
+    /// name.
     fn fallback_pretty(&mut self, mut p: OpParts, start: Pos, expected: usize) -> Result<OpParts> {
         let name = p.name.clone();
         let unsupported = |e: crate::Error| {
@@ -159,7 +162,17 @@ impl Parser<'_> {
                 e.message
             ))
         };
+        if self.cur.peek() == Some(b'(') {
+            return self.generic_op(&name, start);
+        }
         p.operands = self.operand_list()?;
+        if self.cur.peek() == Some(b'<') && name.starts_with("sdy.") {
+            let text = self.cur.skip_balanced()?;
+            p.attrs.push((
+                "sharding".into(),
+                Attr::Opaque(format!("#sdy.sharding{text}")),
+            ));
+        }
         let more = self.opt_attr_dict().map_err(unsupported)?;
         p.attrs.extend(more);
         if !self.cur.eat(b':') {
