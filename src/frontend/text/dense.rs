@@ -11,6 +11,9 @@ use crate::ir::literal::{push_scalar, Literal, Scalar};
 use crate::ir::types::{ElementType, TensorType, Type};
 use crate::Result;
 
+/// The largest constant accepted, in host bytes.
+const MAX_CONSTANT_BYTES: usize = 1 << 31;
+
 /// One element as written.
 enum Elem<'a> {
     Num(Number<'a>),
@@ -97,9 +100,10 @@ impl<'a> Parser<'a> {
                     .error_at(pos, format!("dense_resource of type {other}")))
             }
         };
+        let n = self.constant_elements(&ty, pos)?;
         let data = self.resource(&name, pos)?;
         let data = if ty.dtype.is_pred() {
-            unpack_bools(data, ty.num_elements())
+            unpack_bools(data, n)
                 .ok_or_else(|| self.cur.error_at(pos, "resource does not fit the type"))?
         } else {
             data
@@ -107,6 +111,19 @@ impl<'a> Parser<'a> {
         Literal::new(ty, data)
             .map(Attr::Dense)
             .map_err(|e| self.cur.error_at(pos, e.message))
+    }
+
+    /// The element count of constant type `ty`, refusing sizes past `MAX_CONSTANT_BYTES`.
+    fn constant_elements(&self, ty: &TensorType, pos: Pos) -> Result<usize> {
+        let n = ty.shape.iter().try_fold(1usize, |acc, &d| {
+            usize::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+        });
+        match n {
+            Some(n) if n.saturating_mul(ty.dtype.byte_size()) <= MAX_CONSTANT_BYTES => Ok(n),
+            _ => Err(self
+                .cur
+                .error_at(pos, format!("constant of type {ty} is too large"))),
+        }
     }
 
     /// A bracketed list (nested lists or elements); returns its shape.
@@ -145,6 +162,10 @@ impl<'a> Parser<'a> {
 
     /// One element: number, `true`/`false`, `inf`/`nan`, or `(re, im)`.
     fn dense_elem(&mut self) -> Result<Elem<'a>> {
+        self.nested(|p| p.dense_elem_inner())
+    }
+
+    fn dense_elem_inner(&mut self) -> Result<Elem<'a>> {
         if self.cur.eat(b'(') {
             let re = self.dense_elem()?;
             self.cur.expect(b',')?;
@@ -171,7 +192,7 @@ impl<'a> Parser<'a> {
 
     /// The host bytes of `body` for type `ty`.
     fn dense_bytes(&self, body: Body, ty: &TensorType, pos: Pos) -> Result<Vec<u8>> {
-        let n = ty.num_elements();
+        let n = self.constant_elements(ty, pos)?;
         let size = ty.dtype.byte_size();
         match body {
             Body::Empty => {
@@ -308,38 +329,35 @@ pub(super) fn decode_hex(raw: &str) -> Option<Vec<u8>> {
     decode_hex_digits(raw.strip_prefix("0x").or_else(|| raw.strip_prefix("0X"))?)
 }
 
-/// Decodes hex digits (an even number of them) into bytes.
+/// The value of each ASCII byte as a hex digit, `0xFF` for non-digits.
+const HEX_DIGIT: [u8; 256] = {
+    let mut t = [0xFF; 256];
+    let mut i = 0;
+    while i < 16 {
+        t[b"0123456789abcdef"[i] as usize] = i as u8;
+        t[b"0123456789ABCDEF"[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Decodes hex digits (an even number of them) into bytes. A plain indexed loop: it keeps
+/// multi-megabyte blobs fast in debug builds, and `2 * i + 1 < digits.len()` always holds.
 fn decode_hex_digits(hex: &str) -> Option<Vec<u8>> {
-    const INVALID: u8 = 0xFF;
-    const TABLE: [u8; 256] = {
-        let mut t = [INVALID; 256];
-        let mut i = 0;
-        while i < 10 {
-            t[b'0' as usize + i] = i as u8;
-            i += 1;
-        }
-        let mut i = 0;
-        while i < 6 {
-            t[b'a' as usize + i] = 10 + i as u8;
-            t[b'A' as usize + i] = 10 + i as u8;
-            i += 1;
-        }
-        t
-    };
     let digits = hex.as_bytes();
     if digits.len() % 2 != 0 {
         return None;
     }
-    let mut out = Vec::with_capacity(digits.len() / 2);
-    for pair in digits.chunks_exact(2) {
-        let (hi, lo) = match pair {
-            [h, l] => (TABLE[*h as usize], TABLE[*l as usize]),
-            _ => return None,
-        };
-        if hi == INVALID || lo == INVALID {
-            return None;
-        }
-        out.push(hi << 4 | lo);
+    let n = digits.len() / 2;
+    let mut out = vec![0u8; n];
+    let mut bad = 0u8;
+    let mut i = 0;
+    while i < n {
+        let h = HEX_DIGIT[digits[2 * i] as usize];
+        let l = HEX_DIGIT[digits[2 * i + 1] as usize];
+        bad |= h | l;
+        out[i] = h << 4 | (l & 0x0F);
+        i += 1;
     }
-    Some(out)
+    (bad & 0xF0 == 0).then_some(out)
 }

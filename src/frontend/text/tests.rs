@@ -650,3 +650,31 @@ fn lenient_forms_of_if_case_and_other_dialects() {
     );
     assert_eq!(ops[1].results.len(), 1);
 }
+
+#[test]
+fn hostile_sizes_and_nesting_fail_cleanly() {
+    let cases = [
+        "dense<1.0> : tensor<99999999999x99999999999xf32>".to_string(),
+        "dense<1.0> : tensor<4000000000xf32>".to_string(),
+        format!(
+            "dense<{}1.0, 2.0{}> : tensor<complex<f32>>",
+            "(".repeat(5000),
+            ")".repeat(5000)
+        ),
+        format!(
+            "dense<1.0> : tensor<{}f32{}>",
+            "complex<".repeat(5000),
+            ">".repeat(5000)
+        ),
+    ];
+    for c in cases {
+        let src = format!("func.func @f() {{\n  %0 = stablehlo.constant {c}\n  func.return\n}}");
+        let r = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || parse_module(&src, "h.mlir").map(|_| ()))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(r.unwrap_err().message.starts_with("h.mlir:2:"));
+    }
+}

@@ -288,6 +288,10 @@ impl Parser<'_> {
 
     /// A plain element type name (`f32`, `ui8`, `index`, `complex<f32>`).
     pub fn scalar_type(&mut self, start: usize) -> Result<ElementType> {
+        self.nested(|p| p.scalar_type_inner(start))
+    }
+
+    fn scalar_type_inner(&mut self, start: usize) -> Result<ElementType> {
         let Some(id) = self.cur.bare_id() else {
             return Err(self.cur.expected("an element type"));
         };

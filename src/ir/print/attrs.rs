@@ -442,8 +442,12 @@ fn write_dense_value(out: &mut String, l: &Literal) {
     }
     if n > HEX_THRESHOLD && !l.ty.dtype.is_pred() {
         out.push_str("\"0x");
-        for b in l.data.iter() {
-            let _ = write!(out, "{b:02X}");
+        // 16 bytes per `write!` keeps large constants fast even in debug builds.
+        for chunk in l.data.chunks(16) {
+            let mut word = [0u8; 16];
+            word[..chunk.len()].copy_from_slice(chunk);
+            let text = format!("{:032X}", u128::from_be_bytes(word));
+            out.push_str(text.get(..chunk.len() * 2).unwrap_or(""));
         }
         out.push('"');
         return;
