@@ -1,7 +1,7 @@
 //! Pretty forms outside the `stablehlo` dialect: `func.return`/`return`, `func.call`/`call`,
 //! CHLO (`chlo.lgamma %x : T -> T`, `chlo.top_k(%x, k = 2)`, `chlo.scan`), the `check` ops of
-//! the interpreter tests, `interpreter.probe`/`print`, and a fallback for other dialects'
-//! simple `name %a, %b {attrs} : types` ops.
+//! the interpreter tests, `interpreter.probe`/`print`, Shardy's `sdy.manual_computation`, and a
+//! fallback for other dialects' simple `name %a, %b {attrs} : types` ops.
 
 use super::cursor::Pos;
 use super::ops::OpParts;
@@ -45,6 +45,7 @@ impl Parser<'_> {
                 p.result_types = results;
             }
             "chlo.scan" => return self.scan_pretty(start),
+            "sdy.manual_computation" => return self.manual_computation_pretty(start),
             "chlo.top_k" => {
                 self.cur.expect(b'(')?;
                 p.operands.push(self.value_use()?);
@@ -136,6 +137,46 @@ impl Parser<'_> {
             }
             _ => return self.fallback_pretty(p, start, expected),
         }
+        Ok(p)
+    }
+
+    /// `sdy.manual_computation(%x) in_shardings=[..] out_shardings=[..] manual_axes={..}
+    /// (%arg: T, ...) { region } : fn`; the shardings are kept as opaque attributes in their
+    /// generic spelling.
+    fn manual_computation_pretty(&mut self, start: Pos) -> Result<OpParts> {
+        let mut p = OpParts::named("sdy.manual_computation");
+        self.cur.expect(b'(')?;
+        p.operands = self.value_list_until(b')')?;
+        for key in ["in_shardings", "out_shardings"] {
+            self.keyword_eq(key)?;
+            let text = self.cur.skip_balanced()?;
+            p.attrs.push((
+                key.into(),
+                Attr::Opaque(format!("#sdy.sharding_per_value<{text}>")),
+            ));
+        }
+        self.keyword_eq("manual_axes")?;
+        let text = self.cur.skip_balanced()?;
+        p.attrs.push((
+            "manual_axes".into(),
+            Attr::Opaque(format!("#sdy<manual_axes{text}>")),
+        ));
+        self.cur.expect(b'(')?;
+        let mut args = Vec::new();
+        if !self.cur.eat(b')') {
+            loop {
+                args.push(self.block_arg_decl()?);
+                if self.cur.eat(b')') {
+                    break;
+                }
+                self.cur.expect(b',')?;
+            }
+        }
+        p.regions.push(self.parse_region(args)?);
+        self.cur.expect(b':')?;
+        let (inputs, results) = self.function_type()?;
+        self.check_operands(start, &p.operands, &inputs)?;
+        p.result_types = results;
         Ok(p)
     }
 

@@ -678,3 +678,26 @@ fn hostile_sizes_and_nesting_fail_cleanly() {
         assert!(r.unwrap_err().message.starts_with("h.mlir:2:"));
     }
 }
+
+#[test]
+fn shardy_ops_read_as_opaque_ops() {
+    let m = parse(
+        r#"module @jit_f attributes {mhlo.num_partitions = 2 : i32} {
+  sdy.mesh @mesh = <["a"=2]> loc(#loc)
+  func.func public @main(%arg0: tensor<2x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) -> (tensor<2x4xf32> {jax.result_info = "result"}) {
+    %0 = sdy.sharding_constraint %arg0 <@mesh, [{"a"}, {}]> : tensor<2x4xf32> loc(#loc)
+    %1 = sdy.manual_computation(%0) in_shardings=[<@mesh, [{"a"}, {}]>] out_shardings=[<@mesh, [{"a"}, {}]>] manual_axes={"a"} (%arg1: tensor<1x4xf32> loc("s"(#loc))) {
+      %2 = stablehlo.negate %arg1 : tensor<1x4xf32> loc(#loc)
+      sdy.return %2 : tensor<1x4xf32> loc(#loc)
+    } : (tensor<2x4xf32>) -> tensor<2x4xf32> loc(#loc)
+    return %1 : tensor<2x4xf32> loc(#loc)
+  } loc(#loc)
+} loc(#loc)
+#loc = loc(unknown)
+"#,
+    );
+    assert_round_trip(&m);
+    let op = &m.functions[0].body.as_ref().unwrap().ops[1];
+    assert_eq!(op.name(), "sdy.manual_computation");
+    assert_eq!(op.regions[0].ops.len(), 2);
+}
