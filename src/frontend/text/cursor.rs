@@ -210,8 +210,7 @@ impl<'a> Cursor<'a> {
         self.rest().starts_with(s)
     }
 
-    /// Consumes the punctuation byte `c` if it comes next. `-` is not taken from `->`, nor
-    /// `>` from `>=` (neither occurs where `>` closes a bracket in MLIR).
+    /// Consumes the punctuation byte `c` if it comes next; `-` is not taken from `->`.
     pub fn eat(&mut self, c: u8) -> bool {
         if self.peek() != Some(c) {
             return false;

@@ -11,6 +11,13 @@ use crate::ir::module::NamedAttrs;
 use crate::ir::{Function, Module, Type};
 use crate::Result;
 
+/// A function argument as declared (declarations may leave it unnamed).
+struct FuncArg {
+    name: Option<String>,
+    ty: Type,
+    pos: Pos,
+}
+
 impl Parser<'_> {
     /// The whole input as one module.
     pub fn parse_top(&mut self) -> Result<Module> {
@@ -142,16 +149,16 @@ impl Parser<'_> {
         if self.cur.eat_keyword("attributes") {
             self.attr_dict()?;
         }
-        let arg_types: Vec<Type> = args.iter().map(|a| a.1.clone()).collect();
+        let arg_types: Vec<Type> = args.iter().map(|a| a.ty.clone()).collect();
         let body = if self.cur.peek() == Some(b'{') {
-            let mut decls = Vec::with_capacity(args.len());
-            for (n, t, pos) in args {
-                let Some(n) = n else {
+            let mut decls: Vec<ArgDecl> = Vec::with_capacity(args.len());
+            for a in args {
+                let Some(n) = a.name else {
                     return Err(self
                         .cur
-                        .error_at(pos, "a function with a body needs named arguments"));
+                        .error_at(a.pos, "a function with a body needs named arguments"));
                 };
-                decls.push((n, t, pos));
+                decls.push((n, a.ty, a.pos));
             }
             Some(self.parse_region(decls)?)
         } else {
@@ -172,8 +179,7 @@ impl Parser<'_> {
     }
 
     /// `(%a: T {attrs} loc(..), ...)` or, for declarations, `(T, ...)`.
-    #[allow(clippy::type_complexity)]
-    fn func_args(&mut self) -> Result<(Vec<(Option<String>, Type, Pos)>, Vec<NamedAttrs>)> {
+    fn func_args(&mut self) -> Result<(Vec<FuncArg>, Vec<NamedAttrs>)> {
         self.cur.expect(b'(')?;
         let mut args = Vec::new();
         let mut attrs = Vec::new();
@@ -183,19 +189,16 @@ impl Parser<'_> {
         loop {
             self.cur.skip_ws();
             let pos = self.cur.pos;
-            if self.cur.peek() == Some(b'%') {
-                let decl: ArgDecl = {
-                    let Some(n) = self.cur.sigil_id(b'%')? else {
-                        return Err(self.cur.expected("an argument"));
-                    };
+            let name = match self.cur.sigil_id(b'%')? {
+                Some(n) => {
                     let n = n.into_owned();
                     self.cur.expect(b':')?;
-                    (n, self.parse_type()?, pos)
-                };
-                args.push((Some(decl.0), decl.1, pos));
-            } else {
-                args.push((None, self.parse_type()?, pos));
-            }
+                    Some(n)
+                }
+                None => None,
+            };
+            let ty = self.parse_type()?;
+            args.push(FuncArg { name, ty, pos });
             attrs.push(self.opt_attr_dict()?);
             self.opt_loc()?;
             if self.cur.eat(b')') {

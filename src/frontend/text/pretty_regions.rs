@@ -158,12 +158,14 @@ impl Parser<'_> {
                 .cur
                 .error_at(ipos, format!("`{inner}` is not a binary elementwise op")));
         }
+        let ret = build_op("stablehlo.return", &[], std::slice::from_ref(&elem), &[])
+            .map_err(|e| self.cur.error_at(ipos, e.message))?;
         let r = self.func.new_value(elem);
         Ok(Region {
             args: vec![a, b],
             ops: vec![
                 Operation::new(op, vec![a, b], vec![r], loc.clone()),
-                Operation::new(Op::Return, vec![r], Vec::new(), loc.clone()),
+                Operation::new(ret, vec![r], Vec::new(), loc.clone()),
             ],
         })
     }
