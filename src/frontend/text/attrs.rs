@@ -26,7 +26,9 @@ impl Parser<'_> {
                 let s = self.cur.string_lit()?.into_owned();
                 if self.cur.peek() == Some(b':') && self.cur.byte_at(1) != Some(b':') {
                     self.cur.pos += 1;
-                    self.parse_attr_type()?;
+                    self.cur.skip_ws();
+                    let tpos = self.cur.pos;
+                    self.type_attr(tpos)?;
                 }
                 Ok(Attr::String(s))
             }
