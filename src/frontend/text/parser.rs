@@ -19,6 +19,18 @@ pub(super) struct AliasDef {
     pub value_pos: Pos,
 }
 
+/// A parsed alias: its value, where its definition ends, and how much text it stands for
+/// once the aliases it uses are expanded.
+struct Memo<T> {
+    value: T,
+    end: Pos,
+    size: u64,
+}
+
+/// Expansion allowance beyond 64 times the input size, in characters (JAX output with full
+/// tracebacks in its locations expands to about 15 times its size).
+const EXPANSION_ALLOWANCE: u64 = 16 << 20;
+
 /// The values of the function being parsed.
 #[derive(Default)]
 pub(super) struct FuncState {
@@ -42,12 +54,21 @@ pub(super) struct Parser<'a> {
     pub cur: Cursor<'a>,
     /// Top-level alias definitions found by the pre-scan.
     defs: HashMap<String, AliasDef>,
-    /// Parsed attribute aliases (with the offset where their definition ends).
-    attr_aliases: HashMap<String, (Attr, Pos)>,
+    /// Names of `#` aliases in the order they are defined.
+    hash_order: Vec<String>,
+    /// Whether every location alias has been read (in definition order).
+    locs_resolved: bool,
+    /// Parsed attribute aliases.
+    attr_aliases: HashMap<String, Memo<Attr>>,
     /// Parsed type aliases.
-    type_aliases: HashMap<String, (Type, Pos)>,
+    type_aliases: HashMap<String, Memo<Type>>,
     /// Parsed location aliases.
-    loc_aliases: HashMap<String, (Location, Pos)>,
+    loc_aliases: HashMap<String, Memo<Location>>,
+    /// Text the alias uses so far expanded to: copies of aliased values in the IR. Bounded,
+    /// so aliases of aliases cannot blow up exponentially.
+    expansion: u64,
+    /// The bound on `expansion`.
+    expansion_limit: u64,
     /// Offset of the `{-#` resource section, if any.
     resources_pos: Option<Pos>,
     /// Resource blobs by name, once read.
@@ -64,9 +85,13 @@ impl<'a> Parser<'a> {
         let mut p = Parser {
             cur: Cursor::new(src, filename, first_line),
             defs: HashMap::new(),
+            hash_order: Vec::new(),
+            locs_resolved: false,
             attr_aliases: HashMap::new(),
             type_aliases: HashMap::new(),
             loc_aliases: HashMap::new(),
+            expansion: 0,
+            expansion_limit: EXPANSION_ALLOWANCE + 64 * src.len() as u64,
             resources_pos: None,
             resources: None,
             depth: 0,
@@ -122,6 +147,9 @@ impl<'a> Parser<'a> {
                     };
                     if self.cur.peek() == Some(b'=') && self.cur.byte_at(1) != Some(b'=') {
                         self.cur.pos += 1;
+                        if c == b'#' {
+                            self.hash_order.push(name.clone());
+                        }
                         self.defs.insert(
                             name,
                             AliasDef {
@@ -171,37 +199,102 @@ impl<'a> Parser<'a> {
         self.defs.get(name).is_some_and(|d| d.sigil == b'#')
     }
 
+    /// Counts `size` characters of alias expansion, failing past the limit.
+    fn charge(&mut self, size: u64, pos: Pos) -> Result<()> {
+        self.expansion = self.expansion.saturating_add(size);
+        if self.expansion > self.expansion_limit {
+            return Err(self.cur.error_at(pos, "aliases expand to too much text"));
+        }
+        Ok(())
+    }
+
+    /// Parses the definition of alias `name` with `f`, returning the value, the end of the
+    /// definition and its expanded size.
+    fn parse_alias<T>(
+        &mut self,
+        sigil: u8,
+        name: &str,
+        use_pos: Pos,
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<Memo<T>> {
+        let def = self.alias_def(sigil, name, use_pos)?;
+        let before = self.expansion;
+        let (value, end) = self.parse_at(def.value_pos, f)?;
+        let own = end.saturating_sub(def.value_pos) as u64;
+        let size = own.saturating_add(self.expansion - before);
+        self.charge(size, use_pos)?;
+        Ok(Memo { value, end, size })
+    }
+
     /// The attribute `#name` stands for.
     pub fn attr_alias(&mut self, name: &str, use_pos: Pos) -> Result<Attr> {
-        if let Some((a, _)) = self.attr_aliases.get(name) {
-            return Ok(a.clone());
+        if let Some(size) = self.attr_aliases.get(name).map(|m| m.size) {
+            self.charge(size, use_pos)?;
+            return Ok(self
+                .attr_aliases
+                .get(name)
+                .map(|m| m.value.clone())
+                .unwrap_or(Attr::Unit));
         }
-        let def = self.alias_def(b'#', name, use_pos)?;
-        let (a, end) = self.parse_at(def.value_pos, |p| p.parse_attr())?;
-        self.attr_aliases.insert(name.to_string(), (a.clone(), end));
-        Ok(a)
+        let m = self.parse_alias(b'#', name, use_pos, |p| p.parse_attr())?;
+        let v = m.value.clone();
+        self.attr_aliases.insert(name.to_string(), m);
+        Ok(v)
     }
 
     /// The type `!name` stands for.
     pub fn type_alias(&mut self, name: &str, use_pos: Pos) -> Result<Type> {
-        if let Some((t, _)) = self.type_aliases.get(name) {
-            return Ok(t.clone());
+        if let Some(size) = self.type_aliases.get(name).map(|m| m.size) {
+            self.charge(size, use_pos)?;
+            return Ok(self
+                .type_aliases
+                .get(name)
+                .map(|m| m.value.clone())
+                .unwrap_or(Type::Token));
         }
-        let def = self.alias_def(b'!', name, use_pos)?;
-        let (t, end) = self.parse_at(def.value_pos, |p| p.parse_type())?;
-        self.type_aliases.insert(name.to_string(), (t.clone(), end));
-        Ok(t)
+        let m = self.parse_alias(b'!', name, use_pos, |p| p.parse_type())?;
+        let v = m.value.clone();
+        self.type_aliases.insert(name.to_string(), m);
+        Ok(v)
     }
 
     /// The location `#name` stands for (its definition is `loc(...)`).
     pub fn loc_alias(&mut self, name: &str, use_pos: Pos) -> Result<Location> {
-        if let Some((l, _)) = self.loc_aliases.get(name) {
-            return Ok(l.clone());
+        if !self.locs_resolved && !self.loc_aliases.contains_key(name) {
+            self.resolve_locs_in_order()?;
         }
-        let def = self.alias_def(b'#', name, use_pos)?;
-        let (l, end) = self.parse_at(def.value_pos, |p| p.parse_loc_keyword())?;
-        self.loc_aliases.insert(name.to_string(), (l.clone(), end));
-        Ok(l)
+        if let Some(size) = self.loc_aliases.get(name).map(|m| m.size) {
+            self.charge(size, use_pos)?;
+            return Ok(self
+                .loc_aliases
+                .get(name)
+                .map(|m| m.value.clone())
+                .unwrap_or_default());
+        }
+        let m = self.parse_alias(b'#', name, use_pos, |p| p.parse_loc_keyword())?;
+        let v = m.value.clone();
+        self.loc_aliases.insert(name.to_string(), m);
+        Ok(v)
+    }
+
+    /// Reads every location alias in definition order. MLIR prints an alias after the ones it
+    /// refers to, so each read finds its parts already read: long `callsite` chains (one link
+    /// per Python frame in JAX output) never recurse deeply.
+    fn resolve_locs_in_order(&mut self) -> Result<()> {
+        self.locs_resolved = true;
+        let saved = self.cur.pos;
+        for name in std::mem::take(&mut self.hash_order) {
+            let Some(def) = self.defs.get(&name).copied() else {
+                continue;
+            };
+            self.cur.pos = def.value_pos;
+            let is_loc = self.cur.peek_str("loc(");
+            self.cur.pos = saved;
+            if is_loc && !self.loc_aliases.contains_key(&name) {
+                self.loc_alias(&name, def.value_pos)?;
+            }
+        }
+        Ok(())
     }
 
     /// Reads a top-level alias definition at the cursor (`#x = ...` or `!x = ...`) and moves
@@ -215,14 +308,20 @@ impl<'a> Parser<'a> {
         let name = self.cur.suffix_id()?.into_owned();
         self.cur.expect(b'=')?;
         let end = if sigil == b'!' {
-            self.type_alias(&name, start)?;
-            self.type_aliases.get(&name).map(|x| x.1)
+            if !self.type_aliases.contains_key(&name) {
+                self.type_alias(&name, start)?;
+            }
+            self.type_aliases.get(&name).map(|m| m.end)
         } else if self.cur.peek_str("loc(") {
-            self.loc_alias(&name, start)?;
-            self.loc_aliases.get(&name).map(|x| x.1)
+            if !self.loc_aliases.contains_key(&name) {
+                self.loc_alias(&name, start)?;
+            }
+            self.loc_aliases.get(&name).map(|m| m.end)
         } else {
-            self.attr_alias(&name, start)?;
-            self.attr_aliases.get(&name).map(|x| x.1)
+            if !self.attr_aliases.contains_key(&name) {
+                self.attr_alias(&name, start)?;
+            }
+            self.attr_aliases.get(&name).map(|m| m.end)
         };
         self.cur.pos = end.unwrap_or(self.cur.pos);
         Ok(())

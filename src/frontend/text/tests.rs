@@ -701,3 +701,64 @@ fn shardy_ops_read_as_opaque_ops() {
     assert_eq!(op.name(), "sdy.manual_computation");
     assert_eq!(op.regions[0].ops.len(), 2);
 }
+
+#[test]
+fn long_location_chains() {
+    let mut defs = String::from("#loc0 = loc(\"f.py\":1:1)\n");
+    for i in 1..300 {
+        defs.push_str(&format!(
+            "#loc{i} = loc(callsite(\"fn{i}\"(\"f.py\":{i}:1) at #loc{}))\n",
+            i - 1
+        ));
+    }
+    let body = "func.func @f(%a: tensor<f32>) {\n  %0 = stablehlo.abs %a : tensor<f32> loc(#loc299)\n  func.return\n}\n";
+    let src = format!("{body}{defs}");
+    let m = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || parse_module(&src, "chain.mlir"))
+        .unwrap()
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first_op(&m).loc.name(), Some("fn299"));
+    // Defined in the wrong order, the chain is too deep: an error, not a crash.
+    let mut rev = String::new();
+    for i in (1..300).rev() {
+        rev.push_str(&format!(
+            "#loc{i} = loc(callsite(#loc{} at #loc0))\n",
+            i - 1
+        ));
+    }
+    let src = format!("{body}#loc0 = loc(unknown)\n{rev}");
+    let r = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || parse_module(&src, "chain.mlir"))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(r.unwrap_err().message.contains("nesting too deep"));
+}
+
+#[test]
+fn exponential_alias_expansion_is_refused() {
+    let body = "func.func @f(%a: tensor<f32>) {\n  %0 = stablehlo.abs %a : tensor<f32> loc(#l60)\n  func.return\n}\n";
+    let mut locs = String::from("#l0 = loc(\"x\")\n");
+    let mut attrs = String::from("#a0 = \"x\"\n");
+    for i in 1..=60 {
+        locs.push_str(&format!("#l{i} = loc(fused[#l{}, #l{}])\n", i - 1, i - 1));
+        attrs.push_str(&format!("#a{i} = [#a{}, #a{}]\n", i - 1, i - 1));
+    }
+    let e = parse_module(&format!("{body}{locs}"), "x.mlir").unwrap_err();
+    assert!(
+        e.message.contains("aliases expand to too much text"),
+        "{}",
+        e.message
+    );
+    let src = format!("{attrs}module attributes {{k = #a60}} {{\n}}");
+    let e = parse_module(&src, "x.mlir").unwrap_err();
+    assert!(
+        e.message.contains("aliases expand to too much text"),
+        "{}",
+        e.message
+    );
+}
