@@ -228,13 +228,13 @@ impl<'a> Parser<'a> {
 
     /// The attribute `#name` stands for.
     pub fn attr_alias(&mut self, name: &str, use_pos: Pos) -> Result<Attr> {
-        if let Some(size) = self.attr_aliases.get(name).map(|m| m.size) {
+        if let Some((v, size)) = self
+            .attr_aliases
+            .get(name)
+            .map(|m| (m.value.clone(), m.size))
+        {
             self.charge(size, use_pos)?;
-            return Ok(self
-                .attr_aliases
-                .get(name)
-                .map(|m| m.value.clone())
-                .unwrap_or(Attr::Unit));
+            return Ok(v);
         }
         let m = self.parse_alias(b'#', name, use_pos, |p| p.parse_attr())?;
         let v = m.value.clone();
@@ -244,13 +244,13 @@ impl<'a> Parser<'a> {
 
     /// The type `!name` stands for.
     pub fn type_alias(&mut self, name: &str, use_pos: Pos) -> Result<Type> {
-        if let Some(size) = self.type_aliases.get(name).map(|m| m.size) {
+        if let Some((v, size)) = self
+            .type_aliases
+            .get(name)
+            .map(|m| (m.value.clone(), m.size))
+        {
             self.charge(size, use_pos)?;
-            return Ok(self
-                .type_aliases
-                .get(name)
-                .map(|m| m.value.clone())
-                .unwrap_or(Type::Token));
+            return Ok(v);
         }
         let m = self.parse_alias(b'!', name, use_pos, |p| p.parse_type())?;
         let v = m.value.clone();
@@ -263,13 +263,13 @@ impl<'a> Parser<'a> {
         if !self.locs_resolved && !self.loc_aliases.contains_key(name) {
             self.resolve_locs_in_order()?;
         }
-        if let Some(size) = self.loc_aliases.get(name).map(|m| m.size) {
+        if let Some((v, size)) = self
+            .loc_aliases
+            .get(name)
+            .map(|m| (m.value.clone(), m.size))
+        {
             self.charge(size, use_pos)?;
-            return Ok(self
-                .loc_aliases
-                .get(name)
-                .map(|m| m.value.clone())
-                .unwrap_or_default());
+            return Ok(v);
         }
         let m = self.parse_alias(b'#', name, use_pos, |p| p.parse_loc_keyword())?;
         let v = m.value.clone();
