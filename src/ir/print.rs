@@ -4,6 +4,7 @@
 //! rest. Large constants print as hex blobs; locations print as trailing `loc(...)` on request.
 
 mod attrs;
+mod pretty;
 mod types;
 
 use std::fmt::Write;
@@ -13,7 +14,7 @@ pub use types::{type_text, write_loc, write_type};
 
 use crate::ir::generic::{op_attrs, op_name};
 use crate::ir::module::NamedAttrs;
-use crate::ir::{Function, Module, Op, Operation, Region, Type, ValueId};
+use crate::ir::{Function, Module, Operation, Region, Type, ValueId};
 
 /// What to include when printing.
 #[derive(Clone, Debug, Default)]
@@ -190,72 +191,6 @@ impl<'o> Printer<'o> {
         }
         self.loc(&op.loc);
         self.out.push('\n');
-    }
-
-    /// The pretty form of common ops; false if `op` is printed generically.
-    fn pretty(&mut self, op: &Operation, top: bool, ins: &[Type], outs: &[Type]) -> bool {
-        if !op.regions.is_empty() {
-            return false;
-        }
-        match &op.op {
-            Op::Return => {
-                self.out.push_str(if top {
-                    "func.return"
-                } else {
-                    "stablehlo.return"
-                });
-                if !op.operands.is_empty() {
-                    self.out.push(' ');
-                    self.values(&op.operands);
-                    self.out.push_str(" : ");
-                    self.types(ins);
-                }
-                true
-            }
-            Op::Constant(l) if outs == [Type::Tensor(l.ty.clone())] => {
-                self.out.push_str("stablehlo.constant ");
-                attrs::write_dense(&mut self.out, l);
-                true
-            }
-            Op::Call { callee } => {
-                self.out.push_str("func.call ");
-                attrs::write_symbol(&mut self.out, callee);
-                self.out.push('(');
-                self.values(&op.operands);
-                self.out.push_str(") : ");
-                self.function_type(ins, outs);
-                true
-            }
-            Op::Unary(_) | Op::Binary(_) if outs.len() == 1 => {
-                let name = op_name(&op.op);
-                if !name.starts_with("stablehlo.") {
-                    return false;
-                }
-                let _ = write!(self.out, "{name} ");
-                self.values(&op.operands);
-                self.out.push_str(" : ");
-                if ins.iter().all(|t| outs.first() == Some(t)) {
-                    self.types(outs);
-                } else {
-                    self.function_type(ins, outs);
-                }
-                true
-            }
-            Op::Compare {
-                direction,
-                compare_type,
-            } if op.operands.len() == 2 => {
-                let _ = write!(self.out, "stablehlo.compare {direction}, ");
-                self.values(&op.operands);
-                if let Some(t) = compare_type {
-                    let _ = write!(self.out, ", {t}");
-                }
-                self.out.push_str(" : ");
-                self.function_type(ins, outs);
-                true
-            }
-            _ => false,
-        }
     }
 
     fn function_type(&mut self, ins: &[Type], outs: &[Type]) {
