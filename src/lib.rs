@@ -3,6 +3,7 @@
 //! WGSL at compile time and run on any adapter wgpu reaches.
 #![warn(missing_docs)]
 
+pub mod codegen;
 pub mod error;
 pub mod frontend;
 pub mod ir;

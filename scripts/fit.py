@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Polynomial fits for the WGSL math library (shaders/math/*.wgsl).
+
+Each fit is a near-minimax polynomial (Chebyshev interpolation at high precision, mpmath),
+with coefficients rounded to the target precision, then checked on a dense grid. Usage:
+
+    python3 scripts/fit.py NAME [f32|f64]
+
+prints the coefficients (lowest degree first) and the max relative error of the rounded
+polynomial against the target function. The functions and intervals are the ones the WGSL
+code uses; see FITS below.
+"""
+import struct
+import sys
+
+import mpmath as mp
+
+mp.mp.dps = 60
+
+
+def f32(v):
+    return struct.unpack("f", struct.pack("f", float(v)))[0]
+
+
+def asin_series(z):
+    # (asin(sqrt z) - sqrt z) / (z sqrt z)
+    if z == 0:
+        return mp.mpf(1) / 6
+    s = mp.sqrt(z)
+    return (mp.asin(s) - s) / (z * s)
+
+
+def atan_series(z):
+    # (atan(sqrt z) - sqrt z) / (z sqrt z)
+    if z == 0:
+        return mp.mpf(-1) / 3
+    s = mp.sqrt(z)
+    return (mp.atan(s) - s) / (z * s)
+
+
+def sin_series(z):
+    # (sin(sqrt z) - sqrt z) / (z sqrt z)
+    if z == 0:
+        return mp.mpf(-1) / 6
+    s = mp.sqrt(z)
+    return (mp.sin(s) - s) / (z * s)
+
+
+def cos_series(z):
+    # (cos(sqrt z) - 1 + z/2) / z^2
+    if z == 0:
+        return mp.mpf(1) / 24
+    return (mp.cos(mp.sqrt(z)) - 1 + z / 2) / (z * z)
+
+
+def exp_series(r):
+    # (e^r - 1 - r) / r^2
+    if r == 0:
+        return mp.mpf(1) / 2
+    return (mp.exp(r) - 1 - r) / (r * r)
+
+
+def log_series(z):
+    # R(z)/z with R(z) = 2 atanh(s)/s - 2, z = s^2
+    if z == 0:
+        return mp.mpf(2) / 3
+    s = mp.sqrt(z)
+    return (2 * mp.atanh(s) / s - 2) / z
+
+
+def erf_series(z):
+    # erf(x)/x as function of z = x^2
+    if z == 0:
+        return 2 / mp.sqrt(mp.pi)
+    x = mp.sqrt(z)
+    return mp.erf(x) / x
+
+
+def sinh_series(z):
+    if z == 0:
+        return mp.mpf(1) / 6
+    x = mp.sqrt(z)
+    return (mp.sinh(x) - x) / (z * x)
+
+
+def tanh_series(z):
+    if z == 0:
+        return mp.mpf(-1) / 3
+    x = mp.sqrt(z)
+    return (mp.tanh(x) - x) / (z * x)
+
+
+def erfcx(x):
+    return mp.erfc(x) * mp.exp(x * x)
+
+
+PI4 = mp.pi / 4
+FITS = {
+    # name: (function, interval, degree by precision)
+    "exp": (exp_series, (-mp.log(2) / 2, mp.log(2) / 2), {"f32": 5, "f64": 10}),
+    "log": (log_series, (0, (3 - 2 * mp.sqrt(2)) ** 2), {"f32": 3, "f64": 7}),
+    "sin": (sin_series, (0, PI4 * PI4), {"f32": 3, "f64": 6}),
+    "cos": (cos_series, (0, PI4 * PI4), {"f32": 3, "f64": 6}),
+    "atan": (atan_series, (0, (mp.sqrt(2) - 1) ** 2), {"f32": 5, "f64": 10}),
+    "asin": (asin_series, (0, mp.mpf(1) / 4), {"f32": 5, "f64": 11}),
+    "erf": (erf_series, (0, mp.mpf(1)), {"f32": 6, "f64": 11}),
+    "sinh": (sinh_series, (0, mp.mpf(1)), {"f32": 4, "f64": 8}),
+    "tanh": (tanh_series, (0, mp.mpf("0.3025")), {"f32": 6, "f64": 12}),
+}
+
+
+def fit(name, prec, degree=None, interval=None):
+    fn, (a, b), degs = FITS[name]
+    if interval is not None:
+        a, b = interval
+    n = degree if degree is not None else degs[prec]
+    poly, _ = mp.chebyfit(fn, [a, b], n + 1, error=True)
+    coeffs = list(reversed(poly))
+    if prec == "f32":
+        coeffs = [mp.mpf(f32(c)) for c in coeffs]
+    else:
+        coeffs = [mp.mpf(float(c)) for c in coeffs]
+    worst = mp.mpf(0)
+    for k in range(2001):
+        t = a + (b - a) * k / 2000
+        want = fn(t)
+        got = mp.polyval(list(reversed(coeffs)), t)
+        err = abs(got - want) / max(abs(want), mp.mpf(10) ** -30)
+        worst = max(worst, err)
+    return coeffs, worst
+
+
+def show(name, prec, degree=None):
+    coeffs, worst = fit(name, prec, degree)
+    print(f"{name} {prec} degree {len(coeffs) - 1}: max rel err {mp.nstr(worst, 3)}")
+    for c in coeffs:
+        print("  " + (repr(f32(c)) if prec == "f32" else repr(float(c))))
+
+
+def erfc_h(t):
+    # erfc(1/t) exp(1/t^2) / t: smooth on (0, 2], tends to 1/sqrt(pi) at 0
+    x = 1 / t
+    return mp.erfc(x) * mp.exp(x * x) * x
+
+
+ERFC_A = mp.mpf("1.25")
+ERFC_B = mp.mpf("0.4375")
+FITS["erfc_a"] = (lambda u: erfc_h(u + ERFC_A), (mp.mpf("0.625") - ERFC_A, 2 - ERFC_A), {"f32": 9, "f64": 20})
+FITS["erfc_b"] = (lambda u: erfc_h(u + ERFC_B), (mp.mpf("0.25") - ERFC_B, mp.mpf("0.625") - ERFC_B), {"f32": 8, "f64": 18})
+FITS["erfc_c"] = (erfc_h, (mp.mpf("0.0375"), mp.mpf("0.25")), {"f32": 6, "f64": 16})
+
+
+if __name__ == "__main__":
+    prec = sys.argv[2] if len(sys.argv) > 2 else "f32"
+    deg = int(sys.argv[3]) if len(sys.argv) > 3 else None
+    show(sys.argv[1], prec, deg)

@@ -1,0 +1,782 @@
+// wgpu-hlo math library, f32.
+//
+// Every function is preceded by `// @fn NAME` and, if it calls other library functions,
+// `// @requires ...`; src/codegen/math.rs splits the file at these markers and hands the code
+// generator the functions a kernel uses plus their dependencies.
+//
+// Only f32 arithmetic, `fma`, `sqrt`, `floor`/`round`/`trunc` and u32 bit casts are used; no
+// GLSL.std.450 transcendental built-in is called, because drivers may implement those with
+// errors far beyond the 3-ULP conformance bound (Vulkan allows 3 + 2|x| ULP for exp). Special
+// values are recognised from their bits, so a driver that assumes "no NaN, no infinity" in
+// float compares cannot drop them. Subnormal inputs and results are exact where the hardware
+// keeps them (lavapipe does, in compute shaders) and become zero where it flushes them.
+// Polynomial coefficients are near-minimax fits made by scripts/fit.py.
+
+// @fn wh_is_nan_f32
+fn wh_is_nan_f32(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+// @fn wh_is_inf_f32
+fn wh_is_inf_f32(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
+}
+
+// @fn wh_nan_f32
+// A quiet NaN. Built from a run-time value so that no NaN constant reaches the shader compiler.
+fn wh_nan_f32(x: f32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) | 0x7fc00000u);
+}
+
+// @fn wh_inf_f32
+// Infinity with the sign of `s`.
+fn wh_inf_f32(s: f32) -> f32 {
+    return bitcast<f32>((bitcast<u32>(s) & 0x80000000u) | 0x7f800000u);
+}
+
+// @fn wh_copysign_f32
+fn wh_copysign_f32(x: f32, s: f32) -> f32 {
+    return bitcast<f32>((bitcast<u32>(x) & 0x7fffffffu) | (bitcast<u32>(s) & 0x80000000u));
+}
+
+// @fn wh_ldexp_f32
+// x * 2^k for x of magnitude about 1 and any k; exact unless the result is subnormal, which is
+// then rounded once.
+fn wh_ldexp_f32(x: f32, k: i32) -> f32 {
+    var y = x;
+    var n = clamp(k, -300, 300);
+    if (n > 127) {
+        y = y * 0x1p127f;
+        n = n - 127;
+        if (n > 127) {
+            y = y * 0x1p127f;
+            n = min(n - 127, 127);
+        }
+    } else if (n < -126) {
+        y = y * 0x1p-100f;
+        n = n + 100;
+        if (n < -126) {
+            y = y * 0x1p-100f;
+            n = max(n + 100, -126);
+        }
+    }
+    return y * bitcast<f32>(u32(n + 127) << 23u);
+}
+
+// @fn wh_exp_poly_f32
+// e^r - 1 for |r| <= ln2/2 (plus a little).
+fn wh_exp_poly_f32(r: f32) -> f32 {
+    let p = fma(fma(fma(fma(fma(1.9890980911441147e-4, r, 1.3933641603216529e-3), r,
+        8.33331048488617e-3), r, 4.166646674275398e-2), r, 0.1666666716337204), r, 0.5);
+    return fma(r * r, p, r);
+}
+
+// @fn wh_exp_f32
+// @requires wh_exp_poly_f32 wh_ldexp_f32 wh_inf_f32
+fn wh_exp_f32(x: f32) -> f32 {
+    if (x > 88.72283935546875) {
+        return wh_inf_f32(1.0);
+    }
+    if (x < -104.0) {
+        return 0.0;
+    }
+    if (!(x == x)) {
+        return x;
+    }
+    let k = round(x * 1.4426950216293335);
+    // ln2_hi has 16 significant bits, so k * ln2_hi and the first step are exact.
+    let r = fma(-k, 1.428606765330187e-6, fma(-k, 0.693145751953125, x));
+    return wh_ldexp_f32(1.0 + wh_exp_poly_f32(r), i32(k));
+}
+
+// @fn wh_expm1_f32
+// @requires wh_exp_poly_f32 wh_exp_f32
+fn wh_expm1_f32(x: f32) -> f32 {
+    if (x > 88.0) {
+        return wh_exp_f32(x);
+    }
+    if (x < -18.0) {
+        return -1.0;
+    }
+    if (!(x == x)) {
+        return x;
+    }
+    let k = round(x * 1.4426950216293335);
+    let r = fma(-k, 1.428606765330187e-6, fma(-k, 0.693145751953125, x));
+    let q = wh_exp_poly_f32(r);
+    if (k == 0.0) {
+        return q;
+    }
+    let t = bitcast<f32>(u32(i32(k) + 127) << 23u);
+    return fma(t, q, t - 1.0);
+}
+
+// @fn wh_log_reduced_f32
+// e*ln2 + log(1 + f) + c for |f| <= sqrt(2) - 1 and a small correction c.
+fn wh_log_reduced_f32(e: f32, f: f32, c: f32) -> f32 {
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let r = z * fma(fma(fma(0.2333046793937683, z, 0.2855082154273987), z,
+        0.4000012278556824), z, 0.6666666865348816);
+    let hfsq = 0.5 * f * f;
+    return fma(e, 0.693145751953125,
+        (f - (hfsq - (s * (hfsq + r) + fma(e, 1.428606765330187e-6, c)))));
+}
+
+// @fn wh_log_f32
+// @requires wh_log_reduced_f32 wh_nan_f32 wh_inf_f32
+fn wh_log_f32(x: f32) -> f32 {
+    var ix = bitcast<u32>(x);
+    if (ix >= 0x7f800000u || x == 0.0) {
+        // negative, +-0, +inf, NaN
+        if (x == 0.0) {
+            return wh_inf_f32(-1.0);
+        }
+        if ((ix & 0x7fffffffu) > 0x7f800000u || ix == 0x7f800000u) {
+            return x;
+        }
+        return wh_nan_f32(x);
+    }
+    var e = -127;
+    if (ix < 0x00800000u) {
+        ix = bitcast<u32>(x * 0x1p23f);
+        e = e - 23;
+    }
+    e = e + i32(ix >> 23u);
+    var m = bitcast<f32>((ix & 0x007fffffu) | 0x3f800000u);
+    if (m > 1.4142135381698608) {
+        m = m * 0.5;
+        e = e + 1;
+    }
+    return wh_log_reduced_f32(f32(e), m - 1.0, 0.0);
+}
+
+// @fn wh_log1p_f32
+// @requires wh_log_reduced_f32 wh_nan_f32 wh_inf_f32
+fn wh_log1p_f32(x: f32) -> f32 {
+    let ix = bitcast<u32>(x);
+    if ((ix & 0x7fffffffu) >= 0x7f800000u) {
+        // NaN, +inf -> itself; -inf -> NaN
+        if (ix == 0xff800000u) {
+            return wh_nan_f32(x);
+        }
+        return x;
+    }
+    if (x <= -1.0) {
+        if (x == -1.0) {
+            return wh_inf_f32(-1.0);
+        }
+        return wh_nan_f32(x);
+    }
+    if (abs(x) < 0x1p-24f) {
+        return x;
+    }
+    if (x > -0.29289321881 && x < 0.41421356237) {
+        return wh_log_reduced_f32(0.0, x, 0.0);
+    }
+    let u = 1.0 + x;
+    let iu = bitcast<u32>(u);
+    var e = i32(iu >> 23u) - 127;
+    var m = bitcast<f32>((iu & 0x007fffffu) | 0x3f800000u);
+    if (m > 1.4142135381698608) {
+        m = m * 0.5;
+        e = e + 1;
+    }
+    // c: what rounding 1 + x lost, relative to u.
+    var c = 0.0;
+    if (e < 24) {
+        c = (x - (u - 1.0)) / u;
+    }
+    return wh_log_reduced_f32(f32(e), m - 1.0, c);
+}
+
+// @fn wh_rem_pio2_f32
+// x = j*pi/2 + r: returns (r, j mod 4). Three-part Cody-Waite with fma; the first step is
+// exact. Accurate for |x| < 2^18; larger arguments lose accuracy gradually.
+fn wh_rem_pio2_f32(x: f32) -> vec2<f32> {
+    let j = round(x * 0.6366197466850281);
+    var r = fma(-j, 1.5707963705062866, x);
+    r = fma(-j, -4.371138828673793e-8, r);
+    r = fma(-j, -1.7151245100058819e-15, r);
+    let q = j - 4.0 * floor(j * 0.25);
+    return vec2<f32>(r, q);
+}
+
+// @fn wh_sin_kernel_f32
+// sin(r) for |r| <= pi/4.
+fn wh_sin_kernel_f32(r: f32) -> f32 {
+    let z = r * r;
+    let p = fma(fma(fma(2.7249925551586784e-6, z, -1.9840087043121457e-4), z,
+        8.333331905305386e-3), z, -0.1666666716337204);
+    return fma(r * z, p, r);
+}
+
+// @fn wh_cos_kernel_f32
+// cos(r) for |r| <= pi/4.
+fn wh_cos_kernel_f32(r: f32) -> f32 {
+    let z = r * r;
+    let p = fma(fma(fma(-2.730095900460583e-7, z, 2.480059993104078e-5), z,
+        -1.38888880610466e-3), z, 4.16666679084301e-2);
+    let hz = 0.5 * z;
+    let w = 1.0 - hz;
+    return w + (((1.0 - w) - hz) + z * z * p);
+}
+
+// @fn wh_sin_f32
+// @requires wh_rem_pio2_f32 wh_sin_kernel_f32 wh_cos_kernel_f32
+fn wh_sin_f32(x: f32) -> f32 {
+    if (abs(x) < 0x1p-12f) {
+        return x;
+    }
+    if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) {
+        return x - x;
+    }
+    let rq = wh_rem_pio2_f32(x);
+    let q = u32(rq.y);
+    var v: f32;
+    if ((q & 1u) == 0u) {
+        v = wh_sin_kernel_f32(rq.x);
+    } else {
+        v = wh_cos_kernel_f32(rq.x);
+    }
+    return select(v, -v, q >= 2u);
+}
+
+// @fn wh_cos_f32
+// @requires wh_rem_pio2_f32 wh_sin_kernel_f32 wh_cos_kernel_f32
+fn wh_cos_f32(x: f32) -> f32 {
+    if (abs(x) < 0x1p-12f) {
+        return 1.0;
+    }
+    if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) {
+        return x - x;
+    }
+    let rq = wh_rem_pio2_f32(x);
+    let q = u32(rq.y);
+    var v: f32;
+    if ((q & 1u) == 0u) {
+        v = wh_cos_kernel_f32(rq.x);
+    } else {
+        v = wh_sin_kernel_f32(rq.x);
+    }
+    return select(v, -v, q == 1u || q == 2u);
+}
+
+// @fn wh_tan_f32
+// @requires wh_rem_pio2_f32 wh_sin_kernel_f32 wh_cos_kernel_f32
+fn wh_tan_f32(x: f32) -> f32 {
+    if (abs(x) < 0x1p-12f) {
+        return x;
+    }
+    if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) {
+        return x - x;
+    }
+    let rq = wh_rem_pio2_f32(x);
+    let s = wh_sin_kernel_f32(rq.x);
+    let c = wh_cos_kernel_f32(rq.x);
+    if ((u32(rq.y) & 1u) == 0u) {
+        return s / c;
+    }
+    return -c / s;
+}
+
+// @fn wh_atan_kernel_f32
+// atan(t) for |t| <= tan(pi/8).
+fn wh_atan_kernel_f32(t: f32) -> f32 {
+    let z = t * t;
+    let p = fma(fma(fma(fma(fma(0.05048138648271561, z, -0.08624675869941711), z,
+        0.1107136532664299), z, -0.14284151792526245), z, 0.19999977946281433), z,
+        -0.3333333432674408);
+    return fma(t * z, p, t);
+}
+
+// @fn wh_atan_pos_f32
+// @requires wh_atan_kernel_f32
+// atan(a) for a >= 0 (a may be +inf).
+fn wh_atan_pos_f32(a: f32) -> f32 {
+    if (a > 0x1p26f) {
+        return 1.5707963705062866;
+    }
+    if (a > 2.4142135623730951) {
+        return 1.5707963705062866 + (wh_atan_kernel_f32(-1.0 / a) - 4.371138828673793e-8);
+    }
+    if (a > 0.41421356237309503) {
+        return 0.7853981852531433
+            + (wh_atan_kernel_f32((a - 1.0) / (a + 1.0)) - 2.1855694143368964e-8);
+    }
+    return wh_atan_kernel_f32(a);
+}
+
+// @fn wh_atan_f32
+// @requires wh_atan_pos_f32 wh_copysign_f32
+fn wh_atan_f32(x: f32) -> f32 {
+    if (!(x == x) || abs(x) < 0x1p-12f) {
+        return x;
+    }
+    return wh_copysign_f32(wh_atan_pos_f32(abs(x)), x);
+}
+
+// @fn wh_atan2_f32
+// @requires wh_atan_pos_f32 wh_copysign_f32 wh_is_nan_f32 wh_is_inf_f32
+fn wh_atan2_f32(y: f32, x: f32) -> f32 {
+    if (wh_is_nan_f32(x) || wh_is_nan_f32(y)) {
+        return x + y;
+    }
+    let xneg = (bitcast<u32>(x) & 0x80000000u) != 0u;
+    var a: f32;
+    if (y == 0.0) {
+        a = select(0.0, 3.1415927410125732, xneg);
+    } else if (x == 0.0) {
+        a = 1.5707963705062866;
+    } else if (wh_is_inf_f32(x)) {
+        if (wh_is_inf_f32(y)) {
+            a = select(0.7853981852531433, 2.356194490192345, xneg);
+        } else {
+            a = select(0.0, 3.1415927410125732, xneg);
+        }
+    } else if (wh_is_inf_f32(y)) {
+        a = 1.5707963705062866;
+    } else {
+        let t = wh_atan_pos_f32(abs(y) / abs(x));
+        if (xneg) {
+            a = 3.1415927410125732 - (t + 8.742277657347586e-8);
+        } else {
+            a = t;
+        }
+    }
+    return wh_copysign_f32(a, y);
+}
+
+// @fn wh_asin_poly_f32
+// (asin(s) - s) / s^3 as a polynomial in z = s^2, z <= 1/4.
+fn wh_asin_poly_f32(z: f32) -> f32 {
+    return fma(fma(fma(fma(fma(fma(0.03097454085946083, z, 0.01057441532611847), z,
+        0.02361181750893593), z, 0.030269138514995575), z, 0.044647663831710815), z,
+        0.07499992102384567), z, 0.1666666716337204);
+}
+
+// @fn wh_asin_f32
+// @requires wh_asin_poly_f32 wh_copysign_f32 wh_nan_f32
+fn wh_asin_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(a <= 1.0)) {
+        return select(wh_nan_f32(x), x, !(x == x));
+    }
+    if (a < 0x1p-12f) {
+        return x;
+    }
+    if (a <= 0.5) {
+        let z = a * a;
+        return wh_copysign_f32(fma(a * z, wh_asin_poly_f32(z), a), x);
+    }
+    // asin(a) = pi/2 - 2 asin(s), s = sqrt((1 - a)/2), with s carried to extra precision.
+    let z = 0.5 * (1.0 - a);
+    let s = sqrt(z);
+    let sl = fma(-s, s, z) / (2.0 * s);
+    let tail = 2.0 * (sl + s * z * wh_asin_poly_f32(z));
+    let r = (1.5707963705062866 - 2.0 * s) + (-4.371138828673793e-8 - tail);
+    return wh_copysign_f32(r, x);
+}
+
+// @fn wh_acos_f32
+// @requires wh_asin_poly_f32 wh_nan_f32
+fn wh_acos_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(a <= 1.0)) {
+        return select(wh_nan_f32(x), x, !(x == x));
+    }
+    if (a <= 0.5) {
+        let z = x * x;
+        let p = fma(x * z, wh_asin_poly_f32(z), x);
+        return 1.5707963705062866 - (p + 4.371138828673793e-8);
+    }
+    let z = 0.5 * (1.0 - a);
+    let s = sqrt(z);
+    let sl = fma(-s, s, z) / (2.0 * s);
+    let v = 2.0 * s + 2.0 * (sl + s * z * wh_asin_poly_f32(z));
+    if (x > 0.0) {
+        return v;
+    }
+    return 3.1415927410125732 - (v + 8.742277657347586e-8);
+}
+
+// @fn wh_sinh_f32
+// @requires wh_expm1_f32 wh_exp_f32 wh_copysign_f32
+fn wh_sinh_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(a < 89.5)) {
+        // +-inf, NaN, overflow
+        return x * 0x1p127f * 0x1p127f;
+    }
+    if (a < 0x1p-12f) {
+        return x;
+    }
+    if (a < 1.0) {
+        let z = a * a;
+        let p = fma(fma(fma(fma(2.5456706964632758e-8, z, 2.7553769541555084e-6), z,
+            1.984128321055323e-4), z, 8.333333767950535e-3), z, 0.1666666716337204);
+        return wh_copysign_f32(fma(a * z, p, a), x);
+    }
+    var r: f32;
+    if (a < 9.0) {
+        let e = wh_expm1_f32(a);
+        r = 0.5 * (e + e / (e + 1.0));
+    } else if (a < 88.0) {
+        r = 0.5 * wh_exp_f32(a);
+    } else {
+        let t = wh_exp_f32(0.5 * a);
+        r = (0.5 * t) * t;
+    }
+    return wh_copysign_f32(r, x);
+}
+
+// @fn wh_cosh_f32
+// @requires wh_expm1_f32 wh_exp_f32
+fn wh_cosh_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(a < 89.5)) {
+        return a * 0x1p127f * 0x1p127f;
+    }
+    if (a < 0x1p-12f) {
+        return 1.0;
+    }
+    if (a < 0.3466) {
+        let e = wh_expm1_f32(a);
+        return 1.0 + (e * e) / (2.0 + 2.0 * e);
+    }
+    if (a < 9.0) {
+        let t = wh_exp_f32(a);
+        return 0.5 * t + 0.5 / t;
+    }
+    if (a < 88.0) {
+        return 0.5 * wh_exp_f32(a);
+    }
+    let t = wh_exp_f32(0.5 * a);
+    return (0.5 * t) * t;
+}
+
+// @fn wh_tanh_f32
+// @requires wh_expm1_f32 wh_copysign_f32
+fn wh_tanh_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(x == x) || a < 0x1p-12f) {
+        return x;
+    }
+    if (a > 9.1) {
+        return wh_copysign_f32(1.0, x);
+    }
+    if (a < 0.55) {
+        let z = a * a;
+        let p = fma(fma(fma(fma(fma(fma(-9.655737085267901e-4, z, 3.4047593362629414e-3), z,
+            -8.826135657727718e-3), z, 0.02186564728617668), z, -0.05396806448698044), z,
+            0.13333332538604736), z, -0.3333333432674408);
+        return wh_copysign_f32(fma(a * z, p, a), x);
+    }
+    let e = wh_expm1_f32(2.0 * a);
+    return wh_copysign_f32(1.0 - 2.0 / (e + 2.0), x);
+}
+
+// @fn wh_asinh_f32
+// @requires wh_log_f32 wh_log1p_f32 wh_copysign_f32
+fn wh_asinh_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(a < 0x1p30f) || a < 0x1p-12f) {
+        if (a >= 0x1p30f && bitcast<u32>(a) < 0x7f800000u) {
+            return wh_copysign_f32(wh_log_f32(a) + 0.6931471824645996, x);
+        }
+        return x;
+    }
+    var r: f32;
+    if (a > 2.0) {
+        r = wh_log_f32(2.0 * a + 1.0 / (sqrt(a * a + 1.0) + a));
+    } else {
+        let z = a * a;
+        r = wh_log1p_f32(a + z / (1.0 + sqrt(1.0 + z)));
+    }
+    return wh_copysign_f32(r, x);
+}
+
+// @fn wh_acosh_f32
+// @requires wh_log_f32 wh_log1p_f32 wh_nan_f32
+fn wh_acosh_f32(x: f32) -> f32 {
+    if (!(x >= 1.0)) {
+        return select(wh_nan_f32(x), x, !(x == x));
+    }
+    if (x >= 0x1p30f) {
+        if (bitcast<u32>(x) >= 0x7f800000u) {
+            return x;
+        }
+        return wh_log_f32(x) + 0.6931471824645996;
+    }
+    if (x > 2.0) {
+        return wh_log_f32(2.0 * x - 1.0 / (x + sqrt(x * x - 1.0)));
+    }
+    let t = x - 1.0;
+    return wh_log1p_f32(t + sqrt(2.0 * t + t * t));
+}
+
+// @fn wh_atanh_f32
+// @requires wh_log1p_f32 wh_copysign_f32 wh_nan_f32 wh_inf_f32
+fn wh_atanh_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(a < 1.0)) {
+        if (a == 1.0) {
+            return wh_inf_f32(x);
+        }
+        return select(wh_nan_f32(x), x, !(x == x));
+    }
+    if (a < 0x1p-12f) {
+        return x;
+    }
+    var r: f32;
+    if (a < 0.5) {
+        r = 0.5 * wh_log1p_f32(2.0 * a + 2.0 * a * a / (1.0 - a));
+    } else {
+        r = 0.5 * wh_log1p_f32(2.0 * a / (1.0 - a));
+    }
+    return wh_copysign_f32(r, x);
+}
+
+// @fn wh_erf_small_f32
+// erf(x) for |x| <= 1.
+fn wh_erf_small_f32(x: f32) -> f32 {
+    let z = x * x;
+    let p = fma(fma(fma(fma(fma(-5.648059886880219e-4, z, 4.921761807054281e-3), z,
+        -0.026715055108070374), z, 0.11280316859483719), z, -0.37612342834472656), z,
+        1.1283791065216064);
+    return x * p;
+}
+
+// @fn wh_erfc_pos_f32
+// @requires wh_exp_f32
+// erfc(a) for 0.5 <= a: exp(-a^2) * h(1/a) / a with h fitted on three intervals.
+fn wh_erfc_pos_f32(a: f32) -> f32 {
+    if (a > 10.1) {
+        return 0.0;
+    }
+    let t = 1.0 / a;
+    var h: f32;
+    if (a < 1.6) {
+        let u = t - 1.25;
+        h = fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(3.666029806481674e-5, u,
+            1.9636259821709245e-4), u, -1.0053872829303145e-3), u, 2.2816327400505543e-3), u,
+            -4.008117131888866e-3), u, 5.86898485198617e-3), u, -5.742452573031187e-3), u,
+            -2.8686877340078354e-3), u, 0.03673933818936348), u, -0.1359654664993286), u,
+            0.39128047227859497);
+    } else if (a < 4.0) {
+        let u = t - 0.4375;
+        h = fma(fma(fma(fma(fma(fma(fma(-0.17789815366268158, u, 0.11203128844499588), u,
+            0.016906674951314926), u, -0.11885488778352737), u, 0.14755010604858398), u,
+            -0.061578236520290375), u, -0.16112859547138214), u, 0.5210682153701782);
+    } else {
+        h = fma(fma(fma(fma(fma(fma(0.07550378143787384, t, -0.5296733975410461), t,
+            0.539033055305481), t, -0.01401092391461134), t, -0.28114965558052063), t,
+            -3.281066892668605e-5), t, 0.5641900300979614);
+    }
+    // exp(-a^2) with a^2 = hi + lo exactly.
+    let hi = a * a;
+    let lo = fma(a, a, -hi);
+    let e = wh_exp_f32(-hi);
+    return fma(-e, lo, e) * (h / a);
+}
+
+// @fn wh_erf_f32
+// @requires wh_erf_small_f32 wh_erfc_pos_f32 wh_copysign_f32
+fn wh_erf_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(x == x)) {
+        return x;
+    }
+    if (a <= 1.0) {
+        return wh_erf_small_f32(x);
+    }
+    if (a > 4.0) {
+        return wh_copysign_f32(1.0, x);
+    }
+    return wh_copysign_f32(1.0 - wh_erfc_pos_f32(a), x);
+}
+
+// @fn wh_erfc_f32
+// @requires wh_erf_small_f32 wh_erfc_pos_f32
+fn wh_erfc_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(x == x)) {
+        return x;
+    }
+    if (a < 0.5) {
+        return 1.0 - wh_erf_small_f32(x);
+    }
+    let c = wh_erfc_pos_f32(a);
+    if (x < 0.0) {
+        return 2.0 - c;
+    }
+    return c;
+}
+
+// @fn wh_sqrt_f32
+// Correctly rounded square root: the built-in's result (within a few ULP on every driver) is
+// corrected once with an fma residual.
+fn wh_sqrt_f32(x: f32) -> f32 {
+    let s = sqrt(x);
+    if (!(x > 0.0) || (bitcast<u32>(x) >= 0x7f800000u) || x < 0x1p-100f) {
+        return s;
+    }
+    let r = fma(-s, s, x);
+    return fma(r, 0.5 / s, s);
+}
+
+// @fn wh_rsqrt_f32
+// @requires wh_nan_f32
+// 1/sqrt(x) within 1 ULP: x is scaled into [1, 4) by an even power of two and the built-in's
+// result is corrected by one Newton step with an fma residual.
+fn wh_rsqrt_f32(x: f32) -> f32 {
+    var ix = bitcast<u32>(x);
+    if (!(x > 0.0) || ix >= 0x7f800000u) {
+        if (x == 0.0) {
+            return 1.0 / x;
+        }
+        if (ix == 0x7f800000u) {
+            return 0.0;
+        }
+        return wh_nan_f32(x);
+    }
+    var k = 0;
+    if (ix < 0x00800000u) {
+        ix = bitcast<u32>(x * 0x1p24f);
+        k = -24;
+    }
+    let e = i32(ix >> 23u) - 127 + k;
+    let ee = e & ~1;
+    let m = bitcast<f32>((ix & 0x007fffffu) | (u32(127 + e - ee) << 23u));
+    let y = inverseSqrt(m);
+    let t = y * y;
+    let r = fma(-m, t, 1.0) - m * fma(y, y, -t);
+    let z = fma(y * 0.5, r, y);
+    return z * bitcast<f32>(u32(127 - ee / 2) << 23u);
+}
+
+// @fn wh_cbrt_f32
+// @requires wh_ldexp_f32
+fn wh_cbrt_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (a == 0.0 || bitcast<u32>(a) >= 0x7f800000u) {
+        return x + x;
+    }
+    var ia = bitcast<u32>(a);
+    var e = -127;
+    if (ia < 0x00800000u) {
+        ia = bitcast<u32>(a * 0x1p24f);
+        e = e - 24;
+    }
+    e = e + i32(ia >> 23u);
+    // a = m * 2^e with m in [1, 2); make e a multiple of 3 and m in [1, 8).
+    let q = e - 3 * i32(floor(f32(e) / 3.0));
+    let m = bitcast<f32>((ia & 0x007fffffu) | 0x3f800000u) * f32(1 << u32(q));
+    let k = (e - q) / 3;
+    // initial guess, then Newton steps on y^3 = m
+    var y = fma(fma(-0.012327, m, 0.2538), m, 0.75853);
+    y = y - (y - m / (y * y)) * (1.0 / 3.0);
+    y = y - (y - m / (y * y)) * (1.0 / 3.0);
+    y = y - (y - m / (y * y)) * (1.0 / 3.0);
+    // last step with an fma residual
+    let y2 = y * y;
+    let r = fma(y2, y, -m) + fma(y, y, -y2) * y;
+    y = y - r / (3.0 * y2);
+    let v = wh_ldexp_f32(y, k);
+    return select(v, -v, x < 0.0);
+}
+
+// @fn wh_logistic_f32
+// @requires wh_exp_f32
+// 1 / (1 + exp(-x)); for x < 0 computed as e / (1 + e) with e = exp(x), so that the tiny
+// results for large negative x keep their relative accuracy.
+fn wh_logistic_f32(x: f32) -> f32 {
+    if (!(x == x)) {
+        return x;
+    }
+    if (x >= 0.0) {
+        return 1.0 / (1.0 + wh_exp_f32(-x));
+    }
+    let e = wh_exp_f32(x);
+    return e / (1.0 + e);
+}
+
+// @fn wh_round_afz_f32
+// Round half away from zero.
+fn wh_round_afz_f32(x: f32) -> f32 {
+    let t = trunc(x);
+    let d = abs(x - t);
+    return select(t, t + sign(x), d >= 0.5);
+}
+
+// @fn wh_rem_f32
+// @requires wh_nan_f32
+// C fmod: x - trunc(x/y) * y, exact. Long division on the integer significands, one
+// exponent step (up to 8 bits) per iteration, at most 33 iterations.
+fn wh_rem_f32(x: f32, y: f32) -> f32 {
+    let ux = bitcast<u32>(x);
+    let uy = bitcast<u32>(y);
+    let ax = ux & 0x7fffffffu;
+    let ay = uy & 0x7fffffffu;
+    let sx = ux & 0x80000000u;
+    if (ax >= 0x7f800000u || ay > 0x7f800000u || ay == 0u) {
+        return wh_nan_f32(x + y);
+    }
+    if (ay == 0x7f800000u || ax < ay) {
+        return x;
+    }
+    var ex = i32(ax >> 23u);
+    var ey = i32(ay >> 23u);
+    var mx = ax & 0x007fffffu;
+    var my = ay & 0x007fffffu;
+    if (ex == 0) {
+        ex = 1;
+    } else {
+        mx = mx | 0x00800000u;
+    }
+    if (ey == 0) {
+        ey = 1;
+    } else {
+        my = my | 0x00800000u;
+    }
+    // mx * 2^ex mod my * 2^ey, with mx, my < 2^24: shift mx left by at most 8 bits a step
+    // (keeps it below 2^32) and reduce.
+    var d = ex - ey;
+    mx = mx % my;
+    for (var i = 0; i < 40; i = i + 1) {
+        if (d <= 0 || mx == 0u) {
+            break;
+        }
+        let s = min(d, 8);
+        mx = (mx << u32(s)) % my;
+        d = d - s;
+    }
+    if (mx == 0u) {
+        return bitcast<f32>(sx);
+    }
+    // result = mx * 2^(ey - 150); normalize, or leave subnormal
+    let sh = i32(countLeadingZeros(mx)) - 8;
+    if (ey - sh < 1) {
+        return bitcast<f32>(sx | (mx << u32(ey - 1)));
+    }
+    return bitcast<f32>(sx | (u32(ey - sh) << 23u) | ((mx << u32(sh)) & 0x007fffffu));
+}
+
+// @fn wh_next_after_f32
+// @requires wh_is_nan_f32
+fn wh_next_after_f32(x: f32, y: f32) -> f32 {
+    if (wh_is_nan_f32(x) || wh_is_nan_f32(y)) {
+        return x + y;
+    }
+    let ux = bitcast<u32>(x);
+    let uy = bitcast<u32>(y);
+    if (ux == uy || x == y) {
+        return y;
+    }
+    if ((ux & 0x7fffffffu) == 0u) {
+        return bitcast<f32>((uy & 0x80000000u) | 1u);
+    }
+    // away from zero when y is beyond x in x's direction
+    let up = (x < y) == (x > 0.0);
+    return bitcast<f32>(select(ux - 1u, ux + 1u, up));
+}

@@ -1,0 +1,3 @@
+//! WGSL code generation.
+
+pub mod math;
