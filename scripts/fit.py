@@ -76,6 +76,14 @@ def erf_series(z):
     return mp.erf(x) / x
 
 
+def erf_q(z):
+    # (erf(x)/x - 2/sqrt(pi)) / z, z = x^2
+    if z == 0:
+        return -2 / (3 * mp.sqrt(mp.pi))
+    x = mp.sqrt(z)
+    return (mp.erf(x) / x - 2 / mp.sqrt(mp.pi)) / z
+
+
 def sinh_series(z):
     if z == 0:
         return mp.mpf(1) / 6
@@ -101,9 +109,10 @@ FITS = {
     "log": (log_series, (0, (3 - 2 * mp.sqrt(2)) ** 2), {"f32": 3, "f64": 7}),
     "sin": (sin_series, (0, PI4 * PI4), {"f32": 3, "f64": 6}),
     "cos": (cos_series, (0, PI4 * PI4), {"f32": 3, "f64": 6}),
-    "atan": (atan_series, (0, (mp.sqrt(2) - 1) ** 2), {"f32": 5, "f64": 10}),
+    "atan": (atan_series, (0, mp.mpf(7 * 7) / 256), {"f32": 6, "f64": 11}),
     "asin": (asin_series, (0, mp.mpf(1) / 4), {"f32": 5, "f64": 11}),
     "erf": (erf_series, (0, mp.mpf(1)), {"f32": 6, "f64": 11}),
+    "erfq": (erf_q, (0, mp.mpf(1)), {"f32": 6, "f64": 15}),
     "sinh": (sinh_series, (0, mp.mpf(1)), {"f32": 4, "f64": 8}),
     "tanh": (tanh_series, (0, mp.mpf("0.3025")), {"f32": 6, "f64": 12}),
 }

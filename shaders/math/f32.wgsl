@@ -11,6 +11,13 @@
 // float compares cannot drop them. Subnormal inputs and results are exact where the hardware
 // keeps them (lavapipe does, in compute shaders) and become zero where it flushes them.
 // Polynomial coefficients are near-minimax fits made by scripts/fit.py.
+//
+// Compilers are hostile to careful float code: Mesa (lavapipe, RADV, ANV, ...) applies
+// "inexact" rewrites such as (a + b) - b -> a and x == x -> true to every float op of a SPIR-V
+// module without NoContraction (naga emits none), and `fma` is not always fused (lavapipe
+// computes it as a multiply and an add). So exact products use a bit-mask split
+// (wh_two_prod_f32, correct whether or not fma fuses), compensation steps go through
+// wh_opaque_f32, and special values are tested on the bits.
 
 // @fn wh_is_nan_f32
 fn wh_is_nan_f32(x: f32) -> bool {
@@ -37,6 +44,33 @@ fn wh_inf_f32(s: f32) -> f32 {
 // @fn wh_copysign_f32
 fn wh_copysign_f32(x: f32, s: f32) -> f32 {
     return bitcast<f32>((bitcast<u32>(x) & 0x7fffffffu) | (bitcast<u32>(s) & 0x80000000u));
+}
+
+// @fn wh_opaque_f32
+// x itself, computed so that the shader compiler cannot see that it is x: keeps compensation
+// terms such as (1 + x) - 1 from being simplified away. Only a NaN payload could change.
+fn wh_opaque_f32(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    return bitcast<f32>(b ^ select(0u, 1u, b == 0xffffffffu));
+}
+
+// @fn wh_split_f32
+// The upper 12 significant bits of x (x minus it is exact and has at most 12 bits).
+fn wh_split_f32(x: f32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) & 0xfffff000u);
+}
+
+// @fn wh_two_prod_f32
+// @requires wh_split_f32
+// (p, e) with p = a*b rounded and p + e = a*b exactly (Dekker; no fma needed).
+fn wh_two_prod_f32(a: f32, b: f32) -> vec2<f32> {
+    let p = a * b;
+    let ah = wh_split_f32(a);
+    let al = a - ah;
+    let bh = wh_split_f32(b);
+    let bl = b - bh;
+    let e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    return vec2<f32>(p, e);
 }
 
 // @fn wh_ldexp_f32
@@ -72,16 +106,16 @@ fn wh_exp_poly_f32(r: f32) -> f32 {
 }
 
 // @fn wh_exp_f32
-// @requires wh_exp_poly_f32 wh_ldexp_f32 wh_inf_f32
+// @requires wh_exp_poly_f32 wh_ldexp_f32 wh_inf_f32 wh_is_nan_f32
 fn wh_exp_f32(x: f32) -> f32 {
+    if (wh_is_nan_f32(x)) {
+        return x;
+    }
     if (x > 88.72283935546875) {
         return wh_inf_f32(1.0);
     }
     if (x < -104.0) {
         return 0.0;
-    }
-    if (!(x == x)) {
-        return x;
     }
     let k = round(x * 1.4426950216293335);
     // ln2_hi has 16 significant bits, so k * ln2_hi and the first step are exact.
@@ -90,16 +124,16 @@ fn wh_exp_f32(x: f32) -> f32 {
 }
 
 // @fn wh_expm1_f32
-// @requires wh_exp_poly_f32 wh_exp_f32
+// @requires wh_exp_poly_f32 wh_exp_f32 wh_is_nan_f32
 fn wh_expm1_f32(x: f32) -> f32 {
+    if (wh_is_nan_f32(x)) {
+        return x;
+    }
     if (x > 88.0) {
         return wh_exp_f32(x);
     }
     if (x < -18.0) {
         return -1.0;
-    }
-    if (!(x == x)) {
-        return x;
     }
     let k = round(x * 1.4426950216293335);
     let r = fma(-k, 1.428606765330187e-6, fma(-k, 0.693145751953125, x));
@@ -152,7 +186,7 @@ fn wh_log_f32(x: f32) -> f32 {
 }
 
 // @fn wh_log1p_f32
-// @requires wh_log_reduced_f32 wh_nan_f32 wh_inf_f32
+// @requires wh_log_reduced_f32 wh_nan_f32 wh_inf_f32 wh_opaque_f32
 fn wh_log1p_f32(x: f32) -> f32 {
     let ix = bitcast<u32>(x);
     if ((ix & 0x7fffffffu) >= 0x7f800000u) {
@@ -185,19 +219,34 @@ fn wh_log1p_f32(x: f32) -> f32 {
     // c: what rounding 1 + x lost, relative to u.
     var c = 0.0;
     if (e < 24) {
-        c = (x - (u - 1.0)) / u;
+        c = (x - (wh_opaque_f32(u) - 1.0)) / u;
     }
     return wh_log_reduced_f32(f32(e), m - 1.0, c);
 }
 
 // @fn wh_rem_pio2_f32
-// x = j*pi/2 + r: returns (r, j mod 4). Three-part Cody-Waite with fma; the first step is
-// exact. Accurate for |x| < 2^18; larger arguments lose accuracy gradually.
+// @requires wh_split_f32
+// x = j*pi/2 + r: returns (r, j mod 4). pi/2 is split into four 12-bit parts and a tail so
+// that j * part is exact for |j| < 2^12; larger j is itself split into two 12-bit halves.
+// Accurate for |x| < 2^23; beyond that the result degrades (no Payne-Hanek reduction yet).
 fn wh_rem_pio2_f32(x: f32) -> vec2<f32> {
     let j = round(x * 0.6366197466850281);
-    var r = fma(-j, 1.5707963705062866, x);
-    r = fma(-j, -4.371138828673793e-8, r);
-    r = fma(-j, -1.7151245100058819e-15, r);
+    var r: f32;
+    if (abs(j) < 4096.0) {
+        r = x - j * 1.5703125;
+        r = r - j * 4.837512969970703e-4;
+        r = r - j * 7.549533620476723e-8;
+        r = r - j * 2.5632829192545614e-12;
+        r = r - j * 6.123234262925839e-17;
+    } else {
+        let jh = wh_split_f32(j);
+        let jl = j - jh;
+        r = (x - jh * 1.5703125) - jl * 1.5703125;
+        r = (r - jh * 4.837512969970703e-4) - jl * 4.837512969970703e-4;
+        r = (r - jh * 7.549533620476723e-8) - jl * 7.549533620476723e-8;
+        r = r - j * 2.5632829192545614e-12;
+        r = r - j * 6.123234262925839e-17;
+    }
     let q = j - 4.0 * floor(j * 0.25);
     return vec2<f32>(r, q);
 }
@@ -223,13 +272,13 @@ fn wh_cos_kernel_f32(r: f32) -> f32 {
 }
 
 // @fn wh_sin_f32
-// @requires wh_rem_pio2_f32 wh_sin_kernel_f32 wh_cos_kernel_f32
+// @requires wh_rem_pio2_f32 wh_sin_kernel_f32 wh_cos_kernel_f32 wh_nan_f32
 fn wh_sin_f32(x: f32) -> f32 {
     if (abs(x) < 0x1p-12f) {
         return x;
     }
     if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) {
-        return x - x;
+        return wh_nan_f32(x);
     }
     let rq = wh_rem_pio2_f32(x);
     let q = u32(rq.y);
@@ -243,13 +292,13 @@ fn wh_sin_f32(x: f32) -> f32 {
 }
 
 // @fn wh_cos_f32
-// @requires wh_rem_pio2_f32 wh_sin_kernel_f32 wh_cos_kernel_f32
+// @requires wh_rem_pio2_f32 wh_sin_kernel_f32 wh_cos_kernel_f32 wh_nan_f32
 fn wh_cos_f32(x: f32) -> f32 {
     if (abs(x) < 0x1p-12f) {
         return 1.0;
     }
     if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) {
-        return x - x;
+        return wh_nan_f32(x);
     }
     let rq = wh_rem_pio2_f32(x);
     let q = u32(rq.y);
@@ -263,13 +312,13 @@ fn wh_cos_f32(x: f32) -> f32 {
 }
 
 // @fn wh_tan_f32
-// @requires wh_rem_pio2_f32 wh_sin_kernel_f32 wh_cos_kernel_f32
+// @requires wh_rem_pio2_f32 wh_sin_kernel_f32 wh_cos_kernel_f32 wh_nan_f32
 fn wh_tan_f32(x: f32) -> f32 {
     if (abs(x) < 0x1p-12f) {
         return x;
     }
     if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) {
-        return x - x;
+        return wh_nan_f32(x);
     }
     let rq = wh_rem_pio2_f32(x);
     let s = wh_sin_kernel_f32(rq.x);
@@ -281,36 +330,45 @@ fn wh_tan_f32(x: f32) -> f32 {
 }
 
 // @fn wh_atan_kernel_f32
-// atan(t) for |t| <= tan(pi/8).
+// atan(t) for |t| <= 7/16.
 fn wh_atan_kernel_f32(t: f32) -> f32 {
     let z = t * t;
-    let p = fma(fma(fma(fma(fma(0.05048138648271561, z, -0.08624675869941711), z,
-        0.1107136532664299), z, -0.14284151792526245), z, 0.19999977946281433), z,
-        -0.3333333432674408);
+    let p = fma(fma(fma(fma(fma(fma(-0.03829481080174446, z, 0.07028349488973618), z,
+        -0.09009037911891937), z, 0.11105795204639435), z, -0.1428554803133011), z,
+        0.19999997317790985), z, -0.3333333432674408);
     return fma(t * z, p, t);
 }
 
 // @fn wh_atan_pos_f32
 // @requires wh_atan_kernel_f32
-// atan(a) for a >= 0 (a may be +inf).
+// atan(a) for a >= 0 (a may be +inf): reduced around 0, 1/2, 1, 3/2 and infinity so that the
+// final sum never cancels.
 fn wh_atan_pos_f32(a: f32) -> f32 {
     if (a > 0x1p26f) {
         return 1.5707963705062866;
     }
-    if (a > 2.4142135623730951) {
-        return 1.5707963705062866 + (wh_atan_kernel_f32(-1.0 / a) - 4.371138828673793e-8);
+    if (a < 0.4375) {
+        return wh_atan_kernel_f32(a);
     }
-    if (a > 0.41421356237309503) {
+    if (a < 0.6875) {
+        return 0.46364760398864746
+            + (wh_atan_kernel_f32((2.0 * a - 1.0) / (2.0 + a)) + 5.01215868808913e-9);
+    }
+    if (a < 1.1875) {
         return 0.7853981852531433
             + (wh_atan_kernel_f32((a - 1.0) / (a + 1.0)) - 2.1855694143368964e-8);
     }
-    return wh_atan_kernel_f32(a);
+    if (a < 2.4375) {
+        return 0.9827937483787537
+            + (wh_atan_kernel_f32((a - 1.5) / (1.0 + 1.5 * a)) - 2.5131424052915463e-8);
+    }
+    return 1.5707963705062866 + (wh_atan_kernel_f32(-1.0 / a) - 4.371138828673793e-8);
 }
 
 // @fn wh_atan_f32
-// @requires wh_atan_pos_f32 wh_copysign_f32
+// @requires wh_atan_pos_f32 wh_copysign_f32 wh_is_nan_f32
 fn wh_atan_f32(x: f32) -> f32 {
-    if (!(x == x) || abs(x) < 0x1p-12f) {
+    if (wh_is_nan_f32(x) || abs(x) < 0x1p-12f) {
         return x;
     }
     return wh_copysign_f32(wh_atan_pos_f32(abs(x)), x);
@@ -356,11 +414,14 @@ fn wh_asin_poly_f32(z: f32) -> f32 {
 }
 
 // @fn wh_asin_f32
-// @requires wh_asin_poly_f32 wh_copysign_f32 wh_nan_f32
+// @requires wh_asin_poly_f32 wh_copysign_f32 wh_nan_f32 wh_is_nan_f32 wh_two_prod_f32
 fn wh_asin_f32(x: f32) -> f32 {
     let a = abs(x);
-    if (!(a <= 1.0)) {
-        return select(wh_nan_f32(x), x, !(x == x));
+    if (wh_is_nan_f32(x)) {
+        return x;
+    }
+    if (a > 1.0) {
+        return wh_nan_f32(x);
     }
     if (a < 0x1p-12f) {
         return x;
@@ -372,18 +433,22 @@ fn wh_asin_f32(x: f32) -> f32 {
     // asin(a) = pi/2 - 2 asin(s), s = sqrt((1 - a)/2), with s carried to extra precision.
     let z = 0.5 * (1.0 - a);
     let s = sqrt(z);
-    let sl = fma(-s, s, z) / (2.0 * s);
+    let ss = wh_two_prod_f32(s, s);
+    let sl = select(((z - ss.x) - ss.y) / (2.0 * s), 0.0, s == 0.0);
     let tail = 2.0 * (sl + s * z * wh_asin_poly_f32(z));
     let r = (1.5707963705062866 - 2.0 * s) + (-4.371138828673793e-8 - tail);
     return wh_copysign_f32(r, x);
 }
 
 // @fn wh_acos_f32
-// @requires wh_asin_poly_f32 wh_nan_f32
+// @requires wh_asin_poly_f32 wh_nan_f32 wh_is_nan_f32 wh_two_prod_f32
 fn wh_acos_f32(x: f32) -> f32 {
     let a = abs(x);
-    if (!(a <= 1.0)) {
-        return select(wh_nan_f32(x), x, !(x == x));
+    if (wh_is_nan_f32(x)) {
+        return x;
+    }
+    if (a > 1.0) {
+        return wh_nan_f32(x);
     }
     if (a <= 0.5) {
         let z = x * x;
@@ -392,7 +457,8 @@ fn wh_acos_f32(x: f32) -> f32 {
     }
     let z = 0.5 * (1.0 - a);
     let s = sqrt(z);
-    let sl = fma(-s, s, z) / (2.0 * s);
+    let ss = wh_two_prod_f32(s, s);
+    let sl = select(((z - ss.x) - ss.y) / (2.0 * s), 0.0, s == 0.0);
     let v = 2.0 * s + 2.0 * (sl + s * z * wh_asin_poly_f32(z));
     if (x > 0.0) {
         return v;
@@ -401,12 +467,14 @@ fn wh_acos_f32(x: f32) -> f32 {
 }
 
 // @fn wh_sinh_f32
-// @requires wh_expm1_f32 wh_exp_f32 wh_copysign_f32
+// @requires wh_expm1_f32 wh_exp_f32 wh_copysign_f32 wh_is_nan_f32 wh_inf_f32
 fn wh_sinh_f32(x: f32) -> f32 {
     let a = abs(x);
-    if (!(a < 89.5)) {
-        // +-inf, NaN, overflow
-        return x * 0x1p127f * 0x1p127f;
+    if (wh_is_nan_f32(x)) {
+        return x;
+    }
+    if (a >= 89.5) {
+        return wh_inf_f32(x);
     }
     if (a < 0x1p-12f) {
         return x;
@@ -431,11 +499,14 @@ fn wh_sinh_f32(x: f32) -> f32 {
 }
 
 // @fn wh_cosh_f32
-// @requires wh_expm1_f32 wh_exp_f32
+// @requires wh_expm1_f32 wh_exp_f32 wh_is_nan_f32 wh_inf_f32
 fn wh_cosh_f32(x: f32) -> f32 {
     let a = abs(x);
-    if (!(a < 89.5)) {
-        return a * 0x1p127f * 0x1p127f;
+    if (wh_is_nan_f32(x)) {
+        return x;
+    }
+    if (a >= 89.5) {
+        return wh_inf_f32(1.0);
     }
     if (a < 0x1p-12f) {
         return 1.0;
@@ -456,10 +527,10 @@ fn wh_cosh_f32(x: f32) -> f32 {
 }
 
 // @fn wh_tanh_f32
-// @requires wh_expm1_f32 wh_copysign_f32
+// @requires wh_expm1_f32 wh_copysign_f32 wh_is_nan_f32
 fn wh_tanh_f32(x: f32) -> f32 {
     let a = abs(x);
-    if (!(x == x) || a < 0x1p-12f) {
+    if (wh_is_nan_f32(x) || a < 0x1p-12f) {
         return x;
     }
     if (a > 9.1) {
@@ -477,14 +548,14 @@ fn wh_tanh_f32(x: f32) -> f32 {
 }
 
 // @fn wh_asinh_f32
-// @requires wh_log_f32 wh_log1p_f32 wh_copysign_f32
+// @requires wh_log_f32 wh_log1p_f32 wh_copysign_f32 wh_is_nan_f32
 fn wh_asinh_f32(x: f32) -> f32 {
     let a = abs(x);
-    if (!(a < 0x1p30f) || a < 0x1p-12f) {
-        if (a >= 0x1p30f && bitcast<u32>(a) < 0x7f800000u) {
-            return wh_copysign_f32(wh_log_f32(a) + 0.6931471824645996, x);
-        }
+    if (wh_is_nan_f32(x) || a < 0x1p-12f || bitcast<u32>(a) == 0x7f800000u) {
         return x;
+    }
+    if (a >= 0x1p30f) {
+        return wh_copysign_f32(wh_log_f32(a) + 0.6931471824645996, x);
     }
     var r: f32;
     if (a > 2.0) {
@@ -497,10 +568,13 @@ fn wh_asinh_f32(x: f32) -> f32 {
 }
 
 // @fn wh_acosh_f32
-// @requires wh_log_f32 wh_log1p_f32 wh_nan_f32
+// @requires wh_log_f32 wh_log1p_f32 wh_nan_f32 wh_is_nan_f32
 fn wh_acosh_f32(x: f32) -> f32 {
-    if (!(x >= 1.0)) {
-        return select(wh_nan_f32(x), x, !(x == x));
+    if (wh_is_nan_f32(x)) {
+        return x;
+    }
+    if (x < 1.0) {
+        return wh_nan_f32(x);
     }
     if (x >= 0x1p30f) {
         if (bitcast<u32>(x) >= 0x7f800000u) {
@@ -516,14 +590,17 @@ fn wh_acosh_f32(x: f32) -> f32 {
 }
 
 // @fn wh_atanh_f32
-// @requires wh_log1p_f32 wh_copysign_f32 wh_nan_f32 wh_inf_f32
+// @requires wh_log1p_f32 wh_copysign_f32 wh_nan_f32 wh_inf_f32 wh_is_nan_f32
 fn wh_atanh_f32(x: f32) -> f32 {
     let a = abs(x);
-    if (!(a < 1.0)) {
+    if (wh_is_nan_f32(x)) {
+        return x;
+    }
+    if (a >= 1.0) {
         if (a == 1.0) {
             return wh_inf_f32(x);
         }
-        return select(wh_nan_f32(x), x, !(x == x));
+        return wh_nan_f32(x);
     }
     if (a < 0x1p-12f) {
         return x;
@@ -538,17 +615,19 @@ fn wh_atanh_f32(x: f32) -> f32 {
 }
 
 // @fn wh_erf_small_f32
-// erf(x) for |x| <= 1.
+// @requires wh_opaque_f32
+// erf(x) for |x| <= 1: x (2/sqrt(pi) + x^2 Q(x^2)), the constant carried in two parts.
 fn wh_erf_small_f32(x: f32) -> f32 {
     let z = x * x;
-    let p = fma(fma(fma(fma(fma(-5.648059886880219e-4, z, 4.921761807054281e-3), z,
-        -0.026715055108070374), z, 0.11280316859483719), z, -0.37612342834472656), z,
-        1.1283791065216064);
-    return x * p;
+    let q = fma(fma(fma(fma(fma(fma(-1.021674779622117e-5, z, 1.1451736645540223e-4), z,
+        -8.508544997312129e-4), z, 5.222611129283905e-3), z, -0.026865946128964424), z,
+        0.11283790320158005), z, -0.37612637877464294);
+    // the opaque x keeps the compiler from factoring x out of the two products
+    return fma(wh_opaque_f32(x), 1.128379225730896, x * fma(z, q, -5.8635382771399236e-8));
 }
 
 // @fn wh_erfc_pos_f32
-// @requires wh_exp_f32
+// @requires wh_exp_f32 wh_two_prod_f32
 // erfc(a) for 0.5 <= a: exp(-a^2) * h(1/a) / a with h fitted on three intervals.
 fn wh_erfc_pos_f32(a: f32) -> f32 {
     if (a > 10.1) {
@@ -574,17 +653,16 @@ fn wh_erfc_pos_f32(a: f32) -> f32 {
             -3.281066892668605e-5), t, 0.5641900300979614);
     }
     // exp(-a^2) with a^2 = hi + lo exactly.
-    let hi = a * a;
-    let lo = fma(a, a, -hi);
-    let e = wh_exp_f32(-hi);
-    return fma(-e, lo, e) * (h / a);
+    let sq = wh_two_prod_f32(a, a);
+    let e = wh_exp_f32(-sq.x);
+    return (e - e * sq.y) * (h / a);
 }
 
 // @fn wh_erf_f32
-// @requires wh_erf_small_f32 wh_erfc_pos_f32 wh_copysign_f32
+// @requires wh_erf_small_f32 wh_erfc_pos_f32 wh_copysign_f32 wh_is_nan_f32
 fn wh_erf_f32(x: f32) -> f32 {
     let a = abs(x);
-    if (!(x == x)) {
+    if (wh_is_nan_f32(x)) {
         return x;
     }
     if (a <= 1.0) {
@@ -597,10 +675,10 @@ fn wh_erf_f32(x: f32) -> f32 {
 }
 
 // @fn wh_erfc_f32
-// @requires wh_erf_small_f32 wh_erfc_pos_f32
+// @requires wh_erf_small_f32 wh_erfc_pos_f32 wh_is_nan_f32
 fn wh_erfc_f32(x: f32) -> f32 {
     let a = abs(x);
-    if (!(x == x)) {
+    if (wh_is_nan_f32(x)) {
         return x;
     }
     if (a < 0.5) {
@@ -614,19 +692,21 @@ fn wh_erfc_f32(x: f32) -> f32 {
 }
 
 // @fn wh_sqrt_f32
-// Correctly rounded square root: the built-in's result (within a few ULP on every driver) is
-// corrected once with an fma residual.
+// @requires wh_two_prod_f32
+// Correctly rounded square root on any driver: the built-in's result (a few ULP at worst) is
+// corrected once with an exact residual.
 fn wh_sqrt_f32(x: f32) -> f32 {
     let s = sqrt(x);
-    if (!(x > 0.0) || (bitcast<u32>(x) >= 0x7f800000u) || x < 0x1p-100f) {
+    if (!(x > 0x1p-100f) || x > 0x1p126f) {
         return s;
     }
-    let r = fma(-s, s, x);
-    return fma(r, 0.5 / s, s);
+    let p = wh_two_prod_f32(s, s);
+    let r = (x - p.x) - p.y;
+    return s + r * (0.5 / s);
 }
 
 // @fn wh_rsqrt_f32
-// @requires wh_nan_f32
+// @requires wh_nan_f32 wh_two_prod_f32
 // 1/sqrt(x) within 1 ULP: x is scaled into [1, 4) by an even power of two and the built-in's
 // result is corrected by one Newton step with an fma residual.
 fn wh_rsqrt_f32(x: f32) -> f32 {
@@ -648,15 +728,17 @@ fn wh_rsqrt_f32(x: f32) -> f32 {
     let e = i32(ix >> 23u) - 127 + k;
     let ee = e & ~1;
     let m = bitcast<f32>((ix & 0x007fffffu) | (u32(127 + e - ee) << 23u));
-    let y = inverseSqrt(m);
-    let t = y * y;
-    let r = fma(-m, t, 1.0) - m * fma(y, y, -t);
-    let z = fma(y * 0.5, r, y);
+    var y = inverseSqrt(m);
+    y = y + y * 0.5 * (1.0 - m * y * y);
+    let t = wh_two_prod_f32(y, y);
+    let u = wh_two_prod_f32(m, t.x);
+    let r = ((1.0 - u.x) - u.y) - m * t.y;
+    let z = y + (y * 0.5) * r;
     return z * bitcast<f32>(u32(127 - ee / 2) << 23u);
 }
 
 // @fn wh_cbrt_f32
-// @requires wh_ldexp_f32
+// @requires wh_ldexp_f32 wh_two_prod_f32
 fn wh_cbrt_f32(x: f32) -> f32 {
     let a = abs(x);
     if (a == 0.0 || bitcast<u32>(a) >= 0x7f800000u) {
@@ -679,19 +761,20 @@ fn wh_cbrt_f32(x: f32) -> f32 {
     y = y - (y - m / (y * y)) * (1.0 / 3.0);
     y = y - (y - m / (y * y)) * (1.0 / 3.0);
     // last step with an fma residual
-    let y2 = y * y;
-    let r = fma(y2, y, -m) + fma(y, y, -y2) * y;
-    y = y - r / (3.0 * y2);
+    let y2 = wh_two_prod_f32(y, y);
+    let y3 = wh_two_prod_f32(y2.x, y);
+    let r = ((y3.x - m) + y3.y) + y2.y * y;
+    y = y - r / (3.0 * y2.x);
     let v = wh_ldexp_f32(y, k);
     return select(v, -v, x < 0.0);
 }
 
 // @fn wh_logistic_f32
-// @requires wh_exp_f32
+// @requires wh_exp_f32 wh_is_nan_f32
 // 1 / (1 + exp(-x)); for x < 0 computed as e / (1 + e) with e = exp(x), so that the tiny
 // results for large negative x keep their relative accuracy.
 fn wh_logistic_f32(x: f32) -> f32 {
-    if (!(x == x)) {
+    if (wh_is_nan_f32(x)) {
         return x;
     }
     if (x >= 0.0) {

@@ -1,0 +1,296 @@
+//! Accuracy of the WGSL math library (`shaders/math/*.wgsl`) on a real adapter (lavapipe on CI):
+//!
+//! * `conformance_vectors`: every single-op JAX test file in `shared/conformance/testdata` whose
+//!   op the library implements is run through the library function (f16/bf16 through the f32
+//!   function and one rounding) and checked with the file's own tolerance. Runs by default.
+//! * `sweep_f32` / `sweep_f64`: special values, every binade densely and random bit patterns
+//!   against a host reference (f64 std/libm for f32; std/libm for f64, so f64 figures are
+//!   "ULP against libm"); prints the max error per function in ULP and fails above the bound.
+//!   `WGPU_HLO_MATH_SWEEP=N` multiplies the sample count (the default keeps debug runs short).
+//!
+//! Without an adapter the tests print why and pass.
+
+#[path = "math_accuracy/conformance.rs"]
+mod conformance;
+#[path = "math_accuracy/gpu.rs"]
+mod gpu;
+#[path = "math_accuracy/reference.rs"]
+mod reference;
+
+use conformance::{Check, Dtype};
+use wgpu_hlo::codegen::math::{has_function, math_library};
+
+/// Runs `wh_<base>_f32` over the argument columns.
+fn run_f32(g: &gpu::Gpu, base: &str, args: &[Vec<f32>]) -> Vec<f32> {
+    let func = format!("wh_{base}_f32");
+    let lib = math_library([func.as_str()]).expect("library");
+    let n = args[0].len();
+    let call: Vec<String> = (0..args.len())
+        .map(|k| format!("bitcast<f32>(in{k}[i])"))
+        .collect();
+    let body = format!("  out[i] = bitcast<u32>({func}({}));", call.join(", "));
+    let cols: Vec<Vec<u32>> = args
+        .iter()
+        .map(|c| c.iter().map(|v| v.to_bits()).collect())
+        .collect();
+    let refs: Vec<&[u32]> = cols.iter().map(|c| c.as_slice()).collect();
+    g.run(&lib, &body, &refs, n, n)
+        .into_iter()
+        .map(f32::from_bits)
+        .collect()
+}
+
+/// Runs `wh_<base>_f64` over the argument columns.
+fn run_f64(g: &gpu::Gpu, base: &str, args: &[Vec<f64>]) -> Vec<f64> {
+    let func = format!("wh_{base}_f64");
+    let mut lib = math_library([func.as_str()]).expect("library");
+    lib.push_str(
+        "fn ld64(lo: u32, hi: u32) -> f64 { return bitcast<f64>(u64(lo) | (u64(hi) << 32u)); }\n",
+    );
+    let n = args[0].len();
+    let call: Vec<String> = (0..args.len())
+        .map(|k| format!("ld64(in{k}[2u * i], in{k}[2u * i + 1u])"))
+        .collect();
+    let body = format!(
+        "  let w = bitcast<u64>({func}({}));\n  out[2u * i] = u32(w & 0xfffffffflu);\n  out[2u * i + 1u] = u32(w >> 32u);",
+        call.join(", ")
+    );
+    let cols: Vec<Vec<u32>> = args
+        .iter()
+        .map(|c| {
+            c.iter()
+                .flat_map(|v| {
+                    let b = v.to_bits();
+                    [b as u32, (b >> 32) as u32]
+                })
+                .collect()
+        })
+        .collect();
+    let refs: Vec<&[u32]> = cols.iter().map(|c| c.as_slice()).collect();
+    let out = g.run(&lib, &body, &refs, n, 2 * n);
+    out.chunks_exact(2)
+        .map(|w| f64::from_bits(w[0] as u64 | ((w[1] as u64) << 32)))
+        .collect()
+}
+
+/// Library function name (without `wh_` and the type suffix) and arity for a StableHLO/CHLO op.
+fn library_op(op: &str) -> Option<(&'static str, usize)> {
+    Some(match op {
+        "exponential" => ("exp", 1),
+        "exponential_minus_one" => ("expm1", 1),
+        "log" => ("log", 1),
+        "log_plus_one" => ("log1p", 1),
+        "sine" => ("sin", 1),
+        "cosine" => ("cos", 1),
+        "tan" => ("tan", 1),
+        "tanh" => ("tanh", 1),
+        "atan" => ("atan", 1),
+        "atan2" => ("atan2", 2),
+        "asin" => ("asin", 1),
+        "acos" => ("acos", 1),
+        "sinh" => ("sinh", 1),
+        "cosh" => ("cosh", 1),
+        "asinh" => ("asinh", 1),
+        "acosh" => ("acosh", 1),
+        "atanh" => ("atanh", 1),
+        "erf" => ("erf", 1),
+        "erfc" => ("erfc", 1),
+        "erf_inv" => ("erf_inv", 1),
+        "lgamma" => ("lgamma", 1),
+        "digamma" => ("digamma", 1),
+        "cbrt" => ("cbrt", 1),
+        "power" => ("pow", 2),
+        "rsqrt" => ("rsqrt", 1),
+        "sqrt" => ("sqrt", 1),
+        "remainder" => ("rem", 2),
+        "round_nearest_afz" => ("round_afz", 1),
+        "next_after" => ("next_after", 2),
+        "bessel_i1e" => ("bessel_i1e", 1),
+        "polygamma" => ("polygamma", 2),
+        "zeta" => ("zeta", 2),
+        _ => return None,
+    })
+}
+
+/// The one computing op of `@main` (broadcasts, constants and checks aside), or a known
+/// decomposed pattern recognised from the file name.
+fn main_op(src: &str, file: &str) -> Option<(&'static str, usize)> {
+    let main = &src[src.find("func.func public @main")?..];
+    let main = &main[..main.find("\n  }")?];
+    let mut ops = Vec::new();
+    for line in main.lines() {
+        for dialect in ["stablehlo.", "chlo."] {
+            if let Some(p) = line.find(&format!(" {dialect}")) {
+                let name: String = line[p + 1 + dialect.len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !matches!(name.as_str(), "constant" | "custom_call" | "broadcast_in_dim") {
+                    ops.push(name);
+                }
+            }
+        }
+    }
+    if ops.len() == 1 {
+        return library_op(&ops[0]);
+    }
+    if file.starts_with("logistic_") {
+        return Some(("logistic", 1));
+    }
+    if file.starts_with("acos_") && ops.iter().any(|o| o == "atan2") {
+        return Some(("acos", 1));
+    }
+    None
+}
+
+#[test]
+fn conformance_vectors() {
+    let Some(g) = gpu::gpu() else {
+        eprintln!("no wgpu adapter: skipping");
+        return;
+    };
+    let dir = conformance::root().join("testdata");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("no conformance data at {}: skipping", dir.display());
+        return;
+    };
+    let mut files: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    files.sort();
+    let (mut passed, mut failed, mut missing) = (0, Vec::new(), Vec::new());
+    for path in files {
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        if file.contains("complex") || !(file.contains("float") || file.contains("bfloat")) {
+            continue;
+        }
+        let src = std::fs::read_to_string(&path).unwrap();
+        let Some((base, arity)) = main_op(&src, &file) else {
+            continue;
+        };
+        let Some(case) = conformance::read(&path) else {
+            continue;
+        };
+        let dtype = case.expected.dtype;
+        if case.inputs.len() != arity || case.inputs.iter().any(|c| c.dtype != dtype) {
+            continue;
+        }
+        let prec = if dtype == Dtype::F64 { "f64" } else { "f32" };
+        if !has_function(&format!("wh_{base}_{prec}")) {
+            missing.push(format!("{file} (wh_{base}_{prec})"));
+            continue;
+        }
+        if dtype == Dtype::F64 && !g.f64 {
+            continue;
+        }
+        let shape = case.expected.shape.clone();
+        let cols: Vec<Vec<u64>> = case
+            .inputs
+            .iter()
+            .map(|c| conformance::broadcast(c, &shape))
+            .collect();
+        let got: Vec<u64> = if dtype == Dtype::F64 {
+            let args: Vec<Vec<f64>> = cols
+                .iter()
+                .map(|c| c.iter().map(|&b| f64::from_bits(b)).collect())
+                .collect();
+            run_f64(g, base, &args).iter().map(|v| v.to_bits()).collect()
+        } else {
+            let args: Vec<Vec<f32>> = cols
+                .iter()
+                .map(|c| c.iter().map(|&b| dtype.from_bits(b) as f32).collect())
+                .collect();
+            run_f32(g, base, &args)
+                .iter()
+                .map(|&v| dtype.round_f32(v))
+                .collect()
+        };
+        let mut worst = 0u64;
+        let mut bad = Vec::new();
+        for (k, (&a, &e)) in got.iter().zip(&case.expected.bits).enumerate() {
+            let ok = match case.check {
+                Check::Close => {
+                    let d = dtype.ulp_diff(a, e);
+                    worst = worst.max(d);
+                    d <= 3
+                }
+                Check::AlmostEq => {
+                    let (x, y) = (dtype.from_bits(a), dtype.from_bits(e));
+                    (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-3
+                }
+                Check::Eq => a == e,
+            };
+            if !ok {
+                let ins: Vec<f64> = cols.iter().map(|c| dtype.from_bits(c[k])).collect();
+                bad.push(format!(
+                    "    in={ins:?} got={:e} want={:e} ulp={}",
+                    dtype.from_bits(a),
+                    dtype.from_bits(e),
+                    dtype.ulp_diff(a, e)
+                ));
+            }
+        }
+        if bad.is_empty() {
+            passed += 1;
+            println!("pass {file} ({:?}, max {worst} ulp)", case.check);
+        } else {
+            println!("FAIL {file} ({:?}): {} of {}", case.check, bad.len(), got.len());
+            for b in bad.iter().take(5) {
+                println!("{b}");
+            }
+            failed.push(file);
+        }
+    }
+    println!(
+        "conformance vectors: {passed} passed, {} failed, {} without a library function",
+        failed.len(),
+        missing.len()
+    );
+    for m in &missing {
+        println!("  missing: {m}");
+    }
+    assert!(failed.is_empty(), "failed: {failed:?}");
+    assert!(passed > 0, "no conformance file was run");
+}
+
+#[test]
+fn sweep_f32() {
+    let Some(g) = gpu::gpu() else {
+        eprintln!("no wgpu adapter: skipping");
+        return;
+    };
+    let mut report = Vec::new();
+    for case in reference::cases_f32() {
+        if !has_function(&format!("wh_{}_f32", case.name)) {
+            report.push((case.name, case.bound, reference::Worst::missing()));
+            continue;
+        }
+        let args = reference::inputs_f32(&case);
+        let got = run_f32(g, case.name, &args);
+        let worst = reference::worst_f32(&case, &args, &got);
+        report.push((case.name, case.bound, worst));
+    }
+    reference::print_and_check("f32", &report);
+}
+
+#[test]
+fn sweep_f64() {
+    let Some(g) = gpu::gpu() else {
+        eprintln!("no wgpu adapter: skipping");
+        return;
+    };
+    if !g.f64 {
+        eprintln!("adapter {} has no SHADER_F64: skipping", g.name);
+        return;
+    }
+    let mut report = Vec::new();
+    for case in reference::cases_f64() {
+        if !has_function(&format!("wh_{}_f64", case.name)) {
+            report.push((case.name, case.bound, reference::Worst::missing()));
+            continue;
+        }
+        let args = reference::inputs_f64(&case);
+        let got = run_f64(g, case.name, &args);
+        let worst = reference::worst_f64(&case, &args, &got);
+        report.push((case.name, case.bound, worst));
+    }
+    reference::print_and_check("f64", &report);
+}
