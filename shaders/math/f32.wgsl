@@ -863,3 +863,117 @@ fn wh_next_after_f32(x: f32, y: f32) -> f32 {
     let up = (x < y) == (x > 0.0);
     return bitcast<f32>(select(ux - 1u, ux + 1u, up));
 }
+
+// @fn wh_fast_two_sum_f32
+// @requires wh_opaque_f32
+// (s, e) with s = a + b rounded and s + e = a + b exactly, for |a| >= |b|.
+fn wh_fast_two_sum_f32(a: f32, b: f32) -> vec2<f32> {
+    let s = a + b;
+    return vec2<f32>(s, b - (wh_opaque_f32(s) - a));
+}
+
+// @fn wh_log_df_f32
+// @requires wh_split_f32 wh_two_prod_f32 wh_fast_two_sum_f32 wh_opaque_f32
+// ln(x) as an unevaluated sum hi + lo accurate to about 2^-36 relative, for finite x > 0.
+fn wh_log_df_f32(x: f32) -> vec2<f32> {
+    var ix = bitcast<u32>(x);
+    var e = -127;
+    if (ix < 0x00800000u) {
+        ix = bitcast<u32>(x * 0x1p23f);
+        e = e - 23;
+    }
+    e = e + i32(ix >> 23u);
+    var m = bitcast<f32>((ix & 0x007fffffu) | 0x3f800000u);
+    if (m > 1.4142135381698608) {
+        m = m * 0.5;
+        e = e + 1;
+    }
+    // s = (m - 1) / (m + 1) = s_h + s_l
+    let u = m - 1.0;
+    let mp1 = m + 1.0;
+    let v = 1.0 / mp1;
+    let s_h = wh_split_f32(u * v);
+    let t_h = wh_split_f32(mp1);
+    let t_l = m - (wh_opaque_f32(t_h) - 1.0);
+    let s_l = v * ((u - s_h * t_h) - s_h * t_l);
+    // ln(m) = 2 atanh(s) = 2s (1 + w)
+    let s = s_h + s_l;
+    let z = s * s;
+    let w = z * 0.5 * fma(fma(fma(fma(0.1936265379190445, z, 0.22191400825977325), z,
+        0.28571754693984985), z, 0.3999999761581421), z, 0.6666666865348816);
+    let lm = wh_fast_two_sum_f32(2.0 * s_h, 2.0 * s_l + 2.0 * s * w);
+    // + e ln2, with ln2 = 0.693145751953125 (exact times e) + 1.4286067653e-6 + 5.4979e-14
+    let fe = f32(e);
+    let a = wh_fast_two_sum_f32(fe * 0.693145751953125, lm.x);
+    let b = wh_two_prod_f32(fe, 1.428606765330187e-6);
+    let lo = a.y + (lm.y + (b.y + fe * 5.497923148104107e-14));
+    let c = wh_fast_two_sum_f32(a.x, b.x);
+    return wh_fast_two_sum_f32(c.x, c.y + lo);
+}
+
+// @fn wh_exp_df_f32
+// @requires wh_exp_poly_f32 wh_ldexp_f32 wh_inf_f32
+// exp(h + l) for a double-float argument (|l| <= ulp(h)).
+fn wh_exp_df_f32(h: f32, l: f32) -> f32 {
+    if (h > 88.72283935546875) {
+        return wh_inf_f32(1.0);
+    }
+    if (h < -104.0) {
+        return 0.0;
+    }
+    let k = round(h * 1.4426950216293335);
+    let r = (h - k * 0.693145751953125) + (l - k * 1.428606765330187e-6);
+    return wh_ldexp_f32(1.0 + wh_exp_poly_f32(r), i32(k));
+}
+
+// @fn wh_pow_f32
+// @requires wh_log_df_f32 wh_exp_df_f32 wh_two_prod_f32 wh_fast_two_sum_f32 wh_is_nan_f32
+// @requires wh_nan_f32 wh_inf_f32
+// x^y with C99 special cases; exp(y ln x) with ln x and the product carried in double-float.
+fn wh_pow_f32(x: f32, y: f32) -> f32 {
+    let ax = abs(x);
+    let ay = abs(y);
+    if (y == 0.0 || x == 1.0) {
+        return 1.0;
+    }
+    if (wh_is_nan_f32(x) || wh_is_nan_f32(y)) {
+        return x + y;
+    }
+    let y_int = floor(y) == y;
+    let y_odd = y_int && ay < 0x1p24f && (i32(ay) & 1) == 1;
+    let x_neg = (bitcast<u32>(x) & 0x80000000u) != 0u;
+    if (bitcast<u32>(ay) == 0x7f800000u) {
+        if (ax == 1.0) {
+            return 1.0;
+        }
+        if ((ax > 1.0) == (y > 0.0)) {
+            return wh_inf_f32(1.0);
+        }
+        return 0.0;
+    }
+    // the sign the result carries for negative x (and -0, -inf) with odd integer y
+    let neg = x_neg && y_odd;
+    if (x == 0.0 || bitcast<u32>(ax) == 0x7f800000u) {
+        // 0^y and inf^y
+        let big = (x == 0.0) == (y < 0.0);
+        var r = 0.0;
+        if (big) {
+            r = wh_inf_f32(1.0);
+        }
+        return select(r, -r, neg);
+    }
+    if (x_neg && !y_int) {
+        return wh_nan_f32(x);
+    }
+    let l = wh_log_df_f32(ax);
+    var r: f32;
+    if (abs(l.x) * ay > 256.0) {
+        // certain overflow or underflow (also keeps the products below finite)
+        r = select(0.0, wh_inf_f32(1.0), (l.x > 0.0) == (y > 0.0));
+    } else {
+        let p = wh_two_prod_f32(l.x, y);
+        let q = wh_fast_two_sum_f32(p.x, p.y + l.y * y);
+        r = wh_exp_df_f32(q.x, q.y);
+    }
+    return select(r, -r, neg);
+}
