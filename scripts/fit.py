@@ -156,6 +156,10 @@ ERFC_A = mp.mpf("1.25")
 ERFC_B = mp.mpf("0.4375")
 FITS["erfc_a"] = (lambda u: erfc_h(u + ERFC_A), (mp.mpf("0.625") - ERFC_A, 2 - ERFC_A), {"f32": 9, "f64": 20})
 FITS["erfc_b"] = (lambda u: erfc_h(u + ERFC_B), (mp.mpf("0.25") - ERFC_B, mp.mpf("0.625") - ERFC_B), {"f32": 8, "f64": 18})
+ERFC_A1 = mp.mpf("1.5")
+ERFC_A2 = mp.mpf("0.868")
+FITS["erfc_a1"] = (lambda u: erfc_h(u + ERFC_A1), (mp.mpf(10) / 9 - ERFC_A1, 2 - ERFC_A1), {"f64": 18})
+FITS["erfc_a2"] = (lambda u: erfc_h(u + ERFC_A2), (mp.mpf("0.625") - ERFC_A2, mp.mpf(10) / 9 - ERFC_A2), {"f64": 18})
 FITS["erfc_c"] = (erfc_h, (mp.mpf("0.0375"), mp.mpf("0.25")), {"f32": 6, "f64": 16})
 
 

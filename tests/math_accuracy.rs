@@ -125,7 +125,10 @@ fn main_op(src: &str, file: &str) -> Option<(&'static str, usize)> {
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                     .collect();
-                if !matches!(name.as_str(), "constant" | "custom_call" | "broadcast_in_dim") {
+                if !matches!(
+                    name.as_str(),
+                    "constant" | "custom_call" | "broadcast_in_dim"
+                ) {
                     ops.push(name);
                 }
             }
@@ -192,7 +195,10 @@ fn conformance_vectors() {
                 .iter()
                 .map(|c| c.iter().map(|&b| f64::from_bits(b)).collect())
                 .collect();
-            run_f64(g, base, &args).iter().map(|v| v.to_bits()).collect()
+            run_f64(g, base, &args)
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
         } else {
             let args: Vec<Vec<f32>> = cols
                 .iter()
@@ -232,7 +238,12 @@ fn conformance_vectors() {
             passed += 1;
             println!("pass {file} ({:?}, max {worst} ulp)", case.check);
         } else {
-            println!("FAIL {file} ({:?}): {} of {}", case.check, bad.len(), got.len());
+            println!(
+                "FAIL {file} ({:?}): {} of {}",
+                case.check,
+                bad.len(),
+                got.len()
+            );
             for b in bad.iter().take(5) {
                 println!("{b}");
             }
@@ -293,4 +304,26 @@ fn sweep_f64() {
         report.push((case.name, case.bound, worst));
     }
     reference::print_and_check("f64", &report);
+}
+
+/// Evaluates `WGPU_HLO_MATH_EVAL="name x [y]"` (f64 and f32) and prints the results: a
+/// debugging aid, ignored by default.
+#[test]
+#[ignore]
+fn eval() {
+    let Some(g) = gpu::gpu() else {
+        return;
+    };
+    let spec = std::env::var("WGPU_HLO_MATH_EVAL").unwrap_or_default();
+    let mut it = spec.split_whitespace();
+    let Some(name) = it.next() else {
+        return;
+    };
+    let args: Vec<f64> = it.map(|t| t.parse().unwrap()).collect();
+    let a64: Vec<Vec<f64>> = args.iter().map(|&v| vec![v]).collect();
+    let a32: Vec<Vec<f32>> = args.iter().map(|&v| vec![v as f32]).collect();
+    println!("f32: {:e}", run_f32(g, name, &a32)[0]);
+    if g.f64 && has_function(&format!("wh_{name}_f64")) {
+        println!("f64: {:e}", run_f64(g, name, &a64)[0]);
+    }
 }

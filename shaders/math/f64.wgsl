@@ -1,0 +1,838 @@
+// wgpu-hlo math library, f64.
+//
+// Same structure and conventions as f32.wgsl (markers, bit-level special-value tests,
+// compiler-proof exact products and compensations); see there. Needs `SHADER_F64` and
+// `SHADER_INT64` (bit casts go through u64). No GLSL.std.450 transcendental exists for 64-bit
+// floats, so everything here is f64 arithmetic plus `sqrt`, `floor`, `round` and `trunc`,
+// which Vulkan and naga support on f64. lavapipe keeps f64 subnormals. Polynomial coefficients
+// are near-minimax fits from scripts/fit.py.
+
+// @fn wh_is_nan_f64
+fn wh_is_nan_f64(x: f64) -> bool {
+    return (bitcast<u64>(x) & 0x7ffffffffffffffflu) > 0x7ff0000000000000lu;
+}
+
+// @fn wh_is_inf_f64
+fn wh_is_inf_f64(x: f64) -> bool {
+    return (bitcast<u64>(x) & 0x7ffffffffffffffflu) == 0x7ff0000000000000lu;
+}
+
+// @fn wh_nan_f64
+// A quiet NaN, built from a run-time value so that no NaN constant reaches the compiler.
+fn wh_nan_f64(x: f64) -> f64 {
+    return bitcast<f64>(bitcast<u64>(x) | 0x7ff8000000000000lu);
+}
+
+// @fn wh_inf_f64
+// Infinity with the sign of `s`.
+fn wh_inf_f64(s: f64) -> f64 {
+    return bitcast<f64>((bitcast<u64>(s) & 0x8000000000000000lu) | 0x7ff0000000000000lu);
+}
+
+// @fn wh_copysign_f64
+fn wh_copysign_f64(x: f64, s: f64) -> f64 {
+    return bitcast<f64>((bitcast<u64>(x) & 0x7ffffffffffffffflu)
+        | (bitcast<u64>(s) & 0x8000000000000000lu));
+}
+
+// @fn wh_opaque_f64
+// x itself, hidden from algebraic simplification (see wh_opaque_f32).
+fn wh_opaque_f64(x: f64) -> f64 {
+    let b = bitcast<u64>(x);
+    return bitcast<f64>(b ^ select(0lu, 1lu, b == 0xfffffffffffffffflu));
+}
+
+// @fn wh_split_f64
+// The upper 26 significant bits of x; x minus it is exact.
+fn wh_split_f64(x: f64) -> f64 {
+    return bitcast<f64>(bitcast<u64>(x) & 0xfffffffff8000000lu);
+}
+
+// @fn wh_two_prod_f64
+// @requires wh_split_f64
+// (p, e) with p = a*b rounded and p + e = a*b (to about 2^-106 relative; no fma needed).
+fn wh_two_prod_f64(a: f64, b: f64) -> vec2<f64> {
+    let p = a * b;
+    let ah = wh_split_f64(a);
+    let al = a - ah;
+    let bh = wh_split_f64(b);
+    let bl = b - bh;
+    let e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    return vec2<f64>(p, e);
+}
+
+// @fn wh_fast_two_sum_f64
+// @requires wh_opaque_f64
+// (s, e) with s = a + b rounded and s + e = a + b exactly, for |a| >= |b|.
+fn wh_fast_two_sum_f64(a: f64, b: f64) -> vec2<f64> {
+    let s = a + b;
+    return vec2<f64>(s, b - (wh_opaque_f64(s) - a));
+}
+
+// @fn wh_pow2i_f64
+// 2^n for n in [-1022, 1023].
+fn wh_pow2i_f64(n: i32) -> f64 {
+    return bitcast<f64>(u64(n + 1023) << 52u);
+}
+
+// @fn wh_ldexp_f64
+// @requires wh_pow2i_f64
+// x * 2^k for x of magnitude about 1 and any k; one rounding at most (subnormal results).
+fn wh_ldexp_f64(x: f64, k: i32) -> f64 {
+    var y = x;
+    var n = clamp(k, -2200, 2200);
+    if (n > 1023) {
+        y = y * 0x1p1023;
+        n = n - 1023;
+        if (n > 1023) {
+            y = y * 0x1p1023;
+            n = min(n - 1023, 1023);
+        }
+    } else if (n < -1022) {
+        y = y * 0x1p-900;
+        n = n + 900;
+        if (n < -1022) {
+            y = y * 0x1p-900;
+            n = max(n + 900, -1022);
+        }
+    }
+    return y * wh_pow2i_f64(n);
+}
+
+// @fn wh_exp_poly_f64
+// e^r - 1 for |r| <= ln2/2 (plus a little).
+fn wh_exp_poly_f64(r: f64) -> f64 {
+    return r + r * r * fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(2.0914679376583935e-09, r, 2.510520637395701e-08), r, 2.7557273661348637e-07), r, 2.7557255425746435e-06), r, 2.4801587325533363e-05), r, 0.00019841269874800493), r, 0.0013888888888883752), r, 0.008333333333326141), r, 0.04166666666666667), r, 0.1666666666666667), r, 0.5);
+}
+
+// @fn wh_exp_f64
+// @requires wh_exp_poly_f64 wh_ldexp_f64 wh_inf_f64 wh_is_nan_f64
+fn wh_exp_f64(x: f64) -> f64 {
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    if (x > 709.782712893383973096) {
+        return wh_inf_f64(1.0);
+    }
+    if (x < -745.2) {
+        return 0.0;
+    }
+    let k = round(x * 1.4426950408889634);
+    // 0.6931471803691238 has 32 significant bits: k * 0.6931471803691238 and the first difference are exact.
+    let r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10;
+    return wh_ldexp_f64(1.0 + wh_exp_poly_f64(r), i32(k));
+}
+
+// @fn wh_expm1_f64
+// @requires wh_exp_poly_f64 wh_exp_f64 wh_pow2i_f64 wh_is_nan_f64
+fn wh_expm1_f64(x: f64) -> f64 {
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    if (x > 709.0) {
+        return wh_exp_f64(x);
+    }
+    if (x < -38.0) {
+        return -1.0;
+    }
+    let k = round(x * 1.4426950408889634);
+    let r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10;
+    let q = wh_exp_poly_f64(r);
+    if (k == 0.0) {
+        return q;
+    }
+    let t = wh_pow2i_f64(i32(k));
+    if (k > 52.0) {
+        return t * (q + 1.0) - 1.0;
+    }
+    return (t - 1.0) + t * q;
+}
+
+// @fn wh_log_reduced_f64
+// e*ln2 + log(1 + f) + c for |f| <= sqrt(2) - 1 and a small correction c.
+fn wh_log_reduced_f64(e: f64, f: f64, c: f64) -> f64 {
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let r = z * fma(fma(fma(fma(fma(fma(fma(0.13086626147840102, z, 0.13268773138656886), z, 0.15386239702814658), z, 0.18181795640132906), z, 0.22222222391713917), z, 0.28571428570803614), z, 0.4000000000000088), z, 0.6666666666666666);
+    let hfsq = 0.5 * f * f;
+    return e * 0.6931471803691238 + (f - (hfsq - (s * (hfsq + r) + (e * 1.9082149292705877e-10 + c))));
+}
+
+// @fn wh_frexp_f64
+// (m, e) with x = m * 2^e, m in [sqrt(1/2), sqrt(2)), for finite x > 0 (subnormals too).
+fn wh_frexp_f64(x: f64) -> vec2<f64> {
+    var ix = bitcast<u64>(x);
+    var e = -1023;
+    if (ix < 0x0010000000000000lu) {
+        ix = bitcast<u64>(x * 0x1p54);
+        e = e - 54;
+    }
+    e = e + i32(ix >> 52u);
+    var m = bitcast<f64>((ix & 0x000ffffffffffffflu) | 0x3ff0000000000000lu);
+    if (m > 1.4142135623730951) {
+        m = m * 0.5;
+        e = e + 1;
+    }
+    return vec2<f64>(m, f64(e));
+}
+
+// @fn wh_log_f64
+// @requires wh_log_reduced_f64 wh_frexp_f64 wh_nan_f64 wh_inf_f64
+fn wh_log_f64(x: f64) -> f64 {
+    let ix = bitcast<u64>(x);
+    if (ix >= 0x7ff0000000000000lu || x == 0.0) {
+        if (x == 0.0) {
+            return wh_inf_f64(-1.0);
+        }
+        if ((ix & 0x7ffffffffffffffflu) >= 0x7ff0000000000000lu && ix <= 0x7ffffffffffffffflu) {
+            return x;
+        }
+        if ((ix & 0x7ffffffffffffffflu) > 0x7ff0000000000000lu) {
+            return x;
+        }
+        return wh_nan_f64(x);
+    }
+    let me = wh_frexp_f64(x);
+    return wh_log_reduced_f64(me.y, me.x - 1.0, 0.0);
+}
+
+// @fn wh_log1p_f64
+// @requires wh_log_reduced_f64 wh_frexp_f64 wh_nan_f64 wh_inf_f64 wh_opaque_f64
+fn wh_log1p_f64(x: f64) -> f64 {
+    let ix = bitcast<u64>(x);
+    if ((ix & 0x7ffffffffffffffflu) >= 0x7ff0000000000000lu) {
+        if (ix == 0xfff0000000000000lu) {
+            return wh_nan_f64(x);
+        }
+        return x;
+    }
+    if (x <= -1.0) {
+        if (x == -1.0) {
+            return wh_inf_f64(-1.0);
+        }
+        return wh_nan_f64(x);
+    }
+    if (abs(x) < 0x1p-54) {
+        return x;
+    }
+    if (x > -0.29289321881345248 && x < 0.41421356237309503) {
+        return wh_log_reduced_f64(0.0, x, 0.0);
+    }
+    let u = 1.0 + x;
+    let me = wh_frexp_f64(u);
+    var c: f64 = 0.0;
+    if (me.y < 54.0) {
+        c = (x - (wh_opaque_f64(u) - 1.0)) / u;
+    }
+    return wh_log_reduced_f64(me.y, me.x - 1.0, c);
+}
+
+// @fn wh_rem_pio2_f64
+// @requires wh_split_f64
+// x = j*pi/2 + r: returns (r, j mod 4). pi/2 in three 33-bit parts and a tail, so j * part is
+// exact for |j| < 2^20; larger j is split in two. Accurate for |x| < 2^40; beyond that the
+// result degrades (no Payne-Hanek reduction yet).
+fn wh_rem_pio2_f64(x: f64) -> vec2<f64> {
+    let j = round(x * 0.6366197723675814);
+    var r: f64;
+    if (abs(j) < 0x1p20) {
+        r = x - j * 1.5707963267341256;
+        r = r - j * 6.077100506303966e-11;
+        r = r - j * 2.0222662487111665e-21;
+        r = r - j * 8.4784276603689e-32;
+    } else {
+        let jh = bitcast<f64>(bitcast<u64>(j) & 0xffffffffe0000000lu);
+        let jl = j - jh;
+        r = (x - jh * 1.5707963267341256) - jl * 1.5707963267341256;
+        r = (r - jh * 6.077100506303966e-11) - jl * 6.077100506303966e-11;
+        r = (r - jh * 2.0222662487111665e-21) - jl * 2.0222662487111665e-21;
+        r = r - j * 8.4784276603689e-32;
+    }
+    let q = j - 4.0 * floor(j * 0.25);
+    return vec2<f64>(r, q);
+}
+
+// @fn wh_sin_kernel_f64
+// sin(r) for |r| <= pi/4.
+fn wh_sin_kernel_f64(r: f64) -> f64 {
+    let z = r * r;
+    return r + r * z * fma(fma(fma(fma(fma(fma(-7.586697117706918e-13, z, 1.6058531618986147e-10), z, -2.5052106232447578e-08), z, 2.7557319219339167e-06), z, -0.00019841269841265065), z, 0.008333333333333331), z, -0.16666666666666666);
+}
+
+// @fn wh_cos_kernel_f64
+// @requires wh_opaque_f64
+// cos(r) for |r| <= pi/4.
+fn wh_cos_kernel_f64(r: f64) -> f64 {
+    let z = r * r;
+    let p = fma(fma(fma(fma(fma(fma(4.7458719020432915e-14, z, -1.1470460887609959e-11), z, 2.087675579108042e-09), z, -2.7557319221402824e-07), z, 2.4801587301584645e-05), z, -0.0013888888888888887), z, 0.041666666666666664);
+    let hz = 0.5 * z;
+    let w = 1.0 - hz;
+    return w + (((1.0 - wh_opaque_f64(w)) - hz) + z * z * p);
+}
+
+// @fn wh_sin_f64
+// @requires wh_rem_pio2_f64 wh_sin_kernel_f64 wh_cos_kernel_f64 wh_nan_f64
+fn wh_sin_f64(x: f64) -> f64 {
+    if (abs(x) < 0x1p-27) {
+        return x;
+    }
+    if ((bitcast<u64>(x) & 0x7ffffffffffffffflu) >= 0x7ff0000000000000lu) {
+        return wh_nan_f64(x);
+    }
+    let rq = wh_rem_pio2_f64(x);
+    let q = u32(rq.y);
+    var v: f64;
+    if ((q & 1u) == 0u) {
+        v = wh_sin_kernel_f64(rq.x);
+    } else {
+        v = wh_cos_kernel_f64(rq.x);
+    }
+    return select(v, -v, q >= 2u);
+}
+
+// @fn wh_cos_f64
+// @requires wh_rem_pio2_f64 wh_sin_kernel_f64 wh_cos_kernel_f64 wh_nan_f64
+fn wh_cos_f64(x: f64) -> f64 {
+    if (abs(x) < 0x1p-27) {
+        return 1.0;
+    }
+    if ((bitcast<u64>(x) & 0x7ffffffffffffffflu) >= 0x7ff0000000000000lu) {
+        return wh_nan_f64(x);
+    }
+    let rq = wh_rem_pio2_f64(x);
+    let q = u32(rq.y);
+    var v: f64;
+    if ((q & 1u) == 0u) {
+        v = wh_cos_kernel_f64(rq.x);
+    } else {
+        v = wh_sin_kernel_f64(rq.x);
+    }
+    return select(v, -v, q == 1u || q == 2u);
+}
+
+// @fn wh_tan_f64
+// @requires wh_rem_pio2_f64 wh_sin_kernel_f64 wh_cos_kernel_f64 wh_nan_f64
+fn wh_tan_f64(x: f64) -> f64 {
+    if (abs(x) < 0x1p-27) {
+        return x;
+    }
+    if ((bitcast<u64>(x) & 0x7ffffffffffffffflu) >= 0x7ff0000000000000lu) {
+        return wh_nan_f64(x);
+    }
+    let rq = wh_rem_pio2_f64(x);
+    let s = wh_sin_kernel_f64(rq.x);
+    let c = wh_cos_kernel_f64(rq.x);
+    if ((u32(rq.y) & 1u) == 0u) {
+        return s / c;
+    }
+    return -c / s;
+}
+
+// @fn wh_atan_kernel_f64
+// atan(t) for |t| <= 7/16.
+fn wh_atan_kernel_f64(t: f64) -> f64 {
+    let z = t * t;
+    return t + t * z * fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(0.014773184616983806, z, -0.033128134256069586), z, 0.04492259293193656), z, -0.05216679739313656), z, 0.05876946456755061), z, -0.06666241923359964), z, 0.07692285554889286), z, -0.09090908355602592), z, 0.11111111096645038), z, -0.14285714285566806), z, 0.1999999999999941), z, -0.3333333333333333);
+}
+
+// @fn wh_atan_pos_f64
+// @requires wh_atan_kernel_f64
+// atan(a) for a >= 0 (a may be +inf), reduced around 0, 1/2, 1, 3/2 and infinity.
+fn wh_atan_pos_f64(a: f64) -> f64 {
+    if (a > 0x1p60) {
+        return 1.5707963267948966;
+    }
+    if (a < 0.4375) {
+        return wh_atan_kernel_f64(a);
+    }
+    if (a < 0.6875) {
+        return 0.4636476090008061 + (wh_atan_kernel_f64((2.0 * a - 1.0) / (2.0 + a)) + 2.2698777452961687e-17);
+    }
+    if (a < 1.1875) {
+        return 0.7853981633974483 + (wh_atan_kernel_f64((a - 1.0) / (a + 1.0)) + 3.061616997868383e-17);
+    }
+    if (a < 2.4375) {
+        return 0.982793723247329 + (wh_atan_kernel_f64((a - 1.5) / (1.0 + 1.5 * a)) + 1.3903311031230998e-17);
+    }
+    return 1.5707963267948966 + (wh_atan_kernel_f64(-1.0 / a) + 6.123233995736766e-17);
+}
+
+// @fn wh_atan_f64
+// @requires wh_atan_pos_f64 wh_copysign_f64 wh_is_nan_f64
+fn wh_atan_f64(x: f64) -> f64 {
+    if (wh_is_nan_f64(x) || abs(x) < 0x1p-27) {
+        return x;
+    }
+    return wh_copysign_f64(wh_atan_pos_f64(abs(x)), x);
+}
+
+// @fn wh_atan2_f64
+// @requires wh_atan_pos_f64 wh_copysign_f64 wh_is_nan_f64 wh_is_inf_f64
+fn wh_atan2_f64(y: f64, x: f64) -> f64 {
+    if (wh_is_nan_f64(x) || wh_is_nan_f64(y)) {
+        return x + y;
+    }
+    let xneg = (bitcast<u64>(x) & 0x8000000000000000lu) != 0lu;
+    var a: f64;
+    if (y == 0.0) {
+        a = select(f64(0.0), 3.141592653589793, xneg);
+    } else if (x == 0.0) {
+        a = 1.5707963267948966;
+    } else if (wh_is_inf_f64(x)) {
+        if (wh_is_inf_f64(y)) {
+            a = select(f64(0.7853981633974483), 2.356194490192344929, xneg);
+        } else {
+            a = select(f64(0.0), 3.141592653589793, xneg);
+        }
+    } else if (wh_is_inf_f64(y)) {
+        a = 1.5707963267948966;
+    } else {
+        let t = wh_atan_pos_f64(abs(y) / abs(x));
+        if (xneg) {
+            a = 3.141592653589793 - (t - 1.2246467991473532e-16);
+        } else {
+            a = t;
+        }
+    }
+    return wh_copysign_f64(a, y);
+}
+
+// @fn wh_asin_poly_f64
+// (asin(s) - s) / s^3 as a polynomial in z = s^2, z <= 1/4.
+fn wh_asin_poly_f64(z: f64) -> f64 {
+    return fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(0.02961201126495512, z, -0.01924167174674304), z, 0.019554513336123378), z, 0.0030448799094556773), z, 0.009319560794767446), z, 0.009621842970100282), z, 0.011566459612121669), z, 0.01396378001220357), z, 0.017352816540325496), z, 0.02237215744350722), z, 0.03038194447553234), z, 0.044642857142551895), z, 0.07500000000000118), z, 0.16666666666666666);
+}
+
+// @fn wh_asin_f64
+// @requires wh_asin_poly_f64 wh_copysign_f64 wh_nan_f64 wh_is_nan_f64 wh_two_prod_f64
+fn wh_asin_f64(x: f64) -> f64 {
+    let a = abs(x);
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    if (a > 1.0) {
+        return wh_nan_f64(x);
+    }
+    if (a < 0x1p-27) {
+        return x;
+    }
+    if (a <= 0.5) {
+        let z = a * a;
+        return wh_copysign_f64(a + a * z * wh_asin_poly_f64(z), x);
+    }
+    let z = 0.5 * (1.0 - a);
+    let s = sqrt(z);
+    let ss = wh_two_prod_f64(s, s);
+    let sl = select(((z - ss.x) - ss.y) / (2.0 * s), 0.0, s == 0.0);
+    let tail = 2.0 * (sl + s * z * wh_asin_poly_f64(z));
+    let r = (1.5707963267948966 - 2.0 * s) + (6.123233995736766e-17 - tail);
+    return wh_copysign_f64(r, x);
+}
+
+// @fn wh_acos_f64
+// @requires wh_asin_poly_f64 wh_nan_f64 wh_is_nan_f64 wh_two_prod_f64
+fn wh_acos_f64(x: f64) -> f64 {
+    let a = abs(x);
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    if (a > 1.0) {
+        return wh_nan_f64(x);
+    }
+    if (a <= 0.5) {
+        let z = x * x;
+        let p = x + x * z * wh_asin_poly_f64(z);
+        return 1.5707963267948966 - (p - 6.123233995736766e-17);
+    }
+    let z = 0.5 * (1.0 - a);
+    let s = sqrt(z);
+    let ss = wh_two_prod_f64(s, s);
+    let sl = select(((z - ss.x) - ss.y) / (2.0 * s), 0.0, s == 0.0);
+    let v = 2.0 * s + 2.0 * (sl + s * z * wh_asin_poly_f64(z));
+    if (x > 0.0) {
+        return v;
+    }
+    return 3.141592653589793 - (v - 1.2246467991473532e-16);
+}
+
+// @fn wh_sinh_f64
+// @requires wh_expm1_f64 wh_exp_f64 wh_copysign_f64 wh_is_nan_f64 wh_inf_f64
+fn wh_sinh_f64(x: f64) -> f64 {
+    let a = abs(x);
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    if (a >= 710.5) {
+        return wh_inf_f64(x);
+    }
+    if (a < 0x1p-27) {
+        return x;
+    }
+    if (a < 1.0) {
+        let z = a * a;
+        return wh_copysign_f64(a + a * z * fma(fma(fma(fma(fma(fma(fma(fma(8.309171941866942e-18, z, 2.8112909646770106e-15), z, 7.647165414593481e-13), z, 1.605904382690051e-10), z, 2.505210838547607e-08), z, 2.7557319223985825e-06), z, 0.0001984126984126984), z, 0.008333333333333333), z, 0.16666666666666666), x);
+    }
+    var r: f64;
+    if (a < 22.0) {
+        let e = wh_expm1_f64(a);
+        r = 0.5 * (e + e / (e + 1.0));
+    } else if (a < 709.0) {
+        r = 0.5 * wh_exp_f64(a);
+    } else {
+        let t = wh_exp_f64(0.5 * a);
+        r = (0.5 * t) * t;
+    }
+    return wh_copysign_f64(r, x);
+}
+
+// @fn wh_cosh_f64
+// @requires wh_expm1_f64 wh_exp_f64 wh_is_nan_f64 wh_inf_f64
+fn wh_cosh_f64(x: f64) -> f64 {
+    let a = abs(x);
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    if (a >= 710.5) {
+        return wh_inf_f64(1.0);
+    }
+    if (a < 0x1p-27) {
+        return 1.0;
+    }
+    if (a < 0.3466) {
+        let e = wh_expm1_f64(a);
+        return 1.0 + (e * e) / (2.0 + 2.0 * e);
+    }
+    if (a < 22.0) {
+        let t = wh_exp_f64(a);
+        return 0.5 * t + 0.5 / t;
+    }
+    if (a < 709.0) {
+        return 0.5 * wh_exp_f64(a);
+    }
+    let t = wh_exp_f64(0.5 * a);
+    return (0.5 * t) * t;
+}
+
+// @fn wh_tanh_f64
+// @requires wh_expm1_f64 wh_copysign_f64 wh_is_nan_f64
+fn wh_tanh_f64(x: f64) -> f64 {
+    let a = abs(x);
+    if (wh_is_nan_f64(x) || a < 0x1p-27) {
+        return x;
+    }
+    if (a > 19.1) {
+        return wh_copysign_f64(1.0, x);
+    }
+    if (a < 0.55) {
+        let z = a * a;
+        return wh_copysign_f64(a + a * z * fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(-3.0095084486657237e-06, z, 1.3343110444710785e-05), z, -3.806913419944137e-05), z, 9.653771195496335e-05), z, -0.000239048242168132), z, 0.0005900154482039874), z, -0.001455833163252327), z, 0.003592127952591601), z, -0.008863235526193567), z, 0.021869488536057545), z, -0.05396825396825263), z, 0.13333333333333333), z, -0.3333333333333333), x);
+    }
+    let e = wh_expm1_f64(2.0 * a);
+    return wh_copysign_f64(1.0 - 2.0 / (e + 2.0), x);
+}
+
+// @fn wh_asinh_f64
+// @requires wh_log_f64 wh_log1p_f64 wh_copysign_f64 wh_is_nan_f64
+fn wh_asinh_f64(x: f64) -> f64 {
+    let a = abs(x);
+    if (wh_is_nan_f64(x) || a < 0x1p-27 || bitcast<u64>(a) == 0x7ff0000000000000lu) {
+        return x;
+    }
+    if (a >= 0x1p28) {
+        return wh_copysign_f64(wh_log_f64(a) + 0.6931471805599453, x);
+    }
+    var r: f64;
+    if (a > 2.0) {
+        r = wh_log_f64(2.0 * a + 1.0 / (sqrt(a * a + 1.0) + a));
+    } else {
+        let z = a * a;
+        r = wh_log1p_f64(a + z / (1.0 + sqrt(1.0 + z)));
+    }
+    return wh_copysign_f64(r, x);
+}
+
+// @fn wh_acosh_f64
+// @requires wh_log_f64 wh_log1p_f64 wh_nan_f64 wh_is_nan_f64
+fn wh_acosh_f64(x: f64) -> f64 {
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    if (x < 1.0) {
+        return wh_nan_f64(x);
+    }
+    if (x >= 0x1p28) {
+        if (bitcast<u64>(x) >= 0x7ff0000000000000lu) {
+            return x;
+        }
+        return wh_log_f64(x) + 0.6931471805599453;
+    }
+    if (x > 2.0) {
+        return wh_log_f64(2.0 * x - 1.0 / (x + sqrt(x * x - 1.0)));
+    }
+    let t = x - 1.0;
+    return wh_log1p_f64(t + sqrt(2.0 * t + t * t));
+}
+
+// @fn wh_atanh_f64
+// @requires wh_log1p_f64 wh_copysign_f64 wh_nan_f64 wh_inf_f64 wh_is_nan_f64
+fn wh_atanh_f64(x: f64) -> f64 {
+    let a = abs(x);
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    if (a >= 1.0) {
+        if (a == 1.0) {
+            return wh_inf_f64(x);
+        }
+        return wh_nan_f64(x);
+    }
+    if (a < 0x1p-28) {
+        return x;
+    }
+    var r: f64;
+    if (a < 0.5) {
+        r = 0.5 * wh_log1p_f64(2.0 * a + 2.0 * a * a / (1.0 - a));
+    } else {
+        r = 0.5 * wh_log1p_f64(2.0 * a / (1.0 - a));
+    }
+    return wh_copysign_f64(r, x);
+}
+
+// @fn wh_erf_small_f64
+// @requires wh_opaque_f64
+// erf(x) for |x| <= 1: x (2/sqrt(pi) + x^2 Q(x^2)), the constant carried in two parts.
+fn wh_erf_small_f64(x: f64) -> f64 {
+    let z = x * x;
+    let q = fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(-1.7988652209572032e-14, z, 4.1558617352790287e-13), z, -6.652074187842492e-12), z, 9.41507214265476e-11), z, -1.2289855746585177e-09), z, 1.4807147150533316e-08), z, -1.636584253801154e-07), z, 1.6462114292902008e-06), z, -1.4925650356656707e-05), z, 0.0001205533298176089), z, -0.0008548327023450544), z, 0.005223977625442186), z, -0.026866170645131252), z, 0.11283791670955126), z, -0.37612638903183754);
+    return wh_opaque_f64(x) * 1.1283791670955126 + x * (z * q + 1.533545961316588e-17);
+}
+
+// @fn wh_erfc_pos_f64
+// @requires wh_exp_f64 wh_two_prod_f64
+// erfc(a) for a >= 0.5: exp(-a^2) * h(1/a) / a with h fitted on four intervals.
+fn wh_erfc_pos_f64(a: f64) -> f64 {
+    if (a > 27.3) {
+        return 0.0;
+    }
+    let t = 1.0 / a;
+    var h: f64;
+    if (a < 0.9) {
+        let u = t - 1.5;
+        h = fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(4.4164017673987336e-07, u, -1.335730611434699e-06), u, 2.3052628858325933e-06), u, -3.5426117662109958e-06), u, 5.065126482690422e-06), u, -5.581051143172369e-06), u, 1.4900986697259505e-06), u, 1.5639136101688974e-05), u, -6.387495202295859e-05), u, 0.0001778170368234343), u, -0.00041474248189529483), u, 0.0008465767821690646), u, -0.0014927625249532021), u, 0.0020637031905842845), u, -0.0011647369991681972), u, -0.005933200786462673), u, 0.0331569509540308), u, -0.11839802134553717), u, 0.35952293862040013);
+    } else if (a < 1.6) {
+        let u = t - 0.868;
+        h = fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(-0.0015175288352011693, u, 0.0009670428631435722), u, 0.0004676447722678346), u, -0.001867499829643995), u, 0.0034178602184644726), u, -0.004835492008877082), u, 0.005484102860895143), u, -0.004556122132481578), u, 0.0011591446220890662), u, 0.005400283417061547), u, -0.01502099519385672), u, 0.025731345617863093), u, -0.031868958505769304), u, 0.02114073586016375), u, 0.029963055197402333), u, -0.16312933727541187), u, 0.4485546691219104);
+    } else if (a < 4.0) {
+        let u = t - 0.4375;
+        h = fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(1.7528676496833369, u, -1.1214779425023433), u, 0.1151118885220492), u, 0.3426045557194728), u, -0.46460304584487977), u, 0.3693689492085956), u, -0.163393006457164), u, -0.03925124766465956), u, 0.16151638351102474), u, -0.1764360325851926), u, 0.10129466184620409), u, 0.016883482514040045), u, -0.11862338329137222), u, 0.14755024073790107), u, -0.061579853395232184), u, -0.16112858879188047), u, 0.5210682012454139);
+    } else {
+        h = fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(-2822.619209852199, t, 7021.3828778136885), t, -7466.869103232981), t, 4091.4882127343544), t, -869.813102971948), t, -290.65151666616237), t, 232.87069422337558), t, -37.24812250443651), t, -9.812916259540334), t, -0.9425037562727572), t, 3.802317982694427), t, -0.008214164759544947), t, -1.057331076786813), t, -2.570188029249357e-05), t, 0.4231431351245623), t, -2.537022668712681e-08), t, -0.28209479130898213), t, -5.2037819282155654e-12), t, 0.564189583547783);
+    }
+    let sq = wh_two_prod_f64(a, a);
+    let e = wh_exp_f64(-sq.x);
+    return (e - e * sq.y) * (h / a);
+}
+
+// @fn wh_erf_f64
+// @requires wh_erf_small_f64 wh_erfc_pos_f64 wh_copysign_f64 wh_is_nan_f64
+fn wh_erf_f64(x: f64) -> f64 {
+    let a = abs(x);
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    if (a <= 1.0) {
+        return wh_erf_small_f64(x);
+    }
+    if (a > 6.0) {
+        return wh_copysign_f64(1.0, x);
+    }
+    return wh_copysign_f64(1.0 - wh_erfc_pos_f64(a), x);
+}
+
+// @fn wh_erfc_f64
+// @requires wh_erf_small_f64 wh_erfc_pos_f64 wh_is_nan_f64
+fn wh_erfc_f64(x: f64) -> f64 {
+    let a = abs(x);
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    if (a < 0.5) {
+        return 1.0 - wh_erf_small_f64(x);
+    }
+    let c = wh_erfc_pos_f64(a);
+    if (x < 0.0) {
+        return 2.0 - c;
+    }
+    return c;
+}
+
+// @fn wh_sqrt_f64
+// @requires wh_two_prod_f64
+// Correctly rounded square root on any driver: the built-in's result is corrected once with
+// an exact residual.
+fn wh_sqrt_f64(x: f64) -> f64 {
+    let s = sqrt(x);
+    if (!(x > 0x1p-900) || x > 0x1p1000) {
+        return s;
+    }
+    let p = wh_two_prod_f64(s, s);
+    let r = (x - p.x) - p.y;
+    return s + r * (0.5 / s);
+}
+
+// @fn wh_rsqrt_f64
+// @requires wh_nan_f64 wh_two_prod_f64 wh_pow2i_f64
+// 1/sqrt(x) within 1 ULP: x scaled into [1, 4) by an even power of two, a division-free
+// first guess from the f64 built-in, then a Newton step with an exact residual.
+fn wh_rsqrt_f64(x: f64) -> f64 {
+    var ix = bitcast<u64>(x);
+    if (!(x > 0.0) || ix >= 0x7ff0000000000000lu) {
+        if (x == 0.0) {
+            return 1.0 / x;
+        }
+        if (ix == 0x7ff0000000000000lu) {
+            return 0.0;
+        }
+        return wh_nan_f64(x);
+    }
+    var k = 0;
+    if (ix < 0x0010000000000000lu) {
+        ix = bitcast<u64>(x * 0x1p54);
+        k = -54;
+    }
+    let e = i32(ix >> 52u) - 1023 + k;
+    let ee = e & ~1;
+    let m = bitcast<f64>((ix & 0x000ffffffffffffflu) | (u64(1023 + e - ee) << 52u));
+    let y = 1.0 / sqrt(m);
+    let t = wh_two_prod_f64(y, y);
+    let u = wh_two_prod_f64(m, t.x);
+    let r = ((1.0 - u.x) - u.y) - m * t.y;
+    let z = y + (y * 0.5) * r;
+    return z * wh_pow2i_f64(-ee / 2);
+}
+
+// @fn wh_cbrt_f64
+// @requires wh_ldexp_f64 wh_two_prod_f64
+fn wh_cbrt_f64(x: f64) -> f64 {
+    let a = abs(x);
+    if (a == 0.0 || bitcast<u64>(a) >= 0x7ff0000000000000lu) {
+        return x + x;
+    }
+    var ia = bitcast<u64>(a);
+    var e = -1023;
+    if (ia < 0x0010000000000000lu) {
+        ia = bitcast<u64>(a * 0x1p54);
+        e = e - 54;
+    }
+    e = e + i32(ia >> 52u);
+    let q = e - 3 * i32(floor(f64(e) / 3.0));
+    let m = bitcast<f64>((ia & 0x000ffffffffffffflu) | 0x3ff0000000000000lu) * f64(1 << u32(q));
+    let k = (e - q) / 3;
+    var y = (-0.012327 * m + 0.2538) * m + 0.75853;
+    y = y - (y - m / (y * y)) * (1.0 / 3.0);
+    y = y - (y - m / (y * y)) * (1.0 / 3.0);
+    y = y - (y - m / (y * y)) * (1.0 / 3.0);
+    y = y - (y - m / (y * y)) * (1.0 / 3.0);
+    let y2 = wh_two_prod_f64(y, y);
+    let y3 = wh_two_prod_f64(y2.x, y);
+    let r = ((y3.x - m) + y3.y) + y2.y * y;
+    y = y - r / (3.0 * y2.x);
+    let v = wh_ldexp_f64(y, k);
+    return select(v, -v, x < 0.0);
+}
+
+// @fn wh_logistic_f64
+// @requires wh_exp_f64 wh_is_nan_f64
+// 1 / (1 + exp(-x)); e / (1 + e) with e = exp(x) for x < 0 (keeps tiny results accurate).
+fn wh_logistic_f64(x: f64) -> f64 {
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    if (x >= 0.0) {
+        return 1.0 / (1.0 + wh_exp_f64(-x));
+    }
+    let e = wh_exp_f64(x);
+    return e / (1.0 + e);
+}
+
+// @fn wh_round_afz_f64
+// Round half away from zero.
+fn wh_round_afz_f64(x: f64) -> f64 {
+    let t = trunc(x);
+    let d = abs(x - t);
+    return select(t, t + sign(x), d >= 0.5);
+}
+
+// @fn wh_next_after_f64
+// @requires wh_is_nan_f64
+fn wh_next_after_f64(x: f64, y: f64) -> f64 {
+    if (wh_is_nan_f64(x) || wh_is_nan_f64(y)) {
+        return x + y;
+    }
+    let ux = bitcast<u64>(x);
+    let uy = bitcast<u64>(y);
+    if (ux == uy || x == y) {
+        return y;
+    }
+    if ((ux & 0x7ffffffffffffffflu) == 0lu) {
+        return bitcast<f64>((uy & 0x8000000000000000lu) | 1lu);
+    }
+    let up = (x < y) == (x > 0.0);
+    return bitcast<f64>(select(ux - 1lu, ux + 1lu, up));
+}
+
+// @fn wh_rem_f64
+// @requires wh_nan_f64
+// C fmod: exact. Long division on the integer significands, up to 10 exponent bits per step
+// (at most 208 steps for the widest exponent gap).
+fn wh_rem_f64(x: f64, y: f64) -> f64 {
+    let ux = bitcast<u64>(x);
+    let uy = bitcast<u64>(y);
+    let ax = ux & 0x7ffffffffffffffflu;
+    let ay = uy & 0x7ffffffffffffffflu;
+    let sx = ux & 0x8000000000000000lu;
+    if (ax >= 0x7ff0000000000000lu || ay > 0x7ff0000000000000lu || ay == 0lu) {
+        return wh_nan_f64(x + y);
+    }
+    if (ay == 0x7ff0000000000000lu || ax < ay) {
+        return x;
+    }
+    var ex = i32(ax >> 52u);
+    var ey = i32(ay >> 52u);
+    var mx = ax & 0x000ffffffffffffflu;
+    var my = ay & 0x000ffffffffffffflu;
+    if (ex == 0) {
+        ex = 1;
+    } else {
+        mx = mx | 0x0010000000000000lu;
+    }
+    if (ey == 0) {
+        ey = 1;
+    } else {
+        my = my | 0x0010000000000000lu;
+    }
+    var d = ex - ey;
+    mx = mx % my;
+    for (var i = 0; i < 220; i = i + 1) {
+        if (d <= 0 || mx == 0lu) {
+            break;
+        }
+        let s = min(d, 10);
+        mx = (mx << u32(s)) % my;
+        d = d - s;
+    }
+    if (mx == 0lu) {
+        return bitcast<f64>(sx);
+    }
+    var sh = 0;
+    for (var i = 0; i < 53; i = i + 1) {
+        if ((mx << u32(sh)) >= 0x0010000000000000lu) {
+            break;
+        }
+        sh = sh + 1;
+    }
+    if (ey - sh < 1) {
+        return bitcast<f64>(sx | (mx << u32(ey - 1)));
+    }
+    return bitcast<f64>(sx | (u64(ey - sh) << 52u) | ((mx << u32(sh)) & 0x000ffffffffffffflu));
+}

@@ -25,7 +25,10 @@ use crate::{Error, Result};
 const SOURCES: [(&str, &str); 3] = [
     ("f32.wgsl", include_str!("../../shaders/math/f32.wgsl")),
     ("f64.wgsl", include_str!("../../shaders/math/f64.wgsl")),
-    ("complex.wgsl", include_str!("../../shaders/math/complex.wgsl")),
+    (
+        "complex.wgsl",
+        include_str!("../../shaders/math/complex.wgsl"),
+    ),
 ];
 
 /// One library function: its WGSL text (marker lines included) and the functions it calls.

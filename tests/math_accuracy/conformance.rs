@@ -146,7 +146,10 @@ fn constants(body: &str) -> Option<Vec<Constant>> {
         let ty = &rest[ty_start..ty_end];
         let mut parts: Vec<&str> = ty.split('x').collect();
         let dtype = Dtype::parse(parts.pop()?)?;
-        let shape: Vec<usize> = parts.iter().map(|d| d.parse().ok()).collect::<Option<_>>()?;
+        let shape: Vec<usize> = parts
+            .iter()
+            .map(|d| d.parse().ok())
+            .collect::<Option<_>>()?;
         let n: usize = shape.iter().product();
         let mut bits = decode(value, dtype)?;
         if bits.len() == 1 && n != 1 {
@@ -227,7 +230,9 @@ pub fn broadcast(c: &Constant, shape: &[usize]) -> Vec<u64> {
         return c.bits.clone();
     }
     let pad = shape.len() - c.shape.len();
-    let src_shape: Vec<usize> = std::iter::repeat_n(1, pad).chain(c.shape.iter().copied()).collect();
+    let src_shape: Vec<usize> = std::iter::repeat_n(1, pad)
+        .chain(c.shape.iter().copied())
+        .collect();
     (0..n)
         .map(|flat| {
             let mut rem = flat;

@@ -96,9 +96,7 @@ impl Gpu {
                 binding: k as u32,
                 visibility: wgpu::ShaderStages::COMPUTE,
                 ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Storage {
-                        read_only: k < ko,
-                    },
+                    ty: wgpu::BufferBindingType::Storage { read_only: k < ko },
                     has_dynamic_offset: false,
                     min_binding_size: None,
                 },
@@ -141,11 +139,18 @@ impl Gpu {
         };
         let in_bufs: Vec<wgpu::Buffer> = inputs
             .iter()
-            .map(|w| make(w, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST))
+            .map(|w| {
+                make(
+                    w,
+                    wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                )
+            })
             .collect();
         let out_buf = make(
             &vec![0u32; out_words],
-            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
         );
         let read_buf = device.create_buffer(&wgpu::BufferDescriptor {
             label: None,
