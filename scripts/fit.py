@@ -102,6 +102,23 @@ def erfcx(x):
     return mp.erfc(x) * mp.exp(x * x)
 
 
+def lgamma2(t):
+    # lgamma(2 + t) / t on [0, 1]
+    if t == 0:
+        return 1 - mp.euler
+    return mp.loggamma(2 + t) / t
+
+
+DIGAMMA_ROOT = mp.findroot(mp.digamma, mp.mpf("1.4616"))
+
+
+def digamma_root(t):
+    # digamma(x0 + t) / t around the positive root x0
+    if t == 0:
+        return mp.polygamma(1, DIGAMMA_ROOT)
+    return mp.digamma(DIGAMMA_ROOT + t) / t
+
+
 PI4 = mp.pi / 4
 FITS = {
     # name: (function, interval, degree by precision)
@@ -113,6 +130,8 @@ FITS = {
     "asin": (asin_series, (0, mp.mpf(1) / 4), {"f32": 5, "f64": 11}),
     "erf": (erf_series, (0, mp.mpf(1)), {"f32": 6, "f64": 11}),
     "erfq": (erf_q, (0, mp.mpf(1)), {"f32": 6, "f64": 15}),
+    "lgamma2": (lambda u: lgamma2(u + mp.mpf("0.25")), (mp.mpf("-0.75"), mp.mpf("0.75")), {"f32": 11, "f64": 22}),
+    "digamma0": (digamma_root, (mp.mpf("-0.2"), mp.mpf("0.2")), {"f32": 7, "f64": 15}),
     "sinh": (sinh_series, (0, mp.mpf(1)), {"f32": 4, "f64": 8}),
     "tanh": (tanh_series, (0, mp.mpf("0.3025")), {"f32": 6, "f64": 12}),
 }
