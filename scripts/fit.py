@@ -68,6 +68,13 @@ def log_series(z):
     return (2 * mp.atanh(s) / s - 2) / z
 
 
+def log_tail(z):
+    # (R(z)/z - 2/3) / z: the part of log_series beyond its constant, for double-double logs
+    if z == 0:
+        return mp.mpf(2) / 5
+    return (log_series(z) - mp.mpf(2) / 3) / z
+
+
 def erf_series(z):
     # erf(x)/x as function of z = x^2
     if z == 0:
@@ -124,6 +131,7 @@ FITS = {
     # name: (function, interval, degree by precision)
     "exp": (exp_series, (-mp.log(2) / 2, mp.log(2) / 2), {"f32": 5, "f64": 10}),
     "log": (log_series, (0, (3 - 2 * mp.sqrt(2)) ** 2), {"f32": 3, "f64": 7}),
+    "logtail": (log_tail, (0, (3 - 2 * mp.sqrt(2)) ** 2), {"f64": 7}),
     "sin": (sin_series, (0, PI4 * PI4), {"f32": 3, "f64": 6}),
     "cos": (cos_series, (0, PI4 * PI4), {"f32": 3, "f64": 6}),
     "atan": (atan_series, (0, mp.mpf(7 * 7) / 256), {"f32": 6, "f64": 11}),

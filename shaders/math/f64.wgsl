@@ -69,6 +69,27 @@ fn wh_fast_two_sum_f64(a: f64, b: f64) -> vec2<f64> {
     return vec2<f64>(s, b - (wh_opaque_f64(s) - a));
 }
 
+// @fn wh_round_even_f64
+// @requires wh_opaque_f64
+// Round half to even. Not the built-in `round`: lavapipe (Mesa 22) returns f64 values of
+// magnitude 2^31 and above unrounded from both `round` and `trunc`.
+fn wh_round_even_f64(x: f64) -> f64 {
+    let a = abs(x);
+    if (!(a < 0x1p52)) {
+        return x;
+    }
+    // adding 2^52 rounds to an integer (round to nearest even); the opaque keeps the compiler
+    // from cancelling the two constants
+    let r = wh_opaque_f64(a + 0x1p52) - 0x1p52;
+    return bitcast<f64>(bitcast<u64>(r) | (bitcast<u64>(x) & 0x8000000000000000lu));
+}
+
+// @fn wh_trunc_f64
+// Round toward zero (see wh_round_even_f64 for why not the built-in).
+fn wh_trunc_f64(x: f64) -> f64 {
+    return select(ceil(x), floor(x), x >= 0.0);
+}
+
 // @fn wh_pow2i_f64
 // 2^n for n in [-1022, 1023].
 fn wh_pow2i_f64(n: i32) -> f64 {
@@ -106,21 +127,12 @@ fn wh_exp_poly_f64(r: f64) -> f64 {
 }
 
 // @fn wh_exp_f64
-// @requires wh_exp_poly_f64 wh_ldexp_f64 wh_inf_f64 wh_is_nan_f64
+// @requires wh_exp_df_f64 wh_is_nan_f64
 fn wh_exp_f64(x: f64) -> f64 {
     if (wh_is_nan_f64(x)) {
         return x;
     }
-    if (x > 709.782712893383973096) {
-        return wh_inf_f64(1.0);
-    }
-    if (x < -745.2) {
-        return 0.0;
-    }
-    let k = round(x * 1.4426950408889634);
-    // 0.6931471803691238 has 32 significant bits: k * 0.6931471803691238 and the first difference are exact.
-    let r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10;
-    return wh_ldexp_f64(1.0 + wh_exp_poly_f64(r), i32(k));
+    return wh_exp_df_f64(x, 0.0);
 }
 
 // @fn wh_expm1_f64
@@ -135,7 +147,7 @@ fn wh_expm1_f64(x: f64) -> f64 {
     if (x < -38.0) {
         return -1.0;
     }
-    let k = round(x * 1.4426950408889634);
+    let k = floor(x * 1.4426950408889634 + 0.5);
     let r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10;
     let q = wh_exp_poly_f64(r);
     if (k == 0.0) {
@@ -228,12 +240,12 @@ fn wh_log1p_f64(x: f64) -> f64 {
 }
 
 // @fn wh_rem_pio2_f64
-// @requires wh_split_f64
+// @requires wh_split_f64 wh_round_even_f64
 // x = j*pi/2 + r: returns (r, j mod 4). pi/2 in three 33-bit parts and a tail, so j * part is
 // exact for |j| < 2^20; larger j is split in two. Accurate for |x| < 2^40; beyond that the
 // result degrades (no Payne-Hanek reduction yet).
 fn wh_rem_pio2_f64(x: f64) -> vec2<f64> {
-    let j = round(x * 0.6366197723675814);
+    let j = wh_round_even_f64(x * 0.6366197723675814);
     var r: f64;
     if (abs(j) < 0x1p20) {
         r = x - j * 1.5707963267341256;
@@ -756,9 +768,10 @@ fn wh_logistic_f64(x: f64) -> f64 {
 }
 
 // @fn wh_round_afz_f64
+// @requires wh_trunc_f64
 // Round half away from zero.
 fn wh_round_afz_f64(x: f64) -> f64 {
-    let t = trunc(x);
+    let t = wh_trunc_f64(x);
     let d = abs(x - t);
     return select(t, t + sign(x), d >= 0.5);
 }
@@ -835,4 +848,296 @@ fn wh_rem_f64(x: f64, y: f64) -> f64 {
         return bitcast<f64>(sx | (mx << u32(ey - 1)));
     }
     return bitcast<f64>(sx | (u64(ey - sh) << 52u) | ((mx << u32(sh)) & 0x000ffffffffffffflu));
+}
+
+// @fn wh_exp_df_f64
+// @requires wh_exp_poly_f64 wh_ldexp_f64 wh_inf_f64 wh_fast_two_sum_f64
+// exp(h + l) for a double-double argument (|l| <= ulp(h)), with the reduced argument and
+// 1 + r carried to extra precision: within about 0.6 ULP.
+fn wh_exp_df_f64(h: f64, l: f64) -> f64 {
+    if (h > 709.782712893383973096) {
+        return wh_inf_f64(1.0);
+    }
+    if (h < -745.2) {
+        return 0.0;
+    }
+    let k = floor(h * 1.4426950408889634 + 0.5);
+    // 0.6931471803691238 has 32 significant bits: k * 0.6931471803691238 and the first difference are exact.
+    let rr = wh_fast_two_sum_f64(h - k * 0.6931471803691238, l - k * 1.9082149292705877e-10);
+    let r = rr.x;
+    let p = r * r * fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(2.0914679376583935e-09, r, 2.510520637395701e-08), r, 2.7557273661348637e-07), r, 2.7557255425746435e-06), r, 2.4801587325533363e-05), r, 0.00019841269874800493), r, 0.0013888888888883752), r, 0.008333333333326141), r, 0.04166666666666667), r, 0.1666666666666667), r, 0.5);
+    let s = wh_fast_two_sum_f64(1.0, r);
+    let v = s.x + (s.y + (p + rr.y * (1.0 + r)));
+    return wh_ldexp_f64(v, i32(k));
+}
+
+// @fn wh_erf_inv_f64
+// @requires wh_erf_f64 wh_erfc_f64 wh_exp_f64 wh_log1p_f64 wh_log_f64 wh_is_nan_f64
+// @requires wh_nan_f64 wh_inf_f64 wh_copysign_f64
+// Inverse error function: Giles' single-precision approximation (see wh_erf_inv_f32), or the
+// asymptotic form in the far tail, as a first guess, then Newton steps on erf (|x| <= 1/2) or
+// on erfc (1 - |x|, exact, beyond).
+fn wh_erf_inv_f64(x: f64) -> f64 {
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    let a = abs(x);
+    if (a >= 1.0) {
+        if (a == 1.0) {
+            return wh_inf_f64(x);
+        }
+        return wh_nan_f64(x);
+    }
+    if (a < 0x1p-30) {
+        return x * 0.88622692545275801365;
+    }
+    let w = -(wh_log1p_f64(-a) + wh_log1p_f64(a));
+    var y: f64;
+    if (w < 5.0) {
+        let v = w - 2.5;
+        var p: f64 = 2.81022636e-08;
+        p = p * v + 3.43273939e-07;
+        p = p * v - 3.5233877e-06;
+        p = p * v - 4.39150654e-06;
+        p = p * v + 0.00021858087;
+        p = p * v - 0.00125372503;
+        p = p * v - 0.00417768164;
+        p = p * v + 0.246640727;
+        p = p * v + 1.50140941;
+        y = p * a;
+    } else if (w < 16.0) {
+        let v = sqrt(w) - 3.0;
+        var p: f64 = -0.000200214257;
+        p = p * v + 0.000100950558;
+        p = p * v + 0.00134934322;
+        p = p * v - 0.00367342844;
+        p = p * v + 0.00573950773;
+        p = p * v - 0.0076224613;
+        p = p * v + 0.00943887047;
+        p = p * v + 1.00167406;
+        p = p * v + 2.83297682;
+        y = p * a;
+    } else {
+        // erfc(y) ~ exp(-y^2) / (y sqrt(pi))
+        let l = -wh_log_f64(1.0 - a);
+        y = sqrt(l - 0.5 * wh_log_f64(3.141592653589793 * l));
+    }
+    let q = 1.0 - a;
+    for (var i = 0; i < 3; i = i + 1) {
+        var f: f64;
+        if (a <= 0.5) {
+            f = wh_erf_f64(y) - a;
+        } else {
+            f = q - wh_erfc_f64(y);
+        }
+        y = y - f / (1.1283791670955126 * wh_exp_f64(-y * y));
+    }
+    return wh_copysign_f64(y, x);
+}
+
+// @fn wh_sinpi_cospi_f64
+// @requires wh_sin_kernel_f64 wh_cos_kernel_f64 wh_round_even_f64
+// (sin(pi x), cos(pi x)) for finite x, with the argument reduced exactly.
+fn wh_sinpi_cospi_f64(x: f64) -> vec2<f64> {
+    let r = x - 2.0 * wh_round_even_f64(0.5 * x);
+    let q = wh_round_even_f64(2.0 * r);
+    let d = r - 0.5 * q;
+    // pi * d in double-double, folded into one argument
+    let t = d * 3.141592653589793 + d * 1.2246467991473532e-16;
+    let s = wh_sin_kernel_f64(t);
+    let c = wh_cos_kernel_f64(t);
+    let iq = i32(q) & 3;
+    if (iq == 0) {
+        return vec2<f64>(s, c);
+    }
+    if (iq == 1) {
+        return vec2<f64>(c, -s);
+    }
+    if (iq == 2) {
+        return vec2<f64>(-s, -c);
+    }
+    return vec2<f64>(-c, s);
+}
+
+// @fn wh_lgamma2_f64
+// lgamma(2 + t) for t in [-1/2, 1] (a fit of lgamma(2 + t) / t around t = 1/4).
+fn wh_lgamma2_f64(t: f64) -> f64 {
+    let u = t - 0.25;
+    return t * fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(-7.135464237889196e-10, u, 1.6745384179884184e-09), u, -1.6293480456023983e-09), u, 3.860519873475313e-09), u, -1.2418204184662834e-08), u, 2.9480096579462314e-08), u, -6.760609166204548e-08), u, 1.6170408002708597e-07), u, -3.8973068683359195e-07), u, 9.407205499699823e-07), u, -2.2836007331843055e-06), u, 5.583759412110102e-06), u, -1.377178115760907e-05), u, 3.433618547258759e-05), u, -8.680583178509343e-05), u, 0.00022352008471632342), u, -0.0005901656743986245), u, 0.0016148854204133295), u, -0.004662626671212215), u, 0.01468832371731914), u, -0.05429540385214996), u, 0.29223842821659285), u, 0.4994868595695864);
+}
+
+// @fn wh_lgamma_pos_f64
+// @requires wh_log_f64 wh_log1p_f64 wh_lgamma2_f64
+// log(Gamma(x)) for finite x > 0; see wh_lgamma_pos_f32.
+fn wh_lgamma_pos_f64(x: f64) -> f64 {
+    if (x >= 12.0) {
+        let z = 1.0 / (x * x);
+        let corr = (0.08333333333333333 + z * (-0.002777777777777778 + z * (0.0007936507936507937
+            + z * (-0.0005952380952380953 + z * (0.0008417508417508417
+            + z * (-0.0019175269175269176 + z * (0.00641025641025641
+            + z * -0.029550653594771242))))))) / x;
+        return (x - 0.5) * (wh_log_f64(x) - 1.0) + (0.4189385332046727 + corr);
+    }
+    if (x >= 3.0) {
+        let t = x - floor(x);
+        var prod: f64 = 1.0;
+        var b = 2.0 + t;
+        for (var i = 0; i < 10; i = i + 1) {
+            if (b >= x - 0.5) {
+                break;
+            }
+            prod = prod * b;
+            b = b + 1.0;
+        }
+        return wh_lgamma2_f64(t) + wh_log_f64(prod);
+    }
+    if (x >= 2.0) {
+        return wh_lgamma2_f64(x - 2.0);
+    }
+    if (x >= 0.5) {
+        let t = x - 1.0;
+        return wh_lgamma2_f64(t) - wh_log1p_f64(t);
+    }
+    return wh_lgamma2_f64(x) - (wh_log_f64(x) + wh_log1p_f64(x));
+}
+
+// @fn wh_lgamma_f64
+// @requires wh_lgamma_pos_f64 wh_sinpi_cospi_f64 wh_log_f64 wh_is_nan_f64 wh_inf_f64
+// log|Gamma(x)|; +inf at the poles (0 and the negative integers) and at +-inf.
+fn wh_lgamma_f64(x: f64) -> f64 {
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    let ax = abs(x);
+    if (bitcast<u64>(ax) == 0x7ff0000000000000lu || (x <= 0.0 && floor(x) == x)) {
+        return wh_inf_f64(1.0);
+    }
+    if (x > 0.0) {
+        return wh_lgamma_pos_f64(x);
+    }
+    if (ax < 0x1p-60) {
+        return -wh_log_f64(ax);
+    }
+    let s = abs(wh_sinpi_cospi_f64(x).x);
+    return 1.1447298858494002 - wh_log_f64(ax * s) - wh_lgamma_pos_f64(ax);
+}
+
+// @fn wh_digamma_f64
+// @requires wh_log_f64 wh_sinpi_cospi_f64 wh_is_nan_f64 wh_nan_f64
+// psi(x); see wh_digamma_f32.
+fn wh_digamma_f64(x: f64) -> f64 {
+    if (wh_is_nan_f64(x) || bitcast<u64>(x) == 0x7ff0000000000000lu) {
+        return x;
+    }
+    if (x <= 0.0 && floor(x) == x) {
+        return wh_nan_f64(x);
+    }
+    if (abs(x) < 0x1p-60) {
+        return -1.0 / x - 0.5772156649015329;
+    }
+    if (abs(x - 1.4616321449683622) < 0.2) {
+        let t = (x - 1.4616321449683622) - 9.549995429965697e-17;
+        return t * fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(-0.0017004658557028425, t, 0.0024856864196862076), t, -0.0033616543738972677), t, 0.004914872674307717), t, -0.007204812093004543), t, 0.01053919753490404), t, -0.015424760677043268), t, 0.022597640590692827), t, -0.03316112652820618), t, 0.04880428824213663), t, -0.07219956125618752), t, 0.10782405069087184), t, -0.16394270544240705), t, 0.25849976095565175), t, -0.4427631689835921), t, 0.9676722454476212);
+    }
+    var acc: f64 = 0.0;
+    var y = x;
+    if (x < 0.0) {
+        let sc = wh_sinpi_cospi_f64(x);
+        acc = -1.0 / x - 3.141592653589793 * sc.y / sc.x;
+        y = -x;
+    }
+    for (var i = 0; i < 12; i = i + 1) {
+        if (y >= 12.0) {
+            break;
+        }
+        acc = acc - 1.0 / y;
+        y = y + 1.0;
+    }
+    let z = 1.0 / (y * y);
+    let series = z * (0.08333333333333333 + z * (-0.008333333333333333
+        + z * (0.003968253968253968 + z * (-0.004166666666666667 + z * (0.007575757575757576
+        + z * (-0.021092796092796094 + z * (0.08333333333333333 + z * -0.4432598039215686)))))));
+    return acc + (wh_log_f64(y) - 0.5 / y - series);
+}
+
+// @fn wh_log_df_f64
+// @requires wh_split_f64 wh_two_prod_f64 wh_fast_two_sum_f64 wh_opaque_f64 wh_frexp_f64
+// ln(x) as hi + lo accurate to about 2^-66 relative, for finite x > 0.
+fn wh_log_df_f64(x: f64) -> vec2<f64> {
+    let me = wh_frexp_f64(x);
+    let m = me.x;
+    let u = m - 1.0;
+    let mp1 = m + 1.0;
+    let v = 1.0 / mp1;
+    let s_h = wh_split_f64(u * v);
+    let t_h = wh_split_f64(mp1);
+    let t_l = m - (wh_opaque_f64(t_h) - 1.0);
+    let s_l = v * ((u - s_h * t_h) - s_h * t_l);
+    let s = s_h + s_l;
+    let z = s * s;
+    // ln(m) = 2s + (2/3) s^3 + s^5 R(s^2); the first two terms in double-double
+    let sh2 = s_h * s_h;
+    let p3 = wh_two_prod_f64(sh2, s_h);
+    let c = wh_two_prod_f64(0.66666666666666663, p3.x);
+    let low = c.y + 3.700743415417188e-17 * p3.x
+        + 0.66666666666666663 * (p3.y + 3.0 * s_l * (sh2 + s_h * s_l));
+    let rest = s * z * z * fma(fma(fma(fma(fma(fma(fma(0.11723051028097753, z, 0.11706248540922386), z, 0.13334804238225345), z, 0.15384594970895457), z, 0.18181818335314404), z, 0.22222222221656232), z, 0.28571428571429364), z, 0.4);
+    let a = wh_fast_two_sum_f64(2.0 * s_h, c.x);
+    let lm = wh_fast_two_sum_f64(a.x, a.y + (2.0 * s_l + (low + rest)));
+    // + e ln2
+    let fe = me.y;
+    let b = wh_fast_two_sum_f64(fe * 0.6931471803691238, lm.x);
+    let d = wh_two_prod_f64(fe, 1.9082149292705877e-10);
+    let lo = b.y + (lm.y + (d.y + fe * 1.1612227229362532e-26));
+    let g = wh_fast_two_sum_f64(b.x, d.x);
+    return wh_fast_two_sum_f64(g.x, g.y + lo);
+}
+
+// @fn wh_pow_f64
+// @requires wh_log_df_f64 wh_exp_df_f64 wh_two_prod_f64 wh_fast_two_sum_f64 wh_is_nan_f64
+// @requires wh_nan_f64 wh_inf_f64
+// x^y with C99 special cases; exp(y ln x) with ln x and the product in double-double.
+fn wh_pow_f64(x: f64, y: f64) -> f64 {
+    let ax = abs(x);
+    let ay = abs(y);
+    if (y == 0.0 || x == 1.0) {
+        return 1.0;
+    }
+    if (wh_is_nan_f64(x) || wh_is_nan_f64(y)) {
+        return x + y;
+    }
+    let y_int = floor(y) == y;
+    let y_odd = y_int && ay < 0x1p53 && (y - 2.0 * floor(0.5 * y)) == 1.0;
+    let x_neg = (bitcast<u64>(x) & 0x8000000000000000lu) != 0lu;
+    if (bitcast<u64>(ay) == 0x7ff0000000000000lu) {
+        if (ax == 1.0) {
+            return 1.0;
+        }
+        if ((ax > 1.0) == (y > 0.0)) {
+            return wh_inf_f64(1.0);
+        }
+        return 0.0;
+    }
+    let neg = x_neg && y_odd;
+    if (x == 0.0 || bitcast<u64>(ax) == 0x7ff0000000000000lu) {
+        let big = (x == 0.0) == (y < 0.0);
+        var r: f64 = 0.0;
+        if (big) {
+            r = wh_inf_f64(1.0);
+        }
+        return select(r, -r, neg);
+    }
+    if (x_neg && !y_int) {
+        return wh_nan_f64(x);
+    }
+    let l = wh_log_df_f64(ax);
+    var r: f64;
+    if (abs(l.x) * ay > 2000.0) {
+        r = select(f64(0.0), wh_inf_f64(1.0), (l.x > 0.0) == (y > 0.0));
+    } else {
+        let p = wh_two_prod_f64(l.x, y);
+        let q = wh_fast_two_sum_f64(p.x, p.y + l.y * y);
+        r = wh_exp_df_f64(q.x, q.y);
+    }
+    return select(r, -r, neg);
 }
