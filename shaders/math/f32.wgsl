@@ -224,31 +224,116 @@ fn wh_log1p_f32(x: f32) -> f32 {
     return wh_log_reduced_f32(f32(e), m - 1.0, c);
 }
 
-// @fn wh_rem_pio2_f32
-// @requires wh_split_f32
-// x = j*pi/2 + r: returns (r, j mod 4). pi/2 is split into four 12-bit parts and a tail so
-// that j * part is exact for |j| < 2^12; larger j is itself split into two 12-bit halves.
-// Accurate for |x| < 2^23; beyond that the result degrades (no Payne-Hanek reduction yet).
-fn wh_rem_pio2_f32(x: f32) -> vec2<f32> {
-    let j = round(x * 0.6366197466850281);
-    var r: f32;
-    if (abs(j) < 4096.0) {
-        r = x - j * 1.5703125;
-        r = r - j * 4.837512969970703e-4;
-        r = r - j * 7.549533620476723e-8;
-        r = r - j * 2.5632829192545614e-12;
-        r = r - j * 6.123234262925839e-17;
-    } else {
-        let jh = wh_split_f32(j);
-        let jl = j - jh;
-        r = (x - jh * 1.5703125) - jl * 1.5703125;
-        r = (r - jh * 4.837512969970703e-4) - jl * 4.837512969970703e-4;
-        r = (r - jh * 7.549533620476723e-8) - jl * 7.549533620476723e-8;
-        r = r - j * 2.5632829192545614e-12;
-        r = r - j * 6.123234262925839e-17;
+// @fn wh_mul_wide_u32
+// The full 64-bit product of two u32, as (high word, low word).
+fn wh_mul_wide_u32(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    let hi = a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
+    return vec2<u32>(hi, (mid << 16u) | (p00 & 0xffffu));
+}
+
+// @fn wh_rem_pio2_large_f32
+// @requires wh_mul_wide_u32 wh_two_prod_f32 wh_fast_two_sum_f32
+// Payne-Hanek reduction for finite |x| >= 2^-6: x = m 2^E with m a 24-bit integer;
+// (m * (the 96 bits of 2/pi that matter for this E)) mod 4 in integer arithmetic. Returns
+// (r, r_lo, j mod 4) as wh_rem_pio2_f32 does.
+fn wh_rem_pio2_large_f32(x: f32) -> vec3<f32> {
+    // 2/pi in binary, one zero word in front
+    var t = array<u32, 9>(0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u, 0xdb629599u,
+        0x3c439041u, 0xfe5163abu, 0xdebbc561u);
+    let ux = bitcast<u32>(x) & 0x7fffffffu;
+    let e = i32(ux >> 23u) - 150;
+    let m = (ux & 0x007fffffu) | 0x00800000u;
+    // bit E-1 of 2/pi (weight 2^1 in x * 2/pi) sits at position E + 30 of the padded table
+    let p0 = u32(e + 30);
+    let q0 = p0 / 32u;
+    let sh = p0 % 32u;
+    var w: array<u32, 3>;
+    for (var i = 0u; i < 3u; i = i + 1u) {
+        let a = t[q0 + i];
+        let b = t[q0 + i + 1u];
+        w[i] = select((a << sh) | (b >> (32u - sh)), a, sh == 0u);
     }
+    // 120-bit product m * (w0 w1 w2), words p_0 (top) .. p_3
+    let l2 = wh_mul_wide_u32(m, w[2]);
+    let l1 = wh_mul_wide_u32(m, w[1]);
+    let l0 = wh_mul_wide_u32(m, w[0]);
+    let p3 = l2.y;
+    let s2 = l2.x + l1.y;
+    let c2 = select(0u, 1u, s2 < l2.x);
+    let s1a = l1.x + l0.y;
+    let c1a = select(0u, 1u, s1a < l1.x);
+    let s1 = s1a + c2;
+    let c1 = c1a + select(0u, 1u, s1 < s1a);
+    let p2 = s2;
+    let p1 = s1;
+    let p0w = l0.x + c1;
+    // integer part mod 4: bits 94 and 95 (the top of p1); fraction: the 64 bits below
+    var q = (p1 >> 30u) & 3u;
+    var fh = (p1 << 2u) | (p2 >> 30u);
+    var fl = (p2 << 2u) | (p3 >> 30u);
+    var neg = false;
+    if ((fh & 0x80000000u) != 0u) {
+        // fraction >= 1/2: take f - 1 (negate the 64-bit value) and round j up
+        q = (q + 1u) & 3u;
+        fh = ~fh;
+        fl = ~fl + 1u;
+        if (fl == 0u) {
+            fh = fh + 1u;
+        }
+        neg = true;
+    }
+    // normalise the 64-bit fraction and turn it into f32 hi + lo
+    var scale = 0x1p-32f;
+    if (fh == 0u) {
+        fh = fl;
+        fl = 0u;
+        scale = 0x1p-64f;
+    }
+    let lz = countLeadingZeros(fh);
+    if (lz > 0u) {
+        fh = (fh << lz) | (fl >> (32u - lz));
+        fl = fl << lz;
+    }
+    let unit = scale * bitcast<f32>(u32(127 - i32(lz)) << 23u);
+    let fhi = f32(fh & 0xffffff00u) * unit;
+    let flo = (f32(fh & 0xffu) + f32(fl) * 0x1p-32f) * unit;
+    // r = f * pi/2, pi/2 = 1.5707963705062866 - 4.371138828673793e-8
+    let ph = wh_two_prod_f32(fhi, 1.5707963705062866);
+    var r = wh_fast_two_sum_f32(ph.x,
+        ph.y + (flo * 1.5707963705062866 - fhi * 4.371138828673793e-8));
+    if (neg != (x < 0.0)) {
+        r = -r;
+    }
+    if (x < 0.0) {
+        q = (4u - q) & 3u;
+    }
+    return vec3<f32>(r.x, r.y, f32(q));
+}
+
+// @fn wh_rem_pio2_f32
+// @requires wh_rem_pio2_large_f32
+// x = j*pi/2 + r + r_lo: returns (r, r_lo, j mod 4). For |x| < 4096, pi/2 is split into four
+// 12-bit parts and a tail so that every j * part is exact (Cody-Waite); beyond, Payne-Hanek.
+fn wh_rem_pio2_f32(x: f32) -> vec3<f32> {
+    if (abs(x) >= 4096.0) {
+        return wh_rem_pio2_large_f32(x);
+    }
+    let j = round(x * 0.6366197466850281);
+    var r = x - j * 1.5703125;
+    r = r - j * 4.837512969970703e-4;
+    r = r - j * 7.549533620476723e-8;
+    r = r - j * 2.5632829192545614e-12;
+    r = r - j * 6.123234262925839e-17;
     let q = j - 4.0 * floor(j * 0.25);
-    return vec2<f32>(r, q);
+    return vec3<f32>(r, 0.0, q);
 }
 
 // @fn wh_sin_kernel_f32
@@ -281,12 +366,12 @@ fn wh_sin_f32(x: f32) -> f32 {
         return wh_nan_f32(x);
     }
     let rq = wh_rem_pio2_f32(x);
-    let q = u32(rq.y);
+    let q = u32(rq.z);
     var v: f32;
     if ((q & 1u) == 0u) {
-        v = wh_sin_kernel_f32(rq.x);
+        v = wh_sin_kernel_f32(rq.x) + rq.y * (1.0 - 0.5 * rq.x * rq.x);
     } else {
-        v = wh_cos_kernel_f32(rq.x);
+        v = wh_cos_kernel_f32(rq.x) - rq.y * rq.x;
     }
     return select(v, -v, q >= 2u);
 }
@@ -301,12 +386,12 @@ fn wh_cos_f32(x: f32) -> f32 {
         return wh_nan_f32(x);
     }
     let rq = wh_rem_pio2_f32(x);
-    let q = u32(rq.y);
+    let q = u32(rq.z);
     var v: f32;
     if ((q & 1u) == 0u) {
-        v = wh_cos_kernel_f32(rq.x);
+        v = wh_cos_kernel_f32(rq.x) - rq.y * rq.x;
     } else {
-        v = wh_sin_kernel_f32(rq.x);
+        v = wh_sin_kernel_f32(rq.x) + rq.y * (1.0 - 0.5 * rq.x * rq.x);
     }
     return select(v, -v, q == 1u || q == 2u);
 }
@@ -323,10 +408,12 @@ fn wh_tan_f32(x: f32) -> f32 {
     let rq = wh_rem_pio2_f32(x);
     let s = wh_sin_kernel_f32(rq.x);
     let c = wh_cos_kernel_f32(rq.x);
-    if ((u32(rq.y) & 1u) == 0u) {
-        return s / c;
+    if ((u32(rq.z) & 1u) == 0u) {
+        let t = s / c;
+        return t + rq.y * (1.0 + t * t);
     }
-    return -c / s;
+    let t = -c / s;
+    return t + rq.y * (1.0 + t * t);
 }
 
 // @fn wh_atan_kernel_f32
