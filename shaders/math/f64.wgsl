@@ -239,29 +239,105 @@ fn wh_log1p_f64(x: f64) -> f64 {
     return wh_log_reduced_f64(me.y, me.x - 1.0, c);
 }
 
-// @fn wh_rem_pio2_f64
-// @requires wh_split_f64 wh_round_even_f64
-// x = j*pi/2 + r: returns (r, j mod 4). pi/2 in three 33-bit parts and a tail, so j * part is
-// exact for |j| < 2^20; larger j is split in two. Accurate for |x| < 2^40; beyond that the
-// result degrades (no Payne-Hanek reduction yet).
-fn wh_rem_pio2_f64(x: f64) -> vec2<f64> {
-    let j = wh_round_even_f64(x * 0.6366197723675814);
-    var r: f64;
-    if (abs(j) < 0x1p20) {
-        r = x - j * 1.5707963267341256;
-        r = r - j * 6.077100506303966e-11;
-        r = r - j * 2.0222662487111665e-21;
-        r = r - j * 8.4784276603689e-32;
-    } else {
-        let jh = bitcast<f64>(bitcast<u64>(j) & 0xffffffffe0000000lu);
-        let jl = j - jh;
-        r = (x - jh * 1.5707963267341256) - jl * 1.5707963267341256;
-        r = (r - jh * 6.077100506303966e-11) - jl * 6.077100506303966e-11;
-        r = (r - jh * 2.0222662487111665e-21) - jl * 2.0222662487111665e-21;
-        r = r - j * 8.4784276603689e-32;
+// @fn wh_rem_pio2_large_f64
+// @requires wh_two_prod_f64 wh_fast_two_sum_f64
+// Payne-Hanek reduction for finite |x| >= 2^20: x = m 2^E with m a 53-bit integer;
+// (m * (the 160 bits of 2/pi that matter for this E)) mod 4 in 32-bit limbs with u64
+// arithmetic. Returns (r, r_lo, j mod 4) with x = j*pi/2 + r + r_lo.
+fn wh_rem_pio2_large_f64(x: f64) -> vec3<f64> {
+    // 2/pi in binary, two zero words in front
+    var t = array<u32, 42>(
+        0u, 0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u, 0xdb629599u, 0x3c439041u,
+        0xfe5163abu, 0xdebbc561u, 0xb7246e3au, 0x424dd2e0u, 0x06492eeau, 0x09d1921cu, 0xfe1deb1cu,
+        0xb129a73eu, 0xe88235f5u, 0x2ebb4484u, 0xe99c7026u, 0xb45f7e41u, 0x3991d639u, 0x835339f4u,
+        0x9c845f8bu, 0xbdf9283bu, 0x1ff897ffu, 0xde05980fu, 0xef2f118bu, 0x5a0a6d1fu, 0x6d367ecfu,
+        0x27cb09b7u, 0x4f463f66u, 0x9e5fea2du, 0x7527bac7u, 0xebe5f17bu, 0x3d0739f7u, 0x8a5292eau,
+        0x6bfb5fb1u, 0x1f8d5d08u, 0x56033046u, 0xfc7b6babu, 0xf0cfbc20u, 0x9af4361du);
+    let ux = bitcast<u64>(x) & 0x7ffffffffffffffflu;
+    let e = i32(ux >> 52u) - 1075;
+    let m = (ux & 0x000ffffffffffffflu) | 0x0010000000000000lu;
+    let m0 = m & 0xfffffffflu;
+    let m1 = m >> 32u;
+    // bit E-1 of 2/pi (weight 2^1 in x * 2/pi) sits at position E + 62 of the padded table
+    let p0 = u32(e + 62);
+    let q0 = p0 / 32u;
+    let sh = p0 % 32u;
+    // the window, least significant word first
+    var w: array<u64, 5>;
+    for (var i = 0u; i < 5u; i = i + 1u) {
+        let a = t[q0 + 4u - i];
+        let b = t[q0 + 5u - i];
+        w[i] = u64(select((a << sh) | (b >> (32u - sh)), a, sh == 0u));
     }
+    // column sums of the 32x32-bit partial products, then carries
+    var c: array<u64, 8>;
+    for (var i = 0u; i < 5u; i = i + 1u) {
+        let lo = w[i] * m0;
+        let hi = w[i] * m1;
+        c[i] = c[i] + (lo & 0xfffffffflu);
+        c[i + 1u] = c[i + 1u] + (lo >> 32u) + (hi & 0xfffffffflu);
+        c[i + 2u] = c[i + 2u] + (hi >> 32u);
+    }
+    for (var i = 0u; i < 7u; i = i + 1u) {
+        c[i + 1u] = c[i + 1u] + (c[i] >> 32u);
+        c[i] = c[i] & 0xfffffffflu;
+    }
+    // x * 2/pi = (product) * 2^-158: integer bits 158, 159; fraction below, 96 bits kept
+    var q = u32(c[4] >> 30u) & 3u;
+    var f2 = ((c[4] << 34u) | (c[3] << 2u) | (c[2] >> 30u)) & 0xfffffffffffffffflu;
+    var f1 = ((c[2] << 34u) | (c[1] << 2u) | (c[0] >> 30u)) & 0xffffffff00000000lu;
+    var neg = false;
+    if ((f2 >> 63u) != 0lu) {
+        // fraction >= 1/2: take f - 1 and round j up
+        q = (q + 1u) & 3u;
+        f2 = ~f2;
+        f1 = (~f1 + 0x100000000lu) & 0xffffffff00000000lu;
+        if (f1 == 0lu) {
+            f2 = f2 + 1lu;
+        }
+        neg = true;
+    }
+    // normalise, then f = f2 2^-64 + f1 2^-128 as a double-double
+    var scale: f64 = 1.0;
+    if ((f2 >> 32u) == 0lu) {
+        f2 = (f2 << 32u) | (f1 >> 32u);
+        f1 = f1 << 32u;
+        scale = 0x1p-32;
+    }
+    let lz = countLeadingZeros(u32(f2 >> 32u));
+    if (lz > 0u) {
+        f2 = (f2 << lz) | (f1 >> (64u - lz));
+        f1 = f1 << lz;
+    }
+    scale = scale * bitcast<f64>(u64(1023 - i32(lz)) << 52u);
+    let fa = wh_fast_two_sum_f64(f64(f2 >> 11u) * 0x1p-53 * scale,
+        (f64(f2 & 0x7fflu) * 0x1p-64 + f64(f1 >> 32u) * 0x1p-96) * scale);
+    let ph = wh_two_prod_f64(fa.x, 1.5707963267948966);
+    var r = wh_fast_two_sum_f64(ph.x, ph.y + (fa.y * 1.5707963267948966 + fa.x * 6.123233995736766e-17));
+    if (neg != (x < 0.0)) {
+        r = -r;
+    }
+    if (x < 0.0) {
+        q = (4u - q) & 3u;
+    }
+    return vec3<f64>(r.x, r.y, f64(q));
+}
+
+// @fn wh_rem_pio2_f64
+// @requires wh_round_even_f64 wh_rem_pio2_large_f64
+// x = j*pi/2 + r + r_lo: returns (r, r_lo, j mod 4). For |x| < 2^20, pi/2 in three 33-bit
+// parts and a tail, so every j * part is exact (Cody-Waite); beyond, Payne-Hanek.
+fn wh_rem_pio2_f64(x: f64) -> vec3<f64> {
+    if (abs(x) >= 0x1p20) {
+        return wh_rem_pio2_large_f64(x);
+    }
+    let j = wh_round_even_f64(x * 0.6366197723675814);
+    var r = x - j * 1.5707963267341256;
+    r = r - j * 6.077100506303966e-11;
+    r = r - j * 2.0222662487111665e-21;
+    r = r - j * 8.4784276603689e-32;
     let q = j - 4.0 * floor(j * 0.25);
-    return vec2<f64>(r, q);
+    return vec3<f64>(r, 0.0, q);
 }
 
 // @fn wh_sin_kernel_f64
@@ -292,12 +368,12 @@ fn wh_sin_f64(x: f64) -> f64 {
         return wh_nan_f64(x);
     }
     let rq = wh_rem_pio2_f64(x);
-    let q = u32(rq.y);
+    let q = u32(rq.z);
     var v: f64;
     if ((q & 1u) == 0u) {
-        v = wh_sin_kernel_f64(rq.x);
+        v = wh_sin_kernel_f64(rq.x) + rq.y * (1.0 - 0.5 * rq.x * rq.x);
     } else {
-        v = wh_cos_kernel_f64(rq.x);
+        v = wh_cos_kernel_f64(rq.x) - rq.y * rq.x;
     }
     return select(v, -v, q >= 2u);
 }
@@ -312,12 +388,12 @@ fn wh_cos_f64(x: f64) -> f64 {
         return wh_nan_f64(x);
     }
     let rq = wh_rem_pio2_f64(x);
-    let q = u32(rq.y);
+    let q = u32(rq.z);
     var v: f64;
     if ((q & 1u) == 0u) {
-        v = wh_cos_kernel_f64(rq.x);
+        v = wh_cos_kernel_f64(rq.x) - rq.y * rq.x;
     } else {
-        v = wh_sin_kernel_f64(rq.x);
+        v = wh_sin_kernel_f64(rq.x) + rq.y * (1.0 - 0.5 * rq.x * rq.x);
     }
     return select(v, -v, q == 1u || q == 2u);
 }
@@ -334,10 +410,12 @@ fn wh_tan_f64(x: f64) -> f64 {
     let rq = wh_rem_pio2_f64(x);
     let s = wh_sin_kernel_f64(rq.x);
     let c = wh_cos_kernel_f64(rq.x);
-    if ((u32(rq.y) & 1u) == 0u) {
-        return s / c;
+    if ((u32(rq.z) & 1u) == 0u) {
+        let t = s / c;
+        return t + rq.y * (1.0 + t * t);
     }
-    return -c / s;
+    let t = -c / s;
+    return t + rq.y * (1.0 + t * t);
 }
 
 // @fn wh_atan_kernel_f64
