@@ -126,6 +126,23 @@ def digamma_root(t):
     return mp.digamma(DIGAMMA_ROOT + t) / t
 
 
+def i1_over_x(z):
+    # I1(x) / x as a function of z = x^2
+    if z == 0:
+        return mp.mpf(1) / 2
+    x = mp.sqrt(z)
+    return mp.besseli(1, x) / x
+
+
+def i1e_h(t):
+    # I1(x) exp(-x) sqrt(x) as a function of t = 1/x
+    if t == 0:
+        return 1 / mp.sqrt(2 * mp.pi)
+    x = 1 / t
+    return mp.besseli(1, x) * mp.exp(-x) * mp.sqrt(x)
+
+
+I1E_A = mp.mpf(5) / 64
 PI4 = mp.pi / 4
 FITS = {
     # name: (function, interval, degree by precision)
@@ -139,7 +156,15 @@ FITS = {
     "erf": (erf_series, (0, mp.mpf(1)), {"f32": 6, "f64": 11}),
     "erfq": (erf_q, (0, mp.mpf(1)), {"f32": 6, "f64": 15}),
     "lgamma2": (lambda u: lgamma2(u + mp.mpf("0.25")), (mp.mpf("-0.75"), mp.mpf("0.75")), {"f32": 11, "f64": 22}),
-    "digamma0": (digamma_root, (mp.mpf("-0.2"), mp.mpf("0.2")), {"f32": 7, "f64": 15}),
+    "digamma0": (
+        lambda u: digamma_root(u + mp.mpf("0.04")),
+        (1 - DIGAMMA_ROOT - mp.mpf("0.04"), 2 - DIGAMMA_ROOT - mp.mpf("0.04")),
+        {"f32": 9, "f64": 22},
+    ),
+    "i1x": (i1_over_x, (0, mp.mpf(64)), {"f32": 10, "f64": 20}),
+    "i1e_h": (i1e_h, (0, mp.mpf(1) / 8), {"f32": 7}),
+    "i1e_a": (lambda u: i1e_h(u + I1E_A), (mp.mpf(1) / 32 - I1E_A, mp.mpf(1) / 8 - I1E_A), {"f64": 18}),
+    "i1e_b": (i1e_h, (0, mp.mpf(1) / 32), {"f64": 10}),
     "sinh": (sinh_series, (0, mp.mpf(1)), {"f32": 4, "f64": 8}),
     "tanh": (tanh_series, (0, mp.mpf("0.3025")), {"f32": 6, "f64": 12}),
 }
@@ -191,6 +216,9 @@ FITS["erfc_c"] = (erfc_h, (mp.mpf("0.0375"), mp.mpf("0.25")), {"f32": 6, "f64": 
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     prec = sys.argv[2] if len(sys.argv) > 2 else "f32"
     deg = int(sys.argv[3]) if len(sys.argv) > 3 else None
     show(sys.argv[1], prec, deg)

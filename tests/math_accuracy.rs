@@ -202,7 +202,7 @@ fn conformance_vectors() {
         } else {
             let args: Vec<Vec<f32>> = cols
                 .iter()
-                .map(|c| c.iter().map(|&b| dtype.from_bits(b) as f32).collect())
+                .map(|c| c.iter().map(|&b| dtype.decode(b) as f32).collect())
                 .collect();
             run_f32(g, base, &args)
                 .iter()
@@ -219,17 +219,17 @@ fn conformance_vectors() {
                     d <= 3
                 }
                 Check::AlmostEq => {
-                    let (x, y) = (dtype.from_bits(a), dtype.from_bits(e));
+                    let (x, y) = (dtype.decode(a), dtype.decode(e));
                     (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-3
                 }
                 Check::Eq => a == e,
             };
             if !ok {
-                let ins: Vec<f64> = cols.iter().map(|c| dtype.from_bits(c[k])).collect();
+                let ins: Vec<f64> = cols.iter().map(|c| dtype.decode(c[k])).collect();
                 bad.push(format!(
                     "    in={ins:?} got={:e} want={:e} ulp={}",
-                    dtype.from_bits(a),
-                    dtype.from_bits(e),
+                    dtype.decode(a),
+                    dtype.decode(e),
                     dtype.ulp_diff(a, e)
                 ));
             }

@@ -427,7 +427,7 @@ fn wh_atan_kernel_f32(t: f32) -> f32 {
 }
 
 // @fn wh_atan_pos_f32
-// @requires wh_atan_kernel_f32
+// @requires wh_atan_kernel_f32 wh_opaque_f32
 // atan(a) for a >= 0 (a may be +inf): reduced around 0, 1/2, 1, 3/2 and infinity so that the
 // final sum never cancels.
 fn wh_atan_pos_f32(a: f32) -> f32 {
@@ -439,17 +439,17 @@ fn wh_atan_pos_f32(a: f32) -> f32 {
     }
     if (a < 0.6875) {
         return 0.46364760398864746
-            + (wh_atan_kernel_f32((2.0 * a - 1.0) / (2.0 + a)) + 5.01215868808913e-9);
+            + wh_opaque_f32(wh_atan_kernel_f32((2.0 * a - 1.0) / (2.0 + a)) + 5.01215868808913e-9);
     }
     if (a < 1.1875) {
         return 0.7853981852531433
-            + (wh_atan_kernel_f32((a - 1.0) / (a + 1.0)) - 2.1855694143368964e-8);
+            + wh_opaque_f32(wh_atan_kernel_f32((a - 1.0) / (a + 1.0)) - 2.1855694143368964e-8);
     }
     if (a < 2.4375) {
         return 0.9827937483787537
-            + (wh_atan_kernel_f32((a - 1.5) / (1.0 + 1.5 * a)) - 2.5131424052915463e-8);
+            + wh_opaque_f32(wh_atan_kernel_f32((a - 1.5) / (1.0 + 1.5 * a)) - 2.5131424052915463e-8);
     }
-    return 1.5707963705062866 + (wh_atan_kernel_f32(-1.0 / a) - 4.371138828673793e-8);
+    return 1.5707963705062866 + wh_opaque_f32(wh_atan_kernel_f32(-1.0 / a) - 4.371138828673793e-8);
 }
 
 // @fn wh_atan_f32
@@ -462,7 +462,7 @@ fn wh_atan_f32(x: f32) -> f32 {
 }
 
 // @fn wh_atan2_f32
-// @requires wh_atan_pos_f32 wh_copysign_f32 wh_is_nan_f32 wh_is_inf_f32
+// @requires wh_atan_pos_f32 wh_copysign_f32 wh_is_nan_f32 wh_is_inf_f32 wh_opaque_f32
 fn wh_atan2_f32(y: f32, x: f32) -> f32 {
     if (wh_is_nan_f32(x) || wh_is_nan_f32(y)) {
         return x + y;
@@ -484,7 +484,7 @@ fn wh_atan2_f32(y: f32, x: f32) -> f32 {
     } else {
         let t = wh_atan_pos_f32(abs(y) / abs(x));
         if (xneg) {
-            a = 3.1415927410125732 - (t + 8.742277657347586e-8);
+            a = 3.1415927410125732 - wh_opaque_f32(t + 8.742277657347586e-8);
         } else {
             a = t;
         }
@@ -528,7 +528,7 @@ fn wh_asin_f32(x: f32) -> f32 {
 }
 
 // @fn wh_acos_f32
-// @requires wh_asin_poly_f32 wh_nan_f32 wh_is_nan_f32 wh_two_prod_f32
+// @requires wh_asin_poly_f32 wh_nan_f32 wh_is_nan_f32 wh_two_prod_f32 wh_opaque_f32
 fn wh_acos_f32(x: f32) -> f32 {
     let a = abs(x);
     if (wh_is_nan_f32(x)) {
@@ -540,7 +540,7 @@ fn wh_acos_f32(x: f32) -> f32 {
     if (a <= 0.5) {
         let z = x * x;
         let p = fma(x * z, wh_asin_poly_f32(z), x);
-        return 1.5707963705062866 - (p + 4.371138828673793e-8);
+        return 1.5707963705062866 - wh_opaque_f32(p + 4.371138828673793e-8);
     }
     let z = 0.5 * (1.0 - a);
     let s = sqrt(z);
@@ -550,7 +550,7 @@ fn wh_acos_f32(x: f32) -> f32 {
     if (x > 0.0) {
         return v;
     }
-    return 3.1415927410125732 - (v + 8.742277657347586e-8);
+    return 3.1415927410125732 - wh_opaque_f32(v + 8.742277657347586e-8);
 }
 
 // @fn wh_sinh_f32
@@ -1198,7 +1198,7 @@ fn wh_lgamma_f32(x: f32) -> f32 {
 }
 
 // @fn wh_digamma_f32
-// @requires wh_log_f32 wh_sinpi_cospi_f32 wh_is_nan_f32 wh_nan_f32
+// @requires wh_log_f32 wh_sinpi_cospi_f32 wh_is_nan_f32 wh_nan_f32 wh_opaque_f32
 // psi(x) = d/dx log Gamma(x): the recurrence psi(x) = psi(x + 1) - 1/x up to x >= 10, then
 // the asymptotic series; reflection for x < 0. NaN at the poles and at -inf.
 fn wh_digamma_f32(x: f32) -> f32 {
@@ -1211,10 +1211,21 @@ fn wh_digamma_f32(x: f32) -> f32 {
     if (abs(x) < 0x1p-20f) {
         return -1.0 / x - 0.5772156649015329;
     }
-    // around the positive root x0 = 1.46163214496836...: a fit of psi(x0 + t) / t
-    if (abs(x - 1.4616321325302124) < 0.2) {
-        let t = (x - 1.4616321325302124) - 1.243815006546356e-8;
-        return t * fma(fma(fma(fma(fma(fma(fma(-0.034427523612976074, t, 0.05065951868891716), t, -0.07216764986515045), t, 0.10777729749679565), t, -0.16394296288490295), t, 0.2585001289844513), t, -0.44276317954063416), t, 0.9676722288131714);
+    // on [1, 2], around the positive root x0 = 1.46163214496836...: a fit of psi(x0 + t) / t
+    // (0, 1) and (2, 3] are moved into [1, 2] by one step of the recurrence
+    var y0 = x;
+    var step: f32 = 0.0;
+    if (x > 0.0 && x < 1.0) {
+        y0 = x + 1.0;
+        step = -1.0 / x;
+    } else if (x > 2.0 && x <= 3.0) {
+        y0 = x - 1.0;
+        step = 1.0 / y0;
+    }
+    if (y0 >= 1.0 && y0 <= 2.0) {
+        let t = wh_opaque_f32(y0 - 1.4616321325302124) - 1.243815006546356e-8;
+        let u = t - 0.04;
+        return step + t * fma(fma(fma(fma(fma(fma(fma(fma(fma(-0.0159063171595335, u, 0.02367541939020157), u, -0.025738222524523735), u, 0.03907358646392822), u, -0.0616229809820652), u, 0.0946117714047432), u, -0.14778290688991547), u, 0.23981332778930664), u, -0.42284342646598816), u, 0.9503651261329651);
     }
     var acc = 0.0;
     var y = x;
@@ -1235,4 +1246,100 @@ fn wh_digamma_f32(x: f32) -> f32 {
     let series = z * (0.0833333333 - z * (0.00833333333 - z * (0.00396825397
         - z * 0.00416666667)));
     return acc + (wh_log_f32(y) - 0.5 / y - series);
+}
+
+// @fn wh_bessel_i1e_f32
+// @requires wh_exp_f32 wh_is_nan_f32 wh_copysign_f32
+// Exponentially scaled modified Bessel function of the first kind, order 1: I1(x) exp(-|x|).
+// |x| <= 8: x (I1(x)/x as a polynomial in x^2) exp(-|x|); beyond, a fit of
+// I1(x) exp(-x) sqrt(x) in 1/x.
+fn wh_bessel_i1e_f32(x: f32) -> f32 {
+    if (wh_is_nan_f32(x)) {
+        return x;
+    }
+    let a = abs(x);
+    if (a <= 8.0) {
+        let z = a * a;
+        return x * fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(6.3589024913873835e-21, z, 9.338660252619013e-19), z, 5.678116596259132e-16), z, 1.47632150645019e-13), z, 3.3728023846046895e-11), z, 5.6494275924023896e-09), z, 6.781957040402631e-07), z, 5.425325070973486e-05), z, 0.002604167675599456), z, 0.0625), z, 0.5) * wh_exp_f32(-a);
+    }
+    let t = 1.0 / a;
+    let h = fma(fma(fma(fma(fma(fma(fma(-10.16189956665039, t, 2.379142999649048), t, -0.4306406080722809), t, -0.03759874403476715), t, -0.04156003147363663), t, -0.04674070328474045), t, -0.14960341155529022), t, 0.3989422917366028);
+    return wh_copysign_f32(h / sqrt(a), x);
+}
+
+// @fn wh_zeta_f32
+// @requires wh_pow_f32 wh_is_nan_f32 wh_nan_f32 wh_inf_f32
+// Hurwitz zeta(s, q) = sum over k >= 0 of (q + k)^-s, for s > 1: the first terms summed until
+// q + k >= 9 + s/2, the rest by Euler-Maclaurin (8 Bernoulli terms). As XLA: s = 1 gives +inf,
+// s < 1 NaN, q a non-positive integer +inf, q < 0 otherwise NaN unless s is an integer.
+// Negative q below -8 is not supported (NaN).
+fn wh_zeta_f32(s: f32, q: f32) -> f32 {
+    if (wh_is_nan_f32(s) || wh_is_nan_f32(q)) {
+        return s + q;
+    }
+    if (s == 1.0) {
+        return wh_inf_f32(1.0);
+    }
+    if (s < 1.0) {
+        return wh_nan_f32(s);
+    }
+    if (q <= 0.0) {
+        if (floor(q) == q) {
+            return wh_inf_f32(1.0);
+        }
+        if (floor(s) != s || q < -8.0) {
+            return wh_nan_f32(s);
+        }
+    }
+    var sum: f32 = 0.0;
+    var a = q;
+    // start the asymptotic part late enough for large s too
+    let a0 = 9.0 + 0.5 * min(s, 64.0);
+    for (var k = 0; k < 48; k = k + 1) {
+        if (a >= a0) {
+            break;
+        }
+        sum = sum + wh_pow_f32(a, -s);
+        a = a + 1.0;
+    }
+    let w = wh_pow_f32(a, -s);
+    var b = array<f32, 8>(0.08333333333333333, -0.001388888888888889, 3.306878306878307e-05, -8.267195767195768e-07, 2.08767569878681e-08, -5.284190138687493e-10, 1.3382536530684679e-11, -3.3896802963225827e-13);
+    // terms B_2j/(2j)! s (s+1)...(s+2j-2) a^(-s-2j+1)
+    var fac = s / a;
+    var corr: f32 = 0.0;
+    let ia2 = 1.0 / (a * a);
+    for (var j = 0; j < 8; j = j + 1) {
+        let term = b[j] * fac;
+        corr = corr + term;
+        if (abs(term) <= abs(corr) * 0x1p-26f) {
+            break;
+        }
+        fac = fac * (s + f32(2 * j + 1)) * (s + f32(2 * j + 2)) * ia2;
+    }
+    return sum + w * (a / (s - 1.0) + 0.5 + corr);
+}
+
+// @fn wh_polygamma_f32
+// @requires wh_zeta_f32 wh_digamma_f32 wh_is_nan_f32 wh_nan_f32
+// polygamma(n, x), the n-th derivative of digamma: digamma for n = 0, else
+// (-1)^(n+1) n! zeta(n + 1, x). NaN unless n is a non-negative integer.
+fn wh_polygamma_f32(n: f32, x: f32) -> f32 {
+    if (wh_is_nan_f32(n) || wh_is_nan_f32(x)) {
+        return n + x;
+    }
+    if (n < 0.0 || floor(n) != n) {
+        return wh_nan_f32(n);
+    }
+    if (n == 0.0) {
+        return wh_digamma_f32(x);
+    }
+    var fact: f32 = 1.0;
+    for (var k = 2; k <= 35; k = k + 1) {
+        if (f32(k) > n) {
+            break;
+        }
+        fact = fact * f32(k);
+    }
+    let z = fact * wh_zeta_f32(n + 1.0, x);
+    return select(-z, z, (n - 2.0 * floor(0.5 * n)) == 1.0);
 }

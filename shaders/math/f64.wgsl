@@ -426,7 +426,7 @@ fn wh_atan_kernel_f64(t: f64) -> f64 {
 }
 
 // @fn wh_atan_pos_f64
-// @requires wh_atan_kernel_f64
+// @requires wh_atan_kernel_f64 wh_opaque_f64
 // atan(a) for a >= 0 (a may be +inf), reduced around 0, 1/2, 1, 3/2 and infinity.
 fn wh_atan_pos_f64(a: f64) -> f64 {
     if (a > 0x1p60) {
@@ -436,15 +436,15 @@ fn wh_atan_pos_f64(a: f64) -> f64 {
         return wh_atan_kernel_f64(a);
     }
     if (a < 0.6875) {
-        return 0.4636476090008061 + (wh_atan_kernel_f64((2.0 * a - 1.0) / (2.0 + a)) + 2.2698777452961687e-17);
+        return 0.4636476090008061 + wh_opaque_f64(wh_atan_kernel_f64((2.0 * a - 1.0) / (2.0 + a)) + 2.2698777452961687e-17);
     }
     if (a < 1.1875) {
-        return 0.7853981633974483 + (wh_atan_kernel_f64((a - 1.0) / (a + 1.0)) + 3.061616997868383e-17);
+        return 0.7853981633974483 + wh_opaque_f64(wh_atan_kernel_f64((a - 1.0) / (a + 1.0)) + 3.061616997868383e-17);
     }
     if (a < 2.4375) {
-        return 0.982793723247329 + (wh_atan_kernel_f64((a - 1.5) / (1.0 + 1.5 * a)) + 1.3903311031230998e-17);
+        return 0.982793723247329 + wh_opaque_f64(wh_atan_kernel_f64((a - 1.5) / (1.0 + 1.5 * a)) + 1.3903311031230998e-17);
     }
-    return 1.5707963267948966 + (wh_atan_kernel_f64(-1.0 / a) + 6.123233995736766e-17);
+    return 1.5707963267948966 + wh_opaque_f64(wh_atan_kernel_f64(-1.0 / a) + 6.123233995736766e-17);
 }
 
 // @fn wh_atan_f64
@@ -457,7 +457,7 @@ fn wh_atan_f64(x: f64) -> f64 {
 }
 
 // @fn wh_atan2_f64
-// @requires wh_atan_pos_f64 wh_copysign_f64 wh_is_nan_f64 wh_is_inf_f64
+// @requires wh_atan_pos_f64 wh_copysign_f64 wh_is_nan_f64 wh_is_inf_f64 wh_opaque_f64
 fn wh_atan2_f64(y: f64, x: f64) -> f64 {
     if (wh_is_nan_f64(x) || wh_is_nan_f64(y)) {
         return x + y;
@@ -479,7 +479,7 @@ fn wh_atan2_f64(y: f64, x: f64) -> f64 {
     } else {
         let t = wh_atan_pos_f64(abs(y) / abs(x));
         if (xneg) {
-            a = 3.141592653589793 - (t - 1.2246467991473532e-16);
+            a = 3.141592653589793 - wh_opaque_f64(t - 1.2246467991473532e-16);
         } else {
             a = t;
         }
@@ -520,7 +520,7 @@ fn wh_asin_f64(x: f64) -> f64 {
 }
 
 // @fn wh_acos_f64
-// @requires wh_asin_poly_f64 wh_nan_f64 wh_is_nan_f64 wh_two_prod_f64
+// @requires wh_asin_poly_f64 wh_nan_f64 wh_is_nan_f64 wh_two_prod_f64 wh_opaque_f64
 fn wh_acos_f64(x: f64) -> f64 {
     let a = abs(x);
     if (wh_is_nan_f64(x)) {
@@ -532,7 +532,7 @@ fn wh_acos_f64(x: f64) -> f64 {
     if (a <= 0.5) {
         let z = x * x;
         let p = x + x * z * wh_asin_poly_f64(z);
-        return 1.5707963267948966 - (p - 6.123233995736766e-17);
+        return 1.5707963267948966 - wh_opaque_f64(p - 6.123233995736766e-17);
     }
     let z = 0.5 * (1.0 - a);
     let s = sqrt(z);
@@ -542,7 +542,7 @@ fn wh_acos_f64(x: f64) -> f64 {
     if (x > 0.0) {
         return v;
     }
-    return 3.141592653589793 - (v - 1.2246467991473532e-16);
+    return 3.141592653589793 - wh_opaque_f64(v - 1.2246467991473532e-16);
 }
 
 // @fn wh_sinh_f64
@@ -1101,7 +1101,7 @@ fn wh_lgamma_f64(x: f64) -> f64 {
 }
 
 // @fn wh_digamma_f64
-// @requires wh_log_f64 wh_sinpi_cospi_f64 wh_is_nan_f64 wh_nan_f64
+// @requires wh_log_f64 wh_sinpi_cospi_f64 wh_is_nan_f64 wh_nan_f64 wh_opaque_f64
 // psi(x); see wh_digamma_f32.
 fn wh_digamma_f64(x: f64) -> f64 {
     if (wh_is_nan_f64(x) || bitcast<u64>(x) == 0x7ff0000000000000lu) {
@@ -1113,9 +1113,20 @@ fn wh_digamma_f64(x: f64) -> f64 {
     if (abs(x) < 0x1p-60) {
         return -1.0 / x - 0.5772156649015329;
     }
-    if (abs(x - 1.4616321449683622) < 0.2) {
-        let t = (x - 1.4616321449683622) - 9.549995429965697e-17;
-        return t * fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(-0.0017004658557028425, t, 0.0024856864196862076), t, -0.0033616543738972677), t, 0.004914872674307717), t, -0.007204812093004543), t, 0.01053919753490404), t, -0.015424760677043268), t, 0.022597640590692827), t, -0.03316112652820618), t, 0.04880428824213663), t, -0.07219956125618752), t, 0.10782405069087184), t, -0.16394270544240705), t, 0.25849976095565175), t, -0.4427631689835921), t, 0.9676722454476212);
+    // (0, 1) and (2, 3] are moved into [1, 2] by one step of the recurrence
+    var y0 = x;
+    var step: f64 = 0.0;
+    if (x > 0.0 && x < 1.0) {
+        y0 = x + 1.0;
+        step = -1.0 / x;
+    } else if (x > 2.0 && x <= 3.0) {
+        y0 = x - 1.0;
+        step = 1.0 / y0;
+    }
+    if (y0 >= 1.0 && y0 <= 2.0) {
+        let t = wh_opaque_f64(y0 - 1.4616321449683622) - 9.549995429965697e-17;
+        let u = t - 0.04;
+        return step + t * fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(0.00011881232908510335, u, -0.00017395263809348775), u, 9.05011158463028e-05), u, -0.0001417541070215314), u, 0.0003195167338615949), u, -0.000476498406129518), u, 0.0006775736022228465), u, -0.0010185903400699568), u, 0.0015382143107710384), u, -0.002310059930337602), u, 0.0034687170692900273), u, -0.0052115174284323796), u, 0.007832843581763302), u, -0.011779609851802418), u, 0.01773327132276921), u, -0.02674311673620717), u, 0.04045396641392186), u, -0.061524472461641604), u, 0.0944850196055082), u, -0.14778642758342148), u, 0.23981734474868116), u, -0.42284340522737573), u, 0.9503650948036063);
     }
     var acc: f64 = 0.0;
     var y = x;
@@ -1218,4 +1229,104 @@ fn wh_pow_f64(x: f64, y: f64) -> f64 {
         r = wh_exp_df_f64(q.x, q.y);
     }
     return select(r, -r, neg);
+}
+
+// @fn wh_bessel_i1e_f64
+// @requires wh_exp_f64 wh_is_nan_f64 wh_copysign_f64
+// I1(x) exp(-|x|); see wh_bessel_i1e_f32. Beyond 8 two fits in 1/x (split at 32).
+fn wh_bessel_i1e_f64(x: f64) -> f64 {
+    if (wh_is_nan_f64(x)) {
+        return x;
+    }
+    let a = abs(x);
+    if (a <= 8.0) {
+        let z = a * a;
+        return x * fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(5.255438093674345e-51, z, 5.618718795983033e-48), z, 9.446649623370268e-45), z, 1.2766214362296355e-41), z, 1.5644452567861228e-38), z, 1.7019559662373366e-35), z, 1.633888130892543e-32), z, 1.37246551282913e-29), z, 9.991549132667242e-27), z, 6.234726652804545e-24), z, 3.2919356728204178e-21), z, 1.4484516960384623e-18), z, 5.214426105738813e-16), z, 1.5017547184527745e-13), z, 3.363930569334215e-11), z, 5.651403356481481e-09), z, 6.781684027777778e-07), z, 5.425347222222222e-05), z, 0.0026041666666666665), z, 0.0625), z, 0.5) * wh_exp_f64(-a);
+    }
+    let t = 1.0 / a;
+    var h: f64;
+    if (a <= 32.0) {
+        let u = t - 0.078125;
+        h = fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(3390146755771.155, u, 160136386738.39096), u, -60578968967.757065), u, -2474892821.438952), u, 592697952.7848923), u, 23961633.385164212), u, -4474373.292449942), u, -261674.7982957501), u, 25651.810888230702), u, 3279.6266768482783), u, 48.3824635862131), u, -20.87998600639681), u, -3.6122790451223357), u, -0.6042723448151376), u, -0.15692741571441385), u, -0.07016330418941218), u, -0.05920361367779182), u, -0.15779419137469936), u, 0.38694711997975734);
+    } else {
+        h = fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(-127.75687165781642, t, -3.8120238024535564), t, -3.0702396384149426), t, -0.7864020489318213), t, -0.270075630512976), t, -0.1107352832571823), t, -0.05752571574857455), t, -0.0409071673782994), t, -0.04675104848463507), t, -0.1496033551505372), t, 0.3989422804014327);
+    }
+    return wh_copysign_f64(h / sqrt(a), x);
+}
+
+// @fn wh_zeta_f64
+// @requires wh_pow_f64 wh_is_nan_f64 wh_nan_f64 wh_inf_f64
+// Hurwitz zeta(s, q) = sum over k >= 0 of (q + k)^-s, for s > 1: the first terms summed until
+// q + k >= 12 + s/2, the rest by Euler-Maclaurin (12 Bernoulli terms). As XLA: s = 1 gives +inf,
+// s < 1 NaN, q a non-positive integer +inf, q < 0 otherwise NaN unless s is an integer.
+// Negative q below -8 is not supported (NaN).
+fn wh_zeta_f64(s: f64, q: f64) -> f64 {
+    if (wh_is_nan_f64(s) || wh_is_nan_f64(q)) {
+        return s + q;
+    }
+    if (s == 1.0) {
+        return wh_inf_f64(1.0);
+    }
+    if (s < 1.0) {
+        return wh_nan_f64(s);
+    }
+    if (q <= 0.0) {
+        if (floor(q) == q) {
+            return wh_inf_f64(1.0);
+        }
+        if (floor(s) != s || q < -8.0) {
+            return wh_nan_f64(s);
+        }
+    }
+    var sum: f64 = 0.0;
+    var a = q;
+    // start the asymptotic part late enough for large s too
+    let a0 = 12.0 + 0.5 * min(s, 64.0);
+    for (var k = 0; k < 64; k = k + 1) {
+        if (a >= a0) {
+            break;
+        }
+        sum = sum + wh_pow_f64(a, -s);
+        a = a + 1.0;
+    }
+    let w = wh_pow_f64(a, -s);
+    var b = array<f64, 12>(0.08333333333333333, -0.001388888888888889, 3.306878306878307e-05, -8.267195767195768e-07, 2.08767569878681e-08, -5.284190138687493e-10, 1.3382536530684679e-11, -3.3896802963225827e-13, 8.586062056277845e-15, -2.174868698558062e-16, 5.5090028283602295e-18, -1.3954464685812522e-19);
+    // terms B_2j/(2j)! s (s+1)...(s+2j-2) a^(-s-2j+1)
+    var fac = s / a;
+    var corr: f64 = 0.0;
+    let ia2 = 1.0 / (a * a);
+    for (var j = 0; j < 12; j = j + 1) {
+        let term = b[j] * fac;
+        corr = corr + term;
+        if (abs(term) <= abs(corr) * 0x1p-55) {
+            break;
+        }
+        fac = fac * (s + f64(2 * j + 1)) * (s + f64(2 * j + 2)) * ia2;
+    }
+    return sum + w * (a / (s - 1.0) + 0.5 + corr);
+}
+
+// @fn wh_polygamma_f64
+// @requires wh_zeta_f64 wh_digamma_f64 wh_is_nan_f64 wh_nan_f64
+// polygamma(n, x), the n-th derivative of digamma: digamma for n = 0, else
+// (-1)^(n+1) n! zeta(n + 1, x). NaN unless n is a non-negative integer.
+fn wh_polygamma_f64(n: f64, x: f64) -> f64 {
+    if (wh_is_nan_f64(n) || wh_is_nan_f64(x)) {
+        return n + x;
+    }
+    if (n < 0.0 || floor(n) != n) {
+        return wh_nan_f64(n);
+    }
+    if (n == 0.0) {
+        return wh_digamma_f64(x);
+    }
+    var fact: f64 = 1.0;
+    for (var k = 2; k <= 171; k = k + 1) {
+        if (f64(k) > n) {
+            break;
+        }
+        fact = fact * f64(k);
+    }
+    let z = fact * wh_zeta_f64(n + 1.0, x);
+    return select(-z, z, (n - 2.0 * floor(0.5 * n)) == 1.0);
 }

@@ -30,7 +30,7 @@ impl Dtype {
         }
     }
     /// Decodes one element from its bit pattern.
-    pub fn from_bits(self, bits: u64) -> f64 {
+    pub fn decode(self, bits: u64) -> f64 {
         match self {
             Dtype::F16 => half::f16::from_bits(bits as u16).to_f64(),
             Dtype::Bf16 => half::bf16::from_bits(bits as u16).to_f64(),
@@ -39,7 +39,7 @@ impl Dtype {
         }
     }
     /// Rounds a value to this type (round to nearest even), as bits.
-    pub fn to_bits(self, v: f64) -> u64 {
+    pub fn encode(self, v: f64) -> u64 {
         match self {
             Dtype::F16 => half::f16::from_f64(v).to_bits() as u64,
             Dtype::Bf16 => half::bf16::from_f64(v).to_bits() as u64,
@@ -113,7 +113,6 @@ pub struct Constant {
 /// One test file's data.
 #[derive(Debug)]
 pub struct Case {
-    pub path: PathBuf,
     pub inputs: Vec<Constant>,
     pub expected: Constant,
     pub check: Check,
@@ -192,7 +191,7 @@ fn decode(value: &str, dtype: Dtype) -> Option<Vec<u64>> {
                     "nan" => f64::NAN,
                     _ => t.parse().ok()?,
                 };
-                Some(dtype.to_bits(v))
+                Some(dtype.encode(v))
             }
         })
         .collect()
@@ -216,7 +215,6 @@ pub fn read(path: &Path) -> Option<Case> {
         return None;
     };
     Some(Case {
-        path: path.to_owned(),
         inputs,
         expected: expected.remove(0),
         check,

@@ -1,5 +1,8 @@
 //! Host references and input sweeps for the accuracy tests.
 
+/// A custom input generator: columns of `n` arguments.
+pub type Gen = fn(&mut Rng, usize) -> Vec<Vec<f64>>;
+
 /// One function to sweep: library base name, host reference, the input region sampled
 /// densely (random bit patterns cover everything else) and the allowed error in ULP.
 pub struct Case {
@@ -9,6 +12,8 @@ pub struct Case {
     pub lo: f64,
     pub hi: f64,
     pub bound: f64,
+    /// Inputs for two-argument functions whose domains the generic sampler misses.
+    pub gen: Option<Gen>,
 }
 
 fn case(name: &'static str, f: fn(&[f64]) -> f64, lo: f64, hi: f64, bound: f64) -> Case {
@@ -19,6 +24,7 @@ fn case(name: &'static str, f: fn(&[f64]) -> f64, lo: f64, hi: f64, bound: f64) 
         lo,
         hi,
         bound,
+        gen: None,
     }
 }
 
@@ -30,6 +36,7 @@ fn case2(name: &'static str, f: fn(&[f64]) -> f64, lo: f64, hi: f64, bound: f64)
         lo,
         hi,
         bound,
+        gen: None,
     }
 }
 
@@ -83,6 +90,28 @@ pub fn digamma(x: f64) -> f64 {
         let r = x - x.round();
         return digamma(1.0 - x) - pi / (pi * r).tan();
     }
+    // near the positive root x0, psi(x) = (x - x0) sum_k 1/((x0 + k)(x + k)) avoids the
+    // cancellation of the recurrence (tail of the sum by Euler-Maclaurin)
+    const X0_HI: f64 = 1.4616321449683622;
+    const X0_LO: f64 = 9.549995429965697e-17;
+    if (x - X0_HI).abs() < 0.6 {
+        let d = (x - X0_HI) - X0_LO;
+        let (a, b) = (X0_HI, x);
+        let k_max = 2000;
+        let mut s = 0.0;
+        for k in (0..k_max).rev() {
+            s += 1.0 / ((a + k as f64) * (b + k as f64));
+        }
+        let kk = k_max as f64;
+        let f = |k: f64| 1.0 / ((a + k) * (b + k));
+        let integral = if (b - a).abs() < 1e-300 {
+            1.0 / (kk + a)
+        } else {
+            ((b - a) / (kk + a)).ln_1p() / (b - a)
+        };
+        let df = -(2.0 * kk + a + b) * f(kk) * f(kk);
+        return d * (s + integral + 0.5 * f(kk) - df / 12.0);
+    }
     let mut acc = 0.0;
     let mut x = x;
     while x < 12.0 {
@@ -95,6 +124,117 @@ pub fn digamma(x: f64) -> f64 {
             - z * (1.0 / 120.0
                 - z * (1.0 / 252.0 - z * (1.0 / 240.0 - z * (1.0 / 132.0 - z * 691.0 / 32760.0)))));
     acc + x.ln() - 0.5 / x - series
+}
+
+/// I1(x) exp(-|x|): the power series (scaled) up to 25, the asymptotic series beyond.
+pub fn bessel_i1e(x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    let a = x.abs();
+    if a <= 25.0 {
+        let h = 0.5 * a;
+        let mut term = h * (-a).exp();
+        let mut sum = term;
+        for k in 1..400 {
+            term *= h * h / (k as f64 * (k + 1) as f64);
+            sum += term;
+            if term < sum * 1e-18 {
+                break;
+            }
+        }
+        return sum.copysign(x);
+    }
+    let mut term = 1.0;
+    let mut sum = 1.0;
+    for k in 1..60 {
+        let kk = (2 * k - 1) as f64;
+        let next = term * -(4.0 - kk * kk) / (k as f64 * 8.0 * a);
+        if next.abs() >= term.abs() {
+            break;
+        }
+        term = next;
+        sum += term;
+    }
+    (sum / (2.0 * std::f64::consts::PI).sqrt() / a.sqrt()).copysign(x)
+}
+
+/// Hurwitz zeta by Euler-Maclaurin with generous parameters.
+pub fn zeta(s: f64, q: f64) -> f64 {
+    if s.is_nan() || q.is_nan() || s < 1.0 {
+        return f64::NAN;
+    }
+    if s == 1.0 {
+        return f64::INFINITY;
+    }
+    if q <= 0.0 {
+        return if q == q.floor() {
+            f64::INFINITY
+        } else {
+            f64::NAN
+        };
+    }
+    let n = 40.0;
+    let mut sum = 0.0;
+    let mut a = q;
+    while a < n {
+        sum += a.powf(-s);
+        a += 1.0;
+    }
+    const B: [f64; 10] = [
+        1.0 / 6.0,
+        -1.0 / 30.0,
+        1.0 / 42.0,
+        -1.0 / 30.0,
+        5.0 / 66.0,
+        -691.0 / 2730.0,
+        7.0 / 6.0,
+        -3617.0 / 510.0,
+        43867.0 / 798.0,
+        -174611.0 / 330.0,
+    ];
+    let w = a.powf(-s);
+    let mut corr = 0.0;
+    let mut fac = s / a;
+    let mut fact2j = 2.0;
+    for (j, b) in B.iter().enumerate() {
+        corr += b / fact2j * fac;
+        let j = j as f64;
+        fac *= (s + 2.0 * j + 1.0) * (s + 2.0 * j + 2.0) / (a * a);
+        fact2j *= (2.0 * j + 3.0) * (2.0 * j + 4.0);
+    }
+    sum + w * (a / (s - 1.0) + 0.5 + corr)
+}
+
+fn polygamma(n: f64, x: f64) -> f64 {
+    if n == 0.0 {
+        return digamma(x);
+    }
+    let fact: f64 = (2..=n as u64).map(|k| k as f64).product();
+    let z = fact * zeta(n + 1.0, x);
+    if n as u64 % 2 == 1 {
+        z
+    } else {
+        -z
+    }
+}
+
+fn gen_zeta(rng: &mut Rng, n: usize) -> Vec<Vec<f64>> {
+    let u = |rng: &mut Rng| (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    let s = (0..n).map(|_| 1.0 + 20.0 * u(rng) * u(rng)).collect();
+    let q = (0..n)
+        .map(|_| 0.01 + 100.0 * u(rng) * u(rng) * u(rng))
+        .collect();
+    vec![s, q]
+}
+
+fn gen_polygamma(rng: &mut Rng, n: usize) -> Vec<Vec<f64>> {
+    let u = |rng: &mut Rng| (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    let k = (0..n).map(|_| (rng.next() % 8) as f64).collect();
+    let x = (0..n)
+        .map(|_| 0.05 + 50.0 * u(rng) * u(rng) * u(rng))
+        .collect();
+    vec![k, x]
 }
 
 pub fn cases_f32() -> Vec<Case> {
@@ -136,6 +276,15 @@ pub fn cases_f32() -> Vec<Case> {
         // digamma next to its zeros away from the positive one (recurrence)
         case("lgamma", |a| libm::lgamma(a[0]), -20.0, 1e6, 32.0),
         case("digamma", |a| digamma(a[0]), -20.0, 1e6, 16.0),
+        case("bessel_i1e", |a| bessel_i1e(a[0]), -1e4, 1e4, 3.0),
+        Case {
+            gen: Some(gen_zeta),
+            ..case2("zeta", |a| zeta(a[0], a[1]), 0.0, 0.0, 8.0)
+        },
+        Case {
+            gen: Some(gen_polygamma),
+            ..case2("polygamma", |a| polygamma(a[0], a[1]), 0.0, 0.0, 16.0)
+        },
     ]
 }
 
@@ -147,6 +296,8 @@ pub fn cases_f64() -> Vec<Case> {
         c.bound = match c.name {
             "erfc" => 4.0,
             "erf_inv" => 3.0,
+            // the host's power series for I1 loses ~10 ULP itself between 8 and 25
+            "bessel_i1e" => 10.0,
             _ => c.bound.max(2.0),
         };
         // std's f64 versions lose accuracy at the extremes; musl's (libm) do not
@@ -209,6 +360,12 @@ const SPECIAL_F32: [u32; 16] = [
 /// random bit patterns.
 pub fn inputs_f32(c: &Case) -> Vec<Vec<f32>> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ c.name.len() as u64);
+    if let Some(gen) = c.gen {
+        return gen(&mut rng, 4000 * scale())
+            .into_iter()
+            .map(|col| col.into_iter().map(|v| v as f32).collect())
+            .collect();
+    }
     let per_binade = 24 * scale();
     let mut col: Vec<f32> = SPECIAL_F32.iter().map(|&b| f32::from_bits(b)).collect();
     for e in 0..255u32 {
@@ -263,6 +420,9 @@ const SPECIAL_F64: [u64; 12] = [
 
 pub fn inputs_f64(c: &Case) -> Vec<Vec<f64>> {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ c.name.len() as u64);
+    if let Some(gen) = c.gen {
+        return gen(&mut rng, 4000 * scale());
+    }
     let per_binade = 4 * scale();
     let mut col: Vec<f64> = SPECIAL_F64.iter().map(|&b| f64::from_bits(b)).collect();
     for e in 0..2047u64 {
@@ -416,7 +576,7 @@ pub fn print_and_check(ty: &str, report: &[(&str, f64, Worst)]) {
             "  {name:<12} {:>8.3} (bound {bound}) over {} inputs; worst at {:?}: got {:e}, want {:e}",
             w.ulp, w.count, w.args, w.got, w.want
         );
-        if !(w.ulp <= *bound) {
+        if w.ulp.is_nan() || w.ulp > *bound {
             over.push(*name);
         }
     }
