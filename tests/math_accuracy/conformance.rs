@@ -102,10 +102,12 @@ pub enum Check {
     Eq,
 }
 
-/// A tensor constant: element type, shape and elements as bit patterns.
+/// A tensor constant: element type (of the parts, for complex), shape and elements as bit
+/// patterns (complex: re, im interleaved).
 #[derive(Clone, Debug)]
 pub struct Constant {
     pub dtype: Dtype,
+    pub complex: bool,
     pub shape: Vec<usize>,
     pub bits: Vec<u64>,
 }
@@ -143,21 +145,33 @@ fn constants(body: &str) -> Option<Vec<Constant>> {
         let ty_start = close + "> : tensor<".len();
         let ty_end = ty_start + rest[ty_start..].find('>')?;
         let ty = &rest[ty_start..ty_end];
+        // complex<f32> closes its own bracket first
+        let (ty, complex) = match ty.find("complex<") {
+            Some(k) => (format!("{}{}", &ty[..k], &ty[k + "complex<".len()..]), true),
+            None => (ty.to_string(), false),
+        };
+        let ty_end = if complex { ty_end + 1 } else { ty_end };
         let mut parts: Vec<&str> = ty.split('x').collect();
         let dtype = Dtype::parse(parts.pop()?)?;
         let shape: Vec<usize> = parts
             .iter()
             .map(|d| d.parse().ok())
             .collect::<Option<_>>()?;
-        let n: usize = shape.iter().product();
+        let width = if complex { 2 } else { 1 };
+        let n: usize = shape.iter().product::<usize>() * width;
         let mut bits = decode(value, dtype)?;
-        if bits.len() == 1 && n != 1 {
-            bits = vec![bits[0]; n];
+        if bits.len() == width && n != width {
+            bits = bits.repeat(n / width);
         }
         if bits.len() != n {
             return None;
         }
-        out.push(Constant { dtype, shape, bits });
+        out.push(Constant {
+            dtype,
+            complex,
+            shape,
+            bits,
+        });
         rest = &rest[ty_end..];
     }
     Some(out)
@@ -179,7 +193,7 @@ fn decode(value: &str, dtype: Dtype) -> Option<Vec<u64>> {
         );
     }
     value
-        .split(|c: char| c == '[' || c == ']' || c == ',' || c.is_whitespace())
+        .split(|c: char| "[](),".contains(c) || c.is_whitespace())
         .filter(|t| !t.is_empty())
         .map(|t| {
             if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
@@ -221,10 +235,11 @@ pub fn read(path: &Path) -> Option<Case> {
     })
 }
 
-/// Broadcasts `c` to `shape` (NumPy rules, aligned on the right).
+/// Broadcasts `c` to `shape` (NumPy rules, aligned on the right); complex parts stay paired.
 pub fn broadcast(c: &Constant, shape: &[usize]) -> Vec<u64> {
     let n: usize = shape.iter().product();
-    if c.bits.len() == n {
+    let width = if c.complex { 2 } else { 1 };
+    if c.bits.len() == n * width {
         return c.bits.clone();
     }
     let pad = shape.len() - c.shape.len();
@@ -243,7 +258,8 @@ pub fn broadcast(c: &Constant, shape: &[usize]) -> Vec<u64> {
                 idx += si * stride;
                 stride *= src_shape[d];
             }
-            c.bits[idx]
+            (0..width).map(move |p| c.bits[idx * width + p])
         })
+        .flat_map(|it| it)
         .collect()
 }
