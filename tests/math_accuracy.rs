@@ -262,6 +262,7 @@ fn conformance_vectors() {
             .iter()
             .map(|c| conformance::broadcast(c, &shape))
             .collect();
+        let started = std::time::Instant::now();
         let got: Vec<u64> = if complex {
             run_complex(g, base, dtype == Dtype::F64, &cols)
         } else if dtype == Dtype::F64 {
@@ -330,7 +331,11 @@ fn conformance_vectors() {
             known_failed += 1;
         } else if bad.is_empty() {
             passed += 1;
-            println!("pass {file} ({:?}, max {worst} ulp)", case.check);
+            println!(
+                "pass {file} ({:?}, max {worst} ulp, {:.1} s)",
+                case.check,
+                started.elapsed().as_secs_f64()
+            );
         } else {
             println!(
                 "FAIL {file} ({:?}): {} of {}",
@@ -369,7 +374,11 @@ fn sweep_f32() {
             continue;
         }
         let args = reference::inputs_f32(&case);
+        let started = std::time::Instant::now();
         let got = run_f32(g, case.name, &args);
+        if started.elapsed().as_secs_f64() > 2.0 {
+            println!("  (slow: {} took {:.1} s)", case.name, started.elapsed().as_secs_f64());
+        }
         let worst = reference::worst_f32(&case, &args, &got);
         report.push((case.name, case.bound, worst));
     }
@@ -393,7 +402,11 @@ fn sweep_f64() {
             continue;
         }
         let args = reference::inputs_f64(&case);
+        let started = std::time::Instant::now();
         let got = run_f64(g, case.name, &args);
+        if started.elapsed().as_secs_f64() > 2.0 {
+            println!("  (slow: {} took {:.1} s)", case.name, started.elapsed().as_secs_f64());
+        }
         let worst = reference::worst_f64(&case, &args, &got);
         report.push((case.name, case.bound, worst));
     }

@@ -260,6 +260,6 @@ pub fn broadcast(c: &Constant, shape: &[usize]) -> Vec<u64> {
             }
             (0..width).map(move |p| c.bits[idx * width + p])
         })
-        .flat_map(|it| it)
+        .flatten()
         .collect()
 }
