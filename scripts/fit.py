@@ -167,6 +167,7 @@ FITS = {
     "i1e_b": (i1e_h, (0, mp.mpf(1) / 32), {"f64": 10}),
     "sinh": (sinh_series, (0, mp.mpf(1)), {"f32": 4, "f64": 8}),
     "tanh": (tanh_series, (0, mp.mpf("0.3025")), {"f32": 6, "f64": 12}),
+    "tanh1": (tanh_series, (0, mp.mpf(1)), {"f32": 8}),
 }
 
 

@@ -397,7 +397,7 @@ fn wh_cos_f32(x: f32) -> f32 {
 }
 
 // @fn wh_tan_f32
-// @requires wh_rem_pio2_f32 wh_sin_kernel_f32 wh_cos_kernel_f32 wh_nan_f32
+// @requires wh_rem_pio2_f32 wh_nan_f32 wh_opaque_f32 wh_two_prod_f32
 fn wh_tan_f32(x: f32) -> f32 {
     if (abs(x) < 0x1p-12f) {
         return x;
@@ -406,14 +406,33 @@ fn wh_tan_f32(x: f32) -> f32 {
         return wh_nan_f32(x);
     }
     let rq = wh_rem_pio2_f32(x);
-    let s = wh_sin_kernel_f32(rq.x);
-    let c = wh_cos_kernel_f32(rq.x);
-    if ((u32(rq.z) & 1u) == 0u) {
-        let t = s / c;
-        return t + rq.y * (1.0 + t * t);
+    let r = rq.x;
+    let z = r * r;
+    // sin r = r + sl and cos r = w + cl, each left as an unevaluated sum
+    let sl = r * z * fma(fma(fma(2.7249925551586784e-6, z, -1.9840087043121457e-4), z,
+        8.333331905305386e-3), z, -0.1666666716337204) + rq.y * (1.0 - 0.5 * z);
+    let hz = 0.5 * z;
+    let w = 1.0 - hz;
+    let cl = ((1.0 - wh_opaque_f32(w)) - hz) + z * z * fma(fma(fma(-2.730095900460583e-7, z,
+        2.480059993104078e-5), z, -1.38888880610466e-3), z, 4.16666679084301e-2) - rq.y * r;
+    var nh = r;
+    var nl = sl;
+    var dh = w;
+    var dl = cl;
+    var sgn = 1.0;
+    if ((u32(rq.z) & 1u) != 0u) {
+        // tan = -cos / sin
+        nh = w;
+        nl = cl;
+        dh = r;
+        dl = sl;
+        sgn = -1.0;
     }
-    let t = -c / s;
-    return t + rq.y * (1.0 + t * t);
+    // q = n / d with the division's residual folded back: q + (n - q d) / d
+    let q = (nh + nl) / (dh + dl);
+    let qd = wh_two_prod_f32(q, dh);
+    let res = ((nh - qd.x) - qd.y) + nl - q * dl;
+    return sgn * (q + res / (dh + dl));
 }
 
 // @fn wh_atan_kernel_f32
@@ -623,11 +642,9 @@ fn wh_tanh_f32(x: f32) -> f32 {
     if (a > 9.1) {
         return wh_copysign_f32(1.0, x);
     }
-    if (a < 0.55) {
+    if (a < 1.0) {
         let z = a * a;
-        let p = fma(fma(fma(fma(fma(fma(-9.655737085267901e-4, z, 3.4047593362629414e-3), z,
-            -8.826135657727718e-3), z, 0.02186564728617668), z, -0.05396806448698044), z,
-            0.13333332538604736), z, -0.3333333432674408);
+        let p = fma(fma(fma(fma(fma(fma(fma(fma(-4.8467110900674015e-05, z, 0.000337689823936671), z, -0.0012421575374901295), z, 0.00347838643938303), z, -0.008826250210404396), z, 0.0218625757843256), z, -0.05396759510040283), z, 0.13333331048488617), z, -0.3333333432674408);
         return wh_copysign_f32(fma(a * z, p, a), x);
     }
     let e = wh_expm1_f32(2.0 * a);
