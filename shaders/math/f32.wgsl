@@ -135,6 +135,9 @@ fn wh_expm1_f32(x: f32) -> f32 {
     if (x < -18.0) {
         return -1.0;
     }
+    if (abs(x) < 0x1p-25f) {
+        return x;
+    }
     let k = round(x * 1.4426950216293335);
     let r = fma(-k, 1.428606765330187e-6, fma(-k, 0.693145751953125, x));
     let q = wh_exp_poly_f32(r);
@@ -722,6 +725,9 @@ fn wh_atanh_f32(x: f32) -> f32 {
 // @requires wh_opaque_f32
 // erf(x) for |x| <= 1: x (2/sqrt(pi) + x^2 Q(x^2)), the constant carried in two parts.
 fn wh_erf_small_f32(x: f32) -> f32 {
+    if (abs(x) < 0x1p-60f) {
+        return x * 1.128379225730896;
+    }
     let z = x * x;
     let q = fma(fma(fma(fma(fma(fma(-1.021674779622117e-5, z, 1.1451736645540223e-4), z,
         -8.508544997312129e-4), z, 5.222611129283905e-3), z, -0.026865946128964424), z,

@@ -147,6 +147,9 @@ fn wh_expm1_f64(x: f64) -> f64 {
     if (x < -38.0) {
         return -1.0;
     }
+    if (abs(x) < 0x1p-54) {
+        return x;
+    }
     let k = floor(x * 1.4426950408889634 + 0.5);
     let r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10;
     let q = wh_exp_poly_f64(r);
