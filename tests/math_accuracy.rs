@@ -377,7 +377,11 @@ fn sweep_f32() {
         let started = std::time::Instant::now();
         let got = run_f32(g, case.name, &args);
         if started.elapsed().as_secs_f64() > 2.0 {
-            println!("  (slow: {} took {:.1} s)", case.name, started.elapsed().as_secs_f64());
+            println!(
+                "  (slow: {} took {:.1} s)",
+                case.name,
+                started.elapsed().as_secs_f64()
+            );
         }
         let worst = reference::worst_f32(&case, &args, &got);
         report.push((case.name, case.bound, worst));
@@ -405,7 +409,11 @@ fn sweep_f64() {
         let started = std::time::Instant::now();
         let got = run_f64(g, case.name, &args);
         if started.elapsed().as_secs_f64() > 2.0 {
-            println!("  (slow: {} took {:.1} s)", case.name, started.elapsed().as_secs_f64());
+            println!(
+                "  (slow: {} took {:.1} s)",
+                case.name,
+                started.elapsed().as_secs_f64()
+            );
         }
         let worst = reference::worst_f64(&case, &args, &got);
         report.push((case.name, case.bound, worst));
@@ -433,4 +441,105 @@ fn eval() {
     if g.f64 && has_function(&format!("wh_{name}_f64")) {
         println!("f64: {:e}", run_f64(g, name, &a64)[0]);
     }
+}
+
+/// Every pair of special values through the two-argument functions, against the C semantics
+/// of Rust's std / libm (exact match, NaN for NaN, zero signs included; atan2 and pow within
+/// 2 ULP for finite non-zero results).
+#[test]
+fn special_pairs() {
+    let Some(g) = gpu::gpu() else {
+        eprintln!("no wgpu adapter: skipping");
+        return;
+    };
+    let specials: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        2.0,
+        -2.0,
+        3.0,
+        -3.0,
+        1.5,
+        -2.5,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-40,
+        -1e-40,
+        3e38,
+        -3e38,
+    ];
+    let mut xs = Vec::new();
+    let mut ys = Vec::new();
+    for &x in &specials {
+        for &y in &specials {
+            xs.push(x);
+            ys.push(y);
+        }
+    }
+    type F = fn(f64, f64) -> f64;
+    let cases: [(&str, F, F); 4] = [
+        (
+            "pow",
+            |x, y| (x as f32).powf(y as f32) as f64,
+            |x, y| x.powf(y),
+        ),
+        (
+            "atan2",
+            |x, y| (x as f32).atan2(y as f32) as f64,
+            |x, y| x.atan2(y),
+        ),
+        ("rem", |x, y| (x as f32 % y as f32) as f64, |x, y| x % y),
+        (
+            "next_after",
+            |x, y| libm::nextafterf(x as f32, y as f32) as f64,
+            libm::nextafter,
+        ),
+    ];
+    let mut bad = Vec::new();
+    for (name, f32_ref, f64_ref) in cases {
+        let a: Vec<Vec<f32>> = vec![
+            xs.iter().map(|&v| v as f32).collect(),
+            ys.iter().map(|&v| v as f32).collect(),
+        ];
+        let got = run_f32(g, name, &a);
+        for (k, &r) in got.iter().enumerate() {
+            let want = f32_ref(a[0][k] as f64, a[1][k] as f64) as f32;
+            let close = name == "atan2" || name == "pow";
+            let same = (r.is_nan() && want.is_nan())
+                || r.to_bits() == want.to_bits()
+                || (close && r != 0.0 && (r - want).abs() <= 2.0 * f32::EPSILON * want.abs());
+            if !same {
+                bad.push(format!(
+                    "{name}_f32({:e}, {:e}) = {r:e}, want {want:e}",
+                    a[0][k], a[1][k]
+                ));
+            }
+        }
+        if g.f64 {
+            let a = vec![xs.clone(), ys.clone()];
+            let got = run_f64(g, name, &a);
+            for (k, &r) in got.iter().enumerate() {
+                let want = f64_ref(xs[k], ys[k]);
+                let close = name == "atan2" || name == "pow";
+                let same = (r.is_nan() && want.is_nan())
+                    || r.to_bits() == want.to_bits()
+                    || (close && r != 0.0 && (r - want).abs() <= 2.0 * f64::EPSILON * want.abs());
+                if !same {
+                    bad.push(format!(
+                        "{name}_f64({:e}, {:e}) = {r:e}, want {want:e}",
+                        xs[k], ys[k]
+                    ));
+                }
+            }
+        }
+    }
+    for b in &bad {
+        println!("{b}");
+    }
+    assert!(bad.is_empty(), "{} special-value mismatches", bad.len());
 }

@@ -247,7 +247,7 @@ pub fn broadcast(c: &Constant, shape: &[usize]) -> Vec<u64> {
         .chain(c.shape.iter().copied())
         .collect();
     (0..n)
-        .map(|flat| {
+        .flat_map(|flat| {
             let mut rem = flat;
             let mut idx = 0;
             let mut stride = 1;
@@ -260,6 +260,5 @@ pub fn broadcast(c: &Constant, shape: &[usize]) -> Vec<u64> {
             }
             (0..width).map(move |p| c.bits[idx * width + p])
         })
-        .flatten()
         .collect()
 }

@@ -506,6 +506,10 @@ fn ulp_error(got: f64, want: f64, p: i32, emin: i32, max: f64) -> f64 {
     if want.is_infinite() || got.is_infinite() {
         return if want == got { 0.0 } else { f64::INFINITY };
     }
+    if want == 0.0 && got == 0.0 && want.is_sign_negative() != got.is_sign_negative() {
+        // a zero of the wrong sign
+        return f64::INFINITY;
+    }
     let e = if want == 0.0 {
         emin
     } else {
