@@ -10,6 +10,8 @@
 //!
 //! Without an adapter the tests print why and pass.
 
+#[path = "math_accuracy/complex_ref.rs"]
+mod complex_ref;
 #[path = "math_accuracy/conformance.rs"]
 mod conformance;
 #[path = "math_accuracy/gpu.rs"]
@@ -542,4 +544,91 @@ fn special_pairs() {
         println!("{b}");
     }
     assert!(bad.is_empty(), "{} special-value mismatches", bad.len());
+}
+
+/// complex64 functions against an f64 host reference, on points off the axes and away from the
+/// unit circle with parts of magnitude 1e-3 to 30; prints the normwise error |w - w_ref| / |w_ref|
+/// in units of 2^-24 and fails above 8 (pow: 32, its f32 error grows with |b log a| as XLA's
+/// does; logistic: 16, and not measured within 0.1 of its poles, where 1 + e^-z cancels - the
+/// formula is XLA's, whose results the conformance files hold).
+#[test]
+fn sweep_complex64() {
+    let Some(g) = gpu::gpu() else {
+        eprintln!("no wgpu adapter: skipping");
+        return;
+    };
+    use complex_ref::C;
+    let mut rng = reference::Rng(0x1234_5678_9abc_def1);
+    let mut u = || (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    let mut part = || {
+        let m = 10f64.powf(-3.0 + 4.5 * u());
+        let v = (m as f32) as f64;
+        if u() < 0.5 {
+            -v
+        } else {
+            v
+        }
+    };
+    let n = 3000;
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    while a.len() < n {
+        let z = C(part(), part());
+        if (z.abs() - 1.0).abs() < 0.05 {
+            continue;
+        }
+        a.push(z);
+        b.push(C(part() * 0.1, part() * 0.1));
+    }
+    let names = [
+        "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "sinh", "cosh",
+        "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "pow", "div", "sign",
+        "logistic",
+    ];
+    let bits = |v: &[C]| -> Vec<u64> {
+        v.iter()
+            .flat_map(|z| [(z.0 as f32).to_bits() as u64, (z.1 as f32).to_bits() as u64])
+            .collect()
+    };
+    let mut over = Vec::new();
+    println!("complex64: function, max normwise error (units of 2^-24), worst input");
+    for name in names {
+        let binary = name == "pow" || name == "div";
+        let mut args = vec![bits(&a)];
+        if binary {
+            args.push(bits(&b));
+        }
+        let got = run_complex(g, name, false, &args);
+        let mut worst = (0.0f64, C(0.0, 0.0));
+        for k in 0..n {
+            let Some(want) = complex_ref::reference(name, a[k], b[k]) else {
+                continue;
+            };
+            let w = C(
+                f32::from_bits(got[2 * k] as u32) as f64,
+                f32::from_bits(got[2 * k + 1] as u32) as f64,
+            );
+            // results beyond f32's range are not compared
+            if !(want.abs() < 1e37 && want.abs() > 1e-30) {
+                continue;
+            }
+            if name == "logistic" && (C(1.0, 0.0) + (-a[k]).exp()).abs() < 0.1 {
+                continue;
+            }
+            let err = (w - want).abs() / want.abs() / 2f64.powi(-24);
+            if err.is_nan() || err > worst.0 {
+                worst = (err, a[k]);
+            }
+        }
+        println!("  {name:<9} {:>8.3}  at {:?}", worst.0, worst.1);
+        let bound = match name {
+            "pow" => 32.0,
+            "logistic" => 16.0,
+            _ => 8.0,
+        };
+        if worst.0.is_nan() || worst.0 > bound {
+            over.push(name);
+        }
+    }
+    assert!(over.is_empty(), "complex64 over the bound: {over:?}");
 }

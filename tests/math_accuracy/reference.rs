@@ -320,7 +320,7 @@ pub fn cases_f64() -> Vec<Case> {
 }
 
 /// A deterministic xorshift generator.
-pub struct Rng(u64);
+pub struct Rng(pub u64);
 impl Rng {
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
