@@ -737,7 +737,7 @@ fn wh_erf_small_f32(x: f32) -> f32 {
 }
 
 // @fn wh_erfc_pos_f32
-// @requires wh_exp_f32 wh_two_prod_f32
+// @requires wh_exp_df_f32 wh_two_prod_f32
 // erfc(a) for 0.5 <= a: exp(-a^2) * h(1/a) / a with h fitted on three intervals.
 fn wh_erfc_pos_f32(a: f32) -> f32 {
     if (a > 10.1) {
@@ -764,8 +764,7 @@ fn wh_erfc_pos_f32(a: f32) -> f32 {
     }
     // exp(-a^2) with a^2 = hi + lo exactly.
     let sq = wh_two_prod_f32(a, a);
-    let e = wh_exp_f32(-sq.x);
-    return (e - e * sq.y) * (h / a);
+    return wh_exp_df_f32(-sq.x, -sq.y) * (h / a);
 }
 
 // @fn wh_erf_f32
@@ -1022,7 +1021,7 @@ fn wh_log_df_f32(x: f32) -> vec2<f32> {
 }
 
 // @fn wh_exp_df_f32
-// @requires wh_exp_poly_f32 wh_ldexp_f32 wh_inf_f32
+// @requires wh_exp_poly_f32 wh_ldexp_f32 wh_inf_f32 wh_opaque_f32
 // exp(h + l) for a double-float argument (|l| <= ulp(h)).
 fn wh_exp_df_f32(h: f32, l: f32) -> f32 {
     if (h > 88.72283935546875) {
@@ -1032,7 +1031,8 @@ fn wh_exp_df_f32(h: f32, l: f32) -> f32 {
         return 0.0;
     }
     let k = round(h * 1.4426950216293335);
-    let r = (h - k * 0.693145751953125) + (l - k * 1.428606765330187e-6);
+    // the opaque keeps the compiler from adding h and l first (which would drop l)
+    let r = wh_opaque_f32(h - k * 0.693145751953125) + (l - k * 1.428606765330187e-6);
     return wh_ldexp_f32(1.0 + wh_exp_poly_f32(r), i32(k));
 }
 
@@ -1188,7 +1188,7 @@ fn wh_lgamma_pos_f32(x: f32) -> f32 {
         }
         return wh_lgamma2_f32(t) + wh_log_f32(prod);
     }
-    if (x >= 2.0) {
+    if (x >= 1.5) {
         return wh_lgamma2_f32(x - 2.0);
     }
     if (x >= 0.5) {

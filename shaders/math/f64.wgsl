@@ -701,7 +701,7 @@ fn wh_erf_small_f64(x: f64) -> f64 {
 }
 
 // @fn wh_erfc_pos_f64
-// @requires wh_exp_f64 wh_two_prod_f64
+// @requires wh_exp_df_f64 wh_two_prod_f64
 // erfc(a) for a >= 0.5: exp(-a^2) * h(1/a) / a with h fitted on four intervals.
 fn wh_erfc_pos_f64(a: f64) -> f64 {
     if (a > 27.3) {
@@ -722,8 +722,7 @@ fn wh_erfc_pos_f64(a: f64) -> f64 {
         h = fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(-2822.619209852199, t, 7021.3828778136885), t, -7466.869103232981), t, 4091.4882127343544), t, -869.813102971948), t, -290.65151666616237), t, 232.87069422337558), t, -37.24812250443651), t, -9.812916259540334), t, -0.9425037562727572), t, 3.802317982694427), t, -0.008214164759544947), t, -1.057331076786813), t, -2.570188029249357e-05), t, 0.4231431351245623), t, -2.537022668712681e-08), t, -0.28209479130898213), t, -5.2037819282155654e-12), t, 0.564189583547783);
     }
     let sq = wh_two_prod_f64(a, a);
-    let e = wh_exp_f64(-sq.x);
-    return (e - e * sq.y) * (h / a);
+    return wh_exp_df_f64(-sq.x, -sq.y) * (h / a);
 }
 
 // @fn wh_erf_f64
@@ -932,7 +931,7 @@ fn wh_rem_f64(x: f64, y: f64) -> f64 {
 }
 
 // @fn wh_exp_df_f64
-// @requires wh_exp_poly_f64 wh_ldexp_f64 wh_inf_f64 wh_fast_two_sum_f64
+// @requires wh_exp_poly_f64 wh_ldexp_f64 wh_inf_f64 wh_fast_two_sum_f64 wh_opaque_f64
 // exp(h + l) for a double-double argument (|l| <= ulp(h)), with the reduced argument and
 // 1 + r carried to extra precision: within about 0.6 ULP.
 fn wh_exp_df_f64(h: f64, l: f64) -> f64 {
@@ -944,7 +943,8 @@ fn wh_exp_df_f64(h: f64, l: f64) -> f64 {
     }
     let k = floor(h * 1.4426950408889634 + 0.5);
     // 0.6931471803691238 has 32 significant bits: k * 0.6931471803691238 and the first difference are exact.
-    let rr = wh_fast_two_sum_f64(h - k * 0.6931471803691238, l - k * 1.9082149292705877e-10);
+    // the opaque keeps the compiler from adding h and l first (which would drop l)
+    let rr = wh_fast_two_sum_f64(wh_opaque_f64(h - k * 0.6931471803691238), l - k * 1.9082149292705877e-10);
     let r = rr.x;
     let p = r * r * fma(fma(fma(fma(fma(fma(fma(fma(fma(fma(2.0914679376583935e-09, r, 2.510520637395701e-08), r, 2.7557273661348637e-07), r, 2.7557255425746435e-06), r, 2.4801587325533363e-05), r, 0.00019841269874800493), r, 0.0013888888888883752), r, 0.008333333333326141), r, 0.04166666666666667), r, 0.1666666666666667), r, 0.5);
     let s = wh_fast_two_sum_f64(1.0, r);
@@ -1072,7 +1072,7 @@ fn wh_lgamma_pos_f64(x: f64) -> f64 {
         }
         return wh_lgamma2_f64(t) + wh_log_f64(prod);
     }
-    if (x >= 2.0) {
+    if (x >= 1.5) {
         return wh_lgamma2_f64(x - 2.0);
     }
     if (x >= 0.5) {
