@@ -632,3 +632,34 @@ fn sweep_complex64() {
     }
     assert!(over.is_empty(), "complex64 over the bound: {over:?}");
 }
+
+/// Writes the f64 sweep inputs and results of `WGPU_HLO_MATH_DUMP=name` to
+/// `WGPU_HLO_MATH_DUMP_TO` (one `bits(x) [bits(y)] bits(result)` line each, hex), for an
+/// offline high-precision check (the in-test f64 references are only libm-accurate).
+#[test]
+#[ignore]
+fn dump_f64() {
+    let (Ok(name), Ok(to)) = (
+        std::env::var("WGPU_HLO_MATH_DUMP"),
+        std::env::var("WGPU_HLO_MATH_DUMP_TO"),
+    ) else {
+        return;
+    };
+    let Some(g) = gpu::gpu() else {
+        return;
+    };
+    let case = reference::cases_f64()
+        .into_iter()
+        .find(|c| c.name == name)
+        .expect("unknown function");
+    let args = reference::inputs_f64(&case);
+    let got = run_f64(g, case.name, &args);
+    let mut out = String::new();
+    for (k, r) in got.iter().enumerate() {
+        for col in &args {
+            out.push_str(&format!("{:016x} ", col[k].to_bits()));
+        }
+        out.push_str(&format!("{:016x}\n", r.to_bits()));
+    }
+    std::fs::write(to, out).expect("write dump");
+}

@@ -322,21 +322,26 @@ fn wh_rem_pio2_large_f32(x: f32) -> vec3<f32> {
 }
 
 // @fn wh_rem_pio2_f32
-// @requires wh_rem_pio2_large_f32
+// @requires wh_rem_pio2_large_f32 wh_opaque_f32 wh_fast_two_sum_f32
 // x = j*pi/2 + r + r_lo: returns (r, r_lo, j mod 4). For |x| < 4096, pi/2 is split into four
-// 12-bit parts and a tail so that every j * part is exact (Cody-Waite); beyond, Payne-Hanek.
+// 12-bit parts and a tail so that every j * part is exact (Cody-Waite), with the rounding
+// error of the second subtraction carried in r_lo; beyond, Payne-Hanek.
 fn wh_rem_pio2_f32(x: f32) -> vec3<f32> {
     if (abs(x) >= 4096.0) {
         return wh_rem_pio2_large_f32(x);
     }
     let j = round(x * 0.6366197466850281);
-    var r = x - j * 1.5703125;
-    r = r - j * 4.837512969970703e-4;
-    r = r - j * 7.549533620476723e-8;
-    r = r - j * 2.5632829192545614e-12;
-    r = r - j * 6.123234262925839e-17;
+    let r1 = x - j * 1.5703125;
+    let w = j * 4.837512969970703e-4;
+    let r2 = r1 - w;
+    // two-sum error of r1 - w
+    let bb = wh_opaque_f32(r2) - r1;
+    let e = (r1 - (wh_opaque_f32(r2) - bb)) - (w + bb);
+    let tail = e - j * 7.549533620476723e-8 - j * 2.5632829192545614e-12
+        - j * 6.123234262925839e-17;
+    let r = wh_fast_two_sum_f32(r2, tail);
     let q = j - 4.0 * floor(j * 0.25);
-    return vec3<f32>(r, 0.0, q);
+    return vec3<f32>(r.x, r.y, q);
 }
 
 // @fn wh_sin_kernel_f32

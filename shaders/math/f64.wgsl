@@ -327,20 +327,25 @@ fn wh_rem_pio2_large_f64(x: f64) -> vec3<f64> {
 }
 
 // @fn wh_rem_pio2_f64
-// @requires wh_round_even_f64 wh_rem_pio2_large_f64
+// @requires wh_round_even_f64 wh_rem_pio2_large_f64 wh_opaque_f64 wh_fast_two_sum_f64
 // x = j*pi/2 + r + r_lo: returns (r, r_lo, j mod 4). For |x| < 2^20, pi/2 in three 33-bit
-// parts and a tail, so every j * part is exact (Cody-Waite); beyond, Payne-Hanek.
+// parts and a tail, so every j * part is exact (Cody-Waite), with the rounding error of the
+// second subtraction carried in r_lo; beyond, Payne-Hanek.
 fn wh_rem_pio2_f64(x: f64) -> vec3<f64> {
     if (abs(x) >= 0x1p20) {
         return wh_rem_pio2_large_f64(x);
     }
     let j = wh_round_even_f64(x * 0.6366197723675814);
-    var r = x - j * 1.5707963267341256;
-    r = r - j * 6.077100506303966e-11;
-    r = r - j * 2.0222662487111665e-21;
-    r = r - j * 8.4784276603689e-32;
+    let r1 = x - j * 1.5707963267341256;
+    let w = j * 6.077100506303966e-11;
+    let r2 = r1 - w;
+    // two-sum error of r1 - w
+    let bb = wh_opaque_f64(r2) - r1;
+    let e = (r1 - (wh_opaque_f64(r2) - bb)) - (w + bb);
+    let tail = e - j * 2.0222662487111665e-21 - j * 8.4784276603689e-32;
+    let r = wh_fast_two_sum_f64(r2, tail);
     let q = j - 4.0 * floor(j * 0.25);
-    return vec3<f64>(r, 0.0, q);
+    return vec3<f64>(r.x, r.y, q);
 }
 
 // @fn wh_sin_kernel_f64
@@ -402,7 +407,7 @@ fn wh_cos_f64(x: f64) -> f64 {
 }
 
 // @fn wh_tan_f64
-// @requires wh_rem_pio2_f64 wh_sin_kernel_f64 wh_cos_kernel_f64 wh_nan_f64
+// @requires wh_rem_pio2_f64 wh_nan_f64 wh_opaque_f64 wh_two_prod_f64
 fn wh_tan_f64(x: f64) -> f64 {
     if (abs(x) < 0x1p-27) {
         return x;
@@ -411,14 +416,31 @@ fn wh_tan_f64(x: f64) -> f64 {
         return wh_nan_f64(x);
     }
     let rq = wh_rem_pio2_f64(x);
-    let s = wh_sin_kernel_f64(rq.x);
-    let c = wh_cos_kernel_f64(rq.x);
-    if ((u32(rq.z) & 1u) == 0u) {
-        let t = s / c;
-        return t + rq.y * (1.0 + t * t);
+    let r = rq.x;
+    let z = r * r;
+    // sin r = r + sl and cos r = w + cl, each left as an unevaluated sum
+    let sl = r * z * fma(fma(fma(fma(fma(fma(-7.586697117706918e-13, z, 1.6058531618986147e-10), z, -2.5052106232447578e-08), z, 2.7557319219339167e-06), z, -0.00019841269841265065), z, 0.008333333333333331), z, -0.16666666666666666) + rq.y * (1.0 - 0.5 * z);
+    let hz = 0.5 * z;
+    let w = 1.0 - hz;
+    let cl = ((1.0 - wh_opaque_f64(w)) - hz) + z * z * fma(fma(fma(fma(fma(fma(4.7458719020432915e-14, z, -1.1470460887609959e-11), z, 2.087675579108042e-09), z, -2.7557319221402824e-07), z, 2.4801587301584645e-05), z, -0.0013888888888888887), z, 0.041666666666666664) - rq.y * r;
+    var nh = r;
+    var nl = sl;
+    var dh = w;
+    var dl = cl;
+    var sgn: f64 = 1.0;
+    if ((u32(rq.z) & 1u) != 0u) {
+        // tan = -cos / sin
+        nh = w;
+        nl = cl;
+        dh = r;
+        dl = sl;
+        sgn = -1.0;
     }
-    let t = -c / s;
-    return t + rq.y * (1.0 + t * t);
+    // q = n / d with the division's residual folded back: q + (n - q d) / d
+    let q = (nh + nl) / (dh + dl);
+    let qd = wh_two_prod_f64(q, dh);
+    let res = ((nh - qd.x) - qd.y) + nl - q * dl;
+    return sgn * (q + res / (dh + dl));
 }
 
 // @fn wh_atan_kernel_f64
