@@ -7,6 +7,13 @@
 //!   against a host reference (f64 std/libm for f32; std/libm for f64, so f64 figures are
 //!   "ULP against libm"); prints the max error per function in ULP and fails above the bound.
 //!   `WGPU_HLO_MATH_SWEEP=N` multiplies the sample count (the default keeps debug runs short).
+//! * `sweep_complex64`: the complex functions against an f64 host reference (normwise error).
+//! * `special_pairs`: all pairs of special values through pow, atan2, rem and next_after.
+//! * `dump_f64` (ignored): writes an f64 sweep for `scripts/check_f64.py`, which measures the
+//!   error against mpmath exactly.
+//!
+//! Run with `WGPU_HLO_CONFORMANCE=/work/shared/conformance cargo test --test math_accuracy --
+//! --nocapture --test-threads 1` to see the per-file and per-function figures.
 //!
 //! Without an adapter the tests print why and pass.
 
