@@ -787,6 +787,133 @@ entry!(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::OnceLock;
+    use wgpu_hlo::ir::{Attr, BinaryOp, ElementType, Function, Op, Operation, Type};
+
+    struct Handle(*mut PJRT_Client);
+    // SAFETY: the client is thread-safe; tests share one.
+    unsafe impl Send for Handle {}
+    // SAFETY: as above.
+    unsafe impl Sync for Handle {}
+
+    fn client() -> *mut PJRT_Client {
+        static C: OnceLock<Handle> = OnceLock::new();
+        C.get_or_init(|| {
+            let mut a: PJRT_Client_Create_Args = zeroed();
+            // SAFETY: valid args.
+            assert!(unsafe { crate::client::PJRT_Client_Create(&mut a) }.is_null());
+            Handle(a.client)
+        })
+        .0
+    }
+
+    fn zeroed<T: PjrtStruct>() -> T {
+        // SAFETY: args structs are plain data; all-zero is valid.
+        let mut a: T = unsafe { std::mem::zeroed() };
+        // SAFETY: they start with `size_t struct_size`.
+        unsafe { *(&mut a as *mut T).cast::<usize>() = T::STRUCT_SIZE };
+        a
+    }
+
+    /// `x + y` on f32[4], with `x` donated to the result when `alias` is set.
+    fn add_program(alias: bool) -> Function {
+        let ty = Type::tensor(vec![4], ElementType::F32);
+        let mut f = Function::new("main", vec![ty.clone(), ty.clone()], vec![ty.clone()]);
+        let args = f.body.as_ref().map(|b| b.args.clone()).unwrap_or_default();
+        let r = f.new_value(ty);
+        let ops = vec![
+            Operation::new(
+                Op::Binary(BinaryOp::Add),
+                args.clone(),
+                vec![r],
+                Default::default(),
+            ),
+            Operation::new(Op::Return, vec![r], vec![], Default::default()),
+        ];
+        if let Some(b) = f.body.as_mut() {
+            b.ops = ops;
+        }
+        f.result_attrs = vec![vec![]];
+        if alias {
+            f.arg_attrs[0] = vec![("tf.aliasing_output".into(), Attr::Int(0, ElementType::I32))];
+        }
+        f
+    }
+
+    fn upload(v: &[f32]) -> *mut PJRT_Buffer {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let dims = [v.len() as i64];
+        let mut a: PJRT_Client_BufferFromHostBuffer_Args = zeroed();
+        a.client = client();
+        a.data = bytes.as_ptr().cast();
+        a.type_ = PJRT_Buffer_Type::F32;
+        a.dims = dims.as_ptr();
+        a.num_dims = 1;
+        // SAFETY: valid args.
+        assert!(unsafe { crate::buffer::PJRT_Client_BufferFromHostBuffer(&mut a) }.is_null());
+        a.buffer
+    }
+
+    fn read(b: *mut PJRT_Buffer) -> Vec<f32> {
+        // SAFETY: a live buffer handle.
+        let buf = unsafe { buffer_ref(b) }.unwrap();
+        buf.buf
+            .read_to_host_blocking()
+            .unwrap()
+            .chunks(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    fn is_deleted(b: *mut PJRT_Buffer) -> bool {
+        // SAFETY: a live buffer handle.
+        unsafe { buffer_ref(b) }.unwrap().buf.is_deleted()
+    }
+
+    fn run(alias: bool, non_donatable: &[i64]) -> (Vec<f32>, bool) {
+        // SAFETY: a live client handle.
+        let state = unsafe { client_ref(client()) }.unwrap().state.clone();
+        let exe = compile::compile_function(
+            &state.device,
+            &add_program(alias),
+            None,
+            &CompileOptions::default(),
+            vec![],
+        )
+        .unwrap();
+        let loaded = new_loaded(Info::new(exe, vec![]).unwrap(), state).unwrap();
+        let (x, y) = (upload(&[1.0, 2.0, 3.0, 4.0]), upload(&[10.0; 4]));
+        let list = [x, y];
+        let lists = [list.as_ptr()];
+        let mut out = [std::ptr::null_mut::<PJRT_Buffer>(); 1];
+        let outs = [out.as_mut_ptr()];
+        let mut done = [std::ptr::null_mut::<PJRT_Event>(); 1];
+        let mut opts: PJRT_ExecuteOptions = zeroed();
+        opts.non_donatable_input_indices = non_donatable.as_ptr();
+        opts.num_non_donatable_input_indices = non_donatable.len();
+        let mut a: PJRT_LoadedExecutable_Execute_Args = zeroed();
+        a.executable = loaded;
+        a.options = &mut opts;
+        a.argument_lists = lists.as_ptr();
+        a.num_devices = 1;
+        a.num_args = 2;
+        a.output_lists = outs.as_ptr();
+        a.device_complete_events = done.as_mut_ptr();
+        // SAFETY: valid args with live handles.
+        let err = unsafe { PJRT_LoadedExecutable_Execute(&mut a) };
+        assert!(err.is_null());
+        // SAFETY: the event handle the execution returned.
+        let ev = unsafe { &*done[0].cast::<crate::event::EventHandle>() };
+        ev.event.wait().unwrap();
+        (read(out[0]), is_deleted(x))
+    }
+
+    #[test]
+    fn execute_queues_and_donates() {
+        assert_eq!(run(false, &[]), (vec![11.0, 12.0, 13.0, 14.0], false));
+        assert_eq!(run(true, &[]), (vec![11.0, 12.0, 13.0, 14.0], true));
+        assert_eq!(run(true, &[0]), (vec![11.0, 12.0, 13.0, 14.0], false));
+    }
 
     #[test]
     fn serialized_envelope_splits() {
