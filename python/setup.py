@@ -16,6 +16,11 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70
+    from wheel.bdist_wheel import bdist_wheel
+
 HERE = pathlib.Path(__file__).resolve().parent
 WORKSPACE = HERE.parent
 LIBRARY = "libpjrt_wgpu.so"
@@ -51,6 +56,19 @@ class BuildPyWithLibrary(build_py):
         shutil.copy2(lib, dest)
 
 
+class PlatformWheel(bdist_wheel):
+    """Tags the wheel `py3-none-<platform>`: the library is native but uses no Python ABI, so
+    one wheel serves every Python version."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.root_is_pure = False
+
+    def get_tag(self):
+        _, _, plat = super().get_tag()
+        return "py3", "none", plat
+
+
 class BinaryDistribution(Distribution):
     """Marks the wheel as platform-specific: it contains a native library."""
 
@@ -58,4 +76,7 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildPyWithLibrary}, distclass=BinaryDistribution)
+setup(
+    cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel},
+    distclass=BinaryDistribution,
+)

@@ -23,11 +23,24 @@ LIBRARY_NAME = "libpjrt_wgpu.so"
 
 
 def library_path() -> pathlib.Path:
-    """The plugin library: `$WGPU_PJRT_LIBRARY_PATH` if set, else the one in this package."""
+    """The plugin library: `$WGPU_PJRT_LIBRARY_PATH` if set, else the one installed in this
+    package, else (running from a source checkout) the one cargo built, release first."""
     override = os.environ.get("WGPU_PJRT_LIBRARY_PATH")
     if override:
         return pathlib.Path(override)
-    return pathlib.Path(__file__).resolve().parent / LIBRARY_NAME
+    here = pathlib.Path(__file__).resolve().parent
+    installed = here / LIBRARY_NAME
+    if installed.exists():
+        return installed
+    workspace = here.parents[2]
+    targets = [pathlib.Path(os.environ["CARGO_TARGET_DIR"])] if "CARGO_TARGET_DIR" in os.environ else []
+    targets.append(workspace / "target")
+    for target in targets:
+        for profile in ("release", "debug"):
+            built = target / profile / LIBRARY_NAME
+            if built.exists():
+                return built
+    return installed
 
 
 def _named_in_pjrt_env() -> bool:
