@@ -173,6 +173,7 @@ unsafe fn program_code<'a>(p: *const PJRT_Program) -> Result<&'a [u8]> {
 /// Compiles program bytes with serialized compile options for a client.
 fn compile_for(state: &ClientState, code: &[u8], options: &[u8]) -> Result<Arc<Info>> {
     let opts = compile_options::parse(options)?;
+    log::debug!("compiling {} bytes of StableHLO with {opts:?}", code.len());
     let exe = compile::compile(
         &state.device,
         code,

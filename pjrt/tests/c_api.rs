@@ -348,6 +348,33 @@ fn copy_delete_and_ready_event() {
 }
 
 #[test]
+fn older_callers_get_only_the_fields_they_have() {
+    // A caller built before 0.113 knows MemoryStats up to `peak_pool_bytes_is_set` (185 bytes):
+    // nothing past that may be written.
+    const OLD: usize = 185;
+    let mut raw = [0xABu8; std::mem::size_of::<PJRT_Device_MemoryStats_Args>()];
+    let a = raw.as_mut_ptr().cast::<PJRT_Device_MemoryStats_Args>();
+    // SAFETY: `raw` is large enough and suitably aligned for the header fields written here.
+    unsafe {
+        a.cast::<usize>().write_unaligned(OLD);
+        a.cast::<u8>().add(8).cast::<usize>().write_unaligned(0);
+        a.cast::<u8>()
+            .add(16)
+            .cast::<*mut PJRT_Device>()
+            .write_unaligned(device());
+    }
+    // SAFETY: valid memory for `OLD` bytes.
+    ok(unsafe { (api().PJRT_Device_MemoryStats.unwrap())(a) });
+    assert!(
+        raw[OLD..].iter().all(|&b| b == 0xAB),
+        "wrote past the caller's struct_size"
+    );
+    // SAFETY: `num_allocs` lies inside the caller's struct and was written.
+    let num_allocs = unsafe { std::ptr::addr_of!((*a).num_allocs).read_unaligned() };
+    assert!(num_allocs >= 0);
+}
+
+#[test]
 fn created_events_carry_errors() {
     let mut c: PJRT_Event_Create_Args = args();
     // SAFETY: valid args.
