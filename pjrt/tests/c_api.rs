@@ -483,3 +483,51 @@ fn bad_arguments_are_errors_not_crashes() {
     assert!(take_error(err).is_some());
     let _ = null::<u8>();
 }
+
+#[test]
+fn concurrent_transfers_from_many_threads() {
+    let threads: Vec<_> = (0..8u8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                for i in 0..16u8 {
+                    let data: Vec<u8> = (0..64).map(|k| k ^ t ^ i).collect();
+                    let b = upload(PJRT_Buffer_Type::U8, &[64], &data, None);
+                    assert_eq!(download(b), data);
+                    destroy_buffer(b);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn buffers_outlive_their_client() {
+    let mut c: PJRT_Client_Create_Args = args();
+    // SAFETY: valid args.
+    ok(unsafe { (api().PJRT_Client_Create.unwrap())(&mut c) });
+    let data = [1u8, 2, 3, 4];
+    let dims = [4i64];
+    let mut a: PJRT_Client_BufferFromHostBuffer_Args = args();
+    a.client = c.client;
+    a.data = data.as_ptr().cast();
+    a.type_ = PJRT_Buffer_Type::U8;
+    a.dims = dims.as_ptr();
+    a.num_dims = 1;
+    // SAFETY: valid args.
+    ok(unsafe { (api().PJRT_Client_BufferFromHostBuffer.unwrap())(&mut a) });
+    await_event(a.done_with_host_buffer);
+    let mut d: PJRT_Client_Destroy_Args = args();
+    d.client = c.client;
+    // SAFETY: valid args; the client is not used afterwards.
+    ok(unsafe { (api().PJRT_Client_Destroy.unwrap())(&mut d) });
+    let mut dev: PJRT_Buffer_Device_Args = args();
+    dev.buffer = a.buffer;
+    // SAFETY: valid args; the buffer keeps its client's state alive.
+    ok(unsafe { (api().PJRT_Buffer_Device.unwrap())(&mut dev) });
+    assert!(!dev.device.is_null());
+    assert_eq!(download(a.buffer), data);
+    destroy_buffer(a.buffer);
+}
