@@ -38,7 +38,13 @@ impl B {
             .push(Operation::new(op, operands, vec![r], Default::default()));
         r
     }
-    fn op_regions(&mut self, op: Op, operands: Vec<ValueId>, tys: Vec<Type>, regions: Vec<Region>) -> Vec<ValueId> {
+    fn op_regions(
+        &mut self,
+        op: Op,
+        operands: Vec<ValueId>,
+        tys: Vec<Type>,
+        regions: Vec<Region>,
+    ) -> Vec<ValueId> {
         let rs: Vec<ValueId> = tys.into_iter().map(|t| self.f.new_value(t)).collect();
         let mut o = Operation::new(op, operands, rs.clone(), Default::default());
         o.regions = regions;
@@ -52,8 +58,12 @@ impl B {
     fn finish(mut self, results: Vec<ValueId>) -> Function {
         self.f.result_types = results.iter().map(|r| self.f.ty(*r).clone()).collect();
         self.f.result_attrs = vec![vec![]; results.len()];
-        self.ops
-            .push(Operation::new(Op::Return, results, vec![], Default::default()));
+        self.ops.push(Operation::new(
+            Op::Return,
+            results,
+            vec![],
+            Default::default(),
+        ));
         self.f.body.as_mut().unwrap().ops = self.ops;
         self.f
     }
@@ -63,15 +73,22 @@ fn f32s(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 fn to_f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    b.chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
 }
 
 fn run(f: &Function, args: &[(TensorType, Vec<u8>)]) -> Vec<Vec<u8>> {
     let dev = device();
     let exe = compile_function(&dev, f, None, &CompileOptions::default(), vec![]).unwrap();
-    let bufs: Vec<_> = args.iter().map(|(t, b)| dev.upload(t, b).unwrap()).collect();
+    let bufs: Vec<_> = args
+        .iter()
+        .map(|(t, b)| dev.upload(t, b).unwrap())
+        .collect();
     let outs = exe.execute_blocking(&bufs).unwrap();
-    outs.iter().map(|o| o.read_to_host_blocking().unwrap()).collect()
+    outs.iter()
+        .map(|o| o.read_to_host_blocking().unwrap())
+        .collect()
 }
 
 #[test]
@@ -79,8 +96,18 @@ fn fused_chain_with_broadcast_and_reduce() {
     use ElementType::F32;
     // sum(exp(x) * broadcast(y) + 1, dim 1)
     let (mut b, a) = B::new(vec![t(&[3, 4], F32), t(&[4], F32)]);
-    let e = b.op(Op::Unary(wgpu_hlo::ir::UnaryOp::Negate), vec![a[0]], t(&[3, 4], F32));
-    let yb = b.op(Op::BroadcastInDim { dimensions: vec![1] }, vec![a[1]], t(&[3, 4], F32));
+    let e = b.op(
+        Op::Unary(wgpu_hlo::ir::UnaryOp::Negate),
+        vec![a[0]],
+        t(&[3, 4], F32),
+    );
+    let yb = b.op(
+        Op::BroadcastInDim {
+            dimensions: vec![1],
+        },
+        vec![a[1]],
+        t(&[3, 4], F32),
+    );
     let m = b.op(Op::Binary(BinaryOp::Multiply), vec![e, yb], t(&[3, 4], F32));
     let one = b.constant(TensorType::new(vec![3, 4], F32), Scalar::Float(1.0));
     let s = b.op(Op::Binary(BinaryOp::Add), vec![m, one], t(&[3, 4], F32));
@@ -94,15 +121,33 @@ fn fused_chain_with_broadcast_and_reduce() {
     let region = Region {
         args: vec![p0, p1],
         ops: vec![
-            Operation::new(Op::Binary(BinaryOp::Add), vec![p0, p1], vec![sum], Default::default()),
+            Operation::new(
+                Op::Binary(BinaryOp::Add),
+                vec![p0, p1],
+                vec![sum],
+                Default::default(),
+            ),
             Operation::new(Op::Return, vec![sum], vec![], Default::default()),
         ],
     };
-    let r = b.op_regions(Op::Reduce { dimensions: vec![1] }, vec![s, zero], vec![t(&[3], F32)], vec![region]);
+    let r = b.op_regions(
+        Op::Reduce {
+            dimensions: vec![1],
+        },
+        vec![s, zero],
+        vec![t(&[3], F32)],
+        vec![region],
+    );
     let f = b.finish(vec![r[0], s]);
     let x: Vec<f32> = (0..12).map(|i| i as f32).collect();
     let y = vec![1.0f32, 2.0, 3.0, 4.0];
-    let out = run(&f, &[(TensorType::new(vec![3, 4], F32), f32s(&x)), (TensorType::new(vec![4], F32), f32s(&y))]);
+    let out = run(
+        &f,
+        &[
+            (TensorType::new(vec![3, 4], F32), f32s(&x)),
+            (TensorType::new(vec![4], F32), f32s(&y)),
+        ],
+    );
     let sums = to_f32s(&out[0]);
     for row in 0..3 {
         let want: f32 = (0..4).map(|c| -x[row * 4 + c] * y[c] + 1.0).sum();
@@ -133,12 +178,20 @@ fn dot_general_batched_and_narrow_types() {
     let f = b.finish(vec![d, c]);
     let x: Vec<f32> = (0..24).map(|i| (i % 5) as f32 - 2.0).collect();
     let y: Vec<f32> = (0..40).map(|i| (i % 3) as f32).collect();
-    let out = run(&f, &[(TensorType::new(vec![2, 3, 4], F32), f32s(&x)), (TensorType::new(vec![2, 4, 5], F32), f32s(&y))]);
+    let out = run(
+        &f,
+        &[
+            (TensorType::new(vec![2, 3, 4], F32), f32s(&x)),
+            (TensorType::new(vec![2, 4, 5], F32), f32s(&y)),
+        ],
+    );
     let got = to_f32s(&out[0]);
     for bb in 0..2 {
         for i in 0..3 {
             for j in 0..5 {
-                let want: f32 = (0..4).map(|k| x[bb * 12 + i * 4 + k] * y[bb * 20 + k * 5 + j]).sum();
+                let want: f32 = (0..4)
+                    .map(|k| x[bb * 12 + i * 4 + k] * y[bb * 20 + k * 5 + j])
+                    .sum();
                 assert_eq!(got[bb * 15 + i * 5 + j], want);
                 assert_eq!(out[1][bb * 15 + i * 5 + j] as i8, want as i8);
             }
@@ -161,7 +214,15 @@ fn while_loop_counts_with_and_without_trip_count() {
         let cond = Region {
             args: vec![ci, cs],
             ops: vec![
-                Operation::new(Op::Compare { direction: ComparisonDirection::Lt, compare_type: None }, vec![ci, ten], vec![p], Default::default()),
+                Operation::new(
+                    Op::Compare {
+                        direction: ComparisonDirection::Lt,
+                        compare_type: None,
+                    },
+                    vec![ci, ten],
+                    vec![p],
+                    Default::default(),
+                ),
                 Operation::new(Op::Return, vec![p], vec![], Default::default()),
             ],
         };
@@ -173,13 +234,33 @@ fn while_loop_counts_with_and_without_trip_count() {
         let body = Region {
             args: vec![bi, bs],
             ops: vec![
-                Operation::new(Op::Constant(Literal::scalar(I32, Scalar::Int(1))), vec![], vec![one], Default::default()),
-                Operation::new(Op::Binary(BinaryOp::Add), vec![bi, one], vec![ni], Default::default()),
-                Operation::new(Op::Binary(BinaryOp::Add), vec![bs, bs], vec![ns], Default::default()),
+                Operation::new(
+                    Op::Constant(Literal::scalar(I32, Scalar::Int(1))),
+                    vec![],
+                    vec![one],
+                    Default::default(),
+                ),
+                Operation::new(
+                    Op::Binary(BinaryOp::Add),
+                    vec![bi, one],
+                    vec![ni],
+                    Default::default(),
+                ),
+                Operation::new(
+                    Op::Binary(BinaryOp::Add),
+                    vec![bs, bs],
+                    vec![ns],
+                    Default::default(),
+                ),
                 Operation::new(Op::Return, vec![ni, ns], vec![], Default::default()),
             ],
         };
-        let r = b.op_regions(Op::While, vec![init, a[0]], vec![t(&[], I32), t(&[4], F32)], vec![cond, body]);
+        let r = b.op_regions(
+            Op::While,
+            vec![init, a[0]],
+            vec![t(&[], I32), t(&[4], F32)],
+            vec![cond, body],
+        );
         let f = b.finish(vec![r[0], r[1]]);
         let out = run(
             &f,
@@ -188,7 +269,15 @@ fn while_loop_counts_with_and_without_trip_count() {
                 (TensorType::scalar(I32), 0i32.to_le_bytes().to_vec()),
             ],
         );
-        assert_eq!(i32::from_le_bytes(out[0][..4].try_into().unwrap()), 10, "counted={counted}");
-        assert_eq!(to_f32s(&out[1]), vec![1024.0, 2048.0, 3072.0, 512.0], "counted={counted}");
+        assert_eq!(
+            i32::from_le_bytes(out[0][..4].try_into().unwrap()),
+            10,
+            "counted={counted}"
+        );
+        assert_eq!(
+            to_f32s(&out[1]),
+            vec![1024.0, 2048.0, 3072.0, 512.0],
+            "counted={counted}"
+        );
     }
 }

@@ -8,7 +8,17 @@ use std::sync::OnceLock;
 use crate::error::{Error, Result};
 
 /// The WGSL sources that make up the library, in the order they are searched.
-const SOURCES: &[(&str, &str)] = &[("helpers.wgsl", include_str!("../../shaders/helpers.wgsl"))];
+/// One resolver serves both the small helpers (rounding, integer division, total order) and the
+/// math library (`shaders/math/`), so a helper may call a math function and vice versa.
+const SOURCES: &[(&str, &str)] = &[
+    ("helpers.wgsl", include_str!("../../shaders/helpers.wgsl")),
+    ("math/f32.wgsl", include_str!("../../shaders/math/f32.wgsl")),
+    ("math/f64.wgsl", include_str!("../../shaders/math/f64.wgsl")),
+    (
+        "math/complex.wgsl",
+        include_str!("../../shaders/math/complex.wgsl"),
+    ),
+];
 
 struct Function {
     source: String,

@@ -6,6 +6,6 @@ pub mod elementwise;
 pub mod expr;
 pub mod kernel;
 pub mod library;
-pub mod math;
 pub mod loop_kernel;
+pub mod math;
 pub mod reduce_kernel;
