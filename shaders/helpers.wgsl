@@ -23,11 +23,28 @@ fn wh_f32_to_f16_bits(x: f32) -> u32 {
     return sign | u32(round(v));
 }
 
+// @fn wh_f16_bits_to_f32
+// binary16 bits (low 16 bits) -> f32, exactly, in plain integer arithmetic (naga asks for an
+// extra capability for unpack2x16float).
+fn wh_f16_bits_to_f32(h: u32) -> f32 {
+    let s = (h & 0x8000u) << 16u;
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    if (e == 0x1fu) {
+        return bitcast<f32>(s | 0x7f800000u | (m << 13u));
+    }
+    if (e == 0u) {
+        // Zero or subnormal: m * 2^-24 is exact in f32.
+        return bitcast<f32>(s | bitcast<u32>(f32(m) * 5.9604644775390625e-8f));
+    }
+    return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 13u));
+}
+
 // @fn wh_round_f16
-// @requires wh_f32_to_f16_bits
+// @requires wh_f32_to_f16_bits wh_f16_bits_to_f32
 // Rounds an f32 to the nearest binary16 value (returned as f32).
 fn wh_round_f16(x: f32) -> f32 {
-    return unpack2x16float(wh_f32_to_f16_bits(x)).x;
+    return wh_f16_bits_to_f32(wh_f32_to_f16_bits(x));
 }
 
 // @fn wh_f32_to_bf16_bits
@@ -48,35 +65,39 @@ fn wh_round_bf16(x: f32) -> f32 {
 }
 
 // @fn wh_max_f32
+// @requires wh_is_nan_f32
 // IEEE maximum: NaN if either is NaN, +0 > -0.
 fn wh_max_f32(a: f32, b: f32) -> f32 {
-    if (a != a) { return a; }
-    if (b != b) { return b; }
+    if (wh_is_nan_f32(a)) { return a; }
+    if (wh_is_nan_f32(b)) { return b; }
     if (a == b) { return bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)); }
     return select(b, a, a > b);
 }
 
 // @fn wh_min_f32
+// @requires wh_is_nan_f32
 // IEEE minimum: NaN if either is NaN, -0 < +0.
 fn wh_min_f32(a: f32, b: f32) -> f32 {
-    if (a != a) { return a; }
-    if (b != b) { return b; }
+    if (wh_is_nan_f32(a)) { return a; }
+    if (wh_is_nan_f32(b)) { return b; }
     if (a == b) { return bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b)); }
     return select(b, a, a < b);
 }
 
 // @fn wh_max_f64
+// @requires wh_is_nan_f64
 fn wh_max_f64(a: f64, b: f64) -> f64 {
-    if (a != a) { return a; }
-    if (b != b) { return b; }
+    if (wh_is_nan_f64(a)) { return a; }
+    if (wh_is_nan_f64(b)) { return b; }
     if (a == b) { return bitcast<f64>(bitcast<u64>(a) & bitcast<u64>(b)); }
     return select(b, a, a > b);
 }
 
 // @fn wh_min_f64
+// @requires wh_is_nan_f64
 fn wh_min_f64(a: f64, b: f64) -> f64 {
-    if (a != a) { return a; }
-    if (b != b) { return b; }
+    if (wh_is_nan_f64(a)) { return a; }
+    if (wh_is_nan_f64(b)) { return b; }
     if (a == b) { return bitcast<f64>(bitcast<u64>(a) | bitcast<u64>(b)); }
     return select(b, a, a < b);
 }
@@ -209,4 +230,15 @@ fn wh_total_order_f32(x: f32) -> i32 {
 fn wh_total_order_f64(x: f64) -> i64 {
     let i = bitcast<i64>(x);
     return i ^ ((i >> 63u) & 0x7fffffffffffffffli);
+}
+
+// @fn wh_cmul_f32
+// Complex product (a.x + i a.y)(b.x + i b.y), as XLA computes it (no special-value repair).
+fn wh_cmul_f32(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+    return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+// @fn wh_cmul_f64
+fn wh_cmul_f64(a: vec2<f64>, b: vec2<f64>) -> vec2<f64> {
+    return vec2<f64>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }

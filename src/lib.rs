@@ -10,6 +10,7 @@ pub mod frontend;
 pub mod fusion;
 pub mod ir;
 pub mod passes;
+pub mod runner;
 pub mod runtime;
 
 pub use error::{Error, ErrorKind, Result};

@@ -1,6 +1,249 @@
-//! The `wgpu-hlo` command line.
+//! The `wgpu-hlo` command line: `devices`, `run`, `conformance`, `translate`.
 
-fn main() {
-    eprintln!("wgpu-hlo: no commands yet");
-    std::process::exit(2);
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use wgpu_hlo::ir::print::print_module;
+use wgpu_hlo::runner::conformance::{self, ConformanceOptions};
+use wgpu_hlo::runner::{self, Outcome, RunOptions};
+use wgpu_hlo::runtime::device::list_adapters;
+use wgpu_hlo::runtime::Device;
+use wgpu_hlo::{Error, ErrorKind};
+
+const USAGE: &str = "\
+usage:
+  wgpu-hlo devices                          list adapters; * marks the one used
+  wgpu-hlo run FILE [--dump DIR]            run @main (or every argument-less function) and its checks
+  wgpu-hlo conformance PATH... [--json OUT] [--timeout SECS] [--jobs N] [--verbose]
+                                            run every .mlir / .mlirbc / .mlir.bc file, one worker process each
+  wgpu-hlo translate FILE --to text         print a module (text or portable artifact) as StableHLO text
+
+FILE may be StableHLO text or a portable artifact (MLIR bytecode). Environment: WGPU_BACKEND,
+WGPU_ADAPTER_NAME, WGPU_POWER_PREF pick the adapter; WGPU_HLO_DUMP=DIR dumps every compilation.
+exit codes of run: 0 all checks pass, 1 a check failed, 2 bad program or usage, 3 unimplemented";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match args.first().map(String::as_str) {
+        Some(conformance::WORKER_ARG) => conformance::worker_main(),
+        Some("devices") => devices(),
+        Some("run") => run(&args[1..]),
+        Some("conformance") => conformance_cmd(&args[1..]),
+        Some("translate") => translate(&args[1..]),
+        Some("-h") | Some("--help") | Some("help") => {
+            println!("{USAGE}");
+            0
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            2
+        }
+    };
+    ExitCode::from(code as u8)
+}
+
+fn usage_error(msg: &str) -> i32 {
+    eprintln!("wgpu-hlo: {msg}\n{USAGE}");
+    2
+}
+
+/// `--flag value` pairs in command-line order.
+type Options = Vec<(String, String)>;
+
+/// Splits `args` into positional arguments and `--flag VALUE` options (`flags` take a value;
+/// `switches` do not).
+fn parse_args(
+    args: &[String],
+    flags: &[&str],
+    switches: &[&str],
+) -> Result<(Vec<String>, Options), String> {
+    let mut pos = Vec::new();
+    let mut opts = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if let Some((k, v)) = a.split_once('=').filter(|(k, _)| flags.contains(k)) {
+            opts.push((k.to_string(), v.to_string()));
+        } else if flags.contains(&a.as_str()) {
+            let v = args.get(i + 1).ok_or(format!("{a} needs a value"))?;
+            opts.push((a.clone(), v.clone()));
+            i += 1;
+        } else if switches.contains(&a.as_str()) {
+            opts.push((a.clone(), String::new()));
+        } else if a.starts_with("--") {
+            return Err(format!("unknown option {a}"));
+        } else {
+            pos.push(a.clone());
+        }
+        i += 1;
+    }
+    Ok((pos, opts))
+}
+
+fn opt<'a>(opts: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    opts.iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn exit_code_of(e: &Error) -> i32 {
+    match e.kind {
+        ErrorKind::Unimplemented => 3,
+        _ => 2,
+    }
+}
+
+fn devices() -> i32 {
+    let adapters = list_adapters();
+    if adapters.is_empty() {
+        eprintln!(
+            "no wgpu adapter found (install a Vulkan driver, e.g. Debian's mesa-vulkan-drivers \
+             for lavapipe, or check WGPU_BACKEND)"
+        );
+        return 1;
+    }
+    let wanted = std::env::var("WGPU_ADAPTER_NAME")
+        .ok()
+        .map(|w| w.to_lowercase());
+    let default = match &wanted {
+        Some(w) => adapters
+            .iter()
+            .position(|a| a.name.to_lowercase().contains(w)),
+        None => Some(0),
+    };
+    for (i, a) in adapters.iter().enumerate() {
+        let mark = if Some(i) == default { "*" } else { " " };
+        println!(
+            "{mark} {i}: {}  backend={} type={} driver={} {}",
+            a.name, a.backend, a.device_type, a.driver, a.driver_info
+        );
+    }
+    0
+}
+
+fn run(args: &[String]) -> i32 {
+    let (pos, opts) = match parse_args(args, &["--dump"], &[]) {
+        Ok(x) => x,
+        Err(e) => return usage_error(&e),
+    };
+    let [file] = pos.as_slice() else {
+        return usage_error("run takes one FILE");
+    };
+    let device = match Device::open() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{e}");
+            return 2;
+        }
+    };
+    let options = RunOptions {
+        dump_dir: opt(&opts, "--dump").map(PathBuf::from),
+    };
+    let report = runner::run_file(&device, std::path::Path::new(file), &options);
+    for line in &report.lines {
+        println!("{line}");
+    }
+    let (total, passed) = report.checks;
+    match report.outcome {
+        Outcome::Pass => {
+            println!(
+                "PASS {file}: {passed}/{total} checks passed in {} function(s) on {}",
+                report.functions,
+                device.info()
+            );
+            0
+        }
+        Outcome::Fail => {
+            println!("FAIL {file}: {passed}/{total} checks passed");
+            1
+        }
+        Outcome::Unsupported => 3,
+        Outcome::Error => 2,
+    }
+}
+
+fn conformance_cmd(args: &[String]) -> i32 {
+    let (pos, opts) = match parse_args(args, &["--json", "--timeout", "--jobs"], &["--verbose"]) {
+        Ok(x) => x,
+        Err(e) => return usage_error(&e),
+    };
+    if pos.is_empty() {
+        return usage_error("conformance needs at least one directory or file");
+    }
+    let timeout = match opt(&opts, "--timeout").map(str::parse::<u64>) {
+        None => 120,
+        Some(Ok(s)) if s > 0 => s,
+        Some(_) => return usage_error("--timeout takes a positive number of seconds"),
+    };
+    let default_jobs = std::thread::available_parallelism()
+        .map(|n| n.get().min(4))
+        .unwrap_or(1);
+    let jobs = match opt(&opts, "--jobs").map(str::parse::<usize>) {
+        None => default_jobs,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => return usage_error("--jobs takes a positive number"),
+    };
+    let worker_exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("wgpu-hlo: cannot find my own executable: {e}");
+            return 2;
+        }
+    };
+    let paths: Vec<PathBuf> = pos.iter().map(PathBuf::from).collect();
+    let files = match conformance::collect_files(&paths) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("wgpu-hlo: reading {}: {e}", pos.join(" "));
+            return 2;
+        }
+    };
+    let options = ConformanceOptions {
+        timeout: Duration::from_secs(timeout),
+        jobs,
+        worker_exe,
+        verbose: opt(&opts, "--verbose").is_some(),
+    };
+    let results = conformance::run(&files, &options);
+    if let Some(out) = opt(&opts, "--json") {
+        if let Err(e) = std::fs::write(out, conformance::to_json(&results)) {
+            eprintln!("wgpu-hlo: writing {out}: {e}");
+        }
+    }
+    print!("{}", conformance::summary(&results));
+    println!();
+    0
+}
+
+fn translate(args: &[String]) -> i32 {
+    let (pos, opts) = match parse_args(args, &["--to"], &[]) {
+        Ok(x) => x,
+        Err(e) => return usage_error(&e),
+    };
+    let [file] = pos.as_slice() else {
+        return usage_error("translate takes one FILE");
+    };
+    match opt(&opts, "--to") {
+        Some("text") | None => {}
+        Some(other) => return usage_error(&format!("--to {other}: only `text` is supported")),
+    }
+    let bytes = match std::fs::read(file) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("wgpu-hlo: {file}: {e}");
+            return 2;
+        }
+    };
+    match wgpu_hlo::compile::parse(&bytes, file) {
+        Ok(m) => {
+            print!("{}", print_module(&m));
+            0
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            exit_code_of(&e).min(2)
+        }
+    }
 }

@@ -149,7 +149,7 @@ pub fn load(t: ElementType, buf: &str, idx: &str) -> String {
             );
             match t {
                 Pred => format!("({raw} != 0u)"),
-                F16 => format!("unpack2x16float({raw}).x"),
+                F16 => format!("wh_f16_bits_to_f32({raw})"),
                 BF16 => format!("bitcast<f32>({raw} << 16u)"),
                 t if t.is_signed_int() => {
                     let sh = 32 - t.bit_width();
@@ -270,6 +270,61 @@ pub fn zero(c: Compute) -> &'static str {
         Compute::F64 => "0.0lf",
         Compute::C64 => "vec2<f32>(0.0f, 0.0f)",
         Compute::C128 => "vec2<f64>(0.0lf, 0.0lf)",
+    }
+}
+
+/// `to(x)` for a scalar WGSL type `to`. When `x` is a 64-bit literal (`1.0lf`, `32lu`, `-5li`)
+/// the conversion is done here, because naga's constant evaluator rejects casts of 64-bit
+/// literals.
+pub fn cast(to: &str, x: &str) -> String {
+    fold_literal_cast(to, x).unwrap_or_else(|| format!("{to}({x})"))
+}
+
+fn fold_literal_cast(to: &str, x: &str) -> Option<String> {
+    let t = x.trim().trim_start_matches('(').trim_end_matches(')');
+    let (num, suffix) = if let Some(n) = t.strip_suffix("lf") {
+        (n, "lf")
+    } else if let Some(n) = t.strip_suffix("lu") {
+        (n, "lu")
+    } else if let Some(n) = t.strip_suffix("li") {
+        (n, "li")
+    } else {
+        return None;
+    };
+    if num.is_empty()
+        || !num
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || "+-.xXeE".contains(c))
+    {
+        return None;
+    }
+    let value: f64 = match suffix {
+        "lf" => num.parse().ok()?,
+        _ => {
+            let i: i128 = if let Some(h) = num.strip_prefix("0x") {
+                i128::from_str_radix(h, 16).ok()?
+            } else {
+                num.parse().ok()?
+            };
+            match to {
+                "u32" => return Some(format!("{}u", i as u32)),
+                "i32" => return Some(format!("{}i", i as i32)),
+                "u64" => return Some(format!("{}lu", i as u64)),
+                "i64" => return Some(format!("{}li", i as i64)),
+                _ => i as f64,
+            }
+        }
+    };
+    match to {
+        "f32" => {
+            let v = value as f32;
+            v.is_finite()
+                .then(|| format!("bitcast<f32>({}u)", v.to_bits()))
+        }
+        "f64" => value
+            .is_finite()
+            .then(|| format!("bitcast<f64>({}lu)", value.to_bits())),
+        _ => None,
     }
 }
 

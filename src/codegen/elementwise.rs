@@ -64,7 +64,8 @@ pub fn unary(u: UnaryOp, t: ElementType, c: Compute, x: &str, needs: &mut Needs)
         },
         Sign => match c {
             Compute::F32 | Compute::F64 => {
-                format!("select(sign({x}), {x}, {x} == {z} || {x} != {x})")
+                let n = need(needs, format!("wh_is_nan_{}", c.wgsl()));
+                format!("select(sign({x}), {x}, {x} == {z} || {n}({x}))")
             }
             Compute::I32 => format!("sign({x})"),
             Compute::U32 => format!("select(0u, 1u, {x} != 0u)"),
@@ -94,7 +95,25 @@ pub fn unary(u: UnaryOp, t: ElementType, c: Compute, x: &str, needs: &mut Needs)
                         adjusted
                     }
                 }
-                Compute::I32 | Compute::U32 | Compute::I64 | Compute::U64 => format!("{f}({x})"),
+                Compute::I32 | Compute::U32 => format!("{f}({x})"),
+                Compute::I64 | Compute::U64 => {
+                    // naga has no 64-bit polyfill for these: split into 32-bit halves.
+                    let v = if c == Compute::I64 {
+                        format!("bitcast<u64>({x})")
+                    } else {
+                        x.to_string()
+                    };
+                    let lo = format!("u32({v} & 0xfffffffflu)");
+                    let hi = format!("u32({v} >> 32u)");
+                    let r = if u == Popcnt {
+                        format!("(countOneBits({lo}) + countOneBits({hi}))")
+                    } else {
+                        format!(
+                            "select(countLeadingZeros({hi}), 32u + countLeadingZeros({lo}), {hi} == 0u)"
+                        )
+                    };
+                    format!("{}({r})", c.wgsl())
+                }
                 _ => {
                     return Err(unsupported(
                         if u == Popcnt {
@@ -163,6 +182,12 @@ pub fn unary(u: UnaryOp, t: ElementType, c: Compute, x: &str, needs: &mut Needs)
             Compute::C64 | Compute::C128 => format!("{}({x}, {x})", math(needs, "mul", c)),
             _ => format!("({x} * {x})"),
         },
+        Cbrt if c.is_complex() => {
+            // The principal cube root, exp(log(z) / 3).
+            let e = math(needs, "exp", c);
+            let l = math(needs, "log", c);
+            format!("{e}({l}({x}) / 3.0)")
+        }
         _ if c.is_float() || c.is_complex() => {
             let name = match u {
                 Cbrt => "cbrt",
@@ -304,7 +329,7 @@ pub fn binary(
 
 fn shift(b: BinaryOp, t: ElementType, c: Compute, x: &str, y: &str) -> Result<String> {
     let w = width(t);
-    let (amount, in_range, zero) = match c {
+    let (mut amount, in_range, zero) = match c {
         Compute::I32 => (
             format!("bitcast<u32>({y})"),
             format!("bitcast<u32>({y}) < {w}u"),
@@ -316,9 +341,16 @@ fn shift(b: BinaryOp, t: ElementType, c: Compute, x: &str, y: &str) -> Result<St
             format!("bitcast<u64>({y}) < {w}lu"),
             "0li",
         ),
-        Compute::U64 => (format!("u32({y})"), format!("{y} < {w}lu"), "0lu"),
+        Compute::U64 => (dtype::cast("u32", y), format!("{y} < {w}lu"), "0lu"),
         _ => return Err(unsupported(b.op_name(), t)),
     };
+    // A literal amount is folded here (clamped: the out-of-range case is selected away, but
+    // naga rejects constant shifts by the width or more).
+    let lit = y.trim_matches(|c| c == '(' || c == ')');
+    let digits = lit.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    if let Ok(v) = digits.parse::<i128>() {
+        amount = format!("{}u", v.clamp(0, w as i128 - 1));
+    }
     let signed = matches!(c, Compute::I32 | Compute::I64);
     Ok(match b {
         BinaryOp::ShiftLeft => format!("select({zero}, {x} << {amount}, {in_range})"),
@@ -373,8 +405,30 @@ pub fn compare(
     };
     if c.is_complex() {
         return match dir {
-            ComparisonDirection::Eq => Ok(format!("all({x} == {y})")),
-            ComparisonDirection::Ne => Ok(format!("any({x} != {y})")),
+            ComparisonDirection::Eq => {
+                let n = need(
+                    needs,
+                    format!(
+                        "wh_is_nan_{}",
+                        c.wgsl().trim_start_matches("vec2<").trim_end_matches('>')
+                    ),
+                );
+                Ok(format!(
+                    "(all({x} == {y}) && !({n}({x}.x) || {n}({x}.y) || {n}({y}.x) || {n}({y}.y)))"
+                ))
+            }
+            ComparisonDirection::Ne => {
+                let n = need(
+                    needs,
+                    format!(
+                        "wh_is_nan_{}",
+                        c.wgsl().trim_start_matches("vec2<").trim_end_matches('>')
+                    ),
+                );
+                Ok(format!(
+                    "(any({x} != {y}) || {n}({x}.x) || {n}({x}.y) || {n}({y}.x) || {n}({y}.y))"
+                ))
+            }
             _ => Err(unsupported("ordered compare", t)),
         };
     }
@@ -384,6 +438,14 @@ pub fn compare(
     if compare_type == Some(ComparisonType::TotalOrder) && c.is_float() {
         let k = need(needs, format!("wh_total_order_{}", c.wgsl()));
         return Ok(format!("({k}({x}) {op} {k}({y}))"));
+    }
+    if matches!(c, Compute::F32 | Compute::F64) {
+        // NaN tests on the bits: Mesa may evaluate f64 `!=` as an ordered compare.
+        let n = need(needs, format!("wh_is_nan_{}", c.wgsl()));
+        return Ok(match dir {
+            ComparisonDirection::Ne => format!("(({x} != {y}) || {n}({x}) || {n}({y}))"),
+            _ => format!("(({x} {op} {y}) && !{n}({x}) && !{n}({y}))"),
+        });
     }
     Ok(format!("({x} {op} {y})"))
 }
@@ -444,11 +506,11 @@ fn int_cast(from: Compute, to: Compute, x: &str) -> String {
         (I32, I64) | (U32, I64) => format!("i64({x})"),
         (U32, U64) => format!("u64({x})"),
         (I32, U64) => format!("bitcast<u64>(i64({x}))"),
-        (I64, I32) | (I64, U32) | (U64, U32) => format!("{}({x})", to.wgsl()),
+        (I64, I32) | (I64, U32) | (U64, U32) => dtype::cast(to.wgsl(), x),
         (U64, I32) => format!("i32(bitcast<i64>({x}))"),
         (I64, U64) => format!("bitcast<u64>({x})"),
         (U64, I64) => format!("bitcast<i64>({x})"),
-        _ => format!("{}({x})", to.wgsl()),
+        _ => dtype::cast(to.wgsl(), x),
     }
 }
 
@@ -485,7 +547,7 @@ pub fn convert(
             dtype::literal(to, tc, crate::ir::Scalar::Int(1))
         ),
         (I32 | U32 | I64 | U64, I32 | U32 | I64 | U64) => int_cast(fc, tc, x),
-        (I32 | U32 | I64 | U64, F32 | F64) => format!("{}({x})", tc.wgsl()),
+        (I32 | U32 | I64 | U64, F32 | F64) => dtype::cast(tc.wgsl(), x),
         (F32 | F64, I32 | U32 | I64 | U64) => {
             let (lo, hi) = crate::ir::types::int_range(to);
             let hi = if to == ElementType::U64 {
@@ -495,13 +557,14 @@ pub fn convert(
             };
             let (lo_l, hi_l, above_l) = sat_bounds(fc, lo as i128, hi);
             let max_lit = dtype::literal(to, tc, crate::ir::Scalar::Int(hi));
+            let nan = format!("wh_is_nan_{}", fc.wgsl());
             format!(
-                "select(select({}(clamp({x}, {lo_l}, {hi_l})), {max_lit}, {x} >= {above_l}), {}, {x} != {x})",
+                "select(select({}(clamp({x}, {lo_l}, {hi_l})), {max_lit}, {x} >= {above_l}), {}, {nan}({x}))",
                 tc.wgsl(),
                 dtype::zero(tc)
             )
         }
-        (F32, F64) | (F64, F32) => format!("{}({x})", tc.wgsl()),
+        (F32, F64) | (F64, F32) => dtype::cast(tc.wgsl(), x),
         (F32, F32) | (F64, F64) => x.to_string(),
         _ => return Err(Error::unimplemented(format!("convert from {from} to {to}"))),
     };
@@ -535,7 +598,7 @@ pub fn bitcast(
     };
     let w = from.bit_width();
     let e = match (to, tc) {
-        (ElementType::F16, _) => format!("unpack2x16float(({bits}) & 0xffffu).x"),
+        (ElementType::F16, _) => format!("wh_f16_bits_to_f32(({bits}) & 0xffffu)"),
         (ElementType::BF16, _) => format!("bitcast<f32>((({bits}) & 0xffffu) << 16u)"),
         (t, I32) if w < 32 => dtype::round(t, &format!("bitcast<i32>({bits})")),
         (t, U32) if w < 32 => dtype::round(t, &bits),

@@ -89,10 +89,36 @@ pub fn assemble(
         ));
     }
     s.push('\n');
-    s.push_str(&library::resolve(needs.iter().map(String::as_str))?);
+    // Emitters register what they call, but inline snippets (loads of packed types, ...) may
+    // call library functions too: pick up every `wh_*(` the body mentions.
+    let mut all = needs.clone();
+    all.extend(called_library_functions(body));
+    s.push_str(&library::resolve(all.iter().map(String::as_str))?);
     s.push_str(body);
     validate(name, &s, caps)?;
     Ok(s)
+}
+
+/// Library functions called in `body`: identifiers `wh_...` followed by `(` that the library
+/// defines.
+fn called_library_functions(body: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let bytes = body.as_bytes();
+    let mut i = 0;
+    while let Some(k) = body[i..].find("wh_") {
+        let start = i + k;
+        let mut end = start;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+            end += 1;
+        }
+        let boundary =
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
+        if boundary && bytes.get(end) == Some(&b'(') && library::has_function(&body[start..end]) {
+            out.push(body[start..end].to_string());
+        }
+        i = end.max(start + 3);
+    }
+    out
 }
 
 /// Parses and validates a WGSL module with naga; a failure is an internal error naming the

@@ -143,6 +143,18 @@ impl<'f, 't> Lowering<'f, 't> {
         let mut program = Program::default();
         for node in &part.nodes {
             match node {
+                Node::Kernel(g)
+                    if g.outputs
+                        .iter()
+                        .all(|&v| self.tensor(v).is_ok_and(|t| t.num_elements() == 0)) =>
+                {
+                    // Nothing to compute: empty results are (empty) constants.
+                    for &v in &g.outputs {
+                        let ty = self.tensor(v)?;
+                        let s = self.new_slot(v)?;
+                        self.constants.push((s, crate::ir::Literal::zeros(ty)));
+                    }
+                }
                 Node::Kernel(g) => {
                     let root = &region.ops[g.root];
                     let name = format!("{}_{}", kind_name(g.kind), self.kernels.len());

@@ -79,8 +79,17 @@ fn inline_region(
             .copied()
             .zip(op.operands.iter().copied())
             .collect();
-        let mut copied = copy_ops(g, &body.ops, f, &mut map);
-        let ret = match copied.pop() {
+        let copied = copy_ops(g, &body.ops, f, &mut map);
+        // Inline the callee's own calls first, with its return still in place, so the
+        // returned values get the same substitutions as their uses.
+        let mut inlined = Region {
+            args: Vec::new(),
+            ops: copied,
+        };
+        stack.push(callee.clone());
+        inline_region(module, f, &mut inlined, stack)?;
+        stack.pop();
+        let ret = match inlined.ops.pop() {
             Some(r) if r.op == Op::Return => r,
             _ => {
                 return Err(Error::invalid(format!(
@@ -96,13 +105,6 @@ fn inline_region(
                 op.results.len()
             )));
         }
-        let mut inlined = Region {
-            args: Vec::new(),
-            ops: copied,
-        };
-        stack.push(callee);
-        inline_region(module, f, &mut inlined, stack)?;
-        stack.pop();
         out.extend(inlined.ops);
         for (r, v) in op.results.iter().zip(&ret.operands) {
             subst.insert(*r, *v);

@@ -438,29 +438,48 @@ impl Device {
         if let Some(p) = cache.get(wgsl) {
             return Ok(p.clone());
         }
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(label),
-                source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-            });
-        let pipeline = self
-            .device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(label),
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
-        if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::internal(format!(
-                "kernel {label}: pipeline creation failed on {}: {e}",
-                self.info.name
-            )));
-        }
+        // naga's backends panic on a few constructs its validator lets through (e.g. 64-bit
+        // bit counts): turn that into an error instead of taking the process down.
+        let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let module = self
+                .device
+                .create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(label),
+                    source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+                });
+            let pipeline = self
+                .device
+                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(label),
+                    layout: None,
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                });
+            (pipeline, pollster::block_on(scope.pop()))
+        }));
+        let pipeline = match created {
+            Ok((_, Some(e))) => {
+                return Err(Error::internal(format!(
+                    "kernel {label}: pipeline creation failed on {}: {e}",
+                    self.info.name
+                )))
+            }
+            Ok((p, None)) => p,
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                return Err(Error::internal(format!(
+                    "kernel {label}: the shader translator panicked on {}: {msg}",
+                    self.info.name
+                )));
+            }
+        };
         let p = Arc::new(pipeline);
         cache.insert(wgsl.to_string(), p.clone());
         Ok(p)
