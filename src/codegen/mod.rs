@@ -8,4 +8,5 @@ pub mod kernel;
 pub mod library;
 pub mod loop_kernel;
 pub mod math;
+pub mod op_kernels;
 pub mod reduce_kernel;

@@ -8,7 +8,7 @@ use super::program::{BranchStep, Program, Slot, Step, WhileStep};
 use super::trip_count::trip_count;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
-use crate::codegen::{dot_kernel, loop_kernel, reduce_kernel};
+use crate::codegen::{dot_kernel, loop_kernel, op_kernels, reduce_kernel};
 use crate::error::{Error, Result};
 use crate::fusion::{self, KernelKind, Node};
 use crate::ir::{Function, Literal, Op, Operation, Region, TensorType, Type, ValueId};
@@ -293,9 +293,44 @@ impl<'f, 't> Lowering<'f, 't> {
                     results,
                 }))))
             }
-            _ => Err(unsupported()),
+            _ => {
+                let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());
+                let Some(kernel) = op_kernels::emit(&name, self.f, &self.all_defs, op, self.target)
+                    .map_err(|e| {
+                        if e.message.contains(&op.loc.to_string()) {
+                            e
+                        } else {
+                            e.context(format!("{} at {}", op.name(), op.loc))
+                        }
+                    })?
+                else {
+                    return Err(unsupported());
+                };
+                let args = kernel
+                    .inputs
+                    .iter()
+                    .map(|b| self.slot(b.value, op))
+                    .collect::<Result<Vec<_>>>()?;
+                let results = op
+                    .results
+                    .iter()
+                    .map(|&v| self.new_slot(v))
+                    .collect::<Result<Vec<_>>>()?;
+                self.kernels.push(kernel);
+                Ok(Some(Step::Launch {
+                    kernel: self.kernels.len() - 1,
+                    args,
+                    results,
+                }))
+            }
         }
     }
+}
+
+/// Kernel name prefix of a standalone op (`scatter`, `sort`, ...).
+fn op_kernel_prefix(op: &Operation) -> String {
+    let n = op.name();
+    n.rsplit('.').next().unwrap_or("op").to_string()
 }
 
 fn kind_name(k: KernelKind) -> &'static str {

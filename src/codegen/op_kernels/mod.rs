@@ -1,0 +1,32 @@
+//! Kernels for ops that are not fused with their neighbours: one op, one kernel, reading the
+//! op's operands (as materialized buffers) and writing its results. Each op family lives in
+//! its own file; `emit` dispatches on the op.
+//!
+//! Contract: the returned kernel's `inputs` are bindings of values among the op's operands
+//! (each distinct operand once, in any order) and its `outputs` are exactly the op's results,
+//! in order. Bodies of region-carrying ops (scatter's combiner, sort's comparator, ...) are
+//! emitted as WGSL functions with `reduce_kernel::emit_body_function`.
+
+use std::collections::HashMap;
+
+use super::kernel::Kernel;
+use super::loop_kernel::Target;
+use crate::error::Result;
+use crate::ir::{Function, Operation, ValueId};
+
+/// The kernel for `op`, or `None` when no standalone kernel handles it.
+pub fn emit(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    target: Target,
+) -> Result<Option<Kernel>> {
+    let _ = (name, f, defs, target);
+    #[allow(clippy::match_single_binding)]
+    match &op.op {
+        // One arm per op family, e.g.
+        // Op::Scatter { .. } => scatter::emit(name, f, defs, op, target).map(Some),
+        _ => Ok(None),
+    }
+}
