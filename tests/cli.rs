@@ -1,0 +1,172 @@
+//! The `wgpu-hlo` binary as a user runs it: exit codes of `run`, the dump of a fused chain,
+//! errors with `file:line:col`, and the conformance summary over a directory with one file of
+//! each outcome.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn exe() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_wgpu-hlo"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wgpu-hlo-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+const CHAIN: &str = r#"func.func @main() -> tensor<f32> {
+  %x = stablehlo.iota dim = 0 : tensor<1024xf32>
+  %c = stablehlo.constant dense<0.5> : tensor<1024xf32>
+  %a = stablehlo.multiply %x, %c : tensor<1024xf32>
+  %b = stablehlo.add %a, %c : tensor<1024xf32>
+  %s = stablehlo.negate %b : tensor<1024xf32>
+  %e = stablehlo.abs %s : tensor<1024xf32>
+  %t = stablehlo.subtract %e, %c : tensor<1024xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = stablehlo.reduce(%t init: %z) applies stablehlo.add across dimensions = [0] : (tensor<1024xf32>, tensor<f32>) -> tensor<f32>
+  check.expect_eq_const %r, dense<261888.0> : tensor<f32>
+  return %r : tensor<f32>
+}
+"#;
+
+const FAILING: &str = r#"func.func @main() -> tensor<2xi32> {
+  %x = stablehlo.constant dense<[1, 2]> : tensor<2xi32>
+  %y = stablehlo.add %x, %x : tensor<2xi32>
+  check.expect_eq_const %y, dense<[2, 5]> : tensor<2xi32>
+  return %y : tensor<2xi32>
+}
+"#;
+
+const UNSUPPORTED: &str = r#"func.func @main() -> tensor<2xf32> {
+  %x = stablehlo.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %y = "stablehlo.all_reduce"(%x) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0]]> : tensor<1x1xi64>} : (tensor<2xf32>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
+}
+"#;
+
+#[test]
+fn a_fused_chain_runs_as_one_kernel_and_dumps() {
+    let d = tmp("chain");
+    let f = write(&d, "chain.mlir", CHAIN);
+    let dump = d.join("dump");
+    let o = exe()
+        .arg("run")
+        .arg(&f)
+        .arg("--dump")
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let files: Vec<String> = std::fs::read_dir(&dump)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let kernels: Vec<&String> = files.iter().filter(|n| n.ends_with(".wgsl")).collect();
+    assert_eq!(kernels.len(), 1, "{files:?}");
+    for suffix in [
+        "module.mlir",
+        "after_passes.mlir",
+        "partition.txt",
+        "program.txt",
+    ] {
+        assert!(
+            files.iter().any(|n| n.ends_with(suffix)),
+            "{suffix} missing: {files:?}"
+        );
+    }
+    let wgsl = std::fs::read_to_string(dump.join(kernels[0])).unwrap();
+    assert!(
+        wgsl.contains("fuses:") && wgsl.contains("stablehlo.negate"),
+        "{wgsl}"
+    );
+}
+
+#[test]
+fn exit_codes_say_what_happened() {
+    let d = tmp("codes");
+    let fail = write(&d, "fail.mlir", FAILING);
+    let o = exe().arg("run").arg(&fail).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("element [1]"), "{}", text(&o));
+
+    let unsup = write(&d, "unsup.mlir", UNSUPPORTED);
+    let o = exe().arg("run").arg(&unsup).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("all_reduce"), "{}", text(&o));
+
+    for (name, src, want) in [
+        ("trunc.mlir", &CHAIN[..120], "trunc.mlir:"),
+        (
+            "unknown.mlir",
+            &CHAIN.replace("stablehlo.negate", "stablehlo.negative"),
+            "unknown.mlir:6:",
+        ),
+        (
+            "types.mlir",
+            &FAILING.replace("%x, %x : tensor<2xi32>", "%x, %x : tensor<3xi32>"),
+            "types.mlir:3:",
+        ),
+        (
+            "garbage.mlir",
+            "\u{0}\u{1}\u{2}not mlir at all",
+            "garbage.mlir",
+        ),
+    ] {
+        let p = write(&d, name, src);
+        let o = exe().arg("run").arg(&p).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", text(&o));
+        assert!(text(&o).contains(want), "{name}: {}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{name}: {}", text(&o));
+    }
+}
+
+#[test]
+fn conformance_counts_every_outcome() {
+    let d = tmp("conf");
+    write(&d, "chain_float32_1.mlir", CHAIN);
+    write(&d, "add_int32_2.mlir", FAILING);
+    write(&d, "all_reduce_float32_2.mlir", UNSUPPORTED);
+    write(&d, "broken_float32.mlir", "func.func @main(");
+    let json = d.join("out.json");
+    let o = exe()
+        .arg("conformance")
+        .arg(&d)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        out.lines().last(),
+        Some("conformance: 1 passed, 1 failed, 1 unsupported, 1 errors of 4 files"),
+        "{out}"
+    );
+    assert!(
+        out.contains("all_reduce_float32_2.mlir: unsupported:"),
+        "{out}"
+    );
+    assert!(out.contains("\nchain "), "{out}");
+    let j = std::fs::read_to_string(&json).unwrap();
+    assert!(j.contains("\"family\": \"all_reduce\""), "{j}");
+}
