@@ -143,7 +143,7 @@ impl<'a> Verifier<'a> {
     fn op(&self, op: &Operation) -> Result<()> {
         match &op.op {
             Op::Other { name, .. } if !is_known_op_name(name) => {
-                return Err(err(op, format!("unknown op `{name}`")));
+                Err(err(op, format!("unknown op `{name}`")))?;
             }
             Op::Unary(u) => {
                 self.counts(op, 1, 1)?;
