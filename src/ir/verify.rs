@@ -141,10 +141,12 @@ impl<'a> Verifier<'a> {
     }
 
     fn op(&self, op: &Operation) -> Result<()> {
-        match &op.op {
-            Op::Other { name, .. } if !is_known_op_name(name) => {
-                Err(err(op, format!("unknown op `{name}`")))?;
+        if let Op::Other { name, .. } = &op.op {
+            if !is_known_op_name(name) {
+                return Err(err(op, format!("unknown op `{name}`")));
             }
+        }
+        match &op.op {
             Op::Unary(u) => {
                 self.counts(op, 1, 1)?;
                 let (x, r) = (
