@@ -1,0 +1,154 @@
+//! The tiled `dot_general` kernel against a host reference: operand layouts with batch, free
+//! and contracting dimensions in several orders, sizes that are not multiples of the tile.
+
+use std::sync::{Arc, OnceLock};
+
+use wgpu_hlo::compile::{compile, CompileOptions};
+use wgpu_hlo::ir::{ElementType, TensorType};
+use wgpu_hlo::runtime::Device;
+
+fn device() -> Arc<Device> {
+    static DEV: OnceLock<Arc<Device>> = OnceLock::new();
+    DEV.get_or_init(|| Device::open().expect("a wgpu adapter"))
+        .clone()
+}
+
+/// Deterministic pseudo-random values in [-1, 1).
+fn data(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn shape_str(s: &[usize]) -> String {
+    s.iter().map(|d| format!("{d}x")).collect::<String>() + "f32"
+}
+
+/// Runs `dot_general` with the given dimension numbers and checks every element against a
+/// host computation in f64.
+fn check(ls: &[usize], rs: &[usize], lb: &[usize], rb: &[usize], lc: &[usize], rc: &[usize]) {
+    let free = |s: &[usize], b: &[usize], c: &[usize]| -> Vec<usize> {
+        (0..s.len())
+            .filter(|d| !b.contains(d) && !c.contains(d))
+            .collect()
+    };
+    let (lf, rf) = (free(ls, lb, lc), free(rs, rb, rc));
+    let mut os: Vec<usize> = lb.iter().map(|&d| ls[d]).collect();
+    os.extend(lf.iter().map(|&d| ls[d]));
+    os.extend(rf.iter().map(|&d| rs[d]));
+    let list = |v: &[usize]| {
+        v.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let src = format!(
+        "func.func @main(%a: tensor<{}>, %b: tensor<{}>) -> tensor<{}> {{\n  %r = stablehlo.dot_general %a, %b, batching_dims = [{}] x [{}], contracting_dims = [{}] x [{}] : (tensor<{}>, tensor<{}>) -> tensor<{}>\n  return %r : tensor<{}>\n}}\n",
+        shape_str(ls), shape_str(rs), shape_str(&os), list(lb), list(rb), list(lc), list(rc),
+        shape_str(ls), shape_str(rs), shape_str(&os), shape_str(&os)
+    );
+    let dev = device();
+    let dump = std::env::temp_dir().join(format!("wgpu-hlo-dot-{}", std::process::id()));
+    let exe = compile(
+        &dev,
+        src.as_bytes(),
+        &CompileOptions {
+            dump_dir: Some(dump.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{src}"));
+    assert!(
+        exe.kernels()
+            .iter()
+            .any(|k| k.wgsl.contains("tiled dot_general")),
+        "the tiled kernel was not used for\n{src}"
+    );
+    let nl: usize = ls.iter().product();
+    let nr: usize = rs.iter().product();
+    let (a, b) = (data(nl, 1), data(nr, 2));
+    let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let ta = TensorType::new(ls.iter().map(|&d| d as i64).collect(), ElementType::F32);
+    let tb = TensorType::new(rs.iter().map(|&d| d as i64).collect(), ElementType::F32);
+    let bufs = [
+        dev.upload(&ta, &bytes(&a)).unwrap(),
+        dev.upload(&tb, &bytes(&b)).unwrap(),
+    ];
+    let out = exe.execute_blocking(&bufs).unwrap();
+    let got: Vec<f32> = out[0]
+        .read_to_host_blocking()
+        .unwrap()
+        .chunks(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let strides = |s: &[usize]| -> Vec<usize> {
+        let mut st = vec![1; s.len()];
+        for i in (0..s.len().saturating_sub(1)).rev() {
+            st[i] = st[i + 1] * s[i + 1];
+        }
+        st
+    };
+    let (sl, sr, so) = (strides(ls), strides(rs), strides(&os));
+    let kdims: Vec<usize> = lc.iter().map(|&d| ls[d]).collect();
+    let nk: usize = kdims.iter().product();
+    for (o, g) in got.iter().enumerate() {
+        let oi: Vec<usize> = (0..os.len()).map(|d| o / so[d] % os[d]).collect();
+        let mut li = vec![0; ls.len()];
+        let mut ri = vec![0; rs.len()];
+        for (j, (&x, &y)) in lb.iter().zip(rb).enumerate() {
+            li[x] = oi[j];
+            ri[y] = oi[j];
+        }
+        for (j, &x) in lf.iter().enumerate() {
+            li[x] = oi[lb.len() + j];
+        }
+        for (j, &y) in rf.iter().enumerate() {
+            ri[y] = oi[lb.len() + lf.len() + j];
+        }
+        let mut want = 0f64;
+        for kk in 0..nk {
+            let mut rem = kk;
+            for (j, (&x, &y)) in lc.iter().zip(rc).enumerate().rev() {
+                li[x] = rem % kdims[j];
+                ri[y] = rem % kdims[j];
+                rem /= kdims[j];
+            }
+            let ao: usize = li.iter().zip(&sl).map(|(i, s)| i * s).sum();
+            let bo: usize = ri.iter().zip(&sr).map(|(i, s)| i * s).sum();
+            want += a[ao] as f64 * b[bo] as f64;
+        }
+        assert!(
+            (*g as f64 - want).abs() <= 1e-4 * (nk as f64).sqrt() + 1e-5 * want.abs(),
+            "element {o} {oi:?}: got {g}, want {want}\n{src}"
+        );
+    }
+}
+
+#[test]
+fn plain_matmul_with_ragged_edges() {
+    check(&[70, 33], &[33, 90], &[], &[], &[1], &[0]);
+}
+
+#[test]
+fn transposed_operands() {
+    // lhs [K, M] and rhs [N, K].
+    check(&[40, 65], &[66, 40], &[], &[], &[0], &[1]);
+}
+
+#[test]
+fn batched_with_batch_dims_in_the_middle() {
+    check(&[40, 3, 30], &[30, 3, 50], &[1], &[1], &[2], &[0]);
+}
+
+#[test]
+fn several_free_and_contracting_dims() {
+    check(&[4, 9, 5, 6], &[6, 5, 70], &[], &[], &[2, 3], &[1, 0]);
+}
