@@ -3,8 +3,13 @@
 //! WGSL at compile time and run on any adapter wgpu reaches.
 #![warn(missing_docs)]
 
+pub mod codegen;
+pub mod compile;
 pub mod error;
 pub mod frontend;
+pub mod fusion;
 pub mod ir;
+pub mod passes;
+pub mod runtime;
 
 pub use error::{Error, ErrorKind, Result};

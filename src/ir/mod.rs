@@ -8,6 +8,7 @@ pub mod module;
 pub mod ops;
 pub mod print;
 pub mod types;
+pub mod verify;
 
 pub use attr::Attr;
 pub use literal::{Literal, Scalar};

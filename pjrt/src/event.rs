@@ -1,0 +1,160 @@
+//! `PJRT_Event`: a handle on a runtime [`Event`]. Callbacks may run on any thread (the device's
+//! poller completes most events).
+
+use std::ffi::c_void;
+
+use wgpu_hlo::runtime::Event;
+use wgpu_hlo::{Error, Result};
+
+use crate::abi::{entry, get, req, set, str_arg, Args};
+use crate::error::{into_raw, kind_of};
+use crate::ffi::*;
+
+/// What a `PJRT_Event*` points to.
+pub(crate) struct EventHandle {
+    pub(crate) event: Event,
+}
+
+/// Hands a new event handle to the caller, who destroys it with `PJRT_Event_Destroy`.
+pub(crate) fn into_raw_event(event: Event) -> *mut PJRT_Event {
+    Box::into_raw(Box::new(EventHandle { event })).cast()
+}
+
+/// The event behind a caller's handle.
+///
+/// # Safety
+/// `p` is null or a live handle from [`into_raw_event`].
+unsafe fn event_ref<'a>(p: *mut PJRT_Event) -> Result<&'a EventHandle> {
+    // SAFETY: per contract.
+    unsafe { p.cast::<EventHandle>().as_ref() }.ok_or_else(|| Error::invalid("event is null"))
+}
+
+/// A `PJRT_Error*` for an event's outcome (null on success).
+fn outcome(r: Result<()>) -> *mut PJRT_Error {
+    match r {
+        Ok(()) => std::ptr::null_mut(),
+        Err(e) => into_raw(e),
+    }
+}
+
+fn destroy(a: &Args<PJRT_Event_Destroy_Args>) -> Result<()> {
+    let p = req!(a, event)?;
+    if !p.is_null() {
+        // SAFETY: a live handle the caller gives up.
+        drop(unsafe { Box::from_raw(p.cast::<EventHandle>()) });
+    }
+    Ok(())
+}
+entry!(PJRT_Event_Destroy, PJRT_Event_Destroy_Args, destroy);
+
+fn is_ready(a: &Args<PJRT_Event_IsReady_Args>) -> Result<()> {
+    let event_handle = req!(a, event)?;
+    // SAFETY: a live handle per convention.
+    let e = unsafe { event_ref(event_handle) }?;
+    set!(a, is_ready, e.event.is_ready());
+    Ok(())
+}
+entry!(PJRT_Event_IsReady, PJRT_Event_IsReady_Args, is_ready);
+
+/// `PJRT_Event_Error`: returns the event's error (a fresh copy each call) or null.
+///
+/// # Safety
+/// PJRT calling convention.
+pub(crate) unsafe extern "C" fn PJRT_Event_Error(
+    args: *mut PJRT_Event_Error_Args,
+) -> *mut PJRT_Error {
+    let mut found = None;
+    let status = crate::abi::guard("PJRT_Event_Error", || {
+        // SAFETY: PJRT calling convention.
+        let a = unsafe { Args::new(args, PJRT_Event_Error_Args::STRUCT_SIZE) }?;
+        let event_handle = req!(a, event)?;
+        // SAFETY: a live handle per convention.
+        let e = unsafe { event_ref(event_handle) }?;
+        if !e.event.is_ready() {
+            return Err(Error::failed_precondition(
+                "PJRT_Event_Error called before the event is ready",
+            ));
+        }
+        found = e.event.error();
+        Ok(())
+    });
+    if !status.is_null() {
+        return status;
+    }
+    found.map(into_raw).unwrap_or(std::ptr::null_mut())
+}
+
+/// `PJRT_Event_Await`: blocks until the event completes and returns its error or null.
+///
+/// # Safety
+/// PJRT calling convention.
+pub(crate) unsafe extern "C" fn PJRT_Event_Await(
+    args: *mut PJRT_Event_Await_Args,
+) -> *mut PJRT_Error {
+    crate::abi::guard("PJRT_Event_Await", || {
+        // SAFETY: PJRT calling convention.
+        let a = unsafe { Args::new(args, PJRT_Event_Await_Args::STRUCT_SIZE) }?;
+        let event_handle = req!(a, event)?;
+        // SAFETY: a live handle per convention.
+        let e = unsafe { event_ref(event_handle) }?;
+        e.event.wait()
+    })
+}
+
+/// A caller's callback and argument, called once from whichever thread completes the event.
+struct Callback {
+    f: unsafe extern "C" fn(error: *mut PJRT_Error, user_arg: *mut c_void),
+    user_arg: *mut c_void,
+}
+// SAFETY: the PJRT contract for `PJRT_Event_OnReady` lets the callback run on any thread with
+// the caller's `user_arg`; we only pass the pointer back.
+unsafe impl Send for Callback {}
+
+fn on_ready(a: &Args<PJRT_Event_OnReady_Args>) -> Result<()> {
+    let event_handle = req!(a, event)?;
+    // SAFETY: a live handle per convention.
+    let e = unsafe { event_ref(event_handle) }?;
+    let f =
+        req!(a, callback)?.ok_or_else(|| Error::invalid("PJRT_Event_OnReady: callback is null"))?;
+    let cb = Callback {
+        f,
+        user_arg: get!(a, user_arg).unwrap_or(std::ptr::null_mut()),
+    };
+    e.event.on_ready(move |r| {
+        let cb = cb;
+        let err = outcome(r);
+        // SAFETY: the caller's callback with its own argument; it takes ownership of `err`.
+        let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+            (cb.f)(err, cb.user_arg)
+        }));
+        if call.is_err() {
+            log::error!("PJRT_Event_OnReady callback panicked");
+        }
+    });
+    Ok(())
+}
+entry!(PJRT_Event_OnReady, PJRT_Event_OnReady_Args, on_ready);
+
+fn create(a: &Args<PJRT_Event_Create_Args>) -> Result<()> {
+    set!(a, event, into_raw_event(Event::pending()));
+    Ok(())
+}
+entry!(PJRT_Event_Create, PJRT_Event_Create_Args, create);
+
+fn set_event(a: &Args<PJRT_Event_Set_Args>) -> Result<()> {
+    let event_handle = req!(a, event)?;
+    // SAFETY: a live handle per convention.
+    let e = unsafe { event_ref(event_handle) }?;
+    let code = req!(a, error_code)?;
+    if code == PJRT_Error_Code::OK {
+        e.event.set(Ok(()));
+    } else {
+        let text = get!(a, error_message).unwrap_or(std::ptr::null());
+        let len = get!(a, error_message_size).unwrap_or(0);
+        // SAFETY: caller's message bytes, valid during the call.
+        let msg = unsafe { str_arg(text, len, "error_message") }?;
+        e.event.set(Err(Error::new(kind_of(code), msg)));
+    }
+    Ok(())
+}
+entry!(PJRT_Event_Set, PJRT_Event_Set_Args, set_event);

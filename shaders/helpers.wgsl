@@ -1,0 +1,212 @@
+// Small WGSL helpers the code generator calls: narrow-float rounding, XLA semantics of
+// min/max, integer division and powers, total-order keys. One function per `// @fn` marker;
+// `// @requires` names the helpers a function calls. Only what a kernel uses is emitted.
+
+// @fn wh_f32_to_f16_bits
+// f32 -> binary16 bits (low 16 bits), round to nearest even; NaN stays NaN, overflow -> inf.
+fn wh_f32_to_f16_bits(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    let sign = (b >> 16u) & 0x8000u;
+    let a = b & 0x7fffffffu;
+    if (a > 0x7f800000u) {
+        return sign | 0x7e00u | ((a >> 13u) & 0x3ffu);
+    }
+    if (a >= 0x477ff000u) {
+        return sign | 0x7c00u;
+    }
+    if (a >= 0x38800000u) {
+        let t = a + 0xfffu + ((a >> 13u) & 1u);
+        return sign | ((t - 0x38000000u) >> 13u);
+    }
+    // Subnormal or zero: count units of 2^-24, rounding half to even.
+    let v = bitcast<f32>(a) * 16777216.0f;
+    return sign | u32(round(v));
+}
+
+// @fn wh_round_f16
+// @requires wh_f32_to_f16_bits
+// Rounds an f32 to the nearest binary16 value (returned as f32).
+fn wh_round_f16(x: f32) -> f32 {
+    return unpack2x16float(wh_f32_to_f16_bits(x)).x;
+}
+
+// @fn wh_f32_to_bf16_bits
+// f32 -> bfloat16 bits (low 16 bits), round to nearest even; NaN stays (quiet) NaN.
+fn wh_f32_to_bf16_bits(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    if ((b & 0x7fffffffu) > 0x7f800000u) {
+        return (b >> 16u) | 0x40u;
+    }
+    return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+
+// @fn wh_round_bf16
+// @requires wh_f32_to_bf16_bits
+// Rounds an f32 to the nearest bfloat16 value (returned as f32).
+fn wh_round_bf16(x: f32) -> f32 {
+    return bitcast<f32>(wh_f32_to_bf16_bits(x) << 16u);
+}
+
+// @fn wh_max_f32
+// IEEE maximum: NaN if either is NaN, +0 > -0.
+fn wh_max_f32(a: f32, b: f32) -> f32 {
+    if (a != a) { return a; }
+    if (b != b) { return b; }
+    if (a == b) { return bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)); }
+    return select(b, a, a > b);
+}
+
+// @fn wh_min_f32
+// IEEE minimum: NaN if either is NaN, -0 < +0.
+fn wh_min_f32(a: f32, b: f32) -> f32 {
+    if (a != a) { return a; }
+    if (b != b) { return b; }
+    if (a == b) { return bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b)); }
+    return select(b, a, a < b);
+}
+
+// @fn wh_max_f64
+fn wh_max_f64(a: f64, b: f64) -> f64 {
+    if (a != a) { return a; }
+    if (b != b) { return b; }
+    if (a == b) { return bitcast<f64>(bitcast<u64>(a) & bitcast<u64>(b)); }
+    return select(b, a, a > b);
+}
+
+// @fn wh_min_f64
+fn wh_min_f64(a: f64, b: f64) -> f64 {
+    if (a != a) { return a; }
+    if (b != b) { return b; }
+    if (a == b) { return bitcast<f64>(bitcast<u64>(a) | bitcast<u64>(b)); }
+    return select(b, a, a < b);
+}
+
+// @fn wh_div_i32
+// XLA integer division: x / 0 = -1, INT_MIN / -1 = INT_MIN.
+fn wh_div_i32(a: i32, b: i32) -> i32 {
+    if (b == 0i) { return -1i; }
+    if (b == -1i) { return bitcast<i32>(0u - bitcast<u32>(a)); }
+    return a / b;
+}
+
+// @fn wh_rem_i32
+// XLA integer remainder: x % 0 = x, INT_MIN % -1 = 0; sign of the dividend.
+fn wh_rem_i32(a: i32, b: i32) -> i32 {
+    if (b == 0i) { return a; }
+    if (b == -1i) { return 0i; }
+    return a % b;
+}
+
+// @fn wh_div_u32
+fn wh_div_u32(a: u32, b: u32) -> u32 {
+    if (b == 0u) { return 0xffffffffu; }
+    return a / b;
+}
+
+// @fn wh_rem_u32
+fn wh_rem_u32(a: u32, b: u32) -> u32 {
+    if (b == 0u) { return a; }
+    return a % b;
+}
+
+// @fn wh_div_i64
+fn wh_div_i64(a: i64, b: i64) -> i64 {
+    if (b == 0li) { return -1li; }
+    if (b == -1li) { return bitcast<i64>(0lu - bitcast<u64>(a)); }
+    return a / b;
+}
+
+// @fn wh_rem_i64
+fn wh_rem_i64(a: i64, b: i64) -> i64 {
+    if (b == 0li) { return a; }
+    if (b == -1li) { return 0li; }
+    return a % b;
+}
+
+// @fn wh_div_u64
+fn wh_div_u64(a: u64, b: u64) -> u64 {
+    if (b == 0lu) { return 0xfffffffffffffffflu; }
+    return a / b;
+}
+
+// @fn wh_rem_u64
+fn wh_rem_u64(a: u64, b: u64) -> u64 {
+    if (b == 0lu) { return a; }
+    return a % b;
+}
+
+// @fn wh_pow_i32
+// Integer power by squaring; negative exponents give 0 unless the base is 1 or -1 (XLA).
+fn wh_pow_i32(base: i32, e: i32) -> i32 {
+    if (e < 0i) {
+        if (base == 1i) { return 1i; }
+        if (base == -1i) { return select(1i, -1i, (e & 1i) != 0i); }
+        return 0i;
+    }
+    var r = 1i;
+    var b = base;
+    var x = e;
+    while (x > 0i) {
+        if ((x & 1i) != 0i) { r = r * b; }
+        b = b * b;
+        x = x >> 1u;
+    }
+    return r;
+}
+
+// @fn wh_pow_u32
+fn wh_pow_u32(base: u32, e: u32) -> u32 {
+    var r = 1u;
+    var b = base;
+    var x = e;
+    while (x > 0u) {
+        if ((x & 1u) != 0u) { r = r * b; }
+        b = b * b;
+        x = x >> 1u;
+    }
+    return r;
+}
+
+// @fn wh_pow_i64
+fn wh_pow_i64(base: i64, e: i64) -> i64 {
+    if (e < 0li) {
+        if (base == 1li) { return 1li; }
+        if (base == -1li) { return select(1li, -1li, (e & 1li) != 0li); }
+        return 0li;
+    }
+    var r = 1li;
+    var b = base;
+    var x = e;
+    while (x > 0li) {
+        if ((x & 1li) != 0li) { r = r * b; }
+        b = b * b;
+        x = x >> 1u;
+    }
+    return r;
+}
+
+// @fn wh_pow_u64
+fn wh_pow_u64(base: u64, e: u64) -> u64 {
+    var r = 1lu;
+    var b = base;
+    var x = e;
+    while (x > 0lu) {
+        if ((x & 1lu) != 0lu) { r = r * b; }
+        b = b * b;
+        x = x >> 1u;
+    }
+    return r;
+}
+
+// @fn wh_total_order_f32
+// A signed integer key whose order is the IEEE total order of the float.
+fn wh_total_order_f32(x: f32) -> i32 {
+    let i = bitcast<i32>(x);
+    return i ^ ((i >> 31u) & 0x7fffffffi);
+}
+
+// @fn wh_total_order_f64
+fn wh_total_order_f64(x: f64) -> i64 {
+    let i = bitcast<i64>(x);
+    return i ^ ((i >> 63u) & 0x7fffffffffffffffli);
+}

@@ -1,0 +1,551 @@
+//! WGSL expressions for the elementwise ops, with XLA's semantics on every dtype: wrap-around
+//! of narrow integers, integer division by zero, NaN-propagating min/max, saturating
+//! float-to-int conversion, shifts past the bit width, narrow floats rounded after each op.
+//! Arguments are WGSL variable names (each is used freely, possibly several times).
+
+use std::collections::BTreeSet;
+
+use super::dtype::{self, Compute};
+use crate::error::{Error, Result};
+use crate::ir::attr::{ComparisonDirection, ComparisonType};
+use crate::ir::{BinaryOp, ElementType, UnaryOp};
+
+/// Names of library functions (helpers and math) a kernel calls.
+pub type Needs = BTreeSet<String>;
+
+fn need(needs: &mut Needs, name: String) -> String {
+    needs.insert(name.clone());
+    name
+}
+
+fn unsupported(what: &str, t: ElementType) -> Error {
+    Error::unimplemented(format!("{what} on element type {t}"))
+}
+
+/// The math library's name for a real or complex function (`wh_exp_f32`, `wh_cexp_f64`).
+fn math(needs: &mut Needs, name: &str, c: Compute) -> String {
+    let prefix = if c.is_complex() { "c" } else { "" };
+    need(needs, format!("wh_{prefix}{name}_{}", c.suffix()))
+}
+
+/// Bit width of the integer value set of `t` (its storage width for `i1`).
+fn width(t: ElementType) -> u32 {
+    t.bit_width()
+}
+
+fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// `unary(x)` for an op whose operand has element type `t`.
+pub fn unary(u: UnaryOp, t: ElementType, c: Compute, x: &str, needs: &mut Needs) -> Result<String> {
+    use UnaryOp::*;
+    let z = dtype::zero(c);
+    let e = match u {
+        Abs => match c {
+            Compute::C64 | Compute::C128 => return Ok(format!("{}({x})", math(needs, "abs", c))),
+            Compute::U32 | Compute::U64 | Compute::Bool => x.to_string(),
+            _ => format!("abs({x})"),
+        },
+        Negate => match c {
+            Compute::U32 => format!("(0u - {x})"),
+            Compute::U64 => format!("(0lu - {x})"),
+            Compute::Bool => x.to_string(),
+            _ => format!("(-{x})"),
+        },
+        Not => match c {
+            Compute::Bool => format!("(!{x})"),
+            Compute::I32 | Compute::U32 | Compute::I64 | Compute::U64 => format!("(~{x})"),
+            _ => return Err(unsupported("not", t)),
+        },
+        Sign => match c {
+            Compute::F32 | Compute::F64 => {
+                format!("select(sign({x}), {x}, {x} == {z} || {x} != {x})")
+            }
+            Compute::I32 => format!("sign({x})"),
+            Compute::U32 => format!("select(0u, 1u, {x} != 0u)"),
+            Compute::I64 => format!("select(select(0li, 1li, {x} > 0li), -1li, {x} < 0li)"),
+            Compute::U64 => format!("select(0lu, 1lu, {x} != 0lu)"),
+            Compute::C64 | Compute::C128 => return Ok(format!("{}({x})", math(needs, "sign", c))),
+            Compute::Bool => x.to_string(),
+        },
+        Popcnt | CountLeadingZeros => {
+            let f = if u == Popcnt {
+                "countOneBits"
+            } else {
+                "countLeadingZeros"
+            };
+            let w = width(t);
+            match c {
+                Compute::I32 | Compute::U32 if w < 32 => {
+                    let base = format!("{f}(bitcast<u32>({x}) & {}u)", mask(w));
+                    let adjusted = if u == CountLeadingZeros {
+                        format!("({base} - {}u)", 32 - w)
+                    } else {
+                        base
+                    };
+                    if c == Compute::I32 {
+                        format!("i32({adjusted})")
+                    } else {
+                        adjusted
+                    }
+                }
+                Compute::I32 | Compute::U32 | Compute::I64 | Compute::U64 => format!("{f}({x})"),
+                _ => {
+                    return Err(unsupported(
+                        if u == Popcnt {
+                            "popcnt"
+                        } else {
+                            "count_leading_zeros"
+                        },
+                        t,
+                    ))
+                }
+            }
+        }
+        Ceil | Floor | RoundNearestEven if c.is_float() => {
+            let f = match u {
+                Ceil => "ceil",
+                Floor => "floor",
+                _ => "round",
+            };
+            format!("{f}({x})")
+        }
+        RoundNearestAfz if c.is_float() => {
+            return Ok(format!("{}({x})", math(needs, "round_afz", c)))
+        }
+        IsFinite | IsInf | IsPosInf | IsNegInf if c.is_float() => {
+            let (bits, abs_mask, inf, neg_inf) = if c == Compute::F32 {
+                (
+                    format!("bitcast<u32>({x})"),
+                    "0x7fffffffu",
+                    "0x7f800000u",
+                    "0xff800000u",
+                )
+            } else {
+                (
+                    format!("bitcast<u64>({x})"),
+                    "0x7ffffffffffffffflu",
+                    "0x7ff0000000000000lu",
+                    "0xfff0000000000000lu",
+                )
+            };
+            return Ok(match u {
+                IsFinite => format!("(({bits} & {inf}) != {inf})"),
+                IsInf => format!("(({bits} & {abs_mask}) == {inf})"),
+                IsPosInf => format!("({bits} == {inf})"),
+                _ => format!("({bits} == {neg_inf})"),
+            });
+        }
+        Real => {
+            return Ok(if c.is_complex() {
+                format!("{x}.x")
+            } else {
+                x.to_string()
+            })
+        }
+        Imag => {
+            return Ok(if c.is_complex() {
+                format!("{x}.y")
+            } else {
+                dtype::zero(c).to_string()
+            })
+        }
+        Conj => match c {
+            Compute::C64 | Compute::C128 => format!("{}({x}.x, -{x}.y)", c.wgsl()),
+            _ => x.to_string(),
+        },
+        Square => match c {
+            Compute::C64 | Compute::C128 => format!("{}({x}, {x})", math(needs, "mul", c)),
+            _ => format!("({x} * {x})"),
+        },
+        _ if c.is_float() || c.is_complex() => {
+            let name = match u {
+                Cbrt => "cbrt",
+                Cosine => "cos",
+                Exponential => "exp",
+                ExponentialMinusOne => "expm1",
+                Log => "log",
+                LogPlusOne => "log1p",
+                Logistic => "logistic",
+                Rsqrt => "rsqrt",
+                Sine => "sin",
+                Sqrt => "sqrt",
+                Tan => "tan",
+                Tanh => "tanh",
+                Acos => "acos",
+                Acosh => "acosh",
+                Asin => "asin",
+                Asinh => "asinh",
+                Atan => "atan",
+                Atanh => "atanh",
+                BesselI1e => "bessel_i1e",
+                Cosh => "cosh",
+                Digamma => "digamma",
+                Erf => "erf",
+                ErfInv => "erf_inv",
+                Erfc => "erfc",
+                Lgamma => "lgamma",
+                Sinh => "sinh",
+                _ => return Err(unsupported(u.op_name(), t)),
+            };
+            format!("{}({x})", math(needs, name, c))
+        }
+        _ => return Err(unsupported(u.op_name(), t)),
+    };
+    Ok(dtype::round(t, &e))
+}
+
+/// `x OP y` for a binary op on operands of element type `t` (the result type for `complex`
+/// is the complex type; `t` is the part type then).
+pub fn binary(
+    b: BinaryOp,
+    t: ElementType,
+    c: Compute,
+    x: &str,
+    y: &str,
+    needs: &mut Needs,
+) -> Result<String> {
+    use BinaryOp::*;
+    let cx = c.is_complex();
+    let e = match b {
+        Add => match c {
+            Compute::Bool => format!("({x} || {y})"),
+            _ => format!("({x} + {y})"),
+        },
+        Subtract => match c {
+            Compute::Bool => format!("({x} != {y})"),
+            _ => format!("({x} - {y})"),
+        },
+        Multiply => match c {
+            Compute::Bool => format!("({x} && {y})"),
+            _ if cx => format!("{}({x}, {y})", math(needs, "mul", c)),
+            _ => format!("({x} * {y})"),
+        },
+        Divide => match c {
+            Compute::F32 | Compute::F64 => format!("({x} / {y})"),
+            _ if cx => format!("{}({x}, {y})", math(needs, "div", c)),
+            Compute::Bool => return Err(unsupported("divide", t)),
+            _ => format!("{}({x}, {y})", need(needs, format!("wh_div_{}", c.wgsl()))),
+        },
+        Remainder => match c {
+            Compute::F32 | Compute::F64 => format!("{}({x}, {y})", math(needs, "rem", c)),
+            Compute::I32 | Compute::U32 | Compute::I64 | Compute::U64 => {
+                format!("{}({x}, {y})", need(needs, format!("wh_rem_{}", c.wgsl())))
+            }
+            _ => return Err(unsupported("remainder", t)),
+        },
+        Maximum | Minimum => {
+            let mx = b == Maximum;
+            match c {
+                Compute::Bool => format!("({x} {} {y})", if mx { "||" } else { "&&" }),
+                Compute::F32 | Compute::F64 => format!(
+                    "{}({x}, {y})",
+                    need(
+                        needs,
+                        format!("wh_{}_{}", if mx { "max" } else { "min" }, c.wgsl())
+                    )
+                ),
+                _ if cx => return Err(unsupported(b.op_name(), t)),
+                _ => format!("{}({x}, {y})", if mx { "max" } else { "min" }),
+            }
+        }
+        Power => match c {
+            Compute::F32 | Compute::F64 | Compute::C64 | Compute::C128 => {
+                format!("{}({x}, {y})", math(needs, "pow", c))
+            }
+            Compute::Bool => return Err(unsupported("power", t)),
+            _ => format!("{}({x}, {y})", need(needs, format!("wh_pow_{}", c.wgsl()))),
+        },
+        Atan2 if c.is_float() => format!("{}({x}, {y})", math(needs, "atan2", c)),
+        NextAfter if c.is_float() => format!("{}({x}, {y})", math(needs, "next_after", c)),
+        Polygamma if c.is_float() => format!("{}({x}, {y})", math(needs, "polygamma", c)),
+        Zeta if c.is_float() => format!("{}({x}, {y})", math(needs, "zeta", c)),
+        Complex => {
+            let cc = match c {
+                Compute::F32 => Compute::C64,
+                Compute::F64 => Compute::C128,
+                _ => return Err(unsupported("complex", t)),
+            };
+            return Ok(format!("{}({x}, {y})", cc.wgsl()));
+        }
+        And | Or | Xor => {
+            let (lop, bop) = match b {
+                And => ("&&", "&"),
+                Or => ("||", "|"),
+                _ => ("!=", "^"),
+            };
+            match c {
+                Compute::Bool => format!("({x} {lop} {y})"),
+                Compute::I32 | Compute::U32 | Compute::I64 | Compute::U64 => {
+                    format!("({x} {bop} {y})")
+                }
+                _ => return Err(unsupported(b.op_name(), t)),
+            }
+        }
+        ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => shift(b, t, c, x, y)?,
+        Mulhi => {
+            let w = width(t);
+            match c {
+                Compute::I32 | Compute::U32 if w < 32 => format!("(({x} * {y}) >> {w}u)"),
+                Compute::I32 => format!("i32((i64({x}) * i64({y})) >> 32u)"),
+                Compute::U32 => format!("u32((u64({x}) * u64({y})) >> 32u)"),
+                _ => return Err(unsupported("mulhi", t)),
+            }
+        }
+        _ => return Err(unsupported(b.op_name(), t)),
+    };
+    Ok(dtype::round(t, &e))
+}
+
+fn shift(b: BinaryOp, t: ElementType, c: Compute, x: &str, y: &str) -> Result<String> {
+    let w = width(t);
+    let (amount, in_range, zero) = match c {
+        Compute::I32 => (
+            format!("bitcast<u32>({y})"),
+            format!("bitcast<u32>({y}) < {w}u"),
+            "0i",
+        ),
+        Compute::U32 => (y.to_string(), format!("{y} < {w}u"), "0u"),
+        Compute::I64 => (
+            format!("u32(bitcast<u64>({y}))"),
+            format!("bitcast<u64>({y}) < {w}lu"),
+            "0li",
+        ),
+        Compute::U64 => (format!("u32({y})"), format!("{y} < {w}lu"), "0lu"),
+        _ => return Err(unsupported(b.op_name(), t)),
+    };
+    let signed = matches!(c, Compute::I32 | Compute::I64);
+    Ok(match b {
+        BinaryOp::ShiftLeft => format!("select({zero}, {x} << {amount}, {in_range})"),
+        BinaryOp::ShiftRightLogical => {
+            // Shift the w-bit pattern as unsigned.
+            let pattern = match c {
+                Compute::I32 => format!("(bitcast<u32>({x}) & {}u)", mask(w)),
+                Compute::I64 => format!("bitcast<u64>({x})"),
+                _ => x.to_string(),
+            };
+            let shifted = format!("({pattern} >> {amount})");
+            let back = match c {
+                Compute::I32 => format!("bitcast<i32>({shifted})"),
+                Compute::I64 => format!("bitcast<i64>({shifted})"),
+                _ => shifted,
+            };
+            format!("select({zero}, {back}, {in_range})")
+        }
+        _ => {
+            // Arithmetic: replicate the sign bit of the w-bit pattern.
+            let max = w - 1;
+            let clamped = format!("select({max}u, {amount}, {in_range})");
+            if signed {
+                format!("({x} >> {clamped})")
+            } else if c == Compute::U32 {
+                let sh = 32 - w;
+                format!("bitcast<u32>(((bitcast<i32>({x} << {sh}u) >> {sh}u) >> {clamped}))")
+            } else {
+                format!("bitcast<u64>((bitcast<i64>({x}) >> {clamped}))")
+            }
+        }
+    })
+}
+
+/// `x DIR y` (an `i1` result) for operands of element type `t`.
+pub fn compare(
+    dir: ComparisonDirection,
+    compare_type: Option<ComparisonType>,
+    t: ElementType,
+    c: Compute,
+    x: &str,
+    y: &str,
+    needs: &mut Needs,
+) -> Result<String> {
+    let op = match dir {
+        ComparisonDirection::Eq => "==",
+        ComparisonDirection::Ne => "!=",
+        ComparisonDirection::Ge => ">=",
+        ComparisonDirection::Gt => ">",
+        ComparisonDirection::Le => "<=",
+        ComparisonDirection::Lt => "<",
+    };
+    if c.is_complex() {
+        return match dir {
+            ComparisonDirection::Eq => Ok(format!("all({x} == {y})")),
+            ComparisonDirection::Ne => Ok(format!("any({x} != {y})")),
+            _ => Err(unsupported("ordered compare", t)),
+        };
+    }
+    if c == Compute::Bool {
+        return Ok(format!("(select(0u, 1u, {x}) {op} select(0u, 1u, {y}))"));
+    }
+    if compare_type == Some(ComparisonType::TotalOrder) && c.is_float() {
+        let k = need(needs, format!("wh_total_order_{}", c.wgsl()));
+        return Ok(format!("({k}({x}) {op} {k}({y}))"));
+    }
+    Ok(format!("({x} {op} {y})"))
+}
+
+/// `select(pred, on_true, on_false)`.
+pub fn select(p: &str, t: &str, f: &str) -> String {
+    format!("select({f}, {t}, {p})")
+}
+
+/// `clamp(lo, x, hi)` with NaN-propagating bounds for floats.
+pub fn clamp(c: Compute, lo: &str, x: &str, hi: &str, needs: &mut Needs) -> Result<String> {
+    Ok(match c {
+        Compute::F32 | Compute::F64 => {
+            let mx = need(needs, format!("wh_max_{}", c.wgsl()));
+            let mn = need(needs, format!("wh_min_{}", c.wgsl()));
+            format!("{mn}({mx}({x}, {lo}), {hi})")
+        }
+        Compute::Bool => format!("(({x} || {lo}) && {hi})"),
+        Compute::C64 | Compute::C128 => return Err(Error::unimplemented("clamp on complex")),
+        _ => format!("min(max({x}, {lo}), {hi})"),
+    })
+}
+
+/// Saturation bounds for converting float type `f` to integers in [lo, hi]: `lo` as a float,
+/// the largest float <= `hi`, and the next float above it (from which on the result is `hi`).
+fn sat_bounds(f: Compute, lo: i128, hi: i128) -> (String, String, String) {
+    if f == Compute::F32 {
+        let mut below = hi as f32;
+        if below as i128 > hi {
+            below = f32::from_bits(below.to_bits() - 1);
+        }
+        let above = f32::from_bits(below.to_bits() + 1);
+        (
+            dtype::f32_literal(lo as f32),
+            dtype::f32_literal(below),
+            dtype::f32_literal(above),
+        )
+    } else {
+        let mut below = hi as f64;
+        if below as i128 > hi {
+            below = f64::from_bits(below.to_bits() - 1);
+        }
+        let above = f64::from_bits(below.to_bits() + 1);
+        (
+            dtype::f64_literal(lo as f64),
+            dtype::f64_literal(below),
+            dtype::f64_literal(above),
+        )
+    }
+}
+
+fn int_cast(from: Compute, to: Compute, x: &str) -> String {
+    use Compute::*;
+    match (from, to) {
+        (a, b) if a == b => x.to_string(),
+        (I32, U32) => format!("bitcast<u32>({x})"),
+        (U32, I32) => format!("bitcast<i32>({x})"),
+        (I32, I64) | (U32, I64) => format!("i64({x})"),
+        (U32, U64) => format!("u64({x})"),
+        (I32, U64) => format!("bitcast<u64>(i64({x}))"),
+        (I64, I32) | (I64, U32) | (U64, U32) => format!("{}({x})", to.wgsl()),
+        (U64, I32) => format!("i32(bitcast<i64>({x}))"),
+        (I64, U64) => format!("bitcast<u64>({x})"),
+        (U64, I64) => format!("bitcast<i64>({x})"),
+        _ => format!("{}({x})", to.wgsl()),
+    }
+}
+
+/// `convert` from element type `from` to `to`.
+pub fn convert(
+    from: ElementType,
+    fc: Compute,
+    to: ElementType,
+    tc: Compute,
+    x: &str,
+) -> Result<String> {
+    use Compute::*;
+    if from == to {
+        return Ok(x.to_string());
+    }
+    // Complex sources: the real part (complex -> complex converts both parts).
+    if fc.is_complex() {
+        if tc.is_complex() {
+            return Ok(format!("{}({x})", tc.wgsl()));
+        }
+        let part = from.complex_part().unwrap_or(ElementType::F32);
+        return convert(part, fc.part(), to, tc, &format!("{x}.x"));
+    }
+    if tc.is_complex() {
+        let part = to.complex_part().unwrap_or(ElementType::F32);
+        let re = convert(from, fc, part, tc.part(), x)?;
+        return Ok(format!("{}({re}, {})", tc.wgsl(), dtype::zero(tc.part())));
+    }
+    let e = match (fc, tc) {
+        (_, Bool) => format!("({x} != {})", dtype::zero(fc)),
+        (Bool, _) => format!(
+            "select({}, {}, {x})",
+            dtype::zero(tc),
+            dtype::literal(to, tc, crate::ir::Scalar::Int(1))
+        ),
+        (I32 | U32 | I64 | U64, I32 | U32 | I64 | U64) => int_cast(fc, tc, x),
+        (I32 | U32 | I64 | U64, F32 | F64) => format!("{}({x})", tc.wgsl()),
+        (F32 | F64, I32 | U32 | I64 | U64) => {
+            let (lo, hi) = crate::ir::types::int_range(to);
+            let hi = if to == ElementType::U64 {
+                u64::MAX as i128
+            } else {
+                hi as i128
+            };
+            let (lo_l, hi_l, above_l) = sat_bounds(fc, lo as i128, hi);
+            let max_lit = dtype::literal(to, tc, crate::ir::Scalar::Int(hi));
+            format!(
+                "select(select({}(clamp({x}, {lo_l}, {hi_l})), {max_lit}, {x} >= {above_l}), {}, {x} != {x})",
+                tc.wgsl(),
+                dtype::zero(tc)
+            )
+        }
+        (F32, F64) | (F64, F32) => format!("{}({x})", tc.wgsl()),
+        (F32, F32) | (F64, F64) => x.to_string(),
+        _ => return Err(Error::unimplemented(format!("convert from {from} to {to}"))),
+    };
+    Ok(dtype::round(to, &e))
+}
+
+/// `bitcast_convert` between element types of the same width.
+pub fn bitcast(
+    from: ElementType,
+    fc: Compute,
+    to: ElementType,
+    tc: Compute,
+    x: &str,
+    needs: &mut Needs,
+) -> Result<String> {
+    use Compute::*;
+    if from.bit_width() != to.bit_width() {
+        return Err(Error::unimplemented(format!(
+            "bitcast_convert from {from} to {to} (different widths) inside a fused kernel"
+        )));
+    }
+    // Everything goes through the raw bits as an unsigned integer of the width.
+    let bits = match (from, fc) {
+        (ElementType::F16, _) => format!("{}({x})", need(needs, "wh_f32_to_f16_bits".into())),
+        (ElementType::BF16, _) => format!("{}({x})", need(needs, "wh_f32_to_bf16_bits".into())),
+        (_, F32 | I32) => format!("bitcast<u32>({x})"),
+        (_, F64 | I64) => format!("bitcast<u64>({x})"),
+        (_, C64) => format!("((u64(bitcast<u32>({x}.y)) << 32u) | u64(bitcast<u32>({x}.x)))"),
+        (_, U32 | U64) => x.to_string(),
+        _ => return Err(Error::unimplemented(format!("bitcast_convert from {from}"))),
+    };
+    let w = from.bit_width();
+    let e = match (to, tc) {
+        (ElementType::F16, _) => format!("unpack2x16float(({bits}) & 0xffffu).x"),
+        (ElementType::BF16, _) => format!("bitcast<f32>((({bits}) & 0xffffu) << 16u)"),
+        (t, I32) if w < 32 => dtype::round(t, &format!("bitcast<i32>({bits})")),
+        (t, U32) if w < 32 => dtype::round(t, &bits),
+        (_, F32 | I32) => format!("bitcast<{}>({bits})", tc.wgsl()),
+        (_, U32 | U64) => bits,
+        (_, F64 | I64) => format!("bitcast<{}>({bits})", tc.wgsl()),
+        (_, C64) => format!(
+            "vec2<f32>(bitcast<f32>(u32(({bits}) & 0xfffffffflu)), bitcast<f32>(u32(({bits}) >> 32u)))"
+        ),
+        _ => return Err(Error::unimplemented(format!("bitcast_convert to {to}"))),
+    };
+    Ok(e)
+}

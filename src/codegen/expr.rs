@@ -1,0 +1,771 @@
+//! The fused-expression emitter every kernel kind shares: it computes the value of an IR value
+//! at an index, inlining the ops fused into the kernel (elementwise ops, broadcasts, reshapes,
+//! transposes, slices, pads, concatenations, iotas, dynamic slices) and loading the values
+//! that live in buffers. Each (value, index) pair is computed once per scope.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::dtype::{self, Compute};
+use super::elementwise::{self, Needs};
+use crate::error::{Error, Result};
+use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type, ValueId};
+use crate::runtime::Capabilities;
+
+/// An index into a tensor: a row-major linear offset, or one `u32` expression per dimension.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Index {
+    /// Linear element offset (a `u32` expression).
+    Linear(String),
+    /// Per-dimension indices (`u32` expressions), outermost first.
+    Multi(Vec<String>),
+}
+
+impl Index {
+    /// The index of a 0-d tensor.
+    pub fn scalar() -> Index {
+        Index::Multi(Vec::new())
+    }
+}
+
+/// Row-major linearization of `idx` for `dims`.
+pub fn linearize(idx: &[String], dims: &[usize]) -> String {
+    let mut terms = Vec::new();
+    let mut stride = 1usize;
+    for k in (0..dims.len()).rev() {
+        if dims[k] != 1 {
+            terms.push(if stride == 1 {
+                idx[k].clone()
+            } else {
+                format!("{} * {stride}u", idx[k])
+            });
+        }
+        stride *= dims[k];
+    }
+    if terms.is_empty() {
+        "0u".into()
+    } else {
+        terms.reverse();
+        format!("({})", terms.join(" + "))
+    }
+}
+
+/// Per-dimension indices already computed for a (linear index, shape) pair.
+type DelinearCache = HashMap<(String, Vec<usize>), Vec<String>>;
+
+/// What a kernel needs to know about a value it reads from a buffer.
+#[derive(Clone, Debug)]
+pub struct Binding {
+    /// The IR value.
+    pub value: ValueId,
+    /// Its type.
+    pub ty: TensorType,
+}
+
+/// Emits the WGSL statements that compute fused values.
+pub struct ExprEmitter<'a> {
+    f: &'a Function,
+    defs: &'a HashMap<ValueId, &'a Operation>,
+    fused: &'a dyn Fn(ValueId) -> bool,
+    caps: Capabilities,
+    adapter: &'a str,
+    /// Values read from buffers, in binding order.
+    pub inputs: Vec<Binding>,
+    /// Library functions called.
+    pub needs: Needs,
+    /// Ops inlined, for the kernel's header comment.
+    pub fused_ops: BTreeSet<String>,
+    /// The statements emitted so far.
+    pub body: String,
+    indent: usize,
+    memo: Vec<HashMap<(ValueId, Index), String>>,
+    delinear: Vec<DelinearCache>,
+    /// Depth of `memo` at which the current WGSL function starts (lookups stop there).
+    function_base: usize,
+    saved: Vec<(String, usize, usize)>,
+    counter: usize,
+}
+
+impl<'a> ExprEmitter<'a> {
+    /// A new emitter over function `f`: `defs` are the defining ops of values it may fuse,
+    /// `fused(v)` says whether `v` is computed inline (true) or read from a buffer (false).
+    pub fn new(
+        f: &'a Function,
+        defs: &'a HashMap<ValueId, &'a Operation>,
+        fused: &'a dyn Fn(ValueId) -> bool,
+        caps: Capabilities,
+        adapter: &'a str,
+    ) -> Self {
+        ExprEmitter {
+            f,
+            defs,
+            fused,
+            caps,
+            adapter,
+            inputs: Vec::new(),
+            needs: Needs::new(),
+            fused_ops: BTreeSet::new(),
+            body: String::new(),
+            indent: 1,
+            memo: vec![HashMap::new()],
+            delinear: vec![HashMap::new()],
+            function_base: 0,
+            saved: Vec::new(),
+            counter: 0,
+        }
+    }
+
+    /// Starts emitting a separate WGSL function: statements go to a new body, and values
+    /// computed outside it are not visible inside. `params` binds values to parameter names.
+    pub fn begin_function(&mut self, params: &[(ValueId, String)]) {
+        let body = std::mem::take(&mut self.body);
+        self.saved.push((body, self.indent, self.function_base));
+        self.indent = 1;
+        self.memo.push(HashMap::new());
+        self.delinear.push(HashMap::new());
+        self.function_base = self.memo.len() - 1;
+        for (v, name) in params {
+            if let Some(m) = self.memo.last_mut() {
+                m.insert((*v, Index::scalar()), name.clone());
+            }
+        }
+    }
+
+    /// Ends the function started by `begin_function`, returning its statements.
+    pub fn end_function(&mut self) -> String {
+        self.memo.truncate(self.function_base);
+        self.delinear.truncate(self.function_base);
+        let (body, indent, base) = self.saved.pop().unwrap_or_default();
+        self.indent = indent;
+        self.function_base = base;
+        std::mem::replace(&mut self.body, body)
+    }
+
+    /// Makes `v` at `idx` available under an existing WGSL name in the current scope.
+    pub fn define(&mut self, v: ValueId, idx: &Index, name: &str) {
+        if let Some(m) = self.memo.last_mut() {
+            m.insert((v, idx.clone()), name.to_string());
+        }
+    }
+
+    /// The tensor type of `v`.
+    pub fn ty(&self, v: ValueId) -> Result<&'a TensorType> {
+        match self.f.values.get(v.index()) {
+            Some(Type::Tensor(t)) => Ok(t),
+            Some(other) => Err(Error::unimplemented(format!(
+                "value of type {other} in a kernel"
+            ))),
+            None => Err(Error::internal(format!("value {v} out of range"))),
+        }
+    }
+
+    /// The compute type of `t`.
+    pub fn compute(&self, t: ElementType) -> Result<Compute> {
+        dtype::compute_type(t, self.caps, self.adapter)
+    }
+
+    /// A fresh WGSL identifier with the given prefix.
+    pub fn fresh(&mut self, prefix: &str) -> String {
+        self.counter += 1;
+        format!("{prefix}{}", self.counter)
+    }
+
+    /// Appends one statement line at the current indentation.
+    pub fn line(&mut self, s: &str) {
+        for _ in 0..self.indent {
+            self.body.push_str("    ");
+        }
+        self.body.push_str(s);
+        self.body.push('\n');
+    }
+
+    /// Opens a block (`if (...) {`): values computed inside are not visible after it.
+    pub fn open(&mut self, header: &str) {
+        self.line(&format!("{header} {{"));
+        self.indent += 1;
+        self.memo.push(HashMap::new());
+        self.delinear.push(HashMap::new());
+    }
+
+    /// Closes the innermost block, optionally continuing with `} else ... {`.
+    pub fn close(&mut self, continuation: Option<&str>) {
+        self.indent = self.indent.saturating_sub(1);
+        self.memo.pop();
+        self.delinear.pop();
+        match continuation {
+            Some(c) => {
+                self.line(&format!("}} {c} {{"));
+                self.indent += 1;
+                self.memo.push(HashMap::new());
+                self.delinear.push(HashMap::new());
+            }
+            None => self.line("}"),
+        }
+    }
+
+    fn lookup(&self, key: &(ValueId, Index)) -> Option<String> {
+        self.memo[self.function_base..]
+            .iter()
+            .rev()
+            .find_map(|m| m.get(key).cloned())
+    }
+
+    /// Binds `expr` to a new `let` and returns its name.
+    pub fn bind(&mut self, c: Compute, expr: &str) -> String {
+        let name = self.fresh("v");
+        self.line(&format!("let {name}: {} = {expr};", c.wgsl()));
+        name
+    }
+
+    /// The per-dimension form of `idx` for a tensor of `dims`.
+    pub fn multi(&mut self, idx: &Index, dims: &[usize]) -> Vec<String> {
+        match idx {
+            Index::Multi(m) => m.clone(),
+            Index::Linear(l) => {
+                let key = (l.clone(), dims.to_vec());
+                if let Some(v) = self.delinear[self.function_base..]
+                    .iter()
+                    .rev()
+                    .find_map(|m| m.get(&key))
+                {
+                    return v.clone();
+                }
+                let mut out = vec![String::new(); dims.len()];
+                let mut stride = 1usize;
+                for k in (0..dims.len()).rev() {
+                    let e = if dims[k] == 1 {
+                        "0u".to_string()
+                    } else if k == 0 {
+                        if stride == 1 {
+                            l.clone()
+                        } else {
+                            format!("({l} / {stride}u)")
+                        }
+                    } else if stride == 1 {
+                        format!("({l} % {}u)", dims[k])
+                    } else {
+                        format!("(({l} / {stride}u) % {}u)", dims[k])
+                    };
+                    out[k] = if e.len() > 12 {
+                        let n = self.fresh("i");
+                        self.line(&format!("let {n} = {e};"));
+                        n
+                    } else {
+                        e
+                    };
+                    stride *= dims[k];
+                }
+                if let Some(m) = self.delinear.last_mut() {
+                    m.insert(key, out.clone());
+                }
+                out
+            }
+        }
+    }
+
+    /// The linear form of `idx` for a tensor of `dims`.
+    pub fn linear(&mut self, idx: &Index, dims: &[usize]) -> String {
+        match idx {
+            Index::Linear(l) => l.clone(),
+            Index::Multi(m) => linearize(m, dims),
+        }
+    }
+
+    /// The binding number of an input value (adding it on first use).
+    pub fn input(&mut self, v: ValueId) -> Result<usize> {
+        if let Some(i) = self.inputs.iter().position(|b| b.value == v) {
+            return Ok(i);
+        }
+        let ty = self.ty(v)?.clone();
+        self.inputs.push(Binding { value: v, ty });
+        Ok(self.inputs.len() - 1)
+    }
+
+    /// The WGSL name of the variable holding `v` at `idx` (computing it if needed).
+    pub fn value(&mut self, v: ValueId, idx: &Index) -> Result<String> {
+        let key = (v, idx.clone());
+        if let Some(n) = self.lookup(&key) {
+            return Ok(n);
+        }
+        let name = self.compute_value(v, idx)?;
+        if let Some(m) = self.memo.last_mut() {
+            m.insert(key, name.clone());
+        }
+        Ok(name)
+    }
+
+    fn load(&mut self, v: ValueId, idx: &Index) -> Result<String> {
+        let ty = self.ty(v)?.clone();
+        let c = self.compute(ty.dtype)?;
+        let b = self.input(v)?;
+        let dims = ty.dims();
+        let lin = self.linear(idx, &dims);
+        for h in dtype::helpers_for(ty.dtype) {
+            self.needs.insert(h.to_string());
+        }
+        let e = dtype::load(ty.dtype, &format!("in{b}"), &lin);
+        Ok(self.bind(c, &e))
+    }
+
+    fn compute_value(&mut self, v: ValueId, idx: &Index) -> Result<String> {
+        if !(self.fused)(v) {
+            return self.load(v, idx);
+        }
+        let op = *self
+            .defs
+            .get(&v)
+            .ok_or_else(|| Error::internal(format!("fused value {v} has no defining op")))?;
+        self.fused_ops.insert(op.name());
+        let rt = self.ty(v)?.clone();
+        let rc = self.compute(rt.dtype)?;
+        let rdims = rt.dims();
+        let ctx = |e: Error| e.context(format!("{} ({})", op.name(), op.loc));
+        let operand_ty = |s: &Self, i: usize| -> Result<TensorType> {
+            let o = op
+                .operands
+                .get(i)
+                .ok_or_else(|| Error::internal(format!("{}: missing operand {i}", op.name())))?;
+            Ok(s.ty(*o)?.clone())
+        };
+        let at = |s: &mut Self, i: usize, idx: &Index| -> Result<String> {
+            let o = op.operands[i];
+            let t = s.ty(o)?;
+            // Scalars broadcast implicitly (select's predicate, clamp's bounds).
+            if t.rank() == 0 && !rdims.is_empty() {
+                s.value(o, &Index::scalar())
+            } else {
+                s.value(o, idx)
+            }
+        };
+        match &op.op {
+            Op::Unary(u) => {
+                let xt = operand_ty(self, 0)?;
+                let xc = self.compute(xt.dtype)?;
+                let x = at(self, 0, idx)?;
+                let e = elementwise::unary(*u, xt.dtype, xc, &x, &mut self.needs).map_err(ctx)?;
+                for h in dtype::helpers_for(rt.dtype) {
+                    self.needs.insert(h.to_string());
+                }
+                Ok(self.bind(rc, &e))
+            }
+            Op::Binary(b) => {
+                let xt = operand_ty(self, 0)?;
+                let xc = self.compute(xt.dtype)?;
+                let x = at(self, 0, idx)?;
+                let y = at(self, 1, idx)?;
+                let e =
+                    elementwise::binary(*b, xt.dtype, xc, &x, &y, &mut self.needs).map_err(ctx)?;
+                for h in dtype::helpers_for(rt.dtype) {
+                    self.needs.insert(h.to_string());
+                }
+                Ok(self.bind(rc, &e))
+            }
+            Op::Compare {
+                direction,
+                compare_type,
+            } => {
+                let xt = operand_ty(self, 0)?;
+                let xc = self.compute(xt.dtype)?;
+                let x = at(self, 0, idx)?;
+                let y = at(self, 1, idx)?;
+                let e = elementwise::compare(
+                    *direction,
+                    *compare_type,
+                    xt.dtype,
+                    xc,
+                    &x,
+                    &y,
+                    &mut self.needs,
+                )
+                .map_err(ctx)?;
+                Ok(self.bind(rc, &e))
+            }
+            Op::Select => {
+                let p = at(self, 0, idx)?;
+                let t = at(self, 1, idx)?;
+                let f = at(self, 2, idx)?;
+                Ok(self.bind(rc, &elementwise::select(&p, &t, &f)))
+            }
+            Op::Clamp => {
+                let lo = at(self, 0, idx)?;
+                let x = at(self, 1, idx)?;
+                let hi = at(self, 2, idx)?;
+                let e = elementwise::clamp(rc, &lo, &x, &hi, &mut self.needs).map_err(ctx)?;
+                Ok(self.bind(rc, &e))
+            }
+            Op::Convert | Op::BitcastConvert => {
+                let xt = operand_ty(self, 0)?;
+                let xc = self.compute(xt.dtype)?;
+                let x = at(self, 0, idx)?;
+                let e = if op.op == Op::Convert {
+                    elementwise::convert(xt.dtype, xc, rt.dtype, rc, &x)
+                } else {
+                    elementwise::bitcast(xt.dtype, xc, rt.dtype, rc, &x, &mut self.needs)
+                }
+                .map_err(ctx)?;
+                for h in dtype::helpers_for(rt.dtype) {
+                    self.needs.insert(h.to_string());
+                }
+                Ok(self.bind(rc, &e))
+            }
+            Op::Constant(lit) => {
+                if lit.is_empty() {
+                    return Ok(dtype::zero(rc).to_string());
+                }
+                Ok(dtype::literal(rt.dtype, rc, lit.get(0)))
+            }
+            Op::Iota { dimension } => {
+                let m = self.multi(idx, &rdims);
+                let i = m
+                    .get(*dimension as usize)
+                    .cloned()
+                    .ok_or_else(|| Error::internal("iota dimension out of range"))?;
+                let e = match rc {
+                    Compute::U32 => i,
+                    Compute::Bool => format!("({i} != 0u)"),
+                    Compute::C64 | Compute::C128 => {
+                        format!(
+                            "{}({}({i}), {})",
+                            rc.wgsl(),
+                            rc.part().wgsl(),
+                            dtype::zero(rc.part())
+                        )
+                    }
+                    _ => dtype::round(rt.dtype, &format!("{}({i})", rc.wgsl())),
+                };
+                for h in dtype::helpers_for(rt.dtype) {
+                    self.needs.insert(h.to_string());
+                }
+                Ok(self.bind(rc, &e))
+            }
+            Op::BroadcastInDim { dimensions } => {
+                let xt = operand_ty(self, 0)?;
+                let m = self.multi(idx, &rdims);
+                let xi: Vec<String> = dimensions
+                    .iter()
+                    .zip(&xt.shape)
+                    .map(|(&d, &s)| {
+                        if s == 1 {
+                            "0u".to_string()
+                        } else {
+                            m[d as usize].clone()
+                        }
+                    })
+                    .collect();
+                self.value(op.operands[0], &Index::Multi(xi))
+            }
+            Op::Reshape => {
+                let lin = self.linear(idx, &rdims);
+                self.value(op.operands[0], &Index::Linear(lin))
+            }
+            Op::Transpose { permutation } => {
+                let m = self.multi(idx, &rdims);
+                let mut xi = vec![String::new(); m.len()];
+                for (i, &p) in permutation.iter().enumerate() {
+                    xi[p as usize] = m[i].clone();
+                }
+                self.value(op.operands[0], &Index::Multi(xi))
+            }
+            Op::Slice { start, strides, .. } => {
+                let m = self.multi(idx, &rdims);
+                let xi = m
+                    .iter()
+                    .zip(start.iter().zip(strides))
+                    .map(|(i, (&s, &st))| affine(i, st, s))
+                    .collect();
+                self.value(op.operands[0], &Index::Multi(xi))
+            }
+            Op::Reverse { dimensions } => {
+                let m = self.multi(idx, &rdims);
+                let xi = m
+                    .iter()
+                    .enumerate()
+                    .map(|(k, i)| {
+                        if dimensions.contains(&(k as i64)) {
+                            format!("({}u - {i})", rdims[k].saturating_sub(1))
+                        } else {
+                            i.clone()
+                        }
+                    })
+                    .collect();
+                self.value(op.operands[0], &Index::Multi(xi))
+            }
+            Op::Pad { low, interior, .. } => self.pad(op, idx, &rdims, rc, low, interior),
+            Op::Concatenate { dimension } => {
+                self.concatenate(op, idx, &rdims, rc, *dimension as usize)
+            }
+            Op::DynamicSlice { slice_sizes } => {
+                let xt = operand_ty(self, 0)?;
+                let m = self.multi(idx, &rdims);
+                let mut xi = Vec::new();
+                for (k, mk) in m.iter().enumerate() {
+                    let s = self.start_index(op.operands[k + 1], xt.shape[k] - slice_sizes[k])?;
+                    xi.push(format!("({s} + {mk})"));
+                }
+                self.value(op.operands[0], &Index::Multi(xi))
+            }
+            Op::DynamicUpdateSlice => {
+                let ut = operand_ty(self, 1)?;
+                let m = self.multi(idx, &rdims);
+                let mut conds = Vec::new();
+                let mut ui = Vec::new();
+                for (k, mk) in m.iter().enumerate() {
+                    let s = self.start_index(op.operands[k + 2], rt.shape[k] - ut.shape[k])?;
+                    conds.push(format!("({mk} >= {s} && {mk} < {s} + {}u)", ut.shape[k]));
+                    ui.push(format!("({mk} - {s})"));
+                }
+                let out = self.fresh("v");
+                self.line(&format!("var {out}: {};", rc.wgsl()));
+                let cond = if conds.is_empty() {
+                    "true".to_string()
+                } else {
+                    conds.join(" && ")
+                };
+                self.open(&format!("if ({cond})"));
+                let u = self.value(op.operands[1], &Index::Multi(ui))?;
+                self.line(&format!("{out} = {u};"));
+                self.close(Some("else"));
+                let x = self.value(op.operands[0], &Index::Multi(m))?;
+                self.line(&format!("{out} = {x};"));
+                self.close(None);
+                Ok(out)
+            }
+            Op::DotGeneral {
+                dimension_numbers, ..
+            } => self.dot(op, idx, &rdims, rt.dtype, rc, dimension_numbers),
+            other => Err(Error::internal(format!(
+                "{} cannot be fused into a loop kernel",
+                crate::ir::generic::op_name(other)
+            ))),
+        }
+    }
+
+    /// One element of a `dot_general`: a loop over the contracting dimensions, operands
+    /// computed inline (prologue fusion) and converted to the result type.
+    fn dot(
+        &mut self,
+        op: &Operation,
+        idx: &Index,
+        rdims: &[usize],
+        rdt: ElementType,
+        rc: Compute,
+        d: &crate::ir::attr::DotDimensionNumbers,
+    ) -> Result<String> {
+        let (lt, rt) = (
+            self.ty(op.operands[0])?.clone(),
+            self.ty(op.operands[1])?.clone(),
+        );
+        let m = self.multi(idx, rdims);
+        let free = |rank: usize, batch: &[i64], contract: &[i64]| -> Vec<usize> {
+            (0..rank)
+                .filter(|i| !batch.contains(&(*i as i64)) && !contract.contains(&(*i as i64)))
+                .collect()
+        };
+        let lfree = free(
+            lt.rank(),
+            &d.lhs_batching_dimensions,
+            &d.lhs_contracting_dimensions,
+        );
+        let rfree = free(
+            rt.rank(),
+            &d.rhs_batching_dimensions,
+            &d.rhs_contracting_dimensions,
+        );
+        let contract_dims: Vec<usize> = d
+            .lhs_contracting_dimensions
+            .iter()
+            .map(|&c| lt.shape[c as usize] as usize)
+            .collect();
+        let k: usize = contract_dims.iter().product();
+        let mut li = vec![String::new(); lt.rank()];
+        let mut ri = vec![String::new(); rt.rank()];
+        let nb = d.lhs_batching_dimensions.len();
+        for (i, (&lb, &rb)) in d
+            .lhs_batching_dimensions
+            .iter()
+            .zip(&d.rhs_batching_dimensions)
+            .enumerate()
+        {
+            li[lb as usize] = m[i].clone();
+            ri[rb as usize] = m[i].clone();
+        }
+        for (j, &lf) in lfree.iter().enumerate() {
+            li[lf] = m[nb + j].clone();
+        }
+        for (j, &rf) in rfree.iter().enumerate() {
+            ri[rf] = m[nb + lfree.len() + j].clone();
+        }
+        let acc = self.fresh("acc");
+        // Narrow floats accumulate in f32 and round once at the end.
+        self.line(&format!("var {acc}: {} = {};", rc.wgsl(), dtype::zero(rc)));
+        if k > 0 {
+            let c = self.fresh("c");
+            self.open(&format!(
+                "for (var {c}: u32 = 0u; {c} < {k}u; {c} = {c} + 1u)"
+            ));
+            let cm = self.multi(&Index::Linear(c.clone()), &contract_dims);
+            for (j, (&lc, &rcd)) in d
+                .lhs_contracting_dimensions
+                .iter()
+                .zip(&d.rhs_contracting_dimensions)
+                .enumerate()
+            {
+                li[lc as usize] = cm[j].clone();
+                ri[rcd as usize] = cm[j].clone();
+            }
+            let a = self.value(op.operands[0], &Index::Multi(li))?;
+            let b = self.value(op.operands[1], &Index::Multi(ri))?;
+            let lc = self.compute(lt.dtype)?;
+            let rcomp = self.compute(rt.dtype)?;
+            let wide = |t: ElementType| match t {
+                ElementType::F16 | ElementType::BF16 => ElementType::F32,
+                other => other,
+            };
+            let acc_t = wide(rdt);
+            let a = elementwise::convert(wide(lt.dtype), lc, acc_t, rc, &a)?;
+            let b = elementwise::convert(wide(rt.dtype), rcomp, acc_t, rc, &b)?;
+            let prod = if rc.is_complex() {
+                self.needs.insert(format!("wh_cmul_{}", rc.suffix()));
+                format!("wh_cmul_{}({a}, {b})", rc.suffix())
+            } else if rc == Compute::Bool {
+                format!("({a} && {b})")
+            } else {
+                format!("({a} * {b})")
+            };
+            if rc == Compute::Bool {
+                self.line(&format!("{acc} = {acc} || {prod};"));
+            } else {
+                self.line(&format!("{acc} = {acc} + {prod};"));
+            }
+            self.close(None);
+        }
+        for h in dtype::helpers_for(rdt) {
+            self.needs.insert(h.to_string());
+        }
+        Ok(self.bind(rc, &dtype::round(rdt, &acc)))
+    }
+
+    /// A clamped start index of a dynamic slice: the scalar `v`, clamped to [0, max].
+    fn start_index(&mut self, v: ValueId, max: i64) -> Result<String> {
+        let t = self.ty(v)?.dtype;
+        let c = self.compute(t)?;
+        let s = self.value(v, &Index::scalar())?;
+        let max = max.max(0);
+        let e = match c {
+            Compute::I32 => format!("u32(clamp({s}, 0i, {max}i))"),
+            Compute::U32 => format!("min({s}, {max}u)"),
+            Compute::I64 => format!("u32(clamp({s}, 0li, {max}li))"),
+            Compute::U64 => format!("u32(min({s}, {max}lu))"),
+            _ => {
+                return Err(Error::invalid(format!(
+                    "dynamic slice start index of type {t}"
+                )))
+            }
+        };
+        let n = self.fresh("s");
+        self.line(&format!("let {n}: u32 = {e};"));
+        Ok(n)
+    }
+
+    fn pad(
+        &mut self,
+        op: &Operation,
+        idx: &Index,
+        rdims: &[usize],
+        rc: Compute,
+        low: &[i64],
+        interior: &[i64],
+    ) -> Result<String> {
+        let xt = self.ty(op.operands[0])?.clone();
+        let m = self.multi(idx, rdims);
+        let pv = self.value(op.operands[1], &Index::scalar())?;
+        let mut conds = Vec::new();
+        let mut xi = Vec::new();
+        for k in 0..m.len() {
+            let d = xt.shape[k];
+            let step = interior[k] + 1;
+            let t = self.fresh("p");
+            self.line(&format!("let {t}: i32 = i32({}) - ({}i);", m[k], low[k]));
+            if step == 1 {
+                conds.push(format!("({t} >= 0i && {t} < {d}i)"));
+                xi.push(format!("u32(max({t}, 0i))"));
+            } else {
+                conds.push(format!(
+                    "({t} >= 0i && ({t} % {step}i) == 0i && ({t} / {step}i) < {d}i)"
+                ));
+                xi.push(format!("u32(max({t}, 0i) / {step}i)"));
+            }
+        }
+        if xt.num_elements() == 0 {
+            return Ok(pv);
+        }
+        let out = self.fresh("v");
+        self.line(&format!("var {out}: {} = {pv};", rc.wgsl()));
+        if !conds.is_empty() {
+            self.open(&format!("if ({})", conds.join(" && ")));
+        }
+        let x = self.value(op.operands[0], &Index::Multi(xi))?;
+        self.line(&format!("{out} = {x};"));
+        if !conds.is_empty() {
+            self.close(None);
+        }
+        Ok(out)
+    }
+
+    fn concatenate(
+        &mut self,
+        op: &Operation,
+        idx: &Index,
+        rdims: &[usize],
+        rc: Compute,
+        dim: usize,
+    ) -> Result<String> {
+        let m = self.multi(idx, rdims);
+        let out = self.fresh("v");
+        self.line(&format!("var {out}: {};", rc.wgsl()));
+        let mut offset = 0usize;
+        let parts: Vec<(ValueId, usize)> = op
+            .operands
+            .iter()
+            .map(|&o| Ok((o, self.ty(o)?.dims().get(dim).copied().unwrap_or(0))))
+            .collect::<Result<_>>()?;
+        let parts: Vec<(ValueId, usize)> = parts.into_iter().filter(|p| p.1 > 0).collect();
+        for (i, (o, size)) in parts.iter().enumerate() {
+            let last = i + 1 == parts.len();
+            let cond = format!("({} < {}u)", m[dim], offset + size);
+            if parts.len() > 1 {
+                if i == 0 {
+                    self.open(&format!("if {cond}"));
+                } else if last {
+                    self.close(Some("else"));
+                } else {
+                    self.close(Some(&format!("else if {cond}")));
+                }
+            }
+            let mut xi = m.clone();
+            if offset > 0 {
+                xi[dim] = format!("({} - {offset}u)", m[dim]);
+            }
+            let x = self.value(*o, &Index::Multi(xi))?;
+            self.line(&format!("{out} = {x};"));
+            offset += size;
+        }
+        if parts.len() > 1 {
+            self.close(None);
+        }
+        Ok(out)
+    }
+}
+
+/// `i * stride + start` as a `u32` expression, simplified.
+fn affine(i: &str, stride: i64, start: i64) -> String {
+    let scaled = if stride == 1 {
+        i.to_string()
+    } else {
+        format!("{i} * {stride}u")
+    };
+    if start == 0 {
+        scaled
+    } else {
+        format!("({scaled} + {start}u)")
+    }
+}

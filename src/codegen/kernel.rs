@@ -1,0 +1,142 @@
+//! A generated kernel: its WGSL module, its buffer bindings and its dispatch size; plus the
+//! pieces every emitter shares — module assembly, naga validation, grid sizing.
+
+use super::dtype;
+use super::expr::Binding;
+use super::library;
+use crate::error::{Error, Result};
+use crate::runtime::Capabilities;
+
+/// Threads per workgroup of the elementwise kernels.
+pub const WORKGROUP: u32 = 256;
+
+/// A compiled kernel, ready for a pipeline.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    /// Unique name within the executable (`fusion_3`, `reduce_1`, ...).
+    pub name: String,
+    /// The WGSL module.
+    pub wgsl: String,
+    /// Buffers read, bound at 0..inputs.len() (read-only storage).
+    pub inputs: Vec<Binding>,
+    /// Buffers written, bound after the inputs (read-write storage).
+    pub outputs: Vec<Binding>,
+    /// Workgroups to dispatch.
+    pub workgroups: [u32; 3],
+}
+
+/// Workgroup counts for `groups` workgroups: x up to the per-dimension limit, the rest in y.
+pub fn grid(groups: u64, max_per_dim: u32) -> Result<[u32; 3]> {
+    let max = max_per_dim.max(1) as u64;
+    if groups <= max {
+        return Ok([groups.max(1) as u32, 1, 1]);
+    }
+    let y = groups.div_ceil(max);
+    if y > max {
+        return Err(Error::resource_exhausted(format!(
+            "kernel needs {groups} workgroups, more than the adapter's {max}x{max} grid"
+        )));
+    }
+    let x = groups.div_ceil(y);
+    Ok([x as u32, y as u32, 1])
+}
+
+/// The WGSL statement computing the flat thread index `tid` from a 2-d grid.
+pub fn thread_index(workgroup: u32) -> String {
+    format!("    let tid = (wid.y * nwg.x + wid.x) * {workgroup}u + lid;\n")
+}
+
+/// The entry point header all grid-style kernels use.
+pub fn entry_header(workgroup: u32) -> String {
+    format!(
+        "@compute @workgroup_size({workgroup})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
+         @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n"
+    )
+}
+
+/// Assembles a module: header comment, `enable`s, bindings, library functions, then `body`
+/// (entry point and any kernel-specific functions). Validates it with naga.
+pub fn assemble(
+    name: &str,
+    comment: &str,
+    inputs: &[Binding],
+    outputs: &[Binding],
+    needs: &std::collections::BTreeSet<String>,
+    body: &str,
+    caps: Capabilities,
+) -> Result<String> {
+    let mut s = String::new();
+    for line in comment.lines() {
+        s.push_str("// ");
+        s.push_str(line);
+        s.push('\n');
+    }
+    for (i, b) in inputs.iter().enumerate() {
+        s.push_str(&format!(
+            "@group(0) @binding({i}) var<storage, read> in{i}: array<{}>; // {} {}\n",
+            dtype::storage_elem(b.ty.dtype),
+            b.value,
+            b.ty
+        ));
+    }
+    for (j, b) in outputs.iter().enumerate() {
+        s.push_str(&format!(
+            "@group(0) @binding({}) var<storage, read_write> out{j}: array<{}>; // {} {}\n",
+            inputs.len() + j,
+            dtype::storage_elem(b.ty.dtype),
+            b.value,
+            b.ty
+        ));
+    }
+    s.push('\n');
+    s.push_str(&library::resolve(needs.iter().map(String::as_str))?);
+    s.push_str(body);
+    validate(name, &s, caps)?;
+    Ok(s)
+}
+
+/// Parses and validates a WGSL module with naga; a failure is an internal error naming the
+/// kernel (a code generator bug, never a runtime surprise).
+pub fn validate(name: &str, wgsl: &str, caps: Capabilities) -> Result<()> {
+    let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| {
+        Error::internal(format!(
+            "kernel {name}: generated WGSL does not parse: {}",
+            e.emit_to_string(wgsl)
+        ))
+    })?;
+    let mut c = naga::valid::Capabilities::empty();
+    if caps.f64 {
+        c |= naga::valid::Capabilities::FLOAT64;
+    }
+    if caps.i64 {
+        c |= naga::valid::Capabilities::SHADER_INT64;
+    }
+    if caps.f16 {
+        c |= naga::valid::Capabilities::SHADER_FLOAT16;
+    }
+    if caps.subgroup {
+        c |= naga::valid::Capabilities::SUBGROUP;
+    }
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), c)
+        .validate(&module)
+        .map_err(|e| {
+            Error::internal(format!(
+                "kernel {name}: generated WGSL is invalid: {}",
+                e.emit_to_string(wgsl)
+            ))
+        })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grids_split_over_y() {
+        assert_eq!(grid(10, 65535).unwrap(), [10, 1, 1]);
+        let g = grid(100_000, 65535).unwrap();
+        assert!(g[0] as u64 * g[1] as u64 >= 100_000 && g[0] <= 65535);
+        assert!(grid(u64::MAX / 2, 65535).is_err());
+    }
+}

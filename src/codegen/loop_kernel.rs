@@ -1,0 +1,155 @@
+//! The loop emitter: one thread per output element computes every fused op inline. Threads
+//! that write packed narrow types (8/16-bit, `i1`) compute a whole 32-bit word of elements, so
+//! every store is a plain word store.
+
+use std::collections::HashMap;
+
+use super::dtype;
+use super::expr::{Binding, ExprEmitter, Index};
+use super::kernel::{self, Kernel, WORKGROUP};
+use crate::error::{Error, Result};
+use crate::fusion::Group;
+use crate::ir::{Function, Operation, ValueId};
+use crate::runtime::Capabilities;
+
+/// What the emitters need to know about the target.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    /// Shader capabilities.
+    pub caps: Capabilities,
+    /// Adapter name, for error messages.
+    pub adapter: &'a str,
+    /// Largest workgroup count per grid dimension.
+    pub max_workgroups: u32,
+    /// Largest number of storage buffers a kernel may bind.
+    pub max_storage_buffers: u32,
+}
+
+/// Emits the loop kernel for `group`.
+pub fn emit(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    group: &Group,
+    target: Target,
+) -> Result<Kernel> {
+    let fused = |v: ValueId| group.members.contains(&v);
+    let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
+    let outs: Vec<Binding> = group
+        .outputs
+        .iter()
+        .map(|&v| {
+            Ok(Binding {
+                value: v,
+                ty: em.ty(v)?.clone(),
+            })
+        })
+        .collect::<Result<_>>()?;
+    let first = outs
+        .first()
+        .ok_or_else(|| Error::internal(format!("{name}: loop kernel without outputs")))?;
+    let n = first.ty.num_elements() as u64;
+    if outs.iter().any(|o| o.ty.num_elements() as u64 != n) {
+        return Err(Error::internal(format!("{name}: outputs differ in size")));
+    }
+    let k = outs
+        .iter()
+        .map(|o| dtype::per_word(o.ty.dtype))
+        .max()
+        .unwrap_or(1) as u64;
+    let threads = n.div_ceil(k);
+    // Word accumulators of packed outputs.
+    for (j, o) in outs.iter().enumerate() {
+        let p = dtype::per_word(o.ty.dtype) as u64;
+        if p > 1 {
+            for q in 0..k / p {
+                em.line(&format!("var w{j}_{q}: u32 = 0u;"));
+            }
+        }
+        for h in dtype::helpers_for(o.ty.dtype) {
+            em.needs.insert(h.to_string());
+        }
+    }
+    for e in 0..k {
+        let lin = if k == 1 {
+            "tid".to_string()
+        } else {
+            let l = format!("l{e}");
+            em.line(&format!("let {l} = tid * {k}u + {e}u;"));
+            l
+        };
+        let guarded = k > 1 && n % k != 0;
+        if guarded {
+            em.open(&format!("if ({lin} < {n}u)"));
+        }
+        for (j, o) in outs.iter().enumerate() {
+            let v = em.value(o.value, &Index::Linear(lin.clone()))?;
+            let p = dtype::per_word(o.ty.dtype) as u64;
+            if p == 1 {
+                em.line(&format!("out{j}[{lin}] = {v};"));
+            } else {
+                let bits = 32 / p;
+                let q = e / p;
+                let shift = (e % p) * bits;
+                em.line(&format!(
+                    "w{j}_{q} = w{j}_{q} | ({} << {shift}u);",
+                    dtype::to_bits(o.ty.dtype, &v)
+                ));
+            }
+        }
+        if guarded {
+            em.close(None);
+        }
+    }
+    for (j, o) in outs.iter().enumerate() {
+        let p = dtype::per_word(o.ty.dtype) as u64;
+        if p > 1 {
+            let words = n.div_ceil(p);
+            for q in 0..k / p {
+                let w = format!("tid * {}u + {q}u", k / p);
+                if (threads * (k / p)) > words {
+                    em.line(&format!(
+                        "if ({w} < {words}u) {{ out{j}[{w}] = w{j}_{q}; }}"
+                    ));
+                } else {
+                    em.line(&format!("out{j}[{w}] = w{j}_{q};"));
+                }
+            }
+        }
+    }
+    let bindings = em.inputs.len() + outs.len();
+    if bindings as u32 > target.max_storage_buffers {
+        return Err(Error::unimplemented(format!(
+            "{name}: fused kernel needs {bindings} storage buffers, adapter {} allows {}",
+            target.adapter, target.max_storage_buffers
+        )));
+    }
+    let mut body = kernel::entry_header(WORKGROUP);
+    body.push_str(&kernel::thread_index(WORKGROUP));
+    body.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
+    body.push_str(&em.body);
+    body.push_str("}\n");
+    let comment = format!(
+        "kernel {name}: loop over {} elements ({} per thread)\nfuses: {}",
+        n,
+        k,
+        em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+    let wgsl = kernel::assemble(
+        name,
+        &comment,
+        &em.inputs,
+        &outs,
+        &em.needs,
+        &body,
+        target.caps,
+    )?;
+    let workgroups = kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs: em.inputs.clone(),
+        outputs: outs,
+        workgroups,
+    })
+}

@@ -1,0 +1,11 @@
+//! Code generation: one WGSL module per kernel, validated with naga at compile time.
+
+pub mod dot_kernel;
+pub mod dtype;
+pub mod elementwise;
+pub mod expr;
+pub mod kernel;
+pub mod library;
+pub mod loop_kernel;
+pub mod math;
+pub mod reduce_kernel;

@@ -1,0 +1,354 @@
+//! The reduction emitter. The reduce's inputs are computed inline (input fusion) and folded
+//! with the body region, compiled to a WGSL function. Two strategies:
+//! - a workgroup per output element, threads striding over the reduced elements and combining
+//!   in workgroup memory — for long reductions over 32/64-bit types;
+//! - a thread per output element (several for packed narrow types) looping over the reduced
+//!   elements — for short reductions, many outputs, and narrow output types.
+
+use std::collections::{HashMap, HashSet};
+
+use super::dtype::{self, Compute};
+use super::expr::{Binding, ExprEmitter, Index};
+use super::kernel::{self, Kernel, WORKGROUP};
+use super::loop_kernel::Target;
+use crate::error::{Error, Result};
+use crate::fusion::Group;
+use crate::ir::{Function, Op, Operation, Region, ValueId};
+
+/// Reductions at least this long use a workgroup per output.
+const WORKGROUP_REDUCE_MIN: u64 = 128;
+
+/// Emits `body` (a region of scalars: N accumulators then N values, returning N values) as a
+/// WGSL function `name`; returns its source. For N > 1 it returns a struct `name_r`.
+pub fn emit_body_function(
+    em: &mut ExprEmitter,
+    name: &str,
+    body: &Region,
+    types: &[Compute],
+) -> Result<String> {
+    let n = types.len();
+    if body.args.len() != 2 * n || body.returned().len() != n {
+        return Err(Error::invalid(format!(
+            "reduction body must take {} scalars and return {n}",
+            2 * n
+        )));
+    }
+    let params: Vec<(ValueId, String)> = body
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| (a, format!("p{i}")))
+        .collect();
+    em.begin_function(&params);
+    let mut rets = Vec::new();
+    for &r in body.returned() {
+        rets.push(em.value(r, &Index::scalar())?);
+    }
+    if n == 1 {
+        em.line(&format!("return {};", rets[0]));
+    } else {
+        em.line(&format!("return {name}_r({});", rets.join(", ")));
+    }
+    let stmts = em.end_function();
+    let sig: Vec<String> = (0..2 * n)
+        .map(|i| format!("p{i}: {}", types[i % n].wgsl()))
+        .collect();
+    let mut s = String::new();
+    if n > 1 {
+        s.push_str(&format!("struct {name}_r {{\n"));
+        for (i, t) in types.iter().enumerate() {
+            s.push_str(&format!("    r{i}: {},\n", t.wgsl()));
+        }
+        s.push_str("}\n");
+    }
+    let ret = if n == 1 {
+        types[0].wgsl().to_string()
+    } else {
+        format!("{name}_r")
+    };
+    s.push_str(&format!(
+        "fn {name}({}) -> {ret} {{\n{stmts}}}\n\n",
+        sig.join(", ")
+    ));
+    Ok(s)
+}
+
+/// Statements combining `acc` with `vals` through body function `f` (assigning `acc`).
+pub fn combine(f: &str, n: usize, acc: &[String], vals: &[String]) -> String {
+    let args = [acc, vals].concat().join(", ");
+    if n == 1 {
+        format!("{} = {f}({args});", acc[0])
+    } else {
+        let mut s = format!("{{ let c = {f}({args}); ");
+        for (i, a) in acc.iter().enumerate() {
+            s.push_str(&format!("{a} = c.r{i}; "));
+        }
+        s.push('}');
+        s
+    }
+}
+
+fn region_defs<'a>(
+    r: &'a Region,
+    out: &mut HashMap<ValueId, &'a Operation>,
+    vals: &mut HashSet<ValueId>,
+) {
+    for op in &r.ops {
+        for v in &op.results {
+            out.insert(*v, op);
+            vals.insert(*v);
+        }
+        for sub in &op.regions {
+            region_defs(sub, out, vals);
+        }
+    }
+}
+
+/// Emits the reduce kernel for `group` (root `op`, a `reduce`).
+pub fn emit(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    group: &Group,
+    op: &Operation,
+    target: Target,
+) -> Result<Kernel> {
+    let Op::Reduce { dimensions } = &op.op else {
+        return Err(Error::internal("reduce emitter on a non-reduce"));
+    };
+    let n = op.results.len();
+    let body = op
+        .regions
+        .first()
+        .ok_or_else(|| Error::invalid("reduce without a body"))?;
+    let mut all_defs = defs.clone();
+    let mut body_vals = HashSet::new();
+    region_defs(body, &mut all_defs, &mut body_vals);
+    let fused = |v: ValueId| group.members.contains(&v) || body_vals.contains(&v);
+    let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+
+    let in_ty = em.ty(op.operands[0])?.clone();
+    let outs: Vec<Binding> = op
+        .results
+        .iter()
+        .map(|&v| {
+            Ok(Binding {
+                value: v,
+                ty: em.ty(v)?.clone(),
+            })
+        })
+        .collect::<Result<_>>()?;
+    let types: Vec<Compute> = outs
+        .iter()
+        .map(|o| em.compute(o.ty.dtype))
+        .collect::<Result<_>>()?;
+    let dims = in_ty.dims();
+    let reduced: Vec<usize> = (0..dims.len())
+        .filter(|d| dimensions.contains(&(*d as i64)))
+        .collect();
+    let kept: Vec<usize> = (0..dims.len())
+        .filter(|d| !dimensions.contains(&(*d as i64)))
+        .collect();
+    let red_dims: Vec<usize> = reduced.iter().map(|&d| dims[d]).collect();
+    let kept_dims: Vec<usize> = kept.iter().map(|&d| dims[d]).collect();
+    let red_count: u64 = red_dims.iter().product::<usize>() as u64;
+    let out_count: u64 = kept_dims.iter().product::<usize>() as u64;
+
+    let fname = "reducer";
+    let func = emit_body_function(&mut em, fname, body, &types)?;
+    for o in &outs {
+        for h in dtype::helpers_for(o.ty.dtype) {
+            em.needs.insert(h.to_string());
+        }
+    }
+    let packed = outs.iter().any(|o| dtype::per_word(o.ty.dtype) > 1);
+    let use_workgroup = red_count >= WORKGROUP_REDUCE_MIN && !packed;
+
+    // The input element at (output index `o` expressed per kept dim, reduced linear `r`).
+    let input_index = |em: &mut ExprEmitter, o: &str, r: &str| -> Index {
+        let om = em.multi(&Index::Linear(o.to_string()), &kept_dims);
+        let rm = em.multi(&Index::Linear(r.to_string()), &red_dims);
+        let mut idx = vec![String::new(); dims.len()];
+        for (k, &d) in kept.iter().enumerate() {
+            idx[d] = om[k].clone();
+        }
+        for (k, &d) in reduced.iter().enumerate() {
+            idx[d] = rm[k].clone();
+        }
+        Index::Multi(idx)
+    };
+
+    let mut main = String::new();
+    let mut shared = String::new();
+    let workgroups;
+    if use_workgroup {
+        // One workgroup per output element.
+        for (i, t) in types.iter().enumerate() {
+            shared.push_str(&format!(
+                "var<workgroup> sh{i}: array<{}, {WORKGROUP}>;\n",
+                t.wgsl()
+            ));
+        }
+        em.line("let o = wid.y * nwg.x + wid.x;");
+        em.line(&format!("if (o >= {out_count}u) {{ return; }}"));
+        let mut acc = Vec::new();
+        for (i, t) in types.iter().enumerate() {
+            let init = em.value(op.operands[n + i], &Index::scalar())?;
+            let a = format!("acc{i}");
+            em.line(&format!("var {a}: {} = {init};", t.wgsl()));
+            acc.push(a);
+        }
+        em.open(&format!(
+            "for (var r: u32 = lid; r < {red_count}u; r = r + {WORKGROUP}u)"
+        ));
+        let idx = input_index(&mut em, "o", "r");
+        let mut vals = Vec::new();
+        for i in 0..n {
+            vals.push(em.value(op.operands[i], &idx)?);
+        }
+        em.line(&combine(fname, n, &acc, &vals));
+        em.close(None);
+        for i in 0..n {
+            em.line(&format!("sh{i}[lid] = acc{i};"));
+        }
+        em.line("workgroupBarrier();");
+        em.open(&format!(
+            "for (var s: u32 = {}u; s > 0u; s = s >> 1u)",
+            WORKGROUP / 2
+        ));
+        em.open("if (lid < s)");
+        let a: Vec<String> = (0..n).map(|i| format!("acc{i}")).collect();
+        let b: Vec<String> = (0..n).map(|i| format!("sh{i}[lid + s]")).collect();
+        for i in 0..n {
+            em.line(&format!("acc{i} = sh{i}[lid];"));
+        }
+        em.line(&combine(fname, n, &a, &b));
+        for i in 0..n {
+            em.line(&format!("sh{i}[lid] = acc{i};"));
+        }
+        em.close(None);
+        em.line("workgroupBarrier();");
+        em.close(None);
+        em.open("if (lid == 0u)");
+        for i in 0..n {
+            em.line(&format!("out{i}[o] = sh{i}[0];"));
+        }
+        em.close(None);
+        workgroups = kernel::grid(out_count, target.max_workgroups)?;
+        main.push_str(&kernel::entry_header(WORKGROUP));
+        main.push_str(&em.body);
+        main.push_str("}\n");
+    } else {
+        // A thread per output element; packed outputs: a word of elements per thread.
+        let k = outs
+            .iter()
+            .map(|o| dtype::per_word(o.ty.dtype))
+            .max()
+            .unwrap_or(1) as u64;
+        let threads = out_count.div_ceil(k);
+        for (j, o) in outs.iter().enumerate() {
+            let p = dtype::per_word(o.ty.dtype) as u64;
+            if p > 1 {
+                for q in 0..k / p {
+                    em.line(&format!("var w{j}_{q}: u32 = 0u;"));
+                }
+            }
+        }
+        for e in 0..k {
+            let ovar = format!("o{e}");
+            em.line(&format!("let {ovar} = tid * {k}u + {e}u;"));
+            let guarded = out_count % k != 0;
+            if guarded {
+                em.open(&format!("if ({ovar} < {out_count}u)"));
+            }
+            let mut acc = Vec::new();
+            for (i, t) in types.iter().enumerate() {
+                let init = em.value(op.operands[n + i], &Index::scalar())?;
+                let a = em.fresh("acc");
+                em.line(&format!("var {a}: {} = {init};", t.wgsl()));
+                acc.push(a);
+            }
+            if red_count > 0 {
+                em.open(&format!(
+                    "for (var r: u32 = 0u; r < {red_count}u; r = r + 1u)"
+                ));
+                let idx = input_index(&mut em, &ovar, "r");
+                let mut vals = Vec::new();
+                for i in 0..n {
+                    vals.push(em.value(op.operands[i], &idx)?);
+                }
+                em.line(&combine(fname, n, &acc, &vals));
+                em.close(None);
+            }
+            for (j, o) in outs.iter().enumerate() {
+                let p = dtype::per_word(o.ty.dtype) as u64;
+                if p == 1 {
+                    em.line(&format!("out{j}[{ovar}] = {};", acc[j]));
+                } else {
+                    let bits = 32 / p;
+                    em.line(&format!(
+                        "w{j}_{} = w{j}_{} | ({} << {}u);",
+                        e / p,
+                        e / p,
+                        dtype::to_bits(o.ty.dtype, &acc[j]),
+                        (e % p) * bits
+                    ));
+                }
+            }
+            if guarded {
+                em.close(None);
+            }
+        }
+        for (j, o) in outs.iter().enumerate() {
+            let p = dtype::per_word(o.ty.dtype) as u64;
+            if p > 1 {
+                let words = out_count.div_ceil(p);
+                for q in 0..k / p {
+                    let w = format!("tid * {}u + {q}u", k / p);
+                    em.line(&format!(
+                        "if ({w} < {words}u) {{ out{j}[{w}] = w{j}_{q}; }}"
+                    ));
+                }
+            }
+        }
+        workgroups = kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?;
+        main.push_str(&kernel::entry_header(WORKGROUP));
+        main.push_str(&kernel::thread_index(WORKGROUP));
+        main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
+        main.push_str(&em.body);
+        main.push_str("}\n");
+    }
+    let bindings = em.inputs.len() + outs.len();
+    if bindings as u32 > target.max_storage_buffers {
+        return Err(Error::unimplemented(format!(
+            "{name}: reduction needs {bindings} storage buffers, adapter {} allows {}",
+            target.adapter, target.max_storage_buffers
+        )));
+    }
+    let comment = format!(
+        "kernel {name}: reduce {red_count} elements into each of {out_count} ({})\nfuses: {}",
+        if use_workgroup {
+            "workgroup per output"
+        } else {
+            "thread per output"
+        },
+        em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+    let source = format!("{shared}\n{func}{main}");
+    let wgsl = kernel::assemble(
+        name,
+        &comment,
+        &em.inputs,
+        &outs,
+        &em.needs,
+        &source,
+        target.caps,
+    )?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs: em.inputs.clone(),
+        outputs: outs,
+        workgroups,
+    })
+}

@@ -1,0 +1,295 @@
+//! Lowering a prepared function to a program: each region is partitioned by `fusion`, every
+//! kernel is code-generated (and validated) now, values get buffer slots, control flow
+//! becomes nested programs, and buffer lifetimes are planned.
+
+use std::collections::HashMap;
+
+use super::program::{BranchStep, Program, Slot, Step, WhileStep};
+use super::trip_count::trip_count;
+use crate::codegen::kernel::Kernel;
+use crate::codegen::loop_kernel::Target;
+use crate::codegen::{dot_kernel, loop_kernel, reduce_kernel};
+use crate::error::{Error, Result};
+use crate::fusion::{self, KernelKind, Node};
+use crate::ir::{Function, Literal, Op, Operation, Region, TensorType, Type, ValueId};
+
+/// Everything lowering produces.
+pub struct Lowered {
+    /// The top-level program.
+    pub program: Program,
+    /// Kernels, indexed by `Step::Launch::kernel`.
+    pub kernels: Vec<Kernel>,
+    /// Type of every slot.
+    pub slot_types: Vec<TensorType>,
+    /// Slots of the parameters, in order.
+    pub params: Vec<Slot>,
+    /// Slots of the results, in order.
+    pub results: Vec<Slot>,
+    /// Constants to upload once: slot and data.
+    pub constants: Vec<(Slot, Literal)>,
+    /// The kernel partition of every region, for dumps.
+    pub partitions: String,
+}
+
+struct Lowering<'f, 't> {
+    f: &'f Function,
+    all_defs: HashMap<ValueId, &'f Operation>,
+    target: Target<'t>,
+    slots: HashMap<ValueId, Slot>,
+    slot_types: Vec<TensorType>,
+    kernels: Vec<Kernel>,
+    constants: Vec<(Slot, Literal)>,
+    partitions: String,
+}
+
+fn collect_defs<'f>(r: &'f Region, out: &mut HashMap<ValueId, &'f Operation>) {
+    for op in &r.ops {
+        for v in &op.results {
+            out.insert(*v, op);
+        }
+        for sub in &op.regions {
+            collect_defs(sub, out);
+        }
+    }
+}
+
+/// Lowers `f` (inlined, canonicalized, verified) for `target`.
+pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
+    let body = f
+        .body
+        .as_ref()
+        .ok_or_else(|| Error::invalid(format!("@{} has no body", f.name)))?;
+    let mut all_defs = HashMap::new();
+    collect_defs(body, &mut all_defs);
+    let mut l = Lowering {
+        f,
+        all_defs,
+        target,
+        slots: HashMap::new(),
+        slot_types: Vec::new(),
+        kernels: Vec::new(),
+        constants: Vec::new(),
+        partitions: String::new(),
+    };
+    let params = body
+        .args
+        .iter()
+        .map(|&a| l.new_slot(a))
+        .collect::<Result<Vec<_>>>()?;
+    let mut program = l.region(body, "main")?;
+    let results = l.returned(body)?;
+    program.plan_frees(&results);
+    Ok(Lowered {
+        program,
+        kernels: l.kernels,
+        slot_types: l.slot_types,
+        params,
+        results,
+        constants: l.constants,
+        partitions: l.partitions,
+    })
+}
+
+impl<'f, 't> Lowering<'f, 't> {
+    fn tensor(&self, v: ValueId) -> Result<TensorType> {
+        match self.f.values.get(v.index()) {
+            Some(Type::Tensor(t)) if t.is_static() => Ok(t.clone()),
+            Some(Type::Tensor(t)) => Err(Error::unimplemented(format!(
+                "dynamic shapes ({t}) are not supported"
+            ))),
+            Some(other) => Err(Error::unimplemented(format!(
+                "values of type {other} are not supported"
+            ))),
+            None => Err(Error::internal(format!("value {v} out of range"))),
+        }
+    }
+
+    fn new_slot(&mut self, v: ValueId) -> Result<Slot> {
+        let t = self.tensor(v)?;
+        self.slot_types.push(t);
+        let s = self.slot_types.len() - 1;
+        self.slots.insert(v, s);
+        Ok(s)
+    }
+
+    fn slot(&self, v: ValueId, op: &Operation) -> Result<Slot> {
+        self.slots.get(&v).copied().ok_or_else(|| {
+            Error::internal(format!(
+                "{} ({}): value {v} has no buffer",
+                op.name(),
+                op.loc
+            ))
+        })
+    }
+
+    fn returned(&self, region: &Region) -> Result<Vec<Slot>> {
+        let ret = region
+            .ops
+            .last()
+            .filter(|o| o.op == Op::Return)
+            .ok_or_else(|| Error::invalid("region does not end in a return"))?;
+        ret.operands.iter().map(|v| self.slot(*v, ret)).collect()
+    }
+
+    fn region(&mut self, region: &'f Region, label: &str) -> Result<Program> {
+        let part = fusion::partition(self.f, region);
+        self.partitions
+            .push_str(&format!("region {label}:\n{}", part.describe(region)));
+        let defs: HashMap<ValueId, &Operation> = region
+            .ops
+            .iter()
+            .flat_map(|op| op.results.iter().map(move |r| (*r, op)))
+            .collect();
+        let mut program = Program::default();
+        for node in &part.nodes {
+            match node {
+                Node::Kernel(g) => {
+                    let root = &region.ops[g.root];
+                    let name = format!("{}_{}", kind_name(g.kind), self.kernels.len());
+                    let kernel = match g.kind {
+                        KernelKind::Loop => loop_kernel::emit(&name, self.f, &defs, g, self.target),
+                        KernelKind::Reduce => {
+                            reduce_kernel::emit(&name, self.f, &defs, g, root, self.target)
+                        }
+                        KernelKind::Dot => {
+                            dot_kernel::emit(&name, self.f, &defs, g, root, self.target)
+                        }
+                    }
+                    .map_err(|e| {
+                        if e.message.contains(&root.loc.to_string()) {
+                            e
+                        } else {
+                            e.context(format!("{} at {}", root.name(), root.loc))
+                        }
+                    })?;
+                    let args = kernel
+                        .inputs
+                        .iter()
+                        .map(|b| self.slot(b.value, root))
+                        .collect::<Result<Vec<_>>>()?;
+                    let results = g
+                        .outputs
+                        .iter()
+                        .map(|&v| self.new_slot(v))
+                        .collect::<Result<Vec<_>>>()?;
+                    self.kernels.push(kernel);
+                    program.steps.push(Step::Launch {
+                        kernel: self.kernels.len() - 1,
+                        args,
+                        results,
+                    });
+                }
+                Node::Constant(i) => {
+                    let op = &region.ops[*i];
+                    if let (Op::Constant(lit), Some(&r)) = (&op.op, op.results.first()) {
+                        let s = self.new_slot(r)?;
+                        self.constants.push((s, lit.clone()));
+                    }
+                }
+                Node::Alias { op, value, source } => {
+                    let src = self.slot(*source, &region.ops[*op])?;
+                    let dst = self.new_slot(*value)?;
+                    program.steps.push(Step::Alias { src, dst });
+                }
+                Node::Op(i) => {
+                    let op = &region.ops[*i];
+                    if let Some(step) = self.op_step(op)? {
+                        program.steps.push(step);
+                    }
+                }
+            }
+        }
+        Ok(program)
+    }
+
+    /// A step for an op that is not a kernel.
+    fn op_step(&mut self, op: &'f Operation) -> Result<Option<Step>> {
+        let unsupported = || {
+            Error::unimplemented(format!(
+                "{}: op {} is not supported on adapter {}",
+                op.loc,
+                op.name(),
+                self.target.adapter
+            ))
+        };
+        match &op.op {
+            Op::Return => Ok(None),
+            Op::While => {
+                let [cond, body] = &op.regions[..] else {
+                    return Err(Error::invalid(format!(
+                        "{}: while needs two regions",
+                        op.loc
+                    )));
+                };
+                let init = op
+                    .operands
+                    .iter()
+                    .map(|v| self.slot(*v, op))
+                    .collect::<Result<Vec<_>>>()?;
+                // Both regions read the loop state from the same slots.
+                let args = cond
+                    .args
+                    .iter()
+                    .map(|&a| self.new_slot(a))
+                    .collect::<Result<Vec<_>>>()?;
+                for (b, &s) in body.args.iter().zip(&args) {
+                    self.slots.insert(*b, s);
+                }
+                let mut cond_p = self.region(cond, "while.cond")?;
+                let cond_result = *self.returned(cond)?.first().ok_or_else(|| {
+                    Error::invalid(format!("{}: while cond returns nothing", op.loc))
+                })?;
+                cond_p.plan_frees(&[cond_result]);
+                let mut body_p = self.region(body, "while.body")?;
+                let body_results = self.returned(body)?;
+                body_p.plan_frees(&body_results);
+                let results = op
+                    .results
+                    .iter()
+                    .map(|&r| self.new_slot(r))
+                    .collect::<Result<Vec<_>>>()?;
+                let trip_count = trip_count(op, &self.all_defs);
+                Ok(Some(Step::While(Box::new(WhileStep {
+                    init,
+                    args,
+                    cond: cond_p,
+                    cond_result,
+                    body: body_p,
+                    body_results,
+                    results,
+                    trip_count,
+                }))))
+            }
+            Op::If | Op::Case => {
+                let selector = self.slot(op.operands[0], op)?;
+                let mut branches = Vec::new();
+                for (i, r) in op.regions.iter().enumerate() {
+                    let mut p = self.region(r, &format!("{}.branch{i}", op.name()))?;
+                    let res = self.returned(r)?;
+                    p.plan_frees(&res);
+                    branches.push((p, res));
+                }
+                let results = op
+                    .results
+                    .iter()
+                    .map(|&r| self.new_slot(r))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Some(Step::Branch(Box::new(BranchStep {
+                    selector,
+                    is_if: op.op == Op::If,
+                    branches,
+                    results,
+                }))))
+            }
+            _ => Err(unsupported()),
+        }
+    }
+}
+
+fn kind_name(k: KernelKind) -> &'static str {
+    match k {
+        KernelKind::Loop => "fusion",
+        KernelKind::Reduce => "reduce",
+        KernelKind::Dot => "dot",
+    }
+}

@@ -1,0 +1,213 @@
+//! The compiler driver: program bytes in (StableHLO text or a portable artifact), a loaded
+//! executable out — parse, passes, fusion, code generation, lowering, loading — and the dump.
+
+pub mod lower;
+pub mod program;
+pub mod trip_count;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::codegen::loop_kernel::Target;
+use crate::error::{Error, Result, ResultExt};
+use crate::frontend::{bytecode, text};
+use crate::ir::{print, Attr, Function, Module, Type};
+use crate::passes;
+use crate::runtime::executable::{Executable, ExecutableParts};
+use crate::runtime::Device;
+
+/// Options of one compilation.
+#[derive(Clone, Debug, Default)]
+pub struct CompileOptions {
+    /// Name of the executable (and of its dump files); defaults to the module's name.
+    pub name: Option<String>,
+    /// Write the compiler's dump here (`WGPU_HLO_DUMP` is used when unset).
+    pub dump_dir: Option<PathBuf>,
+    /// The function to compile (default `main`).
+    pub entry: Option<String>,
+}
+
+const SERIALIZED_MAGIC: &[u8] = b"WGPUHLO\x01";
+
+/// Parses program bytes: MLIR bytecode (portable artifact) or StableHLO text.
+pub fn parse(bytes: &[u8], filename: &str) -> Result<Module> {
+    if bytecode::is_bytecode(bytes) {
+        return bytecode::parse_bytecode(bytes, filename);
+    }
+    let src = std::str::from_utf8(bytes).map_err(|e| {
+        Error::invalid(format!(
+            "{filename}: neither MLIR bytecode nor UTF-8 text: {e}"
+        ))
+    })?;
+    text::parse_module(src, filename)
+}
+
+/// The target description of a device for the emitters.
+pub fn target(device: &Device) -> Target<'_> {
+    let l = device.limits();
+    Target {
+        caps: device.caps(),
+        adapter: &device.info().name,
+        max_workgroups: l.max_compute_workgroups_per_dimension,
+        max_storage_buffers: l.max_storage_buffers_per_shader_stage,
+    }
+}
+
+/// Compiles program bytes for `device`.
+pub fn compile(
+    device: &Arc<Device>,
+    program: &[u8],
+    options: &CompileOptions,
+) -> Result<Arc<Executable>> {
+    let name = options.name.clone().unwrap_or_else(|| "module".into());
+    let module = parse(program, &name)?;
+    let entry = options.entry.clone().unwrap_or_else(|| "main".into());
+    let f = passes::prepare(&module, &entry)?;
+    let mut serialized = SERIALIZED_MAGIC.to_vec();
+    serialized.extend_from_slice(&(entry.len() as u32).to_le_bytes());
+    serialized.extend_from_slice(entry.as_bytes());
+    serialized.extend_from_slice(program);
+    compile_function(device, &f, Some(&module), options, serialized)
+}
+
+/// Recreates an executable from `Executable::serialize` bytes.
+pub fn deserialize(
+    device: &Arc<Device>,
+    bytes: &[u8],
+    options: &CompileOptions,
+) -> Result<Arc<Executable>> {
+    let rest = bytes
+        .strip_prefix(SERIALIZED_MAGIC)
+        .ok_or_else(|| Error::invalid("not a serialized wgpu-hlo executable"))?;
+    let len = rest
+        .get(..4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .ok_or_else(|| Error::invalid("truncated serialized executable"))?;
+    let entry = rest
+        .get(4..4 + len)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .ok_or_else(|| Error::invalid("truncated serialized executable"))?;
+    let program = &rest[(4 + len).min(rest.len())..];
+    let mut o = options.clone();
+    o.entry = Some(entry.to_string());
+    compile(device, program, &o)
+}
+
+/// Parameter indices that results may reuse, from `tf.aliasing_output` argument attributes.
+fn output_aliases(f: &Function) -> Vec<Option<usize>> {
+    let mut out = vec![None; f.result_types.len()];
+    for (i, attrs) in f.arg_attrs.iter().enumerate() {
+        if let Some(Attr::Int(o, _)) = crate::ir::attr::find_attr(attrs, "tf.aliasing_output") {
+            if let Some(slot) = usize::try_from(*o).ok().and_then(|o| out.get_mut(o)) {
+                *slot = Some(i);
+            }
+        }
+    }
+    out
+}
+
+static DUMP_SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// Where dumps go: the option, else `WGPU_HLO_DUMP`.
+fn dump_dir(options: &CompileOptions) -> Option<PathBuf> {
+    options
+        .dump_dir
+        .clone()
+        .or_else(|| std::env::var_os("WGPU_HLO_DUMP").map(PathBuf::from))
+}
+
+/// Compiles a prepared function (inlined, canonicalized, verified).
+pub fn compile_function(
+    device: &Arc<Device>,
+    f: &Function,
+    module: Option<&Module>,
+    options: &CompileOptions,
+    serialized: Vec<u8>,
+) -> Result<Arc<Executable>> {
+    let name = options
+        .name
+        .clone()
+        .or_else(|| module.and_then(|m| m.name.clone()))
+        .unwrap_or_else(|| f.name.clone());
+    let tensor = |t: &Type| -> Result<crate::ir::TensorType> {
+        match t {
+            Type::Tensor(t) if t.is_static() => Ok(t.clone()),
+            other => Err(Error::unimplemented(format!(
+                "@{}: parameters and results of type {other} are not supported",
+                f.name
+            ))),
+        }
+    };
+    let param_types = f.arg_types.iter().map(tensor).collect::<Result<Vec<_>>>()?;
+    let output_types = f
+        .result_types
+        .iter()
+        .map(tensor)
+        .collect::<Result<Vec<_>>>()?;
+    let lowered = lower::lower(f, target(device))
+        .with_context(|| format!("compiling {name} for {}", device.info()))?;
+    let ir_text = print::print_function(f);
+    let dump = dump_dir(options);
+    let parts = ExecutableParts {
+        name: name.clone(),
+        param_types,
+        output_types,
+        slot_types: lowered.slot_types,
+        kernels: lowered.kernels,
+        constants: lowered
+            .constants
+            .into_iter()
+            .map(|(s, l)| (s, l.data.to_vec()))
+            .collect(),
+        program: lowered.program,
+        params: lowered.params,
+        results: lowered.results,
+        ir_text,
+        output_aliases: output_aliases(f),
+        serialized,
+    };
+    if let Some(dir) = &dump {
+        write_dump(dir, &name, module, f, &parts, &lowered.partitions)?;
+    }
+    Executable::load(device, parts)
+}
+
+fn write_dump(
+    dir: &std::path::Path,
+    name: &str,
+    module: Option<&Module>,
+    f: &Function,
+    parts: &ExecutableParts,
+    partitions: &str,
+) -> Result<()> {
+    let seq = DUMP_SEQ.fetch_add(1, Ordering::Relaxed);
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let prefix = dir.join(format!("module_{seq:04}.{safe}"));
+    let io =
+        |e: std::io::Error| Error::invalid(format!("writing the dump to {}: {e}", dir.display()));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let write = |suffix: &str, text: &str| -> Result<()> {
+        std::fs::write(format!("{}.{suffix}", prefix.display()), text).map_err(io)
+    };
+    if let Some(m) = module {
+        write("module.mlir", &print::print_module(m))?;
+    }
+    write("after_passes.mlir", &print::print_function(f))?;
+    write("partition.txt", partitions)?;
+    let names: Vec<String> = parts.kernels.iter().map(|k| k.name.clone()).collect();
+    write("program.txt", &parts.program.listing(&names))?;
+    for k in &parts.kernels {
+        write(&format!("{}.wgsl", k.name), &k.wgsl)?;
+    }
+    Ok(())
+}

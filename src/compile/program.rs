@@ -1,0 +1,233 @@
+//! The executable form of a function: a program of steps over numbered buffer slots. Kernel
+//! launches read and write slots; control flow steps run nested programs; `Free` steps, placed
+//! at compile time after each slot's last use, hand buffers back to the executable's pool —
+//! the static buffer plan.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use crate::ir::TensorType;
+
+/// A buffer slot: filled with a parameter, a constant or a buffer a step produced.
+pub type Slot = usize;
+
+/// How a `while` runs.
+#[derive(Clone, Debug)]
+pub struct WhileStep {
+    /// Slots holding the initial values.
+    pub init: Vec<Slot>,
+    /// Slots the cond and body read their arguments from (shared by both regions).
+    pub args: Vec<Slot>,
+    /// Computes the predicate.
+    pub cond: Program,
+    /// The predicate's slot (a `tensor<i1>`).
+    pub cond_result: Slot,
+    /// Computes the next values.
+    pub body: Program,
+    /// The body's results.
+    pub body_results: Vec<Slot>,
+    /// The op's results.
+    pub results: Vec<Slot>,
+    /// Iterations, when known at compile time (no predicate read-back then).
+    pub trip_count: Option<u64>,
+}
+
+/// How an `if` / `case` runs: the selector is read back and one branch runs.
+#[derive(Clone, Debug)]
+pub struct BranchStep {
+    /// `tensor<i1>` (if: true → branch 0) or `tensor<i32>` (case: index, out of range → last).
+    pub selector: Slot,
+    /// True for `if` (whose branch 0 is the true branch).
+    pub is_if: bool,
+    /// The branches with their result slots.
+    pub branches: Vec<(Program, Vec<Slot>)>,
+    /// The op's results.
+    pub results: Vec<Slot>,
+}
+
+/// One step.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Dispatches kernel `kernel` of the executable.
+    Launch {
+        /// Index into the executable's kernels.
+        kernel: usize,
+        /// Slots bound as inputs, in binding order.
+        args: Vec<Slot>,
+        /// Slots the kernel writes (fresh buffers).
+        results: Vec<Slot>,
+    },
+    /// `dst` holds the same buffer as `src` (a view with another type).
+    Alias {
+        /// The buffer's slot.
+        src: Slot,
+        /// The view's slot.
+        dst: Slot,
+    },
+    /// A `while` loop.
+    While(Box<WhileStep>),
+    /// An `if` or `case`.
+    Branch(Box<BranchStep>),
+    /// Hands the buffers of these slots back to the pool.
+    Free(Vec<Slot>),
+}
+
+/// A sequence of steps.
+#[derive(Clone, Debug, Default)]
+pub struct Program {
+    /// Steps in order.
+    pub steps: Vec<Step>,
+}
+
+impl Step {
+    /// Slots this step reads or writes, including inside nested programs.
+    pub fn touched(&self, out: &mut HashSet<Slot>) {
+        match self {
+            Step::Launch { args, results, .. } => {
+                out.extend(args);
+                out.extend(results);
+            }
+            Step::Alias { src, dst } => {
+                out.insert(*src);
+                out.insert(*dst);
+            }
+            Step::While(w) => {
+                out.extend(&w.init);
+                out.extend(&w.args);
+                out.extend(&w.body_results);
+                out.extend(&w.results);
+                out.insert(w.cond_result);
+                w.cond.touched(out);
+                w.body.touched(out);
+            }
+            Step::Branch(b) => {
+                out.insert(b.selector);
+                out.extend(&b.results);
+                for (p, r) in &b.branches {
+                    p.touched(out);
+                    out.extend(r);
+                }
+            }
+            Step::Free(s) => out.extend(s),
+        }
+    }
+
+    /// Slots this step defines (writes for the first time).
+    fn defines(&self, out: &mut HashSet<Slot>) {
+        match self {
+            Step::Launch { results, .. } => out.extend(results),
+            Step::Alias { dst, .. } => {
+                out.insert(*dst);
+            }
+            Step::While(w) => out.extend(&w.results),
+            Step::Branch(b) => out.extend(&b.results),
+            Step::Free(_) => {}
+        }
+    }
+}
+
+impl Program {
+    /// Slots touched anywhere in the program.
+    pub fn touched(&self, out: &mut HashSet<Slot>) {
+        for s in &self.steps {
+            s.touched(out);
+        }
+    }
+
+    /// Inserts `Free` steps after the last use of every slot this program defines, except
+    /// those in `keep` (its results).
+    pub fn plan_frees(&mut self, keep: &[Slot]) {
+        let mut defined = HashSet::new();
+        for s in &self.steps {
+            s.defines(&mut defined);
+        }
+        let keep: HashSet<Slot> = keep.iter().copied().collect();
+        let mut last_use = std::collections::HashMap::new();
+        for (i, s) in self.steps.iter().enumerate() {
+            let mut t = HashSet::new();
+            s.touched(&mut t);
+            for slot in t {
+                last_use.insert(slot, i);
+            }
+        }
+        let mut frees: Vec<Vec<Slot>> = vec![Vec::new(); self.steps.len()];
+        for (slot, i) in last_use {
+            if defined.contains(&slot) && !keep.contains(&slot) {
+                frees[i].push(slot);
+            }
+        }
+        let steps = std::mem::take(&mut self.steps);
+        for (s, mut f) in steps.into_iter().zip(frees) {
+            self.steps.push(s);
+            if !f.is_empty() {
+                f.sort_unstable();
+                self.steps.push(Step::Free(f));
+            }
+        }
+    }
+
+    fn fmt_indented(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        indent: usize,
+        kernels: &[String],
+    ) -> fmt::Result {
+        let pad = "  ".repeat(indent);
+        for s in &self.steps {
+            match s {
+                Step::Launch {
+                    kernel,
+                    args,
+                    results,
+                } => writeln!(
+                    f,
+                    "{pad}launch {} {args:?} -> {results:?}",
+                    kernels.get(*kernel).map(String::as_str).unwrap_or("?")
+                )?,
+                Step::Alias { src, dst } => writeln!(f, "{pad}view {dst} = {src}")?,
+                Step::Free(s) => writeln!(f, "{pad}free {s:?}")?,
+                Step::While(w) => {
+                    writeln!(
+                        f,
+                        "{pad}while {:?} -> {:?} (trip count: {})",
+                        w.init,
+                        w.results,
+                        w.trip_count.map_or("read back".into(), |n| n.to_string())
+                    )?;
+                    writeln!(f, "{pad}  cond {:?} -> {}", w.args, w.cond_result)?;
+                    w.cond.fmt_indented(f, indent + 2, kernels)?;
+                    writeln!(f, "{pad}  body -> {:?}", w.body_results)?;
+                    w.body.fmt_indented(f, indent + 2, kernels)?;
+                }
+                Step::Branch(b) => {
+                    writeln!(
+                        f,
+                        "{pad}{} on {} -> {:?}",
+                        if b.is_if { "if" } else { "case" },
+                        b.selector,
+                        b.results
+                    )?;
+                    for (i, (p, r)) in b.branches.iter().enumerate() {
+                        writeln!(f, "{pad}  branch {i} -> {r:?}")?;
+                        p.fmt_indented(f, indent + 2, kernels)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A readable listing, naming kernels by `kernels[i]`.
+    pub fn listing(&self, kernels: &[String]) -> String {
+        struct L<'a>(&'a Program, &'a [String]);
+        impl fmt::Display for L<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt_indented(f, 0, self.1)
+            }
+        }
+        L(self, kernels).to_string()
+    }
+}
+
+/// The type of every slot, indexed by slot.
+pub type SlotTypes = Vec<TensorType>;

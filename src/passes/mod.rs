@@ -1,0 +1,24 @@
+//! Passes over the IR. Each pass is one file with its own tests; `prepare` runs the standard
+//! pipeline that turns a parsed module into the single function the compiler lowers.
+
+pub mod canonicalize;
+pub mod checks;
+pub mod dce;
+pub mod inline;
+pub mod rewrite;
+
+use crate::error::Result;
+use crate::ir::{verify, Function, Module};
+
+/// Verifies `module`, inlines everything into `entry`, canonicalizes and removes dead code,
+/// then verifies the result again.
+pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
+    verify::verify_module(module)?;
+    let mut f = inline::inline_entry(module, entry)?;
+    canonicalize::canonicalize(&mut f);
+    if let Some(body) = f.body.as_mut() {
+        dce::eliminate_dead_code(body);
+    }
+    verify::verify_function(&f)?;
+    Ok(f)
+}

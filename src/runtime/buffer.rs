@@ -1,0 +1,198 @@
+//! Device buffers: a tensor's bytes on the GPU in PJRT's dense host layout (so transfers are
+//! plain copies), padded to 4 bytes, with a readiness event.
+
+use std::sync::{Arc, Mutex};
+
+use super::device::{Device, GpuBuffer};
+use super::event::Event;
+use crate::error::{Error, Result};
+use crate::ir::TensorType;
+
+struct Inner {
+    device: Arc<Device>,
+    ty: TensorType,
+    storage: Mutex<Option<Arc<GpuBuffer>>>,
+    device_size: u64,
+    ready: Event,
+}
+
+/// A tensor on the device. Cheap to clone (clones share the storage).
+#[derive(Clone)]
+pub struct DeviceBuffer(Arc<Inner>);
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceBuffer({}, {} bytes)",
+            self.0.ty, self.0.device_size
+        )
+    }
+}
+
+impl DeviceBuffer {
+    pub(crate) fn from_gpu(
+        device: &Arc<Device>,
+        ty: TensorType,
+        gpu: Arc<GpuBuffer>,
+        ready: Event,
+    ) -> DeviceBuffer {
+        DeviceBuffer(Arc::new(Inner {
+            device: device.clone(),
+            device_size: gpu.size,
+            ty,
+            storage: Mutex::new(Some(gpu)),
+            ready,
+        }))
+    }
+
+    /// The tensor type.
+    pub fn ty(&self) -> &TensorType {
+        &self.0.ty
+    }
+
+    /// The device it lives on.
+    pub fn device(&self) -> &Arc<Device> {
+        &self.0.device
+    }
+
+    /// Bytes it occupies on the device.
+    pub fn device_size(&self) -> u64 {
+        self.0.device_size
+    }
+
+    /// Completes when the buffer's contents have been produced.
+    pub fn ready(&self) -> Event {
+        self.0.ready.clone()
+    }
+
+    /// The GPU storage; an error once deleted.
+    pub(crate) fn gpu(&self) -> Result<Arc<GpuBuffer>> {
+        self.0
+            .storage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| Error::failed_precondition(format!("buffer {} was deleted", self.0.ty)))
+    }
+
+    /// True when the two handles share storage.
+    pub fn same_storage(&self, other: &DeviceBuffer) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Frees the device memory now (work already queued keeps what it uses). Later uses fail
+    /// with FAILED_PRECONDITION.
+    pub fn delete(&self) {
+        self.0
+            .storage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+    }
+
+    /// True after `delete`.
+    pub fn is_deleted(&self) -> bool {
+        self.0
+            .storage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
+
+    /// Copies the tensor to host memory once it is ready and hands the bytes (host layout) to
+    /// `done`, on whichever thread completes the transfer.
+    pub fn read_to_host(&self, done: impl FnOnce(Result<Vec<u8>>) + Send + 'static) {
+        let this = self.clone();
+        self.0
+            .ready
+            .on_ready(move |r| match r.and_then(|()| this.gpu()) {
+                Err(e) => done(Err(e)),
+                Ok(gpu) => {
+                    let len = this.0.ty.byte_size();
+                    if len == 0 {
+                        return done(Ok(Vec::new()));
+                    }
+                    let dev = &this.0.device;
+                    let staging = dev.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("read-back"),
+                        size: gpu.size,
+                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    });
+                    let mut enc = dev
+                        .device
+                        .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+                    enc.copy_buffer_to_buffer(&gpu.buffer, 0, &staging, 0, gpu.size);
+                    dev.submit(vec![enc.finish()]);
+                    dev.read_back(staging, len, done);
+                }
+            });
+    }
+
+    /// `read_to_host`, waiting for the bytes.
+    pub fn read_to_host_blocking(&self) -> Result<Vec<u8>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.read_to_host(move |r| {
+            let _ = tx.send(r);
+        });
+        rx.recv()
+            .map_err(|_| Error::internal("read-back was dropped"))?
+    }
+
+    /// A new buffer with the same contents (device-to-device copy, asynchronous).
+    pub fn copy(&self) -> Result<DeviceBuffer> {
+        let dev = self.0.device.clone();
+        let dst = Arc::new(dev.alloc(self.0.device_size, "copy")?);
+        let ready = Event::pending();
+        let (src, r, d) = (self.clone(), ready.clone(), dst.clone());
+        self.0.ready.on_ready(move |res| {
+            let gpu = match res.and_then(|()| src.gpu()) {
+                Ok(g) => g,
+                Err(e) => return r.set(Err(e)),
+            };
+            let dev = &src.0.device;
+            let mut enc = dev
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            enc.copy_buffer_to_buffer(&gpu.buffer, 0, &d.buffer, 0, gpu.size.min(d.size));
+            let done = dev.submit(vec![enc.finish()]);
+            done.on_ready(move |x| r.set(x));
+        });
+        Ok(DeviceBuffer::from_gpu(&dev, self.0.ty.clone(), dst, ready))
+    }
+}
+
+impl Device {
+    /// Uploads a tensor given in host layout. The bytes are copied before this returns.
+    pub fn upload(self: &Arc<Self>, ty: &TensorType, bytes: &[u8]) -> Result<DeviceBuffer> {
+        if !ty.is_static() {
+            return Err(Error::invalid(format!("cannot upload dynamic type {ty}")));
+        }
+        if bytes.len() != ty.byte_size() {
+            return Err(Error::invalid(format!(
+                "upload of {ty}: expected {} bytes, got {}",
+                ty.byte_size(),
+                bytes.len()
+            )));
+        }
+        let gpu = self.alloc(bytes.len() as u64, "upload")?;
+        if !bytes.is_empty() {
+            if bytes.len() % 4 == 0 {
+                self.queue.write_buffer(&gpu.buffer, 0, bytes);
+            } else {
+                let mut padded = bytes.to_vec();
+                padded.resize(bytes.len().next_multiple_of(4), 0);
+                self.queue.write_buffer(&gpu.buffer, 0, &padded);
+            }
+        }
+        // Queue writes are ordered before every later submission, so the buffer is ready for
+        // any work that can be queued after this call.
+        Ok(DeviceBuffer::from_gpu(
+            self,
+            ty.clone(),
+            Arc::new(gpu),
+            Event::ready(),
+        ))
+    }
+}

@@ -1,0 +1,535 @@
+//! A loaded executable and its execution: every kernel's pipeline is created at load time;
+//! an execution records the whole program into one command encoder and submits once —
+//! except where a loop or branch needs a predicate from the device, which is read back with
+//! as little as possible in flight. Buffers come from a per-executable pool keyed by size and
+//! go back to it at the point the compile-time plan says, so steady-state executions allocate
+//! nothing but their outputs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::buffer::DeviceBuffer;
+use super::device::{Device, GpuBuffer};
+use super::event::Event;
+use crate::codegen::kernel::Kernel;
+use crate::compile::program::{BranchStep, Program, Slot, Step, WhileStep};
+use crate::error::{Error, Result};
+use crate::ir::TensorType;
+
+/// A kernel with its pipeline.
+pub struct LoadedKernel {
+    /// The generated kernel.
+    pub kernel: Kernel,
+    pipeline: Arc<wgpu::ComputePipeline>,
+    layout: wgpu::BindGroupLayout,
+}
+
+/// Everything an executable is made of, as the compiler hands it over.
+pub struct ExecutableParts {
+    /// Name (the module's or the jitted function's).
+    pub name: String,
+    /// Parameter types.
+    pub param_types: Vec<TensorType>,
+    /// Result types.
+    pub output_types: Vec<TensorType>,
+    /// Type of every slot.
+    pub slot_types: Vec<TensorType>,
+    /// Kernels.
+    pub kernels: Vec<Kernel>,
+    /// Constants: slot and host bytes.
+    pub constants: Vec<(Slot, Vec<u8>)>,
+    /// The program.
+    pub program: Program,
+    /// Parameter slots.
+    pub params: Vec<Slot>,
+    /// Result slots.
+    pub results: Vec<Slot>,
+    /// The program after passes, as StableHLO text.
+    pub ir_text: String,
+    /// Per output: the parameter it may reuse (`tf.aliasing_output`).
+    pub output_aliases: Vec<Option<usize>>,
+    /// What `serialize` returns (enough to compile again).
+    pub serialized: Vec<u8>,
+}
+
+/// A compiled program loaded on a device.
+pub struct Executable {
+    device: Arc<Device>,
+    parts: ExecutableParts,
+    kernels: Vec<LoadedKernel>,
+    constants: Vec<(Slot, Arc<GpuBuffer>)>,
+    pool: Mutex<HashMap<u64, Vec<GpuBuffer>>>,
+    fingerprint: String,
+}
+
+impl std::fmt::Debug for Executable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Executable({}, {} kernels)",
+            self.parts.name,
+            self.kernels.len()
+        )
+    }
+}
+
+fn fingerprint(parts: &ExecutableParts) -> String {
+    // FNV-1a over the kernels and the program: stable across runs and processes.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(parts.ir_text.as_bytes());
+    for k in &parts.kernels {
+        eat(k.wgsl.as_bytes());
+    }
+    format!("{h:016x}")
+}
+
+impl Executable {
+    /// Creates every pipeline and uploads the constants.
+    pub fn load(device: &Arc<Device>, parts: ExecutableParts) -> Result<Arc<Executable>> {
+        let mut kernels = Vec::with_capacity(parts.kernels.len());
+        for k in &parts.kernels {
+            let pipeline = device.pipeline(&k.wgsl, &k.name)?;
+            let layout = pipeline.get_bind_group_layout(0);
+            kernels.push(LoadedKernel {
+                kernel: k.clone(),
+                pipeline,
+                layout,
+            });
+        }
+        let mut constants = Vec::new();
+        for (slot, bytes) in &parts.constants {
+            let ty = parts
+                .slot_types
+                .get(*slot)
+                .ok_or_else(|| Error::internal("constant slot out of range"))?;
+            let b = device.upload(ty, bytes)?;
+            constants.push((*slot, b.gpu()?));
+        }
+        device.check_health()?;
+        Ok(Arc::new(Executable {
+            device: device.clone(),
+            fingerprint: fingerprint(&parts),
+            parts,
+            kernels,
+            constants,
+            pool: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// The executable's name.
+    pub fn name(&self) -> &str {
+        &self.parts.name
+    }
+    /// Number of results.
+    pub fn num_outputs(&self) -> usize {
+        self.parts.output_types.len()
+    }
+    /// Parameter types.
+    pub fn parameter_types(&self) -> &[TensorType] {
+        &self.parts.param_types
+    }
+    /// Result types.
+    pub fn output_types(&self) -> &[TensorType] {
+        &self.parts.output_types
+    }
+    /// A stable hash of the compiled program.
+    pub fn fingerprint(&self) -> String {
+        self.fingerprint.clone()
+    }
+    /// The program after passes, as StableHLO text.
+    pub fn ir_text(&self) -> String {
+        self.parts.ir_text.clone()
+    }
+    /// Per output: the parameter whose buffer it may reuse when donated.
+    pub fn output_aliases(&self) -> Vec<Option<usize>> {
+        self.parts.output_aliases.clone()
+    }
+    /// Bytes that `compile::deserialize` turns back into this executable.
+    pub fn serialize(&self) -> Vec<u8> {
+        self.parts.serialized.clone()
+    }
+    /// The generated kernels.
+    pub fn kernels(&self) -> Vec<&Kernel> {
+        self.kernels.iter().map(|k| &k.kernel).collect()
+    }
+    /// The program listing (for dumps).
+    pub fn program_listing(&self) -> String {
+        let names: Vec<String> = self.kernels.iter().map(|k| k.kernel.name.clone()).collect();
+        self.parts.program.listing(&names)
+    }
+    /// The device it runs on.
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// Runs the program on `args`. Returns the results and an event that completes when the
+    /// device has produced them; returns as soon as the work is queued, except where a loop
+    /// or branch must read a predicate back first. Donated arguments are consumed (their
+    /// buffers become deleted and are reused for temporaries and results).
+    pub fn execute(
+        &self,
+        args: &[DeviceBuffer],
+        donated: &[bool],
+    ) -> Result<(Vec<DeviceBuffer>, Event)> {
+        let p = &self.parts;
+        if args.len() != p.param_types.len() {
+            return Err(Error::invalid(format!(
+                "{}: expected {} arguments, got {}",
+                p.name,
+                p.param_types.len(),
+                args.len()
+            )));
+        }
+        let mut slots: Vec<Option<Arc<GpuBuffer>>> = vec![None; p.slot_types.len()];
+        let mut waits = Vec::new();
+        for (i, (a, &slot)) in args.iter().zip(&p.params).enumerate() {
+            if a.ty() != &p.param_types[i] {
+                return Err(Error::invalid(format!(
+                    "{}: argument {i} has type {}, expected {}",
+                    p.name,
+                    a.ty(),
+                    p.param_types[i]
+                )));
+            }
+            if !Arc::ptr_eq(a.device(), &self.device) {
+                return Err(Error::invalid(format!(
+                    "{}: argument {i} lives on another device",
+                    p.name
+                )));
+            }
+            if !a.ready().is_ready() {
+                waits.push(a.ready());
+            }
+            let gpu = a.gpu()?;
+            if donated.get(i).copied().unwrap_or(false) {
+                a.delete();
+            }
+            slots[slot] = Some(gpu);
+        }
+        // Arguments still being produced (by a host-driven loop elsewhere) must be complete
+        // before this execution's work is queued behind theirs.
+        for w in waits {
+            w.wait()?;
+        }
+        for (slot, buf) in &self.constants {
+            slots[*slot] = Some(buf.clone());
+        }
+        let mut run = Run {
+            exe: self,
+            slots,
+            encoder: None,
+            pass: None,
+        };
+        run.program(&p.program)?;
+        let mut outs = Vec::with_capacity(p.results.len());
+        let mut seen: Vec<Arc<GpuBuffer>> = Vec::new();
+        for &s in &p.results {
+            let buf = run.get(s)?;
+            let shared = Arc::strong_count(&buf) > 2
+                || seen.iter().any(|b| Arc::ptr_eq(b, &buf))
+                || args
+                    .iter()
+                    .any(|a| a.gpu().is_ok_and(|g| Arc::ptr_eq(&g, &buf)))
+                || self.constants.iter().any(|(_, c)| Arc::ptr_eq(c, &buf));
+            let buf = if shared {
+                let copy = Arc::new(self.device.alloc(buf.size, "result")?);
+                run.end_pass();
+                run.encoder()
+                    .copy_buffer_to_buffer(&buf.buffer, 0, &copy.buffer, 0, buf.size);
+                copy
+            } else {
+                buf
+            };
+            seen.push(buf.clone());
+            outs.push(buf);
+        }
+        let event = run.submit();
+        drop(run);
+        let results = outs
+            .into_iter()
+            .zip(&p.output_types)
+            .map(|(b, t)| DeviceBuffer::from_gpu(&self.device, t.clone(), b, event.clone()))
+            .collect();
+        Ok((results, event))
+    }
+
+    /// `execute` without donation, waiting for completion.
+    pub fn execute_blocking(&self, args: &[DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let (outs, done) = self.execute(args, &[])?;
+        done.wait()?;
+        self.device.check_health()?;
+        Ok(outs)
+    }
+
+    fn take_pooled(&self, size: u64) -> Option<GpuBuffer> {
+        self.pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&size)
+            .and_then(Vec::pop)
+    }
+
+    fn give_back(&self, buf: Arc<GpuBuffer>) {
+        if let Some(b) = Arc::into_inner(buf) {
+            self.pool
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(b.size)
+                .or_default()
+                .push(b);
+        }
+    }
+}
+
+/// The state of one execution.
+struct Run<'a> {
+    exe: &'a Executable,
+    slots: Vec<Option<Arc<GpuBuffer>>>,
+    encoder: Option<wgpu::CommandEncoder>,
+    pass: Option<wgpu::ComputePass<'static>>,
+}
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        for s in std::mem::take(&mut self.slots).into_iter().flatten() {
+            self.exe.give_back(s);
+        }
+    }
+}
+
+impl Run<'_> {
+    fn device(&self) -> &Arc<Device> {
+        &self.exe.device
+    }
+
+    fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
+        let dev = self.exe.device.clone();
+        self.encoder.get_or_insert_with(|| {
+            dev.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
+        })
+    }
+
+    fn pass(&mut self) -> &mut wgpu::ComputePass<'static> {
+        let p = match self.pass.take() {
+            Some(p) => p,
+            None => self
+                .encoder()
+                .begin_compute_pass(&wgpu::ComputePassDescriptor::default())
+                .forget_lifetime(),
+        };
+        self.pass.insert(p)
+    }
+
+    fn end_pass(&mut self) {
+        self.pass = None;
+    }
+
+    /// Submits everything recorded so far.
+    fn submit(&mut self) -> Event {
+        self.end_pass();
+        match self.encoder.take() {
+            Some(enc) => self.exe.device.submit(vec![enc.finish()]),
+            None => self.exe.device.submit(Vec::new()),
+        }
+    }
+
+    fn get(&self, s: Slot) -> Result<Arc<GpuBuffer>> {
+        self.slots
+            .get(s)
+            .and_then(Clone::clone)
+            .ok_or_else(|| Error::internal(format!("{}: slot {s} is empty", self.exe.parts.name)))
+    }
+
+    fn alloc(&mut self, s: Slot) -> Result<Arc<GpuBuffer>> {
+        let ty = &self.exe.parts.slot_types[s];
+        let size = (ty.byte_size() as u64).max(4).next_multiple_of(4);
+        let buf = match self.exe.take_pooled(size) {
+            Some(b) => b,
+            None => self.device().alloc(size, "temp")?,
+        };
+        let buf = Arc::new(buf);
+        self.set(s, Some(buf.clone()));
+        Ok(buf)
+    }
+
+    fn set(&mut self, s: Slot, buf: Option<Arc<GpuBuffer>>) {
+        if let Some(old) = std::mem::replace(&mut self.slots[s], buf) {
+            self.exe.give_back(old);
+        }
+    }
+
+    fn program(&mut self, p: &Program) -> Result<()> {
+        for step in &p.steps {
+            match step {
+                Step::Launch {
+                    kernel,
+                    args,
+                    results,
+                } => self.launch(*kernel, args, results)?,
+                Step::Alias { src, dst } => {
+                    let b = self.get(*src)?;
+                    self.set(*dst, Some(b));
+                }
+                Step::Free(slots) => {
+                    for &s in slots {
+                        self.set(s, None);
+                    }
+                }
+                Step::While(w) => self.run_while(w)?,
+                Step::Branch(b) => self.run_branch(b)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn launch(&mut self, k: usize, args: &[Slot], results: &[Slot]) -> Result<()> {
+        let exe = self.exe;
+        let lk = &exe.kernels[k];
+        let mut bufs = Vec::with_capacity(args.len() + results.len());
+        for &a in args {
+            bufs.push(self.get(a)?);
+        }
+        for &r in results {
+            bufs.push(self.alloc(r)?);
+        }
+        let empty = lk.kernel.outputs.iter().all(|o| o.ty.num_elements() == 0);
+        if empty {
+            return Ok(());
+        }
+        let entries: Vec<wgpu::BindGroupEntry> = bufs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.buffer.as_entire_binding(),
+            })
+            .collect();
+        let bind_group = exe
+            .device
+            .device
+            .create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(&lk.kernel.name),
+                layout: &lk.layout,
+                entries: &entries,
+            });
+        let [x, y, z] = lk.kernel.workgroups;
+        let pass = self.pass();
+        pass.set_pipeline(&lk.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(x, y, z);
+        Ok(())
+    }
+
+    /// Submits what is recorded and reads the first 4 bytes of slot `s`.
+    fn read_word(&mut self, s: Slot) -> Result<[u8; 4]> {
+        let buf = self.get(s)?;
+        let dev = self.exe.device.clone();
+        let staging = dev.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("predicate"),
+            size: 4,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.end_pass();
+        self.encoder()
+            .copy_buffer_to_buffer(&buf.buffer, 0, &staging, 0, 4);
+        self.submit();
+        let (tx, rx) = std::sync::mpsc::channel();
+        dev.read_back(staging, 4, move |r| {
+            let _ = tx.send(r);
+        });
+        let bytes = rx
+            .recv()
+            .map_err(|_| Error::internal("predicate read-back was dropped"))??;
+        dev.check_health()?;
+        let mut w = [0u8; 4];
+        w.copy_from_slice(bytes.get(..4).unwrap_or(&[0; 4]));
+        Ok(w)
+    }
+
+    fn run_while(&mut self, w: &WhileStep) -> Result<()> {
+        let mut state: Vec<Arc<GpuBuffer>> =
+            w.init.iter().map(|&s| self.get(s)).collect::<Result<_>>()?;
+        let mut iteration: u64 = 0;
+        loop {
+            if let Some(n) = w.trip_count {
+                if iteration >= n {
+                    break;
+                }
+            } else {
+                for (&a, b) in w.args.iter().zip(&state) {
+                    self.set(a, Some(b.clone()));
+                }
+                self.program(&w.cond)?;
+                let word = self.read_word(w.cond_result)?;
+                self.set(w.cond_result, None);
+                if word[0] == 0 {
+                    break;
+                }
+            }
+            for (&a, b) in w.args.iter().zip(&state) {
+                self.set(a, Some(b.clone()));
+            }
+            self.program(&w.body)?;
+            let next: Vec<Arc<GpuBuffer>> = w
+                .body_results
+                .iter()
+                .map(|&s| self.get(s))
+                .collect::<Result<_>>()?;
+            for &s in w.args.iter().chain(&w.body_results) {
+                self.set(s, None);
+            }
+            for b in std::mem::replace(&mut state, next) {
+                self.exe.give_back(b);
+            }
+            iteration += 1;
+            // Long counted loops are submitted in chunks to bound command buffer size.
+            if w.trip_count.is_some() && iteration % 256 == 0 {
+                self.submit();
+            }
+        }
+        for (&r, b) in w.results.iter().zip(state) {
+            self.set(r, Some(b));
+        }
+        Ok(())
+    }
+
+    fn run_branch(&mut self, b: &BranchStep) -> Result<()> {
+        let word = self.read_word(b.selector)?;
+        let n = b.branches.len();
+        let index = if b.is_if {
+            if word[0] != 0 {
+                0
+            } else {
+                1
+            }
+        } else {
+            let i = i32::from_le_bytes(word);
+            if i < 0 || i as usize >= n {
+                n - 1
+            } else {
+                i as usize
+            }
+        };
+        let (prog, res) = b
+            .branches
+            .get(index)
+            .ok_or_else(|| Error::internal("branch index out of range"))?;
+        self.program(prog)?;
+        for (&r, &s) in b.results.iter().zip(res) {
+            let buf = self.get(s)?;
+            self.set(r, Some(buf));
+        }
+        for &s in res {
+            self.set(s, None);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,10 @@
+//! Runtime: the wgpu device, buffers, completion events and executing compiled programs.
+
+pub mod buffer;
+pub mod device;
+pub mod event;
+pub mod executable;
+
+pub use buffer::DeviceBuffer;
+pub use device::{list_adapters, AdapterDescription, Capabilities, Device, MemoryStats};
+pub use event::Event;
