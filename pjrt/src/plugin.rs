@@ -10,9 +10,9 @@ use crate::ffi::*;
 use crate::named_values::{NamedValues, Value};
 
 /// Newest StableHLO version our bytecode reader accepts; jaxlib serializes to it.
-pub const STABLEHLO_CURRENT_VERSION: &str = "1.22.0";
+pub const STABLEHLO_CURRENT_VERSION: &str = wgpu_hlo::frontend::bytecode::STABLEHLO_CURRENT_VERSION;
 /// Oldest StableHLO version our bytecode reader accepts.
-pub const STABLEHLO_MINIMUM_VERSION: &str = "0.9.0";
+pub const STABLEHLO_MINIMUM_VERSION: &str = wgpu_hlo::frontend::bytecode::STABLEHLO_MINIMUM_VERSION;
 
 /// `[major, minor, patch]` of a version string.
 fn version_triple(v: &str) -> Result<Vec<i64>> {

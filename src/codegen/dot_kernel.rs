@@ -116,7 +116,11 @@ fn tiled(
     else {
         return Ok(None);
     };
-    if !group.members.is_empty() || group.outputs.len() != 1 || op.operands.len() != 2 {
+    if !group.members.is_empty()
+        || group.outputs.len() != 1
+        || op.operands.len() != 2
+        || std::env::var_os("WGPU_HLO_NAIVE_DOT").is_some()
+    {
         return Ok(None);
     }
     let tensor = |v: ValueId| match f.ty(v) {
@@ -195,7 +199,7 @@ fn tiled(
          @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n",
     );
     body.push_str(&format!(
-        "    let n0 = wid.x * 64u;\n    let m0 = wid.y * 64u;\n    let b = wid.z;\n    var acc: array<f32, 16>;\n    for (var k0 = 0u; k0 < {k}u; k0 = k0 + 16u) {{\n        for (var i = 0u; i < 4u; i = i + 1u) {{\n            let e = li + i * 256u;\n"
+        "    let n0 = wid.x * 64u;\n    let m0 = wid.y * 64u;\n    let b = wid.z;\n    var acc00 = 0.0f;\n    var acc01 = 0.0f;\n    var acc02 = 0.0f;\n    var acc03 = 0.0f;\n    var acc10 = 0.0f;\n    var acc11 = 0.0f;\n    var acc12 = 0.0f;\n    var acc13 = 0.0f;\n    var acc20 = 0.0f;\n    var acc21 = 0.0f;\n    var acc22 = 0.0f;\n    var acc23 = 0.0f;\n    var acc30 = 0.0f;\n    var acc31 = 0.0f;\n    var acc32 = 0.0f;\n    var acc33 = 0.0f;\n    for (var k0 = 0u; k0 < {k}u; k0 = k0 + 16u) {{\n        for (var i = 0u; i < 4u; i = i + 1u) {{\n            let e = li + i * 256u;\n"
     ));
     let (akk, amm) = if lhs_k_inner {
         ("e % 16u", "e / 16u")
@@ -213,12 +217,31 @@ fn tiled(
     body.push_str(&format!(
         "            let bkk = {bkk};\n            let bnn = {bnn};\n            var bv = 0.0f;\n            if (n0 + bnn < {n}u && k0 + bkk < {k}u) {{ bv = in1[rhs_off(b, n0 + bnn, k0 + bkk)]; }}\n            b_tile[bkk * 64u + bnn] = bv;\n"
     ));
-    body.push_str(
-        "        }\n        workgroupBarrier();\n        for (var kk = 0u; kk < 16u; kk = kk + 1u) {\n            var a: array<f32, 4>;\n            var w: array<f32, 4>;\n            for (var i = 0u; i < 4u; i = i + 1u) {\n                a[i] = a_tile[kk * 64u + lid.y * 4u + i];\n                w[i] = b_tile[kk * 64u + lid.x * 4u + i];\n            }\n            for (var i = 0u; i < 4u; i = i + 1u) {\n                for (var j = 0u; j < 4u; j = j + 1u) {\n                    acc[i * 4u + j] = acc[i * 4u + j] + a[i] * w[j];\n                }\n            }\n        }\n        workgroupBarrier();\n    }\n",
-    );
-    body.push_str(&format!(
-        "    for (var i = 0u; i < 4u; i = i + 1u) {{\n        for (var j = 0u; j < 4u; j = j + 1u) {{\n            let m = m0 + lid.y * 4u + i;\n            let n = n0 + lid.x * 4u + j;\n            if (m < {m}u && n < {n}u) {{\n                out0[(b * {m}u + m) * {n}u + n] = acc[i * 4u + j];\n            }}\n        }}\n    }}\n}}\n"
-    ));
+    // The 4x4 block lives in scalar registers and the inner loops are unrolled: dynamic
+    // indexing of private arrays goes through scratch memory on some drivers (llvmpipe).
+    let mut inner = String::from("        }\n        workgroupBarrier();\n        for (var kk = 0u; kk < 16u; kk = kk + 1u) {\n");
+    for i in 0..4 {
+        inner.push_str(&format!(
+            "            let a{i} = a_tile[kk * 64u + lid.y * 4u + {i}u];\n            let w{i} = b_tile[kk * 64u + lid.x * 4u + {i}u];\n"
+        ));
+    }
+    for i in 0..4 {
+        for j in 0..4 {
+            inner.push_str(&format!(
+                "            acc{i}{j} = acc{i}{j} + a{i} * w{j};\n"
+            ));
+        }
+    }
+    inner.push_str("        }\n        workgroupBarrier();\n    }\n");
+    body.push_str(&inner);
+    for i in 0..4 {
+        for j in 0..4 {
+            body.push_str(&format!(
+                "    {{\n        let m = m0 + lid.y * 4u + {i}u;\n        let n = n0 + lid.x * 4u + {j}u;\n        if (m < {m}u && n < {n}u) {{\n            out0[(b * {m}u + m) * {n}u + n] = acc{i}{j};\n        }}\n    }}\n"
+            ));
+        }
+    }
+    body.push_str("}\n");
     let inputs = vec![
         Binding {
             value: op.operands[0],

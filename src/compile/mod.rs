@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::codegen::loop_kernel::Target;
-use crate::error::{Error, Result, ResultExt};
+use crate::error::{Error, Result};
 use crate::frontend::{bytecode, text};
 use crate::ir::{print, Attr, Function, Module, Type};
 use crate::passes;
@@ -145,8 +145,16 @@ pub fn compile_function(
         .iter()
         .map(tensor)
         .collect::<Result<Vec<_>>>()?;
-    let lowered = lower::lower(f, target(device))
-        .with_context(|| format!("compiling {name} for {}", device.info()))?;
+    let lowered = match lower::lower(f, target(device)) {
+        Ok(l) => l,
+        Err(e) => {
+            // Dump what was read, so a failing program can be inspected.
+            if let Some(dir) = dump_dir(options) {
+                let _ = write_failed_dump(&dir, &name, module, f, &e);
+            }
+            return Err(e.context(format!("compiling {name} for {}", device.info())));
+        }
+    };
     let ir_text = print::print_function(f);
     let dump = dump_dir(options);
     let parts = ExecutableParts {
@@ -173,14 +181,7 @@ pub fn compile_function(
     Executable::load(device, parts)
 }
 
-fn write_dump(
-    dir: &std::path::Path,
-    name: &str,
-    module: Option<&Module>,
-    f: &Function,
-    parts: &ExecutableParts,
-    partitions: &str,
-) -> Result<()> {
+fn dump_prefix(dir: &std::path::Path, name: &str) -> PathBuf {
     let seq = DUMP_SEQ.fetch_add(1, Ordering::Relaxed);
     let safe: String = name
         .chars()
@@ -192,7 +193,44 @@ fn write_dump(
             }
         })
         .collect();
-    let prefix = dir.join(format!("module_{seq:04}.{safe}"));
+    dir.join(format!("module_{seq:04}.{safe}"))
+}
+
+/// The dump of a compilation that failed: the module, the IR after passes and the error.
+fn write_failed_dump(
+    dir: &std::path::Path,
+    name: &str,
+    module: Option<&Module>,
+    f: &Function,
+    error: &Error,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let prefix = dump_prefix(dir, name);
+    if let Some(m) = module {
+        std::fs::write(
+            format!("{}.module.mlir", prefix.display()),
+            print::print_module(m),
+        )?;
+    }
+    std::fs::write(
+        format!("{}.after_passes.mlir", prefix.display()),
+        print::print_function(f),
+    )?;
+    std::fs::write(
+        format!("{}.error.txt", prefix.display()),
+        format!("{error}\n"),
+    )
+}
+
+fn write_dump(
+    dir: &std::path::Path,
+    name: &str,
+    module: Option<&Module>,
+    f: &Function,
+    parts: &ExecutableParts,
+    partitions: &str,
+) -> Result<()> {
+    let prefix = dump_prefix(dir, name);
     let io =
         |e: std::io::Error| Error::invalid(format!("writing the dump to {}: {e}", dir.display()));
     std::fs::create_dir_all(dir).map_err(io)?;

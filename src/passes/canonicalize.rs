@@ -23,7 +23,10 @@ fn is_identity_other(op: &Operation) -> bool {
         ),
         Op::Other { name, .. } => matches!(
             name.as_str(),
-            "sdy.sharding_constraint" | "sdy.reshard" | "mhlo.sharding"
+            "sdy.sharding_constraint"
+                | "sdy.reshard"
+                | "mhlo.sharding"
+                | "builtin.unrealized_conversion_cast"
         ),
         _ => false,
     }
