@@ -58,9 +58,7 @@ pub(crate) fn literal(
     let width = storage_bytes(dtype);
     let host = dtype.byte_size();
     let full = n.checked_mul(width as u64);
-    let elements: &[u8] = if full == Some(raw.len() as u64) {
-        raw
-    } else if raw.len() == width && n != 0 {
+    let elements: &[u8] = if full == Some(raw.len() as u64) || (raw.len() == width && n != 0) {
         raw
     } else {
         return Err(at.error(format!(
@@ -79,7 +77,7 @@ pub(crate) fn literal(
             out[start] &= (1u8 << bits) - 1;
         }
     };
-    let total = n.checked_mul(host as u64).unwrap_or(u64::MAX);
+    let total = n.saturating_mul(host as u64);
     let data = if splat {
         e.spend_splat_budget(total, &at)?;
         convert(elements, &mut one);
