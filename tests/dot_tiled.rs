@@ -66,11 +66,15 @@ fn check(ls: &[usize], rs: &[usize], lb: &[usize], rb: &[usize], lc: &[usize], r
         },
     )
     .unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let mode = std::env::var("WGPU_HLO_DOT").unwrap_or_default();
+    let marker = if mode == "direct" {
+        "register-blocked dot_general"
+    } else {
+        "tiled dot_general"
+    };
     assert!(
-        exe.kernels()
-            .iter()
-            .any(|k| k.wgsl.contains("tiled dot_general")),
-        "the tiled kernel was not used for\n{src}"
+        exe.kernels().iter().any(|k| k.wgsl.contains(marker)),
+        "the {mode} kernel was not used for\n{src}"
     );
     let nl: usize = ls.iter().product();
     let nr: usize = rs.iter().product();
@@ -132,23 +136,20 @@ fn check(ls: &[usize], rs: &[usize], lb: &[usize], rb: &[usize], lc: &[usize], r
     }
 }
 
+/// Every case with the tiled and the register-blocked kernel (one test: the kernel choice is
+/// an environment variable read at compile time).
 #[test]
-fn plain_matmul_with_ragged_edges() {
-    check(&[70, 33], &[33, 90], &[], &[], &[1], &[0]);
-}
-
-#[test]
-fn transposed_operands() {
-    // lhs [K, M] and rhs [N, K].
-    check(&[40, 65], &[66, 40], &[], &[], &[0], &[1]);
-}
-
-#[test]
-fn batched_with_batch_dims_in_the_middle() {
-    check(&[40, 3, 30], &[30, 3, 50], &[1], &[1], &[2], &[0]);
-}
-
-#[test]
-fn several_free_and_contracting_dims() {
-    check(&[4, 9, 5, 6], &[6, 5, 70], &[], &[], &[2, 3], &[1, 0]);
+fn tiled_and_register_blocked_kernels() {
+    for mode in ["tiled", "direct"] {
+        std::env::set_var("WGPU_HLO_DOT", mode);
+        // Plain matmul with ragged edges.
+        check(&[70, 33], &[33, 90], &[], &[], &[1], &[0]);
+        // Transposed operands: lhs [K, M] and rhs [N, K].
+        check(&[40, 65], &[66, 40], &[], &[], &[0], &[1]);
+        // Batched, with the batch dimension in the middle.
+        check(&[40, 3, 30], &[30, 3, 50], &[1], &[1], &[2], &[0]);
+        // Several free and contracting dimensions.
+        check(&[4, 9, 5, 6], &[6, 5, 70], &[], &[], &[2, 3], &[1, 0]);
+    }
+    std::env::remove_var("WGPU_HLO_DOT");
 }

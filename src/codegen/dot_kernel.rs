@@ -6,6 +6,8 @@
 //!   have any layout: batch, free and contracting dimensions in any order and any number
 //!   (offsets are separable per dimension group, so an element's offset is a sum of three
 //!   decompositions). Tile loads follow the operand's contiguous dimension.
+//! * **Register-blocked** (f32, on CPU adapters such as lavapipe, where workgroup memory and
+//!   barriers are emulated at a high cost): 4×4 per thread straight from memory.
 //! * **Naive** (everything else): every output element is a loop over the contracting
 //!   dimensions with the operands' producers computed inline; the loop emitter around it
 //!   handles packing and the dispatch grid.
@@ -38,6 +40,16 @@ pub fn emit(
 }
 
 const TILE: u64 = 64;
+
+/// `WGPU_HLO_DOT=tiled|direct|naive` overrides the choice of f32 dot kernel (for comparisons).
+fn dot_mode() -> Option<&'static str> {
+    match std::env::var("WGPU_HLO_DOT").ok()?.as_str() {
+        "tiled" => Some("tiled"),
+        "direct" => Some("direct"),
+        "naive" => Some("naive"),
+        _ => None,
+    }
+}
 
 /// One operand's dimension groups: (size, stride) per dimension, outermost first.
 struct Layout {
@@ -119,7 +131,7 @@ fn tiled(
     if !group.members.is_empty()
         || group.outputs.len() != 1
         || op.operands.len() != 2
-        || std::env::var_os("WGPU_HLO_NAIVE_DOT").is_some()
+        || dot_mode() == Some("naive")
     {
         return Ok(None);
     }
@@ -168,6 +180,14 @@ fn tiled(
         || batch * m * n * k > u32::MAX as u64
     {
         return Ok(None);
+    }
+    let direct_wanted = match dot_mode() {
+        Some("direct") => true,
+        Some("tiled") => false,
+        _ => target.cpu_adapter,
+    };
+    if direct_wanted {
+        return direct(name, op, &lt, &rt, &ot, &l, &r, (batch, m, n, k), target).map(Some);
     }
     // Which way tile loads walk: along the contracting dimension when it is the contiguous one.
     let lhs_k_inner = matches!(l.contract.as_slice(), [(_, 1)]);
@@ -275,4 +295,111 @@ fn tiled(
         outputs,
         workgroups: [gx as u32, gy as u32, batch as u32],
     }))
+}
+
+/// The dot for CPU adapters (lavapipe, SwiftShader, WARP): no workgroup memory and no
+/// barriers, which such drivers emulate at a high cost; each thread keeps a 4x4 block in
+/// registers and reads its operands straight from memory (the CPU caches do the tiling).
+#[allow(clippy::too_many_arguments)]
+fn direct(
+    name: &str,
+    op: &Operation,
+    lt: &TensorType,
+    rt: &TensorType,
+    ot: &TensorType,
+    l: &Layout,
+    r: &Layout,
+    (batch, m, n, k): (u64, u64, u64, u64),
+    target: Target,
+) -> Result<Kernel> {
+    let (mb, nb) = (m.div_ceil(4), n.div_ceil(4));
+    let threads = batch * mb * nb;
+    let workgroups = super::kernel::grid(threads.div_ceil(64), target.max_workgroups)?;
+    let mut body = String::new();
+    body.push_str(&offset_fn(
+        "lhs_off",
+        "b",
+        "m",
+        "k",
+        &l.batch,
+        &l.free,
+        &l.contract,
+    ));
+    body.push_str(&offset_fn(
+        "rhs_off",
+        "b",
+        "n",
+        "k",
+        &r.batch,
+        &r.free,
+        &r.contract,
+    ));
+    body.push_str(&super::kernel::entry_header(64));
+    body.push_str(&super::kernel::thread_index(64));
+    body.push_str(&format!(
+        "    if (tid >= {threads}u) {{ return; }}\n    let n0 = (tid % {nb}u) * 4u;\n    let m0 = ((tid / {nb}u) % {mb}u) * 4u;\n    let b = tid / {}u;\n",
+        mb * nb
+    ));
+    for i in 0..4 {
+        for j in 0..4 {
+            body.push_str(&format!("    var acc{i}{j} = 0.0f;\n"));
+        }
+    }
+    for i in 0..4 {
+        body.push_str(&format!("    let mi{i} = min(m0 + {i}u, {}u);\n", m - 1));
+        body.push_str(&format!("    let nj{i} = min(n0 + {i}u, {}u);\n", n - 1));
+    }
+    body.push_str(&format!("    for (var k = 0u; k < {k}u; k = k + 1u) {{\n"));
+    for i in 0..4 {
+        body.push_str(&format!(
+            "        let a{i} = in0[lhs_off(b, mi{i}, k)];\n        let w{i} = in1[rhs_off(b, nj{i}, k)];\n"
+        ));
+    }
+    for i in 0..4 {
+        for j in 0..4 {
+            body.push_str(&format!("        acc{i}{j} = acc{i}{j} + a{i} * w{j};\n"));
+        }
+    }
+    body.push_str("    }\n");
+    for i in 0..4 {
+        for j in 0..4 {
+            body.push_str(&format!(
+                "    if (m0 + {i}u < {m}u && n0 + {j}u < {n}u) {{ out0[(b * {m}u + m0 + {i}u) * {n}u + n0 + {j}u] = acc{i}{j}; }}\n"
+            ));
+        }
+    }
+    body.push_str("}\n");
+    let inputs = vec![
+        Binding {
+            value: op.operands[0],
+            ty: lt.clone(),
+        },
+        Binding {
+            value: op.operands[1],
+            ty: rt.clone(),
+        },
+    ];
+    let outputs = vec![Binding {
+        value: op.results[0],
+        ty: ot.clone(),
+    }];
+    let comment = format!(
+        "kernel {name}: register-blocked dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; 4x4 per thread, no workgroup memory: CPU adapter)\nfuses: stablehlo.dot_general"
+    );
+    let wgsl = assemble(
+        name,
+        &comment,
+        &inputs,
+        &outputs,
+        &Default::default(),
+        &body,
+        target.caps,
+    )?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs,
+        outputs,
+        workgroups,
+    })
 }

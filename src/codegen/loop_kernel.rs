@@ -23,6 +23,9 @@ pub struct Target<'a> {
     pub max_workgroups: u32,
     /// Largest number of storage buffers a kernel may bind.
     pub max_storage_buffers: u32,
+    /// The adapter is a CPU implementation (lavapipe, SwiftShader, WARP): workgroup memory and
+    /// barriers are emulated and expensive there.
+    pub cpu_adapter: bool,
 }
 
 /// Emits the loop kernel for `group`.

@@ -51,6 +51,7 @@ pub fn target(device: &Device) -> Target<'_> {
         adapter: &device.info().name,
         max_workgroups: l.max_compute_workgroups_per_dimension,
         max_storage_buffers: l.max_storage_buffers_per_shader_stage,
+        cpu_adapter: device.info().device_type == "Cpu",
     }
 }
 
