@@ -503,9 +503,13 @@ fn int_cast(from: Compute, to: Compute, x: &str) -> String {
         (a, b) if a == b => x.to_string(),
         (I32, U32) => format!("bitcast<u32>({x})"),
         (U32, I32) => format!("bitcast<i32>({x})"),
-        (I32, I64) | (U32, I64) => format!("i64({x})"),
-        (U32, U64) => format!("u64({x})"),
-        (I32, U64) => format!("bitcast<u64>(i64({x}))"),
+        // Widening spelled out as the two 32-bit halves: lavapipe (Mesa 22.3) miscompiles
+        // `i64(i32)`/`u64(u32)` in some kernels, copying the low word into the high one (3 became
+        // 3 + 3 * 2^32).
+        (I32, I64) => format!("i64(f64({x}))"),
+        (U32, I64) => format!("i64(f64({x}))"),
+        (U32, U64) => format!("u64(f64({x}))"),
+        (I32, U64) => format!("bitcast<u64>(i64(f64({x})))"),
         (I64, I32) | (I64, U32) | (U64, U32) => dtype::cast(to.wgsl(), x),
         (U64, I32) => format!("i32(bitcast<i64>({x}))"),
         (I64, U64) => format!("bitcast<u64>({x})"),

@@ -532,6 +532,51 @@ impl<'a> ExprEmitter<'a> {
             Op::DotGeneral {
                 dimension_numbers, ..
             } => self.dot(op, idx, &rdims, rt.dtype, rc, dimension_numbers),
+            Op::Gather {
+                dimension_numbers: dn,
+                slice_sizes,
+                ..
+            } => {
+                let xt = operand_ty(self, 0)?;
+                let it = operand_ty(self, 1)?;
+                let m = self.multi(idx, &rdims);
+                let as_dims = |v: &[i64]| -> Vec<usize> { v.iter().map(|&d| d as usize).collect() };
+                let offset_dims = as_dims(&dn.offset_dims);
+                let collapsed = as_dims(&dn.collapsed_slice_dims);
+                let operand_batching = as_dims(&dn.operand_batching_dims);
+                let batch_index: Vec<String> = (0..rdims.len())
+                    .filter(|d| !offset_dims.contains(d))
+                    .map(|d| m[d].clone())
+                    .collect();
+                let ivd = dn.index_vector_dim as usize;
+                let irank = it.shape.len();
+                let mut full = vec!["0u".to_string(); xt.shape.len()];
+                for (d_start, &d_op) in dn.start_index_map.iter().enumerate() {
+                    let d_op = d_op as usize;
+                    let mut si = batch_index.clone();
+                    if ivd < irank {
+                        si.insert(ivd.min(si.len()), format!("{d_start}u"));
+                    }
+                    let max = xt.shape.get(d_op).copied().unwrap_or(0)
+                        - slice_sizes.get(d_op).copied().unwrap_or(0);
+                    full[d_op] = self.start_index_at(op.operands[1], &Index::Multi(si), max)?;
+                }
+                for (i, &d_op) in operand_batching.iter().enumerate() {
+                    let d_start =
+                        dn.start_indices_batching_dims.get(i).copied().unwrap_or(0) as usize;
+                    let pos = if d_start < ivd { d_start } else { d_start - 1 };
+                    let b = batch_index.get(pos).cloned().unwrap_or_else(|| "0u".into());
+                    full[d_op] = format!("({} + {b})", full[d_op]);
+                }
+                let window_dims = (0..xt.shape.len())
+                    .filter(|d| !collapsed.contains(d) && !operand_batching.contains(d));
+                for (k, d_op) in window_dims.enumerate() {
+                    if let Some(&od) = offset_dims.get(k) {
+                        full[d_op] = format!("({} + {})", full[d_op], m[od]);
+                    }
+                }
+                self.value(op.operands[0], &Index::Multi(full))
+            }
             other => Err(Error::internal(format!(
                 "{} cannot be fused into a loop kernel",
                 crate::ir::generic::op_name(other)
@@ -646,9 +691,14 @@ impl<'a> ExprEmitter<'a> {
 
     /// A clamped start index of a dynamic slice: the scalar `v`, clamped to [0, max].
     fn start_index(&mut self, v: ValueId, max: i64) -> Result<String> {
+        self.start_index_at(v, &Index::scalar(), max)
+    }
+
+    /// Element `at` of index tensor `v`, clamped to [0, max], as a `u32`.
+    fn start_index_at(&mut self, v: ValueId, at: &Index, max: i64) -> Result<String> {
         let t = self.ty(v)?.dtype;
         let c = self.compute(t)?;
-        let s = self.value(v, &Index::scalar())?;
+        let s = self.value(v, at)?;
         let max = max.max(0);
         let e = match c {
             Compute::I32 => format!("u32(clamp({s}, 0i, {max}i))"),

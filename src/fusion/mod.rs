@@ -81,7 +81,8 @@ pub fn is_fusible(op: &Operation) -> bool {
         | Op::Pad { .. }
         | Op::Concatenate { .. }
         | Op::DynamicSlice { .. }
-        | Op::DynamicUpdateSlice => true,
+        | Op::DynamicUpdateSlice
+        | Op::Gather { .. } => true,
         Op::BitcastConvert => true,
         Op::Constant(l) => l.is_splat(),
         _ => false,
