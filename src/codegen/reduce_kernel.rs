@@ -88,7 +88,7 @@ pub fn combine(f: &str, n: usize, acc: &[String], vals: &[String]) -> String {
     }
 }
 
-fn region_defs<'a>(
+pub(crate) fn region_defs<'a>(
     r: &'a Region,
     out: &mut HashMap<ValueId, &'a Operation>,
     vals: &mut HashSet<ValueId>,

@@ -7,12 +7,14 @@
 //! in order. Bodies of region-carrying ops (scatter's combiner, sort's comparator, ...) are
 //! emitted as WGSL functions with `reduce_kernel::emit_body_function`.
 
+pub mod scatter;
+
 use std::collections::HashMap;
 
 use super::kernel::Kernel;
 use super::loop_kernel::Target;
 use crate::error::Result;
-use crate::ir::{Function, Operation, ValueId};
+use crate::ir::{Function, Op, Operation, ValueId};
 
 /// The kernel for `op`, or `None` when no standalone kernel handles it.
 pub fn emit(
@@ -22,11 +24,8 @@ pub fn emit(
     op: &Operation,
     target: Target,
 ) -> Result<Option<Kernel>> {
-    let _ = (name, f, defs, target);
-    #[allow(clippy::match_single_binding)]
     match &op.op {
-        // One arm per op family, e.g.
-        // Op::Scatter { .. } => scatter::emit(name, f, defs, op, target).map(Some),
+        Op::Scatter { .. } => scatter::emit(name, f, defs, op, target).map(Some),
         _ => Ok(None),
     }
 }
