@@ -125,9 +125,15 @@ fn called_library_functions(body: &str) -> Vec<String> {
 /// kernel (a code generator bug, never a runtime surprise).
 pub fn validate(name: &str, wgsl: &str, caps: Capabilities) -> Result<()> {
     let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| {
+        // Some parse errors carry no source span: show the module then.
+        let text = e.emit_to_string(wgsl);
+        let shown = if text.contains('│') {
+            text
+        } else {
+            format!("{text}\n{wgsl}")
+        };
         Error::internal(format!(
-            "kernel {name}: generated WGSL does not parse: {}",
-            e.emit_to_string(wgsl)
+            "kernel {name}: generated WGSL does not parse: {shown}"
         ))
     })?;
     let mut c = naga::valid::Capabilities::empty();

@@ -7,6 +7,8 @@
 //! in order. Bodies of region-carrying ops (scatter's combiner, sort's comparator, ...) are
 //! emitted as WGSL functions with `reduce_kernel::emit_body_function`.
 
+pub mod per_element;
+pub mod reduce_window;
 pub mod scatter;
 
 use std::collections::HashMap;
@@ -26,6 +28,7 @@ pub fn emit(
 ) -> Result<Option<Kernel>> {
     match &op.op {
         Op::Scatter { .. } => scatter::emit(name, f, defs, op, target).map(Some),
+        Op::ReduceWindow { .. } => reduce_window::emit(name, f, defs, op, target).map(Some),
         _ => Ok(None),
     }
 }

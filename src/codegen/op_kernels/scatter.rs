@@ -8,9 +8,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::codegen::dtype::{self, Compute};
+use super::per_element::build;
+use crate::codegen::dtype::Compute;
 use crate::codegen::expr::{Binding, ExprEmitter, Index};
-use crate::codegen::kernel::{self, Kernel, WORKGROUP};
+use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
 use crate::codegen::reduce_kernel::{combine, emit_body_function, region_defs};
 use crate::error::{Error, Result};
@@ -86,11 +87,6 @@ pub fn emit(
         .collect::<Result<_>>()?;
     let ic = em.compute(it.dtype)?;
     let func = emit_body_function(&mut em, "update", body, &types)?;
-    for o in &outs {
-        for h in dtype::helpers_for(o.ty.dtype) {
-            em.needs.insert(h.to_string());
-        }
-    }
 
     let rdims = rt.dims();
     let udims = ut.dims();
@@ -114,29 +110,15 @@ pub fn emit(
         window_of[d] = window_dims.get(k).copied();
     }
 
-    let total = rt.num_elements() as u64;
-    let per = outs
-        .iter()
-        .map(|o| dtype::per_word(o.ty.dtype))
-        .max()
-        .unwrap_or(1) as u64;
-    let threads = total.div_ceil(per);
-    for (j, o) in outs.iter().enumerate() {
-        let p = dtype::per_word(o.ty.dtype) as u64;
-        if p > 1 {
-            for q in 0..per / p {
-                em.line(&format!("var w{j}_{q}: u32 = 0u;"));
-            }
-        }
-    }
-    for e in 0..per {
-        let lin = format!("l{e}");
-        em.line(&format!("let {lin} = tid * {per}u + {e}u;"));
-        em.open(&format!("if ({lin} < {total}u)"));
-        let oi = em.multi(&Index::Linear(lin.clone()), &rdims);
+    let total = rt.num_elements();
+    let comment = format!(
+        "kernel {name}: scatter of {count} update windows into {total} elements (updates in order)\nfuses: stablehlo.scatter"
+    );
+    build(name, em, outs, &func, &comment, target, |em, lin, e| {
+        let oi = em.multi(&Index::Linear(lin.to_string()), &rdims);
         let mut acc = Vec::new();
         for (i, (&x, t)) in inputs.iter().zip(&types).enumerate() {
-            let v = em.value(x, &Index::Linear(lin.clone()))?;
+            let v = em.value(x, &Index::Linear(lin.to_string()))?;
             let a = format!("acc{e}_{i}");
             em.line(&format!("var {a}: {} = {v};", t.wgsl()));
             acc.push(a);
@@ -193,64 +175,6 @@ pub fn emit(
         em.line(&combine("update", n, &acc, &vals));
         em.close(None);
         em.close(None);
-        for (j, o) in outs.iter().enumerate() {
-            let p = dtype::per_word(o.ty.dtype) as u64;
-            if p == 1 {
-                em.line(&format!("out{j}[{lin}] = {};", acc[j]));
-            } else {
-                let bits = 32 / p;
-                let q = e / p;
-                let shift = (e % p) * bits;
-                em.line(&format!(
-                    "w{j}_{q} = w{j}_{q} | ({} << {shift}u);",
-                    dtype::to_bits(o.ty.dtype, &acc[j])
-                ));
-            }
-        }
-        em.close(None);
-    }
-    for (j, o) in outs.iter().enumerate() {
-        let p = dtype::per_word(o.ty.dtype) as u64;
-        if p > 1 {
-            let words = total.div_ceil(p);
-            for q in 0..per / p {
-                let w = format!("tid * {}u + {q}u", per / p);
-                em.line(&format!(
-                    "if ({w} < {words}u) {{ out{j}[{w}] = w{j}_{q}; }}"
-                ));
-            }
-        }
-    }
-    let bindings = em.inputs.len() + outs.len();
-    if bindings as u32 > target.max_storage_buffers {
-        return Err(Error::unimplemented(format!(
-            "{name}: scatter needs {bindings} storage buffers, adapter {} allows {}",
-            target.adapter, target.max_storage_buffers
-        )));
-    }
-    let mut main = func;
-    main.push_str(&kernel::entry_header(WORKGROUP));
-    main.push_str(&kernel::thread_index(WORKGROUP));
-    main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
-    main.push_str(&em.body);
-    main.push_str("}\n");
-    let comment = format!(
-        "kernel {name}: scatter of {count} update windows into {total} elements ({per} per thread, updates in order)\nfuses: stablehlo.scatter"
-    );
-    let wgsl = kernel::assemble(
-        name,
-        &comment,
-        &em.inputs,
-        &outs,
-        &em.needs,
-        &main,
-        target.caps,
-    )?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs: em.inputs.clone(),
-        outputs: outs,
-        workgroups: kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
+        Ok(acc)
     })
 }
