@@ -10,6 +10,7 @@
 pub mod per_element;
 pub mod reduce_window;
 pub mod scatter;
+pub mod sort;
 
 use std::collections::HashMap;
 
@@ -28,6 +29,7 @@ pub fn emit(
 ) -> Result<Option<Kernel>> {
     match &op.op {
         Op::Scatter { .. } => scatter::emit(name, f, defs, op, target).map(Some),
+        Op::Sort { .. } | Op::TopK { .. } => sort::emit(name, f, defs, op, target).map(Some),
         Op::ReduceWindow { .. } => reduce_window::emit(name, f, defs, op, target).map(Some),
         _ => Ok(None),
     }
