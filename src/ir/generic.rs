@@ -92,7 +92,17 @@ impl<'a> Attrs<'a> {
             ))),
         }
     }
+    /// The precision config; all-`DEFAULT` reads as empty (the same meaning, and what
+    /// printers elide), so every spelling of a program gives the same IR.
     fn precision_config(&self) -> Result<Vec<Precision>> {
+        let v = self.precision_config_as_written()?;
+        Ok(if v.iter().all(|p| *p == Precision::Default) {
+            Vec::new()
+        } else {
+            v
+        })
+    }
+    fn precision_config_as_written(&self) -> Result<Vec<Precision>> {
         match self.get("precision_config") {
             None => Ok(Vec::new()),
             Some(Attr::Array(items)) => items
