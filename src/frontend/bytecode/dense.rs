@@ -58,7 +58,8 @@ pub(crate) fn literal(
     let width = storage_bytes(dtype);
     let host = dtype.byte_size();
     let full = n.checked_mul(width as u64);
-    let elements: &[u8] = if full == Some(raw.len() as u64) || (raw.len() == width && n != 0) {
+    // A splat is one element's bytes; MLIR writes one even for empty tensors.
+    let elements: &[u8] = if full == Some(raw.len() as u64) || raw.len() == width {
         raw
     } else {
         return Err(at.error(format!(
