@@ -106,5 +106,8 @@ fn jaxlib_artifacts_decode_to_their_text_at_every_version() {
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!("{checked} artifacts decoded and matched, versions {versions:?}");
     assert!(checked > 100, "only {checked} artifacts");
-    assert!(versions.contains("1.22.0") && versions.contains("0.9.0"), "{versions:?}");
+    assert!(
+        versions.contains("1.22.0") && versions.contains("0.9.0"),
+        "{versions:?}"
+    );
 }
