@@ -7,6 +7,7 @@
 //! in order. Bodies of region-carrying ops (scatter's combiner, sort's comparator, ...) are
 //! emitted as WGSL functions with `reduce_kernel::emit_body_function`.
 
+pub mod linalg;
 pub mod per_element;
 pub mod reduce_window;
 pub mod scatter;
@@ -29,6 +30,8 @@ pub fn emit(
 ) -> Result<Option<Kernel>> {
     match &op.op {
         Op::Scatter { .. } => scatter::emit(name, f, defs, op, target).map(Some),
+        Op::Cholesky { .. } => linalg::cholesky(name, f, op, target).map(Some),
+        Op::TriangularSolve { .. } => linalg::triangular_solve(name, f, op, target).map(Some),
         Op::Sort { .. } | Op::TopK { .. } => sort::emit(name, f, defs, op, target).map(Some),
         Op::ReduceWindow { .. } => reduce_window::emit(name, f, defs, op, target).map(Some),
         _ => Ok(None),
