@@ -2,7 +2,7 @@
 //! locations and aliases, and error positions.
 
 use super::*;
-use crate::ir::attr::{ComparisonDirection, Precision};
+use crate::ir::attr::ComparisonDirection;
 use crate::ir::literal::Scalar;
 use crate::ir::types::{ElementType, Type};
 use crate::ir::{Attr, CheckOp, Location, Module, Op, Region};
@@ -185,7 +185,8 @@ fn dot_general_and_convolution_match_generic() {
         } => {
             assert_eq!(dimension_numbers.lhs_contracting_dimensions, vec![1]);
             assert!(dimension_numbers.lhs_batching_dimensions.is_empty());
-            assert_eq!(precision_config, &vec![Precision::Default; 2]);
+            // all-DEFAULT reads as empty, as jaxlib prints it
+            assert!(precision_config.is_empty());
         }
         other => panic!("{other:?}"),
     }
