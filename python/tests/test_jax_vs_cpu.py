@@ -289,3 +289,39 @@ def test_ops_of_the_coverage_issue(gpu, name, fn):
         if "UNIMPLEMENTED" in str(e):
             pytest.xfail(f"{name}: not implemented yet ({str(e).splitlines()[0][:120]})")
         raise
+
+
+def _spd(n, batch=(), seed=0):
+    a = rand(batch + (n, n), "float32", seed, -1, 1)
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n, dtype=np.float32)
+
+
+def test_linalg_factorizations(gpu):
+    s, a = _spd(6), rand((6, 6), "float32", 3)
+    compare(gpu, lambda s, a: (jnp.linalg.cholesky(s), jnp.linalg.inv(s), jnp.linalg.solve(s, a),
+                               jnp.linalg.det(s), jax.scipy.linalg.lu(a)[2],
+                               lax.linalg.triangular_solve(jnp.tril(s), a, left_side=True,
+                                                           lower=True)), s, a)
+
+
+def test_linalg_qr(gpu):
+    # Q and R are unique only up to signs: compare what is sign-free.
+    for shape, mode in [((6, 6), "reduced"), ((7, 4), "reduced"), ((5, 3), "complete"),
+                        ((2, 5, 4), "reduced")]:
+        x = rand(shape, "float32", 4)
+        compare(gpu, lambda x: (lambda q, r: (q @ r, jnp.abs(r),
+                                              jnp.swapaxes(q, -1, -2) @ q))(*jnp.linalg.qr(x, mode=mode)),
+                x)
+
+
+def test_linalg_eigh(gpu):
+    for s in [_spd(5), _spd(4, (3,), seed=5)]:
+        compare(gpu, lambda x: (lambda w, v: (w, v @ (w[..., None] * jnp.swapaxes(v, -1, -2))))(
+            *jnp.linalg.eigh(x)), s)
+
+
+def test_linalg_without_a_lowering_raises(gpu):
+    x = jax.device_put(rand((4, 4), "float32"), gpu)
+    with pytest.raises(NotImplementedError, match="svd"):
+        jax.jit(jnp.linalg.svd)(x)
+    assert float(jax.jit(lambda x: x.sum())(jax.device_put(np.ones(3, np.float32), gpu))) == 3.0

@@ -127,6 +127,15 @@ impl Step {
 }
 
 impl Program {
+    /// Slots the program's own steps define (not those it reads from outside).
+    pub fn defined(&self) -> HashSet<Slot> {
+        let mut out = HashSet::new();
+        for s in &self.steps {
+            s.defines(&mut out);
+        }
+        out
+    }
+
     /// Slots touched anywhere in the program.
     pub fn touched(&self, out: &mut HashSet<Slot>) {
         for s in &self.steps {

@@ -458,6 +458,9 @@ impl Run<'_> {
         let mut state: Vec<Arc<GpuBuffer>> =
             w.init.iter().map(|&s| self.get(s)).collect::<Result<_>>()?;
         let mut iteration: u64 = 0;
+        // The body may return values defined outside the loop: only its own slots (and the
+        // loop arguments) are cleared between iterations.
+        let own = w.body.defined();
         loop {
             if let Some(n) = w.trip_count {
                 if iteration >= n {
@@ -483,8 +486,13 @@ impl Run<'_> {
                 .iter()
                 .map(|&s| self.get(s))
                 .collect::<Result<_>>()?;
-            for &s in w.args.iter().chain(&w.body_results) {
+            for &s in &w.args {
                 self.set(s, None);
+            }
+            for &s in &w.body_results {
+                if own.contains(&s) {
+                    self.set(s, None);
+                }
             }
             for b in std::mem::replace(&mut state, next) {
                 self.exe.give_back(b);
@@ -527,8 +535,12 @@ impl Run<'_> {
             let buf = self.get(s)?;
             self.set(r, Some(buf));
         }
+        // A branch may return values defined outside it: only its own slots end here.
+        let own = prog.defined();
         for &s in res {
-            self.set(s, None);
+            if own.contains(&s) {
+                self.set(s, None);
+            }
         }
         Ok(())
     }
