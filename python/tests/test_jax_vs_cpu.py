@@ -276,19 +276,30 @@ def test_unsupported_op_raises(gpu):
 @pytest.mark.parametrize("name,fn", [
     ("cumsum", lambda x: jnp.cumsum(x, axis=0)),
     ("sort", lambda x: jnp.sort(x, axis=1)),
+    ("argsort", lambda x: jnp.argsort(x, axis=0)),
+    ("top_k", lambda x: lax.top_k(x, 3)),
     ("gather", lambda x: x[jnp.array([2, 0, 1])]),
     ("scatter", lambda x: x.at[jnp.array([0, 2])].add(1.0)),
     ("conv", lambda x: lax.conv(x[None, None], jnp.ones((1, 1, 2, 2), x.dtype), (1, 1), "SAME")),
     ("max_pool", lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (2, 2), (1, 1), "VALID")),
 ])
 def test_ops_of_the_coverage_issue(gpu, name, fn):
-    x = rand((4, 5), "float32")
-    try:
-        compare(gpu, fn, x)
-    except Exception as e:  # noqa: BLE001
-        if "UNIMPLEMENTED" in str(e):
-            pytest.xfail(f"{name}: not implemented yet ({str(e).splitlines()[0][:120]})")
-        raise
+    compare(gpu, fn, rand((4, 5), "float32"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_conv_net_grad(gpu, dtype):
+    x, w = rand((2, 3, 12, 12), dtype, 1, -1, 1), rand((4, 3, 3, 3), dtype, 2, -1, 1)
+    wg = rand((6, 2, 3, 3), dtype, 3, -1, 1)
+
+    def loss(x, w, wg):
+        y = jnp.tanh(lax.conv(x, w, (2, 2), "SAME"))
+        y = lax.conv_general_dilated(y, wg, (1, 1), "VALID", rhs_dilation=(1, 2),
+                                     feature_group_count=2)
+        y = lax.reduce_window(y, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 1, 1), "VALID")
+        return jnp.mean(y.astype(jnp.float32) ** 2)
+
+    compare(gpu, jax.value_and_grad(loss, argnums=(0, 1, 2)), x, w, wg)
 
 
 def _spd(n, batch=(), seed=0):

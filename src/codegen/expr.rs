@@ -532,6 +532,7 @@ impl<'a> ExprEmitter<'a> {
             Op::DotGeneral {
                 dimension_numbers, ..
             } => self.dot(op, idx, &rdims, rt.dtype, rc, dimension_numbers),
+            Op::Convolution(c) => self.convolution(op, idx, &rdims, rt.dtype, rc, c),
             Op::Gather {
                 dimension_numbers: dn,
                 slice_sizes,
@@ -659,27 +660,160 @@ impl<'a> ExprEmitter<'a> {
             }
             let a = self.value(op.operands[0], &Index::Multi(li))?;
             let b = self.value(op.operands[1], &Index::Multi(ri))?;
-            let lc = self.compute(lt.dtype)?;
-            let rcomp = self.compute(rt.dtype)?;
-            let wide = |t: ElementType| match t {
-                ElementType::F16 | ElementType::BF16 => ElementType::F32,
-                other => other,
-            };
-            let acc_t = wide(rdt);
-            let a = elementwise::convert(wide(lt.dtype), lc, acc_t, rc, &a)?;
-            let b = elementwise::convert(wide(rt.dtype), rcomp, acc_t, rc, &b)?;
-            let prod = if rc.is_complex() {
-                self.needs.insert(format!("wh_cmul_{}", rc.suffix()));
-                format!("wh_cmul_{}({a}, {b})", rc.suffix())
-            } else if rc == Compute::Bool {
-                format!("({a} && {b})")
-            } else {
-                format!("({a} * {b})")
-            };
-            if rc == Compute::Bool {
-                self.line(&format!("{acc} = {acc} || {prod};"));
-            } else {
-                self.line(&format!("{acc} = {acc} + {prod};"));
+            self.multiply_add(&acc, (&a, lt.dtype), (&b, rt.dtype), rdt, rc)?;
+            self.close(None);
+        }
+        for h in dtype::helpers_for(rdt) {
+            self.needs.insert(h.to_string());
+        }
+        Ok(self.bind(rc, &dtype::round(rdt, &acc)))
+    }
+
+    /// `acc += a * b` with both factors converted to the accumulator type (narrow floats
+    /// accumulate in f32; complex multiplies; booleans are and/or).
+    fn multiply_add(
+        &mut self,
+        acc: &str,
+        (a, at): (&str, ElementType),
+        (b, bt): (&str, ElementType),
+        rdt: ElementType,
+        rc: Compute,
+    ) -> Result<()> {
+        let ac = self.compute(at)?;
+        let bc = self.compute(bt)?;
+        let wide = |t: ElementType| match t {
+            ElementType::F16 | ElementType::BF16 => ElementType::F32,
+            other => other,
+        };
+        let acc_t = wide(rdt);
+        let a = elementwise::convert(wide(at), ac, acc_t, rc, a)?;
+        let b = elementwise::convert(wide(bt), bc, acc_t, rc, b)?;
+        if rc.is_complex() {
+            self.needs.insert(format!("wh_cmul_{}", rc.suffix()));
+            self.line(&format!(
+                "{acc} = {acc} + wh_cmul_{}({a}, {b});",
+                rc.suffix()
+            ));
+        } else if rc == Compute::Bool {
+            self.line(&format!("{acc} = {acc} || ({a} && {b});"));
+        } else {
+            self.line(&format!("{acc} = {acc} + ({a} * {b});"));
+        }
+        Ok(())
+    }
+
+    /// One element of a `convolution`: a loop over the kernel window and, where the window
+    /// position falls on an input element (not padding, not a hole of lhs dilation), over the
+    /// input features of the output feature's group.
+    fn convolution(
+        &mut self,
+        op: &Operation,
+        idx: &Index,
+        rdims: &[usize],
+        rdt: ElementType,
+        rc: Compute,
+        c: &crate::ir::ops::Convolution,
+    ) -> Result<String> {
+        let (xt, kt) = (
+            self.ty(op.operands[0])?.clone(),
+            self.ty(op.operands[1])?.clone(),
+        );
+        let d = &c.dimension_numbers;
+        let u = |v: i64| v.max(0) as usize;
+        let m = self.multi(idx, rdims);
+        let sp = d.input_spatial_dimensions.len();
+        let groups = c.feature_group_count.max(1) as u64;
+        let bgroups = c.batch_group_count.max(1) as u64;
+        let out_features = rdims
+            .get(u(d.output_feature_dimension))
+            .copied()
+            .unwrap_or(1) as u64;
+        let out_batch = rdims.get(u(d.output_batch_dimension)).copied().unwrap_or(1) as u64;
+        let cg = kt
+            .shape
+            .get(u(d.kernel_input_feature_dimension))
+            .copied()
+            .unwrap_or(0)
+            .max(0) as u64;
+        let of = m[u(d.output_feature_dimension)].clone();
+        let ob = m[u(d.output_batch_dimension)].clone();
+        // Input batch and first input feature of this output element's groups.
+        let ib = if bgroups > 1 {
+            format!(
+                "(({of} / {}u) * {out_batch}u + {ob})",
+                (out_features / bgroups).max(1)
+            )
+        } else {
+            ob
+        };
+        let f0 = if groups > 1 {
+            format!("(({of} / {}u) * {cg}u)", (out_features / groups).max(1))
+        } else {
+            "0u".to_string()
+        };
+        let wdims: Vec<usize> = d
+            .kernel_spatial_dimensions
+            .iter()
+            .map(|&k| kt.shape.get(u(k)).copied().unwrap_or(0).max(0) as usize)
+            .collect();
+        let wcount: usize = wdims.iter().product();
+        let acc = self.fresh("acc");
+        self.line(&format!("var {acc}: {} = {};", rc.wgsl(), dtype::zero(rc)));
+        if wcount > 0 && cg > 0 {
+            let w = self.fresh("w");
+            self.open(&format!(
+                "for (var {w}: u32 = 0u; {w} < {wcount}u; {w} = {w} + 1u)"
+            ));
+            let wi = self.multi(&Index::Linear(w.clone()), &wdims);
+            let mut xi = vec!["0u".to_string(); xt.rank()];
+            let mut ki = vec!["0u".to_string(); kt.rank()];
+            let mut conds = Vec::new();
+            let get = |v: &[i64], i: usize, default: i64| v.get(i).copied().unwrap_or(default);
+            for s in 0..sp {
+                let xd = u(d.input_spatial_dimensions[s]);
+                let od = u(d.output_spatial_dimensions.get(s).copied().unwrap_or(0));
+                let stride = get(&c.window_strides, s, 1);
+                let rd = get(&c.rhs_dilation, s, 1);
+                let ld = get(&c.lhs_dilation, s, 1).max(1);
+                let low = c.padding.get(s).map_or(0, |p| p.0);
+                let p = self.fresh("p");
+                self.line(&format!(
+                    "let {p}: i32 = i32({}) * {stride}i + i32({}) * {rd}i - {low}i;",
+                    m[od], wi[s]
+                ));
+                conds.push(format!("{p} >= 0i"));
+                if ld > 1 {
+                    conds.push(format!("{p} % {ld}i == 0i"));
+                }
+                conds.push(format!(
+                    "{p} / {ld}i < {}i",
+                    xt.shape.get(xd).copied().unwrap_or(0)
+                ));
+                xi[xd] = format!("u32({p} / {ld}i)");
+                let kd = u(d.kernel_spatial_dimensions[s]);
+                ki[kd] = if c.window_reversal.get(s).copied().unwrap_or(false) {
+                    format!("({}u - {})", wdims[s] - 1, wi[s])
+                } else {
+                    wi[s].clone()
+                };
+            }
+            if !conds.is_empty() {
+                self.open(&format!("if ({})", conds.join(" && ")));
+            }
+            let f = self.fresh("f");
+            self.open(&format!(
+                "for (var {f}: u32 = 0u; {f} < {cg}u; {f} = {f} + 1u)"
+            ));
+            xi[u(d.input_batch_dimension)] = ib.clone();
+            xi[u(d.input_feature_dimension)] = format!("({f0} + {f})");
+            ki[u(d.kernel_input_feature_dimension)] = f.clone();
+            ki[u(d.kernel_output_feature_dimension)] = of.clone();
+            let a = self.value(op.operands[0], &Index::Multi(xi))?;
+            let b = self.value(op.operands[1], &Index::Multi(ki))?;
+            self.multiply_add(&acc, (&a, xt.dtype), (&b, kt.dtype), rdt, rc)?;
+            self.close(None);
+            if !conds.is_empty() {
+                self.close(None);
             }
             self.close(None);
         }

@@ -158,7 +158,7 @@ pub fn partition(f: &Function, region: &Region) -> Partition {
             uses.entry(*o).or_default().push(i);
         }
         let consumes_buffers = match &op.op {
-            Op::Return | Op::DotGeneral { .. } => true,
+            Op::Return | Op::DotGeneral { .. } | Op::Convolution(_) => true,
             Op::Reduce { .. } => false,
             _ => !is_fusible(op),
         };
@@ -208,7 +208,7 @@ pub fn partition(f: &Function, region: &Region) -> Partition {
     for (i, op) in ops.iter().enumerate() {
         let is_view = matches!(op.op, Op::Reshape) || same_width_bitcast(f, op);
         match &op.op {
-            Op::Reduce { .. } | Op::DotGeneral { .. } => {
+            Op::Reduce { .. } | Op::DotGeneral { .. } | Op::Convolution(_) => {
                 let kind = if matches!(op.op, Op::Reduce { .. }) {
                     KernelKind::Reduce
                 } else {

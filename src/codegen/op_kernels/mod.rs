@@ -11,6 +11,7 @@ pub mod linalg;
 pub mod per_element;
 pub mod reduce_window;
 pub mod scatter;
+pub mod select_and_scatter;
 pub mod sort;
 
 use std::collections::HashMap;
@@ -34,6 +35,9 @@ pub fn emit(
         Op::TriangularSolve { .. } => linalg::triangular_solve(name, f, op, target).map(Some),
         Op::Sort { .. } | Op::TopK { .. } => sort::emit(name, f, defs, op, target).map(Some),
         Op::ReduceWindow { .. } => reduce_window::emit(name, f, defs, op, target).map(Some),
+        Op::SelectAndScatter { .. } => {
+            select_and_scatter::emit(name, f, defs, op, target).map(Some)
+        }
         _ => Ok(None),
     }
 }
