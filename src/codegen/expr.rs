@@ -347,6 +347,19 @@ impl<'a> ExprEmitter<'a> {
                 }
                 Ok(self.bind(rc, &e))
             }
+            Op::ReducePrecision {
+                exponent_bits,
+                mantissa_bits,
+            } => {
+                let x = at(self, 0, idx)?;
+                let e = self
+                    .reduce_precision(rc, &x, *exponent_bits, *mantissa_bits)
+                    .map_err(ctx)?;
+                for h in dtype::helpers_for(rt.dtype) {
+                    self.needs.insert(h.to_string());
+                }
+                Ok(self.bind(rc, &e))
+            }
             Op::Binary(b) => {
                 let xt = operand_ty(self, 0)?;
                 let xc = self.compute(xt.dtype)?;
@@ -667,6 +680,62 @@ impl<'a> ExprEmitter<'a> {
             self.needs.insert(h.to_string());
         }
         Ok(self.bind(rc, &dtype::round(rdt, &acc)))
+    }
+
+    /// `reduce_precision`: rounds the mantissa to nearest-even at `m` bits, then maps exponents
+    /// beyond an `e`-bit format to ±inf (overflow) or ±0 (underflow), on the bits of the f32 or
+    /// f64 value (narrow floats are computed in f32, which holds them exactly). NaNs stay NaN
+    /// while mantissa bits remain; with none they become infinities, as XLA does.
+    fn reduce_precision(&mut self, rc: Compute, x: &str, e: i64, m: i64) -> Result<String> {
+        let (u, sfx, mbits, ebits, bias) = match rc {
+            Compute::F32 => ("u32", "u", 23i64, 8i64, 127i64),
+            Compute::F64 => ("u64", "lu", 52, 11, 1023),
+            _ => return Err(Error::invalid("reduce_precision on a non-float type")),
+        };
+        if e < 1 || m < 0 {
+            return Err(Error::invalid(format!(
+                "reduce_precision format e{e}m{m} needs exponent_bits >= 1, mantissa_bits >= 0"
+            )));
+        }
+        let b = self.fresh("rp");
+        let orig = self.fresh("rpx");
+        self.line(&format!("let {orig}: {u} = bitcast<{u}>({x});"));
+        self.line(&format!("var {b}: {u} = {orig};"));
+        if m < mbits {
+            let shift = mbits - m;
+            let last: u64 = 1u64 << shift;
+            let base = (last >> 1) - 1;
+            self.line(&format!(
+                "{b} = ({b} + ((({b} >> {shift}u) & 1{sfx}) + {base}{sfx})) & ~{}{sfx};",
+                last - 1
+            ));
+        }
+        if e < ebits {
+            let max_exp = bias + (1i64 << (e - 1)) - 1;
+            let min_exp = bias - (1i64 << (e - 1)) + 2;
+            let emask: u64 = ((1u64 << ebits) - 1) << mbits;
+            let sign: u64 = 1u64 << (mbits + ebits);
+            let ex = self.fresh("ex");
+            self.line(&format!("let {ex}: {u} = {b} & {emask}{sfx};"));
+            self.line(&format!(
+                "if ({ex} > {}{sfx}) {{ {b} = ({b} & {sign}{sfx}) | {emask}{sfx}; }} else if ({ex} <= {}{sfx}) {{ {b} = {b} & {sign}{sfx}; }}",
+                (max_exp as u64) << mbits,
+                (min_exp.max(0) as u64) << mbits
+            ));
+        }
+        // NaN on the bits (a float self-compare may be folded away): kept while mantissa bits
+        // remain, else the infinity of its sign.
+        let emask: u64 = ((1u64 << ebits) - 1) << mbits;
+        let sign: u64 = 1u64 << (mbits + ebits);
+        let nan_bits = if m > 0 {
+            orig.clone()
+        } else {
+            format!("(({orig} & {sign}{sfx}) | {emask}{sfx})")
+        };
+        self.line(&format!(
+            "if (({orig} & ~{sign}{sfx}) > {emask}{sfx}) {{ {b} = {nan_bits}; }}"
+        ));
+        Ok(format!("bitcast<{}>({b})", rc.wgsl()))
     }
 
     /// `acc += a * b` with both factors converted to the accumulator type (narrow floats

@@ -82,7 +82,8 @@ pub fn is_fusible(op: &Operation) -> bool {
         | Op::Concatenate { .. }
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
-        | Op::Gather { .. } => true,
+        | Op::Gather { .. }
+        | Op::ReducePrecision { .. } => true,
         Op::BitcastConvert => true,
         Op::Constant(l) => l.is_splat(),
         _ => false,
