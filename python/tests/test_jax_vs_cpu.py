@@ -264,13 +264,27 @@ def test_many_in_flight(gpu):
 
 
 def test_unsupported_op_raises(gpu):
-    # All-reduce over a named axis has no single-device kernel here: a Python exception, and
-    # the process goes on.
-    x = jax.device_put(np.ones((4,), np.complex64), gpu)
+    # A custom call nobody implements: a Python exception naming it, and the process goes on.
+    x = jax.device_put(np.ones((4,), np.float32), gpu)
+    f = lambda x: jax.ffi.ffi_call("my_missing_kernel", jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
     with pytest.raises(Exception) as e:
-        jax.jit(lambda x: jnp.fft.fft(x)).lower(x).compile()(x).block_until_ready()
-    assert "fft" in str(e.value).lower()
-    assert float(jax.jit(lambda x: x.sum())(jax.device_put(np.ones(3, np.float32), gpu))) == 3.0
+        jax.jit(f)(x).block_until_ready()
+    assert "UNIMPLEMENTED" in str(e.value) and "my_missing_kernel" in str(e.value)
+    assert float(jax.jit(lambda x: x.sum())(x)) == 4.0
+
+
+def test_fft(gpu):
+    x, y = rand((3, 64), "float32", 1), rand((3, 64), "float32", 2)
+    z = (x + 1j * y).astype(np.complex64)
+    g = on(gpu, lambda z, x: (jnp.fft.fft(z), jnp.fft.ifft(z), jnp.fft.rfft(x), jnp.fft.irfft(z),
+                             jnp.fft.fft2(z.reshape(3, 8, 8)), jnp.fft.rfftn(x.reshape(3, 4, 16))),
+           z, x)
+    c = on(CPU, lambda z, x: (jnp.fft.fft(z), jnp.fft.ifft(z), jnp.fft.rfft(x), jnp.fft.irfft(z),
+                             jnp.fft.fft2(z.reshape(3, 8, 8)), jnp.fft.rfftn(x.reshape(3, 4, 16))),
+           z, x)
+    for a, b in zip(g, c):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * max(1.0, float(np.abs(b).max())))
 
 
 @pytest.mark.parametrize("name,fn", [

@@ -217,11 +217,13 @@ impl<'f, 't> Lowering<'f, 't> {
     /// A step for an op that is not a kernel.
     fn op_step(&mut self, op: &'f Operation) -> Result<Option<Step>> {
         let unsupported = || {
+            let what = match &op.op {
+                Op::CustomCall(c) => format!("{} @{}", op.name(), c.call_target_name),
+                _ => op.name().to_string(),
+            };
             Error::unimplemented(format!(
-                "{}: op {} is not supported on adapter {}",
-                op.loc,
-                op.name(),
-                self.target.adapter
+                "{}: op {what} is not supported on adapter {}",
+                op.loc, self.target.adapter
             ))
         };
         match &op.op {
@@ -292,6 +294,20 @@ impl<'f, 't> Lowering<'f, 't> {
                     branches,
                     results,
                 }))))
+            }
+            _ if !op.results.is_empty()
+                && op
+                    .results
+                    .iter()
+                    .all(|&v| self.tensor(v).is_ok_and(|t| t.num_elements() == 0)) =>
+            {
+                // Nothing to compute: empty results are (empty) constants.
+                for &v in &op.results {
+                    let ty = self.tensor(v)?;
+                    let s = self.new_slot(v)?;
+                    self.constants.push((s, crate::ir::Literal::zeros(ty)));
+                }
+                Ok(None)
             }
             _ => {
                 let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());

@@ -7,6 +7,7 @@
 //! in order. Bodies of region-carrying ops (scatter's combiner, sort's comparator, ...) are
 //! emitted as WGSL functions with `reduce_kernel::emit_body_function`.
 
+pub mod fft;
 pub mod linalg;
 pub mod per_element;
 pub mod reduce_window;
@@ -30,6 +31,7 @@ pub fn emit(
     target: Target,
 ) -> Result<Option<Kernel>> {
     match &op.op {
+        Op::Fft { .. } => fft::emit(name, f, defs, op, target).map(Some),
         Op::Scatter { .. } => scatter::emit(name, f, defs, op, target).map(Some),
         Op::Cholesky { .. } => linalg::cholesky(name, f, op, target).map(Some),
         Op::TriangularSolve { .. } => linalg::triangular_solve(name, f, op, target).map(Some),
