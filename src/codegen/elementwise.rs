@@ -275,7 +275,13 @@ pub fn binary(
                         format!("wh_{}_{}", if mx { "max" } else { "min" }, c.wgsl())
                     )
                 ),
-                _ if cx => return Err(unsupported(b.op_name(), t)),
+                // Complex numbers order lexicographically: real part, then imaginary part.
+                _ if cx => {
+                    let o = if mx { ">" } else { "<" };
+                    format!(
+                        "select({y}, {x}, ({x}).x {o} ({y}).x || (({x}).x == ({y}).x && ({x}).y {o}= ({y}).y))"
+                    )
+                }
                 _ => format!("{}({x}, {y})", if mx { "max" } else { "min" }),
             }
         }

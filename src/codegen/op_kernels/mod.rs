@@ -9,6 +9,7 @@
 
 pub mod fft;
 pub mod linalg;
+pub mod map;
 pub mod per_element;
 pub mod reduce_window;
 pub mod scatter;
@@ -32,6 +33,7 @@ pub fn emit(
 ) -> Result<Option<Kernel>> {
     match &op.op {
         Op::Fft { .. } => fft::emit(name, f, defs, op, target).map(Some),
+        Op::Map { .. } => map::emit(name, f, defs, op, target).map(Some),
         Op::Scatter { .. } => scatter::emit(name, f, defs, op, target).map(Some),
         Op::Cholesky { .. } => linalg::cholesky(name, f, op, target).map(Some),
         Op::TriangularSolve { .. } => linalg::triangular_solve(name, f, op, target).map(Some),
