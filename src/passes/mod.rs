@@ -6,15 +6,18 @@ pub mod checks;
 pub mod dce;
 pub mod inline;
 pub mod rewrite;
+pub mod static_shapes;
 
 use crate::error::Result;
 use crate::ir::{verify, Function, Module};
 
-/// Verifies `module`, inlines everything into `entry`, canonicalizes and removes dead code,
+/// Verifies `module`, inlines everything into `entry`, makes known dynamic shapes static,
+/// canonicalizes and removes dead code,
 /// then verifies the result again.
 pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     verify::verify_module(module)?;
     let mut f = inline::inline_entry(module, entry)?;
+    static_shapes::make_static(&mut f);
     canonicalize::canonicalize(&mut f);
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
