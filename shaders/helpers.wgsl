@@ -242,3 +242,27 @@ fn wh_cmul_f32(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
 fn wh_cmul_f64(a: vec2<f64>, b: vec2<f64>) -> vec2<f64> {
     return vec2<f64>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }
+
+// @fn wh_mulhi_u64
+// High 64 bits of the 128-bit product, from 32-bit limbs.
+fn wh_mulhi_u64(a: u64, b: u64) -> u64 {
+    let al = a & 0xfffffffflu;
+    let ah = a >> 32u;
+    let bl = b & 0xfffffffflu;
+    let bh = b >> 32u;
+    let ll = al * bl;
+    let lh = al * bh;
+    let hl = ah * bl;
+    let mid = (ll >> 32u) + (lh & 0xfffffffflu) + (hl & 0xfffffffflu);
+    return ah * bh + (lh >> 32u) + (hl >> 32u) + (mid >> 32u);
+}
+
+// @fn wh_mulhi_i64
+// @requires wh_mulhi_u64
+// High 64 bits of the signed 128-bit product: the unsigned one, corrected for negative factors.
+fn wh_mulhi_i64(a: i64, b: i64) -> i64 {
+    var h = wh_mulhi_u64(bitcast<u64>(a), bitcast<u64>(b));
+    if (a < 0li) { h = h - bitcast<u64>(b); }
+    if (b < 0li) { h = h - bitcast<u64>(a); }
+    return bitcast<i64>(h);
+}

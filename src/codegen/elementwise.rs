@@ -325,6 +325,9 @@ pub fn binary(
                 Compute::I32 | Compute::U32 if w < 32 => format!("(({x} * {y}) >> {w}u)"),
                 Compute::I32 => format!("i32((i64({x}) * i64({y})) >> 32u)"),
                 Compute::U32 => format!("u32((u64({x}) * u64({y})) >> 32u)"),
+                Compute::I64 | Compute::U64 => {
+                    format!("{}({x}, {y})", need(needs, format!("wh_mulhi_{}", c.wgsl())))
+                }
                 _ => return Err(unsupported("mulhi", t)),
             }
         }
