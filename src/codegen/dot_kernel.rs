@@ -297,6 +297,34 @@ fn tiled(
     }))
 }
 
+/// Rows x columns of results per thread of the register-blocked dot. Larger blocks need fewer
+/// loads per multiply-add (lavapipe, 512² f32: 4x4 1.1 GFLOP/s, 8x8 2.2, 16x16 3.7, 32x32 6.1),
+/// but compile time grows faster than the block (naga's typifier and LLVM: 16x16 ~20 ms, 32x16
+/// ~180 ms, 32x32 ~0.7 s), so 16x16 is the largest used; below that the block balances loads
+/// against keeping every CPU core busy. `WGPU_HLO_DOT_BLOCK=RxC` forces one (for experiments).
+fn block_shape(batch: u64, m: u64, n: u64) -> (u64, u64) {
+    let fit = |(r, c): (u64, u64)| (r.clamp(1, 32).min(m.max(1)), c.clamp(1, 32).min(n.max(1)));
+    if let Some(forced) = std::env::var("WGPU_HLO_DOT_BLOCK").ok().and_then(|s| {
+        let (r, c) = s.split_once('x')?;
+        Some((r.parse::<u64>().ok()?, c.parse::<u64>().ok()?))
+    }) {
+        return fit(forced);
+    }
+    // A CPU driver runs each 64-invocation workgroup on one core, 8 lanes at a time, and a
+    // thread's time is its R + C loads per step of k: minimize the busiest core's share.
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+    let cost = |(r, c): (u64, u64)| {
+        let threads = batch * m.div_ceil(r) * n.div_ceil(c);
+        let groups = threads.div_ceil(64);
+        groups.div_ceil(cores) * threads.min(64).div_ceil(8) * (r + c)
+    };
+    [(16, 16), (16, 8), (8, 8), (8, 4), (4, 4)]
+        .into_iter()
+        .map(fit)
+        .min_by_key(|&b| cost(b))
+        .unwrap_or((4, 4))
+}
+
 /// The dot for CPU adapters (lavapipe, SwiftShader, WARP): no workgroup memory and no
 /// barriers, which such drivers emulate at a high cost; each thread keeps a 4x4 block in
 /// registers and reads its operands straight from memory (the CPU caches do the tiling).
@@ -312,7 +340,11 @@ fn direct(
     (batch, m, n, k): (u64, u64, u64, u64),
     target: Target,
 ) -> Result<Kernel> {
-    let (mb, nb) = (m.div_ceil(4), n.div_ceil(4));
+    // Every storage load costs a loop over the SIMD lanes on such drivers (no uniform or
+    // consecutive-address detection in e.g. Mesa 22's llvmpipe), so blocks are large:
+    // R + C loads feed R x C multiply-adds per step of k.
+    let (rows, cols) = block_shape(batch, m, n);
+    let (mb, nb) = (m.div_ceil(rows), n.div_ceil(cols));
     let threads = batch * mb * nb;
     let workgroups = super::kernel::grid(threads.div_ceil(64), target.max_workgroups)?;
     let mut body = String::new();
@@ -337,34 +369,37 @@ fn direct(
     body.push_str(&super::kernel::entry_header(64));
     body.push_str(&super::kernel::thread_index(64));
     body.push_str(&format!(
-        "    if (tid >= {threads}u) {{ return; }}\n    let n0 = (tid % {nb}u) * 4u;\n    let m0 = ((tid / {nb}u) % {mb}u) * 4u;\n    let b = tid / {}u;\n",
+        "    if (tid >= {threads}u) {{ return; }}\n    let n0 = (tid % {nb}u) * {cols}u;\n    let m0 = ((tid / {nb}u) % {mb}u) * {rows}u;\n    let b = tid / {}u;\n",
         mb * nb
     ));
-    for i in 0..4 {
-        for j in 0..4 {
-            body.push_str(&format!("    var acc{i}{j} = 0.0f;\n"));
+    for i in 0..rows {
+        for j in 0..cols {
+            body.push_str(&format!("    var acc{i}_{j} = 0.0f;\n"));
         }
     }
-    for i in 0..4 {
+    for i in 0..rows {
         body.push_str(&format!("    let mi{i} = min(m0 + {i}u, {}u);\n", m - 1));
-        body.push_str(&format!("    let nj{i} = min(n0 + {i}u, {}u);\n", n - 1));
+    }
+    for j in 0..cols {
+        body.push_str(&format!("    let nj{j} = min(n0 + {j}u, {}u);\n", n - 1));
     }
     body.push_str(&format!("    for (var k = 0u; k < {k}u; k = k + 1u) {{\n"));
-    for i in 0..4 {
-        body.push_str(&format!(
-            "        let a{i} = in0[lhs_off(b, mi{i}, k)];\n        let w{i} = in1[rhs_off(b, nj{i}, k)];\n"
-        ));
+    for i in 0..rows {
+        body.push_str(&format!("        let a{i} = in0[lhs_off(b, mi{i}, k)];\n"));
     }
-    for i in 0..4 {
-        for j in 0..4 {
-            body.push_str(&format!("        acc{i}{j} = acc{i}{j} + a{i} * w{j};\n"));
+    for j in 0..cols {
+        body.push_str(&format!("        let w{j} = in1[rhs_off(b, nj{j}, k)];\n"));
+    }
+    for i in 0..rows {
+        for j in 0..cols {
+            body.push_str(&format!("        acc{i}_{j} = acc{i}_{j} + a{i} * w{j};\n"));
         }
     }
     body.push_str("    }\n");
-    for i in 0..4 {
-        for j in 0..4 {
+    for i in 0..rows {
+        for j in 0..cols {
             body.push_str(&format!(
-                "    if (m0 + {i}u < {m}u && n0 + {j}u < {n}u) {{ out0[(b * {m}u + m0 + {i}u) * {n}u + n0 + {j}u] = acc{i}{j}; }}\n"
+                "    if (m0 + {i}u < {m}u && n0 + {j}u < {n}u) {{ out0[(b * {m}u + m0 + {i}u) * {n}u + n0 + {j}u] = acc{i}_{j}; }}\n"
             ));
         }
     }
@@ -384,7 +419,7 @@ fn direct(
         ty: ot.clone(),
     }];
     let comment = format!(
-        "kernel {name}: register-blocked dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; 4x4 per thread, no workgroup memory: CPU adapter)\nfuses: stablehlo.dot_general"
+        "kernel {name}: register-blocked dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; {rows}x{cols} per thread, no workgroup memory: CPU adapter)\nfuses: stablehlo.dot_general"
     );
     let wgsl = assemble(
         name,

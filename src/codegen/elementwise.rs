@@ -326,7 +326,10 @@ pub fn binary(
                 Compute::I32 => format!("i32((i64({x}) * i64({y})) >> 32u)"),
                 Compute::U32 => format!("u32((u64({x}) * u64({y})) >> 32u)"),
                 Compute::I64 | Compute::U64 => {
-                    format!("{}({x}, {y})", need(needs, format!("wh_mulhi_{}", c.wgsl())))
+                    format!(
+                        "{}({x}, {y})",
+                        need(needs, format!("wh_mulhi_{}", c.wgsl()))
+                    )
                 }
                 _ => return Err(unsupported("mulhi", t)),
             }

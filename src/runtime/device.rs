@@ -434,8 +434,16 @@ impl Device {
 
     /// The compute pipeline for a WGSL module, created once per distinct source text.
     pub(crate) fn pipeline(&self, wgsl: &str, label: &str) -> Result<Arc<wgpu::ComputePipeline>> {
+        // Keyed by the code without its header comment (which names the kernel), so the same
+        // kernel in another executable (every jitted function with a matmul of one shape)
+        // reuses the driver's compiled pipeline.
+        let key = wgsl
+            .lines()
+            .skip_while(|l| l.starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
         let mut cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = cache.get(wgsl) {
+        if let Some(p) = cache.get(&key) {
             return Ok(p.clone());
         }
         // naga's backends panic on a few constructs its validator lets through (e.g. 64-bit
@@ -481,7 +489,7 @@ impl Device {
             }
         };
         let p = Arc::new(pipeline);
-        cache.insert(wgsl.to_string(), p.clone());
+        cache.insert(key, p.clone());
         Ok(p)
     }
 }
