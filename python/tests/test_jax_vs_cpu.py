@@ -345,8 +345,27 @@ def test_linalg_eigh(gpu):
             *jnp.linalg.eigh(x)), s)
 
 
+def test_linalg_svd(gpu):
+    # Singular values against cpu; U and V are unique only up to signs: check what is sign-free.
+    for shape in [(5, 5), (7, 4), (4, 7), (2, 6, 3)]:
+        x = rand(shape, "float32", 6)
+        compare(gpu, lambda x: jnp.linalg.svd(x, compute_uv=False), x)
+        for full in (False, True):
+            u, s, vt = on(gpu, lambda x: jnp.linalg.svd(x, full_matrices=full), x)
+            k = min(shape[-2:])
+            np.testing.assert_allclose((u[..., :k] * s[..., None, :]) @ vt[..., :k, :], x,
+                                       atol=1e-5)
+            for q in (u, np.swapaxes(vt, -1, -2)):
+                np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q,
+                                           np.broadcast_to(np.eye(q.shape[-1]), q.shape[:-2] +
+                                                           (q.shape[-1],) * 2), atol=1e-5)
+    x = rand((6, 4), "float32", 7)
+    compare(gpu, lambda x: (jnp.linalg.pinv(x), jnp.linalg.norm(x, 2), jnp.linalg.matrix_rank(x)),
+            x)
+
+
 def test_linalg_without_a_lowering_raises(gpu):
     x = jax.device_put(rand((4, 4), "float32"), gpu)
-    with pytest.raises(NotImplementedError, match="svd"):
-        jax.jit(jnp.linalg.svd)(x)
+    with pytest.raises(NotImplementedError, match="eig"):
+        jax.jit(jnp.linalg.eig)(x)
     assert float(jax.jit(lambda x: x.sum())(jax.device_put(np.ones(3, np.float32), gpu))) == 3.0

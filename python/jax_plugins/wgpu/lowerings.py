@@ -8,7 +8,9 @@ that raises a clear `NotImplementedError`:
 
 * `eigh` (real symmetric): cyclic Jacobi rotations, eigenvalues sorted ascending.
 * `qr`: Householder reflections (full or reduced Q).
-* `svd`, `eig`, `schur`, `hessenberg`, `tridiagonal`: NotImplementedError naming the primitive.
+* `svd` (real): one-sided Jacobi (Hestenes) rotations of the columns, singular values sorted
+  descending; a full U is completed with Householder QR.
+* `eig`, `schur`, `hessenberg`, `tridiagonal`: NotImplementedError naming the primitive.
 
 `cholesky`, `triangular_solve` and `lu` need no rule: JAX lowers them to StableHLO ops
 (`stablehlo.cholesky`, `stablehlo.triangular_solve`, loops) that the compiler runs.
@@ -137,6 +139,82 @@ def _qr_impl(x, *, pivoting=False, full_matrices=True, **_):
     return [q, r]
 
 
+def _jacobi_svd_2d(a, full_matrices, compute_uv):
+    """SVD of one m x n matrix with m >= n: returns s (descending), u, vt."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    m, n = a.shape
+    dtype = a.dtype
+    v = jnp.eye(n, dtype=dtype)
+    idx = jnp.arange(n)
+    pairs = [(p, q) for p in range(n - 1) for q in range(p + 1, n)]
+
+    def rotate(k, state):
+        w, v = state
+        p, q = ps[k], qs[k]
+        wp, wq = w[:, p], w[:, q]
+        alpha, beta, gamma = wp @ wp, wq @ wq, wp @ wq
+        tiny = jnp.finfo(dtype).tiny
+        live = jnp.abs(gamma) > tiny
+        zeta = (beta - alpha) / (2 * jnp.where(live, gamma, 1))
+        t = jnp.sign(zeta) / (jnp.abs(zeta) + jnp.sqrt(zeta * zeta + 1))
+        t = jnp.where(zeta == 0, 1, t)
+        t = jnp.where(live, t, 0)
+        c = 1 / jnp.sqrt(t * t + 1)
+        s = t * c
+        w = jnp.where((idx == p)[None, :], (c * wp - s * wq)[:, None], w)
+        w = jnp.where((idx == q)[None, :], (s * wp + c * wq)[:, None], w)
+        vp, vq = v[:, p], v[:, q]
+        v = jnp.where((idx == p)[None, :], (c * vp - s * vq)[:, None], v)
+        v = jnp.where((idx == q)[None, :], (s * vp + c * vq)[:, None], v)
+        return w, v
+
+    w = a
+    if pairs:
+        ps = jnp.array([p for p, _ in pairs], jnp.int32)
+        qs = jnp.array([q for _, q in pairs], jnp.int32)
+
+        def sweep(_, state):
+            return lax.fori_loop(0, len(pairs), rotate, state)
+
+        w, v = lax.fori_loop(0, _SWEEPS, sweep, (w, v))
+    sv = jnp.sqrt(jnp.sum(w * w, axis=0))
+    order = jnp.argsort(-sv)
+    sv = sv[order]
+    if not compute_uv:
+        return sv, None, None
+    w, v = w[:, order], v[:, order]
+    u = w / jnp.where(sv > 0, sv, 1)[None, :]
+    if full_matrices and m > n:
+        q, _ = _householder_qr_2d(u, True)
+        u = jnp.concatenate([u, q[:, n:]], axis=1)
+    return sv, u, v.T
+
+
+def _svd_impl(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, **_):
+    import jax
+    import jax.numpy as jnp
+
+    if jnp.iscomplexobj(x):
+        raise NotImplementedError("svd of complex matrices is not implemented on wgpu")
+    m, n = x.shape[-2:]
+    if subset_by_index not in (None, (0, min(m, n)), (0, -1)):
+        raise NotImplementedError("svd with subset_by_index is not implemented on wgpu")
+    wide = m < n
+
+    def fn(a):
+        if wide:
+            s, u, vt = _jacobi_svd_2d(a.T, full_matrices, compute_uv)
+            return (s,) if not compute_uv else (s, vt.T, u.T)
+        s, u, vt = _jacobi_svd_2d(a, full_matrices, compute_uv)
+        return (s,) if not compute_uv else (s, u, vt)
+
+    for _ in range(x.ndim - 2):
+        fn = jax.vmap(fn)
+    return list(fn(x))
+
+
 def _unsupported(name):
     def rule(ctx, *args, **kwargs):
         raise NotImplementedError(
@@ -154,8 +232,9 @@ def _rules():
     rules = [
         (linalg.eigh_p, mlir.lower_fun(_eigh_impl, multiple_results=True)),
         (linalg.qr_p, mlir.lower_fun(_qr_impl, multiple_results=True)),
+        (linalg.svd_p, mlir.lower_fun(_svd_impl, multiple_results=True)),
     ]
-    for name in ["svd_p", "eig_p", "schur_p", "hessenberg_p", "tridiagonal_p"]:
+    for name in ["eig_p", "schur_p", "hessenberg_p", "tridiagonal_p"]:
         prim = getattr(linalg, name, None)
         if prim is not None:
             rules.append((prim, _unsupported(name[:-2])))
