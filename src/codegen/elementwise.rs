@@ -509,15 +509,38 @@ fn sat_bounds(f: Compute, lo: i128, hi: i128) -> (String, String, String) {
     }
 }
 
+thread_local! {
+    static WIDEN_VIA_F64: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Resets the widening mode when a compilation ends (also by unwinding).
+pub struct WideningGuard(bool);
+
+impl Drop for WideningGuard {
+    fn drop(&mut self) {
+        WIDEN_VIA_F64.with(|w| w.set(self.0));
+    }
+}
+
+/// Spells i32/u32 → i64/u64 widening through f64 on this thread until the guard drops: lavapipe
+/// (Mesa 22.3) miscompiles `i64(i32)`/`u64(u32)` in some kernels, copying the low word into the
+/// high one (3 became 3 + 3 * 2^32). Exact (f64 holds every 32-bit integer); only for adapters
+/// that have f64 and need it — plain casts elsewhere (e.g. Metal has i64 but no f64).
+pub fn widen_via_f64(on: bool) -> WideningGuard {
+    WideningGuard(WIDEN_VIA_F64.with(|w| w.replace(on)))
+}
+
 fn int_cast(from: Compute, to: Compute, x: &str) -> String {
     use Compute::*;
+    let via_f64 = WIDEN_VIA_F64.with(|w| w.get());
     match (from, to) {
         (a, b) if a == b => x.to_string(),
         (I32, U32) => format!("bitcast<u32>({x})"),
         (U32, I32) => format!("bitcast<i32>({x})"),
-        // Widening spelled out as the two 32-bit halves: lavapipe (Mesa 22.3) miscompiles
-        // `i64(i32)`/`u64(u32)` in some kernels, copying the low word into the high one (3 became
-        // 3 + 3 * 2^32).
+        (I32, I64) if !via_f64 => format!("i64({x})"),
+        (U32, I64) if !via_f64 => format!("i64({x})"),
+        (U32, U64) if !via_f64 => format!("u64({x})"),
+        (I32, U64) if !via_f64 => format!("bitcast<u64>(i64({x}))"),
         (I32, I64) => format!("i64(f64({x}))"),
         (U32, I64) => format!("i64(f64({x}))"),
         (U32, U64) => format!("u64(f64({x}))"),

@@ -126,6 +126,8 @@ pub fn compile_function(
     options: &CompileOptions,
     serialized: Vec<u8>,
 ) -> Result<Arc<Executable>> {
+    let _widening =
+        crate::codegen::elementwise::widen_via_f64(device.caps().f64 && target(device).cpu_adapter);
     let name = options
         .name
         .clone()
