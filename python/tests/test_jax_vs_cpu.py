@@ -273,6 +273,16 @@ def test_unsupported_op_raises(gpu):
     assert float(jax.jit(lambda x: x.sum())(x)) == 4.0
 
 
+def test_bitcast_between_widths(gpu):
+    x = rand((3, 8), "float32", 8)
+    compare(gpu, lambda x: (lax.bitcast_convert_type(x, jnp.uint8),
+                            lax.bitcast_convert_type(x, jnp.int16),
+                            lax.bitcast_convert_type(lax.bitcast_convert_type(x, jnp.uint8),
+                                                     jnp.float32),
+                            lax.bitcast_convert_type(x.astype(jnp.float16), jnp.int8),
+                            x.view(jnp.uint16), x.view(jnp.complex64)), x)
+
+
 def test_fft(gpu):
     x, y = rand((3, 64), "float32", 1), rand((3, 64), "float32", 2)
     z = (x + 1j * y).astype(np.complex64)

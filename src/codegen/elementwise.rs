@@ -619,35 +619,50 @@ pub fn bitcast(
     x: &str,
     needs: &mut Needs,
 ) -> Result<String> {
-    use Compute::*;
     if from.bit_width() != to.bit_width() {
         return Err(Error::unimplemented(format!(
             "bitcast_convert from {from} to {to} (different widths) inside a fused kernel"
         )));
     }
-    // Everything goes through the raw bits as an unsigned integer of the width.
-    let bits = match (from, fc) {
+    let bits = raw_bits(from, fc, x, needs)?;
+    from_raw_bits(to, tc, from.bit_width(), &bits)
+}
+
+/// The raw bits of value `x` (element type `t`, computed as `c`) as an unsigned integer: a
+/// `u32` for types up to 32 bits (only the low `bit_width` bits set), else a `u64`.
+pub fn raw_bits(t: ElementType, c: Compute, x: &str, needs: &mut Needs) -> Result<String> {
+    use Compute::*;
+    let w = t.bit_width();
+    Ok(match (t, c) {
         (ElementType::F16, _) => format!("{}({x})", need(needs, "wh_f32_to_f16_bits".into())),
         (ElementType::BF16, _) => format!("{}({x})", need(needs, "wh_f32_to_bf16_bits".into())),
-        (_, F32 | I32) => format!("bitcast<u32>({x})"),
+        (ElementType::Pred, _) => format!("select(0u, 1u, {x})"),
+        (_, I32) if w < 32 => format!("(bitcast<u32>({x}) & {}u)", mask(w)),
+        (_, U32) if w < 32 => format!("({x} & {}u)", mask(w)),
+        (_, F32 | I32) if w == 32 => format!("bitcast<u32>({x})"),
         (_, F64 | I64) => format!("bitcast<u64>({x})"),
         (_, C64) => format!("((u64(bitcast<u32>({x}.y)) << 32u) | u64(bitcast<u32>({x}.x)))"),
         (_, U32 | U64) => x.to_string(),
-        _ => return Err(Error::unimplemented(format!("bitcast_convert from {from}"))),
-    };
-    let w = from.bit_width();
-    let e = match (to, tc) {
+        _ => return Err(Error::unimplemented(format!("bitcast_convert from {t}"))),
+    })
+}
+
+/// The value of element type `t` (computed as `c`) whose raw bits are `bits` (`w` bits wide, in
+/// a `u32` up to 32 bits, else a `u64`).
+pub fn from_raw_bits(t: ElementType, c: Compute, w: u32, bits: &str) -> Result<String> {
+    use Compute::*;
+    Ok(match (t, c) {
         (ElementType::F16, _) => format!("wh_f16_bits_to_f32(({bits}) & 0xffffu)"),
         (ElementType::BF16, _) => format!("bitcast<f32>((({bits}) & 0xffffu) << 16u)"),
+        (ElementType::Pred, _) => format!("(({bits}) != 0u)"),
         (t, I32) if w < 32 => dtype::round(t, &format!("bitcast<i32>({bits})")),
-        (t, U32) if w < 32 => dtype::round(t, &bits),
-        (_, F32 | I32) => format!("bitcast<{}>({bits})", tc.wgsl()),
-        (_, U32 | U64) => bits,
-        (_, F64 | I64) => format!("bitcast<{}>({bits})", tc.wgsl()),
+        (t, U32) if w < 32 => dtype::round(t, bits),
+        (_, F32 | I32) => format!("bitcast<{}>({bits})", c.wgsl()),
+        (_, U32 | U64) => bits.to_string(),
+        (_, F64 | I64) => format!("bitcast<{}>({bits})", c.wgsl()),
         (_, C64) => format!(
             "vec2<f32>(bitcast<f32>(u32(({bits}) & 0xfffffffflu)), bitcast<f32>(u32(({bits}) >> 32u)))"
         ),
-        _ => return Err(Error::unimplemented(format!("bitcast_convert to {to}"))),
-    };
-    Ok(e)
+        _ => return Err(Error::unimplemented(format!("bitcast_convert to {t}"))),
+    })
 }

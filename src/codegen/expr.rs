@@ -405,6 +405,18 @@ impl<'a> ExprEmitter<'a> {
                 let e = elementwise::clamp(rc, &lo, &x, &hi, &mut self.needs).map_err(ctx)?;
                 Ok(self.bind(rc, &e))
             }
+            Op::BitcastConvert
+                if operand_ty(self, 0)?.dtype.bit_width() != rt.dtype.bit_width() =>
+            {
+                let xt = operand_ty(self, 0)?;
+                let e = self
+                    .bitcast_resize(op.operands[0], &xt, idx, &rdims, rt.dtype, rc)
+                    .map_err(ctx)?;
+                for h in dtype::helpers_for(rt.dtype) {
+                    self.needs.insert(h.to_string());
+                }
+                Ok(self.bind(rc, &e))
+            }
             Op::Convert | Op::BitcastConvert => {
                 let xt = operand_ty(self, 0)?;
                 let xc = self.compute(xt.dtype)?;
@@ -680,6 +692,96 @@ impl<'a> ExprEmitter<'a> {
             self.needs.insert(h.to_string());
         }
         Ok(self.bind(rc, &dtype::round(rdt, &acc)))
+    }
+
+    /// `bitcast_convert` between widths: a wide element splits into (or is assembled from) the
+    /// narrow elements along the last dimension of the narrow side, least significant first.
+    fn bitcast_resize(
+        &mut self,
+        x: ValueId,
+        xt: &TensorType,
+        idx: &Index,
+        rdims: &[usize],
+        to: ElementType,
+        rc: Compute,
+    ) -> Result<String> {
+        let (win, wout) = (xt.dtype.bit_width(), to.bit_width());
+        let tiny_float = |t: ElementType| t.is_float() && t.bit_width() <= 8;
+        let m = self.multi(idx, rdims);
+        // complex<f64> is two 64-bit halves (real first).
+        if xt.dtype == ElementType::C128 && win > wout && wout <= 64 && !tiny_float(to) {
+            let (j, outer) = m.split_last().ok_or_else(|| {
+                Error::invalid("bitcast_convert to a narrower type needs rank >= 1")
+            })?;
+            let v = self.value(x, &Index::Multi(outer.to_vec()))?;
+            let k = 64 / wout;
+            let half = format!("bitcast<u64>(select({v}.y, {v}.x, {j} < {k}u))");
+            let piece = if wout == 64 {
+                half
+            } else {
+                format!(
+                    "u32((({half}) >> (({j} % {k}u) * {wout}u)) & {}lu)",
+                    (1u64 << wout) - 1
+                )
+            };
+            return elementwise::from_raw_bits(to, rc, wout, &piece);
+        }
+        if to == ElementType::C128 && xt.dtype.bit_width() == 64 && !tiny_float(xt.dtype) {
+            let xc = self.compute(xt.dtype)?;
+            let mut parts = Vec::new();
+            for j in 0..2 {
+                let mut xi = m.clone();
+                xi.push(format!("{j}u"));
+                let v = self.value(x, &Index::Multi(xi))?;
+                let bits = elementwise::raw_bits(xt.dtype, xc, &v, &mut self.needs)?;
+                parts.push(format!("bitcast<f64>({bits})"));
+            }
+            return Ok(format!("vec2<f64>({}, {})", parts[0], parts[1]));
+        }
+        if win.max(wout) > 64 || tiny_float(xt.dtype) || tiny_float(to) {
+            return Err(Error::unimplemented(format!(
+                "bitcast_convert from {} to {to}",
+                xt.dtype
+            )));
+        }
+        let xc = self.compute(xt.dtype)?;
+        let wide = |w: u32| if w > 32 { ("u64", "lu") } else { ("u32", "u") };
+        if win > wout {
+            // One input element gives k results: m = [input index..., j].
+            let (j, outer) = m.split_last().ok_or_else(|| {
+                Error::invalid("bitcast_convert to a narrower type needs rank >= 1")
+            })?;
+            let v = self.value(x, &Index::Multi(outer.to_vec()))?;
+            let bits = elementwise::raw_bits(xt.dtype, xc, &v, &mut self.needs)?;
+            let (_, sfx) = wide(win);
+            let piece = format!(
+                "u32((({bits}) >> ({j} * {wout}u)) & {}{sfx})",
+                (1u64 << wout) - 1
+            );
+            let piece = if wout > 32 {
+                format!("u64({piece})")
+            } else {
+                piece
+            };
+            elementwise::from_raw_bits(to, rc, wout, &piece)
+        } else {
+            // k input elements (the last input dimension) make one result.
+            let k = (wout / win.max(1)) as usize;
+            let (u, _) = wide(wout);
+            let acc = self.fresh("bits");
+            self.line(&format!("var {acc}: {u} = {u}(0);"));
+            for j in 0..k {
+                let mut xi = m.clone();
+                xi.push(format!("{j}u"));
+                let v = self.value(x, &Index::Multi(xi))?;
+                let bits = elementwise::raw_bits(xt.dtype, xc, &v, &mut self.needs)?;
+                self.line(&format!(
+                    "{acc} = {acc} | ({u}({bits}) << {}u);",
+                    j as u32 * win
+                ));
+            }
+            elementwise::from_raw_bits(to, rc, wout, &acc)
+        }
     }
 
     /// `reduce_precision`: rounds the mantissa to nearest-even at `m` bits, then maps exponents
