@@ -311,6 +311,17 @@ def test_ops_of_the_coverage_issue(gpu, name, fn):
     compare(gpu, fn, rand((4, 5), "float32"))
 
 
+def test_sort_long_rows(gpu):
+    # Rows over 256 elements take the bitonic network (stable, NaNs last like XLA's).
+    x = rand((3, 1000), "float32", 9)
+    x[0, ::7] = np.nan
+    xi = rand((700, 3), "int32", 10)
+    compare(gpu, lambda x: (jnp.sort(x, axis=1), jnp.argsort(x[1:], axis=1, stable=True),
+                            lax.top_k(x[1:], 5), lax.sort((x[1], x[2]), num_keys=1)), x)
+    compare(gpu, lambda x: (jnp.sort(x, axis=0), jnp.argsort(x, axis=0, stable=True),
+                            jnp.sort(x.astype(jnp.int8), axis=0)), xi)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_conv_net_grad(gpu, dtype):
     x, w = rand((2, 3, 12, 12), dtype, 1, -1, 1), rand((4, 3, 3, 3), dtype, 2, -1, 1)

@@ -205,13 +205,99 @@ impl<'f, 't> Lowering<'f, 't> {
                 }
                 Node::Op(i) => {
                     let op = &region.ops[*i];
-                    if let Some(step) = self.op_step(op)? {
+                    if let Some(steps) = self.bitonic_steps(op)? {
+                        program.steps.extend(steps);
+                    } else if let Some(step) = self.op_step(op)? {
                         program.steps.push(step);
                     }
                 }
             }
         }
         Ok(program)
+    }
+
+    /// The steps of a bitonic `sort`/`top_k` (long rows), or `None` for other ops.
+    fn bitonic_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
+        use crate::codegen::op_kernels::sort;
+        if !matches!(op.op, Op::Sort { .. } | Op::TopK { .. })
+            || op
+                .results
+                .iter()
+                .all(|&v| self.tensor(v).is_ok_and(|t| t.num_elements() == 0))
+        {
+            return Ok(None);
+        }
+        let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());
+        let Some(plan) = sort::bitonic(&name, self.f, &self.all_defs, op, self.target)
+            .map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?
+        else {
+            return Ok(None);
+        };
+        let mut steps = Vec::new();
+        let mut perm = self.anonymous_slot(plan.perm_type.clone());
+        self.kernels.push(plan.init);
+        steps.push(Step::Launch {
+            kernel: self.kernels.len() - 1,
+            args: Vec::new(),
+            results: vec![perm],
+        });
+        self.kernels.push(plan.pass);
+        let pass = self.kernels.len() - 1;
+        for (k, j) in plan.stages {
+            let pty = crate::ir::TensorType::new(vec![2], crate::ir::ElementType::U32);
+            let lit = crate::ir::Literal::from_scalars(
+                pty.clone(),
+                &[
+                    crate::ir::Scalar::Int(k as i128),
+                    crate::ir::Scalar::Int(j as i128),
+                ],
+            )?;
+            let params = self.anonymous_slot(pty);
+            self.constants.push((params, lit));
+            let next = self.anonymous_slot(plan.perm_type.clone());
+            let args = self.kernels[pass]
+                .inputs
+                .iter()
+                .map(|b| match b.value {
+                    sort::PERM => Ok(perm),
+                    sort::PARAMS => Ok(params),
+                    v => self.slot(v, op),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            steps.push(Step::Launch {
+                kernel: pass,
+                args,
+                results: vec![next],
+            });
+            perm = next;
+        }
+        let args = plan
+            .gather
+            .inputs
+            .iter()
+            .map(|b| match b.value {
+                sort::PERM => Ok(perm),
+                v => self.slot(v, op),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let results = op
+            .results
+            .iter()
+            .map(|&v| self.new_slot(v))
+            .collect::<Result<Vec<_>>>()?;
+        self.kernels.push(plan.gather);
+        steps.push(Step::Launch {
+            kernel: self.kernels.len() - 1,
+            args,
+            results,
+        });
+        Ok(Some(steps))
+    }
+
+    /// A buffer slot for an intermediate that is no value of the program.
+    fn anonymous_slot(&mut self, t: crate::ir::TensorType) -> Slot {
+        self.slot_types.push(t);
+        self.slot_types.len() - 1
     }
 
     /// A step for an op that is not a kernel.
