@@ -311,6 +311,18 @@ def test_ops_of_the_coverage_issue(gpu, name, fn):
     compare(gpu, fn, rand((4, 5), "float32"))
 
 
+def test_scatter_many_windows(gpu):
+    # Over 64 windows indexed along an inserted dimension: windows sorted by index first;
+    # duplicates and out-of-range indices must behave exactly as on cpu (order kept).
+    rng = np.random.default_rng(11)
+    tab = rand((300, 8), "float32", 12)
+    idx = rng.integers(-3, 303, 2000).astype(np.int32)
+    upd = rand((2000, 8), "float32", 13)
+    compare(gpu, lambda t, i, u: (t.at[i].add(u), t.at[i].set(u), t.at[i].min(u),
+                                  jax.grad(lambda t: jnp.sum(jnp.tanh(t[i]) * u))(t)),
+            tab, idx, upd)
+
+
 def test_sort_long_rows(gpu):
     # Rows over 256 elements take the bitonic network (stable, NaNs last like XLA's).
     x = rand((3, 1000), "float32", 9)

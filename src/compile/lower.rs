@@ -216,21 +216,41 @@ impl<'f, 't> Lowering<'f, 't> {
         Ok(program)
     }
 
-    /// The steps of a bitonic `sort`/`top_k` (long rows), or `None` for other ops.
+    /// The steps of a bitonic `sort`/`top_k` (long rows) or of a scatter sorted by index
+    /// (many windows), or `None` for other ops.
     fn bitonic_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
         use crate::codegen::op_kernels::sort;
-        if !matches!(op.op, Op::Sort { .. } | Op::TopK { .. })
-            || op
-                .results
-                .iter()
-                .all(|&v| self.tensor(v).is_ok_and(|t| t.num_elements() == 0))
+        if !matches!(
+            op.op,
+            Op::Sort { .. } | Op::TopK { .. } | Op::Scatter { .. }
+        ) || op
+            .results
+            .iter()
+            .all(|&v| self.tensor(v).is_ok_and(|t| t.num_elements() == 0))
         {
             return Ok(None);
         }
         let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());
-        let Some(plan) = sort::bitonic(&name, self.f, &self.all_defs, op, self.target)
-            .map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?
-        else {
+        let ctx = |e: Error| e.context(format!("{} at {}", op.name(), op.loc));
+        let plan = match op.op {
+            Op::Scatter { .. } => crate::codegen::op_kernels::scatter::sorted(
+                &name,
+                self.f,
+                &self.all_defs,
+                op,
+                self.target,
+            )
+            .map_err(ctx)?
+            .map(|p| sort::Bitonic {
+                init: p.init,
+                pass: p.pass,
+                gather: p.scatter,
+                perm_type: p.perm_type,
+                stages: p.stages,
+            }),
+            _ => sort::bitonic(&name, self.f, &self.all_defs, op, self.target).map_err(ctx)?,
+        };
+        let Some(plan) = plan else {
             return Ok(None);
         };
         let mut steps = Vec::new();

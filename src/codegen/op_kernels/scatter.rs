@@ -4,7 +4,9 @@
 //! Updates to one element are therefore applied in update order, deterministically, with no
 //! atomics, for any update computation and any number of inputs. A window that does not fit
 //! in the input is skipped whole (XLA's semantics). Cost: result size × number of scatter
-//! indices — fine for the usual few indices per element, slow for huge scatters.
+//! indices — fine for few indices; scatters with many windows placed by one index into an
+//! inserted dimension (embedding gradients) sort their windows first ([`Sorted`]) and visit
+//! only their own: 5000x64 table, 1024 ids: 1.35 s -> 36 ms on lavapipe.
 
 use std::collections::{HashMap, HashSet};
 
@@ -41,6 +43,19 @@ pub fn emit(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
+    emit_with(name, f, defs, op, target, false)
+}
+
+/// The scatter kernel; with `sorted`, its first input is the permutation that sorts the update
+/// windows by their (single) index, and each element binary-searches its own windows.
+fn emit_with(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    target: Target,
+    sorted: bool,
+) -> Result<Kernel> {
     let Op::Scatter {
         dimension_numbers: dn,
         ..
@@ -64,9 +79,28 @@ pub fn emit(
     region_defs(body, &mut all_defs, &mut body_vals);
     let fused = |v: ValueId| body_vals.contains(&v);
     let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
-
     let inputs = &op.operands[..n];
     let indices = op.operands[n];
+    let count_all: usize = {
+        let it = em.ty(indices)?;
+        let ivd = dn.index_vector_dim as usize;
+        it.dims()
+            .iter()
+            .enumerate()
+            .filter(|&(d, _)| d != ivd)
+            .map(|(_, &x)| x)
+            .product()
+    };
+    if sorted {
+        em.inputs.push(Binding {
+            value: super::sort::PERM,
+            ty: crate::ir::TensorType::new(
+                vec![(count_all as u64).next_power_of_two() as i64],
+                crate::ir::ElementType::U32,
+            ),
+        });
+    }
+
     let updates = &op.operands[n + 1..];
     let rt = em.ty(op.results[0])?.clone();
     let it = em.ty(indices)?.clone();
@@ -123,7 +157,40 @@ pub fn emit(
             em.line(&format!("var {a}: {} = {v};", t.wgsl()));
             acc.push(a);
         }
-        em.open(&format!("for (var s: u32 = 0u; s < {count}u; s = s + 1u)"));
+        if sorted {
+            // The windows of this element's row: binary search the sorted keys, then walk them
+            // (in their original order: the sort is stable).
+            let d0 = dn.scatter_dims_to_operand_dims[0] as usize;
+            let want = format!("want{e}");
+            em.line(&format!("let {want}: i32 = i32({});", oi[d0]));
+            em.line(&format!("var lo{e}: u32 = 0u;"));
+            em.line(&format!("var hi{e}: u32 = {count}u;"));
+            em.open("loop");
+            em.line(&format!("if (lo{e} >= hi{e}) {{ break; }}"));
+            em.line(&format!("let mid{e} = (lo{e} + hi{e}) / 2u;"));
+            em.line(&format!("let sb{e} = in0[mid{e}];"));
+            let key = window_key(
+                em,
+                &format!("sb{e}"),
+                indices,
+                &scatter_sizes,
+                ivd,
+                irank,
+                ic,
+            )?;
+            em.line(&format!(
+                "if ({key} < {want}) {{ lo{e} = mid{e} + 1u; }} else {{ hi{e} = mid{e}; }}"
+            ));
+            em.close(None);
+            em.open(&format!(
+                "for (var q: u32 = lo{e}; q < {count}u; q = q + 1u)"
+            ));
+            em.line("let s = in0[q];");
+            let key = window_key(em, "s", indices, &scatter_sizes, ivd, irank, ic)?;
+            em.line(&format!("if ({key} != {want}) {{ break; }}"));
+        } else {
+            em.open(&format!("for (var s: u32 = 0u; s < {count}u; s = s + 1u)"));
+        }
         let si = em.multi(&Index::Linear("s".into()), &scatter_sizes);
         // Start of this index's window, per input dimension (i32).
         let mut start = vec!["0i".to_string(); rdims.len()];
@@ -177,4 +244,163 @@ pub fn emit(
         em.close(None);
         Ok(acc)
     })
+}
+
+/// The (single) scatter index of update window `s` (a `u32` WGSL name), as an `i32`.
+fn window_key(
+    em: &mut ExprEmitter,
+    s: &str,
+    indices: ValueId,
+    scatter_sizes: &[usize],
+    ivd: usize,
+    irank: usize,
+    ic: Compute,
+) -> Result<String> {
+    let mut at = em.multi(&Index::Linear(s.to_string()), scatter_sizes);
+    if ivd < irank {
+        at.insert(ivd.min(at.len()), "0u".into());
+    }
+    let v = em.value(indices, &Index::Multi(at))?;
+    index_i32(&v, ic)
+}
+
+/// Scatters with more update windows than this, each placed by one index into an inserted
+/// dimension, sort their windows first (see [`Sorted`]).
+pub const SORTED_FROM: usize = 64;
+
+/// A scatter whose update windows are sorted by index first (a stable bitonic sort of the
+/// window numbers), so each result element visits only its own windows — O(log n + hits)
+/// instead of O(n) — in the original order: results are identical to the plain kernel's.
+/// For scatters like an embedding gradient (`table.at[ids].add(rows)`).
+pub struct Sorted {
+    /// Identity permutation of the windows.
+    pub init: Kernel,
+    /// One compare-exchange stage (inputs `[PERM, PARAMS, indices]` as in `pass.inputs`).
+    pub pass: Kernel,
+    /// The scatter (inputs `[PERM, ...]` as in `scatter.inputs`).
+    pub scatter: Kernel,
+    /// The permutation's type.
+    pub perm_type: crate::ir::TensorType,
+    /// `(k, j)` of each stage.
+    pub stages: Vec<(u32, u32)>,
+}
+
+/// The sorted plan for `op`, or `None` when the plain kernel serves.
+pub fn sorted(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    target: Target,
+) -> Result<Option<Sorted>> {
+    let Op::Scatter {
+        dimension_numbers: dn,
+        ..
+    } = &op.op
+    else {
+        return Ok(None);
+    };
+    let n = op.results.len();
+    if op.operands.len() != 2 * n + 1
+        || dn.scatter_dims_to_operand_dims.len() != 1
+        || !dn
+            .inserted_window_dims
+            .contains(&dn.scatter_dims_to_operand_dims[0])
+        || !dn.input_batching_dims.is_empty()
+    {
+        return Ok(None);
+    }
+    let indices = op.operands[n];
+    let Some(it) = f.ty(indices).as_tensor() else {
+        return Ok(None);
+    };
+    let ivd = dn.index_vector_dim as usize;
+    let irank = it.rank();
+    let scatter_sizes: Vec<usize> = it
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|&(d, _)| d != ivd)
+        .map(|(_, &x)| x)
+        .collect();
+    let count: usize = scatter_sizes.iter().product();
+    if count <= SORTED_FROM {
+        return Ok(None);
+    }
+    let p = (count as u64).next_power_of_two();
+    let perm_type = crate::ir::TensorType::new(vec![p as i64], crate::ir::ElementType::U32);
+    let init =
+        super::sort::identity_kernel(&format!("{name}_init"), 1, p, target, "stablehlo.scatter")?;
+    let pass = {
+        let no_fusion = |_: ValueId| false;
+        let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
+        em.inputs.push(Binding {
+            value: super::sort::PERM,
+            ty: perm_type.clone(),
+        });
+        em.inputs.push(Binding {
+            value: super::sort::PARAMS,
+            ty: crate::ir::TensorType::new(vec![2], crate::ir::ElementType::U32),
+        });
+        let ic = em.compute(it.dtype)?;
+        em.line("let i = tid;");
+        em.line("let k = in1[0];");
+        em.line("let j = in1[1];");
+        em.line("let l = i ^ j;");
+        em.line("let pi = in0[i];");
+        em.line("let pl = in0[l];");
+        em.line("let first = select(pl, pi, i < l);");
+        em.line("let second = select(pi, pl, i < l);");
+        em.line("let ascending = (min(i, l) & k) == 0u;");
+        em.line(&format!("let fc = min(first, {}u);", count - 1));
+        em.line(&format!("let sc = min(second, {}u);", count - 1));
+        let kf = window_key(&mut em, "fc", indices, &scatter_sizes, ivd, irank, ic)?;
+        let ks = window_key(&mut em, "sc", indices, &scatter_sizes, ivd, irank, ic)?;
+        em.line(&format!(
+            "let second_first = second < {count}u && (first >= {count}u || {ks} < {kf} || ({ks} == {kf} && second < first));"
+        ));
+        em.line("let swap = select(!second_first && first != second, second_first, ascending);");
+        em.line("out0[tid] = select(pi, pl, swap);");
+        let mut main = crate::codegen::kernel::entry_header(crate::codegen::kernel::WORKGROUP);
+        main.push_str(&crate::codegen::kernel::thread_index(
+            crate::codegen::kernel::WORKGROUP,
+        ));
+        main.push_str(&format!("    if (tid >= {p}u) {{ return; }}\n"));
+        main.push_str(&em.body);
+        main.push_str("}\n");
+        let outputs = vec![Binding {
+            value: super::sort::PERM,
+            ty: perm_type.clone(),
+        }];
+        let comment = format!(
+            "kernel {name}_pass: one stage of the stable bitonic sort of {count} scatter windows by index\nfuses: stablehlo.scatter"
+        );
+        let wgsl = crate::codegen::kernel::assemble(
+            &format!("{name}_pass"),
+            &comment,
+            &em.inputs,
+            &outputs,
+            &em.needs,
+            &main,
+            target.caps,
+        )?;
+        Kernel {
+            name: format!("{name}_pass"),
+            wgsl,
+            inputs: em.inputs.clone(),
+            outputs,
+            workgroups: crate::codegen::kernel::grid(
+                p.div_ceil(crate::codegen::kernel::WORKGROUP as u64),
+                target.max_workgroups,
+            )?,
+        }
+    };
+    let scatter = emit_with(name, f, defs, op, target, true)?;
+    Ok(Some(Sorted {
+        init,
+        pass,
+        scatter,
+        perm_type,
+        stages: super::sort::bitonic_stages(p),
+    }))
 }

@@ -409,34 +409,7 @@ pub fn bitonic(
     let threads = rows * p;
     let grid = kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?;
 
-    // init
-    let init = {
-        let mut main = kernel::entry_header(WORKGROUP);
-        main.push_str(&kernel::thread_index(WORKGROUP));
-        main.push_str(&format!(
-            "    if (tid >= {threads}u) {{ return; }}\n    out0[tid] = tid % {p}u;\n}}\n"
-        ));
-        let comment = format!(
-            "kernel {name}_init: identity permutations of {rows} rows of {p} for a bitonic sort\nfuses: {}",
-            op.name()
-        );
-        let wgsl = kernel::assemble(
-            &format!("{name}_init"),
-            &comment,
-            &[],
-            std::slice::from_ref(&perm_out),
-            &Default::default(),
-            &main,
-            target.caps,
-        )?;
-        Kernel {
-            name: format!("{name}_init"),
-            wgsl,
-            inputs: Vec::new(),
-            outputs: vec![perm_out.clone()],
-            workgroups: grid,
-        }
-    };
+    let init = identity_kernel(&format!("{name}_init"), rows, p, target, &op.name())?;
 
     // The linear index of element `idx` of row `row` in the operands.
     let element = |row: &str, idx: &str| {
@@ -609,6 +582,18 @@ pub fn bitonic(
         )?
     };
 
+    let stages = bitonic_stages(p);
+    Ok(Some(Bitonic {
+        init,
+        pass,
+        gather,
+        perm_type,
+        stages,
+    }))
+}
+
+/// The `(k, j)` compare-exchange stages of a bitonic network over `p` (a power of two) items.
+pub(crate) fn bitonic_stages(p: u64) -> Vec<(u32, u32)> {
     let mut stages = Vec::new();
     let mut k = 2u64;
     while k <= p {
@@ -619,11 +604,44 @@ pub fn bitonic(
         }
         k *= 2;
     }
-    Ok(Some(Bitonic {
-        init,
-        pass,
-        gather,
-        perm_type,
-        stages,
-    }))
+    stages
+}
+
+/// A kernel writing `rows` identity permutations of `p` entries (`u32`).
+pub(crate) fn identity_kernel(
+    name: &str,
+    rows: u64,
+    p: u64,
+    target: Target,
+    what: &str,
+) -> Result<Kernel> {
+    let threads = rows * p;
+    let out = Binding {
+        value: PERM,
+        ty: crate::ir::TensorType::new(vec![threads as i64], crate::ir::ElementType::U32),
+    };
+    let mut main = kernel::entry_header(WORKGROUP);
+    main.push_str(&kernel::thread_index(WORKGROUP));
+    main.push_str(&format!(
+        "    if (tid >= {threads}u) {{ return; }}\n    out0[tid] = tid % {p}u;\n}}\n"
+    ));
+    let comment = format!(
+        "kernel {name}: identity permutations of {rows} rows of {p} for a bitonic sort\nfuses: {what}"
+    );
+    let wgsl = kernel::assemble(
+        name,
+        &comment,
+        &[],
+        std::slice::from_ref(&out),
+        &Default::default(),
+        &main,
+        target.caps,
+    )?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs: Vec::new(),
+        outputs: vec![out],
+        workgroups: kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
+    })
 }
