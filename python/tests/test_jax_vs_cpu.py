@@ -323,6 +323,18 @@ def test_scatter_many_windows(gpu):
             tab, idx, upd)
 
 
+def test_long_prefix_scans(gpu):
+    # jnp.cumsum & co. lower to a reduce_window spanning the whole axis: over 64 elements the
+    # compiler scans in three O(n) kernels instead of evaluating every window.
+    x = rand((3, 1000), "float32", 14)
+    xi = rand((500, 3), "int32", 15)
+    compare(gpu, lambda x: (jnp.cumsum(x, axis=1), lax.cumsum(x, axis=1, reverse=True),
+                            lax.cummax(x, axis=1), lax.cummin(x, axis=1, reverse=True),
+                            jnp.cumprod(1 + x * 1e-3, axis=1), lax.cumlogsumexp(x, axis=1),
+                            jnp.cumsum(x.reshape(3, 100, 10), axis=1)), x)
+    compare(gpu, lambda x: jnp.cumsum(x, axis=0), xi)
+
+
 def test_sort_long_rows(gpu):
     # Rows over 256 elements take the bitonic network (stable, NaNs last like XLA's).
     x = rand((3, 1000), "float32", 9)

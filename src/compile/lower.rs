@@ -205,7 +205,9 @@ impl<'f, 't> Lowering<'f, 't> {
                 }
                 Node::Op(i) => {
                     let op = &region.ops[*i];
-                    if let Some(steps) = self.bitonic_steps(op)? {
+                    if let Some(steps) = self.plan_steps(op)? {
+                        program.steps.extend(steps);
+                    } else if let Some(steps) = self.bitonic_steps(op)? {
                         program.steps.extend(steps);
                     } else if let Some(step) = self.op_step(op)? {
                         program.steps.push(step);
@@ -311,6 +313,56 @@ impl<'f, 't> Lowering<'f, 't> {
             args,
             results,
         });
+        Ok(Some(steps))
+    }
+
+    /// The steps of a multi-kernel plan with temporaries (long prefix scans), or `None`.
+    fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
+        use crate::codegen::op_kernels::scan;
+        if !matches!(op.op, Op::ReduceWindow { .. }) {
+            return Ok(None);
+        }
+        let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());
+        let Some(plan) = scan::plan(&name, self.f, &self.all_defs, op, self.target)
+            .map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?
+        else {
+            return Ok(None);
+        };
+        let temps: Vec<Slot> = plan
+            .temps
+            .iter()
+            .map(|t| self.anonymous_slot(t.clone()))
+            .collect();
+        let temp_slot = |v: ValueId| {
+            (0..temps.len())
+                .find(|&t| scan::temp(t) == v)
+                .map(|t| temps[t])
+        };
+        let mut steps = Vec::new();
+        for kernel in plan.kernels {
+            let args = kernel
+                .inputs
+                .iter()
+                .map(|b| match temp_slot(b.value) {
+                    Some(s) => Ok(s),
+                    None => self.slot(b.value, op),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let results = kernel
+                .outputs
+                .iter()
+                .map(|b| match temp_slot(b.value) {
+                    Some(s) => Ok(s),
+                    None => self.new_slot(b.value),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            self.kernels.push(kernel);
+            steps.push(Step::Launch {
+                kernel: self.kernels.len() - 1,
+                args,
+                results,
+            });
+        }
         Ok(Some(steps))
     }
 

@@ -12,6 +12,7 @@ pub mod linalg;
 pub mod map;
 pub mod per_element;
 pub mod reduce_window;
+pub mod scan;
 pub mod scatter;
 pub mod select_and_scatter;
 pub mod sort;

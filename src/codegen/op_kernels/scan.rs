@@ -1,0 +1,325 @@
+//! Prefix scans written as `reduce_window`. JAX lowers `cumsum`/`cumprod`/`cummax`/... to a
+//! `reduce_window` whose window spans the whole dimension with `n - 1` padding on one side:
+//! direct evaluation is O(n²) (65536 floats: 12 s on lavapipe). This recognizes the pattern and
+//! scans in three kernels of O(n) total work, chunks of about √n elements per thread:
+//!
+//! 1. each (row, chunk) folds its elements into a total;
+//! 2. each row turns its chunk totals into exclusive prefixes (sequentially, √n of them);
+//! 3. each (row, chunk) rescans its elements from its prefix, writing the results.
+//!
+//! Like any parallel scan it reassociates the body (XLA's GPU scan does too), and it treats
+//! the init value as the body's identity, as reductions do. 32/64-bit element types only.
+
+use std::collections::{HashMap, HashSet};
+
+use super::per_element::build;
+use crate::codegen::dtype::{self, Compute};
+use crate::codegen::expr::{Binding, ExprEmitter, Index};
+use crate::codegen::kernel::{self, Kernel, WORKGROUP};
+use crate::codegen::loop_kernel::Target;
+use crate::codegen::reduce_kernel::{combine, emit_body_function, region_defs};
+use crate::error::{Error, Result};
+use crate::ir::{ElementType, Function, Op, Operation, TensorType, ValueId};
+
+/// Windows shorter than this are evaluated directly.
+pub const SCAN_FROM: usize = 64;
+
+/// The placeholder value of temporary buffer `t` in a plan's kernels.
+pub fn temp(t: usize) -> ValueId {
+    ValueId(u32::MAX - 16 - t as u32)
+}
+
+/// Kernels run in order; their bindings name the op's operands and results, or temporaries
+/// (`temp(t)`, of type `temps[t]`).
+pub struct Plan {
+    /// The kernels, in launch order.
+    pub kernels: Vec<Kernel>,
+    /// Types of the temporaries.
+    pub temps: Vec<TensorType>,
+}
+
+/// The scan plan for a `reduce_window`, or `None` when it is not a long prefix scan.
+pub fn plan(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    target: Target,
+) -> Result<Option<Plan>> {
+    let Op::ReduceWindow {
+        window_dimensions,
+        window_strides,
+        base_dilations,
+        window_dilations,
+        padding,
+    } = &op.op
+    else {
+        return Ok(None);
+    };
+    let nres = op.results.len();
+    if op.operands.len() != 2 * nres || nres == 0 {
+        return Ok(None);
+    }
+    let Some(xt) = f.ty(op.operands[0]).as_tensor() else {
+        return Ok(None);
+    };
+    let xdims = xt.dims();
+    let ones = |v: &[i64]| v.iter().all(|&x| x == 1);
+    if !ones(window_strides) || !ones(base_dilations) || !ones(window_dilations) {
+        return Ok(None);
+    }
+    // The one dimension the window spans, and the direction.
+    let mut scan = None;
+    for (d, &size) in xdims.iter().enumerate() {
+        let w = window_dimensions.get(d).copied().unwrap_or(1);
+        let p = padding.get(d).copied().unwrap_or((0, 0));
+        let n = size as i64;
+        if w == 1 && p == (0, 0) {
+            continue;
+        }
+        if scan.is_some() || w != n || n <= 1 {
+            return Ok(None);
+        }
+        scan = match p {
+            p if p == (n - 1, 0) => Some((d, false)),
+            p if p == (0, n - 1) => Some((d, true)),
+            _ => return Ok(None),
+        };
+    }
+    let Some((dim, reverse)) = scan else {
+        return Ok(None);
+    };
+    let n = xdims[dim];
+    let results: Vec<TensorType> = op
+        .results
+        .iter()
+        .map(|&r| f.ty(r).as_tensor().cloned())
+        .collect::<Option<_>>()
+        .unwrap_or_default();
+    if n < SCAN_FROM
+        || results.len() != nres
+        || results
+            .iter()
+            .any(|t| t.dims() != xdims || dtype::per_word(t.dtype) != 1)
+    {
+        return Ok(None);
+    }
+    let chunk = (n as f64).sqrt().ceil() as usize;
+    let chunks = n.div_ceil(chunk);
+    let total: usize = xdims.iter().product();
+    let rows = total / n;
+    let inner: usize = xdims[dim + 1..].iter().product();
+    let body = op
+        .regions
+        .first()
+        .ok_or_else(|| Error::invalid("reduce_window without a body"))?;
+    let inputs: Vec<ValueId> = op.operands[..nres].to_vec();
+    let inits: Vec<ValueId> = op.operands[nres..].to_vec();
+    let temps: Vec<TensorType> = results
+        .iter()
+        .map(|t| TensorType::new(vec![(rows * chunks) as i64], t.dtype))
+        .chain(
+            results
+                .iter()
+                .map(|t| TensorType::new(vec![(rows * chunks) as i64], t.dtype)),
+        )
+        .collect();
+    // Linear index of element `i` (in scan order) of row `row`.
+    let at = move |row: &str, i: &str| {
+        let pos = if reverse {
+            format!("({}u - {i})", n - 1)
+        } else {
+            i.to_string()
+        };
+        format!(
+            "(({row} / {inner}u) * {}u + {pos} * {inner}u + ({row} % {inner}u))",
+            n * inner
+        )
+    };
+    let mut all_defs = defs.clone();
+    let mut body_vals = HashSet::new();
+    region_defs(body, &mut all_defs, &mut body_vals);
+    let fused = |v: ValueId| body_vals.contains(&v);
+    let new_em = || ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+    let types: Vec<Compute> = {
+        let em = new_em();
+        results
+            .iter()
+            .map(|t| em.compute(t.dtype))
+            .collect::<Result<_>>()?
+    };
+    let what = format!(
+        "{}scan along dimension {dim} of {n} ({rows} rows, {chunks} chunks of {chunk})",
+        if reverse { "reverse " } else { "" }
+    );
+    let temp_bindings = |first: usize| -> Vec<Binding> {
+        (0..nres)
+            .map(|j| Binding {
+                value: temp(first + j),
+                ty: temps[first + j].clone(),
+            })
+            .collect()
+    };
+    // Accumulators starting from the inits.
+    let start = |em: &mut ExprEmitter, e: &str| -> Result<Vec<String>> {
+        let mut acc = Vec::new();
+        for (j, (&init, t)) in inits.iter().zip(&types).enumerate() {
+            let v = em.value(init, &Index::scalar())?;
+            let a = format!("acc{e}_{j}");
+            em.line(&format!("var {a}: {} = {v};", t.wgsl()));
+            acc.push(a);
+        }
+        Ok(acc)
+    };
+
+    // 1. chunk totals
+    let k1 = {
+        let mut em = new_em();
+        let func = emit_body_function(&mut em, "body", body, &types)?;
+        let comment = format!(
+            "kernel {name}_totals: chunk totals of a {what}\nfuses: {}",
+            op.name()
+        );
+        build(
+            &format!("{name}_totals"),
+            em,
+            temp_bindings(0),
+            &func,
+            &comment,
+            target,
+            |em, lin, e| {
+                let acc = start(em, &format!("{e}"))?;
+                em.line(&format!("let row{e} = {lin} / {chunks}u;"));
+                em.line(&format!("let c0{e} = ({lin} % {chunks}u) * {chunk}u;"));
+                em.open(&format!(
+                    "for (var i{e}: u32 = c0{e}; i{e} < min(c0{e} + {chunk}u, {n}u); i{e} = i{e} + 1u)"
+                ));
+                let idx = at(&format!("row{e}"), &format!("i{e}"));
+                let vals: Vec<String> = inputs
+                    .iter()
+                    .map(|&x| em.value(x, &Index::Linear(idx.clone())))
+                    .collect::<Result<_>>()?;
+                em.line(&combine("body", nres, &acc, &vals));
+                em.close(None);
+                Ok(acc)
+            },
+        )?
+    };
+    // 2. exclusive prefixes of the chunk totals, one thread per row
+    let k2 = {
+        let mut em = new_em();
+        em.inputs.extend(temp_bindings(0));
+        let func = emit_body_function(&mut em, "body", body, &types)?;
+        let acc = start(&mut em, "")?;
+        em.open(&format!("for (var c: u32 = 0u; c < {chunks}u; c = c + 1u)"));
+        em.line(&format!("let l = tid * {chunks}u + c;"));
+        let mut vals = Vec::new();
+        for (j, a) in acc.iter().enumerate() {
+            em.line(&format!("let t{j} = in{j}[l];"));
+            em.line(&format!("out{j}[l] = {a};"));
+            vals.push(format!("t{j}"));
+        }
+        em.line(&combine("body", nres, &acc, &vals));
+        em.close(None);
+        finish(
+            &format!("{name}_prefixes"),
+            &format!("kernel {name}_prefixes: exclusive prefixes of the chunk totals of a {what}\nfuses: {}", op.name()),
+            em,
+            temp_bindings(nres),
+            &func,
+            rows as u64,
+            target,
+        )?
+    };
+    // 3. rescan each chunk from its prefix
+    let k3 = {
+        let mut em = new_em();
+        em.inputs.extend(temp_bindings(nres));
+        let func = emit_body_function(&mut em, "body", body, &types)?;
+        em.line(&format!("let row = tid / {chunks}u;"));
+        em.line(&format!("let c0 = (tid % {chunks}u) * {chunk}u;"));
+        let mut acc = Vec::new();
+        for (j, t) in types.iter().enumerate() {
+            em.line(&format!("var acc_{j}: {} = in{j}[tid];", t.wgsl()));
+            acc.push(format!("acc_{j}"));
+        }
+        em.open(&format!(
+            "for (var i: u32 = c0; i < min(c0 + {chunk}u, {n}u); i = i + 1u)"
+        ));
+        let idx = at("row", "i");
+        let vals: Vec<String> = inputs
+            .iter()
+            .map(|&x| em.value(x, &Index::Linear(idx.clone())))
+            .collect::<Result<_>>()?;
+        em.line(&combine("body", nres, &acc, &vals));
+        em.line(&format!("let o = {idx};"));
+        for (j, a) in acc.iter().enumerate() {
+            em.line(&format!("out{j}[o] = {a};"));
+        }
+        em.close(None);
+        let outs: Vec<Binding> = op
+            .results
+            .iter()
+            .zip(&results)
+            .map(|(&v, t)| Binding {
+                value: v,
+                ty: t.clone(),
+            })
+            .collect();
+        finish(
+            &format!("{name}_rescan"),
+            &format!(
+                "kernel {name}_rescan: results of a {what}\nfuses: {}",
+                op.name()
+            ),
+            em,
+            outs,
+            &func,
+            (rows * chunks) as u64,
+            target,
+        )?
+    };
+    Ok(Some(Plan {
+        kernels: vec![k1, k2, k3],
+        temps,
+    }))
+}
+
+/// A kernel of `threads` threads running `em`'s body.
+fn finish(
+    name: &str,
+    comment: &str,
+    em: ExprEmitter,
+    outs: Vec<Binding>,
+    functions: &str,
+    threads: u64,
+    target: Target,
+) -> Result<Kernel> {
+    for o in &outs {
+        if dtype::per_word(o.ty.dtype) != 1 || o.ty.dtype == ElementType::Pred {
+            return Err(Error::internal(format!("{name}: packed output")));
+        }
+    }
+    let mut main = functions.to_string();
+    main.push_str(&kernel::entry_header(WORKGROUP));
+    main.push_str(&kernel::thread_index(WORKGROUP));
+    main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
+    main.push_str(&em.body);
+    main.push_str("}\n");
+    let wgsl = kernel::assemble(
+        name,
+        comment,
+        &em.inputs,
+        &outs,
+        &em.needs,
+        &main,
+        target.caps,
+    )?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs: em.inputs.clone(),
+        outputs: outs,
+        workgroups: kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
+    })
+}
