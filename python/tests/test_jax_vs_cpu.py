@@ -335,6 +335,24 @@ def test_long_prefix_scans(gpu):
     compare(gpu, lambda x: jnp.cumsum(x, axis=0), xi)
 
 
+def test_dynamic_update_slice_in_place(gpu):
+    # Updates of a slice of a large buffer run in place when nothing else needs the old buffer
+    # (loop-carried state, lax.scan outputs) and on a copy otherwise: every case must keep the
+    # values it reads.
+    a = rand((100, 64), "float32", 16)
+    compare(gpu, lambda a: lax.fori_loop(0, 100, lambda i, c: c.at[i].set(c[i] * 2 + c[(i + 1) % 100]),
+                                         a), a)
+    compare(gpu, lambda a: (a.at[3].set(0.0), a), a)
+    compare(gpu, lambda a: (lax.dynamic_update_slice(a, jnp.ones((1, 64)), (5, 0)),
+                            lax.dynamic_update_slice(a, jnp.zeros((2, 64)), (7, 0)),
+                            lax.dynamic_update_slice(a, jnp.ones((10, 64)), (95, 3))), a)
+    compare(gpu, lambda a: lax.scan(lambda c, x: (c + x, c * x), jnp.zeros(64), a), a)
+    compare(gpu, lambda a: lax.fori_loop(0, 50, lambda i, c: (c[0].at[i].set(c[1][i]), c[0]),
+                                         (a, a * 2)), a)
+    compare(gpu, lambda a: lax.while_loop(lambda c: c[0] < 60,
+                                          lambda c: (c[0] + 1, c[1].at[c[0]].add(1.0)), (0, a))[1], a)
+
+
 def test_sort_long_rows(gpu):
     # Rows over 256 elements take the bitonic network (stable, NaNs last like XLA's).
     x = rand((3, 1000), "float32", 9)

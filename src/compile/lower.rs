@@ -78,6 +78,7 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
         .collect::<Result<Vec<_>>>()?;
     let mut program = l.region(body, "main")?;
     let results = l.returned(body)?;
+    program.plan_updates(&results, &[]);
     program.plan_frees(&results);
     Ok(Lowered {
         program,
@@ -411,9 +412,11 @@ impl<'f, 't> Lowering<'f, 't> {
                 let cond_result = *self.returned(cond)?.first().ok_or_else(|| {
                     Error::invalid(format!("{}: while cond returns nothing", op.loc))
                 })?;
+                cond_p.plan_updates(&[cond_result], &[]);
                 cond_p.plan_frees(&[cond_result]);
                 let mut body_p = self.region(body, "while.body")?;
                 let body_results = self.returned(body)?;
+                body_p.plan_updates(&body_results, &args);
                 body_p.plan_frees(&body_results);
                 let results = op
                     .results
@@ -438,6 +441,7 @@ impl<'f, 't> Lowering<'f, 't> {
                 for (i, r) in op.regions.iter().enumerate() {
                     let mut p = self.region(r, &format!("{}.branch{i}", op.name()))?;
                     let res = self.returned(r)?;
+                    p.plan_updates(&res, &[]);
                     p.plan_frees(&res);
                     branches.push((p, res));
                 }
@@ -452,6 +456,32 @@ impl<'f, 't> Lowering<'f, 't> {
                     branches,
                     results,
                 }))))
+            }
+            Op::DynamicUpdateSlice if crate::codegen::op_kernels::update::in_place(self.f, op) => {
+                let name = format!("update_{}", self.kernels.len());
+                let kernel = crate::codegen::op_kernels::update::emit(
+                    &name,
+                    self.f,
+                    &self.all_defs,
+                    op,
+                    self.target,
+                )
+                .map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?;
+                let args = kernel
+                    .inputs
+                    .iter()
+                    .map(|b| self.slot(b.value, op))
+                    .collect::<Result<Vec<_>>>()?;
+                let target = self.slot(op.operands[0], op)?;
+                let result = self.new_slot(op.results[0])?;
+                self.kernels.push(kernel);
+                Ok(Some(Step::Update {
+                    kernel: self.kernels.len() - 1,
+                    args,
+                    target,
+                    result,
+                    take: false,
+                }))
             }
             _ if !op.results.is_empty()
                 && op

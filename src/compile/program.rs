@@ -57,6 +57,21 @@ pub enum Step {
         /// Slots the kernel writes (fresh buffers).
         results: Vec<Slot>,
     },
+    /// Runs kernel `kernel`, whose one output is `target`'s buffer updated in place (when the
+    /// step may `take` it and nothing else holds it) or a copy of it; the buffer becomes
+    /// `result`. For `dynamic_update_slice` into large buffers (loop-carried `lax.scan` outputs).
+    Update {
+        /// Index into the executable's kernels.
+        kernel: usize,
+        /// Slots bound as inputs, in binding order.
+        args: Vec<Slot>,
+        /// The buffer updated.
+        target: Slot,
+        /// Where the updated buffer goes.
+        result: Slot,
+        /// Whether `target` is dead after this step (its buffer may be reused).
+        take: bool,
+    },
     /// `dst` holds the same buffer as `src` (a view with another type).
     Alias {
         /// The buffer's slot.
@@ -91,6 +106,16 @@ impl Step {
                 out.insert(*src);
                 out.insert(*dst);
             }
+            Step::Update {
+                args,
+                target,
+                result,
+                ..
+            } => {
+                out.extend(args);
+                out.insert(*target);
+                out.insert(*result);
+            }
             Step::While(w) => {
                 out.extend(&w.init);
                 out.extend(&w.args);
@@ -116,6 +141,9 @@ impl Step {
     fn defines(&self, out: &mut HashSet<Slot>) {
         match self {
             Step::Launch { results, .. } => out.extend(results),
+            Step::Update { result, .. } => {
+                out.insert(*result);
+            }
             Step::Alias { dst, .. } => {
                 out.insert(*dst);
             }
@@ -140,6 +168,30 @@ impl Program {
     pub fn touched(&self, out: &mut HashSet<Slot>) {
         for s in &self.steps {
             s.touched(out);
+        }
+    }
+
+    /// Decides which `Update` steps may take their target's buffer: targets this program
+    /// defines or receives as arguments (`args`: a loop body's), not among its results
+    /// (`keep`), and not touched by any later step.
+    pub fn plan_updates(&mut self, keep: &[Slot], args: &[Slot]) {
+        let mut defined = HashSet::new();
+        for s in &self.steps {
+            s.defines(&mut defined);
+        }
+        let n = self.steps.len();
+        let mut later: Vec<HashSet<Slot>> = vec![HashSet::new(); n + 1];
+        for i in (0..n).rev() {
+            let mut t = later[i + 1].clone();
+            self.steps[i].touched(&mut t);
+            later[i] = t;
+        }
+        for (i, step) in self.steps.iter_mut().enumerate() {
+            if let Step::Update { target, take, .. } = step {
+                *take = (defined.contains(target) || args.contains(target))
+                    && !keep.contains(target)
+                    && !later[i + 1].contains(target);
+            }
         }
     }
 
@@ -194,6 +246,18 @@ impl Program {
                     kernels.get(*kernel).map(String::as_str).unwrap_or("?")
                 )?,
                 Step::Alias { src, dst } => writeln!(f, "{pad}view {dst} = {src}")?,
+                Step::Update {
+                    kernel,
+                    args,
+                    target,
+                    result,
+                    take,
+                } => writeln!(
+                    f,
+                    "{pad}update {} {args:?} into {target}{} -> {result}",
+                    kernels.get(*kernel).map(String::as_str).unwrap_or("?"),
+                    if *take { " (in place)" } else { " (copy)" }
+                )?,
                 Step::Free(s) => writeln!(f, "{pad}free {s:?}")?,
                 Step::While(w) => {
                     writeln!(
@@ -240,3 +304,54 @@ impl Program {
 
 /// The type of every slot, indexed by slot.
 pub type SlotTypes = Vec<TensorType>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn update(target: Slot, result: Slot) -> Step {
+        Step::Update {
+            kernel: 0,
+            args: vec![],
+            target,
+            result,
+            take: false,
+        }
+    }
+
+    fn takes(p: &Program) -> Vec<bool> {
+        p.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Update { take, .. } => Some(*take),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn updates_take_only_dead_owned_buffers() {
+        let launch = |args: Vec<Slot>, results: Vec<Slot>| Step::Launch {
+            kernel: 0,
+            args,
+            results,
+        };
+        // 1 is defined here and dead after its update; 2 is read later; 0 comes from outside.
+        let mut p = Program {
+            steps: vec![
+                launch(vec![], vec![1, 2]),
+                update(1, 3),
+                update(2, 4),
+                launch(vec![2], vec![5]),
+                update(0, 6),
+            ],
+        };
+        p.plan_updates(&[3, 4, 5, 6], &[]);
+        assert_eq!(takes(&p), vec![true, false, false]);
+        // A loop body may take its own arguments, unless it returns them.
+        p.plan_updates(&[3, 4, 5, 6], &[0]);
+        assert_eq!(takes(&p), vec![true, false, true]);
+        p.plan_updates(&[0, 3, 4, 5, 6], &[0]);
+        assert_eq!(takes(&p), vec![true, false, false]);
+    }
+}

@@ -140,6 +140,10 @@ fn collect_captures(r: &Region, out: &mut HashSet<ValueId>) {
 /// Partitions `region` (of function `f`) into kernels and steps.
 pub fn partition(f: &Function, region: &Region) -> Partition {
     let ops = &region.ops;
+    // dynamic_update_slice into a large buffer runs in place as its own step, not fused (a
+    // fused one rewrites the whole buffer).
+    let fusible =
+        |op: &Operation| is_fusible(op) && !crate::codegen::op_kernels::update::in_place(f, op);
     let mut def: HashMap<ValueId, usize> = HashMap::new();
     for (i, op) in ops.iter().enumerate() {
         for r in &op.results {
@@ -161,7 +165,7 @@ pub fn partition(f: &Function, region: &Region) -> Partition {
         let consumes_buffers = match &op.op {
             Op::Return | Op::DotGeneral { .. } | Op::Convolution(_) => true,
             Op::Reduce { .. } => false,
-            _ => !is_fusible(op),
+            _ => !fusible(op),
         };
         if consumes_buffers {
             must.extend(op.operands.iter().copied());
@@ -171,7 +175,7 @@ pub fn partition(f: &Function, region: &Region) -> Partition {
     // Region arguments and values of non-fusible ops always live in buffers.
     materialized.extend(region.args.iter().copied());
     for op in ops {
-        if !is_fusible(op) {
+        if !fusible(op) {
             materialized.extend(op.results.iter().copied());
         }
     }
@@ -187,7 +191,7 @@ pub fn partition(f: &Function, region: &Region) -> Partition {
     let mut times: HashMap<ValueId, usize> = HashMap::new();
     for op in ops.iter().rev() {
         let mut recomputed = 1;
-        if is_fusible(op) {
+        if fusible(op) {
             for r in &op.results {
                 let n = times.get(r).copied().unwrap_or(0);
                 if must.contains(r) || (n > 1 && !is_cheap(op)) {
@@ -239,7 +243,7 @@ pub fn partition(f: &Function, region: &Region) -> Partition {
                     source: op.operands[0],
                 });
             }
-            _ if is_fusible(op) => {
+            _ if fusible(op) => {
                 let outs: Vec<ValueId> = op
                     .results
                     .iter()

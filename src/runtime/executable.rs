@@ -377,6 +377,13 @@ impl Run<'_> {
                     let b = self.get(*src)?;
                     self.set(*dst, Some(b));
                 }
+                Step::Update {
+                    kernel,
+                    args,
+                    target,
+                    result,
+                    take,
+                } => self.update(*kernel, args, *target, *result, *take)?,
                 Step::Free(slots) => {
                     for &s in slots {
                         self.set(s, None);
@@ -424,6 +431,75 @@ impl Run<'_> {
         pass.set_pipeline(&lk.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(x, y, z);
+        Ok(())
+    }
+
+    /// Runs update kernel `k` on `target`'s buffer: in place when this step may take it and
+    /// no one else holds it (no loop state, parameter or later step), else on a copy.
+    fn update(
+        &mut self,
+        k: usize,
+        args: &[Slot],
+        target: Slot,
+        result: Slot,
+        take: bool,
+    ) -> Result<()> {
+        let exe = self.exe;
+        let lk = &exe.kernels[k];
+        let src = if take {
+            self.slots
+                .get_mut(target)
+                .and_then(Option::take)
+                .ok_or_else(|| {
+                    Error::internal(format!("{}: slot {target} is empty", exe.parts.name))
+                })?
+        } else {
+            self.get(target)?
+        };
+        let buf = if take && Arc::strong_count(&src) == 1 {
+            src
+        } else {
+            let size = src.size;
+            let fresh = match exe.take_pooled(size) {
+                Some(b) => b,
+                None => self.device().alloc(size, "temp")?,
+            };
+            self.end_pass();
+            self.encoder()
+                .copy_buffer_to_buffer(&src.buffer, 0, &fresh.buffer, 0, size);
+            drop(src);
+            Arc::new(fresh)
+        };
+        let mut bufs = Vec::with_capacity(args.len() + 1);
+        for &a in args {
+            bufs.push(self.get(a)?);
+        }
+        bufs.push(buf.clone());
+        if lk.kernel.inputs.iter().all(|i| i.ty.num_elements() > 0) {
+            let entries: Vec<wgpu::BindGroupEntry> = bufs
+                .iter()
+                .enumerate()
+                .map(|(i, b)| wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource: b.buffer.as_entire_binding(),
+                })
+                .collect();
+            let bind_group = exe
+                .device
+                .device
+                .create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some(&lk.kernel.name),
+                    layout: &lk.layout,
+                    entries: &entries,
+                });
+            let [x, y, z] = lk.kernel.workgroups;
+            let pass = self.pass();
+            pass.set_pipeline(&lk.pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(x, y, z);
+        }
+        drop(bufs);
+        self.set(result, Some(buf));
         Ok(())
     }
 
@@ -477,8 +553,10 @@ impl Run<'_> {
                     break;
                 }
             }
-            for (&a, b) in w.args.iter().zip(&state) {
-                self.set(a, Some(b.clone()));
+            // The state moves into the arguments (no second reference), so the body may
+            // update loop-carried buffers in place.
+            for (&a, b) in w.args.iter().zip(std::mem::take(&mut state)) {
+                self.set(a, Some(b));
             }
             self.program(&w.body)?;
             let next: Vec<Arc<GpuBuffer>> = w
@@ -494,9 +572,7 @@ impl Run<'_> {
                     self.set(s, None);
                 }
             }
-            for b in std::mem::replace(&mut state, next) {
-                self.exe.give_back(b);
-            }
+            state = next;
             iteration += 1;
             // Long counted loops are submitted in chunks to bound command buffer size.
             if w.trip_count.is_some() && iteration % 256 == 0 {

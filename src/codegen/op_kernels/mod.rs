@@ -16,6 +16,7 @@ pub mod scan;
 pub mod scatter;
 pub mod select_and_scatter;
 pub mod sort;
+pub mod update;
 
 use std::collections::HashMap;
 
