@@ -273,6 +273,25 @@ def test_unsupported_op_raises(gpu):
     assert float(jax.jit(lambda x: x.sum())(x)) == 4.0
 
 
+def test_fft_factored_passes(gpu):
+    # Over 64 terms the FFT runs axis by axis in factored passes (primes in one direct pass).
+    rng = np.random.default_rng(17)
+    for n in [97, 100, 1000]:
+        z = (rng.standard_normal((3, n)) + 1j * rng.standard_normal((3, n))).astype(np.complex64)
+        x = z.real.copy()
+        g = on(gpu, lambda z, x: (jnp.fft.fft(z), jnp.fft.ifft(z), jnp.fft.rfft(x),
+                                  jnp.fft.irfft(z[:, : n // 2 + 1], n=n)), z, x)
+        c = on(CPU, lambda z, x: (jnp.fft.fft(z), jnp.fft.ifft(z), jnp.fft.rfft(x),
+                                  jnp.fft.irfft(z[:, : n // 2 + 1], n=n)), z, x)
+        for a, b in zip(g, c):
+            np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * max(1.0, float(np.abs(b).max())))
+    z = (rng.standard_normal((2, 24, 40)) + 1j * rng.standard_normal((2, 24, 40))).astype(np.complex64)
+    g = on(gpu, lambda z: (jnp.fft.fft2(z), jnp.fft.irfft2(z[:, :, :21], s=(24, 40))), z)
+    c = on(CPU, lambda z: (jnp.fft.fft2(z), jnp.fft.irfft2(z[:, :, :21], s=(24, 40))), z)
+    for a, b in zip(g, c):
+        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * max(1.0, float(np.abs(b).max())))
+
+
 def test_bitcast_between_widths(gpu):
     x = rand((3, 8), "float32", 8)
     compare(gpu, lambda x: (lax.bitcast_convert_type(x, jnp.uint8),

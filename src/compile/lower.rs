@@ -317,15 +317,17 @@ impl<'f, 't> Lowering<'f, 't> {
         Ok(Some(steps))
     }
 
-    /// The steps of a multi-kernel plan with temporaries (long prefix scans), or `None`.
+    /// The steps of a multi-kernel plan with temporaries (long prefix scans, large FFTs), or
+    /// `None`.
     fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
-        use crate::codegen::op_kernels::scan;
-        if !matches!(op.op, Op::ReduceWindow { .. }) {
-            return Ok(None);
-        }
+        use crate::codegen::op_kernels::{fft, scan};
         let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());
-        let Some(plan) = scan::plan(&name, self.f, &self.all_defs, op, self.target)
-            .map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?
+        let plan = match op.op {
+            Op::ReduceWindow { .. } => scan::plan(&name, self.f, &self.all_defs, op, self.target),
+            Op::Fft { .. } => fft::plan(&name, self.f, &self.all_defs, op, self.target),
+            _ => return Ok(None),
+        };
+        let Some(plan) = plan.map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?
         else {
             return Ok(None);
         };
