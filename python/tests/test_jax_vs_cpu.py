@@ -370,6 +370,11 @@ def test_dynamic_update_slice_in_place(gpu):
                                          (a, a * 2)), a)
     compare(gpu, lambda a: lax.while_loop(lambda c: c[0] < 60,
                                           lambda c: (c[0] + 1, c[1].at[c[0]].add(1.0)), (0, a))[1], a)
+    # Scatters with non-overlapping windows (x.at[i].set/add/mul) take the same path.
+    compare(gpu, lambda a: (lax.fori_loop(0, 100, lambda i, c: c.at[i].set(c[i] * 2), a),
+                            lax.fori_loop(0, 64, lambda i, c: c.at[:, i].add(1.0), a),
+                            a.at[jnp.arange(0, 100, 7)].set(0.0, unique_indices=True),
+                            a.at[150].set(1.0), a.at[5, 7].mul(3.0), a.at[2, 3].set(9.0), a), a)
 
 
 def test_sort_long_rows(gpu):

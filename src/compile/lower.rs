@@ -226,10 +226,11 @@ impl<'f, 't> Lowering<'f, 't> {
         if !matches!(
             op.op,
             Op::Sort { .. } | Op::TopK { .. } | Op::Scatter { .. }
-        ) || op
-            .results
-            .iter()
-            .all(|&v| self.tensor(v).is_ok_and(|t| t.num_elements() == 0))
+        ) || crate::codegen::op_kernels::update::in_place_scatter(self.f, op)
+            || op
+                .results
+                .iter()
+                .all(|&v| self.tensor(v).is_ok_and(|t| t.num_elements() == 0))
         {
             return Ok(None);
         }
@@ -459,15 +460,17 @@ impl<'f, 't> Lowering<'f, 't> {
                     results,
                 }))))
             }
-            Op::DynamicUpdateSlice if crate::codegen::op_kernels::update::in_place(self.f, op) => {
+            Op::DynamicUpdateSlice | Op::Scatter { .. }
+                if crate::codegen::op_kernels::update::in_place(self.f, op)
+                    || crate::codegen::op_kernels::update::in_place_scatter(self.f, op) =>
+            {
+                use crate::codegen::op_kernels::update;
                 let name = format!("update_{}", self.kernels.len());
-                let kernel = crate::codegen::op_kernels::update::emit(
-                    &name,
-                    self.f,
-                    &self.all_defs,
-                    op,
-                    self.target,
-                )
+                let kernel = if op.op == Op::DynamicUpdateSlice {
+                    update::emit(&name, self.f, &self.all_defs, op, self.target)
+                } else {
+                    update::emit_scatter(&name, self.f, &self.all_defs, op, self.target)
+                }
                 .map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?;
                 let args = kernel
                     .inputs

@@ -98,3 +98,165 @@ pub fn emit(
         workgroups: kernel::grid(total.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
     })
 }
+
+/// Whether `op` is a `scatter` that can update its operand in place: one input, 32/64-bit
+/// elements, windows that cannot overlap (`unique_indices`, or a single window), no batching
+/// dimensions, and updates at most a quarter of the operand (`x.at[i].set(v)` in a loop).
+pub fn in_place_scatter(f: &Function, op: &Operation) -> bool {
+    let Op::Scatter {
+        dimension_numbers: dn,
+        unique_indices,
+        ..
+    } = &op.op
+    else {
+        return false;
+    };
+    if op.results.len() != 1 || op.operands.len() != 3 || !dn.input_batching_dims.is_empty() {
+        return false;
+    }
+    let (Some(xt), Some(it), Some(ut)) = (
+        f.ty(op.operands[0]).as_tensor(),
+        f.ty(op.operands[1]).as_tensor(),
+        f.ty(op.operands[2]).as_tensor(),
+    ) else {
+        return false;
+    };
+    let ivd = dn.index_vector_dim as usize;
+    let windows: usize = it
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|&(d, _)| d != ivd)
+        .map(|(_, &x)| x)
+        .product();
+    xt.is_static()
+        && ut.is_static()
+        && dtype::per_word(xt.dtype) == 1
+        && xt.dtype != crate::ir::ElementType::Pred
+        && (*unique_indices || windows <= 1)
+        && ut.num_elements() * 4 <= xt.num_elements()
+}
+
+/// The in-place scatter kernel: one thread per update element folds it into its target
+/// element of the buffer (the kernel's one output) with the update computation; a window
+/// that does not fit is skipped whole, as the plain scatter does.
+pub fn emit_scatter(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    target: Target,
+) -> Result<Kernel> {
+    use crate::codegen::reduce_kernel::{combine, emit_body_function, region_defs};
+    use std::collections::HashSet;
+    let Op::Scatter {
+        dimension_numbers: dn,
+        ..
+    } = &op.op
+    else {
+        return Err(Error::internal("scatter emitter on another op"));
+    };
+    let body = op
+        .regions
+        .first()
+        .ok_or_else(|| Error::invalid("scatter without an update computation"))?;
+    let mut all_defs = defs.clone();
+    let mut body_vals = HashSet::new();
+    region_defs(body, &mut all_defs, &mut body_vals);
+    let fused = |v: ValueId| body_vals.contains(&v);
+    let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+    let (x, indices, updates) = (op.operands[0], op.operands[1], op.operands[2]);
+    let xt = em.ty(x)?.clone();
+    let it = em.ty(indices)?.clone();
+    let ut = em.ty(updates)?.clone();
+    let t = em.compute(xt.dtype)?;
+    let ic = em.compute(it.dtype)?;
+    let func = emit_body_function(&mut em, "update", body, &[t])?;
+    let rdims = xt.dims();
+    let udims = ut.dims();
+    let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
+    let inserted: Vec<usize> = dn
+        .inserted_window_dims
+        .iter()
+        .map(|&d| d as usize)
+        .collect();
+    let scatter_dims: Vec<usize> = (0..udims.len())
+        .filter(|d| !window_dims.contains(d))
+        .collect();
+    let spanned: Vec<usize> = (0..rdims.len()).filter(|d| !inserted.contains(d)).collect();
+    let ivd = dn.index_vector_dim as usize;
+    let irank = it.shape.len();
+    let total = ut.num_elements() as u64;
+    let ui = em.multi(&Index::Linear("tid".into()), &udims);
+    let si: Vec<String> = scatter_dims.iter().map(|&d| ui[d].clone()).collect();
+    let mut start = vec!["0i".to_string(); rdims.len()];
+    for (d_start, &d_in) in dn.scatter_dims_to_operand_dims.iter().enumerate() {
+        let mut at = si.clone();
+        if ivd < irank {
+            at.insert(ivd.min(at.len()), format!("{d_start}u"));
+        }
+        let v = em.value(indices, &Index::Multi(at))?;
+        let n = format!("st{d_start}");
+        em.line(&format!("let {n}: i32 = {};", index_i32(&v, ic)?));
+        if let Some(s) = start.get_mut(d_in as usize) {
+            *s = n;
+        }
+    }
+    let mut conds = Vec::new();
+    let mut pos = Vec::new();
+    for d in 0..rdims.len() {
+        let k = spanned.iter().position(|&s| s == d);
+        let wd = k.and_then(|k| window_dims.get(k).copied());
+        let size = wd.map_or(1, |w| udims[w]);
+        let st = &start[d];
+        if dn.scatter_dims_to_operand_dims.contains(&(d as i64)) {
+            conds.push(format!("{st} >= 0i && {st} + {size}i <= {}i", rdims[d]));
+        }
+        let off = wd.map_or("0u".to_string(), |w| ui[w].clone());
+        pos.push(format!("(u32({st}) + {off})"));
+    }
+    let u = em.value(updates, &Index::Linear("tid".into()))?;
+    let at = crate::codegen::expr::linearize(&pos, &rdims);
+    em.open(&format!(
+        "if ({})",
+        if conds.is_empty() {
+            "true".to_string()
+        } else {
+            conds.join(" && ")
+        }
+    ));
+    em.line(&format!("let p = {at};"));
+    em.line(&format!("var acc: {} = out0[p];", t.wgsl()));
+    em.line(&combine("update", 1, &["acc".to_string()], &[u]));
+    em.line("out0[p] = acc;");
+    em.close(None);
+    let outs = vec![Binding {
+        value: op.results[0],
+        ty: xt.clone(),
+    }];
+    let comment = format!(
+        "kernel {name}: scatter of {total} update elements in place into {xt}\nfuses: stablehlo.scatter"
+    );
+    let mut main = func;
+    main.push_str(&kernel::entry_header(WORKGROUP));
+    main.push_str(&kernel::thread_index(WORKGROUP));
+    main.push_str(&format!("    if (tid >= {total}u) {{ return; }}\n"));
+    main.push_str(&em.body);
+    main.push_str("}\n");
+    let wgsl = kernel::assemble(
+        name,
+        &comment,
+        &em.inputs,
+        &outs,
+        &em.needs,
+        &main,
+        target.caps,
+    )?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs: em.inputs.clone(),
+        outputs: outs,
+        workgroups: kernel::grid(total.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
+    })
+}
