@@ -8,7 +8,8 @@
 //! 3. each (row, chunk) rescans its elements from its prefix, writing the results.
 //!
 //! Like any parallel scan it reassociates the body (XLA's GPU scan does too), and it treats
-//! the init value as the body's identity, as reductions do. 32/64-bit element types only.
+//! the init value as the body's identity, as reductions do. Narrow element types scan in 32-bit
+//! temporaries and are packed by a fourth kernel.
 
 use std::collections::{HashMap, HashSet};
 
@@ -100,10 +101,13 @@ pub fn plan(
         || results.len() != nres
         || results
             .iter()
-            .any(|t| t.dims() != xdims || dtype::per_word(t.dtype) != 1)
+            .any(|t| t.dims() != xdims || t.dtype == ElementType::Pred)
     {
         return Ok(None);
     }
+    // Packed narrow results (f16, bf16, 8/16-bit integers) are scanned in 32-bit temporaries of
+    // their compute type and packed by a last kernel.
+    let narrow = results.iter().any(|t| dtype::per_word(t.dtype) != 1);
     let chunk = (n as f64).sqrt().ceil() as usize;
     let chunks = n.div_ceil(chunk);
     let total: usize = xdims.iter().product();
@@ -115,15 +119,33 @@ pub fn plan(
         .ok_or_else(|| Error::invalid("reduce_window without a body"))?;
     let inputs: Vec<ValueId> = op.operands[..nres].to_vec();
     let inits: Vec<ValueId> = op.operands[nres..].to_vec();
-    let temps: Vec<TensorType> = results
-        .iter()
-        .map(|t| TensorType::new(vec![(rows * chunks) as i64], t.dtype))
-        .chain(
-            results
-                .iter()
-                .map(|t| TensorType::new(vec![(rows * chunks) as i64], t.dtype)),
-        )
+    let types: Vec<Compute> = {
+        let no_fusion = |_: ValueId| false;
+        let em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
+        results
+            .iter()
+            .map(|t| em.compute(t.dtype))
+            .collect::<Result<_>>()?
+    };
+    // The storage type of a temporary holding compute values of result `j`.
+    let wide = |j: usize| -> ElementType {
+        let t = results[j].dtype;
+        if dtype::per_word(t) == 1 {
+            t
+        } else {
+            match types[j] {
+                Compute::I32 => ElementType::I32,
+                Compute::U32 => ElementType::U32,
+                _ => ElementType::F32,
+            }
+        }
+    };
+    let mut temps: Vec<TensorType> = (0..2 * nres)
+        .map(|j| TensorType::new(vec![(rows * chunks) as i64], wide(j % nres)))
         .collect();
+    if narrow {
+        temps.extend((0..nres).map(|j| TensorType::new(vec![total as i64], wide(j))));
+    }
     // Linear index of element `i` (in scan order) of row `row`.
     let at = move |row: &str, i: &str| {
         let pos = if reverse {
@@ -141,13 +163,6 @@ pub fn plan(
     region_defs(body, &mut all_defs, &mut body_vals);
     let fused = |v: ValueId| body_vals.contains(&v);
     let new_em = || ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
-    let types: Vec<Compute> = {
-        let em = new_em();
-        results
-            .iter()
-            .map(|t| em.compute(t.dtype))
-            .collect::<Result<_>>()?
-    };
     let what = format!(
         "{}scan along dimension {dim} of {n} ({rows} rows, {chunks} chunks of {chunk})",
         if reverse { "reverse " } else { "" }
@@ -257,15 +272,18 @@ pub fn plan(
             em.line(&format!("out{j}[o] = {a};"));
         }
         em.close(None);
-        let outs: Vec<Binding> = op
-            .results
-            .iter()
-            .zip(&results)
-            .map(|(&v, t)| Binding {
-                value: v,
-                ty: t.clone(),
-            })
-            .collect();
+        let outs: Vec<Binding> = if narrow {
+            temp_bindings(2 * nres)
+        } else {
+            op.results
+                .iter()
+                .zip(&results)
+                .map(|(&v, t)| Binding {
+                    value: v,
+                    ty: t.clone(),
+                })
+                .collect()
+        };
         finish(
             &format!("{name}_rescan"),
             &format!(
@@ -279,10 +297,35 @@ pub fn plan(
             target,
         )?
     };
-    Ok(Some(Plan {
-        kernels: vec![k1, k2, k3],
-        temps,
-    }))
+    let mut kernels = vec![k1, k2, k3];
+    if narrow {
+        // 4. pack the 32-bit results into the narrow result types
+        let mut em = new_em();
+        em.inputs.extend(temp_bindings(2 * nres));
+        let outs: Vec<Binding> = op
+            .results
+            .iter()
+            .zip(&results)
+            .map(|(&v, t)| Binding {
+                value: v,
+                ty: t.clone(),
+            })
+            .collect();
+        let comment = format!(
+            "kernel {name}_pack: packs the results of a {what}\nfuses: {}",
+            op.name()
+        );
+        kernels.push(build(
+            &format!("{name}_pack"),
+            em,
+            outs,
+            "",
+            &comment,
+            target,
+            |_, lin, _| Ok((0..nres).map(|j| format!("in{j}[{lin}]")).collect()),
+        )?);
+    }
+    Ok(Some(Plan { kernels, temps }))
 }
 
 /// A kernel of `threads` threads running `em`'s body.
