@@ -162,7 +162,12 @@ pub fn emit(
         }
     }
     let packed = outs.iter().any(|o| dtype::per_word(o.ty.dtype) > 1);
-    let use_workgroup = red_count >= WORKGROUP_REDUCE_MIN && !packed;
+    // CPU adapters emulate workgroup barriers at a high cost: with enough outputs to keep the
+    // cores busy, one thread per output folding sequentially is faster there (lavapipe,
+    // 1000x1000 sums: 16 ms -> 4 ms, softmax 52 -> 27 ms).
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+    let barriers_are_slow = target.cpu_adapter && out_count >= 64 * cores;
+    let use_workgroup = red_count >= WORKGROUP_REDUCE_MIN && !packed && !barriers_are_slow;
 
     // The input element at (output index `o` expressed per kept dim, reduced linear `r`).
     let input_index = |em: &mut ExprEmitter, o: &str, r: &str| -> Index {
