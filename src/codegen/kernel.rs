@@ -160,6 +160,36 @@ pub fn validate(name: &str, wgsl: &str, caps: Capabilities) -> Result<()> {
     Ok(())
 }
 
+/// A kernel of `threads` invocations (`tid` = 0..threads): `functions` placed before the entry
+/// point, `body` (statements) inside it. The shared tail of the standalone op kernels.
+#[allow(clippy::too_many_arguments)]
+pub fn threaded(
+    name: &str,
+    comment: &str,
+    inputs: Vec<Binding>,
+    outputs: Vec<Binding>,
+    needs: &std::collections::BTreeSet<String>,
+    functions: &str,
+    body: &str,
+    threads: u64,
+    target: super::loop_kernel::Target,
+) -> Result<Kernel> {
+    let mut main = functions.to_string();
+    main.push_str(&entry_header(WORKGROUP));
+    main.push_str(&thread_index(WORKGROUP));
+    main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
+    main.push_str(body);
+    main.push_str("}\n");
+    let wgsl = assemble(name, comment, &inputs, &outputs, needs, &main, target.caps)?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs,
+        outputs,
+        workgroups: grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

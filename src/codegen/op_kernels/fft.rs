@@ -429,41 +429,23 @@ pub fn plan(
         em.line(&format!("out0[tid] = {value};"));
         let threads = (p.outer * lout * inner) as u64;
         let kname = format!("{name}_pass{pi}");
-        let mut main = format!(
+        let tw = format!(
             "fn tw(sc: vec2<{real}>) -> vec2<{real}> {{\n    return vec2<{real}>(sc.y, {sign}sc.x);\n}}\n\n"
         );
-        main.push_str(&crate::codegen::kernel::entry_header(
-            crate::codegen::kernel::WORKGROUP,
-        ));
-        main.push_str(&crate::codegen::kernel::thread_index(
-            crate::codegen::kernel::WORKGROUP,
-        ));
-        main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
-        main.push_str(&em.body);
-        main.push_str("}\n");
         let comment = format!(
             "kernel {kname}: fft {fft_type:?} pass {pi} ({what}: {terms} terms per element)\nfuses: stablehlo.fft"
         );
-        let outputs = vec![out];
-        let wgsl = crate::codegen::kernel::assemble(
+        kernels.push(crate::codegen::kernel::threaded(
             &kname,
             &comment,
-            &em.inputs,
-            &outputs,
+            em.inputs.clone(),
+            vec![out],
             &em.needs,
-            &main,
-            target.caps,
-        )?;
-        kernels.push(Kernel {
-            name: kname,
-            wgsl,
-            inputs: em.inputs.clone(),
-            outputs,
-            workgroups: crate::codegen::kernel::grid(
-                threads.div_ceil(crate::codegen::kernel::WORKGROUP as u64),
-                target.max_workgroups,
-            )?,
-        });
+            &tw,
+            &em.body,
+            threads,
+            target,
+        )?);
     }
     Ok(Some(super::scan::Plan { kernels, temps }))
 }

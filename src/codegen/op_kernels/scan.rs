@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use super::per_element::build;
 use crate::codegen::dtype::{self, Compute};
 use crate::codegen::expr::{Binding, ExprEmitter, Index};
-use crate::codegen::kernel::{self, Kernel, WORKGROUP};
+use crate::codegen::kernel::{self, Kernel};
 use crate::codegen::loop_kernel::Target;
 use crate::codegen::reduce_kernel::{combine, emit_body_function, region_defs};
 use crate::error::{Error, Result};
@@ -343,26 +343,15 @@ fn finish(
             return Err(Error::internal(format!("{name}: packed output")));
         }
     }
-    let mut main = functions.to_string();
-    main.push_str(&kernel::entry_header(WORKGROUP));
-    main.push_str(&kernel::thread_index(WORKGROUP));
-    main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
-    main.push_str(&em.body);
-    main.push_str("}\n");
-    let wgsl = kernel::assemble(
+    kernel::threaded(
         name,
         comment,
-        &em.inputs,
-        &outs,
+        em.inputs.clone(),
+        outs,
         &em.needs,
-        &main,
-        target.caps,
-    )?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs: em.inputs.clone(),
-        outputs: outs,
-        workgroups: kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
-    })
+        functions,
+        &em.body,
+        threads,
+        target,
+    )
 }

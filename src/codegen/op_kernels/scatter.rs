@@ -361,13 +361,6 @@ pub fn sorted(
         ));
         em.line("let swap = select(!second_first && first != second, second_first, ascending);");
         em.line("out0[tid] = select(pi, pl, swap);");
-        let mut main = crate::codegen::kernel::entry_header(crate::codegen::kernel::WORKGROUP);
-        main.push_str(&crate::codegen::kernel::thread_index(
-            crate::codegen::kernel::WORKGROUP,
-        ));
-        main.push_str(&format!("    if (tid >= {p}u) {{ return; }}\n"));
-        main.push_str(&em.body);
-        main.push_str("}\n");
         let outputs = vec![Binding {
             value: super::sort::PERM,
             ty: perm_type.clone(),
@@ -375,25 +368,17 @@ pub fn sorted(
         let comment = format!(
             "kernel {name}_pass: one stage of the stable bitonic sort of {count} scatter windows by index\nfuses: stablehlo.scatter"
         );
-        let wgsl = crate::codegen::kernel::assemble(
+        crate::codegen::kernel::threaded(
             &format!("{name}_pass"),
             &comment,
-            &em.inputs,
-            &outputs,
-            &em.needs,
-            &main,
-            target.caps,
-        )?;
-        Kernel {
-            name: format!("{name}_pass"),
-            wgsl,
-            inputs: em.inputs.clone(),
+            em.inputs.clone(),
             outputs,
-            workgroups: crate::codegen::kernel::grid(
-                p.div_ceil(crate::codegen::kernel::WORKGROUP as u64),
-                target.max_workgroups,
-            )?,
-        }
+            &em.needs,
+            "",
+            &em.body,
+            p,
+            target,
+        )?
     };
     let scatter = emit_with(name, f, defs, op, target, true)?;
     Ok(Some(Sorted {

@@ -407,7 +407,6 @@ pub fn bitonic(
         ty: perm_type.clone(),
     };
     let threads = rows * p;
-    let grid = kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?;
 
     let init = identity_kernel(&format!("{name}_init"), rows, p, target, &op.name())?;
 
@@ -481,35 +480,23 @@ pub fn bitonic(
                 "let swap = select(!second_first && first != second, second_first, ascending);",
             );
             em.line("out0[tid] = select(pi, pl, swap);");
-            let mut main = pr.functions.clone();
-            main.push_str(&kernel::entry_header(WORKGROUP));
-            main.push_str(&kernel::thread_index(WORKGROUP));
-            main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
-            main.push_str(&em.body);
-            main.push_str("}\n");
             let comment = format!(
                 "kernel {name}_pass: one compare-exchange stage of a bitonic {} along dimension {} ({n} elements per row, padded to {p})\nfuses: {}",
                 if pr.k.is_some() { "top_k" } else { "sort" },
                 pr.dim,
                 op.name()
             );
-            let outputs = vec![perm_out.clone()];
-            let wgsl = kernel::assemble(
+            kernel::threaded(
                 &format!("{name}_pass"),
                 &comment,
-                &em.inputs,
-                &outputs,
+                em.inputs.clone(),
+                vec![perm_out.clone()],
                 &em.needs,
-                &main,
-                target.caps,
-            )?;
-            Ok(Kernel {
-                name: format!("{name}_pass"),
-                wgsl,
-                inputs: em.inputs.clone(),
-                outputs,
-                workgroups: grid,
-            })
+                &pr.functions,
+                &em.body,
+                threads,
+                target,
+            )
         },
     )?;
 
@@ -620,28 +607,18 @@ pub(crate) fn identity_kernel(
         value: PERM,
         ty: crate::ir::TensorType::new(vec![threads as i64], crate::ir::ElementType::U32),
     };
-    let mut main = kernel::entry_header(WORKGROUP);
-    main.push_str(&kernel::thread_index(WORKGROUP));
-    main.push_str(&format!(
-        "    if (tid >= {threads}u) {{ return; }}\n    out0[tid] = tid % {p}u;\n}}\n"
-    ));
     let comment = format!(
         "kernel {name}: identity permutations of {rows} rows of {p} for a bitonic sort\nfuses: {what}"
     );
-    let wgsl = kernel::assemble(
+    kernel::threaded(
         name,
         &comment,
-        &[],
-        std::slice::from_ref(&out),
+        Vec::new(),
+        vec![out],
         &Default::default(),
-        &main,
-        target.caps,
-    )?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs: Vec::new(),
-        outputs: vec![out],
-        workgroups: kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
-    })
+        "",
+        &format!("    out0[tid] = tid % {p}u;\n"),
+        threads,
+        target,
+    )
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use super::scatter::index_i32;
 use crate::codegen::dtype;
 use crate::codegen::expr::{Binding, ExprEmitter, Index};
-use crate::codegen::kernel::{self, Kernel, WORKGROUP};
+use crate::codegen::kernel::{self, Kernel};
 use crate::codegen::loop_kernel::Target;
 use crate::error::{Error, Result};
 use crate::ir::{Function, Op, Operation, ValueId};
@@ -76,27 +76,17 @@ pub fn emit(
     let comment = format!(
         "kernel {name}: dynamic_update_slice of {total} elements in place into {xt}\nfuses: stablehlo.dynamic_update_slice"
     );
-    let mut main = kernel::entry_header(WORKGROUP);
-    main.push_str(&kernel::thread_index(WORKGROUP));
-    main.push_str(&format!("    if (tid >= {total}u) {{ return; }}\n"));
-    main.push_str(&em.body);
-    main.push_str("}\n");
-    let wgsl = kernel::assemble(
+    kernel::threaded(
         name,
         &comment,
-        &em.inputs,
-        &outs,
+        em.inputs.clone(),
+        outs,
         &em.needs,
-        &main,
-        target.caps,
-    )?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs: em.inputs.clone(),
-        outputs: outs,
-        workgroups: kernel::grid(total.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
-    })
+        "",
+        &em.body,
+        total,
+        target,
+    )
 }
 
 /// Whether `op` is a `scatter` that can update its operand in place: one input, 32/64-bit
@@ -237,26 +227,15 @@ pub fn emit_scatter(
     let comment = format!(
         "kernel {name}: scatter of {total} update elements in place into {xt}\nfuses: stablehlo.scatter"
     );
-    let mut main = func;
-    main.push_str(&kernel::entry_header(WORKGROUP));
-    main.push_str(&kernel::thread_index(WORKGROUP));
-    main.push_str(&format!("    if (tid >= {total}u) {{ return; }}\n"));
-    main.push_str(&em.body);
-    main.push_str("}\n");
-    let wgsl = kernel::assemble(
+    kernel::threaded(
         name,
         &comment,
-        &em.inputs,
-        &outs,
+        em.inputs.clone(),
+        outs,
         &em.needs,
-        &main,
-        target.caps,
-    )?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs: em.inputs.clone(),
-        outputs: outs,
-        workgroups: kernel::grid(total.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
-    })
+        &func,
+        &em.body,
+        total,
+        target,
+    )
 }
