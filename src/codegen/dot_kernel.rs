@@ -262,39 +262,19 @@ fn tiled(
         }
     }
     body.push_str("}\n");
-    let inputs = vec![
-        Binding {
-            value: op.operands[0],
-            ty: lt.clone(),
-        },
-        Binding {
-            value: op.operands[1],
-            ty: rt.clone(),
-        },
-    ];
-    let outputs = vec![Binding {
-        value: op.results[0],
-        ty: ot.clone(),
-    }];
     let comment = format!(
         "kernel {name}: tiled dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; 64x64 tiles, 4x4 per thread)\nfuses: stablehlo.dot_general"
     );
-    let wgsl = assemble(
+    finish(
         name,
         &comment,
-        &inputs,
-        &outputs,
-        &Default::default(),
+        op,
+        (&lt, &rt, &ot),
         &body,
-        target.caps,
-    )?;
-    Ok(Some(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs,
-        outputs,
-        workgroups: [gx as u32, gy as u32, batch as u32],
-    }))
+        [gx as u32, gy as u32, batch as u32],
+        target,
+    )
+    .map(Some)
 }
 
 /// Rows x columns of results per thread of the register-blocked dot. Larger blocks need fewer
@@ -404,6 +384,23 @@ fn direct(
         }
     }
     body.push_str("}\n");
+    let comment = format!(
+        "kernel {name}: register-blocked dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; {rows}x{cols} per thread, no workgroup memory: CPU adapter)\nfuses: stablehlo.dot_general"
+    );
+    finish(name, &comment, op, (lt, rt, ot), &body, workgroups, target)
+}
+
+/// The kernel of a dot whose WGSL `body` reads the operands (`in0`, `in1`) and writes the
+/// result (`out0`).
+fn finish(
+    name: &str,
+    comment: &str,
+    op: &Operation,
+    (lt, rt, ot): (&TensorType, &TensorType, &TensorType),
+    body: &str,
+    workgroups: [u32; 3],
+    target: Target,
+) -> Result<Kernel> {
     let inputs = vec![
         Binding {
             value: op.operands[0],
@@ -418,16 +415,13 @@ fn direct(
         value: op.results[0],
         ty: ot.clone(),
     }];
-    let comment = format!(
-        "kernel {name}: register-blocked dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; {rows}x{cols} per thread, no workgroup memory: CPU adapter)\nfuses: stablehlo.dot_general"
-    );
     let wgsl = assemble(
         name,
-        &comment,
+        comment,
         &inputs,
         &outputs,
         &Default::default(),
-        &body,
+        body,
         target.caps,
     )?;
     Ok(Kernel {

@@ -407,9 +407,16 @@ impl Run<'_> {
             bufs.push(self.alloc(r)?);
         }
         let empty = lk.kernel.outputs.iter().all(|o| o.ty.num_elements() == 0);
-        if empty {
-            return Ok(());
+        if !empty {
+            self.dispatch(k, &bufs);
         }
+        Ok(())
+    }
+
+    /// Records kernel `k` over `bufs` (its inputs, then its outputs, in binding order).
+    fn dispatch(&mut self, k: usize, bufs: &[Arc<GpuBuffer>]) {
+        let exe = self.exe;
+        let lk = &exe.kernels[k];
         let entries: Vec<wgpu::BindGroupEntry> = bufs
             .iter()
             .enumerate()
@@ -431,7 +438,6 @@ impl Run<'_> {
         pass.set_pipeline(&lk.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(x, y, z);
-        Ok(())
     }
 
     /// Runs update kernel `k` on `target`'s buffer: in place when this step may take it and
@@ -476,27 +482,7 @@ impl Run<'_> {
         }
         bufs.push(buf.clone());
         if lk.kernel.inputs.iter().all(|i| i.ty.num_elements() > 0) {
-            let entries: Vec<wgpu::BindGroupEntry> = bufs
-                .iter()
-                .enumerate()
-                .map(|(i, b)| wgpu::BindGroupEntry {
-                    binding: i as u32,
-                    resource: b.buffer.as_entire_binding(),
-                })
-                .collect();
-            let bind_group = exe
-                .device
-                .device
-                .create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some(&lk.kernel.name),
-                    layout: &lk.layout,
-                    entries: &entries,
-                });
-            let [x, y, z] = lk.kernel.workgroups;
-            let pass = self.pass();
-            pass.set_pipeline(&lk.pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(x, y, z);
+            self.dispatch(k, &bufs);
         }
         drop(bufs);
         self.set(result, Some(buf));

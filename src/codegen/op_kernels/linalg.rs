@@ -10,8 +10,6 @@ use crate::error::{Error, Result};
 use crate::ir::attr::Transpose;
 use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type};
 
-const GROUP: u32 = 64;
-
 fn real_tensor(f: &Function, v: crate::ir::ValueId, what: &str) -> Result<TensorType> {
     match f.ty(v) {
         Type::Tensor(t)
@@ -23,38 +21,6 @@ fn real_tensor(f: &Function, v: crate::ir::ValueId, what: &str) -> Result<Tensor
             "{what} on {other} (f32 and f64 are supported)"
         ))),
     }
-}
-
-fn finish(
-    name: &str,
-    comment: &str,
-    inputs: Vec<Binding>,
-    outputs: Vec<Binding>,
-    body: String,
-    threads: u64,
-    target: Target,
-) -> Result<Kernel> {
-    let mut main = kernel::entry_header(GROUP);
-    main.push_str(&kernel::thread_index(GROUP));
-    main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
-    main.push_str(&body);
-    main.push_str("}\n");
-    let wgsl = kernel::assemble(
-        name,
-        comment,
-        &inputs,
-        &outputs,
-        &Default::default(),
-        &main,
-        target.caps,
-    )?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs,
-        outputs,
-        workgroups: kernel::grid(threads.div_ceil(GROUP as u64).max(1), target.max_workgroups)?,
-    })
 }
 
 /// Emits `cholesky` (one thread per matrix of the batch).
@@ -119,7 +85,17 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
         "kernel {name}: cholesky ({}) of {batch} matrices {n}x{n} {ty}, one thread each\nfuses: stablehlo.cholesky",
         if lower { "lower" } else { "upper" }
     );
-    finish(name, &comment, inputs, outputs, body, batch, target)
+    kernel::threaded(
+        name,
+        &comment,
+        inputs,
+        outputs,
+        &Default::default(),
+        "",
+        &body,
+        batch,
+        target,
+    )
 }
 
 /// Emits `triangular_solve` (one thread per right-hand-side vector).
@@ -221,12 +197,14 @@ pub fn triangular_solve(
     let comment = format!(
         "kernel {name}: triangular_solve of {batch} systems {k}x{k}, one thread per right-hand side\nfuses: stablehlo.triangular_solve"
     );
-    finish(
+    kernel::threaded(
         name,
         &comment,
         inputs,
         outputs,
-        body,
+        &Default::default(),
+        "",
+        &body,
         batch * vec_count,
         target,
     )

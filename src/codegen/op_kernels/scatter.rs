@@ -193,19 +193,7 @@ fn emit_with(
         }
         let si = em.multi(&Index::Linear("s".into()), &scatter_sizes);
         // Start of this index's window, per input dimension (i32).
-        let mut start = vec!["0i".to_string(); rdims.len()];
-        for (d_start, &d_in) in dn.scatter_dims_to_operand_dims.iter().enumerate() {
-            let mut at = si.clone();
-            if ivd < irank {
-                at.insert(ivd.min(at.len()), format!("{d_start}u"));
-            }
-            let v = em.value(indices, &Index::Multi(at))?;
-            let name = format!("st{e}_{d_start}");
-            em.line(&format!("let {name}: i32 = {};", index_i32(&v, ic)?));
-            if let Some(slot) = start.get_mut(d_in as usize) {
-                *slot = name;
-            }
-        }
+        let mut start = window_starts(em, dn, indices, &si, rdims.len(), ic, &format!("st{e}"))?;
         for (i, &d_in) in input_batching.iter().enumerate() {
             let d_start = dn
                 .scatter_indices_batching_dims
@@ -256,12 +244,53 @@ fn window_key(
     irank: usize,
     ic: Compute,
 ) -> Result<String> {
-    let mut at = em.multi(&Index::Linear(s.to_string()), scatter_sizes);
+    let si = em.multi(&Index::Linear(s.to_string()), scatter_sizes);
+    index_component(em, indices, &si, 0, ivd, irank, ic)
+}
+
+/// Component `c` of the index vector of scatter index `si` (positions in the scatter
+/// dimensions of `indices`), as an `i32` expression.
+fn index_component(
+    em: &mut ExprEmitter,
+    indices: ValueId,
+    si: &[String],
+    c: usize,
+    ivd: usize,
+    irank: usize,
+    ic: Compute,
+) -> Result<String> {
+    let mut at = si.to_vec();
     if ivd < irank {
-        at.insert(ivd.min(at.len()), "0u".into());
+        at.insert(ivd.min(at.len()), format!("{c}u"));
     }
     let v = em.value(indices, &Index::Multi(at))?;
     index_i32(&v, ic)
+}
+
+/// The start of scatter index `si`'s window in each of the `rank` operand dimensions: `i32`
+/// WGSL names `{tag}_{c}` bound here where the index vector places a component, `0i` elsewhere
+/// (before batching offsets).
+pub(crate) fn window_starts(
+    em: &mut ExprEmitter,
+    dn: &crate::ir::attr::ScatterDimensionNumbers,
+    indices: ValueId,
+    si: &[String],
+    rank: usize,
+    ic: Compute,
+    tag: &str,
+) -> Result<Vec<String>> {
+    let ivd = dn.index_vector_dim as usize;
+    let irank = em.ty(indices)?.rank();
+    let mut start = vec!["0i".to_string(); rank];
+    for (c, &d_in) in dn.scatter_dims_to_operand_dims.iter().enumerate() {
+        let v = index_component(em, indices, si, c, ivd, irank, ic)?;
+        let name = format!("{tag}_{c}");
+        em.line(&format!("let {name}: i32 = {v};"));
+        if let Some(slot) = start.get_mut(d_in as usize) {
+            *slot = name;
+        }
+    }
+    Ok(start)
 }
 
 /// Scatters with more update windows than this, each placed by one index into an inserted

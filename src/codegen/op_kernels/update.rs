@@ -174,24 +174,10 @@ pub fn emit_scatter(
         .filter(|d| !window_dims.contains(d))
         .collect();
     let spanned: Vec<usize> = (0..rdims.len()).filter(|d| !inserted.contains(d)).collect();
-    let ivd = dn.index_vector_dim as usize;
-    let irank = it.shape.len();
     let total = ut.num_elements() as u64;
     let ui = em.multi(&Index::Linear("tid".into()), &udims);
     let si: Vec<String> = scatter_dims.iter().map(|&d| ui[d].clone()).collect();
-    let mut start = vec!["0i".to_string(); rdims.len()];
-    for (d_start, &d_in) in dn.scatter_dims_to_operand_dims.iter().enumerate() {
-        let mut at = si.clone();
-        if ivd < irank {
-            at.insert(ivd.min(at.len()), format!("{d_start}u"));
-        }
-        let v = em.value(indices, &Index::Multi(at))?;
-        let n = format!("st{d_start}");
-        em.line(&format!("let {n}: i32 = {};", index_i32(&v, ic)?));
-        if let Some(s) = start.get_mut(d_in as usize) {
-            *s = n;
-        }
-    }
+    let start = super::scatter::window_starts(&mut em, dn, indices, &si, rdims.len(), ic, "st")?;
     let mut conds = Vec::new();
     let mut pos = Vec::new();
     for d in 0..rdims.len() {
