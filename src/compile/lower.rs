@@ -208,8 +208,6 @@ impl<'f, 't> Lowering<'f, 't> {
                     let op = &region.ops[*i];
                     if let Some(steps) = self.plan_steps(op)? {
                         program.steps.extend(steps);
-                    } else if let Some(steps) = self.bitonic_steps(op)? {
-                        program.steps.extend(steps);
                     } else if let Some(step) = self.op_step(op)? {
                         program.steps.push(step);
                     }
@@ -219,150 +217,88 @@ impl<'f, 't> Lowering<'f, 't> {
         Ok(program)
     }
 
-    /// The steps of a bitonic `sort`/`top_k` (long rows) or of a scatter sorted by index
-    /// (many windows), or `None` for other ops.
-    fn bitonic_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
-        use crate::codegen::op_kernels::sort;
-        if !matches!(
-            op.op,
-            Op::Sort { .. } | Op::TopK { .. } | Op::Scatter { .. }
-        ) || crate::codegen::op_kernels::update::in_place_scatter(self.f, op)
-            || op
-                .results
-                .iter()
-                .all(|&v| self.tensor(v).is_ok_and(|t| t.num_elements() == 0))
+    /// The steps of an op computed by a multi-kernel plan (long sorts, scatters sorted by index,
+    /// long prefix scans, large FFTs), or `None` for other ops.
+    fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
+        use crate::codegen::op_kernels::{self as k, fft, scan, scatter, sort, update};
+        if op
+            .results
+            .iter()
+            .all(|&v| self.tensor(v).is_ok_and(|t| t.num_elements() == 0))
         {
             return Ok(None);
         }
         let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());
-        let ctx = |e: Error| e.context(format!("{} at {}", op.name(), op.loc));
+        let (f, defs, target) = (self.f, &self.all_defs, self.target);
         let plan = match op.op {
-            Op::Scatter { .. } => crate::codegen::op_kernels::scatter::sorted(
-                &name,
-                self.f,
-                &self.all_defs,
-                op,
-                self.target,
-            )
-            .map_err(ctx)?
-            .map(|p| sort::Bitonic {
-                init: p.init,
-                pass: p.pass,
-                gather: p.scatter,
-                perm_type: p.perm_type,
-                stages: p.stages,
-            }),
-            _ => sort::bitonic(&name, self.f, &self.all_defs, op, self.target).map_err(ctx)?,
-        };
-        let Some(plan) = plan else {
-            return Ok(None);
-        };
-        let mut steps = Vec::new();
-        let mut perm = self.anonymous_slot(plan.perm_type.clone());
-        self.kernels.push(plan.init);
-        steps.push(Step::Launch {
-            kernel: self.kernels.len() - 1,
-            args: Vec::new(),
-            results: vec![perm],
-        });
-        self.kernels.push(plan.pass);
-        let pass = self.kernels.len() - 1;
-        for (k, j) in plan.stages {
-            let pty = crate::ir::TensorType::new(vec![2], crate::ir::ElementType::U32);
-            let lit = crate::ir::Literal::from_scalars(
-                pty.clone(),
-                &[
-                    crate::ir::Scalar::Int(k as i128),
-                    crate::ir::Scalar::Int(j as i128),
-                ],
-            )?;
-            let params = self.anonymous_slot(pty);
-            self.constants.push((params, lit));
-            let next = self.anonymous_slot(plan.perm_type.clone());
-            let args = self.kernels[pass]
-                .inputs
-                .iter()
-                .map(|b| match b.value {
-                    sort::PERM => Ok(perm),
-                    sort::PARAMS => Ok(params),
-                    v => self.slot(v, op),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            steps.push(Step::Launch {
-                kernel: pass,
-                args,
-                results: vec![next],
-            });
-            perm = next;
-        }
-        let args = plan
-            .gather
-            .inputs
-            .iter()
-            .map(|b| match b.value {
-                sort::PERM => Ok(perm),
-                v => self.slot(v, op),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let results = op
-            .results
-            .iter()
-            .map(|&v| self.new_slot(v))
-            .collect::<Result<Vec<_>>>()?;
-        self.kernels.push(plan.gather);
-        steps.push(Step::Launch {
-            kernel: self.kernels.len() - 1,
-            args,
-            results,
-        });
-        Ok(Some(steps))
-    }
-
-    /// The steps of a multi-kernel plan with temporaries (long prefix scans, large FFTs), or
-    /// `None`.
-    fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
-        use crate::codegen::op_kernels::{fft, scan};
-        let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());
-        let plan = match op.op {
-            Op::ReduceWindow { .. } => scan::plan(&name, self.f, &self.all_defs, op, self.target),
-            Op::Fft { .. } => fft::plan(&name, self.f, &self.all_defs, op, self.target),
+            Op::ReduceWindow { .. } => scan::plan(&name, f, defs, op, target),
+            Op::Fft { .. } => fft::plan(&name, f, defs, op, target),
+            Op::Sort { .. } | Op::TopK { .. } => sort::bitonic(&name, f, defs, op, target),
+            // Non-overlapping scatters update in place instead (`op_step`).
+            Op::Scatter { .. } if !update::in_place_scatter(f, op) => {
+                scatter::sorted(&name, f, defs, op, target)
+            }
             _ => return Ok(None),
         };
         let Some(plan) = plan.map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?
         else {
             return Ok(None);
         };
-        let temps: Vec<Slot> = plan
-            .temps
+        // Each launch writing a temporary gives it a fresh slot: `current[t]` is its latest.
+        let mut current: Vec<Option<Slot>> = vec![None; plan.temps.len()];
+        let temp_of = |v: ValueId| (0..plan.temps.len()).find(|&t| k::temp(t) == v);
+        let first = self.kernels.len();
+        let kernels: Vec<(Vec<ValueId>, Vec<ValueId>)> = plan
+            .kernels
             .iter()
-            .map(|t| self.anonymous_slot(t.clone()))
+            .map(|kl| {
+                (
+                    kl.inputs.iter().map(|b| b.value).collect(),
+                    kl.outputs.iter().map(|b| b.value).collect(),
+                )
+            })
             .collect();
-        let temp_slot = |v: ValueId| {
-            (0..temps.len())
-                .find(|&t| scan::temp(t) == v)
-                .map(|t| temps[t])
-        };
+        self.kernels.extend(plan.kernels);
         let mut steps = Vec::new();
-        for kernel in plan.kernels {
-            let args = kernel
-                .inputs
-                .iter()
-                .map(|b| match temp_slot(b.value) {
-                    Some(s) => Ok(s),
-                    None => self.slot(b.value, op),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let results = kernel
-                .outputs
-                .iter()
-                .map(|b| match temp_slot(b.value) {
-                    Some(s) => Ok(s),
-                    None => self.new_slot(b.value),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            self.kernels.push(kernel);
+        for launch in plan.launches {
+            let (inputs, outputs) = &kernels[launch.kernel];
+            let mut args = Vec::new();
+            for &v in inputs {
+                args.push(if v == k::PARAMS {
+                    let ty = crate::ir::TensorType::new(
+                        vec![launch.params.len() as i64],
+                        crate::ir::ElementType::U32,
+                    );
+                    let values: Vec<crate::ir::Scalar> = launch
+                        .params
+                        .iter()
+                        .map(|&p| crate::ir::Scalar::Int(p as i128))
+                        .collect();
+                    let lit = crate::ir::Literal::from_scalars(ty.clone(), &values)?;
+                    let s = self.anonymous_slot(ty);
+                    self.constants.push((s, lit));
+                    s
+                } else if let Some(t) = temp_of(v) {
+                    current[t].ok_or_else(|| {
+                        Error::internal(format!("{name}: temporary {t} read before written"))
+                    })?
+                } else {
+                    self.slot(v, op)?
+                });
+            }
+            let mut results = Vec::new();
+            for &v in outputs {
+                results.push(match temp_of(v) {
+                    Some(t) => {
+                        let s = self.anonymous_slot(plan.temps[t].clone());
+                        current[t] = Some(s);
+                        s
+                    }
+                    None => self.new_slot(v)?,
+                });
+            }
             steps.push(Step::Launch {
-                kernel: self.kernels.len() - 1,
+                kernel: first + launch.kernel,
                 args,
                 results,
             });

@@ -209,7 +209,7 @@ pub fn plan(
     defs: &HashMap<ValueId, &Operation>,
     op: &Operation,
     target: Target,
-) -> Result<Option<super::scan::Plan>> {
+) -> Result<Option<super::Plan>> {
     use crate::ir::{ElementType, TensorType};
     let Op::Fft {
         fft_type,
@@ -313,7 +313,7 @@ pub fn plan(
         let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
         if let Some(t) = p.src {
             em.inputs.push(Binding {
-                value: super::scan::temp(t),
+                value: super::temp(t),
                 ty: temps[t].clone(),
             });
         }
@@ -409,7 +409,7 @@ pub fn plan(
         let (out, value) = match p.dst {
             Some(t) => (
                 Binding {
-                    value: super::scan::temp(t),
+                    value: super::temp(t),
                     ty: temps[t].clone(),
                 },
                 "acc".to_string(),
@@ -447,5 +447,5 @@ pub fn plan(
             target,
         )?);
     }
-    Ok(Some(super::scan::Plan { kernels, temps }))
+    Ok(Some(super::Plan::sequential(kernels, temps)))
 }

@@ -20,6 +20,8 @@ pub mod update;
 
 use std::collections::HashMap;
 
+use crate::ir::TensorType;
+
 use super::kernel::Kernel;
 use super::loop_kernel::Target;
 use crate::error::Result;
@@ -45,5 +47,78 @@ pub fn emit(
             select_and_scatter::emit(name, f, defs, op, target).map(Some)
         }
         _ => Ok(None),
+    }
+}
+
+/// The placeholder value of temporary buffer `t` in a [`Plan`]'s kernel bindings.
+pub const fn temp(t: usize) -> ValueId {
+    ValueId(u32::MAX - 16 - t as u32)
+}
+
+/// The placeholder value of a launch's parameter buffer (`Launch::params`, `u32`s).
+pub const PARAMS: ValueId = ValueId(u32::MAX - 1);
+
+/// An op computed by several kernel launches over temporary buffers (long sorts, sorted
+/// scatters, prefix scans, factored FFTs). Kernel bindings name the op's operands and results,
+/// temporaries ([`temp`]) or [`PARAMS`]. A launch writing a temporary gives it a fresh buffer,
+/// so a kernel may read and write the same temporary (ping-pong across launches).
+pub struct Plan {
+    /// The kernels.
+    pub kernels: Vec<Kernel>,
+    /// Types of the temporaries.
+    pub temps: Vec<TensorType>,
+    /// What runs, in order.
+    pub launches: Vec<Launch>,
+}
+
+/// One launch of a [`Plan`].
+pub struct Launch {
+    /// Index into `Plan::kernels`.
+    pub kernel: usize,
+    /// The contents of the kernel's [`PARAMS`] binding, if it has one.
+    pub params: Vec<u32>,
+}
+
+impl Plan {
+    /// Every kernel once, in order.
+    pub fn sequential(kernels: Vec<Kernel>, temps: Vec<TensorType>) -> Plan {
+        let launches = (0..kernels.len())
+            .map(|kernel| Launch {
+                kernel,
+                params: Vec::new(),
+            })
+            .collect();
+        Plan {
+            kernels,
+            temps,
+            launches,
+        }
+    }
+
+    /// `init`, then `pass` once per bitonic stage `(k, j)`, then `last`.
+    pub fn bitonic(
+        init: Kernel,
+        pass: Kernel,
+        last: Kernel,
+        temps: Vec<TensorType>,
+        stages: Vec<(u32, u32)>,
+    ) -> Plan {
+        let mut launches = vec![Launch {
+            kernel: 0,
+            params: Vec::new(),
+        }];
+        launches.extend(stages.into_iter().map(|(k, j)| Launch {
+            kernel: 1,
+            params: vec![k, j],
+        }));
+        launches.push(Launch {
+            kernel: 2,
+            params: Vec::new(),
+        });
+        Plan {
+            kernels: vec![init, pass, last],
+            temps,
+            launches,
+        }
     }
 }

@@ -14,6 +14,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::per_element::build;
+use super::{temp, Plan};
 use crate::codegen::dtype::{self, Compute};
 use crate::codegen::expr::{Binding, ExprEmitter, Index};
 use crate::codegen::kernel::{self, Kernel};
@@ -24,20 +25,6 @@ use crate::ir::{ElementType, Function, Op, Operation, TensorType, ValueId};
 
 /// Windows shorter than this are evaluated directly.
 pub const SCAN_FROM: usize = 64;
-
-/// The placeholder value of temporary buffer `t` in a plan's kernels.
-pub fn temp(t: usize) -> ValueId {
-    ValueId(u32::MAX - 16 - t as u32)
-}
-
-/// Kernels run in order; their bindings name the op's operands and results, or temporaries
-/// (`temp(t)`, of type `temps[t]`).
-pub struct Plan {
-    /// The kernels, in launch order.
-    pub kernels: Vec<Kernel>,
-    /// Types of the temporaries.
-    pub temps: Vec<TensorType>,
-}
 
 /// The scan plan for a `reduce_window`, or `None` when it is not a long prefix scan.
 pub fn plan(
@@ -325,7 +312,7 @@ pub fn plan(
             |_, lin, _| Ok((0..nres).map(|j| format!("in{j}[{lin}]")).collect()),
         )?);
     }
-    Ok(Some(Plan { kernels, temps }))
+    Ok(Some(Plan::sequential(kernels, temps)))
 }
 
 /// A kernel of `threads` threads running `em`'s body.

@@ -5,7 +5,7 @@
 //! atomics, for any update computation and any number of inputs. A window that does not fit
 //! in the input is skipped whole (XLA's semantics). Cost: result size × number of scatter
 //! indices — fine for few indices; scatters with many windows placed by one index into an
-//! inserted dimension (embedding gradients) sort their windows first ([`Sorted`]) and visit
+//! inserted dimension (embedding gradients) sort their windows first ([`sorted`]) and visit
 //! only their own: 5000x64 table, 1024 ids: 1.35 s -> 36 ms on lavapipe.
 
 use std::collections::{HashMap, HashSet};
@@ -93,7 +93,7 @@ fn emit_with(
     };
     if sorted {
         em.inputs.push(Binding {
-            value: super::sort::PERM,
+            value: super::temp(0),
             ty: crate::ir::TensorType::new(
                 vec![(count_all as u64).next_power_of_two() as i64],
                 crate::ir::ElementType::U32,
@@ -294,34 +294,21 @@ pub(crate) fn window_starts(
 }
 
 /// Scatters with more update windows than this, each placed by one index into an inserted
-/// dimension, sort their windows first (see [`Sorted`]).
+/// dimension, sort their windows first (see [`sorted`]).
 pub const SORTED_FROM: usize = 64;
 
-/// A scatter whose update windows are sorted by index first (a stable bitonic sort of the
-/// window numbers), so each result element visits only its own windows — O(log n + hits)
-/// instead of O(n) — in the original order: results are identical to the plain kernel's.
-/// For scatters like an embedding gradient (`table.at[ids].add(rows)`).
-pub struct Sorted {
-    /// Identity permutation of the windows.
-    pub init: Kernel,
-    /// One compare-exchange stage (inputs `[PERM, PARAMS, indices]` as in `pass.inputs`).
-    pub pass: Kernel,
-    /// The scatter (inputs `[PERM, ...]` as in `scatter.inputs`).
-    pub scatter: Kernel,
-    /// The permutation's type.
-    pub perm_type: crate::ir::TensorType,
-    /// `(k, j)` of each stage.
-    pub stages: Vec<(u32, u32)>,
-}
-
-/// The sorted plan for `op`, or `None` when the plain kernel serves.
+/// The sorted plan for `op`, or `None` when the plain kernel serves: the update windows are
+/// sorted by index first (a stable bitonic sort of the window numbers), so each result element
+/// visits only its own windows — O(log n + hits) instead of O(n) — in the original order:
+/// results are identical to the plain kernel's. For scatters like an embedding gradient
+/// (`table.at[ids].add(rows)`).
 pub fn sorted(
     name: &str,
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
     op: &Operation,
     target: Target,
-) -> Result<Option<Sorted>> {
+) -> Result<Option<super::Plan>> {
     let Op::Scatter {
         dimension_numbers: dn,
         ..
@@ -364,11 +351,11 @@ pub fn sorted(
         let no_fusion = |_: ValueId| false;
         let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
         em.inputs.push(Binding {
-            value: super::sort::PERM,
+            value: super::temp(0),
             ty: perm_type.clone(),
         });
         em.inputs.push(Binding {
-            value: super::sort::PARAMS,
+            value: super::PARAMS,
             ty: crate::ir::TensorType::new(vec![2], crate::ir::ElementType::U32),
         });
         let ic = em.compute(it.dtype)?;
@@ -391,7 +378,7 @@ pub fn sorted(
         em.line("let swap = select(!second_first && first != second, second_first, ascending);");
         em.line("out0[tid] = select(pi, pl, swap);");
         let outputs = vec![Binding {
-            value: super::sort::PERM,
+            value: super::temp(0),
             ty: perm_type.clone(),
         }];
         let comment = format!(
@@ -410,11 +397,11 @@ pub fn sorted(
         )?
     };
     let scatter = emit_with(name, f, defs, op, target, true)?;
-    Ok(Some(Sorted {
+    Ok(Some(super::Plan::bitonic(
         init,
         pass,
         scatter,
-        perm_type,
-        stages: super::sort::bitonic_stages(p),
-    }))
+        vec![perm_type],
+        super::sort::bitonic_stages(p),
+    )))
 }

@@ -342,38 +342,22 @@ fn ranking(
 /// Rows longer than this sort with the bitonic network instead of by ranking.
 pub const BITONIC_FROM: usize = 256;
 
-/// A bitonic sort in passes: `init` writes the identity permutation of each row (padded to a
-/// power of two `p`), `pass` is one compare-exchange stage over the permutation (its `(k, j)`
-/// read from a small buffer, so one pipeline serves every stage), `gather` writes the results
-/// through the final permutation. Ties break on the original position, so it is stable; the
-/// padding sorts last. O(n log² n) work instead of the ranking's O(n²).
-pub struct Bitonic {
-    /// Writes the identity permutation. Inputs: none.
-    pub init: Kernel,
-    /// One stage. Inputs: `[PERM, PARAMS, operands...]` as in `pass.inputs`.
-    pub pass: Kernel,
-    /// The results. Inputs: `[PERM, operands...]` as in `gather.inputs`.
-    pub gather: Kernel,
-    /// The permutation buffers' type (`u32`, rows x p).
-    pub perm_type: crate::ir::TensorType,
-    /// `(k, j)` of each stage, in order.
-    pub stages: Vec<(u32, u32)>,
-}
+/// The permutation a bitonic plan sorts: temporary 0.
+const PERM: ValueId = super::temp(0);
 
-/// The placeholder values standing for the permutation and stage-parameter buffers in the
-/// kernels' input lists (not values of the function).
-pub const PERM: ValueId = ValueId(u32::MAX);
-/// See [`PERM`].
-pub const PARAMS: ValueId = ValueId(u32::MAX - 1);
-
-/// The bitonic plan for `op`, or `None` when its rows are short enough for ranking.
+/// The bitonic plan for `op`, or `None` when its rows are short enough for ranking. A bitonic
+/// sort in passes: the first kernel writes the identity permutation of each row (padded to a
+/// power of two `p`), the second is one compare-exchange stage over the permutation (its
+/// `(k, j)` in the launch's parameters, so one pipeline serves every stage), the last writes
+/// the results through the final permutation. Ties break on the original position, so it is
+/// stable; the padding sorts last. O(n log² n) work instead of the ranking's O(n²).
 pub fn bitonic(
     name: &str,
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
     op: &Operation,
     target: Target,
-) -> Result<Option<Bitonic>> {
+) -> Result<Option<super::Plan>> {
     let Some(x) = op.operands.first() else {
         return Ok(None);
     };
@@ -401,7 +385,7 @@ pub fn bitonic(
         ty: crate::ir::TensorType::new(vec![len], crate::ir::ElementType::U32),
     };
     let perm_in = u32_binding(PERM, (rows * p) as i64);
-    let params_in = u32_binding(PARAMS, 2);
+    let params_in = u32_binding(super::PARAMS, 2);
     let perm_out = Binding {
         value: PERM,
         ty: perm_type.clone(),
@@ -569,14 +553,13 @@ pub fn bitonic(
         )?
     };
 
-    let stages = bitonic_stages(p);
-    Ok(Some(Bitonic {
+    Ok(Some(super::Plan::bitonic(
         init,
         pass,
         gather,
-        perm_type,
-        stages,
-    }))
+        vec![perm_type],
+        bitonic_stages(p),
+    )))
 }
 
 /// The `(k, j)` compare-exchange stages of a bitonic network over `p` (a power of two) items.
