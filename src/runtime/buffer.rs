@@ -113,19 +113,8 @@ impl DeviceBuffer {
                     if len == 0 {
                         return done(Ok(Vec::new()));
                     }
-                    let dev = &this.0.device;
-                    let staging = dev.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("read-back"),
-                        size: gpu.size,
-                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    });
-                    let mut enc = dev
-                        .device
-                        .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-                    enc.copy_buffer_to_buffer(&gpu.buffer, 0, &staging, 0, gpu.size);
-                    dev.submit(vec![enc.finish()]);
-                    dev.read_back(staging, len, done);
+                    let what = format!("read-back of {}", this.0.ty);
+                    this.0.device.read_buffer(&gpu.buffer, len, &what, done);
                 }
             });
     }
@@ -136,8 +125,17 @@ impl DeviceBuffer {
         self.read_to_host(move |r| {
             let _ = tx.send(r);
         });
-        rx.recv()
-            .map_err(|_| Error::internal("read-back was dropped"))?
+        let limit = super::event::wait_timeout();
+        match rx.recv_timeout(limit) {
+            Ok(r) => r,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(super::event::deadline_error(
+                &format!("the read-back of {}", self.0.ty),
+                limit,
+            )),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err(Error::internal("read-back was dropped"))
+            }
+        }
     }
 
     /// A new buffer with the same contents (device-to-device copy, asynchronous).
@@ -152,12 +150,22 @@ impl DeviceBuffer {
                 Err(e) => return r.set(Err(e)),
             };
             let dev = &src.0.device;
-            let mut enc = dev
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-            enc.copy_buffer_to_buffer(&gpu.buffer, 0, &d.buffer, 0, gpu.size.min(d.size));
-            let done = dev.submit(vec![enc.finish()]);
-            done.on_ready(move |x| r.set(x));
+            let recorded = dev.scoped("copying a buffer", || {
+                let mut enc = dev
+                    .device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+                enc.copy_buffer_to_buffer(&gpu.buffer, 0, &d.buffer, 0, gpu.size.min(d.size));
+                Ok(enc.finish())
+            });
+            match recorded {
+                Ok(cmd) => {
+                    let done = dev.submit(vec![cmd], "a buffer copy");
+                    // The copy's source and target stay alive until the copy is submitted.
+                    drop(gpu);
+                    done.on_ready(move |x| r.set(x));
+                }
+                Err(e) => r.set(Err(e)),
+            }
         });
         Ok(DeviceBuffer::from_gpu(&dev, self.0.ty.clone(), dst, ready))
     }
@@ -176,15 +184,23 @@ impl Device {
                 bytes.len()
             )));
         }
+        self.check_usable()?;
         let gpu = self.alloc(bytes.len() as u64, "upload")?;
         if !bytes.is_empty() {
-            if bytes.len() % 4 == 0 {
-                self.queue.write_buffer(&gpu.buffer, 0, bytes);
-            } else {
-                let mut padded = bytes.to_vec();
-                padded.resize(bytes.len().next_multiple_of(4), 0);
-                self.queue.write_buffer(&gpu.buffer, 0, &padded);
-            }
+            self.scoped(&format!("uploading {ty}"), || {
+                if bytes.len() % 4 == 0 {
+                    self.queue.write_buffer(&gpu.buffer, 0, bytes);
+                } else {
+                    let mut padded = bytes.to_vec();
+                    padded.resize(bytes.len().next_multiple_of(4), 0);
+                    self.queue.write_buffer(&gpu.buffer, 0, &padded);
+                }
+                Ok(())
+            })?;
+            // The write's staging memory is released once a submission carrying it has run:
+            // submit now rather than when the next computation comes, so a program that only
+            // puts and deletes arrays does not accumulate staging memory.
+            self.submit(Vec::new(), "an upload");
         }
         // Queue writes are ordered before every later submission, so the buffer is ready for
         // any work that can be queued after this call.

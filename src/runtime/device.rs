@@ -3,12 +3,13 @@
 //! allocation accounting and the pipeline cache.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::event::Event;
-use crate::error::{Error, Result};
+use super::poller::Poller;
+use super::pool::Pool;
+use crate::error::{Error, ErrorKind, Result};
 
 /// What an adapter is, for users and for `jax.devices()`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +68,8 @@ pub struct MemoryStats {
     pub num_allocs: u64,
     /// The largest single buffer the adapter allows (no total is known through wgpu).
     pub largest_alloc_size: u64,
+    /// Bytes of free buffers kept for reuse (bounded by `WGPU_HLO_POOL_MB`).
+    pub pooled_bytes: u64,
 }
 
 /// Shader capabilities that decide how dtypes are lowered.
@@ -157,48 +160,6 @@ fn select_adapter(inst: &wgpu::Instance) -> Result<wgpu::Adapter> {
     Ok(adapters.remove(0))
 }
 
-/// Tracks outstanding asynchronous work so the poller thread polls only while there is some.
-struct Poller {
-    pending: Mutex<usize>,
-    cv: Condvar,
-    shutdown: AtomicBool,
-}
-
-impl Poller {
-    fn begin(&self) {
-        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        *p += 1;
-        self.cv.notify_all();
-    }
-    fn end(&self) {
-        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        *p = p.saturating_sub(1);
-    }
-    fn run(self: Arc<Self>, device: wgpu::Device) {
-        loop {
-            {
-                let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-                while *p == 0 && !self.shutdown.load(Ordering::Acquire) {
-                    p = self.cv.wait(p).unwrap_or_else(|e| e.into_inner());
-                }
-            }
-            if self.shutdown.load(Ordering::Acquire) {
-                return;
-            }
-            let r = device.poll(wgpu::PollType::Wait {
-                submission_index: None,
-                timeout: Some(Duration::from_millis(50)),
-            });
-            if let Err(e) = r {
-                if !matches!(e, wgpu::PollError::Timeout) {
-                    log::error!("device poll failed: {e}");
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        }
-    }
-}
-
 /// One wgpu device and its queue, shared by every buffer and executable made on it.
 pub struct Device {
     /// The wgpu device.
@@ -212,11 +173,14 @@ pub struct Device {
     caps: Capabilities,
     poller: Arc<Poller>,
     errors: Arc<Mutex<Vec<String>>>,
-    lost: Arc<AtomicBool>,
+    lost: Arc<Mutex<Option<String>>>,
     bytes_in_use: AtomicU64,
     peak_bytes: AtomicU64,
     num_allocs: AtomicU64,
-    pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    pool: Pool,
+    /// Pipelines by WGSL text, held weakly: a pipeline lives as long as an executable uses
+    /// it, so dropping executables (`jax.clear_caches()`) frees their driver code.
+    pipelines: Mutex<HashMap<String, Weak<wgpu::ComputePipeline>>>,
 }
 
 impl std::fmt::Debug for Device {
@@ -254,11 +218,11 @@ impl Device {
                 g.push(e.to_string());
             }
         }));
-        let lost = Arc::new(AtomicBool::new(false));
+        let lost = Arc::new(Mutex::new(None));
         let l = lost.clone();
         device.set_device_lost_callback(move |reason, msg| {
             log::error!("device lost ({reason:?}): {msg}");
-            l.store(true, Ordering::Release);
+            *l.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{reason:?}: {msg}"));
         });
         let caps = Capabilities {
             f64: features.contains(wgpu::Features::SHADER_F64),
@@ -266,17 +230,7 @@ impl Device {
             f16: features.contains(wgpu::Features::SHADER_F16),
             subgroup: features.contains(wgpu::Features::SUBGROUP),
         };
-        let poller = Arc::new(Poller {
-            pending: Mutex::new(0),
-            cv: Condvar::new(),
-            shutdown: AtomicBool::new(false),
-        });
-        let p = poller.clone();
-        let d = device.clone();
-        std::thread::Builder::new()
-            .name("wgpu-hlo-poller".into())
-            .spawn(move || p.run(d))
-            .map_err(|e| Error::internal(format!("cannot start the poller thread: {e}")))?;
+        let poller = Poller::start(device.clone(), &info.name)?;
         log::info!("opened {info} with {caps:?}");
         Ok(Arc::new(Device {
             device,
@@ -292,6 +246,7 @@ impl Device {
             bytes_in_use: AtomicU64::new(0),
             peak_bytes: AtomicU64::new(0),
             num_allocs: AtomicU64::new(0),
+            pool: Pool::new(),
             pipelines: Mutex::new(HashMap::new()),
         }))
     }
@@ -318,18 +273,14 @@ impl Device {
             peak_bytes_in_use: self.peak_bytes.load(Ordering::Relaxed),
             num_allocs: self.num_allocs.load(Ordering::Relaxed),
             largest_alloc_size: self.limits.max_buffer_size,
+            pooled_bytes: self.pool.bytes(),
         }
     }
 
-    /// Fails if the device was lost or wgpu reported an error since the last check; the
-    /// message names the adapter.
+    /// UNAVAILABLE once the device was lost or its completion tracking failed (every later
+    /// call gets it); INTERNAL for a wgpu error no error scope caught since the last check.
     pub fn check_health(&self) -> Result<()> {
-        if self.lost.load(Ordering::Acquire) {
-            return Err(Error::new(
-                crate::ErrorKind::Cancelled,
-                format!("device lost on {}", self.info),
-            ));
-        }
+        self.check_usable()?;
         let mut g = self.errors.lock().unwrap_or_else(|p| p.into_inner());
         if !g.is_empty() {
             let msg = g.join("; ");
@@ -342,7 +293,55 @@ impl Device {
         Ok(())
     }
 
-    /// Allocates a storage buffer of at least `size` bytes (rounded up to 4, at least 4).
+    /// UNAVAILABLE once the device was lost or its completion tracking failed.
+    pub fn check_usable(&self) -> Result<()> {
+        if let Some(msg) = self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!("the device on {} was lost ({msg})", self.info),
+            ));
+        }
+        if let Some(e) = self.poller.broken() {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "the device is unusable after an earlier failure: {}",
+                    e.message
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` inside wgpu error scopes and turns what they catch into `f`'s error:
+    /// out-of-memory → RESOURCE_EXHAUSTED, validation and internal errors → INTERNAL, all
+    /// naming `what` and the adapter. Scopes are per thread, so concurrent calls each get
+    /// their own errors.
+    pub(crate) fn scoped<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let internal = self.device.push_error_scope(wgpu::ErrorFilter::Internal);
+        let r = f();
+        let internal = pollster::block_on(internal.pop());
+        let validation = pollster::block_on(validation.pop());
+        let oom = pollster::block_on(oom.pop());
+        if let Some(e) = oom {
+            return Err(Error::resource_exhausted(format!(
+                "{what}: out of memory on {}: {e}",
+                self.info.name
+            )));
+        }
+        if let Some(e) = validation.or(internal) {
+            return Err(Error::internal(format!(
+                "{what}: wgpu rejected the work on {}: {e}",
+                self.info.name
+            )));
+        }
+        r
+    }
+
+    /// A storage buffer of at least `size` bytes (rounded up to 4, at least 4): a pooled one
+    /// of that size when there is one, else a new one.
     pub(crate) fn alloc(self: &Arc<Self>, size: u64, label: &str) -> Result<GpuBuffer> {
         let size = size.max(4).next_multiple_of(4);
         if size > self.limits.max_buffer_size {
@@ -351,24 +350,30 @@ impl Device {
                 self.info.name, self.limits.max_buffer_size
             )));
         }
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size,
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::resource_exhausted(format!(
-                "allocating {size} bytes on {}: {e}",
-                self.info.name
-            )));
-        }
+        let buffer = match self.pool.take(size) {
+            Some(b) => b,
+            None => {
+                let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+                let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                if let Some(e) = pollster::block_on(scope.pop()) {
+                    return Err(Error::resource_exhausted(format!(
+                        "allocating {size} bytes on {}: {e}",
+                        self.info.name
+                    )));
+                }
+                self.num_allocs.fetch_add(1, Ordering::Relaxed);
+                buffer
+            }
+        };
         let now = self.bytes_in_use.fetch_add(size, Ordering::Relaxed) + size;
         self.peak_bytes.fetch_max(now, Ordering::Relaxed);
-        self.num_allocs.fetch_add(1, Ordering::Relaxed);
         Ok(GpuBuffer {
             buffer,
             size,
@@ -376,43 +381,62 @@ impl Device {
         })
     }
 
-    /// Submits command buffers and returns an event that completes when the GPU has run them.
-    pub(crate) fn submit(&self, cmds: Vec<wgpu::CommandBuffer>) -> Event {
-        let event = Event::pending();
-        self.poller.begin();
-        self.queue.submit(cmds);
-        let e = event.clone();
-        let poller = self.poller.clone();
-        let lost = self.lost.clone();
-        let name = self.info.name.clone();
-        self.queue.on_submitted_work_done(move || {
-            poller.end();
-            if lost.load(Ordering::Acquire) {
-                e.set(Err(Error::new(
-                    crate::ErrorKind::Cancelled,
-                    format!("device lost on {name}"),
-                )));
-            } else {
-                e.set(Ok(()));
-            }
-        });
-        event
+    /// Submits command buffers and returns an event that completes when the GPU has run
+    /// them; `what` names the work in errors (`execution of jit_f`).
+    pub(crate) fn submit(&self, cmds: Vec<wgpu::CommandBuffer>, what: &str) -> Event {
+        self.poller.submit(&self.queue, cmds, what)
     }
 
-    /// Maps `staging` for reading once queued work is done and hands its first `len` bytes to
-    /// `done` (on the poller thread).
-    pub(crate) fn read_back(
+    /// Copies `len` bytes of `src` into a new read-back buffer, submits, and hands the bytes
+    /// to `done` once the device has run the copy (on the poller thread, or on a thread that
+    /// submits). Errors — a wgpu error, a failed map, a lost device, the deadline — reach
+    /// `done` too.
+    pub(crate) fn read_buffer(
         &self,
-        staging: wgpu::Buffer,
+        src: &wgpu::Buffer,
         len: usize,
+        what: &str,
         done: impl FnOnce(Result<Vec<u8>>) + Send + 'static,
     ) {
-        self.poller.begin();
+        let copy_len = (len as u64).max(4).next_multiple_of(4);
+        let staged = self.scoped(what, || {
+            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("read-back"),
+                size: copy_len,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut enc = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            enc.copy_buffer_to_buffer(src, 0, &staging, 0, copy_len);
+            Ok((staging, enc.finish()))
+        });
+        let (staging, cmd) = match staged {
+            Ok(x) => x,
+            Err(e) => return done(Err(e)),
+        };
+        let submitted = self.submit(vec![cmd], what);
+        if let Some(e) = submitted.error() {
+            return done(Err(e));
+        }
+        self.poller.map_started();
         let poller = self.poller.clone();
         let name = self.info.name.clone();
         let b = staging.clone();
+        let done = Arc::new(Mutex::new(Some(done)));
+        // The submission failing (lost device, deadline) must reach `done` even if wgpu never
+        // calls the map callback; whichever comes first answers.
+        let d = done.clone();
+        submitted.on_ready(move |r| {
+            if let Err(e) = r {
+                if let Some(f) = d.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    f(Err(e));
+                }
+            }
+        });
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
-            poller.end();
+            poller.map_finished();
             let result = match r {
                 Err(e) => Err(Error::internal(format!("reading back from {name}: {e}"))),
                 Ok(()) => {
@@ -428,7 +452,9 @@ impl Device {
                     }
                 }
             };
-            done(result);
+            if let Some(f) = done.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                f(result);
+            }
         });
     }
 
@@ -443,9 +469,10 @@ impl Device {
             .collect::<Vec<_>>()
             .join("\n");
         let mut cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = cache.get(&key) {
-            return Ok(p.clone());
+        if let Some(p) = cache.get(&key).and_then(Weak::upgrade) {
+            return Ok(p);
         }
+        cache.retain(|_, p| p.strong_count() > 0);
         // naga's backends panic on a few constructs its validator lets through (e.g. 64-bit
         // bit counts): turn that into an error instead of taking the process down.
         let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -489,24 +516,20 @@ impl Device {
             }
         };
         let p = Arc::new(pipeline);
-        cache.insert(key, p.clone());
+        cache.insert(key, Arc::downgrade(&p));
         Ok(p)
     }
 }
 
 impl Drop for Device {
     fn drop(&mut self) {
-        self.poller.shutdown.store(true, Ordering::Release);
-        let _g = self
-            .poller
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        self.poller.cv.notify_all();
+        self.poller.shutdown();
     }
 }
 
-/// A wgpu storage buffer whose size is counted in the device's memory statistics.
+/// A wgpu storage buffer whose size is counted in the device's memory statistics. Dropping
+/// it hands the buffer to the device's pool: whoever records work on a buffer holds it until
+/// that work is submitted, and the single queue orders every later use after that work.
 pub(crate) struct GpuBuffer {
     pub(crate) buffer: wgpu::Buffer,
     pub(crate) size: u64,
@@ -518,5 +541,9 @@ impl Drop for GpuBuffer {
         self.device
             .bytes_in_use
             .fetch_sub(self.size, Ordering::Relaxed);
+        // A `wgpu::Buffer` is a handle: the pool's clone keeps the buffer, ours goes.
+        if !self.device.pool.put(self.size, self.buffer.clone()) {
+            self.device.poller.sweep();
+        }
     }
 }

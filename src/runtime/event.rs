@@ -1,10 +1,40 @@
 //! Completion events: set once by the device's poller thread when queued GPU work finishes,
-//! awaited or observed by callbacks from any thread.
+//! awaited or observed by callbacks from any thread. Every blocking wait has a deadline
+//! (`WGPU_HLO_TIMEOUT`, seconds): past it the wait fails with DEADLINE_EXCEEDED naming what
+//! it waited for, never a hang.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Default for `WGPU_HLO_TIMEOUT`: long enough for the slowest legitimate program on a
+/// software adapter, short enough that a lost completion is an error within minutes.
+const DEFAULT_TIMEOUT_SECS: f64 = 600.0;
+
+/// How long a blocking wait may last: `WGPU_HLO_TIMEOUT` (seconds, fractions allowed) or 600 s.
+pub fn wait_timeout() -> Duration {
+    static T: OnceLock<Duration> = OnceLock::new();
+    *T.get_or_init(|| {
+        std::env::var("WGPU_HLO_TIMEOUT")
+            .ok()
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map(Duration::from_secs_f64)
+            .unwrap_or(Duration::from_secs_f64(DEFAULT_TIMEOUT_SECS))
+    })
+}
+
+/// The error of a wait that ran past its deadline.
+pub fn deadline_error(what: &str, waited: Duration) -> Error {
+    Error::new(
+        ErrorKind::DeadlineExceeded,
+        format!(
+            "timed out after {:.1} s waiting for {what} (WGPU_HLO_TIMEOUT sets the limit in seconds)",
+            waited.as_secs_f64()
+        ),
+    )
+}
 
 type Callback = Box<dyn FnOnce(Result<()>) + Send + 'static>;
 
@@ -16,6 +46,11 @@ enum State {
 struct Inner {
     state: Mutex<State>,
     cv: Condvar,
+    /// What completes it, for error messages (`execution of jit_f`, `read-back`, ...).
+    what: String,
+    /// The work that completes it is already on the device queue: later queue work is
+    /// ordered after it without anyone waiting on the host.
+    queued: bool,
 }
 
 /// A one-shot completion signal with an optional error. Cheap to clone; all clones observe
@@ -36,10 +71,32 @@ fn lock(inner: &Inner) -> MutexGuard<'_, State> {
 
 impl Event {
     fn with_state(state: State) -> Event {
+        Self::make(state, String::from("an event"), false)
+    }
+
+    fn make(state: State, what: String, queued: bool) -> Event {
         Event(Arc::new(Inner {
             state: Mutex::new(state),
             cv: Condvar::new(),
+            what,
+            queued,
         }))
+    }
+
+    /// A pending event for work already submitted to the device queue (`what` names it).
+    pub(crate) fn queued(what: impl Into<String>) -> Event {
+        Self::make(State::Pending(Vec::new()), what.into(), true)
+    }
+
+    /// True when the work behind this event is on the device queue or done, so queue work
+    /// submitted later is ordered after it without a host wait.
+    pub fn is_queued(&self) -> bool {
+        self.0.queued || self.is_ready()
+    }
+
+    /// What the event stands for.
+    pub fn what(&self) -> &str {
+        &self.0.what
     }
 
     /// An event that has already completed successfully.
@@ -91,14 +148,13 @@ impl Event {
         }
     }
 
-    /// Blocks until the event completes and returns its result.
+    /// Blocks until the event completes and returns its result; DEADLINE_EXCEEDED after
+    /// `wait_timeout()`.
     pub fn wait(&self) -> Result<()> {
-        let mut st = lock(&self.0);
-        loop {
-            if let State::Done(r) = &*st {
-                return r.clone();
-            }
-            st = self.0.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        let limit = wait_timeout();
+        match self.wait_timeout(limit) {
+            Some(r) => r,
+            None => Err(deadline_error(&self.0.what, limit)),
         }
     }
 
@@ -139,7 +195,13 @@ impl Event {
         if pending.is_empty() {
             return Event::ready();
         }
-        let joined = Event::pending();
+        let what = pending
+            .iter()
+            .map(|e| e.what())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let queued = pending.iter().all(|e| e.is_queued());
+        let joined = Event::make(State::Pending(Vec::new()), what, queued);
         let remaining = Arc::new(Mutex::new((pending.len(), None::<Error>)));
         for e in pending {
             let joined = joined.clone();

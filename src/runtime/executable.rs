@@ -1,12 +1,13 @@
 //! A loaded executable and its execution: every kernel's pipeline is created at load time;
 //! an execution records the whole program into one command encoder and submits once —
 //! except where a loop or branch needs a predicate from the device, which is read back with
-//! as little as possible in flight. Buffers come from a per-executable pool keyed by size and
-//! go back to it at the point the compile-time plan says, so steady-state executions allocate
-//! nothing but their outputs.
+//! as little as possible in flight. Buffers come from the device's pool and go back to it at
+//! the point the compile-time plan says — once the work recorded on them is submitted, so a
+//! concurrent execution of the same or another executable never receives a buffer that
+//! unsubmitted work still uses. Every piece of per-call state lives in `Run`: executables
+//! are reentrant.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::buffer::DeviceBuffer;
 use super::device::{Device, GpuBuffer};
@@ -58,7 +59,6 @@ pub struct Executable {
     parts: ExecutableParts,
     kernels: Vec<LoadedKernel>,
     constants: Vec<(Slot, Arc<GpuBuffer>)>,
-    pool: Mutex<HashMap<u64, Vec<GpuBuffer>>>,
     fingerprint: String,
 }
 
@@ -118,7 +118,6 @@ impl Executable {
             parts,
             kernels,
             constants,
-            pool: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -186,8 +185,10 @@ impl Executable {
                 args.len()
             )));
         }
+        self.device.check_usable()?;
         let mut slots: Vec<Option<Arc<GpuBuffer>>> = vec![None; p.slot_types.len()];
         let mut waits = Vec::new();
+        let mut producers = Vec::new();
         for (i, (a, &slot)) in args.iter().zip(&p.params).enumerate() {
             if a.ty() != &p.param_types[i] {
                 return Err(Error::invalid(format!(
@@ -203,8 +204,18 @@ impl Executable {
                     p.name
                 )));
             }
-            if !a.ready().is_ready() {
-                waits.push(a.ready());
+            let ready = a.ready();
+            if let Some(e) = ready.error() {
+                return Err(e);
+            }
+            if !ready.is_ready() {
+                if ready.is_queued() {
+                    // Produced by work already on the queue: ordered before ours without a
+                    // host wait; its outcome joins ours.
+                    producers.push(ready);
+                } else {
+                    waits.push(ready);
+                }
             }
             let gpu = a.gpu()?;
             if donated.get(i).copied().unwrap_or(false) {
@@ -212,45 +223,56 @@ impl Executable {
             }
             slots[slot] = Some(gpu);
         }
-        // Arguments still being produced (by a host-driven loop elsewhere) must be complete
-        // before this execution's work is queued behind theirs.
+        // Arguments whose producing work is not even queued yet (a copy waiting for its
+        // source, a buffer the host is still filling) must be before ours is queued.
         for w in waits {
             w.wait()?;
         }
         for (slot, buf) in &self.constants {
             slots[*slot] = Some(buf.clone());
         }
-        let mut run = Run {
-            exe: self,
-            slots,
-            encoder: None,
-            pass: None,
-        };
-        run.program(&p.program)?;
-        let mut outs = Vec::with_capacity(p.results.len());
-        let mut seen: Vec<Arc<GpuBuffer>> = Vec::new();
-        for &s in &p.results {
-            let buf = run.get(s)?;
-            let shared = Arc::strong_count(&buf) > 2
-                || seen.iter().any(|b| Arc::ptr_eq(b, &buf))
-                || args
-                    .iter()
-                    .any(|a| a.gpu().is_ok_and(|g| Arc::ptr_eq(&g, &buf)))
-                || self.constants.iter().any(|(_, c)| Arc::ptr_eq(c, &buf));
-            let buf = if shared {
-                let copy = Arc::new(self.device.alloc(buf.size, "result")?);
-                run.end_pass();
-                run.encoder()
-                    .copy_buffer_to_buffer(&buf.buffer, 0, &copy.buffer, 0, buf.size);
-                copy
-            } else {
-                buf
+        let what = format!("execution of {}", p.name);
+        let (outs, event) = self.device.scoped(&what, || {
+            let mut run = Run {
+                exe: self,
+                slots,
+                retired: Vec::new(),
+                encoder: None,
+                pass: None,
+                what: &what,
             };
-            seen.push(buf.clone());
-            outs.push(buf);
-        }
-        let event = run.submit();
-        drop(run);
+            run.program(&p.program)?;
+            let mut outs = Vec::with_capacity(p.results.len());
+            let mut seen: Vec<Arc<GpuBuffer>> = Vec::new();
+            for &s in &p.results {
+                let buf = run.get(s)?;
+                let shared = Arc::strong_count(&buf) > 2
+                    || seen.iter().any(|b| Arc::ptr_eq(b, &buf))
+                    || args
+                        .iter()
+                        .any(|a| a.gpu().is_ok_and(|g| Arc::ptr_eq(&g, &buf)))
+                    || self.constants.iter().any(|(_, c)| Arc::ptr_eq(c, &buf));
+                let buf = if shared {
+                    let copy = Arc::new(self.device.alloc(buf.size, "result")?);
+                    run.end_pass();
+                    run.encoder()
+                        .copy_buffer_to_buffer(&buf.buffer, 0, &copy.buffer, 0, buf.size);
+                    copy
+                } else {
+                    buf
+                };
+                seen.push(buf.clone());
+                outs.push(buf);
+            }
+            let event = run.submit();
+            Ok((outs, event))
+        })?;
+        let event = if producers.is_empty() {
+            event
+        } else {
+            producers.push(event);
+            Event::all(&producers)
+        };
         let results = outs
             .into_iter()
             .zip(&p.output_types)
@@ -266,41 +288,19 @@ impl Executable {
         self.device.check_health()?;
         Ok(outs)
     }
-
-    fn take_pooled(&self, size: u64) -> Option<GpuBuffer> {
-        self.pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&size)
-            .and_then(Vec::pop)
-    }
-
-    fn give_back(&self, buf: Arc<GpuBuffer>) {
-        if let Some(b) = Arc::into_inner(buf) {
-            self.pool
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(b.size)
-                .or_default()
-                .push(b);
-        }
-    }
 }
 
 /// The state of one execution.
 struct Run<'a> {
     exe: &'a Executable,
     slots: Vec<Option<Arc<GpuBuffer>>>,
+    /// Buffers this run no longer needs but has recorded work on: held until that work is
+    /// submitted, then dropped (back to the device's pool).
+    retired: Vec<Arc<GpuBuffer>>,
     encoder: Option<wgpu::CommandEncoder>,
     pass: Option<wgpu::ComputePass<'static>>,
-}
-
-impl Drop for Run<'_> {
-    fn drop(&mut self) {
-        for s in std::mem::take(&mut self.slots).into_iter().flatten() {
-            self.exe.give_back(s);
-        }
-    }
+    /// `execution of NAME`, for errors.
+    what: &'a str,
 }
 
 impl Run<'_> {
@@ -331,13 +331,23 @@ impl Run<'_> {
         self.pass = None;
     }
 
-    /// Submits everything recorded so far.
+    /// Submits everything recorded so far; buffers retired before it may be reused now.
     fn submit(&mut self) -> Event {
         self.end_pass();
-        match self.encoder.take() {
-            Some(enc) => self.exe.device.submit(vec![enc.finish()]),
-            None => self.exe.device.submit(Vec::new()),
-        }
+        let cmds = self
+            .encoder
+            .take()
+            .map(|e| e.finish())
+            .into_iter()
+            .collect();
+        let event = self.exe.device.submit(cmds, self.what);
+        self.retired.clear();
+        event
+    }
+
+    /// Ends this run's use of `buf` (see `retired`).
+    fn retire(&mut self, buf: Arc<GpuBuffer>) {
+        self.retired.push(buf);
     }
 
     fn get(&self, s: Slot) -> Result<Arc<GpuBuffer>> {
@@ -350,18 +360,14 @@ impl Run<'_> {
     fn alloc(&mut self, s: Slot) -> Result<Arc<GpuBuffer>> {
         let ty = &self.exe.parts.slot_types[s];
         let size = (ty.byte_size() as u64).max(4).next_multiple_of(4);
-        let buf = match self.exe.take_pooled(size) {
-            Some(b) => b,
-            None => self.device().alloc(size, "temp")?,
-        };
-        let buf = Arc::new(buf);
+        let buf = Arc::new(self.device().alloc(size, "temp")?);
         self.set(s, Some(buf.clone()));
         Ok(buf)
     }
 
     fn set(&mut self, s: Slot, buf: Option<Arc<GpuBuffer>>) {
         if let Some(old) = std::mem::replace(&mut self.slots[s], buf) {
-            self.exe.give_back(old);
+            self.retire(old);
         }
     }
 
@@ -466,14 +472,11 @@ impl Run<'_> {
             src
         } else {
             let size = src.size;
-            let fresh = match exe.take_pooled(size) {
-                Some(b) => b,
-                None => self.device().alloc(size, "temp")?,
-            };
+            let fresh = self.device().alloc(size, "temp")?;
             self.end_pass();
             self.encoder()
                 .copy_buffer_to_buffer(&src.buffer, 0, &fresh.buffer, 0, size);
-            drop(src);
+            self.retire(src);
             Arc::new(fresh)
         };
         let mut bufs = Vec::with_capacity(args.len() + 1);
@@ -492,25 +495,27 @@ impl Run<'_> {
     /// Submits what is recorded and reads the first 4 bytes of slot `s`.
     fn read_word(&mut self, s: Slot) -> Result<[u8; 4]> {
         let buf = self.get(s)?;
+        let submitted = self.submit();
+        if let Some(e) = submitted.error() {
+            return Err(e);
+        }
         let dev = self.exe.device.clone();
-        let staging = dev.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("predicate"),
-            size: 4,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        self.end_pass();
-        self.encoder()
-            .copy_buffer_to_buffer(&buf.buffer, 0, &staging, 0, 4);
-        self.submit();
         let (tx, rx) = std::sync::mpsc::channel();
-        dev.read_back(staging, 4, move |r| {
+        let what = format!("a predicate of {}", self.what);
+        dev.read_buffer(&buf.buffer, 4, &what, move |r| {
             let _ = tx.send(r);
         });
-        let bytes = rx
-            .recv()
-            .map_err(|_| Error::internal("predicate read-back was dropped"))??;
-        dev.check_health()?;
+        drop(buf);
+        let limit = super::event::wait_timeout();
+        let bytes = match rx.recv_timeout(limit) {
+            Ok(r) => r?,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                return Err(super::event::deadline_error(&what, limit))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Error::internal("predicate read-back was dropped"))
+            }
+        };
         let mut w = [0u8; 4];
         w.copy_from_slice(bytes.get(..4).unwrap_or(&[0; 4]));
         Ok(w)

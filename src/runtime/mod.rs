@@ -4,6 +4,8 @@ pub mod buffer;
 pub mod device;
 pub mod event;
 pub mod executable;
+mod poller;
+mod pool;
 
 pub use buffer::DeviceBuffer;
 pub use device::{list_adapters, AdapterDescription, Capabilities, Device, MemoryStats};
