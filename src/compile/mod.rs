@@ -52,6 +52,9 @@ pub fn target(device: &Device) -> Target<'_> {
         max_workgroups: l.max_compute_workgroups_per_dimension,
         max_storage_buffers: l.max_storage_buffers_per_shader_stage,
         cpu_adapter: device.info().device_type == "Cpu",
+        max_invocation_iterations: crate::codegen::loop_kernel::max_invocation_iterations_from_env(
+        ),
+        max_binding_size: l.max_storage_buffer_binding_size,
     }
 }
 
