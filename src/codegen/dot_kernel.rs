@@ -21,6 +21,8 @@ use crate::fusion::Group;
 use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type, ValueId};
 
 use super::expr::Binding;
+use super::op_kernels::Plan;
+use super::partials;
 
 /// Emits the kernel for `group`, whose root `op` is a `dot_general`.
 pub fn emit(
@@ -37,6 +39,84 @@ pub fn emit(
     let mut g = group.clone();
     g.members.extend(op.results.iter().copied());
     loop_kernel::emit(name, f, defs, &g, target)
+}
+
+/// The dot of `group` as a plan: its kernel when every invocation stays within
+/// `target.max_invocation_iterations`; else, for a `dot_general` with unpacked results,
+/// split-K — partial products over chunks of the contracting dimensions into a temporary,
+/// then sums of the partials ([`partials::fold`]). Anything else is returned as is, for the
+/// compile driver to refuse.
+pub fn plan(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    group: &Group,
+    op: &Operation,
+    target: Target,
+) -> Result<Plan> {
+    let kernel = emit(name, f, defs, group, op, target)?;
+    let bound = target.max_invocation_iterations;
+    let single = |k: Kernel| Ok(Plan::sequential(vec![k], Vec::new()));
+    if kernel.iterations <= bound {
+        return single(kernel);
+    }
+    let Op::DotGeneral {
+        dimension_numbers: dn,
+        ..
+    } = &op.op
+    else {
+        return single(kernel);
+    };
+    let (Type::Tensor(lt), Type::Tensor(ot)) = (f.ty(op.operands[0]), f.ty(op.results[0])) else {
+        return single(kernel);
+    };
+    let Some(c) = partials::unpacked(ot.dtype) else {
+        return single(kernel);
+    };
+    let k: u64 = dn
+        .lhs_contracting_dimensions
+        .iter()
+        .map(|&d| lt.shape.get(d as usize).copied().unwrap_or(0).max(0) as u64)
+        .product();
+    let n = ot.num_elements() as u64;
+    let mut g = group.clone();
+    g.members.extend(op.results.iter().copied());
+    // Shrink the chunk until one invocation's loops fit the bound.
+    let mut chunk = k.div_ceil(kernel.iterations.div_ceil(bound).max(2));
+    while chunk >= 1 {
+        let chunks = k.div_ceil(chunk);
+        let split = loop_kernel::SplitK {
+            chunks,
+            chunk,
+            partials: vec![partials::binding(0, ot.dtype, n * chunks)],
+        };
+        let first = loop_kernel::emit_split(
+            &format!("{name}_partials"),
+            f,
+            defs,
+            &g,
+            target,
+            Some(&split),
+        )?;
+        if first.iterations <= bound {
+            let add =
+                |acc: &[String], vals: &[String]| format!("{0} = {0} + {1};", acc[0], vals[0]);
+            return partials::fold(
+                name,
+                first,
+                split.partials,
+                n,
+                chunks,
+                kernel.outputs.clone(),
+                &[c],
+                "",
+                &add,
+                target,
+            );
+        }
+        chunk /= 2;
+    }
+    single(kernel)
 }
 
 const TILE: u64 = 64;
@@ -272,6 +352,8 @@ fn tiled(
         (&lt, &rt, &ot),
         &body,
         [gx as u32, gy as u32, batch as u32],
+        // Steps of 16 along k, each with 4 loads and 16 multiply-adds.
+        k.div_ceil(16) * (1 + 4 + 16),
         target,
     )
     .map(Some)
@@ -387,11 +469,21 @@ fn direct(
     let comment = format!(
         "kernel {name}: register-blocked dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; {rows}x{cols} per thread, no workgroup memory: CPU adapter)\nfuses: stablehlo.dot_general"
     );
-    finish(name, &comment, op, (lt, rt, ot), &body, workgroups, target)
+    finish(
+        name,
+        &comment,
+        op,
+        (lt, rt, ot),
+        &body,
+        workgroups,
+        k,
+        target,
+    )
 }
 
 /// The kernel of a dot whose WGSL `body` reads the operands (`in0`, `in1`) and writes the
-/// result (`out0`).
+/// result (`out0`), looping at most `iterations` times per invocation.
+#[allow(clippy::too_many_arguments)]
 fn finish(
     name: &str,
     comment: &str,
@@ -399,6 +491,7 @@ fn finish(
     (lt, rt, ot): (&TensorType, &TensorType, &TensorType),
     body: &str,
     workgroups: [u32; 3],
+    iterations: u64,
     target: Target,
 ) -> Result<Kernel> {
     let inputs = vec![
@@ -430,5 +523,6 @@ fn finish(
         inputs,
         outputs,
         workgroups,
+        iterations,
     })
 }

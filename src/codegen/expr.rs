@@ -83,6 +83,15 @@ pub struct ExprEmitter<'a> {
     function_base: usize,
     saved: Vec<(String, usize, usize)>,
     counter: usize,
+    /// Open blocks, outermost first: (trip count if the block is a loop, back-edges counted
+    /// inside it so far). The first entry is the function body.
+    loops: Vec<(Option<u64>, u64)>,
+    saved_loops: Vec<Vec<(Option<u64>, u64)>>,
+    /// Most loop back-edges one call of any WGSL function emitted with `begin_function` runs.
+    function_iterations: u64,
+    /// The contracting range of the `dot_general` producing a value, for split-K partial
+    /// products: (value, WGSL `u32` expression of the first contracting index, chunk length).
+    pub contraction_chunk: Option<(ValueId, String, u64)>,
 }
 
 impl<'a> ExprEmitter<'a> {
@@ -111,6 +120,10 @@ impl<'a> ExprEmitter<'a> {
             function_base: 0,
             saved: Vec::new(),
             counter: 0,
+            loops: vec![(None, 0)],
+            saved_loops: Vec::new(),
+            function_iterations: 0,
+            contraction_chunk: None,
         }
     }
 
@@ -123,6 +136,8 @@ impl<'a> ExprEmitter<'a> {
         self.memo.push(HashMap::new());
         self.delinear.push(HashMap::new());
         self.function_base = self.memo.len() - 1;
+        self.saved_loops
+            .push(std::mem::replace(&mut self.loops, vec![(None, 0)]));
         for (v, name) in params {
             if let Some(m) = self.memo.last_mut() {
                 m.insert((*v, Index::scalar()), name.clone());
@@ -134,6 +149,12 @@ impl<'a> ExprEmitter<'a> {
     pub fn end_function(&mut self) -> String {
         self.memo.truncate(self.function_base);
         self.delinear.truncate(self.function_base);
+        let inner = std::mem::replace(
+            &mut self.loops,
+            self.saved_loops.pop().unwrap_or_else(|| vec![(None, 0)]),
+        );
+        let cost = inner.iter().map(|l| l.1).fold(0u64, u64::saturating_add);
+        self.function_iterations = self.function_iterations.max(cost);
         let (body, indent, base) = self.saved.pop().unwrap_or_default();
         self.indent = indent;
         self.function_base = base;
@@ -178,12 +199,59 @@ impl<'a> ExprEmitter<'a> {
         self.body.push('\n');
     }
 
-    /// Opens a block (`if (...) {`): values computed inside are not visible after it.
+    /// Opens a block that is not a loop (`if (...) {`): values computed inside are not visible
+    /// after it.
     pub fn open(&mut self, header: &str) {
+        self.open_block(header, None);
+    }
+
+    /// Opens a loop block (`for (...) {`, `loop {`) that runs at most `trips` times, so that
+    /// [`ExprEmitter::iterations`] bounds the back-edges one invocation executes.
+    pub fn open_loop(&mut self, header: &str, trips: u64) {
+        self.open_block(header, Some(trips));
+    }
+
+    fn open_block(&mut self, header: &str, trips: Option<u64>) {
         self.line(&format!("{header} {{"));
         self.indent += 1;
         self.memo.push(HashMap::new());
         self.delinear.push(HashMap::new());
+        self.loops.push((trips, 0));
+    }
+
+    /// Ends the innermost counted block, charging its back-edges to the enclosing one.
+    fn end_block(&mut self) {
+        if self.loops.len() <= 1 {
+            return;
+        }
+        if let Some((trips, inner)) = self.loops.pop() {
+            // A loop of t trips runs its body t times and takes t back-edges.
+            let cost = match trips {
+                Some(t) => t.saturating_mul(inner.saturating_add(1)),
+                None => inner,
+            };
+            if let Some(parent) = self.loops.last_mut() {
+                parent.1 = parent.1.saturating_add(cost);
+            }
+        }
+    }
+
+    /// An upper bound on the loop back-edges (every loop, nested ones included) one execution
+    /// of the statements emitted so far runs. Calls of region functions (reducers,
+    /// comparators) are assumed to happen at most once per counted back-edge plus once.
+    pub fn iterations(&self) -> u64 {
+        let mut total = 0u64;
+        for &(trips, inner) in self.loops.iter().rev() {
+            total = total.saturating_add(inner);
+            if let Some(t) = trips {
+                total = t.saturating_mul(total.saturating_add(1));
+            }
+        }
+        total.saturating_add(
+            total
+                .saturating_add(1)
+                .saturating_mul(self.function_iterations),
+        )
     }
 
     /// Closes the innermost block, optionally continuing with `} else ... {`.
@@ -191,12 +259,14 @@ impl<'a> ExprEmitter<'a> {
         self.indent = self.indent.saturating_sub(1);
         self.memo.pop();
         self.delinear.pop();
+        self.end_block();
         match continuation {
             Some(c) => {
                 self.line(&format!("}} {c} {{"));
                 self.indent += 1;
                 self.memo.push(HashMap::new());
                 self.delinear.push(HashMap::new());
+                self.loops.push((None, 0));
             }
             None => self.line("}"),
         }
@@ -670,9 +740,18 @@ impl<'a> ExprEmitter<'a> {
         self.line(&format!("var {acc}: {} = {};", rc.wgsl(), dtype::zero(rc)));
         if k > 0 {
             let c = self.fresh("c");
-            self.open(&format!(
-                "for (var {c}: u32 = 0u; {c} < {k}u; {c} = {c} + 1u)"
-            ));
+            match self.contraction_chunk.clone() {
+                Some((v, c0, chunk)) if op.results.first() == Some(&v) => self.open_loop(
+                    &format!(
+                        "for (var {c}: u32 = {c0}; {c} < min({c0} + {chunk}u, {k}u); {c} = {c} + 1u)"
+                    ),
+                    chunk.min(k as u64),
+                ),
+                _ => self.open_loop(
+                    &format!("for (var {c}: u32 = 0u; {c} < {k}u; {c} = {c} + 1u)"),
+                    k as u64,
+                ),
+            }
             let cm = self.multi(&Index::Linear(c.clone()), &contract_dims);
             for (j, (&lc, &rcd)) in d
                 .lhs_contracting_dimensions
@@ -932,9 +1011,10 @@ impl<'a> ExprEmitter<'a> {
         self.line(&format!("var {acc}: {} = {};", rc.wgsl(), dtype::zero(rc)));
         if wcount > 0 && cg > 0 {
             let w = self.fresh("w");
-            self.open(&format!(
-                "for (var {w}: u32 = 0u; {w} < {wcount}u; {w} = {w} + 1u)"
-            ));
+            self.open_loop(
+                &format!("for (var {w}: u32 = 0u; {w} < {wcount}u; {w} = {w} + 1u)"),
+                wcount as u64,
+            );
             let wi = self.multi(&Index::Linear(w.clone()), &wdims);
             let mut xi = vec!["0u".to_string(); xt.rank()];
             let mut ki = vec!["0u".to_string(); kt.rank()];
@@ -972,9 +1052,10 @@ impl<'a> ExprEmitter<'a> {
                 self.open(&format!("if ({})", conds.join(" && ")));
             }
             let f = self.fresh("f");
-            self.open(&format!(
-                "for (var {f}: u32 = 0u; {f} < {cg}u; {f} = {f} + 1u)"
-            ));
+            self.open_loop(
+                &format!("for (var {f}: u32 = 0u; {f} < {cg}u; {f} = {f} + 1u)"),
+                cg,
+            );
             xi[u(d.input_batch_dimension)] = ib.clone();
             xi[u(d.input_feature_dimension)] = format!("({f0} + {f})");
             ki[u(d.kernel_input_feature_dimension)] = f.clone();

@@ -23,6 +23,10 @@ pub struct Kernel {
     pub outputs: Vec<Binding>,
     /// Workgroups to dispatch.
     pub workgroups: [u32; 3],
+    /// An upper bound on the loop back-edges (all loops, nested ones included) one invocation
+    /// executes: the compile driver rejects kernels over `Target::max_invocation_iterations`
+    /// (drivers cut long loops short, as Mesa's llvmpipe does, or watchdogs kill them).
+    pub iterations: u64,
 }
 
 /// Workgroup counts for `groups` workgroups: x up to the per-dimension limit, the rest in y.
@@ -161,7 +165,8 @@ pub fn validate(name: &str, wgsl: &str, caps: Capabilities) -> Result<()> {
 }
 
 /// A kernel of `threads` invocations (`tid` = 0..threads): `functions` placed before the entry
-/// point, `body` (statements) inside it. The shared tail of the standalone op kernels.
+/// point, `body` (statements) inside it, whose invocations run at most `iterations` loop
+/// back-edges. The shared tail of the standalone op kernels.
 #[allow(clippy::too_many_arguments)]
 pub fn threaded(
     name: &str,
@@ -172,6 +177,7 @@ pub fn threaded(
     functions: &str,
     body: &str,
     threads: u64,
+    iterations: u64,
     target: super::loop_kernel::Target,
 ) -> Result<Kernel> {
     let mut main = functions.to_string();
@@ -187,6 +193,7 @@ pub fn threaded(
         inputs,
         outputs,
         workgroups: grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
+        iterations,
     })
 }
 

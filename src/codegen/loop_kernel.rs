@@ -26,6 +26,28 @@ pub struct Target<'a> {
     /// The adapter is a CPU implementation (lavapipe, SwiftShader, WARP): workgroup memory and
     /// barriers are emulated and expensive there.
     pub cpu_adapter: bool,
+    /// Most loop back-edges (all loops, nested ones included) one kernel invocation may run:
+    /// longer work is split across invocations and launches, or refused. Drivers cut long
+    /// loops short (Mesa's llvmpipe silently exits every loop of an invocation after 65535
+    /// back-edges in all), and GPU watchdogs kill long invocations.
+    pub max_invocation_iterations: u64,
+    /// Largest buffer a kernel may bind (`max_storage_buffer_binding_size`), in bytes.
+    pub max_binding_size: u64,
+}
+
+/// The default of [`Target::max_invocation_iterations`]: half of llvmpipe's 65535, leaving
+/// room for loops the count does not see (the few steps of library functions such as integer
+/// powers) and far below what trips a GPU watchdog.
+pub const DEFAULT_MAX_INVOCATION_ITERATIONS: u64 = 32768;
+
+/// The loop bound from `WGPU_HLO_MAX_LOOP` (tests set it low to exercise the split kernels
+/// with small tensors), else [`DEFAULT_MAX_INVOCATION_ITERATIONS`]. Values below 16 are raised
+/// to 16: every split needs a few iterations to make progress.
+pub fn max_invocation_iterations_from_env() -> u64 {
+    std::env::var("WGPU_HLO_MAX_LOOP")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(DEFAULT_MAX_INVOCATION_ITERATIONS, |n| n.max(16))
 }
 
 /// Emits the loop kernel for `group`.
@@ -36,8 +58,37 @@ pub fn emit(
     group: &Group,
     target: Target,
 ) -> Result<Kernel> {
+    emit_split(name, f, defs, group, target, None)
+}
+
+/// A split-K stage of a `dot_general` computed by the loop emitter: `chunks` partial products
+/// per output element, each over `chunk` contracting steps, written to `partials` (one
+/// binding per output, element `o * chunks + c`, in the outputs' compute types).
+pub struct SplitK {
+    /// Contracting chunks per output element.
+    pub chunks: u64,
+    /// Contracting steps per chunk.
+    pub chunk: u64,
+    /// The partials' bindings.
+    pub partials: Vec<Binding>,
+}
+
+/// [`emit`], or with `split` its split-K partial-products stage (`group` is a `dot_general`
+/// with its producers; outputs must be unpacked).
+pub fn emit_split(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    group: &Group,
+    target: Target,
+    split: Option<&SplitK>,
+) -> Result<Kernel> {
     let fused = |v: ValueId| group.members.contains(&v);
     let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
+    if let (Some(s), Some(&v)) = (split, group.outputs.first()) {
+        em.line(&format!("let kc = (tid % {}u) * {}u;", s.chunks, s.chunk));
+        em.contraction_chunk = Some((v, "kc".to_string(), s.chunk));
+    }
     let outs: Vec<Binding> = group
         .outputs
         .iter()
@@ -54,6 +105,9 @@ pub fn emit(
     let n = first.ty.num_elements() as u64;
     if outs.iter().any(|o| o.ty.num_elements() as u64 != n) {
         return Err(Error::internal(format!("{name}: outputs differ in size")));
+    }
+    if let Some(s) = split {
+        return split_k_stage(name, em, &outs, s, target);
     }
     let k = outs
         .iter()
@@ -154,5 +208,47 @@ pub fn emit(
         inputs: em.inputs.clone(),
         outputs: outs,
         workgroups,
+        iterations: em.iterations(),
     })
+}
+
+/// The partial-products stage of a split-K dot: thread `tid` computes chunk `tid % chunks` of
+/// output element `tid / chunks`.
+fn split_k_stage(
+    name: &str,
+    mut em: ExprEmitter,
+    outs: &[Binding],
+    s: &SplitK,
+    target: Target,
+) -> Result<Kernel> {
+    let n = outs.first().map_or(0, |o| o.ty.num_elements() as u64);
+    if outs.iter().any(|o| dtype::per_word(o.ty.dtype) > 1) || outs.len() != s.partials.len() {
+        return Err(Error::internal(format!(
+            "{name}: split-K of packed or mismatched outputs"
+        )));
+    }
+    let threads = n * s.chunks;
+    em.line(&format!("let o = tid / {}u;", s.chunks));
+    for (j, o) in outs.iter().enumerate() {
+        let v = em.value(o.value, &Index::Linear("o".into()))?;
+        em.line(&format!("out{j}[tid] = {v};"));
+    }
+    let comment = format!(
+        "kernel {name}: split-K partial products, {} chunks of {} contracting steps for each of {n} elements\nfuses: {}",
+        s.chunks,
+        s.chunk,
+        em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+    kernel::threaded(
+        name,
+        &comment,
+        em.inputs.clone(),
+        s.partials.clone(),
+        &em.needs,
+        "",
+        &em.body,
+        threads,
+        em.iterations(),
+        target,
+    )
 }

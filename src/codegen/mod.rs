@@ -9,4 +9,5 @@ pub mod library;
 pub mod loop_kernel;
 pub mod math;
 pub mod op_kernels;
+pub mod partials;
 pub mod reduce_kernel;

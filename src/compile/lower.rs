@@ -159,22 +159,37 @@ impl<'f, 't> Lowering<'f, 't> {
                 Node::Kernel(g) => {
                     let root = &region.ops[g.root];
                     let name = format!("{}_{}", kind_name(g.kind), self.kernels.len());
-                    let kernel = match g.kind {
-                        KernelKind::Loop => loop_kernel::emit(&name, self.f, &defs, g, self.target),
-                        KernelKind::Reduce => {
-                            reduce_kernel::emit(&name, self.f, &defs, g, root, self.target)
-                        }
-                        KernelKind::Dot => {
-                            dot_kernel::emit(&name, self.f, &defs, g, root, self.target)
-                        }
-                    }
-                    .map_err(|e| {
+                    let in_context = |e: Error| {
                         if e.message.contains(&root.loc.to_string()) {
                             e
                         } else {
                             e.context(format!("{} at {}", root.name(), root.loc))
                         }
-                    })?;
+                    };
+                    // Reductions and dots too long for one invocation become several launches.
+                    let plan = match g.kind {
+                        KernelKind::Loop => None,
+                        KernelKind::Reduce => Some(reduce_kernel::plan(
+                            &name,
+                            self.f,
+                            &defs,
+                            g,
+                            root,
+                            self.target,
+                        )),
+                        KernelKind::Dot => {
+                            Some(dot_kernel::plan(&name, self.f, &defs, g, root, self.target))
+                        }
+                    };
+                    if let Some(plan) = plan {
+                        let plan = plan.map_err(in_context)?;
+                        let steps = self.launch_plan(plan, root, &name)?;
+                        program.steps.extend(steps);
+                        continue;
+                    }
+                    let kernel = loop_kernel::emit(&name, self.f, &defs, g, self.target)
+                        .map_err(in_context)?;
+                    self.check(&kernel, root)?;
                     let args = kernel
                         .inputs
                         .iter()
@@ -220,7 +235,7 @@ impl<'f, 't> Lowering<'f, 't> {
     /// The steps of an op computed by a multi-kernel plan (long sorts, scatters sorted by index,
     /// long prefix scans, large FFTs), or `None` for other ops.
     fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
-        use crate::codegen::op_kernels::{self as k, fft, scan, scatter, sort, update};
+        use crate::codegen::op_kernels::{fft, scan, scatter, sort, update};
         if op
             .results
             .iter()
@@ -244,6 +259,55 @@ impl<'f, 't> Lowering<'f, 't> {
         else {
             return Ok(None);
         };
+        self.launch_plan(plan, op, &name).map(Some)
+    }
+
+    /// Refuses a kernel the target cannot run correctly: one whose invocations loop more than
+    /// `max_invocation_iterations` times (drivers would cut the loops short), or that binds a
+    /// buffer larger than the adapter's `max_storage_buffer_binding_size`.
+    fn check(&self, kernel: &Kernel, op: &Operation) -> Result<()> {
+        let t = &self.target;
+        if kernel.iterations > t.max_invocation_iterations {
+            return Err(Error::resource_exhausted(format!(
+                "{} at {}: kernel {} would run up to {} loop iterations per invocation, more than \
+                 the {} allowed on adapter {} (WGPU_HLO_MAX_LOOP); it cannot be split further",
+                op.name(),
+                op.loc,
+                kernel.name,
+                kernel.iterations,
+                t.max_invocation_iterations,
+                t.adapter
+            )));
+        }
+        for b in kernel.inputs.iter().chain(&kernel.outputs) {
+            let bytes = b.ty.num_elements() as u64 * b.ty.dtype.byte_size() as u64;
+            if bytes > t.max_binding_size {
+                return Err(Error::resource_exhausted(format!(
+                    "{} at {}: kernel {} binds a {} buffer of {bytes} bytes, more than adapter \
+                     {}'s max_storage_buffer_binding_size of {} bytes",
+                    op.name(),
+                    op.loc,
+                    kernel.name,
+                    b.ty,
+                    t.adapter,
+                    t.max_binding_size
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The launches of `plan`, computing `op`'s results.
+    fn launch_plan(
+        &mut self,
+        plan: op_kernels::Plan,
+        op: &'f Operation,
+        name: &str,
+    ) -> Result<Vec<Step>> {
+        use crate::codegen::op_kernels as k;
+        for kernel in &plan.kernels {
+            self.check(kernel, op)?;
+        }
         // Each launch writing a temporary gives it a fresh slot: `current[t]` is its latest.
         let mut current: Vec<Option<Slot>> = vec![None; plan.temps.len()];
         let temp_of = |v: ValueId| (0..plan.temps.len()).find(|&t| k::temp(t) == v);
@@ -303,7 +367,7 @@ impl<'f, 't> Lowering<'f, 't> {
                 results,
             });
         }
-        Ok(Some(steps))
+        Ok(steps)
     }
 
     /// A buffer slot for an intermediate that is no value of the program.
@@ -408,6 +472,7 @@ impl<'f, 't> Lowering<'f, 't> {
                     update::emit_scatter(&name, self.f, &self.all_defs, op, self.target)
                 }
                 .map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?;
+                self.check(&kernel, op)?;
                 let args = kernel
                     .inputs
                     .iter()
@@ -451,6 +516,7 @@ impl<'f, 't> Lowering<'f, 't> {
                 else {
                     return Err(unsupported());
                 };
+                self.check(&kernel, op)?;
                 let args = kernel
                     .inputs
                     .iter()

@@ -26,6 +26,9 @@ pub struct CompileOptions {
     pub dump_dir: Option<PathBuf>,
     /// The function to compile (default `main`).
     pub entry: Option<String>,
+    /// Overrides `Target::max_invocation_iterations` (default: `WGPU_HLO_MAX_LOOP`, else
+    /// 32768); tests set it low to exercise the split kernels with small tensors.
+    pub max_loop_iterations: Option<u64>,
 }
 
 const SERIALIZED_MAGIC: &[u8] = b"WGPUHLO\x01";
@@ -52,6 +55,9 @@ pub fn target(device: &Device) -> Target<'_> {
         max_workgroups: l.max_compute_workgroups_per_dimension,
         max_storage_buffers: l.max_storage_buffers_per_shader_stage,
         cpu_adapter: device.info().device_type == "Cpu",
+        max_invocation_iterations: crate::codegen::loop_kernel::max_invocation_iterations_from_env(
+        ),
+        max_binding_size: l.max_storage_buffer_binding_size,
     }
 }
 
@@ -148,7 +154,11 @@ pub fn compile_function(
         .iter()
         .map(tensor)
         .collect::<Result<Vec<_>>>()?;
-    let lowered = match lower::lower(f, target(device)) {
+    let mut target = target(device);
+    if let Some(n) = options.max_loop_iterations {
+        target.max_invocation_iterations = n.max(16);
+    }
+    let lowered = match lower::lower(f, target) {
         Ok(l) => l,
         Err(e) => {
             // Dump what was read, so a failing program can be inspected.

@@ -195,6 +195,7 @@ fn run_function(
         name: Some(format!("{stem}.{entry}")),
         dump_dir: options.dump_dir.clone(),
         entry: Some(entry.to_string()),
+        ..Default::default()
     };
     let exe = compile_function(device, &f, Some(module), &opts, Vec::new())?;
     let outputs = exe.execute_blocking(&[])?;

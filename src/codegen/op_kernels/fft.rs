@@ -82,9 +82,10 @@ pub fn emit(
             "var {acc}: vec2<{real}> = vec2<{real}>(0.0, 0.0);"
         ));
         if positions > 0 {
-            em.open(&format!(
-                "for (var j: u32 = 0u; j < {positions}u; j = j + 1u)"
-            ));
+            em.open_loop(
+                &format!("for (var j: u32 = 0u; j < {positions}u; j = j + 1u)"),
+                positions as u64,
+            );
             let jm = em.multi(&Index::Linear("j".into()), &lens);
             em.line(&format!("var t: {real} = 0.0;"));
             for (d, &n) in lens.iter().enumerate() {
@@ -365,7 +366,10 @@ pub fn plan(
         em.line(&format!("var acc: vec2<{real}> = vec2<{real}>(0.0, 0.0);"));
         let (terms, what) = match p.stage {
             Stage::Direct { n } => {
-                em.open(&format!("for (var j: u32 = 0u; j < {n}u; j = j + 1u)"));
+                em.open_loop(
+                    &format!("for (var j: u32 = 0u; j < {n}u; j = j + 1u)"),
+                    n as u64,
+                );
                 let x = read(&mut em, "j")?;
                 em.line(&format!(
                     "acc = acc + wh_cmul_{real}({x}, {});",
@@ -377,7 +381,10 @@ pub fn plan(
             Stage::First { n1, n2 } => {
                 em.line(&format!("let k1 = k / {n2}u;"));
                 em.line(&format!("let m = k % {n2}u;"));
-                em.open(&format!("for (var j: u32 = 0u; j < {n1}u; j = j + 1u)"));
+                em.open_loop(
+                    &format!("for (var j: u32 = 0u; j < {n1}u; j = j + 1u)"),
+                    n1 as u64,
+                );
                 let x = read(&mut em, &format!("{n2}u * j + m"))?;
                 em.line(&format!(
                     "acc = acc + wh_cmul_{real}({x}, {});",
@@ -393,7 +400,10 @@ pub fn plan(
             Stage::Second { n1, n2 } => {
                 em.line(&format!("let k1 = k % {n1}u;"));
                 em.line(&format!("let k2 = k / {n1}u;"));
-                em.open(&format!("for (var m: u32 = 0u; m < {n2}u; m = m + 1u)"));
+                em.open_loop(
+                    &format!("for (var m: u32 = 0u; m < {n2}u; m = m + 1u)"),
+                    n2 as u64,
+                );
                 let x = read(&mut em, &format!("k1 * {n2}u + m"))?;
                 em.line(&format!(
                     "acc = acc + wh_cmul_{real}({x}, {});",
@@ -444,6 +454,7 @@ pub fn plan(
             &tw,
             &em.body,
             threads,
+            em.iterations(),
             target,
         )?);
     }

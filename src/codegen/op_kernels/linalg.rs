@@ -94,6 +94,10 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
         "",
         &body,
         batch,
+        // Zeroing (n^2 + n back-edges), then per column j: j, and (j + 1) per row below it.
+        (0..n as u64).fold(n as u64 * (n as u64 + 1), |s, j| {
+            s + 1 + j + (n as u64 - j - 1) * (j + 1)
+        }),
         target,
     )
 }
@@ -206,6 +210,8 @@ pub fn triangular_solve(
         "",
         &body,
         batch * vec_count,
+        // K rows, each with at most K - 1 inner steps.
+        k * (k + 1) / 2 + k,
         target,
     )
 }

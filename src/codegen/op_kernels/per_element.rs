@@ -107,5 +107,6 @@ pub fn build(
         inputs: em.inputs.clone(),
         outputs: outs,
         workgroups: kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
+        iterations: em.iterations(),
     })
 }

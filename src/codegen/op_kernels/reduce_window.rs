@@ -88,7 +88,10 @@ pub fn emit(
             acc.push(a);
             init_vals.push(iv);
         }
-        em.open(&format!("for (var w: u32 = 0u; w < {wcount}u; w = w + 1u)"));
+        em.open_loop(
+            &format!("for (var w: u32 = 0u; w < {wcount}u; w = w + 1u)"),
+            wcount as u64,
+        );
         let wi = em.multi(&Index::Linear("w".into()), &wdims);
         let mut conds = Vec::new();
         let mut xi = Vec::new();

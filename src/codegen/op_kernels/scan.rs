@@ -193,9 +193,12 @@ pub fn plan(
                 let acc = start(em, &format!("{e}"))?;
                 em.line(&format!("let row{e} = {lin} / {chunks}u;"));
                 em.line(&format!("let c0{e} = ({lin} % {chunks}u) * {chunk}u;"));
-                em.open(&format!(
-                    "for (var i{e}: u32 = c0{e}; i{e} < min(c0{e} + {chunk}u, {n}u); i{e} = i{e} + 1u)"
-                ));
+                em.open_loop(
+                    &format!(
+                        "for (var i{e}: u32 = c0{e}; i{e} < min(c0{e} + {chunk}u, {n}u); i{e} = i{e} + 1u)"
+                    ),
+                    chunk as u64,
+                );
                 let idx = at(&format!("row{e}"), &format!("i{e}"));
                 let vals: Vec<String> = inputs
                     .iter()
@@ -213,7 +216,10 @@ pub fn plan(
         em.inputs.extend(temp_bindings(0));
         let func = emit_body_function(&mut em, "body", body, &types)?;
         let acc = start(&mut em, "")?;
-        em.open(&format!("for (var c: u32 = 0u; c < {chunks}u; c = c + 1u)"));
+        em.open_loop(
+            &format!("for (var c: u32 = 0u; c < {chunks}u; c = c + 1u)"),
+            chunks as u64,
+        );
         em.line(&format!("let l = tid * {chunks}u + c;"));
         let mut vals = Vec::new();
         for (j, a) in acc.iter().enumerate() {
@@ -245,9 +251,10 @@ pub fn plan(
             em.line(&format!("var acc_{j}: {} = in{j}[tid];", t.wgsl()));
             acc.push(format!("acc_{j}"));
         }
-        em.open(&format!(
-            "for (var i: u32 = c0; i < min(c0 + {chunk}u, {n}u); i = i + 1u)"
-        ));
+        em.open_loop(
+            &format!("for (var i: u32 = c0; i < min(c0 + {chunk}u, {n}u); i = i + 1u)"),
+            chunk as u64,
+        );
         let idx = at("row", "i");
         let vals: Vec<String> = inputs
             .iter()
@@ -339,6 +346,7 @@ fn finish(
         functions,
         &em.body,
         threads,
+        em.iterations(),
         target,
     )
 }

@@ -165,7 +165,8 @@ fn emit_with(
             em.line(&format!("let {want}: i32 = i32({});", oi[d0]));
             em.line(&format!("var lo{e}: u32 = 0u;"));
             em.line(&format!("var hi{e}: u32 = {count}u;"));
-            em.open("loop");
+            // Binary search: at most log2(count) + 1 halvings, plus the final break.
+            em.open_loop("loop", u64::from(64 - (count as u64).leading_zeros()) + 1);
             em.line(&format!("if (lo{e} >= hi{e}) {{ break; }}"));
             em.line(&format!("let mid{e} = (lo{e} + hi{e}) / 2u;"));
             em.line(&format!("let sb{e} = in0[mid{e}];"));
@@ -182,14 +183,18 @@ fn emit_with(
                 "if ({key} < {want}) {{ lo{e} = mid{e} + 1u; }} else {{ hi{e} = mid{e}; }}"
             ));
             em.close(None);
-            em.open(&format!(
-                "for (var q: u32 = lo{e}; q < {count}u; q = q + 1u)"
-            ));
+            em.open_loop(
+                &format!("for (var q: u32 = lo{e}; q < {count}u; q = q + 1u)"),
+                count as u64,
+            );
             em.line("let s = in0[q];");
             let key = window_key(em, "s", indices, &scatter_sizes, ivd, irank, ic)?;
             em.line(&format!("if ({key} != {want}) {{ break; }}"));
         } else {
-            em.open(&format!("for (var s: u32 = 0u; s < {count}u; s = s + 1u)"));
+            em.open_loop(
+                &format!("for (var s: u32 = 0u; s < {count}u; s = s + 1u)"),
+                count as u64,
+            );
         }
         let si = em.multi(&Index::Linear("s".into()), &scatter_sizes);
         // Start of this index's window, per input dimension (i32).
@@ -393,6 +398,7 @@ pub fn sorted(
             "",
             &em.body,
             p,
+            em.iterations(),
             target,
         )?
     };

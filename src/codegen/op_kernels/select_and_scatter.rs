@@ -103,7 +103,10 @@ pub fn emit(
             }
             // Windows containing this element, last window position first (= increasing source
             // index).
-            em.open(&format!("for (var v: u32 = 0u; v < {wcount}u; v = v + 1u)"));
+            em.open_loop(
+                &format!("for (var v: u32 = 0u; v < {wcount}u; v = v + 1u)"),
+                wcount as u64,
+            );
             em.line(&format!("let w = {}u - v;", wcount - 1));
             let wi = em.multi(&Index::Linear("w".into()), &wdims);
             let mut conds = Vec::new();
@@ -127,7 +130,10 @@ pub fn emit(
             // Fold window `si` with `select`; `pick` is the linear window position chosen.
             em.line(&format!("var best: {};", t.wgsl()));
             em.line("var pick: u32 = 0xffffffffu;");
-            em.open(&format!("for (var u: u32 = 0u; u < {wcount}u; u = u + 1u)"));
+            em.open_loop(
+                &format!("for (var u: u32 = 0u; u < {wcount}u; u = u + 1u)"),
+                wcount as u64,
+            );
             let ui = em.multi(&Index::Linear("u".into()), &wdims);
             let mut inside = Vec::new();
             let mut xi = Vec::new();

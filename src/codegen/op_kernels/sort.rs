@@ -220,9 +220,10 @@ fn ranking(
      -> Result<String> {
         let rank = format!("rank{tag}");
         em.line(&format!("var {rank}: u32 = 0u;"));
-        em.open(&format!(
-            "for (var q{tag}: u32 = 0u; q{tag} < {n}u; q{tag} = q{tag} + 1u)"
-        ));
+        em.open_loop(
+            &format!("for (var q{tag}: u32 = 0u; q{tag} < {n}u; q{tag} = q{tag} + 1u)"),
+            n as u64,
+        );
         let mut at = base.to_vec();
         at[dim] = format!("q{tag}");
         let vq: Vec<String> = operands
@@ -269,9 +270,10 @@ fn ranking(
                     .collect();
                 let pos = format!("pos{e}");
                 em.line(&format!("var {pos}: u32 = 0u;"));
-                em.open(&format!(
-                    "for (var p{e}: u32 = 0u; p{e} < {n}u; p{e} = p{e} + 1u)"
-                ));
+                em.open_loop(
+                    &format!("for (var p{e}: u32 = 0u; p{e} < {n}u; p{e} = p{e} + 1u)"),
+                    n as u64,
+                );
                 let mut at = ri.clone();
                 at[dim] = format!("p{e}");
                 let vp: Vec<String> = operands
@@ -336,6 +338,7 @@ fn ranking(
         inputs: em.inputs.clone(),
         outputs: outs,
         workgroups: kernel::grid(total.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
+        iterations: em.iterations(),
     })
 }
 
@@ -479,6 +482,7 @@ pub fn bitonic(
                 &pr.functions,
                 &em.body,
                 threads,
+                em.iterations(),
                 target,
             )
         },
@@ -602,6 +606,7 @@ pub(crate) fn identity_kernel(
         "",
         &format!("    out0[tid] = tid % {p}u;\n"),
         threads,
+        0,
         target,
     )
 }

@@ -85,6 +85,7 @@ pub fn emit(
         "",
         &em.body,
         total,
+        em.iterations(),
         target,
     )
 }
@@ -222,6 +223,7 @@ pub fn emit_scatter(
         &func,
         &em.body,
         total,
+        em.iterations(),
         target,
     )
 }

@@ -1,0 +1,144 @@
+//! Folding partial results: the later stages of work split across invocations (multi-stage
+//! reductions, split-K dots). A first kernel leaves `parts` partial results for each of `n`
+//! outputs in temporaries (element `o * parts + p`); fold kernels combine at most
+//! `Target::max_invocation_iterations` of them per invocation, stage after stage, until one
+//! remains per output and is written to the real results.
+
+use std::collections::BTreeSet;
+
+use super::dtype::Compute;
+use super::expr::Binding;
+use super::kernel::{self, Kernel};
+use super::loop_kernel::Target;
+use super::op_kernels::{temp, Plan};
+use crate::error::{Error, Result};
+use crate::ir::{ElementType, TensorType};
+
+/// The compute type of `t` when buffers store it unpacked in that same WGSL type (so partials
+/// of `t` can be kept in a temporary of `t`); `None` for packed narrow types.
+pub fn unpacked(t: ElementType) -> Option<Compute> {
+    use ElementType::*;
+    Some(match t {
+        F32 => Compute::F32,
+        I32 => Compute::I32,
+        U32 => Compute::U32,
+        I64 => Compute::I64,
+        U64 => Compute::U64,
+        F64 => Compute::F64,
+        C64 => Compute::C64,
+        C128 => Compute::C128,
+        _ => return None,
+    })
+}
+
+/// The binding of temporary `t`: `len` elements of `dtype`.
+pub fn binding(t: usize, dtype: ElementType, len: u64) -> Binding {
+    Binding {
+        value: temp(t),
+        ty: TensorType::new(vec![len as i64], dtype),
+    }
+}
+
+/// The plan running `first` (which writes `partials`: `parts` partials per output, temporaries
+/// `0..partials.len()`), then fold kernels down to `finals` (`n` elements each). `functions`
+/// is WGSL the folds need (a reducer body), `combine(acc, vals)` the statement folding `vals`
+/// into the accumulators `acc`.
+#[allow(clippy::too_many_arguments)]
+pub fn fold(
+    name: &str,
+    first: Kernel,
+    partials: Vec<Binding>,
+    n: u64,
+    parts: u64,
+    finals: Vec<Binding>,
+    types: &[Compute],
+    functions: &str,
+    combine: &dyn Fn(&[String], &[String]) -> String,
+    target: Target,
+) -> Result<Plan> {
+    let per = target.max_invocation_iterations.max(2);
+    let mut temps: Vec<TensorType> = partials.iter().map(|b| b.ty.clone()).collect();
+    let mut kernels = vec![first];
+    let (mut input, mut parts) = (partials, parts);
+    loop {
+        let groups = parts.div_ceil(per);
+        let output = if groups == 1 {
+            finals.clone()
+        } else {
+            let base = temps.len();
+            let out: Vec<Binding> = input
+                .iter()
+                .enumerate()
+                .map(|(i, b)| binding(base + i, b.ty.dtype, n * groups))
+                .collect();
+            temps.extend(out.iter().map(|b| b.ty.clone()));
+            out
+        };
+        if output.len() != types.len() || input.len() != types.len() {
+            return Err(Error::internal(format!(
+                "{name}: partials and results differ in number"
+            )));
+        }
+        let stage = kernels.len();
+        kernels.push(fold_kernel(
+            &format!("{name}_fold{stage}"),
+            input,
+            output.clone(),
+            (n, parts, groups, per),
+            types,
+            functions,
+            combine,
+            target,
+        )?);
+        if groups == 1 {
+            break;
+        }
+        (input, parts) = (output, groups);
+    }
+    Ok(Plan::sequential(kernels, temps))
+}
+
+/// One fold stage: invocation `t` folds partials `g * per ..` (at most `per`) of output `o`,
+/// where `o = t / groups`, `g = t % groups`, into element `t` of `output`.
+#[allow(clippy::too_many_arguments)]
+fn fold_kernel(
+    name: &str,
+    input: Vec<Binding>,
+    output: Vec<Binding>,
+    (n, parts, groups, per): (u64, u64, u64, u64),
+    types: &[Compute],
+    functions: &str,
+    combine: &dyn Fn(&[String], &[String]) -> String,
+    target: Target,
+) -> Result<Kernel> {
+    let mut body = String::new();
+    body.push_str(&format!(
+        "    let o = tid / {groups}u;\n    let p0 = o * {parts}u + (tid % {groups}u) * {per}u;\n    let p1 = min(p0 + {per}u, (o + 1u) * {parts}u);\n"
+    ));
+    let acc: Vec<String> = (0..types.len()).map(|j| format!("acc{j}")).collect();
+    let vals: Vec<String> = (0..types.len()).map(|j| format!("in{j}[p]")).collect();
+    for (j, t) in types.iter().enumerate() {
+        body.push_str(&format!("    var acc{j}: {} = in{j}[p0];\n", t.wgsl()));
+    }
+    body.push_str("    for (var p: u32 = p0 + 1u; p < p1; p = p + 1u) {\n        ");
+    body.push_str(&combine(&acc, &vals));
+    body.push_str("\n    }\n");
+    for j in 0..types.len() {
+        body.push_str(&format!("    out{j}[tid] = acc{j};\n"));
+    }
+    let comment = format!(
+        "kernel {name}: folds {parts} partials into {groups} for each of {n} outputs (at most {per} per invocation)"
+    );
+    kernel::threaded(
+        name,
+        &comment,
+        input,
+        output,
+        &BTreeSet::new(),
+        functions,
+        &body,
+        n * groups,
+        per,
+        target,
+    )
+}

@@ -1,0 +1,275 @@
+//! Work split across invocations: with a low loop bound per invocation (through
+//! `CompileOptions::max_loop_iterations`, so small tensors exercise the same code paths as
+//! lavapipe-sized ones), reductions of every shape and dots with long contractions match a
+//! host reference; at the default bound, the sizes that llvmpipe used to truncate silently are
+//! right; what cannot be split is refused with RESOURCE_EXHAUSTED, never computed wrong.
+
+use std::sync::{Arc, OnceLock};
+
+use wgpu_hlo::compile::{compile, CompileOptions};
+use wgpu_hlo::error::ErrorKind;
+use wgpu_hlo::ir::{ElementType, TensorType};
+use wgpu_hlo::runtime::{Device, DeviceBuffer};
+
+fn device() -> Arc<Device> {
+    static DEV: OnceLock<Arc<Device>> = OnceLock::new();
+    DEV.get_or_init(|| Device::open().expect("a wgpu adapter"))
+        .clone()
+}
+
+/// Deterministic pseudo-random values in [-1, 1).
+fn data(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn options(max_loop: Option<u64>) -> CompileOptions {
+    CompileOptions {
+        max_loop_iterations: max_loop,
+        ..Default::default()
+    }
+}
+
+fn upload_f32(shape: &[usize], v: &[f32]) -> DeviceBuffer {
+    let t = TensorType::new(shape.iter().map(|&d| d as i64).collect(), ElementType::F32);
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    device().upload(&t, &bytes).unwrap()
+}
+
+/// Compiles `src` with the given loop bound, runs it on `args`, returns every result's bytes
+/// and the number of kernels.
+fn run(src: &str, max_loop: Option<u64>, args: &[DeviceBuffer]) -> (Vec<Vec<u8>>, usize) {
+    let exe = compile(&device(), src.as_bytes(), &options(max_loop))
+        .unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let out = exe.execute_blocking(args).unwrap();
+    let bytes = out
+        .iter()
+        .map(|b| b.read_to_host_blocking().unwrap())
+        .collect();
+    (bytes, exe.kernels().len())
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn i32s(b: &[u8]) -> Vec<i32> {
+    b.chunks(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn shape_str(s: &[usize], t: &str) -> String {
+    s.iter().map(|d| format!("{d}x")).collect::<String>() + t
+}
+
+fn close(got: f32, want: f64, terms: usize) -> bool {
+    (got as f64 - want).abs() <= 1e-5 * (terms as f64).sqrt() * (1.0 + want.abs()) + 1e-6
+}
+
+/// `reduce add` of an `f32` tensor over `dims`, against the host's f64 sums.
+fn check_sum(shape: &[usize], dims: &[usize], max_loop: Option<u64>) {
+    let kept: Vec<usize> = (0..shape.len()).filter(|d| !dims.contains(d)).collect();
+    let oshape: Vec<usize> = kept.iter().map(|&d| shape[d]).collect();
+    let list = dims
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (it, ot) = (shape_str(shape, "f32"), shape_str(&oshape, "f32"));
+    let src = format!(
+        "func.func @main(%a: tensor<{it}>) -> tensor<{ot}> {{\n  %z = stablehlo.constant dense<0.0> : tensor<f32>\n  %x = stablehlo.multiply %a, %a : tensor<{it}>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [{list}] : (tensor<{it}>, tensor<f32>) -> tensor<{ot}>\n  return %s : tensor<{ot}>\n}}\n"
+    );
+    let n: usize = shape.iter().product();
+    let a = data(n, 7);
+    let (out, kernels) = run(&src, max_loop, &[upload_f32(shape, &a)]);
+    let got = f32s(&out[0]);
+    let mut want = vec![0f64; got.len()];
+    for (i, &x) in a.iter().enumerate() {
+        let mut rem = i;
+        let mut idx = vec![0; shape.len()];
+        for d in (0..shape.len()).rev() {
+            idx[d] = rem % shape[d];
+            rem /= shape[d];
+        }
+        let o = kept.iter().fold(0, |o, &d| o * shape[d] + idx[d]);
+        want[o] += x as f64 * x as f64;
+    }
+    let terms = n / want.len().max(1);
+    for (o, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            close(g, w, terms),
+            "{shape:?} over {dims:?}, output {o}: got {g}, want {w}"
+        );
+    }
+    if let Some(bound) = max_loop {
+        if terms as u64 > bound * 256 {
+            assert!(kernels > 1, "{shape:?} over {dims:?} was not split");
+        }
+    }
+}
+
+#[test]
+fn reductions_split_under_a_low_bound() {
+    // Rows, columns, everything, middle dimensions; chunks that do not divide the extent;
+    // several fold stages (100k elements at 64 per invocation: 3 stages).
+    check_sum(&[37, 1000], &[1], Some(64));
+    check_sum(&[1000, 37], &[0], Some(64));
+    check_sum(&[300, 333], &[0, 1], Some(64));
+    check_sum(&[100_003], &[0], Some(64));
+    check_sum(&[6, 700, 5], &[1], Some(64));
+    check_sum(&[7, 90, 3, 11], &[0, 2], Some(64));
+    // Many outputs, long rows: the thread-per-output strategy, split.
+    check_sum(&[2000, 300], &[1], Some(64));
+}
+
+#[test]
+fn variadic_reduction_splits() {
+    // argmax over rows: a value and an index reduced together.
+    let (rows, cols) = (9usize, 5000usize);
+    let src = format!(
+        r#"func.func @main(%v: tensor<{rows}x{cols}xf32>) -> (tensor<{rows}xf32>, tensor<{rows}xi32>) {{
+  %i = stablehlo.iota dim = 1 : tensor<{rows}x{cols}xi32>
+  %m = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.reduce(%v init: %m), (%i init: %z) across dimensions = [1] : (tensor<{rows}x{cols}xf32>, tensor<{rows}x{cols}xi32>, tensor<f32>, tensor<i32>) -> (tensor<{rows}xf32>, tensor<{rows}xi32>)
+    reducer(%a: tensor<f32>, %b: tensor<f32>) (%ia: tensor<i32>, %ib: tensor<i32>) {{
+      %gt = stablehlo.compare GT, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %eq = stablehlo.compare EQ, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %lt = stablehlo.compare LT, %ia, %ib, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %tie = stablehlo.and %eq, %lt : tensor<i1>
+      %pick = stablehlo.or %gt, %tie : tensor<i1>
+      %mv = stablehlo.select %pick, %a, %b : tensor<i1>, tensor<f32>
+      %mi = stablehlo.select %pick, %ia, %ib : tensor<i1>, tensor<i32>
+      stablehlo.return %mv, %mi : tensor<f32>, tensor<i32>
+    }}
+  return %r#0, %r#1 : tensor<{rows}xf32>, tensor<{rows}xi32>
+}}
+"#
+    );
+    let v = data(rows * cols, 3);
+    for bound in [Some(64), None] {
+        let (out, _) = run(&src, bound, &[upload_f32(&[rows, cols], &v)]);
+        let (vals, idx) = (f32s(&out[0]), i32s(&out[1]));
+        for r in 0..rows {
+            let row = &v[r * cols..(r + 1) * cols];
+            let (mut best, mut at) = (f32::NEG_INFINITY, 0);
+            for (j, &x) in row.iter().enumerate() {
+                if x > best {
+                    (best, at) = (x, j);
+                }
+            }
+            assert_eq!(
+                (vals[r], idx[r]),
+                (best, at as i32),
+                "row {r}, bound {bound:?}"
+            );
+        }
+    }
+}
+
+/// `[m, k] x [k, n]` in f32 against the host's f64 products.
+fn check_dot(m: usize, k: usize, n: usize, max_loop: Option<u64>) {
+    let (lt, rt, ot) = (
+        shape_str(&[m, k], "f32"),
+        shape_str(&[k, n], "f32"),
+        shape_str(&[m, n], "f32"),
+    );
+    // A fused producer (the negation) must survive the split.
+    let src = format!(
+        "func.func @main(%a: tensor<{lt}>, %b: tensor<{rt}>) -> tensor<{ot}> {{\n  %na = stablehlo.negate %a : tensor<{lt}>\n  %r = stablehlo.dot_general %na, %b, contracting_dims = [1] x [0] : (tensor<{lt}>, tensor<{rt}>) -> tensor<{ot}>\n  return %r : tensor<{ot}>\n}}\n"
+    );
+    let (a, b) = (data(m * k, 1), data(k * n, 2));
+    let (out, kernels) = run(
+        &src,
+        max_loop,
+        &[upload_f32(&[m, k], &a), upload_f32(&[k, n], &b)],
+    );
+    let got = f32s(&out[0]);
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k)
+                .map(|kk| -(a[i * k + kk] as f64) * b[kk * n + j] as f64)
+                .sum();
+            let g = got[i * n + j];
+            assert!(
+                (g as f64 - want).abs() <= 2e-6 * k as f64 + 1e-5,
+                "{m}x{k}x{n} bound {max_loop:?} [{i}, {j}]: got {g}, want {want}"
+            );
+        }
+    }
+    if let Some(bound) = max_loop {
+        if k as u64 > bound {
+            assert!(kernels > 1, "{m}x{k}x{n} was not split");
+        }
+    }
+}
+
+#[test]
+fn dots_split_k_under_a_low_bound() {
+    check_dot(3, 5000, 2, Some(64));
+    check_dot(1, 262_144 / 64, 2, Some(64));
+    // Large enough for the tiled / register-blocked kernels before the split.
+    check_dot(40, 3000, 33, Some(64));
+    check_dot(5, 100, 7, Some(64));
+}
+
+#[test]
+fn default_bound_large_sum_and_long_dot() {
+    let src = "func.func @main() -> tensor<f32> {\n  %x = stablehlo.constant dense<1.0> : tensor<4096x4096xf32>\n  %z = stablehlo.constant dense<0.0> : tensor<f32>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0, 1] : (tensor<4096x4096xf32>, tensor<f32>) -> tensor<f32>\n  return %s : tensor<f32>\n}\n";
+    let (out, _) = run(src, None, &[]);
+    assert_eq!(f32s(&out[0]), vec![16_777_216.0]);
+    // The matmul llvmpipe truncated to 65535 terms, and K = 10^6.
+    check_dot(1, 262_144, 2, None);
+    check_dot(1, 1_000_000, 2, None);
+}
+
+fn compile_error(src: &str, max_loop: Option<u64>) -> wgpu_hlo::error::Error {
+    match compile(&device(), src.as_bytes(), &options(max_loop)) {
+        Ok(_) => panic!("compiled, but should have been refused:\n{src}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn unsplittable_work_is_refused() {
+    // A convolution whose window and features need 90000 steps per output.
+    let src = "func.func @main(%x: tensor<1x300x300xf32>, %k: tensor<300x300x1xf32>) -> tensor<1x1x1xf32> {\n  %c = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x300x300xf32>, tensor<300x300x1xf32>) -> tensor<1x1x1xf32>\n  return %c : tensor<1x1x1xf32>\n}\n";
+    let e = compile_error(src, None);
+    assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
+    assert!(e.message.contains("loop iterations"), "{e}");
+    // Packed outputs (bf16) are not split: refused rather than truncated.
+    let src = "func.func @main(%x: tensor<5000xbf16>) -> tensor<bf16> {\n  %z = stablehlo.constant dense<0.0> : tensor<bf16>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0] : (tensor<5000xbf16>, tensor<bf16>) -> tensor<bf16>\n  return %s : tensor<bf16>\n}\n";
+    let e = compile_error(src, Some(16));
+    assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
+}
+
+#[test]
+fn tensors_over_the_binding_limit_are_refused() {
+    // 256 MiB of f32: over lavapipe's 128 MiB binding limit.
+    let n = 64usize << 20;
+    let limit = device().limits().max_storage_buffer_binding_size;
+    let src = format!(
+        "func.func @main(%x: tensor<{n}xf32>) -> tensor<f32> {{\n  %z = stablehlo.constant dense<0.0> : tensor<f32>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0] : (tensor<{n}xf32>, tensor<f32>) -> tensor<f32>\n  return %s : tensor<f32>\n}}\n"
+    );
+    if (n as u64) * 4 <= limit {
+        // A GPU with larger bindings: it must compile (running it is left to the GPU tests).
+        compile(&device(), src.as_bytes(), &options(None)).unwrap();
+        return;
+    }
+    let e = compile_error(&src, None);
+    assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
+    assert!(
+        e.message.contains("max_storage_buffer_binding_size") && e.message.contains(&n.to_string()),
+        "{e}"
+    );
+}
