@@ -293,6 +293,13 @@ impl Device {
         Ok(())
     }
 
+    /// Destroys the wgpu device, as a driver reset or an unplugged GPU would: the device is
+    /// lost, pending work fails and every later call is UNAVAILABLE. For tests of that path.
+    #[doc(hidden)]
+    pub fn destroy(&self) {
+        self.device.destroy();
+    }
+
     /// UNAVAILABLE once the device was lost or its completion tracking failed.
     pub fn check_usable(&self) -> Result<()> {
         if let Some(msg) = self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone() {

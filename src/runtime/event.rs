@@ -3,7 +3,8 @@
 //! (`WGPU_HLO_TIMEOUT`, seconds): past it the wait fails with DEADLINE_EXCEEDED naming what
 //! it waited for, never a hang.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -12,17 +13,33 @@ use crate::error::{Error, ErrorKind, Result};
 /// software adapter, short enough that a lost completion is an error within minutes.
 const DEFAULT_TIMEOUT_SECS: f64 = 600.0;
 
-/// How long a blocking wait may last: `WGPU_HLO_TIMEOUT` (seconds, fractions allowed) or 600 s.
+/// The deadline in nanoseconds; 0 until first read from the environment.
+static TIMEOUT_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// How long a blocking wait may last: `set_wait_timeout`'s value, else `WGPU_HLO_TIMEOUT`
+/// (seconds, fractions allowed), else 600 s.
 pub fn wait_timeout() -> Duration {
-    static T: OnceLock<Duration> = OnceLock::new();
-    *T.get_or_init(|| {
-        std::env::var("WGPU_HLO_TIMEOUT")
-            .ok()
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .map(Duration::from_secs_f64)
-            .unwrap_or(Duration::from_secs_f64(DEFAULT_TIMEOUT_SECS))
-    })
+    let n = TIMEOUT_NANOS.load(Ordering::Relaxed);
+    if n != 0 {
+        return Duration::from_nanos(n);
+    }
+    let d = std::env::var("WGPU_HLO_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64)
+        .unwrap_or(Duration::from_secs_f64(DEFAULT_TIMEOUT_SECS));
+    let _ = TIMEOUT_NANOS.compare_exchange(0, nanos(d), Ordering::Relaxed, Ordering::Relaxed);
+    Duration::from_nanos(TIMEOUT_NANOS.load(Ordering::Relaxed))
+}
+
+/// Sets the deadline of every later wait in this process (overrides `WGPU_HLO_TIMEOUT`).
+pub fn set_wait_timeout(limit: Duration) {
+    TIMEOUT_NANOS.store(nanos(limit), Ordering::Relaxed);
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
 }
 
 /// The error of a wait that ran past its deadline.

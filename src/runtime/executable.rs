@@ -350,6 +350,17 @@ impl Run<'_> {
         self.retired.push(buf);
     }
 
+    /// A buffer of `size` bytes this run retired and no one else holds: its later work is
+    /// recorded after every earlier use, so the run may write it again at once (a loop
+    /// recorded without a submission reuses its temporaries instead of allocating anew).
+    fn reuse(&mut self, size: u64) -> Option<Arc<GpuBuffer>> {
+        let i = self
+            .retired
+            .iter()
+            .position(|b| b.size == size && Arc::strong_count(b) == 1)?;
+        Some(self.retired.swap_remove(i))
+    }
+
     fn get(&self, s: Slot) -> Result<Arc<GpuBuffer>> {
         self.slots
             .get(s)
@@ -360,7 +371,10 @@ impl Run<'_> {
     fn alloc(&mut self, s: Slot) -> Result<Arc<GpuBuffer>> {
         let ty = &self.exe.parts.slot_types[s];
         let size = (ty.byte_size() as u64).max(4).next_multiple_of(4);
-        let buf = Arc::new(self.device().alloc(size, "temp")?);
+        let buf = match self.reuse(size) {
+            Some(b) => b,
+            None => Arc::new(self.device().alloc(size, "temp")?),
+        };
         self.set(s, Some(buf.clone()));
         Ok(buf)
     }
@@ -472,12 +486,15 @@ impl Run<'_> {
             src
         } else {
             let size = src.size;
-            let fresh = self.device().alloc(size, "temp")?;
+            let fresh = match self.reuse(size) {
+                Some(b) => b,
+                None => Arc::new(self.device().alloc(size, "temp")?),
+            };
             self.end_pass();
             self.encoder()
                 .copy_buffer_to_buffer(&src.buffer, 0, &fresh.buffer, 0, size);
             self.retire(src);
-            Arc::new(fresh)
+            fresh
         };
         let mut bufs = Vec::with_capacity(args.len() + 1);
         for &a in args {

@@ -9,4 +9,4 @@ mod pool;
 
 pub use buffer::DeviceBuffer;
 pub use device::{list_adapters, AdapterDescription, Capabilities, Device, MemoryStats};
-pub use event::Event;
+pub use event::{set_wait_timeout, wait_timeout, Event};
