@@ -230,6 +230,10 @@ impl<'a> ExprEmitter<'a> {
                     return v.clone();
                 }
                 let mut out = vec![String::new(); dims.len()];
+                if dims.contains(&0) {
+                    // An empty tensor has no element to address (and `% 0u` is rejected).
+                    return vec!["0u".to_string(); dims.len()];
+                }
                 let mut stride = 1usize;
                 for k in (0..dims.len()).rev() {
                     let e = if dims[k] == 1 {
@@ -433,10 +437,17 @@ impl<'a> ExprEmitter<'a> {
                 Ok(self.bind(rc, &e))
             }
             Op::Constant(lit) => {
-                if lit.is_empty() {
-                    return Ok(dtype::zero(rc).to_string());
-                }
-                Ok(dtype::literal(rt.dtype, rc, lit.get(0)))
+                let value = if lit.is_empty() {
+                    dtype::zero(rc).to_string()
+                } else {
+                    dtype::literal(rt.dtype, rc, lit.get(0))
+                };
+                // Read through a `var`, so the arithmetic on it is evaluated at run time:
+                // WGSL's constant evaluation rejects what StableHLO defines (1 / 0 = inf,
+                // INT_MIN / -1, abs(INT_MIN), shifts by the width or more, NaN results).
+                let name = self.fresh("k");
+                self.line(&format!("var {name}: {} = {value};", rc.wgsl()));
+                Ok(name)
             }
             Op::Iota { dimension } => {
                 let m = self.multi(idx, &rdims);
