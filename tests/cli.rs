@@ -102,6 +102,25 @@ fn a_fused_chain_runs_as_one_kernel_and_dumps() {
 }
 
 #[test]
+fn an_empty_dump_variable_dumps_nothing() {
+    let d = tmp("emptydump");
+    let f = write(&d, "chain.mlir", CHAIN);
+    let o = exe()
+        .arg("run")
+        .arg(&f)
+        .env("WGPU_HLO_DUMP", "")
+        .current_dir(&d)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let files: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files, vec!["chain.mlir".to_string()]);
+}
+
+#[test]
 fn exit_codes_say_what_happened() {
     let d = tmp("codes");
     let fail = write(&d, "fail.mlir", FAILING);

@@ -300,6 +300,10 @@ impl<'a> ExprEmitter<'a> {
                     return v.clone();
                 }
                 let mut out = vec![String::new(); dims.len()];
+                if dims.contains(&0) {
+                    // An empty tensor has no element to address (and `% 0u` is rejected).
+                    return vec!["0u".to_string(); dims.len()];
+                }
                 let mut stride = 1usize;
                 for k in (0..dims.len()).rev() {
                     let e = if dims[k] == 1 {
@@ -503,10 +507,17 @@ impl<'a> ExprEmitter<'a> {
                 Ok(self.bind(rc, &e))
             }
             Op::Constant(lit) => {
-                if lit.is_empty() {
-                    return Ok(dtype::zero(rc).to_string());
-                }
-                Ok(dtype::literal(rt.dtype, rc, lit.get(0)))
+                let value = if lit.is_empty() {
+                    dtype::zero(rc).to_string()
+                } else {
+                    dtype::literal(rt.dtype, rc, lit.get(0))
+                };
+                // Read through a `var`, so the arithmetic on it is evaluated at run time:
+                // WGSL's constant evaluation rejects what StableHLO defines (1 / 0 = inf,
+                // INT_MIN / -1, abs(INT_MIN), shifts by the width or more, NaN results).
+                let name = self.fresh("k");
+                self.line(&format!("var {name}: {} = {value};", rc.wgsl()));
+                Ok(name)
             }
             Op::Iota { dimension } => {
                 let m = self.multi(idx, &rdims);
@@ -593,7 +604,14 @@ impl<'a> ExprEmitter<'a> {
                 let m = self.multi(idx, &rdims);
                 let mut xi = Vec::new();
                 for (k, mk) in m.iter().enumerate() {
-                    let s = self.start_index(op.operands[k + 1], xt.shape[k] - slice_sizes[k])?;
+                    let (Some(&start), Some(&d), Some(&size)) =
+                        (op.operands.get(k + 1), xt.shape.get(k), slice_sizes.get(k))
+                    else {
+                        return Err(ctx(Error::invalid(
+                            "needs a start index and size per dimension",
+                        )));
+                    };
+                    let s = self.start_index(start, d - size)?;
                     xi.push(format!("({s} + {mk})"));
                 }
                 self.value(op.operands[0], &Index::Multi(xi))
@@ -604,8 +622,13 @@ impl<'a> ExprEmitter<'a> {
                 let mut conds = Vec::new();
                 let mut ui = Vec::new();
                 for (k, mk) in m.iter().enumerate() {
-                    let s = self.start_index(op.operands[k + 2], rt.shape[k] - ut.shape[k])?;
-                    conds.push(format!("({mk} >= {s} && {mk} < {s} + {}u)", ut.shape[k]));
+                    let (Some(&start), Some(&d), Some(&size)) =
+                        (op.operands.get(k + 2), rt.shape.get(k), ut.shape.get(k))
+                    else {
+                        return Err(ctx(Error::invalid("needs a start index per dimension")));
+                    };
+                    let s = self.start_index(start, d - size)?;
+                    conds.push(format!("({mk} >= {s} && {mk} < {s} + {size}u)"));
                     ui.push(format!("({mk} - {s})"));
                 }
                 let out = self.fresh("v");
@@ -655,20 +678,30 @@ impl<'a> ExprEmitter<'a> {
                     }
                     let max = xt.shape.get(d_op).copied().unwrap_or(0)
                         - slice_sizes.get(d_op).copied().unwrap_or(0);
-                    full[d_op] = self.start_index_at(op.operands[1], &Index::Multi(si), max)?;
+                    let start = self.start_index_at(op.operands[1], &Index::Multi(si), max)?;
+                    *full
+                        .get_mut(d_op)
+                        .ok_or_else(|| ctx(Error::invalid("start_index_map out of range")))? =
+                        start;
                 }
                 for (i, &d_op) in operand_batching.iter().enumerate() {
                     let d_start =
                         dn.start_indices_batching_dims.get(i).copied().unwrap_or(0) as usize;
                     let pos = if d_start < ivd { d_start } else { d_start - 1 };
                     let b = batch_index.get(pos).cloned().unwrap_or_else(|| "0u".into());
-                    full[d_op] = format!("({} + {b})", full[d_op]);
+                    let slot = full
+                        .get_mut(d_op)
+                        .ok_or_else(|| ctx(Error::invalid("operand_batching_dims out of range")))?;
+                    *slot = format!("({slot} + {b})");
                 }
                 let window_dims = (0..xt.shape.len())
                     .filter(|d| !collapsed.contains(d) && !operand_batching.contains(d));
                 for (k, d_op) in window_dims.enumerate() {
-                    if let Some(&od) = offset_dims.get(k) {
-                        full[d_op] = format!("({} + {})", full[d_op], m[od]);
+                    if let (Some(od), Some(slot)) = (
+                        offset_dims.get(k).and_then(|&od| m.get(od)),
+                        full.get_mut(d_op),
+                    ) {
+                        *slot = format!("({slot} + {od})");
                     }
                 }
                 self.value(op.operands[0], &Index::Multi(full))

@@ -116,12 +116,14 @@ fn output_aliases(f: &Function) -> Vec<Option<usize>> {
 
 static DUMP_SEQ: AtomicUsize = AtomicUsize::new(0);
 
-/// Where dumps go: the option, else `WGPU_HLO_DUMP`.
+/// Where dumps go: the option, else `WGPU_HLO_DUMP`. An empty path (`WGPU_HLO_DUMP=`, an empty
+/// `--xla_dump_to`) means no dump, not the current directory.
 fn dump_dir(options: &CompileOptions) -> Option<PathBuf> {
     options
         .dump_dir
         .clone()
         .or_else(|| std::env::var_os("WGPU_HLO_DUMP").map(PathBuf::from))
+        .filter(|d| !d.as_os_str().is_empty())
 }
 
 /// Compiles a prepared function (inlined, canonicalized, verified).

@@ -2,6 +2,8 @@
 //! types of the ops the compiler handles agree with the StableHLO spec. Errors name the op and
 //! its location, so a malformed program is reported, never compiled into a wrong kernel.
 
+mod attrs;
+
 use std::collections::HashSet;
 
 use super::attr::ComparisonType;
@@ -85,6 +87,7 @@ impl<'a> Verifier<'a> {
                 self.check_id(res, &op.loc)?;
             }
             self.op(op)?;
+            self.attributes(op)?;
         }
         match r.ops.last() {
             Some(last) if last.op == Op::Return => {
@@ -414,7 +417,7 @@ impl<'a> Verifier<'a> {
                             format!("bad slice {s}:{l}:{st} of dimension {i} (size {d})"),
                         ));
                     }
-                    let n = (l - s + st - 1) / st;
+                    let n = if l == s { 0 } else { (l - s - 1) / st + 1 };
                     if r.shape[i] != n {
                         return Err(err(
                             op,
@@ -482,7 +485,13 @@ impl<'a> Verifier<'a> {
                     if interior[i] < 0 {
                         return Err(err(op, "negative interior padding"));
                     }
-                    let want = low[i] + high[i] + d + (d - 1).max(0) * interior[i];
+                    let want = (d - 1)
+                        .max(0)
+                        .checked_mul(interior[i])
+                        .and_then(|x| x.checked_add(d))
+                        .and_then(|x| x.checked_add(low[i]))
+                        .and_then(|x| x.checked_add(high[i]))
+                        .ok_or_else(|| err(op, "padding sizes overflow"))?;
                     if want < 0 || r.shape[i] != want {
                         return Err(err(op, format!("result dimension {i} should be {want}")));
                     }

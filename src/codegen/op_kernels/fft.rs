@@ -327,7 +327,7 @@ pub fn plan(
         let sign = if inverse { "" } else { "-" };
         // exp(∓2πi e/m) as a complex number.
         let w = |e: &str, m: usize| {
-            format!("tw(wh_sinpi_cospi_{real}(2.0 * {real}(({e}) % {m}u) / {real}({m})))")
+            format!("k_tw(wh_sinpi_cospi_{real}(2.0 * {real}(({e}) % {m}u) / {real}({m})))")
         };
         let read = |em: &mut ExprEmitter, pos: &str| -> Result<String> {
             let at = |q: &str| format!("(o * {}u + ({q}) * {inner}u + i)", lin * inner);
@@ -440,7 +440,7 @@ pub fn plan(
         let threads = (p.outer * lout * inner) as u64;
         let kname = format!("{name}_pass{pi}");
         let tw = format!(
-            "fn tw(sc: vec2<{real}>) -> vec2<{real}> {{\n    return vec2<{real}>(sc.y, {sign}sc.x);\n}}\n\n"
+            "fn k_tw(sc: vec2<{real}>) -> vec2<{real}> {{\n    return vec2<{real}>(sc.y, {sign}sc.x);\n}}\n\n"
         );
         let comment = format!(
             "kernel {kname}: fft {fft_type:?} pass {pi} ({what}: {terms} terms per element)\nfuses: stablehlo.fft"

@@ -70,7 +70,7 @@ pub fn emit(
         .map(|(i, t)| format!("p{i}: {}", t.wgsl()))
         .collect();
     let functions = format!(
-        "fn computation({}) -> {} {{\n{stmts}}}\n\n",
+        "fn k_computation({}) -> {} {{\n{stmts}}}\n\n",
         sig.join(", "),
         rc.wgsl()
     );
@@ -88,7 +88,7 @@ pub fn emit(
             for &x in &inputs {
                 args.push(em.value(x, &Index::Linear(lin.to_string()))?);
             }
-            Ok(vec![format!("computation({})", args.join(", "))])
+            Ok(vec![format!("k_computation({})", args.join(", "))])
         },
     )
 }

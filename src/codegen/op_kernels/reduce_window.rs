@@ -60,7 +60,7 @@ pub fn emit(
         .iter()
         .map(|o| em.compute(o.ty.dtype))
         .collect::<Result<_>>()?;
-    let func = emit_body_function(&mut em, "body", body, &types)?;
+    let func = emit_body_function(&mut em, "k_body", body, &types)?;
     let it = em.ty(op.operands[0])?.clone();
     let xdims = it.dims();
     let rdims = outs.first().map(|o| o.ty.dims()).unwrap_or_default();
@@ -135,7 +135,7 @@ pub fn emit(
             em.line(&format!("{} = {v};", vals[i]));
         }
         em.close(None);
-        em.line(&combine("body", n, &acc, &vals));
+        em.line(&combine("k_body", n, &acc, &vals));
         em.close(None);
         Ok(acc)
     })

@@ -177,7 +177,7 @@ pub fn plan(
     // 1. chunk totals
     let k1 = {
         let mut em = new_em();
-        let func = emit_body_function(&mut em, "body", body, &types)?;
+        let func = emit_body_function(&mut em, "k_body", body, &types)?;
         let comment = format!(
             "kernel {name}_totals: chunk totals of a {what}\nfuses: {}",
             op.name()
@@ -204,7 +204,7 @@ pub fn plan(
                     .iter()
                     .map(|&x| em.value(x, &Index::Linear(idx.clone())))
                     .collect::<Result<_>>()?;
-                em.line(&combine("body", nres, &acc, &vals));
+                em.line(&combine("k_body", nres, &acc, &vals));
                 em.close(None);
                 Ok(acc)
             },
@@ -214,7 +214,7 @@ pub fn plan(
     let k2 = {
         let mut em = new_em();
         em.inputs.extend(temp_bindings(0));
-        let func = emit_body_function(&mut em, "body", body, &types)?;
+        let func = emit_body_function(&mut em, "k_body", body, &types)?;
         let acc = start(&mut em, "")?;
         em.open_loop(
             &format!("for (var c: u32 = 0u; c < {chunks}u; c = c + 1u)"),
@@ -227,7 +227,7 @@ pub fn plan(
             em.line(&format!("out{j}[l] = {a};"));
             vals.push(format!("t{j}"));
         }
-        em.line(&combine("body", nres, &acc, &vals));
+        em.line(&combine("k_body", nres, &acc, &vals));
         em.close(None);
         finish(
             &format!("{name}_prefixes"),
@@ -243,7 +243,7 @@ pub fn plan(
     let k3 = {
         let mut em = new_em();
         em.inputs.extend(temp_bindings(nres));
-        let func = emit_body_function(&mut em, "body", body, &types)?;
+        let func = emit_body_function(&mut em, "k_body", body, &types)?;
         em.line(&format!("let row = tid / {chunks}u;"));
         em.line(&format!("let c0 = (tid % {chunks}u) * {chunk}u;"));
         let mut acc = Vec::new();
@@ -260,7 +260,7 @@ pub fn plan(
             .iter()
             .map(|&x| em.value(x, &Index::Linear(idx.clone())))
             .collect::<Result<_>>()?;
-        em.line(&combine("body", nres, &acc, &vals));
+        em.line(&combine("k_body", nres, &acc, &vals));
         em.line(&format!("let o = {idx};"));
         for (j, a) in acc.iter().enumerate() {
             em.line(&format!("out{j}[o] = {a};"));

@@ -120,7 +120,7 @@ fn emit_with(
         .map(|o| em.compute(o.ty.dtype))
         .collect::<Result<_>>()?;
     let ic = em.compute(it.dtype)?;
-    let func = emit_body_function(&mut em, "update", body, &types)?;
+    let func = emit_body_function(&mut em, "k_update", body, &types)?;
 
     let rdims = rt.dims();
     let udims = ut.dims();
@@ -232,7 +232,7 @@ fn emit_with(
             .iter()
             .map(|&u| em.value(u, &Index::Multi(upd.clone())))
             .collect::<Result<_>>()?;
-        em.line(&combine("update", n, &acc, &vals));
+        em.line(&combine("k_update", n, &acc, &vals));
         em.close(None);
         em.close(None);
         Ok(acc)

@@ -61,7 +61,8 @@ pub fn emit(
     let sdims = st.dims();
     let rank = xdims.len();
 
-    // `select(a, b) -> bool` and `scatter(a, b) -> T` as WGSL functions.
+    // `k_select(a, b) -> bool` and `k_scatter(a, b) -> T` as WGSL functions (prefixed: WGSL
+    // has a built-in `select` that the kernel calls too).
     let params: Vec<(ValueId, String)> = select
         .args
         .iter()
@@ -73,10 +74,10 @@ pub fn emit(
     em.line(&format!("return {ret};"));
     let stmts = em.end_function();
     let mut functions = format!(
-        "fn select(p0: {w}, p1: {w}) -> bool {{\n{stmts}}}\n\n",
+        "fn k_select(p0: {w}, p1: {w}) -> bool {{\n{stmts}}}\n\n",
         w = t.wgsl()
     );
-    functions.push_str(&emit_body_function(&mut em, "scatter", scatter, &[t])?);
+    functions.push_str(&emit_body_function(&mut em, "k_scatter", scatter, &[t])?);
 
     let get = |v: &[i64], d: usize, default: i64| v.get(d).copied().unwrap_or(default);
     let wdims: Vec<usize> = (0..rank)
@@ -150,7 +151,7 @@ pub fn emit(
             }
             em.open(&format!("if ({})", inside.join(" && ")));
             let x = em.value(*operand, &Index::Multi(xi))?;
-            em.open(&format!("if (pick == 0xffffffffu || !select(best, {x}))"));
+            em.open(&format!("if (pick == 0xffffffffu || !k_select(best, {x}))"));
             em.line(&format!("best = {x};"));
             em.line("pick = u;");
             em.close(None);
@@ -160,7 +161,7 @@ pub fn emit(
             let s = em.value(*source, &Index::Multi(si.clone()))?;
             em.line(&format!("let sv{e}: {} = {s};", t.wgsl()));
             em.line(&combine(
-                "scatter",
+                "k_scatter",
                 1,
                 std::slice::from_ref(&acc),
                 &[format!("sv{e}")],

@@ -29,7 +29,7 @@ enum Order<'a> {
     Descending,
 }
 
-/// What both sort strategies need besides the emitter: the comparator `less(a0, b0, a1, b1,
+/// What both sort strategies need besides the emitter: the comparator `k_less(a0, b0, a1, b1,
 /// ...)` in `functions`, the sorted operands, their type, the dimension, its length, and `k`
 /// for `top_k`.
 struct Prepared {
@@ -105,7 +105,7 @@ fn with_prepared<R>(
         })
         .collect::<Result<_>>()?;
 
-    // The comparator as a WGSL function `less(a0, b0, a1, b1, ...)`.
+    // The comparator as a WGSL function `k_less(a0, b0, a1, b1, ...)`.
     let mut functions = String::new();
     match order {
         Order::Region(r) => {
@@ -128,7 +128,7 @@ fn with_prepared<R>(
                 .map(|i| format!("p{i}: {}", types[i / 2].wgsl()))
                 .collect();
             functions.push_str(&format!(
-                "fn less({}) -> bool {{\n{stmts}}}\n\n",
+                "fn k_less({}) -> bool {{\n{stmts}}}\n\n",
                 sig.join(", ")
             ));
         }
@@ -151,7 +151,7 @@ fn with_prepared<R>(
                 _ => "    return a > b;\n".to_string(),
             };
             functions.push_str(&format!(
-                "fn less(a: {w}, b: {w}) -> bool {{\n{body}}}\n\n",
+                "fn k_less(a: {w}, b: {w}) -> bool {{\n{body}}}\n\n",
                 w = t.wgsl()
             ));
         }
@@ -209,7 +209,7 @@ fn ranking(
             .zip(b)
             .flat_map(|(x, y)| [x.clone(), y.clone()])
             .collect();
-        format!("less({})", args.join(", "))
+        format!("k_less({})", args.join(", "))
     };
     // Emits `rank` of the element at row position `p` (values `vp`), returning the name.
     let rank_of = |em: &mut ExprEmitter,
@@ -410,7 +410,7 @@ pub fn bitonic(
             .zip(b)
             .flat_map(|(x, y)| [x.clone(), y.clone()])
             .collect();
-        format!("less({})", args.join(", "))
+        format!("k_less({})", args.join(", "))
     };
 
     // pass

@@ -162,7 +162,7 @@ pub fn emit_scatter(
     let ut = em.ty(updates)?.clone();
     let t = em.compute(xt.dtype)?;
     let ic = em.compute(it.dtype)?;
-    let func = emit_body_function(&mut em, "update", body, &[t])?;
+    let func = emit_body_function(&mut em, "k_update", body, &[t])?;
     let rdims = xt.dims();
     let udims = ut.dims();
     let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
@@ -204,7 +204,7 @@ pub fn emit_scatter(
     ));
     em.line(&format!("let p = {at};"));
     em.line(&format!("var acc: {} = out0[p];", t.wgsl()));
-    em.line(&combine("update", 1, &["acc".to_string()], &[u]));
+    em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
     em.line("out0[p] = acc;");
     em.close(None);
     let outs = vec![Binding {

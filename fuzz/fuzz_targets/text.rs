@@ -1,0 +1,29 @@
+//! The StableHLO text frontend, the verifier, the passes and the device-free half of the
+//! compiler (fusion, code generation, naga validation of every kernel, lowering) on arbitrary
+//! input: any `Ok`/`Err` is fine; a panic, an abort or a hang is a bug.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use wgpu_hlo::codegen::loop_kernel::Target;
+use wgpu_hlo::runtime::Capabilities;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(src) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(module) = wgpu_hlo::frontend::text::parse_module(src, "fuzz") else {
+        return;
+    };
+    let Ok(f) = wgpu_hlo::passes::prepare(&module, "main") else {
+        return;
+    };
+    // What lavapipe reports: no f64/i64/f16 in shaders, a CPU adapter.
+    let target = Target {
+        caps: Capabilities::default(),
+        adapter: "fuzz",
+        max_workgroups: 65535,
+        max_storage_buffers: 8,
+        cpu_adapter: true,
+    };
+    let _ = wgpu_hlo::compile::lower::lower(&f, target);
+});
