@@ -2,14 +2,16 @@
 
 JAX lowers a few linear-algebra primitives to LAPACK/cuSOLVER custom calls registered only for
 `cpu`, `cuda`, `rocm` and `tpu` (or has no rule at all for other platforms: `eigh`). For
-`wgpu` each gets a rule here that emits plain StableHLO, written with `jax.lax` (loops of
-small vector updates — fine for the small and medium matrices these are used on), or a rule
+`wgpu` each gets a rule here that emits plain StableHLO, written with `jax.lax` (loops whose
+steps work on whole matrices, so the number of loop steps grows with n, not n^2), or a rule
 that raises a clear `NotImplementedError`:
 
-* `eigh` (real symmetric): cyclic Jacobi rotations, eigenvalues sorted ascending.
-* `qr`: blocked Householder reflections (full or reduced Q).
-* `svd` (real): one-sided Jacobi (Hestenes) rotations of the columns, singular values sorted
-  descending; a full U is completed with Householder QR.
+* `eigh` (real symmetric): parallel two-sided Jacobi (round-robin ordering: n/2 disjoint
+  rotations per step, n - 1 steps per sweep, sweeps until the off-diagonal part is below
+  working precision), eigenvalues sorted ascending.
+* `qr`: blocked Householder reflections (panels in compact WY form; full or reduced Q).
+* `svd` (real): parallel one-sided Jacobi (Hestenes) rotations of column pairs, singular
+  values sorted descending; a full U is completed with Householder QR.
 * `eig`, `schur`, `hessenberg`, `tridiagonal`: NotImplementedError naming the primitive.
 
 `cholesky`, `triangular_solve` and `lu` need no rule: JAX lowers them to StableHLO ops
