@@ -233,9 +233,9 @@ impl<'f, 't> Lowering<'f, 't> {
     }
 
     /// The steps of an op computed by a multi-kernel plan (long sorts, scatters sorted by index,
-    /// long prefix scans, large FFTs), or `None` for other ops.
+    /// long prefix scans, large FFTs, `cholesky`, `triangular_solve`), or `None` for other ops.
     fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
-        use crate::codegen::op_kernels::{fft, scan, scatter, sort, update};
+        use crate::codegen::op_kernels::{fft, linalg, scan, scatter, sort, update};
         if op
             .results
             .iter()
@@ -249,6 +249,8 @@ impl<'f, 't> Lowering<'f, 't> {
             Op::ReduceWindow { .. } => scan::plan(&name, f, defs, op, target),
             Op::Fft { .. } => fft::plan(&name, f, defs, op, target),
             Op::Sort { .. } | Op::TopK { .. } => sort::bitonic(&name, f, defs, op, target),
+            Op::Cholesky { .. } => linalg::cholesky(&name, f, op, target).map(Some),
+            Op::TriangularSolve { .. } => linalg::triangular_solve(&name, f, op, target).map(Some),
             // Non-overlapping scatters update in place instead (`op_step`).
             Op::Scatter { .. } if !update::in_place_scatter(f, op) => {
                 scatter::sorted(&name, f, defs, op, target)
@@ -350,6 +352,20 @@ impl<'f, 't> Lowering<'f, 't> {
                     self.slot(v, op)?
                 });
             }
+            // The buffer updated in place, if any: the latest of its temporary.
+            let target = match launch.update {
+                Some(t) => {
+                    if outputs.len() != 1 {
+                        return Err(Error::internal(format!(
+                            "{name}: an updating launch needs one output"
+                        )));
+                    }
+                    Some(current.get(t).copied().flatten().ok_or_else(|| {
+                        Error::internal(format!("{name}: temporary {t} updated before written"))
+                    })?)
+                }
+                None => None,
+            };
             let mut results = Vec::new();
             for &v in outputs {
                 results.push(match temp_of(v) {
@@ -361,10 +377,19 @@ impl<'f, 't> Lowering<'f, 't> {
                     None => self.new_slot(v)?,
                 });
             }
-            steps.push(Step::Launch {
-                kernel: first + launch.kernel,
-                args,
-                results,
+            steps.push(match (target, results.first()) {
+                (Some(target), Some(&result)) => Step::Update {
+                    kernel: first + launch.kernel,
+                    args,
+                    target,
+                    result,
+                    take: false,
+                },
+                _ => Step::Launch {
+                    kernel: first + launch.kernel,
+                    args,
+                    results,
+                },
             });
         }
         Ok(steps)

@@ -2,14 +2,16 @@
 
 JAX lowers a few linear-algebra primitives to LAPACK/cuSOLVER custom calls registered only for
 `cpu`, `cuda`, `rocm` and `tpu` (or has no rule at all for other platforms: `eigh`). For
-`wgpu` each gets a rule here that emits plain StableHLO, written with `jax.lax` (loops of
-small vector updates — fine for the small and medium matrices these are used on), or a rule
+`wgpu` each gets a rule here that emits plain StableHLO, written with `jax.lax` (loops whose
+steps work on whole matrices, so the number of loop steps grows with n, not n^2), or a rule
 that raises a clear `NotImplementedError`:
 
-* `eigh` (real symmetric): cyclic Jacobi rotations, eigenvalues sorted ascending.
-* `qr`: Householder reflections (full or reduced Q).
-* `svd` (real): one-sided Jacobi (Hestenes) rotations of the columns, singular values sorted
-  descending; a full U is completed with Householder QR.
+* `eigh` (real symmetric): parallel two-sided Jacobi (round-robin ordering: n/2 disjoint
+  rotations per step, n - 1 steps per sweep, sweeps until the off-diagonal part is below
+  working precision), eigenvalues sorted ascending.
+* `qr`: blocked Householder reflections (panels in compact WY form; full or reduced Q).
+* `svd` (real): parallel one-sided Jacobi (Hestenes) rotations of column pairs, singular
+  values sorted descending; a full U is completed with Householder QR.
 * `eig`, `schur`, `hessenberg`, `tridiagonal`: NotImplementedError naming the primitive.
 
 `cholesky`, `triangular_solve` and `lu` need no rule: JAX lowers them to StableHLO ops
@@ -23,51 +25,130 @@ from typing import Any, Callable
 RULES: list[tuple[Any, Callable[..., Any]]] = []
 """`(primitive, lowering rule)` pairs installed for the `wgpu` platform."""
 
-_SWEEPS = 12
+_MAX_SWEEPS = 20
+"""Most Jacobi sweeps (each a full round-robin over all index pairs)."""
+
+
+_JACOBI_TOL = 4
+"""Jacobi eigh stops when no off-diagonal element exceeds this many epsilons of the matrix's
+Frobenius norm."""
+
+
+def _round_robin(size):
+    """The position permutation taking one round of a round-robin tournament to the next.
+
+    Positions `k` and `size // 2 + k` are paired; position 0 stays, the others rotate: after
+    `size - 1` rounds every pair of indices has met once (`size` even)."""
+    import numpy as np
+
+    h = size // 2
+    if h <= 1:
+        return np.arange(size)
+    sigma = np.zeros(size, np.int32)
+    sigma[1] = h
+    sigma[2:h] = np.arange(1, h - 1)
+    sigma[h : 2 * h - 1] = np.arange(h + 1, 2 * h)
+    sigma[2 * h - 1] = h - 1
+    return sigma
+
+
+def _rotation(alpha, beta, gamma, dtype):
+    """Cosines and sines zeroing the off-diagonal `gamma` of 2x2 symmetric blocks
+    `[[alpha, gamma], [gamma, beta]]` (vectors of them)."""
+    import jax.numpy as jnp
+
+    tiny = jnp.finfo(dtype).tiny
+    live = jnp.abs(gamma) > tiny
+    zeta = (beta - alpha) / (2 * jnp.where(live, gamma, 1))
+    t = jnp.sign(zeta) / (jnp.abs(zeta) + jnp.sqrt(zeta * zeta + 1))
+    t = jnp.where(zeta == 0, 1, t)
+    t = jnp.where(live, t, 0)
+    c = 1 / jnp.sqrt(t * t + 1)
+    return c, t * c
+
+
+def _pairing(size):
+    """For the next round's positions: `src` (the position each takes its value from after
+    this round's rotations, `_round_robin`), `mate` (the partner of `src` in this round) and
+    `k` (the pair index of `src`)."""
+    import numpy as np
+
+    h = size // 2
+    src = _round_robin(size)
+    mate = np.where(src < h, src + h, src - h).astype(np.int32)
+    k = np.where(src < h, src, src - h).astype(np.int32)
+    return src, mate, k, src < h
+
+
+def _rotation_coefficients(c, s, size):
+    """Per next-round position: the coefficient of its own value (`own`) and of its partner's
+    (`other`) in this round's rotation: a top position k becomes `c x_k - s x_(h+k)`, a bottom
+    one `s x_k + c x_(h+k)`."""
+    import jax.numpy as jnp
+
+    _, _, k, top = _pairing(size)
+    own = c[k]
+    other = jnp.where(jnp.asarray(top), -s[k], s[k])
+    return own, other
 
 
 def _jacobi_eigh_2d(a):
+    """Parallel (round-robin) two-sided Jacobi: each round rotates the n/2 disjoint pairs
+    (k, n/2 + k) at once, then permutes the positions to the next round's pairing. Sweeps run
+    until the off-diagonal part is negligible. Returns (vectors, values), values ascending."""
     import jax.numpy as jnp
     from jax import lax
 
     n = a.shape[-1]
     dtype = a.dtype
-    v = jnp.eye(n, dtype=dtype)
     if n < 2:
-        return v, jnp.diagonal(a)
-    pairs = [(p, q) for p in range(n - 1) for q in range(p + 1, n)]
-    ps = jnp.array([p for p, _ in pairs], jnp.int32)
-    qs = jnp.array([q for _, q in pairs], jnp.int32)
-    idx = jnp.arange(n)
+        return jnp.eye(n, dtype=dtype), jnp.diagonal(a)
+    size = n + n % 2
+    h = size // 2
+    x = jnp.zeros((size, size), dtype).at[:n, :n].set(a)
+    eye = jnp.eye(size, dtype=dtype)
+    eps = jnp.finfo(dtype).eps
 
-    def rotate(k, state):
-        a, v = state
-        p, q = ps[k], qs[k]
-        app, aqq, apq = a[p, p], a[q, q], a[p, q]
-        tiny = jnp.finfo(dtype).tiny
-        theta = (aqq - app) / (2 * jnp.where(jnp.abs(apq) > tiny, apq, 1))
-        t = jnp.sign(theta) / (jnp.abs(theta) + jnp.sqrt(theta * theta + 1))
-        t = jnp.where(theta == 0, 1, t)
-        t = jnp.where(jnp.abs(apq) > tiny, t, 0)
-        c = 1 / jnp.sqrt(t * t + 1)
-        s = t * c
-        # Rows p and q, then columns p and q, of A; columns of V.
-        rp, rq = a[p, :], a[q, :]
-        a = jnp.where((idx == p)[:, None], (c * rp - s * rq)[None, :], a)
-        a = jnp.where((idx == q)[:, None], (s * rp + c * rq)[None, :], a)
-        cp, cq = a[:, p], a[:, q]
-        a = jnp.where((idx == p)[None, :], (c * cp - s * cq)[:, None], a)
-        a = jnp.where((idx == q)[None, :], (s * cp + c * cq)[:, None], a)
-        vp, vq = v[:, p], v[:, q]
-        v = jnp.where((idx == p)[None, :], (c * vp - s * vq)[:, None], v)
-        v = jnp.where((idx == q)[None, :], (s * vp + c * vq)[:, None], v)
-        return a, v
+    src, mate, _, _ = _pairing(size)
+    src, mate = jnp.asarray(src, jnp.uint32), jnp.asarray(mate, jnp.uint32)
+    half = jnp.arange(h)
 
-    def sweep(_, state):
-        return lax.fori_loop(0, len(pairs), rotate, state)
+    def one_round(_, state):
+        # Rotating the pairs (k, h + k) and moving to the next round's positions in one
+        # expression: new x[a, b] combines x at rows {src[a], mate[a]} and columns {src[b],
+        # mate[b]}.
+        x, v, ids = state
+        c, s = _rotation(x[half, half], x[half + h, half + h], x[half, half + h], dtype)
+        own, other = _rotation_coefficients(c, s, size)
+        oa, ob = own[:, None], other[:, None]
+        x = oa * (x[src][:, src] * own + x[src][:, mate] * other) + ob * (
+            x[mate][:, src] * own + x[mate][:, mate] * other
+        )
+        v = v[:, src] * own[None, :] + v[:, mate] * other[None, :]
+        return x, v, ids[src]
 
-    a, v = lax.fori_loop(0, _SWEEPS, sweep, (a, v))
-    return v, jnp.diagonal(a)
+    # Converged when every off-diagonal element is rounding noise: rotations leave residues
+    # of a few ulps of the matrix's norm (an off-diagonal norm below eps * norm is not
+    # reliably reachable).
+    tol = _JACOBI_TOL * eps * jnp.sqrt(jnp.sum(x * x))
+    off_mask = 1 - eye
+
+    def cond(state):
+        sweep, x, _, _ = state
+        return (sweep < _MAX_SWEEPS) & (jnp.max(jnp.abs(x * off_mask)) > tol)
+
+    def sweep(state):
+        k, x, v, ids = state
+        x, v, ids = lax.fori_loop(0, size - 1, one_round, (x, v, ids))
+        return k + 1, x, v, ids
+
+    _, x, v, ids = lax.while_loop(
+        cond, sweep, (jnp.int32(0), x, eye, jnp.arange(size, dtype=jnp.int32))
+    )
+    w = jnp.sum(x * eye, axis=1)
+    # Ascending, the padding position (index n) last.
+    order = jnp.argsort(jnp.where(ids < n, w, jnp.inf))[:n]
+    return v[:n][:, order], w[order]
 
 
 def _eigh_impl(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, **_):
@@ -91,31 +172,63 @@ def _eigh_impl(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, **
     return [v, w]
 
 
+_PANEL = 32
+"""Columns per panel of the blocked Householder QR."""
+
+
 def _householder_qr_2d(a, full_matrices):
+    """Blocked Householder QR: each panel of `_PANEL` columns is factored one reflection at a
+    time (work on the panel only), then applied to the trailing columns and accumulated into
+    Q at once in compact WY form, `H_1 ... H_b = I - V T V^T` with
+    `T^-1 = triu(V^T V, 1) + I / 2` (unit-norm reflectors `I - 2 u u^T`): matrix products
+    instead of one pass over the whole matrix per column. Panels run in a loop (one set of
+    kernels); the columns are padded to whole panels with zeros, whose reflectors are the
+    identity."""
     import jax.numpy as jnp
     from jax import lax
 
     m, n = a.shape
     k = min(m, n)
     dtype = a.dtype
-    q = jnp.eye(m, dtype=dtype)
+    b = min(_PANEL, max(k, 1))
+    panels = -(-k // b)
+    width = max(n, panels * b)
     rows = jnp.arange(m)
+    cols = jnp.arange(width)
+    r = jnp.zeros((m, width), dtype).at[:, :n].set(a)
+    t_diag = jnp.eye(b, dtype=dtype) / 2
 
-    def step(j, state):
+    def panel(i, state):
         r, q = state
-        col = jnp.where(rows >= j, r[:, j], 0)
-        alpha = jnp.linalg.norm(col)
-        x0 = r[j, j]
-        alpha = jnp.where(x0 > 0, -alpha, alpha)
-        u = col - jnp.where(rows == j, alpha, 0)
-        un = jnp.linalg.norm(u)
-        u = jnp.where(un > 0, u / jnp.where(un > 0, un, 1), 0)
-        r = r - 2 * u[:, None] * (u[None, :] @ r)
-        q = q - 2 * (q @ u[:, None]) * u[None, :]
-        return r, q
+        j0 = i * b
 
-    r, q = lax.fori_loop(0, k, step, (a, q))
-    r = jnp.triu(r)
+        def step(jj, state):
+            p, v = state
+            j = j0 + jj
+            col = jnp.where(rows >= j, lax.dynamic_index_in_dim(p, jj, 1, False), 0)
+            x0 = jnp.sum(jnp.where(rows == j, col, 0))
+            alpha = jnp.sqrt(jnp.sum(col * col))
+            alpha = jnp.where(x0 > 0, -alpha, alpha)
+            u = col - jnp.where(rows == j, alpha, 0)
+            un = jnp.sqrt(jnp.sum(u * u))
+            u = jnp.where(un > 0, u / jnp.where(un > 0, un, 1), 0)
+            p = p - 2 * u[:, None] * jnp.sum(u[:, None] * p, axis=0)[None, :]
+            v = lax.dynamic_update_index_in_dim(v, u, jj, 1)
+            return p, v
+
+        p0 = lax.dynamic_slice_in_dim(r, j0, b, 1)
+        p, v = lax.fori_loop(0, b, step, (p0, jnp.zeros((m, b), dtype)))
+        t_inv = jnp.triu(v.T @ v, 1) + t_diag
+        y = lax.linalg.triangular_solve(
+            t_inv, v.T @ r, left_side=True, lower=False, transpose_a=True
+        )
+        r = jnp.where(cols[None, :] >= j0 + b, r - v @ y, r)
+        r = lax.dynamic_update_slice_in_dim(r, p, j0, 1)
+        z = lax.linalg.triangular_solve(t_inv, q @ v, left_side=False, lower=False)
+        return r, q - z @ v.T
+
+    r, q = lax.fori_loop(0, panels, panel, (r, jnp.eye(m, dtype=dtype)))
+    r = jnp.triu(r[:, :n])
     if not full_matrices:
         q, r = q[:, :k], r[:k, :]
     return q, r
@@ -140,51 +253,64 @@ def _qr_impl(x, *, pivoting=False, full_matrices=True, **_):
 
 
 def _jacobi_svd_2d(a, full_matrices, compute_uv):
-    """SVD of one m x n matrix with m >= n: returns s (descending), u, vt."""
+    """SVD of one m x n matrix with m >= n by parallel one-sided (Hestenes) Jacobi: each
+    round orthogonalizes the n/2 disjoint column pairs (k, n/2 + k) at once, then permutes the
+    columns to the next round's pairing; sweeps run until every pair is orthogonal to working
+    precision. Returns s (descending), u, vt."""
     import jax.numpy as jnp
     from jax import lax
 
     m, n = a.shape
     dtype = a.dtype
-    v = jnp.eye(n, dtype=dtype)
-    idx = jnp.arange(n)
-    pairs = [(p, q) for p in range(n - 1) for q in range(p + 1, n)]
+    size = n + n % 2
+    h = size // 2
+    w = jnp.zeros((m, size), dtype).at[:, :n].set(a)
+    v = jnp.eye(size, dtype=dtype)
+    ids = jnp.arange(size, dtype=jnp.int32)
+    eps = jnp.finfo(dtype).eps
+    if size >= 2:
+        src, mate, _, _ = _pairing(size)
+        src, mate = jnp.asarray(src, jnp.uint32), jnp.asarray(mate, jnp.uint32)
 
-    def rotate(k, state):
-        w, v = state
-        p, q = ps[k], qs[k]
-        wp, wq = w[:, p], w[:, q]
-        alpha, beta, gamma = wp @ wp, wq @ wq, wp @ wq
-        tiny = jnp.finfo(dtype).tiny
-        live = jnp.abs(gamma) > tiny
-        zeta = (beta - alpha) / (2 * jnp.where(live, gamma, 1))
-        t = jnp.sign(zeta) / (jnp.abs(zeta) + jnp.sqrt(zeta * zeta + 1))
-        t = jnp.where(zeta == 0, 1, t)
-        t = jnp.where(live, t, 0)
-        c = 1 / jnp.sqrt(t * t + 1)
-        s = t * c
-        w = jnp.where((idx == p)[None, :], (c * wp - s * wq)[:, None], w)
-        w = jnp.where((idx == q)[None, :], (s * wp + c * wq)[:, None], w)
-        vp, vq = v[:, p], v[:, q]
-        v = jnp.where((idx == p)[None, :], (c * vp - s * vq)[:, None], v)
-        v = jnp.where((idx == q)[None, :], (s * vp + c * vq)[:, None], v)
-        return w, v
+        def one_round(_, state):
+            # Rotating the column pairs (k, h + k) and moving to the next round's positions in
+            # one expression per matrix.
+            w, v, ids, worst = state
+            top, bot = w[:, :h], w[:, h:]
+            alpha = jnp.sum(top * top, axis=0)
+            beta = jnp.sum(bot * bot, axis=0)
+            gamma = jnp.sum(top * bot, axis=0)
+            norms = jnp.sqrt(alpha * beta)
+            worst = jnp.maximum(
+                worst, jnp.max(jnp.abs(gamma) / jnp.where(norms > 0, norms, 1))
+            )
+            c, s = _rotation(alpha, beta, gamma, dtype)
+            own, other = _rotation_coefficients(c, s, size)
+            w = w[:, src] * own[None, :] + w[:, mate] * other[None, :]
+            v = v[:, src] * own[None, :] + v[:, mate] * other[None, :]
+            return w, v, ids[src], worst
 
-    w = a
-    if pairs:
-        ps = jnp.array([p for p, _ in pairs], jnp.int32)
-        qs = jnp.array([q for _, q in pairs], jnp.int32)
+        def cond(state):
+            sweep, _, _, _, worst = state
+            return (sweep < _MAX_SWEEPS) & (worst > m * eps)
 
-        def sweep(_, state):
-            return lax.fori_loop(0, len(pairs), rotate, state)
+        def sweep(state):
+            k, w, v, ids, _ = state
+            w, v, ids, worst = lax.fori_loop(
+                0, size - 1, one_round, (w, v, ids, jnp.zeros((), dtype))
+            )
+            return k + 1, w, v, ids, worst
 
-        w, v = lax.fori_loop(0, _SWEEPS, sweep, (w, v))
+        _, w, v, ids, _ = lax.while_loop(
+            cond, sweep, (jnp.int32(0), w, v, ids, jnp.ones((), dtype))
+        )
     sv = jnp.sqrt(jnp.sum(w * w, axis=0))
-    order = jnp.argsort(-sv)
+    # Descending, the padding column (index n) last.
+    order = jnp.argsort(-jnp.where(ids < n, sv, -1))[:n]
     sv = sv[order]
     if not compute_uv:
         return sv, None, None
-    w, v = w[:, order], v[:, order]
+    w, v = w[:, order], v[:n][:, order]
     u = w / jnp.where(sv > 0, sv, 1)[None, :]
     if full_matrices and m > n:
         q, _ = _householder_qr_2d(u, True)

@@ -1,14 +1,33 @@
-//! `cholesky` and `triangular_solve` on f32/f64: one thread per matrix (Cholesky) or per
-//! right-hand-side vector (triangular solve), running the textbook serial algorithm in the
-//! result buffer. Only the referenced triangle of `a` is read. Right for the small and
-//! medium matrices JAX programs factor; large ones would want blocked kernels.
+//! `cholesky` and `triangular_solve` on f32/f64 as sweeps of launches that update one buffer
+//! in place, so that no invocation loops more than O(n) times (CPU Vulkan implementations such
+//! as llvmpipe silently leave loops after 65535 iterations per invocation; GPUs have
+//! watchdogs):
+//!
+//! * `cholesky`, left-looking: one launch per column `j`, one thread per (matrix, row `i >= j`)
+//!   computing `L(i, j)` from the columns before `j` (each thread also forms the pivot `L(j, j)`
+//!   itself, so no launch waits on another's pivot): `j` iterations per thread. A last launch
+//!   turns every matrix with a pivot that is not positive into NaNs, as XLA does.
+//! * `triangular_solve`: one thread per right-hand-side vector, solving a block of rows per
+//!   launch (the first rows of a long system take many per launch, later ones fewer): at most
+//!   [`ROW_BLOCK_ITERATIONS`] iterations per thread and launch.
+//!
+//! Only the triangle of `a` the op names is read. Each kernel's comment states its bound on
+//! loop iterations per invocation.
 
+use super::{temp, Launch, Plan, PARAMS};
+use crate::codegen::dtype;
 use crate::codegen::expr::Binding;
-use crate::codegen::kernel::{self, Kernel};
+use crate::codegen::kernel;
 use crate::codegen::loop_kernel::Target;
 use crate::error::{Error, Result};
 use crate::ir::attr::Transpose;
 use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type};
+
+/// The most loop iterations any invocation of these kernels may run (llvmpipe stops at 65535).
+pub const MAX_ITERATIONS: u64 = 16_384;
+
+/// Loop iterations a triangular-solve thread may spend on one launch's block of rows.
+pub const ROW_BLOCK_ITERATIONS: u64 = 8_192;
 
 fn real_tensor(f: &Function, v: crate::ir::ValueId, what: &str) -> Result<TensorType> {
     match f.ty(v) {
@@ -23,92 +42,162 @@ fn real_tensor(f: &Function, v: crate::ir::ValueId, what: &str) -> Result<Tensor
     }
 }
 
-/// Emits `cholesky` (one thread per matrix of the batch).
-pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Kernel> {
+fn params(len: i64) -> Binding {
+    Binding {
+        value: PARAMS,
+        ty: TensorType::new(vec![len], ElementType::U32),
+    }
+}
+
+/// The WGSL scalar type and a NaN of `t`.
+fn scalar(t: ElementType) -> (&'static str, String) {
+    if t == ElementType::F64 {
+        ("f64", dtype::f64_literal(f64::NAN))
+    } else {
+        ("f32", dtype::f32_literal(f32::NAN))
+    }
+}
+
+fn too_long(what: &str, iterations: u64) -> Error {
+    Error::resource_exhausted(format!(
+        "{what} would loop {iterations} times in one invocation (at most {MAX_ITERATIONS})"
+    ))
+}
+
+/// The plan of `cholesky`: zero the result, one launch per column, then the NaN check.
+pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan> {
     let Op::Cholesky { lower } = op.op else {
         return Err(Error::internal("cholesky emitter on another op"));
     };
     let t = real_tensor(f, op.operands[0], "cholesky")?;
-    let rank = t.shape.len();
     let n = *t.dims().last().unwrap_or(&1) as u64;
+    if t.rank() < 2 || t.dims()[t.rank() - 2] as u64 != n {
+        return Err(Error::invalid("cholesky needs square matrices"));
+    }
     let batch = t.num_elements() as u64 / (n * n).max(1);
+    // Threads of the NaN check loop over the diagonal, then over their row.
+    if 2 * n > MAX_ITERATIONS {
+        return Err(too_long(&format!("cholesky of {n}x{n} matrices"), 2 * n));
+    }
+    let (w, nan) = scalar(t.dtype);
     let ty = t.dtype.mlir_name();
-    let w = if t.dtype == ElementType::F64 {
-        "f64"
-    } else {
-        "f32"
-    };
     // L(i, j) lives at out0[base + at(i, j)]; a is read from the triangle `lower` names.
-    let (at, a_at) = if lower {
-        ("i * N + j", "i * N + j")
-    } else {
-        ("j * N + i", "j * N + i")
+    let at = |m: &str, i: &str, j: &str| {
+        if lower {
+            format!("{m}[base + ({i}) * {n}u + ({j})]")
+        } else {
+            format!("{m}[base + ({j}) * {n}u + ({i})]")
+        }
     };
-    let l = |i: &str, j: &str| {
-        format!(
-            "out0[base + {}]",
-            at.replace('i', "I")
-                .replace('j', "J")
-                .replace('I', i)
-                .replace('J', j)
-        )
-    };
-    let a = |i: &str, j: &str| {
-        format!(
-            "in0[base + {}]",
-            a_at.replace('i', "I")
-                .replace('j', "J")
-                .replace('I', i)
-                .replace('J', j)
-        )
-    };
-    let body = format!(
-        "    let N = {n}u;\n    let base = tid * N * N;\n    for (var i = 0u; i < N; i = i + 1u) {{\n        for (var j = 0u; j < N; j = j + 1u) {{\n            {zero} = {w}(0);\n        }}\n    }}\n    for (var j = 0u; j < N; j = j + 1u) {{\n        var s: {w} = {ajj};\n        for (var k = 0u; k < j; k = k + 1u) {{\n            s = s - {ljk} * {ljk};\n        }}\n        let d = sqrt(s);\n        {ljj} = d;\n        for (var i = j + 1u; i < N; i = i + 1u) {{\n            var t: {w} = {aij};\n            for (var k = 0u; k < j; k = k + 1u) {{\n                t = t - {lik} * {ljk};\n            }}\n            {lij} = t / d;\n        }}\n    }}\n",
-        zero = l("i", "j"),
-        ajj = a("j", "j"),
-        ljk = l("j", "k"),
-        ljj = l("j", "j"),
-        aij = a("i", "j"),
-        lik = l("i", "k"),
-        lij = l("i", "j"),
-    );
-    let _ = rank;
-    let inputs = vec![Binding {
-        value: op.operands[0],
+    let l = |i: &str, j: &str| at("out0", i, j);
+    let a = |i: &str, j: &str| at("in0", i, j);
+    let side = if lower { "lower" } else { "upper" };
+    let what = format!("cholesky ({side}) of {batch} matrices {n}x{n} {ty}");
+    let factor = Binding {
+        value: temp(0),
         ty: t.clone(),
-    }];
-    let outputs = vec![Binding {
+    };
+    let result = Binding {
         value: op.results[0],
         ty: t.clone(),
-    }];
-    let comment = format!(
-        "kernel {name}: cholesky ({}) of {batch} matrices {n}x{n} {ty}, one thread each\nfuses: stablehlo.cholesky",
-        if lower { "lower" } else { "upper" }
-    );
-    kernel::threaded(
-        name,
-        &comment,
-        inputs,
-        outputs,
+    };
+    let input = Binding {
+        value: op.operands[0],
+        ty: t.clone(),
+    };
+    let zero = kernel::threaded(
+        &format!("{name}_zero"),
+        &format!(
+            "kernel {name}_zero: zeroes the factor of a {what}\nloop iterations per invocation: 0\nfuses: {}",
+            op.name()
+        ),
+        Vec::new(),
+        vec![factor.clone()],
         &Default::default(),
         "",
-        &body,
-        batch,
-        // Zeroing (n^2 + n back-edges), then per column j: j, and (j + 1) per row below it.
-        (0..n as u64).fold(n as u64 * (n as u64 + 1), |s, j| {
-            s + 1 + j + (n as u64 - j - 1) * (j + 1)
-        }),
+        &format!("    out0[tid] = {w}(0);\n"),
+        batch * n * n,
+        0,
         target,
-    )
+    )?;
+    let column = kernel::threaded(
+        &format!("{name}_column"),
+        &format!(
+            "kernel {name}_column: one column j (a parameter) of a {what}, one thread per row, left-looking\nloop iterations per invocation: at most {}\nfuses: {}",
+            n.saturating_sub(1),
+            op.name()
+        ),
+        vec![input, params(1)],
+        vec![factor.clone()],
+        &Default::default(),
+        "",
+        &format!(
+            "    let i = tid % {n}u;\n    let j = in1[0];\n    if (i < j) {{ return; }}\n    let base = (tid / {n}u) * {nn}u;\n    var s: {w} = {ajj};\n    var t: {w} = {aij};\n    for (var k = 0u; k < j; k = k + 1u) {{\n        let ljk = {ljk};\n        s = s - ljk * ljk;\n        t = t - {lik} * ljk;\n    }}\n    let d = sqrt(s);\n    if (i == j) {{\n        {ljj} = d;\n    }} else {{\n        {lij} = t / d;\n    }}\n",
+            nn = n * n,
+            ajj = a("j", "j"),
+            aij = a("i", "j"),
+            ljk = l("j", "k"),
+            lik = l("i", "k"),
+            ljj = l("j", "j"),
+            lij = l("i", "j"),
+        ),
+        batch * n,
+        n.saturating_sub(1),
+        target,
+    )?;
+    let check = kernel::threaded(
+        &format!("{name}_check"),
+        &format!(
+            "kernel {name}_check: NaNs for every matrix of a {what} with a pivot that is not positive (as LAPACK's potrf reports and XLA returns), one thread per row\nloop iterations per invocation: at most {}\nfuses: {}",
+            2 * n,
+            op.name()
+        ),
+        Vec::new(),
+        vec![result],
+        &Default::default(),
+        "",
+        &format!(
+            "    let i = tid % {n}u;\n    let base = (tid / {n}u) * {nn}u;\n    var ok = true;\n    for (var d = 0u; d < {n}u; d = d + 1u) {{\n        ok = ok && {ldd} > {w}(0);\n    }}\n    if (!ok) {{\n        for (var j = 0u; j < {n}u; j = j + 1u) {{\n            {lij} = {nan};\n        }}\n    }}\n",
+            nn = n * n,
+            ldd = l("d", "d"),
+            lij = l("i", "j"),
+        ),
+        batch * n,
+        2 * n,
+        target,
+    )?;
+    let mut launches = vec![Launch::new(0, Vec::new())];
+    launches.extend((0..n as u32).map(|j| Launch::updating(1, vec![j], 0)));
+    launches.push(Launch::updating(2, Vec::new(), 0));
+    Ok(Plan {
+        kernels: vec![zero, column, check],
+        temps: vec![t],
+        launches,
+    })
 }
 
-/// Emits `triangular_solve` (one thread per right-hand-side vector).
-pub fn triangular_solve(
-    name: &str,
-    f: &Function,
-    op: &Operation,
-    target: Target,
-) -> Result<Kernel> {
+/// Blocks of rows `[start, end)` (in solving order) such that a thread's iterations over a
+/// block, `sum(i + 1)` over its rows `i`, stay within [`ROW_BLOCK_ITERATIONS`] (one row at
+/// least).
+fn row_blocks(k: u64) -> Vec<(u64, u64)> {
+    let mut blocks = Vec::new();
+    let mut start = 0;
+    while start < k {
+        let mut end = start + 1;
+        let mut cost = start + 1;
+        while end < k && cost + end < ROW_BLOCK_ITERATIONS {
+            cost += end + 1;
+            end += 1;
+        }
+        blocks.push((start, end));
+        start = end;
+    }
+    blocks
+}
+
+/// The plan of `triangular_solve`: one thread per right-hand-side vector, one launch per
+/// block of rows (`row_blocks`), each updating the solution in place.
+pub fn triangular_solve(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan> {
     let Op::TriangularSolve {
         left_side,
         lower,
@@ -128,6 +217,10 @@ pub fn triangular_solve(
     let (m, n) = (bd[r - 2] as u64, bd[r - 1] as u64);
     let batch = bt.num_elements() as u64 / (m * n).max(1);
     let k = if *left_side { m } else { n };
+    if k > MAX_ITERATIONS {
+        return Err(too_long(&format!("triangular_solve of {k}x{k} systems"), k));
+    }
+    // Real operands: the adjoint is the transpose.
     let transposed = !matches!(transpose_a, Transpose::NoTranspose);
     // T = op(a); on the right side we solve with S = T^T along the rows of b.
     // S(i, j) = a[?]: track which physical element it is.
@@ -144,13 +237,9 @@ pub fn triangular_solve(
     let (vec_count, el) = if *left_side {
         (n, format!("v * {n}u + col"))
     } else {
-        (m, "col * NN + v".replace("NN", &format!("{n}u")))
+        (m, format!("col * {n}u + v"))
     };
-    let w = if bt.dtype == ElementType::F64 {
-        "f64"
-    } else {
-        "f32"
-    };
+    let (w, _) = scalar(bt.dtype);
     // f32 systems are solved with f64 sums where the adapter has f64 (closer to the exact
     // solution than any f32 summation order).
     let acc = if target.caps.f64 { "f64" } else { w };
@@ -161,24 +250,18 @@ pub fn triangular_solve(
     } else {
         a_el("i", "i")
     };
-    let (outer, inner) = if s_lower {
-        (
-            "for (var i = 0u; i < K; i = i + 1u)".to_string(),
-            "for (var j = 0u; j < i; j = j + 1u)".to_string(),
-        )
+    // Rows run in solving order: `ii` counts solved rows, `i` is the row (descending for an
+    // upper-triangular S), `j` runs over the rows solved before it.
+    let (i_def, inner) = if s_lower {
+        ("let i = ii;", "for (var j = 0u; j < i; j = j + 1u)")
     } else {
         (
-            "for (var ii = 0u; ii < K; ii = ii + 1u)".to_string(),
-            "for (var j = i + 1u; j < K; j = j + 1u)".to_string(),
+            "let i = K - 1u - ii;",
+            "for (var j = i + 1u; j < K; j = j + 1u)",
         )
-    };
-    let i_def = if s_lower {
-        ""
-    } else {
-        "        let i = K - 1u - ii;\n"
     };
     let body = format!(
-        "    let K = {k}u;\n    let mat = tid / {vec_count}u;\n    let col = tid % {vec_count}u;\n    let abase = mat * {k}u * {k}u;\n    let bbase = mat * {m}u * {n}u;\n    {outer} {{\n{i_def}        var s: {acc} = {acc}({bi});\n        {inner} {{\n            s = s - {acc}({aij}) * {acc}({xj});\n        }}\n        {xi} = {w}(s / {acc}({diag}));\n    }}\n",
+        "    let K = {k}u;\n    let mat = tid / {vec_count}u;\n    let col = tid % {vec_count}u;\n    let abase = mat * {k}u * {k}u;\n    let bbase = mat * {m}u * {n}u;\n    for (var ii = in2[0]; ii < in2[1]; ii = ii + 1u) {{\n        {i_def}\n        var s: {acc} = {acc}({bi});\n        {inner} {{\n            s = s - {acc}({aij}) * {acc}({xj});\n        }}\n        {xi} = {w}(s / {acc}({diag}));\n    }}\n",
         bi = b("i"),
         aij = a_el("i", "j"),
         xj = x("j"),
@@ -193,25 +276,86 @@ pub fn triangular_solve(
             value: op.operands[1],
             ty: bt.clone(),
         },
+        params(2),
     ];
-    let outputs = vec![Binding {
+    let blocks = row_blocks(k);
+    let most = blocks
+        .iter()
+        .map(|&(s, e)| (s + 1..=e).sum::<u64>())
+        .max()
+        .unwrap_or(0);
+    let solve = |suffix: &str, out: Binding| {
+        let comment = format!(
+            "kernel {name}{suffix}: a block of rows (parameters: first and end, in solving order) of {batch} triangular systems {k}x{k} {}, one thread per right-hand side\nloop iterations per invocation: at most {most}\nfuses: {}",
+            bt.dtype.mlir_name(),
+            op.name()
+        );
+        kernel::threaded(
+            &format!("{name}{suffix}"),
+            &comment,
+            inputs.clone(),
+            vec![out],
+            &Default::default(),
+            "",
+            &body,
+            batch * vec_count,
+            // Inner steps of the block's rows, plus one back-edge per row.
+            most + k,
+            target,
+        )
+    };
+    let result = Binding {
         value: op.results[0],
         ty: bt.clone(),
-    }];
-    let comment = format!(
-        "kernel {name}: triangular_solve of {batch} systems {k}x{k}, one thread per right-hand side\nfuses: stablehlo.triangular_solve"
-    );
-    kernel::threaded(
-        name,
-        &comment,
-        inputs,
-        outputs,
-        &Default::default(),
-        "",
-        &body,
-        batch * vec_count,
-        // K rows, each with at most K - 1 inner steps.
-        k * (k + 1) / 2 + k,
-        target,
-    )
+    };
+    let range = |(s, e): (u64, u64)| vec![s as u32, e as u32];
+    if blocks.len() == 1 {
+        let only = solve("", result)?;
+        return Ok(Plan {
+            kernels: vec![only],
+            temps: Vec::new(),
+            launches: vec![Launch::new(0, range(blocks[0]))],
+        });
+    }
+    let rows = solve(
+        "_rows",
+        Binding {
+            value: temp(0),
+            ty: bt.clone(),
+        },
+    )?;
+    let last = solve("_last", result)?;
+    let mut launches = vec![Launch::new(0, range(blocks[0]))];
+    for (b, &block) in blocks.iter().enumerate().skip(1) {
+        let kernel = if b + 1 == blocks.len() { 1 } else { 0 };
+        launches.push(Launch::updating(kernel, range(block), 0));
+    }
+    Ok(Plan {
+        kernels: vec![rows, last],
+        temps: vec![bt],
+        launches,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_blocks_cover_the_rows_within_the_budget() {
+        for k in [1u64, 2, 100, 128, 129, 1000, 1024, 9000, 16_384] {
+            let blocks = row_blocks(k);
+            assert_eq!(blocks.first().map(|b| b.0), Some(0));
+            assert_eq!(blocks.last().map(|b| b.1), Some(k));
+            for w in blocks.windows(2) {
+                assert_eq!(w[0].1, w[1].0);
+            }
+            for &(s, e) in &blocks {
+                let cost: u64 = (s + 1..=e).sum();
+                assert!(e == s + 1 || cost <= ROW_BLOCK_ITERATIONS, "{k}: {s}..{e}");
+            }
+        }
+        assert_eq!(row_blocks(100).len(), 1);
+        assert!(row_blocks(1024).len() <= 80);
+    }
 }

@@ -39,8 +39,6 @@ pub fn emit(
         Op::Fft { .. } => fft::emit(name, f, defs, op, target).map(Some),
         Op::Map { .. } => map::emit(name, f, defs, op, target).map(Some),
         Op::Scatter { .. } => scatter::emit(name, f, defs, op, target).map(Some),
-        Op::Cholesky { .. } => linalg::cholesky(name, f, op, target).map(Some),
-        Op::TriangularSolve { .. } => linalg::triangular_solve(name, f, op, target).map(Some),
         Op::Sort { .. } | Op::TopK { .. } => sort::emit(name, f, defs, op, target).map(Some),
         Op::ReduceWindow { .. } => reduce_window::emit(name, f, defs, op, target).map(Some),
         Op::SelectAndScatter { .. } => {
@@ -59,7 +57,7 @@ pub const fn temp(t: usize) -> ValueId {
 pub const PARAMS: ValueId = ValueId(u32::MAX - 1);
 
 /// An op computed by several kernel launches over temporary buffers (long sorts, sorted
-/// scatters, prefix scans, factored FFTs). Kernel bindings name the op's operands and results,
+/// scatters, prefix scans, factored FFTs, column sweeps of `cholesky` and `triangular_solve`). Kernel bindings name the op's operands and results,
 /// temporaries ([`temp`]) or [`PARAMS`]. A launch writing a temporary gives it a fresh buffer,
 /// so a kernel may read and write the same temporary (ping-pong across launches).
 pub struct Plan {
@@ -77,16 +75,38 @@ pub struct Launch {
     pub kernel: usize,
     /// The contents of the kernel's [`PARAMS`] binding, if it has one.
     pub params: Vec<u32>,
+    /// `Some(t)`: the kernel's one output is temporary `t`'s latest buffer updated in place
+    /// (on a copy when something else still holds it), not a fresh buffer: the kernel writes
+    /// only what changes. Its output binding names `t` (the buffer stays `t`'s latest) or one
+    /// of the op's results (the buffer becomes that result).
+    pub update: Option<usize>,
+}
+
+impl Launch {
+    /// A launch of `kernel` with `params` into fresh buffers.
+    pub fn new(kernel: usize, params: Vec<u32>) -> Launch {
+        Launch {
+            kernel,
+            params,
+            update: None,
+        }
+    }
+
+    /// A launch of `kernel` with `params` updating temporary `t` in place.
+    pub fn updating(kernel: usize, params: Vec<u32>, t: usize) -> Launch {
+        Launch {
+            kernel,
+            params,
+            update: Some(t),
+        }
+    }
 }
 
 impl Plan {
     /// Every kernel once, in order.
     pub fn sequential(kernels: Vec<Kernel>, temps: Vec<TensorType>) -> Plan {
         let launches = (0..kernels.len())
-            .map(|kernel| Launch {
-                kernel,
-                params: Vec::new(),
-            })
+            .map(|kernel| Launch::new(kernel, Vec::new()))
             .collect();
         Plan {
             kernels,
@@ -103,18 +123,9 @@ impl Plan {
         temps: Vec<TensorType>,
         stages: Vec<(u32, u32)>,
     ) -> Plan {
-        let mut launches = vec![Launch {
-            kernel: 0,
-            params: Vec::new(),
-        }];
-        launches.extend(stages.into_iter().map(|(k, j)| Launch {
-            kernel: 1,
-            params: vec![k, j],
-        }));
-        launches.push(Launch {
-            kernel: 2,
-            params: Vec::new(),
-        });
+        let mut launches = vec![Launch::new(0, Vec::new())];
+        launches.extend(stages.into_iter().map(|(k, j)| Launch::new(1, vec![k, j])));
+        launches.push(Launch::new(2, Vec::new()));
         Plan {
             kernels: vec![init, pass, last],
             temps,

@@ -1,0 +1,189 @@
+"""Linear algebra at realistic sizes on `wgpu` against JAX's `cpu` backend in the same process.
+
+The sizes are where one-thread-per-matrix kernels break (llvmpipe stops a shader invocation's
+loops after 65535 iterations) and where host-driven loops of one rotation per step are too
+slow. Tests marked `slow` (minutes on lavapipe) run only with `JAX_WGPU_SLOW_TESTS=1`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+from jax import lax
+
+slow = pytest.mark.skipif(
+    not os.environ.get("JAX_WGPU_SLOW_TESTS"), reason="slow on lavapipe: JAX_WGPU_SLOW_TESTS=1"
+)
+
+CPU = jax.devices("cpu")[0]
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    try:
+        return jax.devices("wgpu")[0]
+    except RuntimeError as e:  # pragma: no cover - the suite needs the plugin
+        pytest.skip(f"no wgpu device: {e}")
+
+
+def on(device, f, *args):
+    args = [jax.device_put(a, device) for a in args]
+    return jax.tree_util.tree_map(np.asarray, jax.jit(f)(*args))
+
+
+def spd(n, batch=(), seed=0, dtype=np.float32):
+    """Well-conditioned SPD matrices: M M^T / n + I."""
+    m = np.random.default_rng(seed).standard_normal(batch + (n, n))
+    return (m @ np.swapaxes(m, -1, -2) / n + np.eye(n)).astype(dtype)
+
+
+def rand(shape, seed=1, dtype=np.float32):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def assert_close(got, want, tol):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape
+    assert not np.isnan(got).any()
+    err = np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want)))
+    assert err <= tol, f"relative error {err:.3g} > {tol}"
+
+
+@pytest.mark.parametrize("n", [100, 256, 512])
+def test_cholesky_and_cho_solve(gpu, n):
+    a, b = spd(n), rand((n, 3))
+
+    def f(a, b):
+        return jnp.linalg.cholesky(a), jsl.cho_solve(jsl.cho_factor(a), b)
+
+    g, c = on(gpu, f, a, b), on(CPU, f, a, b)
+    assert_close(g[0], c[0], 1e-5)
+    assert_close(g[1], c[1], 1e-4)
+
+
+def test_cholesky_upper_batched(gpu):
+    a = spd(130, (2,), seed=3)
+    f = lambda a: jsl.cholesky(a, lower=False)
+    assert_close(on(gpu, f, a), on(CPU, f, a), 1e-5)
+
+
+@slow
+def test_cholesky_1024(gpu):
+    a = spd(1024, seed=4)
+    assert_close(on(gpu, jnp.linalg.cholesky, a), on(CPU, jnp.linalg.cholesky, a), 1e-5)
+
+
+def test_cholesky_f64(gpu):
+    if not jax.config.jax_enable_x64:
+        pytest.skip("needs jax_enable_x64")
+    a = spd(200, seed=5, dtype=np.float64)
+    assert_close(on(gpu, jnp.linalg.cholesky, a), on(CPU, jnp.linalg.cholesky, a), 1e-12)
+
+
+def test_cholesky_not_positive_definite_is_nan(gpu):
+    a = spd(100, seed=6)
+    a[50, 50] = -10.0
+    g, c = on(gpu, jnp.linalg.cholesky, a), on(CPU, jnp.linalg.cholesky, a)
+    # NaN wherever cpu has NaN (its whole factor; JAX zeroes the other triangle), no garbage.
+    assert np.isnan(c).any()
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(c))
+    np.testing.assert_array_equal(g[~np.isnan(g)], c[~np.isnan(c)])
+
+
+@pytest.mark.parametrize("left_side", [True, False])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("unit_diagonal", [False, True])
+def test_triangular_solve(gpu, left_side, lower, transpose_a, unit_diagonal):
+    n, k = 300, 4
+    # Off-diagonal entries of size 1/n, diagonal near 1: well conditioned either way.
+    a = rand((2, n, n), seed=7) / n + np.eye(n, dtype=np.float32)
+    b = rand((2, n, k) if left_side else (2, k, n), seed=8)
+
+    def f(a, b):
+        return lax.linalg.triangular_solve(a, b, left_side=left_side, lower=lower,
+                                           transpose_a=transpose_a, unit_diagonal=unit_diagonal)
+
+    assert_close(on(gpu, f, a, b), on(CPU, f, a, b), 1e-5)
+
+
+def test_triangular_solve_1024(gpu):
+    n = 1024
+    a = rand((n, n), seed=9) / n + np.eye(n, dtype=np.float32)
+    b = rand((n, 2), seed=10)
+    f = lambda a, b: jsl.solve_triangular(a, b, lower=True)
+    assert_close(on(gpu, f, a, b), on(CPU, f, a, b), 1e-5)
+
+
+def test_lu_and_solve_256(gpu):
+    a, b = rand((256, 256), seed=11), rand((256, 2), seed=12)
+    f = lambda a, b: (jsl.lu(a)[2], jnp.linalg.solve(a, b))
+    g, c = on(gpu, f, a, b), on(CPU, f, a, b)
+    assert_close(g[0], c[0], 1e-4)
+    assert_close(g[1], c[1], 1e-3)
+
+
+def check_eigh(gpu, a, tol):
+    w, v = on(gpu, jnp.linalg.eigh, a)
+    wc = on(CPU, jnp.linalg.eigvalsh, a)
+    assert_close(w, wc, tol)
+    # A V = V diag(w) and V orthogonal (vectors are unique only up to sign).
+    n = a.shape[-1]
+    assert_close(a @ v, v * w[..., None, :], 10 * tol)
+    assert_close(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(n), v.shape), 10 * tol)
+
+
+def check_svd(gpu, a, tol):
+    u, s, vt = on(gpu, lambda a: jnp.linalg.svd(a, full_matrices=False), a)
+    assert_close(s, on(CPU, lambda a: jnp.linalg.svd(a, compute_uv=False), a), tol)
+    assert_close((u * s[..., None, :]) @ vt, a, 10 * tol)
+    k = s.shape[-1]
+    assert_close(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(np.eye(k), s.shape[:-1] + (k, k)),
+                 10 * tol)
+
+
+def check_qr(gpu, a, tol):
+    q, r = on(gpu, jnp.linalg.qr, a)
+    assert_close(q @ r, a, tol)
+    k = q.shape[-1]
+    assert_close(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(k), q.shape[:-2] + (k, k)),
+                 tol)
+    assert np.all(np.tril(r, -1) == 0)
+    assert_close(np.abs(r), np.abs(on(CPU, lambda a: jnp.linalg.qr(a)[1], a)), tol)
+
+
+def test_eigh_svd_qr_batched(gpu):
+    a = rand((2, 64, 64), seed=13)
+    check_eigh(gpu, (a + np.swapaxes(a, -1, -2)) / 2, 1e-4)
+    check_svd(gpu, a[:, :, :50], 1e-4)
+    check_qr(gpu, a[:, :, :50], 1e-4)
+
+
+@slow
+def test_eigh_svd_qr_128_batched(gpu):
+    a = rand((2, 128, 128), seed=13)
+    check_eigh(gpu, (a + np.swapaxes(a, -1, -2)) / 2, 1e-4)
+    check_svd(gpu, a[:, :, :100], 1e-4)
+    check_qr(gpu, a[:, :, :100], 1e-4)
+
+
+def test_qr_512(gpu):
+    check_qr(gpu, rand((512, 512), seed=16), 1e-4)
+
+
+@slow
+def test_eigh_512(gpu):
+    a = rand((512, 512), seed=14)
+    check_eigh(gpu, (a + a.T) / 2, 1e-4)
+
+
+@slow
+def test_svd_512(gpu):
+    check_svd(gpu, rand((512, 512), seed=15), 1e-4)
+
