@@ -242,8 +242,9 @@ fn compile_error(src: &str, max_loop: Option<u64>) -> wgpu_hlo::error::Error {
 
 #[test]
 fn unsplittable_work_is_refused() {
-    // A convolution whose window and features need 90000 steps per output.
-    let src = "func.func @main(%x: tensor<1x300x300xf32>, %k: tensor<300x300x1xf32>) -> tensor<1x1x1xf32> {\n  %c = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x300x300xf32>, tensor<300x300x1xf32>) -> tensor<1x1x1xf32>\n  return %c : tensor<1x1x1xf32>\n}\n";
+    // A boolean convolution (or-of-ands, no partial sums to fold) whose window and features
+    // need 90000 steps per output.
+    let src = "func.func @main(%x: tensor<1x300x300xi1>, %k: tensor<300x300x1xi1>) -> tensor<1x1x1xi1> {\n  %c = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x300x300xi1>, tensor<300x300x1xi1>) -> tensor<1x1x1xi1>\n  return %c : tensor<1x1x1xi1>\n}\n";
     let e = compile_error(src, None);
     assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
     assert!(e.message.contains("loop iterations"), "{e}");
@@ -272,4 +273,66 @@ fn tensors_over_the_binding_limit_are_refused() {
         e.message.contains("max_storage_buffer_binding_size") && e.message.contains(&n.to_string()),
         "{e}"
     );
+}
+
+#[test]
+fn narrow_dots_split_k() {
+    // bf16 and f16 results: partials and folds in f32, rounded and packed once at the end
+    // (an odd number of results leaves the last word half full).
+    let (m, k, n) = (3usize, 3000usize, 3usize);
+    let (a, b) = (data(m * k, 5), data(k * n, 6));
+    for ty in ["bf16", "f16"] {
+        let to = |v: f32| -> (f32, [u8; 2]) {
+            if ty == "bf16" {
+                let h = half::bf16::from_f32(v);
+                (h.to_f32(), h.to_le_bytes())
+            } else {
+                let h = half::f16::from_f32(v);
+                (h.to_f32(), h.to_le_bytes())
+            }
+        };
+        let from = |c: &[u8]| -> f32 {
+            if ty == "bf16" {
+                half::bf16::from_le_bytes([c[0], c[1]]).to_f32()
+            } else {
+                half::f16::from_le_bytes([c[0], c[1]]).to_f32()
+            }
+        };
+        let upload = |shape: &[usize], v: &[f32]| -> (Vec<f32>, DeviceBuffer) {
+            let (vals, bytes): (Vec<f32>, Vec<[u8; 2]>) = v.iter().map(|&x| to(x)).unzip();
+            let t = TensorType::new(
+                shape.iter().map(|&d| d as i64).collect(),
+                if ty == "bf16" {
+                    ElementType::BF16
+                } else {
+                    ElementType::F16
+                },
+            );
+            (vals, device().upload(&t, &bytes.concat()).unwrap())
+        };
+        let (lt, rt, ot) = (
+            shape_str(&[m, k], ty),
+            shape_str(&[k, n], ty),
+            shape_str(&[m, n], ty),
+        );
+        let src = format!(
+            "func.func @main(%a: tensor<{lt}>, %b: tensor<{rt}>) -> tensor<{ot}> {{\n  %r = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<{lt}>, tensor<{rt}>) -> tensor<{ot}>\n  return %r : tensor<{ot}>\n}}\n"
+        );
+        let ((av, ab), (bv, bb)) = (upload(&[m, k], &a), upload(&[k, n], &b));
+        let (out, kernels) = run(&src, Some(64), &[ab, bb]);
+        assert!(kernels > 2, "{ty} dot was not split");
+        let got: Vec<f32> = out[0].chunks(2).map(from).collect();
+        for i in 0..m {
+            for j in 0..n {
+                let want: f64 = (0..k)
+                    .map(|kk| av[i * k + kk] as f64 * bv[kk * n + j] as f64)
+                    .sum();
+                let g = got[i * n + j] as f64;
+                assert!(
+                    (g - want).abs() <= want.abs() / 128.0 + 1e-3,
+                    "{ty} [{i}, {j}]: got {g}, want {want}"
+                );
+            }
+        }
+    }
 }
