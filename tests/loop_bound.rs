@@ -248,8 +248,8 @@ fn unsplittable_work_is_refused() {
     let e = compile_error(src, None);
     assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
     assert!(e.message.contains("loop iterations"), "{e}");
-    // Packed outputs (bf16) are not split: refused rather than truncated.
-    let src = "func.func @main(%x: tensor<5000xbf16>) -> tensor<bf16> {\n  %z = stablehlo.constant dense<0.0> : tensor<bf16>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0] : (tensor<5000xbf16>, tensor<bf16>) -> tensor<bf16>\n  return %s : tensor<bf16>\n}\n";
+    // Boolean outputs are not split: refused rather than truncated.
+    let src = "func.func @main(%x: tensor<5000xi1>) -> tensor<i1> {\n  %z = stablehlo.constant dense<false> : tensor<i1>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.or across dimensions = [0] : (tensor<5000xi1>, tensor<i1>) -> tensor<i1>\n  return %s : tensor<i1>\n}\n";
     let e = compile_error(src, Some(16));
     assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
 }
@@ -332,6 +332,52 @@ fn narrow_dots_split_k() {
                     (g - want).abs() <= want.abs() / 128.0 + 1e-3,
                     "{ty} [{i}, {j}]: got {g}, want {want}"
                 );
+            }
+        }
+    }
+}
+
+#[test]
+fn narrow_reductions_split() {
+    // Maxima of bf16/f16 rows (exact in any order): partials and folds in f32, rounded and
+    // packed at the end; 37 rows leave the last word half full.
+    for (ty, et) in [("bf16", ElementType::BF16), ("f16", ElementType::F16)] {
+        for (rows, cols) in [(37usize, 5000usize), (1, 100_003), (300, 700)] {
+            let to = |v: f32| -> (f32, [u8; 2]) {
+                if ty == "bf16" {
+                    let h = half::bf16::from_f32(v);
+                    (h.to_f32(), h.to_le_bytes())
+                } else {
+                    let h = half::f16::from_f32(v);
+                    (h.to_f32(), h.to_le_bytes())
+                }
+            };
+            let (vals, bytes): (Vec<f32>, Vec<[u8; 2]>) =
+                data(rows * cols, 9).into_iter().map(to).unzip();
+            let t = TensorType::new(vec![rows as i64, cols as i64], et);
+            let x = device().upload(&t, &bytes.concat()).unwrap();
+            let (it, ot) = (shape_str(&[rows, cols], ty), shape_str(&[rows], ty));
+            let src = format!(
+                "func.func @main(%a: tensor<{it}>) -> tensor<{ot}> {{\n  %z = stablehlo.constant dense<0xFF800000> : tensor<f32>\n  %m = stablehlo.convert %z : (tensor<f32>) -> tensor<{ty}>\n  %s = stablehlo.reduce(%a init: %m) applies stablehlo.maximum across dimensions = [1] : (tensor<{it}>, tensor<{ty}>) -> tensor<{ot}>\n  return %s : tensor<{ot}>\n}}\n"
+            );
+            let (out, kernels) = run(&src, Some(64), &[x]);
+            assert!(kernels > 1, "{ty} {rows}x{cols} was not split");
+            let got: Vec<f32> = out[0]
+                .chunks(2)
+                .map(|c| {
+                    if ty == "bf16" {
+                        half::bf16::from_le_bytes([c[0], c[1]]).to_f32()
+                    } else {
+                        half::f16::from_le_bytes([c[0], c[1]]).to_f32()
+                    }
+                })
+                .collect();
+            assert_eq!(got.len(), rows);
+            for r in 0..rows {
+                let want = vals[r * cols..(r + 1) * cols]
+                    .iter()
+                    .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                assert_eq!(got[r], want, "{ty} {rows}x{cols} row {r}");
             }
         }
     }
