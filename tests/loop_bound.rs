@@ -382,3 +382,200 @@ fn narrow_reductions_split() {
         }
     }
 }
+
+/// A 2-d `reduce_window` (`op` add or maximum) of an `f32` or narrow-float `[h, w]` input
+/// against the definition on the host: the input padded (with the init value) and dilated
+/// explicitly, each window folded in f64.
+#[allow(clippy::too_many_arguments)]
+fn check_reduce_window(
+    ty: &str,
+    op: &str,
+    hw: [usize; 2],
+    window: [usize; 2],
+    strides: [usize; 2],
+    pad: [(usize, usize); 2],
+    base: [usize; 2],
+    wdil: [usize; 2],
+    max_loop: Option<u64>,
+) {
+    let round = |v: f32| -> f32 {
+        match ty {
+            "bf16" => half::bf16::from_f32(v).to_f32(),
+            "f16" => half::f16::from_f32(v).to_f32(),
+            _ => v,
+        }
+    };
+    let bytes = |v: &[f32]| -> Vec<u8> {
+        match ty {
+            "bf16" => v
+                .iter()
+                .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+                .collect(),
+            "f16" => v
+                .iter()
+                .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+                .collect(),
+            _ => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    };
+    let values = |b: &[u8]| -> Vec<f32> {
+        match ty {
+            "bf16" => b
+                .chunks(2)
+                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            "f16" => b
+                .chunks(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            _ => f32s(b),
+        }
+    };
+    let padded = |d: usize| (hw[d] - 1) * base[d] + 1 + pad[d].0 + pad[d].1;
+    let span = |d: usize| (window[d] - 1) * wdil[d] + 1;
+    let out = |d: usize| (padded(d) - span(d)) / strides[d] + 1;
+    let (oh, ow) = (out(0), out(1));
+    let (it, ot) = (shape_str(&hw, ty), shape_str(&[oh, ow], ty));
+    let (init, init_v) = if op == "add" {
+        ("0.0", 0f64)
+    } else {
+        ("0xFF800000", f64::NEG_INFINITY)
+    };
+    let pair = |v: [usize; 2]| format!("{}, {}", v[0], v[1]);
+    let src = format!(
+        r#"func.func @main(%x: tensor<{it}>) -> tensor<{ot}> {{
+  %z = stablehlo.constant dense<{init}> : tensor<f32>
+  %i = stablehlo.convert %z : (tensor<f32>) -> tensor<{ty}>
+  %r = "stablehlo.reduce_window"(%x, %i) <{{base_dilations = array<i64: {}>, padding = dense<[[{}, {}], [{}, {}]]> : tensor<2x2xi64>, window_dilations = array<i64: {}>, window_dimensions = array<i64: {}>, window_strides = array<i64: {}>}}> ({{
+    ^bb0(%a: tensor<{ty}>, %b: tensor<{ty}>):
+      %s = stablehlo.{op} %a, %b : tensor<{ty}>
+      stablehlo.return %s : tensor<{ty}>
+    }}) : (tensor<{it}>, tensor<{ty}>) -> tensor<{ot}>
+  return %r : tensor<{ot}>
+}}
+"#,
+        pair(base),
+        pad[0].0,
+        pad[0].1,
+        pad[1].0,
+        pad[1].1,
+        pair(wdil),
+        pair(window),
+        pair(strides)
+    );
+    let x: Vec<f32> = data(hw[0] * hw[1], 21).into_iter().map(round).collect();
+    let et = match ty {
+        "bf16" => ElementType::BF16,
+        "f16" => ElementType::F16,
+        _ => ElementType::F32,
+    };
+    let t = TensorType::new(vec![hw[0] as i64, hw[1] as i64], et);
+    let buf = device().upload(&t, &bytes(&x)).unwrap();
+    let (res, kernels) = run(&src, max_loop, &[buf]);
+    let got = values(&res[0]);
+    // The padded, dilated input (init where padding or a hole).
+    let (ph, pw) = (padded(0), padded(1));
+    let mut xp = vec![init_v; ph * pw];
+    for i in 0..hw[0] {
+        for j in 0..hw[1] {
+            xp[(pad[0].0 + i * base[0]) * pw + pad[1].0 + j * base[1]] = x[i * hw[1] + j] as f64;
+        }
+    }
+    let terms = window[0] * window[1];
+    for i in 0..oh {
+        for j in 0..ow {
+            let mut acc = init_v;
+            for u in 0..window[0] {
+                for v in 0..window[1] {
+                    let e = xp[(i * strides[0] + u * wdil[0]) * pw + j * strides[1] + v * wdil[1]];
+                    acc = if op == "add" { acc + e } else { acc.max(e) };
+                }
+            }
+            let g = got[i * ow + j];
+            let ok = if op == "add" {
+                let tol = match ty {
+                    "f32" => 1e-5 * (terms as f64).sqrt() * (1.0 + acc.abs()) + 1e-6,
+                    // Each add of the body rounds to the narrow type.
+                    _ => 0.02 * (terms as f64).sqrt() * (1.0 + acc.abs()),
+                };
+                (g as f64 - acc).abs() <= tol
+            } else {
+                g as f64 == acc
+            };
+            assert!(ok, "{ty} {op} [{i}, {j}]: got {g}, want {acc}\n{src}");
+        }
+    }
+    if let Some(bound) = max_loop {
+        if terms as u64 > bound {
+            assert!(kernels > 1, "{src} was not split");
+        }
+    }
+}
+
+#[test]
+fn reduce_windows_split() {
+    let one = [1, 1];
+    // The conformance shape: a window of 401 elements, stride 160.
+    check_reduce_window(
+        "f32",
+        "maximum",
+        [1, 1600],
+        [1, 401],
+        [1, 160],
+        [(0, 0); 2],
+        one,
+        one,
+        Some(64),
+    );
+    // Padding, strides, base and window dilation; sums and maxima.
+    for op in ["add", "maximum"] {
+        check_reduce_window(
+            "f32",
+            op,
+            [30, 40],
+            [9, 11],
+            [2, 3],
+            [(4, 4), (5, 3)],
+            [1, 2],
+            [2, 1],
+            Some(64),
+        );
+        check_reduce_window(
+            "f32",
+            op,
+            [50, 60],
+            [50, 60],
+            one,
+            [(0, 0); 2],
+            one,
+            one,
+            Some(64),
+        );
+    }
+    // Packed narrow results: an odd number of them.
+    for ty in ["bf16", "f16"] {
+        check_reduce_window(
+            ty,
+            "maximum",
+            [21, 33],
+            [13, 17],
+            [2, 2],
+            [(6, 6), (8, 8)],
+            one,
+            one,
+            Some(64),
+        );
+    }
+    // Global pooling over a 300x300 image at the default bound (90000 elements per window).
+    check_reduce_window(
+        "f32",
+        "add",
+        [300, 300],
+        [300, 300],
+        one,
+        [(0, 0); 2],
+        one,
+        one,
+        None,
+    );
+}
