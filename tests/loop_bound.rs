@@ -248,9 +248,9 @@ fn unsplittable_work_is_refused() {
     let e = compile_error(src, None);
     assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
     assert!(e.message.contains("loop iterations"), "{e}");
-    // Boolean outputs are not split: refused rather than truncated.
-    let src = "func.func @main(%x: tensor<5000xi1>) -> tensor<i1> {\n  %z = stablehlo.constant dense<false> : tensor<i1>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.or across dimensions = [0] : (tensor<5000xi1>, tensor<i1>) -> tensor<i1>\n  return %s : tensor<i1>\n}\n";
-    let e = compile_error(src, Some(16));
+    // A sort by ranking longer than the bound (each element counts the ones before it).
+    let src = "func.func @main(%x: tensor<100xi32>) -> tensor<100xi32> {\n  %s = \"stablehlo.sort\"(%x) <{dimension = 0 : i64, is_stable = true}> ({\n  ^bb0(%a: tensor<i32>, %b: tensor<i32>):\n    %c = stablehlo.compare LT, %a, %b, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>\n    stablehlo.return %c : tensor<i1>\n  }) : (tensor<100xi32>) -> tensor<100xi32>\n  return %s : tensor<100xi32>\n}\n";
+    let e = compile_error(src, Some(64));
     assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
 }
 
@@ -578,4 +578,40 @@ fn reduce_windows_split() {
         one,
         None,
     );
+}
+
+#[test]
+fn boolean_reductions_split() {
+    // any(x > t) over rows and over everything: booleans are packed four to a word, so one
+    // thread per result used to loop four times the row; partials are 0/1 words.
+    for (rows, cols, bound) in [
+        (3usize, 50_000usize, Some(64)),
+        (500, 300, Some(64)),
+        (1, 1 << 20, None),
+    ] {
+        let x = data(rows * cols, 4);
+        // Exactly one element per row above the threshold (and none in row 1 when rows > 1).
+        let mut x: Vec<f32> = x.into_iter().map(|v| v * 0.5).collect();
+        for r in 0..rows {
+            if r != 1 {
+                x[r * cols + (r * 7919) % cols] = 0.9;
+            }
+        }
+        let (it, bt, ot) = (
+            shape_str(&[rows, cols], "f32"),
+            shape_str(&[rows, cols], "i1"),
+            shape_str(&[rows], "i1"),
+        );
+        let src = format!(
+            "func.func @main(%x: tensor<{it}>) -> tensor<{ot}> {{\n  %t = stablehlo.constant dense<0.75> : tensor<{it}>\n  %b = stablehlo.compare GT, %x, %t, FLOAT : (tensor<{it}>, tensor<{it}>) -> tensor<{bt}>\n  %f = stablehlo.constant dense<false> : tensor<i1>\n  %r = stablehlo.reduce(%b init: %f) applies stablehlo.or across dimensions = [1] : (tensor<{bt}>, tensor<i1>) -> tensor<{ot}>\n  return %r : tensor<{ot}>\n}}\n"
+        );
+        let (out, kernels) = run(&src, bound, &[upload_f32(&[rows, cols], &x)]);
+        if bound.is_some() {
+            assert!(kernels > 1, "{rows}x{cols} was not split");
+        }
+        assert_eq!(out[0].len(), rows);
+        for (r, &b) in out[0].iter().enumerate() {
+            assert_eq!(b != 0, r != 1, "{rows}x{cols} row {r}");
+        }
+    }
 }

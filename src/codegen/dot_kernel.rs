@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::fusion::Group;
 use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type, ValueId};
 
+use super::dtype::Compute;
 use super::expr::Binding;
 use super::op_kernels::Plan;
 use super::partials;
@@ -67,7 +68,8 @@ pub fn plan(
     let Type::Tensor(ot) = f.ty(op.results[0]) else {
         return single(kernel);
     };
-    let Some((wide, c)) = partials::wide(ot.dtype) else {
+    // Boolean dots and convolutions (or-of-ands) are not split.
+    let Some((wide, c)) = partials::wide(ot.dtype).filter(|w| w.1 != Compute::Bool) else {
         return single(kernel);
     };
     let n = ot.num_elements() as u64;

@@ -33,19 +33,38 @@ pub fn unpacked(t: ElementType) -> Option<Compute> {
 
 /// The element type partials of results of type `t` are kept in, with its compute type: `t`
 /// itself when [`unpacked`], else the unpacked type packed narrow types compute in (f32 for
-/// f16/bf16, i32/u32 for narrow integers); the last fold rounds and packs them. `None` for
-/// booleans.
+/// f16/bf16, i32/u32 for narrow integers, u32 0/1 for booleans: see [`load`], [`store`]); the
+/// last fold rounds and packs them.
 pub fn wide(t: ElementType) -> Option<(ElementType, Compute)> {
     use ElementType::*;
     if let Some(c) = unpacked(t) {
         return Some((t, c));
     }
     Some(match t {
+        Pred => (U32, Compute::Bool),
         F16 | BF16 => (F32, Compute::F32),
         I2 | I4 | I8 | I16 => (I32, Compute::I32),
         U2 | U4 | U8 | U16 => (U32, Compute::U32),
         _ => return None,
     })
+}
+
+/// Element expression `e` of a partials temporary as a value of compute type `c`.
+pub fn load(c: Compute, e: &str) -> String {
+    if c == Compute::Bool {
+        format!("({e} != 0u)")
+    } else {
+        e.to_string()
+    }
+}
+
+/// `v`, of compute type `c`, as stored in a partials temporary.
+pub fn store(c: Compute, v: &str) -> String {
+    if c == Compute::Bool {
+        format!("select(0u, 1u, {v})")
+    } else {
+        v.to_string()
+    }
 }
 
 /// The binding of temporary `t`: `len` elements of `dtype`.
@@ -117,6 +136,7 @@ pub fn fold(
                     &format!("{name}_pack"),
                     output,
                     finals,
+                    types,
                     n,
                     target,
                 )?);
@@ -134,11 +154,12 @@ fn pack_kernel(
     name: &str,
     input: Vec<Binding>,
     output: Vec<Binding>,
+    types: &[Compute],
     n: u64,
     target: Target,
 ) -> Result<Kernel> {
     use super::dtype;
-    if input.len() != output.len() {
+    if input.len() != output.len() || types.len() != output.len() {
         return Err(Error::internal(format!(
             "{name}: partials and results differ in number"
         )));
@@ -150,7 +171,7 @@ fn pack_kernel(
         .unwrap_or(1);
     let mut needs = BTreeSet::new();
     let mut body = String::new();
-    for (j, o) in output.iter().enumerate() {
+    for (j, (o, &c)) in output.iter().zip(types).enumerate() {
         let t = o.ty.dtype;
         for h in dtype::helpers_for(t) {
             needs.insert(h.to_string());
@@ -161,7 +182,10 @@ fn pack_kernel(
             for e in 0..per {
                 body.push_str(&format!(
                     "    if (tid * {per}u + {e}u < {n}u) {{ out{j}[tid * {per}u + {e}u] = {}; }}\n",
-                    dtype::round(t, &format!("in{j}[tid * {per}u + {e}u]"))
+                    store(
+                        c,
+                        &dtype::round(t, &load(c, &format!("in{j}[tid * {per}u + {e}u]")))
+                    )
                 ));
             }
             continue;
@@ -171,7 +195,7 @@ fn pack_kernel(
             body.push_str(&format!("    var w{j}_{q}: u32 = 0u;\n"));
             for e in 0..p {
                 let i = format!("(tid * {per}u + {}u)", q * p + e);
-                let v = dtype::round(t, &format!("in{j}[{i}]"));
+                let v = dtype::round(t, &load(c, &format!("in{j}[{i}]")));
                 body.push_str(&format!(
                     "    if ({i} < {n}u) {{ w{j}_{q} = w{j}_{q} | ({} << {}u); }}\n",
                     dtype::to_bits(t, &v),
@@ -221,15 +245,26 @@ fn fold_kernel(
         "    let o = tid / {groups}u;\n    let p0 = o * {parts}u + (tid % {groups}u) * {per}u;\n    let p1 = min(p0 + {per}u, (o + 1u) * {parts}u);\n"
     ));
     let acc: Vec<String> = (0..types.len()).map(|j| format!("acc{j}")).collect();
-    let vals: Vec<String> = (0..types.len()).map(|j| format!("in{j}[p]")).collect();
-    for (j, t) in types.iter().enumerate() {
-        body.push_str(&format!("    var acc{j}: {} = in{j}[p0];\n", t.wgsl()));
+    let vals: Vec<String> = types
+        .iter()
+        .enumerate()
+        .map(|(j, &t)| load(t, &format!("in{j}[p]")))
+        .collect();
+    for (j, &t) in types.iter().enumerate() {
+        body.push_str(&format!(
+            "    var acc{j}: {} = {};\n",
+            t.wgsl(),
+            load(t, &format!("in{j}[p0]"))
+        ));
     }
     body.push_str("    for (var p: u32 = p0 + 1u; p < p1; p = p + 1u) {\n        ");
     body.push_str(&combine(&acc, &vals));
     body.push_str("\n    }\n");
-    for j in 0..types.len() {
-        body.push_str(&format!("    out{j}[tid] = acc{j};\n"));
+    for (j, &t) in types.iter().enumerate() {
+        body.push_str(&format!(
+            "    out{j}[tid] = {};\n",
+            store(t, &format!("acc{j}"))
+        ));
     }
     let comment = format!(
         "kernel {name}: folds {parts} partials into {groups} for each of {n} outputs (at most {per} per invocation)"

@@ -295,7 +295,11 @@ fn emit_stage(
     // 1000x1000 sums: 16 ms -> 4 ms, softmax 52 -> 27 ms).
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
     let barriers_are_slow = target.cpu_adapter && out_count >= 64 * cores;
-    let use_workgroup = red_len >= WORKGROUP_REDUCE_MIN && !packed && !barriers_are_slow;
+    // Boolean partials (split `any`/`all`) stay on the thread-per-output path.
+    let use_workgroup = red_len >= WORKGROUP_REDUCE_MIN
+        && !packed
+        && !barriers_are_slow
+        && !types.contains(&Compute::Bool);
     // The output and first reduced element of accumulator `o` (WGSL names).
     let chunk_of = |em: &mut ExprEmitter, o: &str| -> (String, String) {
         if chunks == 1 {
@@ -440,7 +444,12 @@ fn emit_stage(
             for (j, o) in outs.iter().enumerate() {
                 let p = dtype::per_word(o.ty.dtype) as u64;
                 if p == 1 {
-                    em.line(&format!("out{j}[{ovar}] = {};", acc[j]));
+                    let v = if split.is_some() {
+                        partials::store(types[j], &acc[j])
+                    } else {
+                        acc[j].clone()
+                    };
+                    em.line(&format!("out{j}[{ovar}] = {v};"));
                 } else {
                     let bits = 32 / p;
                     em.line(&format!(

@@ -265,8 +265,8 @@ fn emit_stage(
     em.line(&format!("let w0 = (tid % {}u) * {}u;", s.chunks, s.chunk));
     let end = format!("min(w0 + {}u, {wcount}u)", s.chunk);
     let acc = window(&mut em, "o", 0, ("w0", &end, s.chunk.min(wcount as u64)))?;
-    for (j, a) in acc.iter().enumerate() {
-        em.line(&format!("out{j}[tid] = {a};"));
+    for (j, (a, &t)) in acc.iter().zip(&types).enumerate() {
+        em.line(&format!("out{j}[tid] = {};", partials::store(t, a)));
     }
     let comment = format!(
         "kernel {name}: reduce_window partials, {} chunks of {} window elements for each of {out_count} results\nfuses: stablehlo.reduce_window",
