@@ -140,3 +140,18 @@ def test_long_reductions_and_dots(gpu):
     a = rng.standard_normal((2, 300_000)).astype(np.float32)
     b = rng.standard_normal((300_000, 3)).astype(np.float32)
     compare(gpu, lambda a, b: a @ b, a, b)
+
+
+def test_bf16_log_softmax_large_vocabulary(gpu):
+    # 128 rows of a 50257-entry vocabulary in bf16: one thread per row looped 50257 times.
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((128, 50257)).astype(jnp.bfloat16)
+    compare(gpu, lambda x: jax.nn.log_softmax(x, axis=-1), x, rtol=2e-2, atol=2e-2)
+
+
+def test_any_over_a_million_booleans(gpu):
+    x = np.zeros(1_000_000, np.float32)
+    x[999_999] = np.nan
+    for v in (x, np.zeros_like(x)):
+        g = on(gpu, lambda v: (jnp.any(jnp.isnan(v)), jnp.all(v == 0)), v)
+        assert bool(g[0]) == bool(np.any(np.isnan(v))) and bool(g[1]) == bool(np.all(v == 0))
