@@ -242,15 +242,12 @@ fn compile_error(src: &str, max_loop: Option<u64>) -> wgpu_hlo::error::Error {
 
 #[test]
 fn unsplittable_work_is_refused() {
-    // A convolution whose window and features need 90000 steps per output.
-    let src = "func.func @main(%x: tensor<1x300x300xf32>, %k: tensor<300x300x1xf32>) -> tensor<1x1x1xf32> {\n  %c = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x300x300xf32>, tensor<300x300x1xf32>) -> tensor<1x1x1xf32>\n  return %c : tensor<1x1x1xf32>\n}\n";
+    // A boolean convolution (or-of-ands, no partial sums to fold) whose window and features
+    // need 90000 steps per output.
+    let src = "func.func @main(%x: tensor<1x300x300xi1>, %k: tensor<300x300x1xi1>) -> tensor<1x1x1xi1> {\n  %c = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x300x300xi1>, tensor<300x300x1xi1>) -> tensor<1x1x1xi1>\n  return %c : tensor<1x1x1xi1>\n}\n";
     let e = compile_error(src, None);
     assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
     assert!(e.message.contains("loop iterations"), "{e}");
-    // Packed outputs (bf16) are not split: refused rather than truncated.
-    let src = "func.func @main(%x: tensor<5000xbf16>) -> tensor<bf16> {\n  %z = stablehlo.constant dense<0.0> : tensor<bf16>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0] : (tensor<5000xbf16>, tensor<bf16>) -> tensor<bf16>\n  return %s : tensor<bf16>\n}\n";
-    let e = compile_error(src, Some(16));
-    assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
 }
 
 #[test]
@@ -272,4 +269,365 @@ fn tensors_over_the_binding_limit_are_refused() {
         e.message.contains("max_storage_buffer_binding_size") && e.message.contains(&n.to_string()),
         "{e}"
     );
+}
+
+#[test]
+fn narrow_dots_split_k() {
+    // bf16 and f16 results: partials and folds in f32, rounded and packed once at the end
+    // (an odd number of results leaves the last word half full).
+    let (m, k, n) = (3usize, 3000usize, 3usize);
+    let (a, b) = (data(m * k, 5), data(k * n, 6));
+    for ty in ["bf16", "f16"] {
+        let to = |v: f32| -> (f32, [u8; 2]) {
+            if ty == "bf16" {
+                let h = half::bf16::from_f32(v);
+                (h.to_f32(), h.to_le_bytes())
+            } else {
+                let h = half::f16::from_f32(v);
+                (h.to_f32(), h.to_le_bytes())
+            }
+        };
+        let from = |c: &[u8]| -> f32 {
+            if ty == "bf16" {
+                half::bf16::from_le_bytes([c[0], c[1]]).to_f32()
+            } else {
+                half::f16::from_le_bytes([c[0], c[1]]).to_f32()
+            }
+        };
+        let upload = |shape: &[usize], v: &[f32]| -> (Vec<f32>, DeviceBuffer) {
+            let (vals, bytes): (Vec<f32>, Vec<[u8; 2]>) = v.iter().map(|&x| to(x)).unzip();
+            let t = TensorType::new(
+                shape.iter().map(|&d| d as i64).collect(),
+                if ty == "bf16" {
+                    ElementType::BF16
+                } else {
+                    ElementType::F16
+                },
+            );
+            (vals, device().upload(&t, &bytes.concat()).unwrap())
+        };
+        let (lt, rt, ot) = (
+            shape_str(&[m, k], ty),
+            shape_str(&[k, n], ty),
+            shape_str(&[m, n], ty),
+        );
+        let src = format!(
+            "func.func @main(%a: tensor<{lt}>, %b: tensor<{rt}>) -> tensor<{ot}> {{\n  %r = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<{lt}>, tensor<{rt}>) -> tensor<{ot}>\n  return %r : tensor<{ot}>\n}}\n"
+        );
+        let ((av, ab), (bv, bb)) = (upload(&[m, k], &a), upload(&[k, n], &b));
+        let (out, kernels) = run(&src, Some(64), &[ab, bb]);
+        assert!(kernels > 2, "{ty} dot was not split");
+        let got: Vec<f32> = out[0].chunks(2).map(from).collect();
+        for i in 0..m {
+            for j in 0..n {
+                let want: f64 = (0..k)
+                    .map(|kk| av[i * k + kk] as f64 * bv[kk * n + j] as f64)
+                    .sum();
+                let g = got[i * n + j] as f64;
+                assert!(
+                    (g - want).abs() <= want.abs() / 128.0 + 1e-3,
+                    "{ty} [{i}, {j}]: got {g}, want {want}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn narrow_reductions_split() {
+    // Maxima of bf16/f16 rows (exact in any order): partials and folds in f32, rounded and
+    // packed at the end; 37 rows leave the last word half full.
+    for (ty, et) in [("bf16", ElementType::BF16), ("f16", ElementType::F16)] {
+        for (rows, cols) in [(37usize, 5000usize), (1, 100_003), (300, 700)] {
+            let to = |v: f32| -> (f32, [u8; 2]) {
+                if ty == "bf16" {
+                    let h = half::bf16::from_f32(v);
+                    (h.to_f32(), h.to_le_bytes())
+                } else {
+                    let h = half::f16::from_f32(v);
+                    (h.to_f32(), h.to_le_bytes())
+                }
+            };
+            let (vals, bytes): (Vec<f32>, Vec<[u8; 2]>) =
+                data(rows * cols, 9).into_iter().map(to).unzip();
+            let t = TensorType::new(vec![rows as i64, cols as i64], et);
+            let x = device().upload(&t, &bytes.concat()).unwrap();
+            let (it, ot) = (shape_str(&[rows, cols], ty), shape_str(&[rows], ty));
+            let src = format!(
+                "func.func @main(%a: tensor<{it}>) -> tensor<{ot}> {{\n  %z = stablehlo.constant dense<0xFF800000> : tensor<f32>\n  %m = stablehlo.convert %z : (tensor<f32>) -> tensor<{ty}>\n  %s = stablehlo.reduce(%a init: %m) applies stablehlo.maximum across dimensions = [1] : (tensor<{it}>, tensor<{ty}>) -> tensor<{ot}>\n  return %s : tensor<{ot}>\n}}\n"
+            );
+            let (out, kernels) = run(&src, Some(64), &[x]);
+            assert!(kernels > 1, "{ty} {rows}x{cols} was not split");
+            let got: Vec<f32> = out[0]
+                .chunks(2)
+                .map(|c| {
+                    if ty == "bf16" {
+                        half::bf16::from_le_bytes([c[0], c[1]]).to_f32()
+                    } else {
+                        half::f16::from_le_bytes([c[0], c[1]]).to_f32()
+                    }
+                })
+                .collect();
+            assert_eq!(got.len(), rows);
+            for r in 0..rows {
+                let want = vals[r * cols..(r + 1) * cols]
+                    .iter()
+                    .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                assert_eq!(got[r], want, "{ty} {rows}x{cols} row {r}");
+            }
+        }
+    }
+}
+
+/// A 2-d `reduce_window` (`op` add or maximum) of an `f32` or narrow-float `[h, w]` input
+/// against the definition on the host: the input padded (with the init value) and dilated
+/// explicitly, each window folded in f64.
+#[allow(clippy::too_many_arguments)]
+fn check_reduce_window(
+    ty: &str,
+    op: &str,
+    hw: [usize; 2],
+    window: [usize; 2],
+    strides: [usize; 2],
+    pad: [(usize, usize); 2],
+    base: [usize; 2],
+    wdil: [usize; 2],
+    max_loop: Option<u64>,
+) {
+    let round = |v: f32| -> f32 {
+        match ty {
+            "bf16" => half::bf16::from_f32(v).to_f32(),
+            "f16" => half::f16::from_f32(v).to_f32(),
+            _ => v,
+        }
+    };
+    let bytes = |v: &[f32]| -> Vec<u8> {
+        match ty {
+            "bf16" => v
+                .iter()
+                .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+                .collect(),
+            "f16" => v
+                .iter()
+                .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+                .collect(),
+            _ => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    };
+    let values = |b: &[u8]| -> Vec<f32> {
+        match ty {
+            "bf16" => b
+                .chunks(2)
+                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            "f16" => b
+                .chunks(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            _ => f32s(b),
+        }
+    };
+    let padded = |d: usize| (hw[d] - 1) * base[d] + 1 + pad[d].0 + pad[d].1;
+    let span = |d: usize| (window[d] - 1) * wdil[d] + 1;
+    let out = |d: usize| (padded(d) - span(d)) / strides[d] + 1;
+    let (oh, ow) = (out(0), out(1));
+    let (it, ot) = (shape_str(&hw, ty), shape_str(&[oh, ow], ty));
+    let (init, init_v) = if op == "add" {
+        ("0.0", 0f64)
+    } else {
+        ("0xFF800000", f64::NEG_INFINITY)
+    };
+    let pair = |v: [usize; 2]| format!("{}, {}", v[0], v[1]);
+    let src = format!(
+        r#"func.func @main(%x: tensor<{it}>) -> tensor<{ot}> {{
+  %z = stablehlo.constant dense<{init}> : tensor<f32>
+  %i = stablehlo.convert %z : (tensor<f32>) -> tensor<{ty}>
+  %r = "stablehlo.reduce_window"(%x, %i) <{{base_dilations = array<i64: {}>, padding = dense<[[{}, {}], [{}, {}]]> : tensor<2x2xi64>, window_dilations = array<i64: {}>, window_dimensions = array<i64: {}>, window_strides = array<i64: {}>}}> ({{
+    ^bb0(%a: tensor<{ty}>, %b: tensor<{ty}>):
+      %s = stablehlo.{op} %a, %b : tensor<{ty}>
+      stablehlo.return %s : tensor<{ty}>
+    }}) : (tensor<{it}>, tensor<{ty}>) -> tensor<{ot}>
+  return %r : tensor<{ot}>
+}}
+"#,
+        pair(base),
+        pad[0].0,
+        pad[0].1,
+        pad[1].0,
+        pad[1].1,
+        pair(wdil),
+        pair(window),
+        pair(strides)
+    );
+    let x: Vec<f32> = data(hw[0] * hw[1], 21).into_iter().map(round).collect();
+    let et = match ty {
+        "bf16" => ElementType::BF16,
+        "f16" => ElementType::F16,
+        _ => ElementType::F32,
+    };
+    let t = TensorType::new(vec![hw[0] as i64, hw[1] as i64], et);
+    let buf = device().upload(&t, &bytes(&x)).unwrap();
+    let (res, kernels) = run(&src, max_loop, &[buf]);
+    let got = values(&res[0]);
+    // The padded, dilated input (init where padding or a hole).
+    let (ph, pw) = (padded(0), padded(1));
+    let mut xp = vec![init_v; ph * pw];
+    for i in 0..hw[0] {
+        for j in 0..hw[1] {
+            xp[(pad[0].0 + i * base[0]) * pw + pad[1].0 + j * base[1]] = x[i * hw[1] + j] as f64;
+        }
+    }
+    let terms = window[0] * window[1];
+    for i in 0..oh {
+        for j in 0..ow {
+            let mut acc = init_v;
+            for u in 0..window[0] {
+                for v in 0..window[1] {
+                    let e = xp[(i * strides[0] + u * wdil[0]) * pw + j * strides[1] + v * wdil[1]];
+                    acc = if op == "add" { acc + e } else { acc.max(e) };
+                }
+            }
+            let g = got[i * ow + j];
+            let ok = if op == "add" {
+                let tol = match ty {
+                    "f32" => 1e-5 * (terms as f64).sqrt() * (1.0 + acc.abs()) + 1e-6,
+                    // Each add of the body rounds to the narrow type.
+                    _ => 0.02 * (terms as f64).sqrt() * (1.0 + acc.abs()),
+                };
+                (g as f64 - acc).abs() <= tol
+            } else {
+                g as f64 == acc
+            };
+            assert!(ok, "{ty} {op} [{i}, {j}]: got {g}, want {acc}\n{src}");
+        }
+    }
+    if let Some(bound) = max_loop {
+        if terms as u64 > bound {
+            assert!(kernels > 1, "{src} was not split");
+        }
+    }
+}
+
+#[test]
+fn reduce_windows_split() {
+    let one = [1, 1];
+    // The conformance shape: a window of 401 elements, stride 160.
+    check_reduce_window(
+        "f32",
+        "maximum",
+        [1, 1600],
+        [1, 401],
+        [1, 160],
+        [(0, 0); 2],
+        one,
+        one,
+        Some(64),
+    );
+    // Padding, strides, base and window dilation; sums and maxima.
+    for op in ["add", "maximum"] {
+        check_reduce_window(
+            "f32",
+            op,
+            [30, 40],
+            [9, 11],
+            [2, 3],
+            [(4, 4), (5, 3)],
+            [1, 2],
+            [2, 1],
+            Some(64),
+        );
+        check_reduce_window(
+            "f32",
+            op,
+            [50, 60],
+            [50, 60],
+            one,
+            [(0, 0); 2],
+            one,
+            one,
+            Some(64),
+        );
+    }
+    // Packed narrow results: an odd number of them.
+    for ty in ["bf16", "f16"] {
+        check_reduce_window(
+            ty,
+            "maximum",
+            [21, 33],
+            [13, 17],
+            [2, 2],
+            [(6, 6), (8, 8)],
+            one,
+            one,
+            Some(64),
+        );
+    }
+    // Global pooling over a 300x300 image at the default bound (90000 elements per window).
+    check_reduce_window(
+        "f32",
+        "add",
+        [300, 300],
+        [300, 300],
+        one,
+        [(0, 0); 2],
+        one,
+        one,
+        None,
+    );
+}
+
+#[test]
+fn boolean_reductions_split() {
+    // any(x > t) over rows and over everything: booleans are packed four to a word, so one
+    // thread per result used to loop four times the row; partials are 0/1 words.
+    for (rows, cols, bound) in [
+        (3usize, 50_000usize, Some(64)),
+        (500, 300, Some(64)),
+        (1, 1 << 20, None),
+    ] {
+        let x = data(rows * cols, 4);
+        // Exactly one element per row above the threshold (and none in row 1 when rows > 1).
+        let mut x: Vec<f32> = x.into_iter().map(|v| v * 0.5).collect();
+        for r in 0..rows {
+            if r != 1 {
+                x[r * cols + (r * 7919) % cols] = 0.9;
+            }
+        }
+        let (it, bt, ot) = (
+            shape_str(&[rows, cols], "f32"),
+            shape_str(&[rows, cols], "i1"),
+            shape_str(&[rows], "i1"),
+        );
+        let src = format!(
+            "func.func @main(%x: tensor<{it}>) -> tensor<{ot}> {{\n  %t = stablehlo.constant dense<0.75> : tensor<{it}>\n  %b = stablehlo.compare GT, %x, %t, FLOAT : (tensor<{it}>, tensor<{it}>) -> tensor<{bt}>\n  %f = stablehlo.constant dense<false> : tensor<i1>\n  %r = stablehlo.reduce(%b init: %f) applies stablehlo.or across dimensions = [1] : (tensor<{bt}>, tensor<i1>) -> tensor<{ot}>\n  return %r : tensor<{ot}>\n}}\n"
+        );
+        let (out, kernels) = run(&src, bound, &[upload_f32(&[rows, cols], &x)]);
+        if bound.is_some() {
+            assert!(kernels > 1, "{rows}x{cols} was not split");
+        }
+        assert_eq!(out[0].len(), rows);
+        for (r, &b) in out[0].iter().enumerate() {
+            assert_eq!(b != 0, r != 1, "{rows}x{cols} row {r}");
+        }
+    }
+}
+
+#[test]
+fn short_sorts_rank_or_go_bitonic() {
+    // 100 keys: ranking loops 100 times per element, more than a bound of 64 allows, so the
+    // bitonic network sorts them; at the default bound, ranking.
+    let src = "func.func @main(%x: tensor<3x100xi32>) -> tensor<3x100xi32> {\n  %s = \"stablehlo.sort\"(%x) <{dimension = 1 : i64, is_stable = true}> ({\n  ^bb0(%a: tensor<i32>, %b: tensor<i32>):\n    %c = stablehlo.compare LT, %a, %b, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>\n    stablehlo.return %c : tensor<i1>\n  }) : (tensor<3x100xi32>) -> tensor<3x100xi32>\n  return %s : tensor<3x100xi32>\n}\n";
+    let x: Vec<i32> = data(300, 8).iter().map(|v| (v * 50.0) as i32).collect();
+    let t = TensorType::new(vec![3, 100], ElementType::I32);
+    let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut want = x.clone();
+    for row in want.chunks_mut(100) {
+        row.sort();
+    }
+    for (bound, split) in [(Some(64), true), (None, false)] {
+        let buf = device().upload(&t, &bytes).unwrap();
+        let (out, kernels) = run(src, bound, &[buf]);
+        assert_eq!(i32s(&out[0]), want, "bound {bound:?}");
+        assert_eq!(kernels > 1, split, "bound {bound:?}: {kernels} kernels");
+    }
 }

@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::fusion::Group;
 use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type, ValueId};
 
+use super::dtype::Compute;
 use super::expr::Binding;
 use super::op_kernels::Plan;
 use super::partials;
@@ -41,11 +42,12 @@ pub fn emit(
     loop_kernel::emit(name, f, defs, &g, target)
 }
 
-/// The dot of `group` as a plan: its kernel when every invocation stays within
-/// `target.max_invocation_iterations`; else, for a `dot_general` with unpacked results,
-/// split-K — partial products over chunks of the contracting dimensions into a temporary,
-/// then sums of the partials ([`partials::fold`]). Anything else is returned as is, for the
-/// compile driver to refuse.
+/// The dot or convolution of `group` as a plan: its kernel when every invocation stays within
+/// `target.max_invocation_iterations`; else split-K — partial products over chunks of the
+/// contracting dimensions (for a convolution, of its window positions and input features)
+/// into a temporary, then sums of the partials ([`partials::fold`]), rounded and packed last
+/// for narrow result types. Fused producers are computed inline in the partials stage as in
+/// the single kernel. Boolean results are returned as is, for the compile driver to refuse.
 pub fn plan(
     name: &str,
     f: &Function,
@@ -60,35 +62,31 @@ pub fn plan(
     if kernel.iterations <= bound {
         return single(kernel);
     }
-    let Op::DotGeneral {
-        dimension_numbers: dn,
-        ..
-    } = &op.op
-    else {
+    let Some(space) = contraction_space(f, op) else {
         return single(kernel);
     };
-    let (Type::Tensor(lt), Type::Tensor(ot)) = (f.ty(op.operands[0]), f.ty(op.results[0])) else {
+    let Type::Tensor(ot) = f.ty(op.results[0]) else {
         return single(kernel);
     };
-    let Some(c) = partials::unpacked(ot.dtype) else {
+    // Boolean dots and convolutions (or-of-ands) are not split.
+    let Some((wide, c)) = partials::wide(ot.dtype).filter(|w| w.1 != Compute::Bool) else {
         return single(kernel);
     };
-    let k: u64 = dn
-        .lhs_contracting_dimensions
-        .iter()
-        .map(|&d| lt.shape.get(d as usize).copied().unwrap_or(0).max(0) as u64)
-        .product();
     let n = ot.num_elements() as u64;
     let mut g = group.clone();
     g.members.extend(op.results.iter().copied());
-    // Shrink the chunk until one invocation's loops fit the bound.
-    let mut chunk = k.div_ceil(kernel.iterations.div_ceil(bound).max(2));
-    while chunk >= 1 {
-        let chunks = k.div_ceil(chunk);
+    for (chunk, feature_chunk) in space.candidates(kernel.iterations, bound) {
+        let (wchunks, fchunks) = (
+            space.steps.div_ceil(chunk),
+            space.features.div_ceil(feature_chunk),
+        );
+        let chunks = wchunks * fchunks;
         let split = loop_kernel::SplitK {
             chunks,
             chunk,
-            partials: vec![partials::binding(0, ot.dtype, n * chunks)],
+            feature_chunks: fchunks,
+            feature_chunk,
+            partials: vec![partials::binding(0, wide, n * chunks)],
         };
         let first = loop_kernel::emit_split(
             &format!("{name}_partials"),
@@ -114,9 +112,95 @@ pub fn plan(
                 target,
             );
         }
-        chunk /= 2;
     }
     single(kernel)
+}
+
+/// The iteration space one output element of a dot or convolution sums over: `steps`
+/// contracting steps (a convolution's window positions), each over `features` input
+/// features (1 for a dot).
+struct ContractionSpace {
+    steps: u64,
+    features: u64,
+}
+
+impl ContractionSpace {
+    /// Chunk sizes (steps, features) to try, largest first: the first whose kernel fits
+    /// `bound` (fused producers may loop too) is taken. A convolution keeps all of a group's
+    /// features in a chunk while they fit, and splits them only when a single window
+    /// position is too long.
+    fn candidates(&self, iterations: u64, bound: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        if self.steps == 0 || self.features == 0 {
+            return out;
+        }
+        if self.features == 1 {
+            let mut chunk = self
+                .steps
+                .div_ceil(iterations.div_ceil(bound).max(2))
+                .max(1);
+            while chunk >= 1 {
+                out.push((chunk, 1));
+                chunk /= 2;
+            }
+            return out;
+        }
+        // One window position costs `features + 1` back-edges (the feature loop and its own).
+        let mut features = self.features;
+        loop {
+            let per_step = features + 1;
+            let mut chunk = (bound / per_step).min(self.steps);
+            while chunk >= 1 {
+                // Equal chunks: as many as the largest chunk size needs.
+                out.push((self.steps.div_ceil(self.steps.div_ceil(chunk)), features));
+                chunk /= 2;
+            }
+            if features == 1 {
+                break;
+            }
+            // Equal chunks of features too.
+            let half = features.min(bound).div_ceil(2);
+            features = self.features.div_ceil(self.features.div_ceil(half));
+        }
+        out
+    }
+}
+
+/// The contraction of `op`: a `dot_general`'s contracting dimensions, a `convolution`'s
+/// kernel window and input features per group.
+fn contraction_space(f: &Function, op: &Operation) -> Option<ContractionSpace> {
+    let dim =
+        |t: &TensorType, d: i64| t.shape.get(d.max(0) as usize).copied().unwrap_or(0).max(0) as u64;
+    match &op.op {
+        Op::DotGeneral {
+            dimension_numbers: dn,
+            ..
+        } => {
+            let Type::Tensor(lt) = f.ty(op.operands[0]) else {
+                return None;
+            };
+            let steps = dn
+                .lhs_contracting_dimensions
+                .iter()
+                .map(|&d| dim(lt, d))
+                .product();
+            Some(ContractionSpace { steps, features: 1 })
+        }
+        Op::Convolution(c) => {
+            let Type::Tensor(kt) = f.ty(op.operands[1]) else {
+                return None;
+            };
+            let d = &c.dimension_numbers;
+            let steps = d
+                .kernel_spatial_dimensions
+                .iter()
+                .map(|&k| dim(kt, k))
+                .product();
+            let features = dim(kt, d.kernel_input_feature_dimension);
+            Some(ContractionSpace { steps, features })
+        }
+        _ => None,
+    }
 }
 
 const TILE: u64 = 64;

@@ -89,9 +89,28 @@ pub struct ExprEmitter<'a> {
     saved_loops: Vec<Vec<(Option<u64>, u64)>>,
     /// Most loop back-edges one call of any WGSL function emitted with `begin_function` runs.
     function_iterations: u64,
-    /// The contracting range of the `dot_general` producing a value, for split-K partial
-    /// products: (value, WGSL `u32` expression of the first contracting index, chunk length).
-    pub contraction_chunk: Option<(ValueId, String, u64)>,
+    /// The part of the contraction of one `dot_general` or `convolution` an invocation
+    /// computes, for split-K partial products.
+    pub contraction_chunk: Option<ContractionChunk>,
+}
+
+/// The part of a contraction one invocation of a split-K stage computes: contracting indices
+/// `start ..` (at most `len`) of a `dot_general`; for a `convolution`, window positions
+/// `start ..` (at most `len`) and, within the output feature's group, input features
+/// `feature_start ..` (at most `feature_len`). The value is then the accumulator itself, in
+/// its compute type, not rounded to the result type (the fold of the partials rounds).
+#[derive(Clone, Debug)]
+pub struct ContractionChunk {
+    /// The `dot_general` or `convolution` result.
+    pub value: ValueId,
+    /// WGSL `u32` expression of the first contracting index or window position.
+    pub start: String,
+    /// Contracting indices or window positions in the chunk.
+    pub len: u64,
+    /// WGSL `u32` expression of the first input feature (convolutions).
+    pub feature_start: String,
+    /// Input features in the chunk (convolutions).
+    pub feature_len: u64,
 }
 
 impl<'a> ExprEmitter<'a> {
@@ -771,14 +790,19 @@ impl<'a> ExprEmitter<'a> {
         let acc = self.fresh("acc");
         // Narrow floats accumulate in f32 and round once at the end.
         self.line(&format!("var {acc}: {} = {};", rc.wgsl(), dtype::zero(rc)));
+        let chunk = self
+            .contraction_chunk
+            .clone()
+            .filter(|ch| op.results.first() == Some(&ch.value));
         if k > 0 {
             let c = self.fresh("c");
-            match self.contraction_chunk.clone() {
-                Some((v, c0, chunk)) if op.results.first() == Some(&v) => self.open_loop(
+            match &chunk {
+                Some(ch) => self.open_loop(
                     &format!(
-                        "for (var {c}: u32 = {c0}; {c} < min({c0} + {chunk}u, {k}u); {c} = {c} + 1u)"
+                        "for (var {c}: u32 = {0}; {c} < min({0} + {1}u, {k}u); {c} = {c} + 1u)",
+                        ch.start, ch.len
                     ),
-                    chunk.min(k as u64),
+                    ch.len.min(k as u64),
                 ),
                 _ => self.open_loop(
                     &format!("for (var {c}: u32 = 0u; {c} < {k}u; {c} = {c} + 1u)"),
@@ -799,6 +823,9 @@ impl<'a> ExprEmitter<'a> {
             let b = self.value(op.operands[1], &Index::Multi(ri))?;
             self.multiply_add(&acc, (&a, lt.dtype), (&b, rt.dtype), rdt, rc)?;
             self.close(None);
+        }
+        if chunk.is_some() {
+            return Ok(acc);
         }
         for h in dtype::helpers_for(rdt) {
             self.needs.insert(h.to_string());
@@ -1040,13 +1067,36 @@ impl<'a> ExprEmitter<'a> {
             .map(|&k| kt.shape.get(u(k)).copied().unwrap_or(0).max(0) as usize)
             .collect();
         let wcount: usize = wdims.iter().product();
+        let chunk = self
+            .contraction_chunk
+            .clone()
+            .filter(|ch| op.results.first() == Some(&ch.value));
         let acc = self.fresh("acc");
         self.line(&format!("var {acc}: {} = {};", rc.wgsl(), dtype::zero(rc)));
         if wcount > 0 && cg > 0 {
             let w = self.fresh("w");
+            // All window positions and features, or the chunk of a split-K stage.
+            let ((w0, w1, wtrips), (f0c, f1, ftrips)) = match &chunk {
+                Some(ch) => (
+                    (
+                        ch.start.clone(),
+                        format!("min({} + {}u, {wcount}u)", ch.start, ch.len),
+                        ch.len.min(wcount as u64),
+                    ),
+                    (
+                        ch.feature_start.clone(),
+                        format!("min({} + {}u, {cg}u)", ch.feature_start, ch.feature_len),
+                        ch.feature_len.min(cg),
+                    ),
+                ),
+                None => (
+                    ("0u".to_string(), format!("{wcount}u"), wcount as u64),
+                    ("0u".to_string(), format!("{cg}u"), cg),
+                ),
+            };
             self.open_loop(
-                &format!("for (var {w}: u32 = 0u; {w} < {wcount}u; {w} = {w} + 1u)"),
-                wcount as u64,
+                &format!("for (var {w}: u32 = {w0}; {w} < {w1}; {w} = {w} + 1u)"),
+                wtrips,
             );
             let wi = self.multi(&Index::Linear(w.clone()), &wdims);
             let mut xi = vec!["0u".to_string(); xt.rank()];
@@ -1086,8 +1136,8 @@ impl<'a> ExprEmitter<'a> {
             }
             let f = self.fresh("f");
             self.open_loop(
-                &format!("for (var {f}: u32 = 0u; {f} < {cg}u; {f} = {f} + 1u)"),
-                cg,
+                &format!("for (var {f}: u32 = {f0c}; {f} < {f1}; {f} = {f} + 1u)"),
+                ftrips,
             );
             xi[u(d.input_batch_dimension)] = ib.clone();
             xi[u(d.input_feature_dimension)] = format!("({f0} + {f})");
@@ -1101,6 +1151,9 @@ impl<'a> ExprEmitter<'a> {
                 self.close(None);
             }
             self.close(None);
+        }
+        if chunk.is_some() {
+            return Ok(acc);
         }
         for h in dtype::helpers_for(rdt) {
             self.needs.insert(h.to_string());

@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 
 use super::dtype;
-use super::expr::{Binding, ExprEmitter, Index};
+use super::expr::{Binding, ContractionChunk, ExprEmitter, Index};
 use super::kernel::{self, Kernel, WORKGROUP};
 use crate::error::{Error, Result};
 use crate::fusion::Group;
-use crate::ir::{Function, Operation, ValueId};
+use crate::ir::{Function, Op, Operation, ValueId};
 use crate::runtime::Capabilities;
 
 /// What the emitters need to know about the target.
@@ -61,20 +61,27 @@ pub fn emit(
     emit_split(name, f, defs, group, target, None)
 }
 
-/// A split-K stage of a `dot_general` computed by the loop emitter: `chunks` partial products
-/// per output element, each over `chunk` contracting steps, written to `partials` (one
-/// binding per output, element `o * chunks + c`, in the outputs' compute types).
+/// A split-K stage of a `dot_general` or `convolution` computed by the loop emitter: `chunks`
+/// partial products per output element, written to `partials` (one binding per output,
+/// element `o * chunks + c`, in the outputs' compute types, not rounded). A dot's chunk `c`
+/// covers contracting steps `c * chunk ..` (at most `chunk`); a convolution's chunk `c`
+/// covers window positions `(c / feature_chunks) * chunk ..` (at most `chunk`) and input
+/// features `(c % feature_chunks) * feature_chunk ..` (at most `feature_chunk`).
 pub struct SplitK {
-    /// Contracting chunks per output element.
+    /// Chunks per output element (for a convolution, window chunks times feature chunks).
     pub chunks: u64,
-    /// Contracting steps per chunk.
+    /// Contracting steps (window positions) per chunk.
     pub chunk: u64,
+    /// Chunks of the input features (1 for a dot).
+    pub feature_chunks: u64,
+    /// Input features per chunk (convolutions).
+    pub feature_chunk: u64,
     /// The partials' bindings.
     pub partials: Vec<Binding>,
 }
 
 /// [`emit`], or with `split` its split-K partial-products stage (`group` is a `dot_general`
-/// with its producers; outputs must be unpacked).
+/// or `convolution` with its producers; partials must be unpacked).
 pub fn emit_split(
     name: &str,
     f: &Function,
@@ -86,8 +93,17 @@ pub fn emit_split(
     let fused = |v: ValueId| group.members.contains(&v);
     let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
     if let (Some(s), Some(&v)) = (split, group.outputs.first()) {
-        em.line(&format!("let kc = (tid % {}u) * {}u;", s.chunks, s.chunk));
-        em.contraction_chunk = Some((v, "kc".to_string(), s.chunk));
+        let fc = s.feature_chunks.max(1);
+        em.line(&format!("let kq = tid % {}u;", s.chunks));
+        em.line(&format!("let kc = (kq / {fc}u) * {}u;", s.chunk));
+        em.line(&format!("let kf = (kq % {fc}u) * {}u;", s.feature_chunk));
+        em.contraction_chunk = Some(ContractionChunk {
+            value: v,
+            start: "kc".to_string(),
+            len: s.chunk,
+            feature_start: "kf".to_string(),
+            feature_len: s.feature_chunk,
+        });
     }
     let outs: Vec<Binding> = group
         .outputs
@@ -107,7 +123,12 @@ pub fn emit_split(
         return Err(Error::internal(format!("{name}: outputs differ in size")));
     }
     if let Some(s) = split {
-        return split_k_stage(name, em, &outs, s, target);
+        let convolution = group
+            .outputs
+            .first()
+            .and_then(|v| defs.get(v))
+            .is_some_and(|op| matches!(op.op, Op::Convolution(_)));
+        return split_k_stage(name, em, &outs, s, convolution, target);
     }
     let k = outs
         .iter()
@@ -212,17 +233,19 @@ pub fn emit_split(
     })
 }
 
-/// The partial-products stage of a split-K dot: thread `tid` computes chunk `tid % chunks` of
-/// output element `tid / chunks`.
+/// The partial-products stage of a split-K dot or convolution: thread `tid` computes chunk
+/// `tid % chunks` of output element `tid / chunks`.
 fn split_k_stage(
     name: &str,
     mut em: ExprEmitter,
     outs: &[Binding],
     s: &SplitK,
+    convolution: bool,
     target: Target,
 ) -> Result<Kernel> {
     let n = outs.first().map_or(0, |o| o.ty.num_elements() as u64);
-    if outs.iter().any(|o| dtype::per_word(o.ty.dtype) > 1) || outs.len() != s.partials.len() {
+    if s.partials.iter().any(|p| dtype::per_word(p.ty.dtype) > 1) || outs.len() != s.partials.len()
+    {
         return Err(Error::internal(format!(
             "{name}: split-K of packed or mismatched outputs"
         )));
@@ -234,9 +257,16 @@ fn split_k_stage(
         em.line(&format!("out{j}[tid] = {v};"));
     }
     let comment = format!(
-        "kernel {name}: split-K partial products, {} chunks of {} contracting steps for each of {n} elements\nfuses: {}",
+        "kernel {name}: split-K partial products, {} chunks of {} for each of {n} elements\nfuses: {}",
         s.chunks,
-        s.chunk,
+        if convolution {
+            format!(
+                "{} window positions x {} input features",
+                s.chunk, s.feature_chunk
+            )
+        } else {
+            format!("{} contracting steps", s.chunk)
+        },
         em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
     );
     kernel::threaded(

@@ -1,5 +1,5 @@
 //! Folding partial results: the later stages of work split across invocations (multi-stage
-//! reductions, split-K dots). A first kernel leaves `parts` partial results for each of `n`
+//! reductions, split-K dots and convolutions). A first kernel leaves `parts` partial results for each of `n`
 //! outputs in temporaries (element `o * parts + p`); fold kernels combine at most
 //! `Target::max_invocation_iterations` of them per invocation, stage after stage, until one
 //! remains per output and is written to the real results.
@@ -31,6 +31,42 @@ pub fn unpacked(t: ElementType) -> Option<Compute> {
     })
 }
 
+/// The element type partials of results of type `t` are kept in, with its compute type: `t`
+/// itself when [`unpacked`], else the unpacked type packed narrow types compute in (f32 for
+/// f16/bf16, i32/u32 for narrow integers, u32 0/1 for booleans: see [`load`], [`store`]); the
+/// last fold rounds and packs them.
+pub fn wide(t: ElementType) -> Option<(ElementType, Compute)> {
+    use ElementType::*;
+    if let Some(c) = unpacked(t) {
+        return Some((t, c));
+    }
+    Some(match t {
+        Pred => (U32, Compute::Bool),
+        F16 | BF16 => (F32, Compute::F32),
+        I2 | I4 | I8 | I16 => (I32, Compute::I32),
+        U2 | U4 | U8 | U16 => (U32, Compute::U32),
+        _ => return None,
+    })
+}
+
+/// Element expression `e` of a partials temporary as a value of compute type `c`.
+pub fn load(c: Compute, e: &str) -> String {
+    if c == Compute::Bool {
+        format!("({e} != 0u)")
+    } else {
+        e.to_string()
+    }
+}
+
+/// `v`, of compute type `c`, as stored in a partials temporary.
+pub fn store(c: Compute, v: &str) -> String {
+    if c == Compute::Bool {
+        format!("select(0u, 1u, {v})")
+    } else {
+        v.to_string()
+    }
+}
+
 /// The binding of temporary `t`: `len` elements of `dtype`.
 pub fn binding(t: usize, dtype: ElementType, len: u64) -> Binding {
     Binding {
@@ -42,7 +78,8 @@ pub fn binding(t: usize, dtype: ElementType, len: u64) -> Binding {
 /// The plan running `first` (which writes `partials`: `parts` partials per output, temporaries
 /// `0..partials.len()`), then fold kernels down to `finals` (`n` elements each). `functions`
 /// is WGSL the folds need (a reducer body), `combine(acc, vals)` the statement folding `vals`
-/// into the accumulators `acc`.
+/// into the accumulators `acc`. Finals of packed narrow types (partials in their [`wide`]
+/// type) are folded into wide temporaries, then rounded and packed by one more kernel.
 #[allow(clippy::too_many_arguments)]
 pub fn fold(
     name: &str,
@@ -59,10 +96,13 @@ pub fn fold(
     let per = target.max_invocation_iterations.max(2);
     let mut temps: Vec<TensorType> = partials.iter().map(|b| b.ty.clone()).collect();
     let mut kernels = vec![first];
+    let packed = finals
+        .iter()
+        .any(|b| super::dtype::per_word(b.ty.dtype) > 1);
     let (mut input, mut parts) = (partials, parts);
     loop {
         let groups = parts.div_ceil(per);
-        let output = if groups == 1 {
+        let output = if groups == 1 && !packed {
             finals.clone()
         } else {
             let base = temps.len();
@@ -91,11 +131,100 @@ pub fn fold(
             target,
         )?);
         if groups == 1 {
+            if packed {
+                kernels.push(pack_kernel(
+                    &format!("{name}_pack"),
+                    output,
+                    finals,
+                    types,
+                    n,
+                    target,
+                )?);
+            }
             break;
         }
         (input, parts) = (output, groups);
     }
     Ok(Plan::sequential(kernels, temps))
+}
+
+/// Rounds `n` wide values of each `input` (the [`wide`] type of the matching `output`) to the
+/// output's type and stores them packed: invocation `t` writes word `t` of every output.
+fn pack_kernel(
+    name: &str,
+    input: Vec<Binding>,
+    output: Vec<Binding>,
+    types: &[Compute],
+    n: u64,
+    target: Target,
+) -> Result<Kernel> {
+    use super::dtype;
+    if input.len() != output.len() || types.len() != output.len() {
+        return Err(Error::internal(format!(
+            "{name}: partials and results differ in number"
+        )));
+    }
+    let per = output
+        .iter()
+        .map(|b| dtype::per_word(b.ty.dtype) as u64)
+        .max()
+        .unwrap_or(1);
+    let mut needs = BTreeSet::new();
+    let mut body = String::new();
+    for (j, (o, &c)) in output.iter().zip(types).enumerate() {
+        let t = o.ty.dtype;
+        for h in dtype::helpers_for(t) {
+            needs.insert(h.to_string());
+        }
+        let p = dtype::per_word(t) as u64;
+        if p == 1 {
+            // Invocation `t` stores elements `t * per ..` of an unpacked output.
+            for e in 0..per {
+                body.push_str(&format!(
+                    "    if (tid * {per}u + {e}u < {n}u) {{ out{j}[tid * {per}u + {e}u] = {}; }}\n",
+                    store(
+                        c,
+                        &dtype::round(t, &load(c, &format!("in{j}[tid * {per}u + {e}u]")))
+                    )
+                ));
+            }
+            continue;
+        }
+        let bits = 32 / p;
+        for q in 0..per / p {
+            body.push_str(&format!("    var w{j}_{q}: u32 = 0u;\n"));
+            for e in 0..p {
+                let i = format!("(tid * {per}u + {}u)", q * p + e);
+                let v = dtype::round(t, &load(c, &format!("in{j}[{i}]")));
+                body.push_str(&format!(
+                    "    if ({i} < {n}u) {{ w{j}_{q} = w{j}_{q} | ({} << {}u); }}\n",
+                    dtype::to_bits(t, &v),
+                    e * bits
+                ));
+            }
+            let word = format!("tid * {}u + {q}u", per / p);
+            body.push_str(&format!(
+                "    if ({word} < {}u) {{ out{j}[{word}] = w{j}_{q}; }}\n",
+                n.div_ceil(p)
+            ));
+        }
+    }
+    let comment = format!(
+        "kernel {name}: rounds and packs {n} folded partials into each of {} results",
+        output.len()
+    );
+    kernel::threaded(
+        name,
+        &comment,
+        input,
+        output,
+        &needs,
+        "",
+        &body,
+        n.div_ceil(per),
+        0,
+        target,
+    )
 }
 
 /// One fold stage: invocation `t` folds partials `g * per ..` (at most `per`) of output `o`,
@@ -116,15 +245,26 @@ fn fold_kernel(
         "    let o = tid / {groups}u;\n    let p0 = o * {parts}u + (tid % {groups}u) * {per}u;\n    let p1 = min(p0 + {per}u, (o + 1u) * {parts}u);\n"
     ));
     let acc: Vec<String> = (0..types.len()).map(|j| format!("acc{j}")).collect();
-    let vals: Vec<String> = (0..types.len()).map(|j| format!("in{j}[p]")).collect();
-    for (j, t) in types.iter().enumerate() {
-        body.push_str(&format!("    var acc{j}: {} = in{j}[p0];\n", t.wgsl()));
+    let vals: Vec<String> = types
+        .iter()
+        .enumerate()
+        .map(|(j, &t)| load(t, &format!("in{j}[p]")))
+        .collect();
+    for (j, &t) in types.iter().enumerate() {
+        body.push_str(&format!(
+            "    var acc{j}: {} = {};\n",
+            t.wgsl(),
+            load(t, &format!("in{j}[p0]"))
+        ));
     }
     body.push_str("    for (var p: u32 = p0 + 1u; p < p1; p = p + 1u) {\n        ");
     body.push_str(&combine(&acc, &vals));
     body.push_str("\n    }\n");
-    for j in 0..types.len() {
-        body.push_str(&format!("    out{j}[tid] = acc{j};\n"));
+    for (j, &t) in types.iter().enumerate() {
+        body.push_str(&format!(
+            "    out{j}[tid] = {};\n",
+            store(t, &format!("acc{j}"))
+        ));
     }
     let comment = format!(
         "kernel {name}: folds {parts} partials into {groups} for each of {n} outputs (at most {per} per invocation)"

@@ -121,8 +121,8 @@ pub fn emit(
 /// The reduce of `group` as a plan: one kernel when every invocation stays within
 /// `target.max_invocation_iterations`, else a multi-stage reduction — partial results over
 /// chunks of the reduced elements, then folds of the partials (as many as needed). A kernel
-/// that cannot be split (packed narrow outputs, a body too costly per element) is returned as
-/// is, for the compile driver to refuse.
+/// that cannot be split (boolean outputs, a body too costly per element) is returned as is,
+/// for the compile driver to refuse.
 pub fn plan(
     name: &str,
     f: &Function,
@@ -153,10 +153,13 @@ pub fn plan(
         .product();
     let outs = &kernel.outputs;
     let out_count = outs.first().map_or(0, |o| o.ty.num_elements() as u64);
-    let Some(types) = outs
+    // Partials of packed narrow results in their wide types (f32 for bf16/f16): the last
+    // fold rounds and packs.
+    let Some((wides, types)): Option<(Vec<_>, Vec<_>)> = outs
         .iter()
-        .map(|o| partials::unpacked(o.ty.dtype))
+        .map(|o| partials::wide(o.ty.dtype))
         .collect::<Option<Vec<_>>>()
+        .map(|v| v.into_iter().unzip())
     else {
         return single(kernel);
     };
@@ -165,10 +168,10 @@ pub fn plan(
     let mut stage = None;
     while chunk >= 1 {
         let chunks = red.div_ceil(chunk);
-        let temps: Vec<Binding> = outs
+        let temps: Vec<Binding> = wides
             .iter()
             .enumerate()
-            .map(|(i, o)| partials::binding(i, o.ty.dtype, out_count * chunks))
+            .map(|(i, &w)| partials::binding(i, w, out_count * chunks))
             .collect();
         let split = Split {
             chunks,
@@ -292,7 +295,11 @@ fn emit_stage(
     // 1000x1000 sums: 16 ms -> 4 ms, softmax 52 -> 27 ms).
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
     let barriers_are_slow = target.cpu_adapter && out_count >= 64 * cores;
-    let use_workgroup = red_len >= WORKGROUP_REDUCE_MIN && !packed && !barriers_are_slow;
+    // Boolean partials (split `any`/`all`) stay on the thread-per-output path.
+    let use_workgroup = red_len >= WORKGROUP_REDUCE_MIN
+        && !packed
+        && !barriers_are_slow
+        && !types.contains(&Compute::Bool);
     // The output and first reduced element of accumulator `o` (WGSL names).
     let chunk_of = |em: &mut ExprEmitter, o: &str| -> (String, String) {
         if chunks == 1 {
@@ -437,7 +444,12 @@ fn emit_stage(
             for (j, o) in outs.iter().enumerate() {
                 let p = dtype::per_word(o.ty.dtype) as u64;
                 if p == 1 {
-                    em.line(&format!("out{j}[{ovar}] = {};", acc[j]));
+                    let v = if split.is_some() {
+                        partials::store(types[j], &acc[j])
+                    } else {
+                        acc[j].clone()
+                    };
+                    em.line(&format!("out{j}[{ovar}] = {v};"));
                 } else {
                     let bits = 32 / p;
                     em.line(&format!(

@@ -235,7 +235,7 @@ impl<'f, 't> Lowering<'f, 't> {
     /// The steps of an op computed by a multi-kernel plan (long sorts, scatters sorted by index,
     /// long prefix scans, large FFTs, `cholesky`, `triangular_solve`), or `None` for other ops.
     fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
-        use crate::codegen::op_kernels::{fft, linalg, scan, scatter, sort, update};
+        use crate::codegen::op_kernels::{fft, linalg, reduce_window, scan, scatter, sort, update};
         if op
             .results
             .iter()
@@ -246,7 +246,11 @@ impl<'f, 't> Lowering<'f, 't> {
         let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());
         let (f, defs, target) = (self.f, &self.all_defs, self.target);
         let plan = match op.op {
-            Op::ReduceWindow { .. } => scan::plan(&name, f, defs, op, target),
+            // Long prefix scans, else windows too long for one invocation, split.
+            Op::ReduceWindow { .. } => match scan::plan(&name, f, defs, op, target) {
+                Ok(None) => reduce_window::plan(&name, f, defs, op, target),
+                other => other,
+            },
             Op::Fft { .. } => fft::plan(&name, f, defs, op, target),
             Op::Sort { .. } | Op::TopK { .. } => sort::bitonic(&name, f, defs, op, target),
             Op::Cholesky { .. } => linalg::cholesky(&name, f, op, target).map(Some),

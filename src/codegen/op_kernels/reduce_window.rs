@@ -1,14 +1,17 @@
 //! `reduce_window`: one thread per result element folding its window, in row-major window
 //! order, with the body region. Positions that fall into padding or between base-dilated
 //! elements contribute the init value (the spec pads with it). Variadic inputs fold together.
+//! Windows too long for one invocation are folded in chunks, then the chunks' partials.
 
 use std::collections::{HashMap, HashSet};
 
 use super::per_element::build;
-use crate::codegen::dtype::Compute;
+use super::Plan;
+use crate::codegen::dtype::{self, Compute};
 use crate::codegen::expr::{Binding, ExprEmitter, Index};
-use crate::codegen::kernel::Kernel;
+use crate::codegen::kernel::{self, Kernel};
 use crate::codegen::loop_kernel::Target;
+use crate::codegen::partials;
 use crate::codegen::reduce_kernel::{combine, emit_body_function, region_defs};
 use crate::error::{Error, Result};
 use crate::ir::{Function, Op, Operation, ValueId};
@@ -21,6 +24,106 @@ pub fn emit(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
+    emit_stage(name, f, defs, op, target, None).map(|(k, _)| k)
+}
+
+/// A `reduce_window` whose windows are too long for one invocation
+/// (`target.max_invocation_iterations`) as a plan: partial folds over chunks of every window
+/// into temporaries (in the results' wide types), then folds of the partials with the body
+/// ([`partials::fold`]), rounded and packed last for narrow types. `None` when the direct
+/// kernel fits, or when the results cannot be split (booleans): the direct kernel is then
+/// refused by the compile driver.
+pub fn plan(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    target: Target,
+) -> Result<Option<Plan>> {
+    let (kernel, func) = emit_stage(name, f, defs, op, target, None)?;
+    let bound = target.max_invocation_iterations;
+    if kernel.iterations <= bound {
+        return Ok(None);
+    }
+    let Op::ReduceWindow {
+        window_dimensions, ..
+    } = &op.op
+    else {
+        return Ok(None);
+    };
+    let wcount: u64 = window_dimensions.iter().map(|&w| w.max(0) as u64).product();
+    let outs = &kernel.outputs;
+    let out_count = outs.first().map_or(0, |o| o.ty.num_elements() as u64);
+    let Some((wides, types)): Option<(Vec<_>, Vec<_>)> = outs
+        .iter()
+        .map(|o| partials::wide(o.ty.dtype))
+        .collect::<Option<Vec<_>>>()
+        .map(|v| v.into_iter().unzip())
+    else {
+        return Ok(None);
+    };
+    // Shrink the chunk until one invocation's loops fit the bound.
+    let mut chunk = wcount.div_ceil(kernel.iterations.div_ceil(bound).max(2));
+    while chunk >= 1 {
+        let chunks = wcount.div_ceil(chunk);
+        let split = Split {
+            chunks,
+            chunk,
+            partials: wides
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| partials::binding(i, w, out_count * chunks))
+                .collect(),
+        };
+        let (first, _) = emit_stage(
+            &format!("{name}_partials"),
+            f,
+            defs,
+            op,
+            target,
+            Some(&split),
+        )?;
+        if first.iterations <= bound {
+            let n = types.len();
+            let combine_fn = move |acc: &[String], vals: &[String]| combine("body", n, acc, vals);
+            return partials::fold(
+                name,
+                first,
+                split.partials,
+                out_count,
+                chunks,
+                kernel.outputs.clone(),
+                &types,
+                &func,
+                &combine_fn,
+                target,
+            )
+            .map(Some);
+        }
+        chunk /= 2;
+    }
+    Ok(None)
+}
+
+/// A chunked stage of a split `reduce_window`: invocation `t` folds window positions
+/// `(t % chunks) * chunk ..` (at most `chunk`) of result element `t / chunks` into element `t`
+/// of `partials` (one binding per result).
+struct Split {
+    chunks: u64,
+    chunk: u64,
+    partials: Vec<Binding>,
+}
+
+/// The `reduce_window` kernel, or with `split` a chunked partials stage; also returns the WGSL
+/// of the body function.
+fn emit_stage(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    target: Target,
+    split: Option<&Split>,
+) -> Result<(Kernel, String)> {
     let Op::ReduceWindow {
         window_dimensions,
         window_strides,
@@ -72,10 +175,13 @@ pub fn emit(
     let wcount: usize = wdims.iter().product();
     let inputs: Vec<ValueId> = op.operands[..n].to_vec();
     let inits: Vec<ValueId> = op.operands[n..].to_vec();
-    let comment = format!(
-        "kernel {name}: reduce_window, {wcount} window elements per result\nfuses: stablehlo.reduce_window"
-    );
-    build(name, em, outs, &func, &comment, target, |em, lin, e| {
+    // Folds window positions `w0 .. w1` (WGSL `u32` expressions, at most `trips`) of result
+    // element `lin` into new accumulators.
+    let window = |em: &mut ExprEmitter,
+                  lin: &str,
+                  e: u64,
+                  (w0, w1, trips): (&str, &str, u64)|
+     -> Result<Vec<String>> {
         let ri = em.multi(&Index::Linear(lin.to_string()), &rdims);
         let mut acc = Vec::new();
         let mut init_vals = Vec::new();
@@ -89,8 +195,8 @@ pub fn emit(
             init_vals.push(iv);
         }
         em.open_loop(
-            &format!("for (var w: u32 = 0u; w < {wcount}u; w = w + 1u)"),
-            wcount as u64,
+            &format!("for (var w: u32 = {w0}; w < {w1}; w = w + 1u)"),
+            trips,
         );
         let wi = em.multi(&Index::Linear("w".into()), &wdims);
         let mut conds = Vec::new();
@@ -138,5 +244,46 @@ pub fn emit(
         em.line(&combine("k_body", n, &acc, &vals));
         em.close(None);
         Ok(acc)
-    })
+    };
+    let Some(s) = split else {
+        let comment = format!(
+            "kernel {name}: reduce_window, {wcount} window elements per result\nfuses: stablehlo.reduce_window"
+        );
+        let all = format!("{wcount}u");
+        let k = build(name, em, outs, &func, &comment, target, |em, lin, e| {
+            window(em, lin, e, ("0u", &all, wcount as u64))
+        })?;
+        return Ok((k, func));
+    };
+    if s.partials.len() != n || s.partials.iter().any(|p| dtype::per_word(p.ty.dtype) > 1) {
+        return Err(Error::internal(format!(
+            "{name}: partials of packed or mismatched results"
+        )));
+    }
+    let out_count = outs.first().map_or(0, |o| o.ty.num_elements() as u64);
+    em.line(&format!("let o = tid / {}u;", s.chunks));
+    em.line(&format!("let w0 = (tid % {}u) * {}u;", s.chunks, s.chunk));
+    let end = format!("min(w0 + {}u, {wcount}u)", s.chunk);
+    let acc = window(&mut em, "o", 0, ("w0", &end, s.chunk.min(wcount as u64)))?;
+    for (j, (a, &t)) in acc.iter().zip(&types).enumerate() {
+        em.line(&format!("out{j}[tid] = {};", partials::store(t, a)));
+    }
+    let comment = format!(
+        "kernel {name}: reduce_window partials, {} chunks of {} window elements for each of {out_count} results\nfuses: stablehlo.reduce_window",
+        s.chunks, s.chunk
+    );
+    let iterations = em.iterations();
+    let k = kernel::threaded(
+        name,
+        &comment,
+        em.inputs.clone(),
+        s.partials.clone(),
+        &em.needs,
+        &func,
+        &em.body,
+        out_count * s.chunks,
+        iterations,
+        target,
+    )?;
+    Ok((k, func))
 }

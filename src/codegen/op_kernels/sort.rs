@@ -348,7 +348,8 @@ pub const BITONIC_FROM: usize = 256;
 /// The permutation a bitonic plan sorts: temporary 0.
 const PERM: ValueId = super::temp(0);
 
-/// The bitonic plan for `op`, or `None` when its rows are short enough for ranking. A bitonic
+/// The bitonic plan for `op`, or `None` when its rows are short enough for ranking (and the
+/// ranking kernel fits `target.max_invocation_iterations`). A bitonic
 /// sort in passes: the first kernel writes the identity permutation of each row (padded to a
 /// power of two `p`), the second is one compare-exchange stage over the permutation (its
 /// `(k, j)` in the launch's parameters, so one pipeline serves every stage), the last writes
@@ -374,7 +375,11 @@ pub fn bitonic(
     };
     let xdims = xt.dims();
     let n = xdims.get(dim).copied().unwrap_or(0);
-    if n <= BITONIC_FROM {
+    // Short rows rank directly, unless ranking would loop longer than one invocation may
+    // (a low `max_invocation_iterations`, packed narrow keys).
+    if n <= BITONIC_FROM
+        && emit(name, f, defs, op, target)?.iterations <= target.max_invocation_iterations
+    {
         return Ok(None);
     }
     let total: usize = xdims.iter().product();

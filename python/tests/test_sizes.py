@@ -1,0 +1,157 @@
+"""Sizes real programs reach, at default settings, on `wgpu` against JAX's `cpu` backend: work
+longer than one kernel invocation may loop (llvmpipe silently cuts loops after 65535
+back-edges; GPUs have watchdogs) must be split across invocations, never truncated. The
+training step of a small CNN on a batch of 128 MNIST-sized images has convolution filter
+gradients that sum over 128 x 28 x 28 = 100352 products per element."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    try:
+        return jax.devices("wgpu")[0]
+    except RuntimeError as e:  # pragma: no cover - the suite needs the plugin
+        pytest.skip(f"no wgpu device: {e}")
+
+
+CPU = jax.devices("cpu")[0]
+
+
+def on(device, f, *args):
+    args = [jax.device_put(a, device) for a in args]
+    out = jax.jit(f)(*args)
+    return jax.tree_util.tree_map(np.asarray, out)
+
+
+def compare(gpu, f, *args, rtol=1e-4, atol=1e-4):
+    g = on(gpu, f, *args)
+    c = on(CPU, f, *args)
+
+    def check(a, b):
+        assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+        # Relative to the largest magnitude: long sums in another order differ by rounding.
+        scale = max(float(np.max(np.abs(b.astype(np.float64)))), 1e-30)
+        np.testing.assert_allclose(
+            a.astype(np.float64) / scale, b.astype(np.float64) / scale, rtol=rtol, atol=atol
+        )
+
+    jax.tree_util.tree_map(check, g, c)
+    return g
+
+
+DN = ("NHWC", "HWIO", "NHWC")
+
+
+def conv(x, w, stride=1):
+    return lax.conv_general_dilated(x, w, (stride, stride), "SAME", dimension_numbers=DN)
+
+
+def cnn_params(seed=0):
+    rng = np.random.default_rng(seed)
+
+    def init(*shape):
+        fan_in = int(np.prod(shape[:-1]))
+        return (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
+
+    return {
+        "c1": init(3, 3, 1, 8),
+        "c2": init(3, 3, 8, 16),
+        "d": init(16 * 14 * 14, 10),
+        "b": np.zeros(10, np.float32),
+    }
+
+
+def cnn_loss(params, x, labels):
+    h = jax.nn.relu(conv(x, params["c1"]))
+    h = jax.nn.relu(conv(h, params["c2"], stride=2))
+    logits = h.reshape(h.shape[0], -1) @ params["d"] + params["b"]
+    logp = jax.nn.log_softmax(logits)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+
+def mnist_batch(n=128, seed=1):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 1, (n, 28, 28, 1)).astype(np.float32)
+    labels = rng.integers(0, 10, n).astype(np.int32)
+    return x, labels
+
+
+def test_cnn_forward_batch_128(gpu):
+    params, (x, labels) = cnn_params(), mnist_batch()
+    compare(gpu, lambda p, x, y: cnn_loss(p, x, y), params, x, labels)
+
+
+def test_cnn_gradients_batch_128(gpu):
+    # Filter gradients: windows of 128 x 28 x 28 (first conv) and 128 x 14 x 14 x (stride 2)
+    # steps; the input gradient of the second conv (lhs dilation, reversed window).
+    params, (x, labels) = cnn_params(), mnist_batch()
+    grads = compare(gpu, jax.value_and_grad(cnn_loss), params, x, labels)
+    assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grads))
+
+
+def test_cnn_training_steps_batch_128(gpu):
+    # A few SGD steps end where the cpu's do.
+    def train(params, x, labels):
+        def step(p, _):
+            loss, g = jax.value_and_grad(cnn_loss)(p, x, labels)
+            return jax.tree_util.tree_map(lambda a, b: a - 0.1 * b, p, g), loss
+
+        return lax.scan(step, params, None, length=3)
+
+    params, (x, labels) = cnn_params(), mnist_batch()
+    compare(gpu, train, params, x, labels, rtol=1e-3, atol=1e-3)
+
+
+def test_conv_filter_gradient_large_images(gpu):
+    # 8 images of 112x112x3, 3x3 conv to 4 features: windows of 8 x 112 x 112 = 100352.
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((8, 112, 112, 3)).astype(np.float32)
+    w = (rng.standard_normal((3, 3, 3, 4)) / 5).astype(np.float32)
+    compare(gpu, jax.grad(lambda w, x: jnp.sum(jnp.tanh(conv(x, w)))), w, x)
+
+
+def test_grouped_conv_gradients(gpu):
+    # Depthwise (feature groups) forward and both gradients; batch groups in the filter one.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 20, 20, 6)).astype(np.float32)
+    w = (rng.standard_normal((5, 5, 1, 6)) / 5).astype(np.float32)
+
+    def f(w, x):
+        y = lax.conv_general_dilated(
+            x, w, (1, 1), "SAME", dimension_numbers=DN, feature_group_count=6
+        )
+        return jnp.sum(y * y)
+
+    compare(gpu, jax.value_and_grad(f, argnums=(0, 1)), w, x)
+
+
+def test_long_reductions_and_dots(gpu):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2048, 2048)).astype(np.float32)
+    compare(gpu, lambda x: (jnp.sum(x), jnp.sum(x * x, axis=0), jnp.max(x)), x)
+    a = rng.standard_normal((2, 300_000)).astype(np.float32)
+    b = rng.standard_normal((300_000, 3)).astype(np.float32)
+    compare(gpu, lambda a, b: a @ b, a, b)
+
+
+def test_bf16_log_softmax_large_vocabulary(gpu):
+    # 128 rows of a 50257-entry vocabulary in bf16: one thread per row looped 50257 times.
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((128, 50257)).astype(jnp.bfloat16)
+    compare(gpu, lambda x: jax.nn.log_softmax(x, axis=-1), x, rtol=2e-2, atol=2e-2)
+
+
+def test_any_over_a_million_booleans(gpu):
+    x = np.zeros(1_000_000, np.float32)
+    x[999_999] = np.nan
+    for v in (x, np.zeros_like(x)):
+        g = on(gpu, lambda v: (jnp.any(jnp.isnan(v)), jnp.all(v == 0)), v)
+        assert bool(g[0]) == bool(np.any(np.isnan(v))) and bool(g[1]) == bool(np.all(v == 0))
