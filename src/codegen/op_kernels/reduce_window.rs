@@ -85,7 +85,7 @@ pub fn plan(
         )?;
         if first.iterations <= bound {
             let n = types.len();
-            let combine_fn = move |acc: &[String], vals: &[String]| combine("body", n, acc, vals);
+            let combine_fn = move |acc: &[String], vals: &[String]| combine("k_body", n, acc, vals);
             return partials::fold(
                 name,
                 first,
