@@ -365,7 +365,10 @@ pub const SORTED_FROM: usize = 64;
 /// sorted by index first (a stable bitonic sort of the window numbers), so each result element
 /// visits only its own windows — O(log n + hits) instead of O(n) — in the original order:
 /// results are identical to the plain kernel's. For scatters like an embedding gradient
-/// (`table.at[ids].add(rows)`).
+/// (`table.at[ids].add(rows)`). When an element's run may be longer than one invocation may
+/// loop (`Target::max_invocation_iterations`) and the update computation adds, the run is
+/// split into chunks whose partial sums are folded ([`partials::fold_after`]); other update
+/// computations keep the one kernel, which the compile driver then refuses.
 pub fn sorted(
     name: &str,
     f: &Function,
