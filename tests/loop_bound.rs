@@ -631,3 +631,70 @@ fn short_sorts_rank_or_go_bitonic() {
         assert_eq!(kernels > 1, split, "bound {bound:?}: {kernels} kernels");
     }
 }
+
+/// `table.at[ids].add(rows)` (or with `combiner`) as StableHLO: a `rows x cols` f32 table,
+/// `ids` i32 indices, one `cols` row of updates per id.
+fn embedding_scatter(rows: usize, cols: usize, ids: usize, combiner: &str) -> String {
+    format!(
+        "func.func @main(%t: tensor<{rows}x{cols}xf32>, %i: tensor<{ids}x1xi32>, %u: tensor<{ids}x{cols}xf32>) -> tensor<{rows}x{cols}xf32> {{\n  %s = \"stablehlo.scatter\"(%t, %i, %u) ({{\n  ^bb0(%a: tensor<f32>, %b: tensor<f32>):\n    %c = stablehlo.{combiner} %a, %b : tensor<f32>\n    stablehlo.return %c : tensor<f32>\n  }}) {{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}} : (tensor<{rows}x{cols}xf32>, tensor<{ids}x1xi32>, tensor<{ids}x{cols}xf32>) -> tensor<{rows}x{cols}xf32>\n  return %s : tensor<{rows}x{cols}xf32>\n}}\n"
+    )
+}
+
+#[test]
+fn scatter_adds_split_past_the_bound() {
+    // Ids crowd a few rows (one row gets about half of them), some fall outside the table
+    // (skipped whole), under bounds far below the number of windows.
+    let (rows, cols) = (40usize, 3usize);
+    for (n, bound) in [(300usize, 16u64), (1000, 64), (2500, 40)] {
+        let mut s = 12345u64 + n as u64;
+        let ids: Vec<i32> = (0..n)
+            .map(|k| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let r = (s >> 33) as i32;
+                if k % 2 == 0 {
+                    7
+                } else {
+                    r.rem_euclid(rows as i32 + 6) - 3
+                }
+            })
+            .collect();
+        let table = data(rows * cols, 3);
+        let upd = data(n * cols, 5);
+        let it = TensorType::new(vec![n as i64, 1], ElementType::I32);
+        let ib: Vec<u8> = ids.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let args = [
+            upload_f32(&[rows, cols], &table),
+            device().upload(&it, &ib).unwrap(),
+            upload_f32(&[n, cols], &upd),
+        ];
+        let src = embedding_scatter(rows, cols, n, "add");
+        let (out, kernels) = run(&src, Some(bound), &args);
+        let got = f32s(&out[0]);
+        let mut want: Vec<f64> = table.iter().map(|&x| x as f64).collect();
+        let mut hits = vec![0usize; rows];
+        for (k, &id) in ids.iter().enumerate() {
+            if id >= 0 && (id as usize) < rows {
+                hits[id as usize] += 1;
+                for c in 0..cols {
+                    want[id as usize * cols + c] += upd[k * cols + c] as f64;
+                }
+            }
+        }
+        for (e, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                close(g, w, hits[e / cols] + 1),
+                "{n} ids, bound {bound}, element {e}: got {g}, want {w}"
+            );
+        }
+        // Sort init + passes + partials + at least one fold.
+        assert!(
+            kernels >= 4,
+            "{n} ids under bound {bound}: {kernels} kernels"
+        );
+    }
+    // Other combiners have no identity to start chunks from: still refused, honestly.
+    let e = compile_error(&embedding_scatter(40, 3, 300, "maximum"), Some(16));
+    assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
+}

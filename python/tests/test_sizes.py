@@ -155,3 +155,20 @@ def test_any_over_a_million_booleans(gpu):
     for v in (x, np.zeros_like(x)):
         g = on(gpu, lambda v: (jnp.any(jnp.isnan(v)), jnp.all(v == 0)), v)
         assert bool(g[0]) == bool(np.any(np.isnan(v))) and bool(g[1]) == bool(np.all(v == 0))
+
+
+@pytest.mark.parametrize("n", [40_000, 65_536])
+def test_embedding_gradient_many_ids(gpu, n):
+    # The gradient of an embedding lookup scatters (adds) n rows into a 1000x16 table: more
+    # update windows than one invocation may loop over. Half the ids hit row 3, so one row's
+    # run of windows alone is longer than the bound.
+    rng = np.random.default_rng(6)
+    table = rng.standard_normal((1000, 16)).astype(np.float32)
+    ids = rng.integers(0, 1000, n).astype(np.int32)
+    ids[::2] = 3
+    w = rng.standard_normal((n, 16)).astype(np.float32)
+
+    def loss(table, ids, w):
+        return jnp.sum(jnp.tanh(table[ids]) * w)
+
+    compare(gpu, jax.grad(loss), table, ids, w)

@@ -93,8 +93,49 @@ pub fn fold(
     combine: &dyn Fn(&[String], &[String]) -> String,
     target: Target,
 ) -> Result<Plan> {
+    fold_after(
+        Vec::new(),
+        name,
+        first,
+        partials,
+        (n, parts),
+        finals,
+        types,
+        functions,
+        combine,
+        target,
+    )
+}
+
+/// [`fold`] in a plan that already has temporaries `prior` (`0..prior.len()`, which `first`
+/// may read): the partials are temporaries `prior.len()..`, and the fold's own are numbered
+/// after them. The plan's temporaries start with `prior`.
+#[allow(clippy::too_many_arguments)]
+pub fn fold_after(
+    prior: Vec<TensorType>,
+    name: &str,
+    first: Kernel,
+    partials: Vec<Binding>,
+    (n, parts): (u64, u64),
+    finals: Vec<Binding>,
+    types: &[Compute],
+    functions: &str,
+    combine: &dyn Fn(&[String], &[String]) -> String,
+    target: Target,
+) -> Result<Plan> {
     let per = target.max_invocation_iterations.max(2);
-    let mut temps: Vec<TensorType> = partials.iter().map(|b| b.ty.clone()).collect();
+    let base = prior.len();
+    if partials
+        .iter()
+        .enumerate()
+        .any(|(i, b)| b.value != temp(base + i))
+    {
+        return Err(Error::internal(format!(
+            "{name}: partials are not the temporaries after the plan's others"
+        )));
+    }
+    let mut temps = prior;
+    temps.extend(partials.iter().map(|b| b.ty.clone()));
     let mut kernels = vec![first];
     let packed = finals
         .iter()

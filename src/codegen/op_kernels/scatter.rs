@@ -15,6 +15,7 @@ use crate::codegen::dtype::Compute;
 use crate::codegen::expr::{Binding, ExprEmitter, Index};
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
+use crate::codegen::partials;
 use crate::codegen::reduce_kernel::{combine, emit_body_function, region_defs};
 use crate::error::{Error, Result};
 use crate::ir::{Function, Op, Operation, ValueId};
@@ -43,11 +44,22 @@ pub fn emit(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
-    emit_with(name, f, defs, op, target, false)
+    emit_with(name, f, defs, op, target, false, None)
+}
+
+/// A chunked stage of a sorted scatter with add updates: invocation `t` adds run positions
+/// `(t % chunks) * chunk ..` (at most `chunk`) of result element `t / chunks`'s sorted run of
+/// windows — chunk 0 starting from the input element, the others from 0 — into element `t`
+/// of `partials` (one binding per result).
+struct Split {
+    chunks: u64,
+    chunk: u64,
+    partials: Vec<Binding>,
 }
 
 /// The scatter kernel; with `sorted`, its first input is the permutation that sorts the update
-/// windows by their (single) index, and each element binary-searches its own windows.
+/// windows by their (single) index, and each element binary-searches its own windows. With
+/// `split` (sorted only), the chunked partials stage instead.
 fn emit_with(
     name: &str,
     f: &Function,
@@ -55,6 +67,7 @@ fn emit_with(
     op: &Operation,
     target: Target,
     sorted: bool,
+    split: Option<&Split>,
 ) -> Result<Kernel> {
     let Op::Scatter {
         dimension_numbers: dn,
@@ -105,7 +118,7 @@ fn emit_with(
     let rt = em.ty(op.results[0])?.clone();
     let it = em.ty(indices)?.clone();
     let ut = em.ty(updates[0])?.clone();
-    let outs: Vec<Binding> = op
+    let results: Vec<Binding> = op
         .results
         .iter()
         .map(|&v| {
@@ -115,7 +128,7 @@ fn emit_with(
             })
         })
         .collect::<Result<_>>()?;
-    let types: Vec<Compute> = outs
+    let types: Vec<Compute> = results
         .iter()
         .map(|o| em.compute(o.ty.dtype))
         .collect::<Result<_>>()?;
@@ -145,16 +158,50 @@ fn emit_with(
     }
 
     let total = rt.num_elements();
-    let comment = format!(
-        "kernel {name}: scatter of {count} update windows into {total} elements (updates in order)\nfuses: stablehlo.scatter"
-    );
+    let (outs, comment) = match split {
+        None => (
+            results,
+            format!(
+                "kernel {name}: scatter of {count} update windows into {total} elements (updates in order)\nfuses: stablehlo.scatter"
+            ),
+        ),
+        Some(s) => {
+            if !sorted || s.partials.len() != n {
+                return Err(Error::internal(format!(
+                    "{name}: split of an unsorted scatter, or partials mismatched"
+                )));
+            }
+            (
+                s.partials.clone(),
+                format!(
+                    "kernel {name}: scatter partials, {} chunks of at most {} of each element's sorted update windows, for {total} elements\nfuses: stablehlo.scatter",
+                    s.chunks, s.chunk
+                ),
+            )
+        }
+    };
     build(name, em, outs, &func, &comment, target, |em, lin, e| {
-        let oi = em.multi(&Index::Linear(lin.to_string()), &rdims);
+        // The result element, and with a split this invocation's chunk of its windows.
+        let elem = match split {
+            None => lin.to_string(),
+            Some(s) => {
+                em.line(&format!("let o{e} = {lin} / {}u;", s.chunks));
+                em.line(&format!("let c{e} = {lin} % {}u;", s.chunks));
+                format!("o{e}")
+            }
+        };
+        let oi = em.multi(&Index::Linear(elem.clone()), &rdims);
         let mut acc = Vec::new();
         for (i, (&x, t)) in inputs.iter().zip(&types).enumerate() {
-            let v = em.value(x, &Index::Linear(lin.to_string()))?;
+            let v = em.value(x, &Index::Linear(elem.clone()))?;
             let a = format!("acc{e}_{i}");
-            em.line(&format!("var {a}: {} = {v};", t.wgsl()));
+            if split.is_some() {
+                // Chunks after the first start from 0, the identity of add.
+                let w = t.wgsl();
+                em.line(&format!("var {a}: {w} = select({w}(), {v}, c{e} == 0u);"));
+            } else {
+                em.line(&format!("var {a}: {} = {v};", t.wgsl()));
+            }
             acc.push(a);
         }
         if sorted {
@@ -183,10 +230,22 @@ fn emit_with(
                 "if ({key} < {want}) {{ lo{e} = mid{e} + 1u; }} else {{ hi{e} = mid{e}; }}"
             ));
             em.close(None);
-            em.open_loop(
-                &format!("for (var q: u32 = lo{e}; q < {count}u; q = q + 1u)"),
-                count as u64,
-            );
+            match split {
+                None => em.open_loop(
+                    &format!("for (var q: u32 = lo{e}; q < {count}u; q = q + 1u)"),
+                    count as u64,
+                ),
+                Some(s) => {
+                    let (chunk, last) = (s.chunk, count as u64);
+                    em.line(&format!("let q0{e} = lo{e} + c{e} * {chunk}u;"));
+                    em.open_loop(
+                        &format!(
+                            "for (var q: u32 = q0{e}; q < min(q0{e} + {chunk}u, {last}u); q = q + 1u)"
+                        ),
+                        chunk.min(last),
+                    );
+                }
+            }
             em.line("let s = in0[q];");
             let key = window_key(em, "s", indices, &scatter_sizes, ivd, irank, ic)?;
             em.line(&format!("if ({key} != {want}) {{ break; }}"));
@@ -306,7 +365,10 @@ pub const SORTED_FROM: usize = 64;
 /// sorted by index first (a stable bitonic sort of the window numbers), so each result element
 /// visits only its own windows — O(log n + hits) instead of O(n) — in the original order:
 /// results are identical to the plain kernel's. For scatters like an embedding gradient
-/// (`table.at[ids].add(rows)`).
+/// (`table.at[ids].add(rows)`). When an element's run may be longer than one invocation may
+/// loop (`Target::max_invocation_iterations`) and the update computation adds, the run is
+/// split into chunks whose partial sums are folded ([`partials::fold_after`]); other update
+/// computations keep the one kernel, which the compile driver then refuses.
 pub fn sorted(
     name: &str,
     f: &Function,
@@ -402,12 +464,130 @@ pub fn sorted(
             target,
         )?
     };
-    let scatter = emit_with(name, f, defs, op, target, true)?;
+    let scatter = emit_with(name, f, defs, op, target, true, None)?;
+    let stages = super::sort::bitonic_stages(p);
+    let bound = target.max_invocation_iterations;
+    if scatter.iterations <= bound {
+        return Ok(Some(super::Plan::bitonic(
+            init,
+            pass,
+            scatter,
+            vec![perm_type],
+            stages,
+        )));
+    }
+    // Too many windows for one invocation: split each element's run into chunks when the
+    // updates add (0 is an identity); anything else keeps the kernel the driver refuses.
+    let Some(types) = adds(f, op) else {
+        return Ok(Some(super::Plan::bitonic(
+            init,
+            pass,
+            scatter,
+            vec![perm_type],
+            stages,
+        )));
+    };
+    let total = scatter
+        .outputs
+        .first()
+        .map_or(0, |o| o.ty.num_elements() as u64);
+    let count = count as u64;
+    let mut chunk = count.div_ceil(scatter.iterations.div_ceil(bound).max(2));
+    while chunk >= 1 {
+        let chunks = count.div_ceil(chunk);
+        let split = Split {
+            chunks,
+            chunk,
+            partials: scatter
+                .outputs
+                .iter()
+                .enumerate()
+                .map(|(i, o)| partials::binding(1 + i, o.ty.dtype, total * chunks))
+                .collect(),
+        };
+        let first = emit_with(
+            &format!("{name}_partials"),
+            f,
+            defs,
+            op,
+            target,
+            true,
+            Some(&split),
+        )?;
+        if first.iterations <= bound {
+            let k = types.len();
+            let add = move |acc: &[String], vals: &[String]| {
+                acc.iter()
+                    .zip(vals)
+                    .take(k)
+                    .map(|(a, v)| format!("{a} = {a} + {v};"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let fold = partials::fold_after(
+                vec![perm_type],
+                name,
+                first,
+                split.partials,
+                (total, chunks),
+                scatter.outputs.clone(),
+                &types,
+                "",
+                &add,
+                target,
+            )?;
+            // The sort's launches, then the partials and folds.
+            let mut launches = vec![super::Launch::new(0, Vec::new())];
+            launches.extend(
+                stages
+                    .into_iter()
+                    .map(|(k, j)| super::Launch::new(1, vec![k, j])),
+            );
+            launches.extend(
+                fold.launches
+                    .into_iter()
+                    .map(|l| super::Launch::new(l.kernel + 2, l.params)),
+            );
+            let mut kernels = vec![init, pass];
+            kernels.extend(fold.kernels);
+            return Ok(Some(super::Plan {
+                kernels,
+                temps: fold.temps,
+                launches,
+            }));
+        }
+        chunk /= 2;
+    }
     Ok(Some(super::Plan::bitonic(
         init,
         pass,
         scatter,
         vec![perm_type],
-        super::sort::bitonic_stages(p),
+        stages,
     )))
+}
+
+/// The compute types of `op`'s results when its update computation is one `add` of the
+/// current value and the update, for results kept unpacked in their own type (so partial
+/// sums fit a temporary of that type); `None` otherwise.
+fn adds(f: &Function, op: &Operation) -> Option<Vec<Compute>> {
+    let body = op.regions.first()?;
+    let [add, ret] = body.ops.as_slice() else {
+        return None;
+    };
+    let [a, u] = body.args.as_slice() else {
+        return None;
+    };
+    let is_add = add.op == Op::Binary(crate::ir::BinaryOp::Add)
+        && (add.operands == [*a, *u] || add.operands == [*u, *a])
+        && ret.op == Op::Return
+        && ret.operands == add.results
+        && op.results.len() == 1;
+    if !is_add {
+        return None;
+    }
+    op.results
+        .iter()
+        .map(|&r| partials::unpacked(f.ty(r).as_tensor()?.dtype))
+        .collect()
 }
