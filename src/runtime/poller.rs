@@ -26,7 +26,7 @@ use super::event::{deadline_error, wait_timeout, Event};
 use crate::error::{Error, ErrorKind};
 
 /// How often the watchdog looks at the oldest submission.
-const WATCHDOG_PERIOD: Duration = Duration::from_millis(500);
+const WATCHDOG_PERIOD: Duration = Duration::from_millis(200);
 
 struct Pending {
     index: wgpu::SubmissionIndex,
