@@ -24,6 +24,9 @@ fuzz_target!(|data: &[u8]| {
         max_workgroups: 65535,
         max_storage_buffers: 8,
         cpu_adapter: true,
+        // lavapipe's figures: the loop bound's default and a 128 MiB binding limit.
+        max_invocation_iterations: 32768,
+        max_binding_size: 128 << 20,
     };
     let _ = wgpu_hlo::compile::lower::lower(&f, target);
 });
