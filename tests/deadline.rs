@@ -49,7 +49,9 @@ fn a_wait_past_the_deadline_is_an_error() {
     let (exe, took) = loop {
         let exe = compile(&dev, program(n).as_bytes(), &o).expect("compile");
         let start = Instant::now();
-        let (_, done) = exe.execute(&[arg.clone()], &[]).expect("execute");
+        let (_, done) = exe
+            .execute(std::slice::from_ref(&arg), &[])
+            .expect("execute");
         done.wait().expect("a run within the default deadline");
         let took = start.elapsed();
         if took >= Duration::from_millis(1500) || n >= 200 {

@@ -20,7 +20,9 @@ fn a_lost_device_fails_every_later_call() {
     let exe = compile(&dev, ADD.as_bytes(), &CompileOptions::default()).expect("compile");
     let ty = TensorType::new(vec![256], ElementType::F32);
     let arg = dev.upload(&ty, &[0u8; 1024]).expect("upload");
-    let (outs, _) = exe.execute(&[arg.clone()], &[]).expect("execute");
+    let (outs, _) = exe
+        .execute(std::slice::from_ref(&arg), &[])
+        .expect("execute");
     assert!(outs[0].read_to_host_blocking().is_ok());
     dev.destroy();
     let start = Instant::now();
