@@ -135,6 +135,16 @@ macro_rules! bail {
     };
 }
 
+/// The text of a caught panic's payload (`panic!` with a literal or a formatted message), or
+/// `"unknown panic"`: for turning panics caught at a boundary into errors.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -119,11 +119,7 @@ pub(crate) fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> *m
         Ok(Ok(())) => std::ptr::null_mut(),
         Ok(Err(e)) => into_raw(e),
         Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let msg = wgpu_hlo::error::panic_message(payload.as_ref());
             into_raw(Error::internal(format!("{name} panicked: {msg}")))
         }
     }

@@ -10,14 +10,6 @@ import jax.numpy as jnp
 from jax import lax
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    try:
-        return jax.devices("wgpu")[0]
-    except RuntimeError as e:  # pragma: no cover - the suite needs the plugin
-        pytest.skip(f"no wgpu device: {e}")
-
-
 CPU = jax.devices("cpu")[0]
 
 

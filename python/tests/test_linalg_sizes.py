@@ -24,14 +24,6 @@ slow = pytest.mark.skipif(
 CPU = jax.devices("cpu")[0]
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    try:
-        return jax.devices("wgpu")[0]
-    except RuntimeError as e:  # pragma: no cover - the suite needs the plugin
-        pytest.skip(f"no wgpu device: {e}")
-
-
 def on(device, f, *args):
     args = [jax.device_put(a, device) for a in args]
     return jax.tree_util.tree_map(np.asarray, jax.jit(f)(*args))

@@ -10,19 +10,10 @@ import os
 import threading
 
 import numpy as np
-import pytest
 
 import jax
 import jax.numpy as jnp
 from jax import lax
-
-
-@pytest.fixture(scope="module")
-def gpu():
-    try:
-        return jax.devices("wgpu")[0]
-    except RuntimeError as e:  # pragma: no cover - the suite needs the plugin
-        pytest.skip(f"no wgpu device: {e}")
 
 
 CPU = jax.devices("cpu")[0]

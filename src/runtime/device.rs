@@ -511,11 +511,7 @@ impl Device {
             }
             Ok((p, None)) => p,
             Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
+                let msg = crate::error::panic_message(panic.as_ref());
                 return Err(Error::internal(format!(
                     "kernel {label}: the shader translator panicked on {}: {msg}",
                     self.info.name

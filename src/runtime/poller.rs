@@ -239,11 +239,7 @@ impl Poller {
         match polled {
             Ok(r) => Some(r),
             Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
+                let msg = crate::error::panic_message(panic.as_ref());
                 self.break_with(Error::new(
                     ErrorKind::Unavailable,
                     format!("polling the device on {} panicked: {msg}", self.adapter),
