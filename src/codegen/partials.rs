@@ -31,6 +31,16 @@ pub fn unpacked(t: ElementType) -> Option<Compute> {
     })
 }
 
+/// [`wide`] for each of `outputs`: the partials' element types and their compute types, or
+/// `None` when some output has no wide type.
+pub fn wides(outputs: &[Binding]) -> Option<(Vec<ElementType>, Vec<Compute>)> {
+    outputs
+        .iter()
+        .map(|o| wide(o.ty.dtype))
+        .collect::<Option<Vec<_>>>()
+        .map(|v| v.into_iter().unzip())
+}
+
 /// The element type partials of results of type `t` are kept in, with its compute type: `t`
 /// itself when [`unpacked`], else the unpacked type packed narrow types compute in (f32 for
 /// f16/bf16, i32/u32 for narrow integers, u32 0/1 for booleans: see [`load`], [`store`]); the

@@ -155,12 +155,7 @@ pub fn plan(
     let out_count = outs.first().map_or(0, |o| o.ty.num_elements() as u64);
     // Partials of packed narrow results in their wide types (f32 for bf16/f16): the last
     // fold rounds and packs.
-    let Some((wides, types)): Option<(Vec<_>, Vec<_>)> = outs
-        .iter()
-        .map(|o| partials::wide(o.ty.dtype))
-        .collect::<Option<Vec<_>>>()
-        .map(|v| v.into_iter().unzip())
-    else {
+    let Some((wides, types)) = partials::wides(outs) else {
         return single(kernel);
     };
     // Shrink the chunk until one invocation's loops fit the bound.

@@ -61,6 +61,22 @@ fn err(op: &Operation, msg: impl std::fmt::Display) -> Error {
     Error::invalid(format!("{}: {}: {msg}", op.loc, op.name()))
 }
 
+/// The combiner region of a reduce, reduce_window or scatter over `n` operands takes `2n`
+/// scalars and returns `n`.
+fn check_combiner(op: &Operation, n: usize) -> Result<()> {
+    let body = op
+        .regions
+        .first()
+        .ok_or_else(|| err(op, "the combiner region is missing"))?;
+    if body.args.len() != 2 * n || body.returned().len() != n {
+        return Err(err(
+            op,
+            format!("body must take {} scalars and return {n}", 2 * n),
+        ));
+    }
+    Ok(())
+}
+
 impl<'a> Verifier<'a> {
     fn check_id(&mut self, v: ValueId, loc: &super::module::Location) -> Result<()> {
         if v.index() >= self.f.values.len() {
@@ -554,14 +570,7 @@ impl<'a> Verifier<'a> {
                         ));
                     }
                 }
-                let body = &op.regions[0];
-                if body.args.len() != 2 * n || body.returned().len() != n {
-                    return Err(err(
-                        op,
-                        format!("body must take {} scalars and return {n}", 2 * n),
-                    ));
-                }
-                Ok(())
+                check_combiner(op, n)
             }
             Op::DotGeneral {
                 dimension_numbers: d,

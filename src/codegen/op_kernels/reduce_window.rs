@@ -54,12 +54,7 @@ pub fn plan(
     let wcount: u64 = window_dimensions.iter().map(|&w| w.max(0) as u64).product();
     let outs = &kernel.outputs;
     let out_count = outs.first().map_or(0, |o| o.ty.num_elements() as u64);
-    let Some((wides, types)): Option<(Vec<_>, Vec<_>)> = outs
-        .iter()
-        .map(|o| partials::wide(o.ty.dtype))
-        .collect::<Option<Vec<_>>>()
-        .map(|v| v.into_iter().unzip())
-    else {
+    let Some((wides, types)) = partials::wides(outs) else {
         return Ok(None);
     };
     // Shrink the chunk until one invocation's loops fit the bound.

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use super::{err, same_dtype, Verifier};
+use super::{check_combiner, err, same_dtype, Verifier};
 use crate::error::Result;
 use crate::ir::attr::{FftType, RngAlgorithm, Transpose};
 use crate::ir::module::Operation;
@@ -713,14 +713,7 @@ impl<'a> Verifier<'a> {
                 ));
             }
         }
-        let body = &op.regions[0];
-        if body.args.len() != 2 * n || body.returned().len() != n {
-            return Err(err(
-                op,
-                format!("body must take {} scalars and return {n}", 2 * n),
-            ));
-        }
-        Ok(())
+        check_combiner(op, n)
     }
 
     fn convolution(&self, op: &Operation, c: &Convolution) -> Result<()> {
@@ -907,14 +900,7 @@ impl<'a> Verifier<'a> {
                 ));
             }
         }
-        let body = &op.regions[0];
-        if body.args.len() != 2 * n || body.returned().len() != n {
-            return Err(err(
-                op,
-                format!("body must take {} scalars and return {n}", 2 * n),
-            ));
-        }
-        Ok(())
+        check_combiner(op, n)
     }
 
     fn select_and_scatter(
