@@ -24,10 +24,9 @@ WGPU_ADAPTER_NAME, WGPU_POWER_PREF pick the adapter; WGPU_HLO_DUMP=DIR dumps eve
 exit codes of run: 0 all checks pass, 1 a check failed, 2 bad program or usage, 3 unimplemented";
 
 fn main() -> ExitCode {
-    // Mesa's window-system code prints a complaint per device without it; compute needs no
-    // display. Set before any thread exists.
-    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
-        std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
+    // Set before any thread exists: see `wgpu_hlo::runtime::quiet_headless_env`.
+    if let Some((name, value)) = wgpu_hlo::runtime::quiet_headless_env() {
+        std::env::set_var(name, value);
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {

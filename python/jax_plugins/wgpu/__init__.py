@@ -65,9 +65,24 @@ def _enable_donation() -> None:
         platforms.append(PLATFORM)
 
 
+def _quiet_headless() -> None:
+    """Keeps a headless process quiet, as `wgpu_hlo::runtime::quiet_headless_env` does for the
+    CLI: without `XDG_RUNTIME_DIR`, Mesa's implicit device-select Vulkan layer makes libwayland
+    print `error: XDG_RUNTIME_DIR is invalid or not set` when the device is created. The layer
+    only reorders devices (the plugin ranks adapters itself), so it is switched off unless the
+    user asked it for a device (`MESA_VK_DEVICE_SELECT`) or set `NODEVICE_SELECT` already."""
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return
+    if os.environ.get("MESA_VK_DEVICE_SELECT") or os.environ.get("NODEVICE_SELECT"):
+        return
+    os.environ["NODEVICE_SELECT"] = "1"
+
+
 def initialize() -> None:
     """Registers the `wgpu` PJRT plugin and its JAX-side hooks (donation, lowering rules)."""
     from jax._src import xla_bridge
+
+    _quiet_headless()
 
     from . import lowerings
 
