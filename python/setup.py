@@ -5,10 +5,18 @@ Environment:
   CARGO              cargo executable (default: `cargo`)
   CARGO_TARGET_DIR   where cargo builds (default: the workspace's `target/`)
   WGPU_PJRT_PROFILE  cargo profile, `release` (default) or `dev`
+  WGPU_PJRT_STRIP    `0` keeps the library's debug line tables in the package (default: they are
+                     stripped with `strip --strip-debug` when `strip` is on PATH; ~56 -> ~10 MB)
+
+The wheel is tagged `py3-none-manylinux_2_N_<arch>`, N being the newest glibc symbol version
+the library needs (read from the library itself), so pip installs it on any Linux with that
+glibc or newer; no Rust toolchain is needed to install it.
 """
 
 import os
 import pathlib
+import platform
+import re
 import shutil
 import subprocess
 
@@ -24,6 +32,9 @@ except ImportError:  # setuptools < 70
 HERE = pathlib.Path(__file__).resolve().parent
 WORKSPACE = HERE.parent
 LIBRARY = "libpjrt_wgpu.so"
+
+_BUILT: list[pathlib.Path] = []
+"""The library copied into the package by this build (read by the wheel's tag)."""
 
 
 def build_library() -> pathlib.Path:
@@ -54,11 +65,33 @@ class BuildPyWithLibrary(build_py):
         dest = pathlib.Path(self.build_lib) / "jax_plugins" / "wgpu" / LIBRARY
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(lib, dest)
+        strip = shutil.which("strip")
+        if os.environ.get("WGPU_PJRT_STRIP", "1") != "0" and strip:
+            subprocess.run([strip, "--strip-debug", str(dest)], check=True)
+        _BUILT.append(dest)
+
+
+def glibc_needed(lib: pathlib.Path) -> tuple[int, int] | None:
+    """The newest `GLIBC_2.N` symbol version the ELF library names (its version-needs strings),
+    or None when it names none."""
+    found = [(int(a), int(b)) for a, b in re.findall(rb"GLIBC_(\d+)\.(\d+)", lib.read_bytes())]
+    return max(found) if found else None
+
+
+def manylinux_tag(plat: str) -> str:
+    """`linux_<arch>` -> `manylinux_<glibc major>_<minor>_<arch>` from the built library."""
+    if not plat.startswith("linux_") or not _BUILT:
+        return plat
+    needed = glibc_needed(_BUILT[-1])
+    if needed is None:
+        return plat
+    arch = plat[len("linux_"):] or platform.machine()
+    return f"manylinux_{needed[0]}_{needed[1]}_{arch}"
 
 
 class PlatformWheel(bdist_wheel):
-    """Tags the wheel `py3-none-<platform>`: the library is native but uses no Python ABI, so
-    one wheel serves every Python version."""
+    """Tags the wheel `py3-none-manylinux_2_N_<arch>`: the library is native but uses no Python
+    ABI, so one wheel serves every Python version."""
 
     def finalize_options(self):
         super().finalize_options()
@@ -66,7 +99,7 @@ class PlatformWheel(bdist_wheel):
 
     def get_tag(self):
         _, _, plat = super().get_tag()
-        return "py3", "none", plat
+        return "py3", "none", manylinux_tag(plat)
 
 
 class BinaryDistribution(Distribution):
