@@ -133,7 +133,11 @@ impl<'f, 't> Lowering<'f, 't> {
     }
 
     fn region(&mut self, region: &'f Region, label: &str) -> Result<Program> {
-        let part = fusion::partition(self.f, region);
+        // One binding is left for a kernel's parameters.
+        let budget = (self.target.max_storage_buffers as usize)
+            .saturating_sub(1)
+            .max(2);
+        let part = fusion::partition(self.f, region, budget);
         self.partitions
             .push_str(&format!("region {label}:\n{}", part.describe(region)));
         let defs: HashMap<ValueId, &Operation> = region

@@ -137,8 +137,112 @@ fn collect_captures(r: &Region, out: &mut HashSet<ValueId>) {
     walk(r, &mut defined, out);
 }
 
-/// Partitions `region` (of function `f`) into kernels and steps.
-pub fn partition(f: &Function, region: &Region) -> Partition {
+/// Partitions `region` (of function `f`) into kernels and steps, each kernel binding at most
+/// `max_bindings` buffers (inputs and outputs; a kernel over budget is cut by materializing a
+/// fused value whose producers read many buffers, which then becomes a kernel of its own). A
+/// kernel whose single ops already bind more stays as it is: its emitter refuses it.
+pub fn partition(f: &Function, region: &Region, max_bindings: usize) -> Partition {
+    let mut forced = HashSet::new();
+    loop {
+        let p = partition_forced(f, region, &forced);
+        let cuts: Vec<ValueId> = p
+            .nodes
+            .iter()
+            .filter_map(|n| match n {
+                Node::Kernel(g) => budget_cut(region, g, &p.materialized, max_bindings),
+                _ => None,
+            })
+            .collect();
+        // Each round materializes at least one more value, so this ends.
+        if !cuts.iter().any(|v| forced.insert(*v)) {
+            return p;
+        }
+    }
+}
+
+/// Buffers a kernel built from `v`'s fused producers reads: the materialized operands reached
+/// through members of `g` (`v` itself when it is materialized).
+fn leaves(
+    region: &Region,
+    def: &HashMap<ValueId, usize>,
+    g: &Group,
+    materialized: &HashSet<ValueId>,
+    v: ValueId,
+    out: &mut HashSet<ValueId>,
+) {
+    let mut stack = vec![v];
+    let mut seen = HashSet::new();
+    while let Some(v) = stack.pop() {
+        if !seen.insert(v) {
+            continue;
+        }
+        // Members are computed inline (outputs too, though they are also written).
+        match def.get(&v) {
+            Some(&i) if g.members.contains(&v) => {
+                stack.extend(region.ops[i].operands.iter().copied())
+            }
+            _ if materialized.contains(&v) => {
+                out.insert(v);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// For a kernel binding more than `max_bindings` buffers: the fused value to materialize so
+/// that the kernel reads fewer buffers — the member whose producers read the most buffers while
+/// still fitting one kernel, else the smallest such cut that helps (it is cut again later).
+fn budget_cut(
+    region: &Region,
+    g: &Group,
+    materialized: &HashSet<ValueId>,
+    max_bindings: usize,
+) -> Option<ValueId> {
+    let def: HashMap<ValueId, usize> = region
+        .ops
+        .iter()
+        .enumerate()
+        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
+        .collect();
+    let root = region.ops.get(g.root)?;
+    let mut all = HashSet::new();
+    let starts: Vec<ValueId> = if g.kind == KernelKind::Loop {
+        g.outputs.clone()
+    } else {
+        root.operands.clone()
+    };
+    for v in &starts {
+        leaves(region, &def, g, materialized, *v, &mut all);
+    }
+    if all.len() + g.outputs.len() <= max_bindings {
+        return None;
+    }
+    let mut fits: Option<(usize, ValueId)> = None;
+    let mut helps: Option<(usize, ValueId)> = None;
+    let mut members: Vec<ValueId> = g.members.iter().copied().collect();
+    members.sort_by_key(|v| v.0);
+    for v in members {
+        if g.outputs.contains(&v) || materialized.contains(&v) {
+            continue;
+        }
+        let mut own = HashSet::new();
+        leaves(region, &def, g, materialized, v, &mut own);
+        let n = own.len();
+        if n < 2 || n >= all.len() {
+            continue;
+        }
+        if n < max_bindings {
+            if fits.is_none_or(|(m, _)| n > m) {
+                fits = Some((n, v));
+            }
+        } else if helps.is_none_or(|(m, _)| n < m) {
+            helps = Some((n, v));
+        }
+    }
+    fits.or(helps).map(|(_, v)| v)
+}
+
+fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) -> Partition {
     let ops = &region.ops;
     // dynamic_update_slice into a large buffer runs in place as its own step, not fused (a
     // fused one rewrites the whole buffer).
@@ -152,7 +256,7 @@ pub fn partition(f: &Function, region: &Region) -> Partition {
     }
     // Uses of each value by ops of this region, and values that must live in buffers.
     let mut uses: HashMap<ValueId, Vec<usize>> = HashMap::new();
-    let mut must: HashSet<ValueId> = HashSet::new();
+    let mut must: HashSet<ValueId> = forced.clone();
     for (i, op) in ops.iter().enumerate() {
         let mut captured = HashSet::new();
         for r in &op.regions {
