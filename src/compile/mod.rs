@@ -81,7 +81,9 @@ pub fn deserialize(
     bytes: &[u8],
     options: &CompileOptions,
 ) -> Result<Arc<Executable>> {
+    let start = std::time::Instant::now();
     let (mut parts, stored) = serial::decode(bytes, device)?;
+    let decoded = start.elapsed();
     if crate::runtime::executable::fingerprint(&parts) != stored {
         return Err(Error::invalid(
             "serialized executable is corrupt (its fingerprint does not match its program)",
@@ -90,7 +92,15 @@ pub fn deserialize(
     if let Some(name) = &options.name {
         parts.name = name.clone();
     }
-    Executable::load(device, parts)
+    let exe = Executable::load(device, parts)?;
+    log::debug!(
+        "loaded {} ({} kernels) from {} bytes: decoded in {decoded:?}, loaded in {:?}",
+        exe.name(),
+        exe.kernels().len(),
+        bytes.len(),
+        start.elapsed() - decoded
+    );
+    Ok(exe)
 }
 
 /// Parameter indices that results may reuse, from `tf.aliasing_output` argument attributes.
@@ -104,6 +114,23 @@ fn output_aliases(f: &Function) -> Vec<Option<usize>> {
         }
     }
     out
+}
+
+/// `f` without the argument and result attributes the bytecode reader kept only as opaque
+/// placeholders (`sdy.sharding = #sdy<6 bytes of bytecode>`: dialects it does not decode).
+/// The executable's IR text is handed to frameworks (`PJRT_Executable_OptimizedProgram`,
+/// which jaxlib parses when it serializes an executable for its cache), so it must parse.
+fn printable_signature(f: &Function) -> std::borrow::Cow<'_, Function> {
+    let opaque = |a: &Attr| matches!(a, Attr::Opaque(s) if s.ends_with(" bytes of bytecode>"));
+    let has = |v: &[crate::ir::module::NamedAttrs]| v.iter().flatten().any(|(_, a)| opaque(a));
+    if !has(&f.arg_attrs) && !has(&f.result_attrs) {
+        return std::borrow::Cow::Borrowed(f);
+    }
+    let mut g = f.clone();
+    for attrs in g.arg_attrs.iter_mut().chain(g.result_attrs.iter_mut()) {
+        attrs.retain(|(_, a)| !opaque(a));
+    }
+    std::borrow::Cow::Owned(g)
 }
 
 static DUMP_SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -125,6 +152,7 @@ pub fn compile_function(
     module: Option<&Module>,
     options: &CompileOptions,
 ) -> Result<Arc<Executable>> {
+    let start = std::time::Instant::now();
     let _widening =
         crate::codegen::elementwise::widen_via_f64(device.caps().f64 && target(device).cpu_adapter);
     let name = options
@@ -161,7 +189,7 @@ pub fn compile_function(
             return Err(e.context(format!("compiling {name} for {}", device.info())));
         }
     };
-    let ir_text = print::print_function(f);
+    let ir_text = print::print_function(&printable_signature(f));
     let dump = dump_dir(options);
     let parts = ExecutableParts {
         name: name.clone(),
@@ -183,7 +211,14 @@ pub fn compile_function(
     if let Some(dir) = &dump {
         write_dump(dir, &name, module, f, &parts, &lowered.partitions)?;
     }
-    Executable::load(device, parts)
+    let generated = start.elapsed();
+    let exe = Executable::load(device, parts)?;
+    log::debug!(
+        "compiled {name} ({} kernels): generated in {generated:?}, loaded in {:?}",
+        exe.kernels().len(),
+        start.elapsed() - generated
+    );
+    Ok(exe)
 }
 
 fn dump_prefix(dir: &std::path::Path, name: &str) -> PathBuf {
