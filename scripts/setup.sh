@@ -66,6 +66,12 @@ ensure_venv() {
         "$VENV/bin/pip" install -q --upgrade pip
         "$VENV/bin/pip" install -q "jax==$jaxv" "jaxlib==$jaxv" numpy pytest ml_dtypes
     fi
+    # Ecosystem libraries the tests train real models with (the compilation-cache test uses a
+    # flax/optax step); jax stays pinned.
+    if [ "$minor" -ge 12 ] && ! "$VENV/bin/python" -c "import flax, optax" 2>/dev/null; then
+        log "installing flax and optax into $VENV"
+        "$VENV/bin/pip" install -q flax optax "jax==$jaxv" "jaxlib==$jaxv"
+    fi
 }
 
 install_plugin() {

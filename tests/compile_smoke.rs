@@ -80,7 +80,7 @@ fn to_f32s(b: &[u8]) -> Vec<f32> {
 
 fn run(f: &Function, args: &[(TensorType, Vec<u8>)]) -> Vec<Vec<u8>> {
     let dev = device();
-    let exe = compile_function(&dev, f, None, &CompileOptions::default(), vec![]).unwrap();
+    let exe = compile_function(&dev, f, None, &CompileOptions::default()).unwrap();
     let bufs: Vec<_> = args
         .iter()
         .map(|(t, b)| dev.upload(t, b).unwrap())

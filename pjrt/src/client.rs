@@ -158,9 +158,12 @@ fn leak<T>(v: T) -> *mut T {
 impl ClientState {
     fn new(device: Arc<Device>) -> Arc<ClientState> {
         let info = device.info().clone();
+        // The build id makes JAX's compilation cache keys differ between builds, whose
+        // serialized executables do not load in each other.
         let platform_version = format!(
-            "wgpu-hlo {}; {} ({}, {}{}{})",
+            "wgpu-hlo {} (build {}); {} ({}, {}{}{})",
             env!("CARGO_PKG_VERSION"),
+            wgpu_hlo::compile::serial::BUILD_ID,
             info.name,
             info.backend,
             info.driver,

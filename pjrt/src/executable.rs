@@ -879,7 +879,6 @@ mod tests {
             &add_program(alias),
             None,
             &CompileOptions::default(),
-            vec![],
         )
         .unwrap();
         let loaded = new_loaded(Info::new(exe, vec![]).unwrap(), state).unwrap();

@@ -3,6 +3,7 @@
 
 pub mod lower;
 pub mod program;
+pub mod serial;
 pub mod trip_count;
 
 use std::path::PathBuf;
@@ -30,8 +31,6 @@ pub struct CompileOptions {
     /// 32768); tests set it low to exercise the split kernels with small tensors.
     pub max_loop_iterations: Option<u64>,
 }
-
-const SERIALIZED_MAGIC: &[u8] = b"WGPUHLO\x01";
 
 /// Parses program bytes: MLIR bytecode (portable artifact) or StableHLO text.
 pub fn parse(bytes: &[u8], filename: &str) -> Result<Module> {
@@ -71,34 +70,37 @@ pub fn compile(
     let module = parse(program, &name)?;
     let entry = options.entry.clone().unwrap_or_else(|| "main".into());
     let f = passes::prepare(&module, &entry)?;
-    let mut serialized = SERIALIZED_MAGIC.to_vec();
-    serialized.extend_from_slice(&(entry.len() as u32).to_le_bytes());
-    serialized.extend_from_slice(entry.as_bytes());
-    serialized.extend_from_slice(program);
-    compile_function(device, &f, Some(&module), options, serialized)
+    compile_function(device, &f, Some(&module), options)
 }
 
-/// Recreates an executable from `Executable::serialize` bytes.
+/// Loads an executable from `Executable::serialize` bytes: no parsing, passes or code
+/// generation, only pipeline creation. Bytes from another format version, build or adapter,
+/// and corrupt or truncated ones, are INVALID_ARGUMENT. `options.name` renames it.
 pub fn deserialize(
     device: &Arc<Device>,
     bytes: &[u8],
     options: &CompileOptions,
 ) -> Result<Arc<Executable>> {
-    let rest = bytes
-        .strip_prefix(SERIALIZED_MAGIC)
-        .ok_or_else(|| Error::invalid("not a serialized wgpu-hlo executable"))?;
-    let len = rest
-        .get(..4)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-        .ok_or_else(|| Error::invalid("truncated serialized executable"))?;
-    let entry = rest
-        .get(4..4 + len)
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .ok_or_else(|| Error::invalid("truncated serialized executable"))?;
-    let program = &rest[(4 + len).min(rest.len())..];
-    let mut o = options.clone();
-    o.entry = Some(entry.to_string());
-    compile(device, program, &o)
+    let start = std::time::Instant::now();
+    let (mut parts, stored) = serial::decode(bytes, device)?;
+    let decoded = start.elapsed();
+    if crate::runtime::executable::fingerprint(&parts) != stored {
+        return Err(Error::invalid(
+            "serialized executable is corrupt (its fingerprint does not match its program)",
+        ));
+    }
+    if let Some(name) = &options.name {
+        parts.name = name.clone();
+    }
+    let exe = Executable::load(device, parts)?;
+    log::debug!(
+        "loaded {} ({} kernels) from {} bytes: decoded in {decoded:?}, loaded in {:?}",
+        exe.name(),
+        exe.kernels().len(),
+        bytes.len(),
+        start.elapsed() - decoded
+    );
+    Ok(exe)
 }
 
 /// Parameter indices that results may reuse, from `tf.aliasing_output` argument attributes.
@@ -112,6 +114,23 @@ fn output_aliases(f: &Function) -> Vec<Option<usize>> {
         }
     }
     out
+}
+
+/// `f` without the argument and result attributes the bytecode reader kept only as opaque
+/// placeholders (`sdy.sharding = #sdy<6 bytes of bytecode>`: dialects it does not decode).
+/// The executable's IR text is handed to frameworks (`PJRT_Executable_OptimizedProgram`,
+/// which jaxlib parses when it serializes an executable for its cache), so it must parse.
+fn printable_signature(f: &Function) -> std::borrow::Cow<'_, Function> {
+    let opaque = |a: &Attr| matches!(a, Attr::Opaque(s) if s.ends_with(" bytes of bytecode>"));
+    let has = |v: &[crate::ir::module::NamedAttrs]| v.iter().flatten().any(|(_, a)| opaque(a));
+    if !has(&f.arg_attrs) && !has(&f.result_attrs) {
+        return std::borrow::Cow::Borrowed(f);
+    }
+    let mut g = f.clone();
+    for attrs in g.arg_attrs.iter_mut().chain(g.result_attrs.iter_mut()) {
+        attrs.retain(|(_, a)| !opaque(a));
+    }
+    std::borrow::Cow::Owned(g)
 }
 
 static DUMP_SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -132,8 +151,8 @@ pub fn compile_function(
     f: &Function,
     module: Option<&Module>,
     options: &CompileOptions,
-    serialized: Vec<u8>,
 ) -> Result<Arc<Executable>> {
+    let start = std::time::Instant::now();
     let _widening =
         crate::codegen::elementwise::widen_via_f64(device.caps().f64 && target(device).cpu_adapter);
     let name = options
@@ -170,7 +189,7 @@ pub fn compile_function(
             return Err(e.context(format!("compiling {name} for {}", device.info())));
         }
     };
-    let ir_text = print::print_function(f);
+    let ir_text = print::print_function(&printable_signature(f));
     let dump = dump_dir(options);
     let parts = ExecutableParts {
         name: name.clone(),
@@ -188,12 +207,18 @@ pub fn compile_function(
         results: lowered.results,
         ir_text,
         output_aliases: output_aliases(f),
-        serialized,
     };
     if let Some(dir) = &dump {
         write_dump(dir, &name, module, f, &parts, &lowered.partitions)?;
     }
-    Executable::load(device, parts)
+    let generated = start.elapsed();
+    let exe = Executable::load(device, parts)?;
+    log::debug!(
+        "compiled {name} ({} kernels): generated in {generated:?}, loaded in {:?}",
+        exe.kernels().len(),
+        start.elapsed() - generated
+    );
+    Ok(exe)
 }
 
 fn dump_prefix(dir: &std::path::Path, name: &str) -> PathBuf {

@@ -197,7 +197,7 @@ fn run_function(
         entry: Some(entry.to_string()),
         ..Default::default()
     };
-    let exe = compile_function(device, &f, Some(module), &opts, Vec::new())?;
+    let exe = compile_function(device, &f, Some(module), &opts)?;
     let outputs = exe.execute_blocking(&[])?;
     let mut host: Vec<Option<Vec<u8>>> = vec![None; outputs.len()];
     let mut fetch = |i: usize| -> Result<Vec<u8>> {

@@ -3,7 +3,8 @@
 //! allocation accounting and the pipeline cache.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use super::event::Event;
@@ -181,6 +182,132 @@ pub struct Device {
     /// Pipelines by WGSL text, held weakly: a pipeline lives as long as an executable uses
     /// it, so dropping executables (`jax.clear_caches()`) frees their driver code.
     pipelines: Mutex<HashMap<String, Weak<wgpu::ComputePipeline>>>,
+    /// The driver's pipeline cache, kept on disk (Vulkan only).
+    disk_cache: Option<DiskPipelineCache>,
+}
+
+/// Where the on-disk pipeline cache lives: `$WGPU_HLO_PIPELINE_CACHE_DIR` (empty: none), else
+/// `$XDG_CACHE_HOME/wgpu-hlo`, else `$HOME/.cache/wgpu-hlo`.
+pub fn pipeline_cache_dir() -> Option<PathBuf> {
+    let nonempty = |v: std::ffi::OsString| (!v.is_empty()).then(|| PathBuf::from(v));
+    if let Some(d) = std::env::var_os("WGPU_HLO_PIPELINE_CACHE_DIR") {
+        return nonempty(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").and_then(nonempty) {
+        return Some(d.join("wgpu-hlo"));
+    }
+    std::env::var_os("HOME")
+        .and_then(nonempty)
+        .map(|h| h.join(".cache").join("wgpu-hlo"))
+}
+
+/// First bytes of our pipeline cache files; a checksum of the driver's data follows, so a
+/// corrupt file is ignored instead of reaching the driver.
+const PIPELINE_CACHE_MAGIC: &[u8; 8] = b"WHLOPC01";
+
+fn fnv64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// A `wgpu::PipelineCache` loaded from and saved to one file per adapter and driver.
+struct DiskPipelineCache {
+    cache: wgpu::PipelineCache,
+    path: PathBuf,
+    /// Pipelines were created since the last save.
+    dirty: AtomicBool,
+    /// Checksum of the data last read or written (unchanged data is not written again:
+    /// drivers whose cache keeps nothing, like lavapipe's, cost one small file).
+    saved: Mutex<u64>,
+}
+
+impl DiskPipelineCache {
+    /// The driver's data in `path`, if the file is ours and intact.
+    fn read(path: &Path) -> Option<Vec<u8>> {
+        let bytes = std::fs::read(path).ok()?;
+        let rest = bytes.strip_prefix(PIPELINE_CACHE_MAGIC.as_slice())?;
+        let (sum, data) = rest.split_at_checked(8)?;
+        let sum = u64::from_le_bytes(sum.try_into().ok()?);
+        if fnv64(data) != sum {
+            log::debug!("ignoring corrupt pipeline cache {}", path.display());
+            return None;
+        }
+        Some(data.to_vec())
+    }
+
+    /// Opens the cache file for `info` in `dir` on a device with `PIPELINE_CACHE`.
+    fn open(device: &wgpu::Device, info: &wgpu::AdapterInfo, dir: &Path) -> Option<Self> {
+        let key = wgpu::util::pipeline_cache_key(info)?;
+        let driver =
+            fnv64(format!("{}|{}|{}", info.name, info.driver, info.driver_info).as_bytes());
+        let path = dir.join(format!("{key}_{driver:016x}.bin"));
+        let data = Self::read(&path);
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        // SAFETY: `data` is what `PipelineCache::get_data` returned for this adapter and driver
+        // (our checksum says the file is as we wrote it); wgpu checks its own header (adapter,
+        // wgpu version) and with `fallback` starts empty when the data does not fit.
+        let cache = unsafe {
+            device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
+                label: Some("wgpu-hlo pipeline cache"),
+                data: data.as_deref(),
+                fallback: true,
+            })
+        };
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            log::debug!("no pipeline cache: {e}");
+            return None;
+        }
+        log::debug!(
+            "pipeline cache {} ({} bytes loaded)",
+            path.display(),
+            data.as_ref().map_or(0, Vec::len)
+        );
+        Some(DiskPipelineCache {
+            cache,
+            path,
+            dirty: AtomicBool::new(false),
+            saved: Mutex::new(data.as_deref().map_or(0, fnv64)),
+        })
+    }
+
+    /// Writes the cache if pipelines were created since the last write: to a temporary file
+    /// in the same directory, renamed over the old one, so readers never see half a file.
+    fn save(&self) -> std::io::Result<()> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(data) = self.cache.get_data() else {
+            return Ok(());
+        };
+        let sum = fnv64(&data);
+        if sum == *saved {
+            return Ok(());
+        }
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let tmp = self.path.with_extension(format!(
+            "tmp.{}.{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut bytes = PIPELINE_CACHE_MAGIC.to_vec();
+        bytes.extend_from_slice(&sum.to_le_bytes());
+        bytes.extend_from_slice(&data);
+        let written = std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, &self.path));
+        match written {
+            Ok(()) => *saved = sum,
+            Err(_) => {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        written
+    }
 }
 
 impl std::fmt::Debug for Device {
@@ -191,15 +318,27 @@ impl std::fmt::Debug for Device {
 
 impl Device {
     /// Opens the best adapter (see `list_adapters`), requesting the adapter's own limits and
-    /// the shader features our dtypes can use.
+    /// the shader features our dtypes can use, with the on-disk pipeline cache in
+    /// `pipeline_cache_dir()`.
     pub fn open() -> Result<Arc<Device>> {
+        Self::open_with_pipeline_cache(pipeline_cache_dir().as_deref())
+    }
+
+    /// `open`, keeping the driver's pipeline cache in `dir` (none: no cache on disk). Only
+    /// adapters with `wgpu::Features::PIPELINE_CACHE` (Vulkan) have one; elsewhere `dir` is
+    /// not touched.
+    pub fn open_with_pipeline_cache(dir: Option<&Path>) -> Result<Arc<Device>> {
         let inst = instance();
         let adapter = select_adapter(&inst)?;
-        let info = AdapterDescription::from_info(&adapter.get_info());
-        let wanted = wgpu::Features::SHADER_F64
+        let adapter_info = adapter.get_info();
+        let info = AdapterDescription::from_info(&adapter_info);
+        let mut wanted = wgpu::Features::SHADER_F64
             | wgpu::Features::SHADER_INT64
             | wgpu::Features::SHADER_F16
             | wgpu::Features::SUBGROUP;
+        if dir.is_some() && wgpu::util::pipeline_cache_key(&adapter_info).is_some() {
+            wanted |= wgpu::Features::PIPELINE_CACHE;
+        }
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -230,8 +369,19 @@ impl Device {
             f16: features.contains(wgpu::Features::SHADER_F16),
             subgroup: features.contains(wgpu::Features::SUBGROUP),
         };
+        let disk_cache = match dir {
+            Some(dir) if features.contains(wgpu::Features::PIPELINE_CACHE) => {
+                DiskPipelineCache::open(&device, &adapter_info, dir)
+            }
+            _ => None,
+        };
         let poller = Poller::start(device.clone(), &info.name)?;
-        log::info!("opened {info} with {caps:?}");
+        log::info!(
+            "opened {info} with {caps:?}, pipeline cache: {}",
+            disk_cache
+                .as_ref()
+                .map_or("none".into(), |c| c.path.display().to_string())
+        );
         Ok(Arc::new(Device {
             device,
             queue,
@@ -248,6 +398,7 @@ impl Device {
             num_allocs: AtomicU64::new(0),
             pool: Pool::new(),
             pipelines: Mutex::new(HashMap::new()),
+            disk_cache,
         }))
     }
 
@@ -498,7 +649,7 @@ impl Device {
                     module: &module,
                     entry_point: Some("main"),
                     compilation_options: Default::default(),
-                    cache: None,
+                    cache: self.disk_cache.as_ref().map(|c| &c.cache),
                 });
             (pipeline, pollster::block_on(scope.pop()))
         }));
@@ -520,12 +671,32 @@ impl Device {
         };
         let p = Arc::new(pipeline);
         cache.insert(key, Arc::downgrade(&p));
+        if let Some(c) = &self.disk_cache {
+            c.dirty.store(true, Ordering::Release);
+        }
         Ok(p)
+    }
+
+    /// The file of the on-disk pipeline cache, when this device has one.
+    pub fn pipeline_cache_file(&self) -> Option<&Path> {
+        self.disk_cache.as_ref().map(|c| c.path.as_path())
+    }
+
+    /// Writes the pipeline cache to disk if pipelines were created since the last write
+    /// (executables call this once loaded). A failure is logged, never an error: the cache
+    /// only saves time.
+    pub fn save_pipeline_cache(&self) {
+        if let Some(c) = &self.disk_cache {
+            if let Err(e) = c.save() {
+                log::debug!("writing the pipeline cache {}: {e}", c.path.display());
+            }
+        }
     }
 }
 
 impl Drop for Device {
     fn drop(&mut self) {
+        self.save_pipeline_cache();
         self.poller.shutdown();
     }
 }

@@ -49,8 +49,6 @@ pub struct ExecutableParts {
     pub ir_text: String,
     /// Per output: the parameter it may reuse (`tf.aliasing_output`).
     pub output_aliases: Vec<Option<usize>>,
-    /// What `serialize` returns (enough to compile again).
-    pub serialized: Vec<u8>,
 }
 
 /// A compiled program loaded on a device.
@@ -73,7 +71,8 @@ impl std::fmt::Debug for Executable {
     }
 }
 
-fn fingerprint(parts: &ExecutableParts) -> String {
+/// A stable hash of the compiled program (its IR text and kernels).
+pub(crate) fn fingerprint(parts: &ExecutableParts) -> String {
     // FNV-1a over the kernels and the program: stable across runs and processes.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
@@ -112,6 +111,7 @@ impl Executable {
             constants.push((*slot, b.gpu()?));
         }
         device.check_health()?;
+        device.save_pipeline_cache();
         Ok(Arc::new(Executable {
             device: device.clone(),
             fingerprint: fingerprint(&parts),
@@ -149,9 +149,10 @@ impl Executable {
     pub fn output_aliases(&self) -> Vec<Option<usize>> {
         self.parts.output_aliases.clone()
     }
-    /// Bytes that `compile::deserialize` turns back into this executable.
+    /// The compiled program as bytes that `compile::deserialize` loads again on an adapter
+    /// like this one, with this build, without compiling (see `compile::serial`).
     pub fn serialize(&self) -> Vec<u8> {
-        self.parts.serialized.clone()
+        crate::compile::serial::encode(&self.parts, &self.fingerprint, &self.device)
     }
     /// The generated kernels.
     pub fn kernels(&self) -> Vec<&Kernel> {

@@ -78,6 +78,43 @@ def _quiet_headless() -> None:
     os.environ["NODEVICE_SELECT"] = "1"
 
 
+def _enable_compilation_cache() -> None:
+    """Opts `wgpu` into JAX's persistent compilation cache (`jax_compilation_cache_dir`).
+
+    JAX caches executables only for the platforms named in a list local to
+    `jax._src.compilation_cache.is_cache_used` (tpu, gpu, cpu, neuron) that also support
+    executable serialization. The plugin serializes its compiled programs
+    (`PJRT_Executable_Serialize`: kernels and step program, keyed by plugin build and adapter),
+    so it wraps `is_cache_used` to answer for `wgpu` exactly as JAX answers for those: the cache
+    is used when it is enabled. Other platforms go to JAX's own function unchanged.
+    """
+    try:
+        from jax._src import compilation_cache as cc
+    except ImportError as e:
+        logger.debug("no jax._src.compilation_cache (%s); wgpu executables are not cached", e)
+        return
+    original = getattr(cc, "is_cache_used", None)
+    enabled = getattr(cc, "_is_cache_enabled", None)
+    if original is None or enabled is None:
+        logger.debug(
+            "this JAX has no compilation_cache.is_cache_used/_is_cache_enabled; wgpu "
+            "executables are not cached"
+        )
+        return
+    if getattr(original, "_wgpu_opt_in", False):
+        return
+
+    def is_cache_used(backend):
+        if getattr(backend, "platform", None) == PLATFORM:
+            return bool(enabled())
+        return original(backend)
+
+    is_cache_used._wgpu_opt_in = True  # type: ignore[attr-defined]
+    is_cache_used.__wrapped__ = original  # type: ignore[attr-defined]
+    is_cache_used.__doc__ = original.__doc__
+    cc.is_cache_used = is_cache_used
+
+
 def initialize() -> None:
     """Registers the `wgpu` PJRT plugin and its JAX-side hooks (donation, lowering rules)."""
     from jax._src import xla_bridge
@@ -97,4 +134,5 @@ def initialize() -> None:
             )
         xla_bridge.register_plugin(PLATFORM, priority=PRIORITY, library_path=str(path))
     _enable_donation()
+    _enable_compilation_cache()
     lowerings.register(PLATFORM)
