@@ -69,7 +69,7 @@ def initialize() -> None:
     """Registers the `wgpu` PJRT plugin and its JAX-side hooks (donation, lowering rules)."""
     from jax._src import xla_bridge
 
-    from . import lowerings
+    from . import callbacks, lowerings
 
     if _named_in_pjrt_env():
         logger.debug("wgpu is named in PJRT_NAMES_AND_LIBRARY_PATHS; JAX loads it from there")
@@ -83,3 +83,4 @@ def initialize() -> None:
         xla_bridge.register_plugin(PLATFORM, priority=PRIORITY, library_path=str(path))
     _enable_donation()
     lowerings.register(PLATFORM)
+    callbacks.register(PLATFORM)
