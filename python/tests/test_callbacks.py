@@ -57,6 +57,7 @@ def test_debug_callback(gpu):
     f = jax.jit(lambda x: (jax.debug.callback(lambda v: seen.append(np.asarray(v)), x * 3), x)[1])
     x = np.arange(4, dtype=np.int32)
     jax.block_until_ready(f(*on(gpu, x)))
+    jax.effects_barrier()
     assert len(seen) == 1 and seen[0].tolist() == [0, 3, 6, 9]
 
 
