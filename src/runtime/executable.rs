@@ -1,10 +1,11 @@
 //! A loaded executable and its execution: every kernel's pipeline is created at load time;
 //! an execution records the whole program into one command encoder and submits once —
 //! except where a loop or branch needs a predicate from the device, which is read back with
-//! as little as possible in flight. Buffers come from the device's pool and go back to it at
-//! the point the compile-time plan says — once the work recorded on them is submitted, so a
-//! concurrent execution of the same or another executable never receives a buffer that
-//! unsubmitted work still uses. Every piece of per-call state lives in `Run`: executables
+//! as little as possible in flight, and where a host call needs its operands on the host
+//! (the work before it is submitted, its operands read back, its results uploaded). Buffers
+//! come from the device's pool and go back to it at the point the compile-time plan says —
+//! once the work recorded on them is submitted, so a concurrent execution of the same or
+//! another executable never receives a buffer that unsubmitted work still uses. Every piece of per-call state lives in `Run`: executables
 //! are reentrant.
 
 use std::sync::Arc;
