@@ -40,11 +40,6 @@ pub fn set_handler(handler: Option<Arc<HostHandler>>) {
     *HANDLER.write().unwrap_or_else(|p| p.into_inner()) = handler;
 }
 
-/// True when a handler is registered.
-pub fn has_handler() -> bool {
-    HANDLER.read().unwrap_or_else(|p| p.into_inner()).is_some()
-}
-
 /// Calls host function `id` (named `name` in errors) through the registered handler.
 pub(crate) fn call(
     id: u64,
