@@ -443,8 +443,12 @@ def test_linalg_svd(gpu):
             x)
 
 
-def test_linalg_without_a_lowering_raises(gpu):
+def test_host_linalg_refused_when_asked(gpu, monkeypatch):
+    # eig runs on the host (test_callbacks.py); WGPU_HLO_HOST_OPS=error makes it an error.
+    monkeypatch.setenv("WGPU_HLO_HOST_OPS", "error")
+    jax.clear_caches()
     x = jax.device_put(rand((4, 4), "float32"), gpu)
     with pytest.raises(NotImplementedError, match="eig"):
         jax.jit(jnp.linalg.eig)(x)
+    jax.clear_caches()
     assert float(jax.jit(lambda x: x.sum())(jax.device_put(np.ones(3, np.float32), gpu))) == 3.0

@@ -4,14 +4,15 @@
 
 use std::collections::HashMap;
 
-use super::program::{BranchStep, Program, Slot, Step, WhileStep};
+use super::program::{BranchStep, HostCallStep, Program, Slot, Step, WhileStep};
 use super::trip_count::trip_count;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
 use crate::codegen::{dot_kernel, loop_kernel, op_kernels, reduce_kernel};
 use crate::error::{Error, Result};
 use crate::fusion::{self, KernelKind, Node};
-use crate::ir::{Function, Literal, Op, Operation, Region, TensorType, Type, ValueId};
+use crate::ir::{Attr, Function, Literal, Op, Operation, Region, TensorType, Type, ValueId};
+use crate::runtime::host_call::HOST_CALLBACK_TARGET;
 
 /// Everything lowering produces.
 pub struct Lowered {
@@ -493,6 +494,31 @@ impl<'f, 't> Lowering<'f, 't> {
                     results,
                 }))))
             }
+            Op::CustomCall(c) if c.call_target_name == HOST_CALLBACK_TARGET => {
+                let target = host_call_id(c.backend_config.as_ref()).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "{}: custom_call @{HOST_CALLBACK_TARGET} needs the host function's id \
+                         (a decimal number) as its backend_config",
+                        op.loc
+                    ))
+                })?;
+                let args = op
+                    .operands
+                    .iter()
+                    .map(|v| self.slot(*v, op))
+                    .collect::<Result<Vec<_>>>()?;
+                let results = op
+                    .results
+                    .iter()
+                    .map(|&v| self.new_slot(v))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Some(Step::HostCall(Box::new(HostCallStep {
+                    target,
+                    name: format!("@{HOST_CALLBACK_TARGET} at {}", op.loc),
+                    args,
+                    results,
+                }))))
+            }
             Op::DynamicUpdateSlice | Op::Scatter { .. }
                 if crate::codegen::op_kernels::update::in_place(self.f, op)
                     || crate::codegen::op_kernels::update::in_place_scatter(self.f, op) =>
@@ -568,6 +594,19 @@ impl<'f, 't> Lowering<'f, 't> {
                 }))
             }
         }
+    }
+}
+
+/// The id of a host call: its `backend_config`, a decimal number (as a string, or as the
+/// `id` entry of a typed-FFI dictionary).
+fn host_call_id(config: Option<&Attr>) -> Option<u64> {
+    match config? {
+        Attr::String(s) => s.trim().parse().ok(),
+        Attr::Dict(entries) => match crate::ir::attr::find_attr(entries, "id")? {
+            Attr::Int(v, _) => u64::try_from(*v).ok(),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

@@ -45,6 +45,22 @@ pub struct BranchStep {
     pub results: Vec<Slot>,
 }
 
+/// How a host call runs: the device work recorded so far is submitted, the arguments are read
+/// back, the host function registered with the runtime runs on them, and its results are
+/// uploaded — all inside the same execution.
+#[derive(Clone, Debug)]
+pub struct HostCallStep {
+    /// The host function's id, as the program names it (`custom_call @wgpu.host_callback`'s
+    /// `backend_config`).
+    pub target: u64,
+    /// What runs, for listings and errors (the op's location).
+    pub name: String,
+    /// Slots handed to the host function, in order.
+    pub args: Vec<Slot>,
+    /// Slots its results go to (fresh buffers).
+    pub results: Vec<Slot>,
+}
+
 /// One step.
 #[derive(Clone, Debug)]
 pub enum Step {
@@ -85,6 +101,8 @@ pub enum Step {
     Branch(Box<BranchStep>),
     /// Hands the buffers of these slots back to the pool.
     Free(Vec<Slot>),
+    /// A call of a host function.
+    HostCall(Box<HostCallStep>),
 }
 
 /// A sequence of steps.
@@ -134,6 +152,10 @@ impl Step {
                 }
             }
             Step::Free(s) => out.extend(s),
+            Step::HostCall(h) => {
+                out.extend(&h.args);
+                out.extend(&h.results);
+            }
         }
     }
 
@@ -150,6 +172,7 @@ impl Step {
             Step::While(w) => out.extend(&w.results),
             Step::Branch(b) => out.extend(&b.results),
             Step::Free(_) => {}
+            Step::HostCall(h) => out.extend(&h.results),
         }
     }
 }
@@ -259,6 +282,11 @@ impl Program {
                     if *take { " (in place)" } else { " (copy)" }
                 )?,
                 Step::Free(s) => writeln!(f, "{pad}free {s:?}")?,
+                Step::HostCall(h) => writeln!(
+                    f,
+                    "{pad}host call #{} ({}) {:?} -> {:?}",
+                    h.target, h.name, h.args, h.results
+                )?,
                 Step::While(w) => {
                     writeln!(
                         f,

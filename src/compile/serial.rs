@@ -16,7 +16,7 @@
 
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel::Kernel;
-use crate::compile::program::{BranchStep, Program, Slot, Step, WhileStep};
+use crate::compile::program::{BranchStep, HostCallStep, Program, Slot, Step, WhileStep};
 use crate::error::{Error, Result};
 use crate::ir::types::{UniformQuantization, ALL_ELEMENT_TYPES};
 use crate::ir::{ElementType, TensorType, ValueId};
@@ -26,7 +26,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -200,7 +200,7 @@ fn kernels_in_range(p: &Program, n: usize) -> bool {
         Step::Launch { kernel, .. } | Step::Update { kernel, .. } => *kernel < n,
         Step::While(w) => kernels_in_range(&w.cond, n) && kernels_in_range(&w.body, n),
         Step::Branch(b) => b.branches.iter().all(|(p, _)| kernels_in_range(p, n)),
-        Step::Alias { .. } | Step::Free(_) => true,
+        Step::Alias { .. } | Step::Free(_) | Step::HostCall(_) => true,
     })
 }
 
@@ -378,6 +378,15 @@ impl W {
                 Step::Free(s) => {
                     self.u8(5);
                     self.slots(s);
+                }
+                // The id names a callable in the loading process's registry: JAX's cache key
+                // holds the module text with that id, assigned by the lowering that asked.
+                Step::HostCall(h) => {
+                    self.u8(6);
+                    self.u64(h.target);
+                    self.str(&h.name);
+                    self.slots(&h.args);
+                    self.slots(&h.results);
                 }
             }
         }
@@ -594,6 +603,12 @@ impl<'a> R<'a> {
                     }))
                 }
                 5 => Step::Free(self.slots()?),
+                6 => Step::HostCall(Box::new(HostCallStep {
+                    target: self.u64()?,
+                    name: self.str()?,
+                    args: self.slots()?,
+                    results: self.slots()?,
+                })),
                 t => return Err(Error::invalid(format!("bad step tag {t}"))),
             });
         }

@@ -436,7 +436,16 @@ impl Partition {
                     s.push_str(&format!("node {k}: view {value} of {source}\n"))
                 }
                 Node::Op(i) => {
-                    let name = region.ops.get(*i).map(Operation::name).unwrap_or_default();
+                    let name = match region.ops.get(*i).map(|o| (o, &o.op)) {
+                        Some((_, Op::CustomCall(c)))
+                            if c.call_target_name
+                                == crate::runtime::host_call::HOST_CALLBACK_TARGET =>
+                        {
+                            format!("host call @{} (runs on the host)", c.call_target_name)
+                        }
+                        Some((o, _)) => o.name(),
+                        None => String::new(),
+                    };
                     s.push_str(&format!("node {k}: {name} (op {i})\n"))
                 }
             }

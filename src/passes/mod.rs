@@ -7,16 +7,18 @@ pub mod dce;
 pub mod inline;
 pub mod rewrite;
 pub mod static_shapes;
+pub mod tokens;
 
 use crate::error::Result;
 use crate::ir::{verify, Function, Module};
 
-/// Verifies `module`, inlines everything into `entry`, makes known dynamic shapes static,
-/// canonicalizes and removes dead code,
+/// Verifies `module`, inlines everything into `entry`, turns tokens into empty tensors, makes
+/// known dynamic shapes static, canonicalizes and removes dead code,
 /// then verifies the result again.
 pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     verify::verify_module(module)?;
     let mut f = inline::inline_entry(module, entry)?;
+    tokens::lower_tokens(&mut f);
     static_shapes::make_static(&mut f);
     canonicalize::canonicalize(&mut f);
     if let Some(body) = f.body.as_mut() {

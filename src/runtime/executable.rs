@@ -1,10 +1,11 @@
 //! A loaded executable and its execution: every kernel's pipeline is created at load time;
 //! an execution records the whole program into one command encoder and submits once —
 //! except where a loop or branch needs a predicate from the device, which is read back with
-//! as little as possible in flight. Buffers come from the device's pool and go back to it at
-//! the point the compile-time plan says — once the work recorded on them is submitted, so a
-//! concurrent execution of the same or another executable never receives a buffer that
-//! unsubmitted work still uses. Every piece of per-call state lives in `Run`: executables
+//! as little as possible in flight, and where a host call needs its operands on the host
+//! (the work before it is submitted, its operands read back, its results uploaded). Buffers
+//! come from the device's pool and go back to it at the point the compile-time plan says —
+//! once the work recorded on them is submitted, so a concurrent execution of the same or
+//! another executable never receives a buffer that unsubmitted work still uses. Every piece of per-call state lives in `Run`: executables
 //! are reentrant.
 
 use std::sync::Arc;
@@ -12,8 +13,9 @@ use std::sync::Arc;
 use super::buffer::DeviceBuffer;
 use super::device::{Device, GpuBuffer};
 use super::event::Event;
+use super::host_call::{self, HostArg, HostResult};
 use crate::codegen::kernel::Kernel;
-use crate::compile::program::{BranchStep, Program, Slot, Step, WhileStep};
+use crate::compile::program::{BranchStep, HostCallStep, Program, Slot, Step, WhileStep};
 use crate::error::{Error, Result};
 use crate::ir::TensorType;
 
@@ -412,6 +414,7 @@ impl Run<'_> {
                 }
                 Step::While(w) => self.run_while(w)?,
                 Step::Branch(b) => self.run_branch(b)?,
+                Step::HostCall(h) => self.host_call(h)?,
             }
         }
         Ok(())
@@ -537,6 +540,88 @@ impl Run<'_> {
         let mut w = [0u8; 4];
         w.copy_from_slice(bytes.get(..4).unwrap_or(&[0; 4]));
         Ok(w)
+    }
+
+    /// Submits what is recorded, reads the arguments of `h` back, runs the host function and
+    /// uploads its results into fresh buffers.
+    fn host_call(&mut self, h: &HostCallStep) -> Result<()> {
+        let exe = self.exe;
+        let types = &exe.parts.slot_types;
+        let ty = |s: Slot| {
+            types
+                .get(s)
+                .ok_or_else(|| Error::internal(format!("{}: slot {s} out of range", h.name)))
+        };
+        let bufs: Vec<Arc<GpuBuffer>> =
+            h.args.iter().map(|&s| self.get(s)).collect::<Result<_>>()?;
+        let submitted = self.submit();
+        if let Some(e) = submitted.error() {
+            return Err(e);
+        }
+        // Every read-back is queued before any is waited for.
+        let dev = self.exe.device.clone();
+        let what = format!("the arguments of {} in {}", h.name, self.what);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut data: Vec<Vec<u8>> = vec![Vec::new(); h.args.len()];
+        let mut pending = 0;
+        for (i, (&s, buf)) in h.args.iter().zip(&bufs).enumerate() {
+            let len = ty(s)?.byte_size();
+            if len == 0 {
+                continue;
+            }
+            let tx = tx.clone();
+            dev.read_buffer(&buf.buffer, len, &what, move |r| {
+                let _ = tx.send((i, r));
+            });
+            pending += 1;
+        }
+        drop(bufs);
+        let limit = super::event::wait_timeout();
+        for _ in 0..pending {
+            match rx.recv_timeout(limit) {
+                Ok((i, r)) => data[i] = r?,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(super::event::deadline_error(&what, limit))
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(Error::internal(format!("{what}: a read-back was dropped")))
+                }
+            }
+        }
+        let args = h
+            .args
+            .iter()
+            .zip(&data)
+            .map(|(&s, d)| {
+                Ok(HostArg {
+                    ty: ty(s)?,
+                    data: d,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut out: Vec<Vec<u8>> = h
+            .results
+            .iter()
+            .map(|&s| Ok(vec![0u8; ty(s)?.byte_size()]))
+            .collect::<Result<_>>()?;
+        let mut results = h
+            .results
+            .iter()
+            .zip(out.iter_mut())
+            .map(|(&s, d)| {
+                Ok(HostResult {
+                    ty: ty(s)?,
+                    data: d,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        host_call::call(h.target, &h.name, &args, &mut results)?;
+        drop(results);
+        for (&s, bytes) in h.results.iter().zip(&out) {
+            let buf = dev.upload(ty(s)?, bytes)?.gpu()?;
+            self.set(s, Some(buf));
+        }
+        Ok(())
     }
 
     fn run_while(&mut self, w: &WhileStep) -> Result<()> {

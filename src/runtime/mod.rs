@@ -4,6 +4,7 @@ pub mod buffer;
 pub mod device;
 pub mod event;
 pub mod executable;
+pub mod host_call;
 mod poller;
 mod pool;
 

@@ -121,7 +121,7 @@ def initialize() -> None:
 
     _quiet_headless()
 
-    from . import lowerings
+    from . import callbacks, lowerings
 
     if _named_in_pjrt_env():
         logger.debug("wgpu is named in PJRT_NAMES_AND_LIBRARY_PATHS; JAX loads it from there")
@@ -136,3 +136,4 @@ def initialize() -> None:
     _enable_donation()
     _enable_compilation_cache()
     lowerings.register(PLATFORM)
+    callbacks.register(PLATFORM)

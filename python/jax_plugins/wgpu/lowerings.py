@@ -4,7 +4,7 @@ JAX lowers a few linear-algebra primitives to LAPACK/cuSOLVER custom calls regis
 `cpu`, `cuda`, `rocm` and `tpu` (or has no rule at all for other platforms: `eigh`). For
 `wgpu` each gets a rule here that emits plain StableHLO, written with `jax.lax` (loops whose
 steps work on whole matrices, so the number of loop steps grows with n, not n^2), or a rule
-that raises a clear `NotImplementedError`:
+that runs it on the host:
 
 * `eigh` (real symmetric): parallel two-sided Jacobi (round-robin ordering: n/2 disjoint
   rotations per step, n - 1 steps per sweep, sweeps until the off-diagonal part is below
@@ -12,7 +12,9 @@ that raises a clear `NotImplementedError`:
 * `qr`: blocked Householder reflections (panels in compact WY form; full or reduced Q).
 * `svd` (real): parallel one-sided Jacobi (Hestenes) rotations of column pairs, singular
   values sorted descending; a full U is completed with Householder QR.
-* `eig`, `schur`, `hessenberg`, `tridiagonal`: NotImplementedError naming the primitive.
+* `eig`, `schur`, `hessenberg`, `tridiagonal`, and the complex (pivoted, subset) variants of
+  `eigh`, `qr` and `svd`: run on the host (numpy/scipy LAPACK) inside the executable, through a
+  host call (`host_ops.py`); `WGPU_HLO_HOST_OPS=error` makes them lowering errors instead.
 
 `cholesky`, `triangular_solve` and `lu` need no rule: JAX lowers them to StableHLO ops
 (`stablehlo.cholesky`, `stablehlo.triangular_solve`, loops) that the compiler runs.
@@ -21,6 +23,8 @@ that raises a clear `NotImplementedError`:
 from __future__ import annotations
 
 from typing import Any, Callable
+
+import numpy as np
 
 RULES: list[tuple[Any, Callable[..., Any]]] = []
 """`(primitive, lowering rule)` pairs installed for the `wgpu` platform."""
@@ -341,29 +345,57 @@ def _svd_impl(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, *
     return list(fn(x))
 
 
-def _unsupported(name):
-    def rule(ctx, *args, **kwargs):
-        raise NotImplementedError(
-            f"{name} has no lowering for the wgpu platform yet (jax-wgpu); compute it on cpu: "
-            f"jax.device_put(x, jax.devices('cpu')[0])"
-        )
+def _real(aval) -> bool:
+    return not np.issubdtype(np.dtype(aval.dtype), np.complexfloating)
+
+
+def _whole(subset_by_index, k) -> bool:
+    return subset_by_index is None or tuple(subset_by_index) in ((0, k), (0, -1))
+
+
+def _eigh_on_device(aval, *, subset_by_index=None, **_):
+    return _real(aval) and _whole(subset_by_index, aval.shape[-1])
+
+
+def _qr_on_device(aval, *, pivoting=False, **_):
+    return _real(aval) and not pivoting
+
+
+def _svd_on_device(aval, *, subset_by_index=None, **_):
+    return _real(aval) and _whole(subset_by_index, min(aval.shape[-2:]))
+
+
+def _device_or_host(name, impl, on_device):
+    """The device rule of `impl` where `on_device(operand aval, **params)`, else the host's."""
+    from jax._src.interpreters import mlir
+
+    from . import host_ops
+
+    device = mlir.lower_fun(impl, multiple_results=True)
+    host = host_ops.rule(name)
+
+    def rule(ctx, x, **params):
+        if on_device(ctx.avals_in[0], **params):
+            return device(ctx, x, **params)
+        return host(ctx, x, **params)
 
     return rule
 
 
 def _rules():
-    from jax._src.interpreters import mlir
     from jax._src.lax import linalg
 
+    from . import host_ops
+
     rules = [
-        (linalg.eigh_p, mlir.lower_fun(_eigh_impl, multiple_results=True)),
-        (linalg.qr_p, mlir.lower_fun(_qr_impl, multiple_results=True)),
-        (linalg.svd_p, mlir.lower_fun(_svd_impl, multiple_results=True)),
+        (linalg.eigh_p, _device_or_host("eigh", _eigh_impl, _eigh_on_device)),
+        (linalg.qr_p, _device_or_host("qr", _qr_impl, _qr_on_device)),
+        (linalg.svd_p, _device_or_host("svd", _svd_impl, _svd_on_device)),
     ]
-    for name in ["eig_p", "schur_p", "hessenberg_p", "tridiagonal_p"]:
-        prim = getattr(linalg, name, None)
+    for name in ["eig", "schur", "hessenberg", "tridiagonal"]:
+        prim = getattr(linalg, f"{name}_p", None)
         if prim is not None:
-            rules.append((prim, _unsupported(name[:-2])))
+            rules.append((prim, host_ops.rule(name)))
     return rules
 
 

@@ -1,0 +1,179 @@
+"""Ops the device cannot run, run on the host inside the same executable (hybrid execution).
+
+`eig`, `schur`, `hessenberg`, `tridiagonal` (which JAX lowers to LAPACK custom calls on cpu),
+and the complex (or pivoted / subset) variants of `eigh`, `svd` and `qr` that the device rules
+in `lowerings.py` do not cover, lower to a host call (`callbacks.emit_host_call`) of
+numpy/scipy's LAPACK — the same routines JAX's cpu backend calls. The executable warns once,
+at its first run, naming the ops that ran on the host; `WGPU_HLO_HOST_OPS=error` makes such an
+op a lowering error instead.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+from . import callbacks
+
+
+def _refuse_if_asked(name: str) -> None:
+    if os.environ.get(callbacks.HOST_OPS_ENV, "").strip().lower() == "error":
+        raise NotImplementedError(
+            f"{name} would run on the host (numpy/scipy) on wgpu, and "
+            f"{callbacks.HOST_OPS_ENV}=error forbids host ops"
+        )
+
+
+def _batched(fn: Callable[[np.ndarray], tuple], x: np.ndarray, out_avals) -> tuple:
+    """Applies `fn` to every matrix of `x` (batch dimensions first), casting each result to
+    its aval's dtype."""
+    batch = x.shape[:-2]
+    outs = [np.empty(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
+    for idx in np.ndindex(*batch):
+        for out, r in zip(outs, fn(x[idx])):
+            out[idx] = np.asarray(r).astype(out.dtype, copy=False)
+    return tuple(outs)
+
+
+def host_rule(name: str, compute: Callable[..., Callable[[np.ndarray], tuple]]):
+    """A lowering rule running `name` on the host: `compute(**params)` gives the function of
+    one matrix."""
+
+    def rule(ctx, x, **params):
+        _refuse_if_asked(name)
+        per_matrix = compute(**params)
+        out_avals = list(ctx.avals_out)
+
+        def fn(a):
+            return _batched(per_matrix, a, out_avals)
+
+        results, _ = callbacks.emit_host_call(
+            ctx, fn, None, [x], ctx.avals_in, out_avals, has_side_effect=False,
+            name=name, host_op=name,
+        )
+        return results
+
+    return rule
+
+
+def _eig(*, compute_left_eigenvectors=True, compute_right_eigenvectors=True, **_):
+    import scipy.linalg
+
+    def one(a):
+        w, vl, vr = scipy.linalg.eig(a, left=True, right=True)
+        out = [w]
+        if compute_left_eigenvectors:
+            out.append(vl)
+        if compute_right_eigenvectors:
+            out.append(vr)
+        return tuple(out)
+
+    return one
+
+
+def _schur(*, compute_schur_vectors=True, sort_eig_vals=False, **_):
+    import scipy.linalg
+
+    if sort_eig_vals:
+        raise NotImplementedError("The sort feature of LAPACK's gees routine is not implemented.")
+
+    def one(a):
+        output = "complex" if np.iscomplexobj(a) else "real"
+        t, z = scipy.linalg.schur(a, output=output)
+        return (t, z) if compute_schur_vectors else (t,)
+
+    return one
+
+
+def _hessenberg(**_):
+    import scipy.linalg
+
+    def one(a):
+        (gehrd,) = scipy.linalg.lapack.get_lapack_funcs(("gehrd",), (a,))
+        n = a.shape[-1]
+        h, tau, info = gehrd(a, lo=0, hi=max(n - 1, 0))
+        if info != 0:
+            return np.full_like(h, np.nan), np.full(max(n - 1, 0), np.nan, tau.dtype)
+        return h, tau[: max(n - 1, 0)]
+
+    return one
+
+
+def _tridiagonal(*, lower=True, **_):
+    import scipy.linalg
+
+    def one(a):
+        routine = "hetrd" if np.iscomplexobj(a) else "sytrd"
+        (trd,) = scipy.linalg.lapack.get_lapack_funcs((routine,), (a,))
+        c, d, e, tau, info = trd(a, lower=1 if lower else 0)
+        if info != 0:
+            c, d, e, tau = (np.full_like(v, np.nan) for v in (c, d, e, tau))
+        return c, d, e, tau
+
+    return one
+
+
+def _eigh(*, lower=True, sort_eigenvalues=True, subset_by_index=None, **_):
+    import scipy.linalg
+
+    def one(a):
+        n = a.shape[-1]
+        subset = None
+        if subset_by_index is not None and tuple(subset_by_index) not in ((0, n), (0, -1)):
+            lo, hi = subset_by_index
+            subset = [lo, hi - 1]
+        w, v = scipy.linalg.eigh(a, lower=lower, subset_by_index=subset)
+        return v, w
+
+    return one
+
+
+def _svd(*, full_matrices=True, compute_uv=True, subset_by_index=None, **_):
+    def one(a):
+        if not compute_uv:
+            s = np.linalg.svd(a, compute_uv=False)
+            out = (s,)
+        else:
+            u, s, vt = np.linalg.svd(a, full_matrices=full_matrices)
+            out = (s, u, vt)
+        if subset_by_index is not None:
+            lo, hi = subset_by_index
+            if (lo, hi) not in ((0, min(a.shape)), (0, -1)):
+                s = out[0][lo:hi]
+                out = (s,) if not compute_uv else (s, out[1][:, lo:hi], out[2][lo:hi, :])
+        return out
+
+    return one
+
+
+def _qr(*, pivoting=False, full_matrices=True, **_):
+    import scipy.linalg
+
+    def one(a):
+        mode = "full" if full_matrices else "economic"
+        if pivoting:
+            q, r, p = scipy.linalg.qr(a, mode=mode, pivoting=True)
+            return q, r, p
+        q, r = scipy.linalg.qr(a, mode=mode)
+        return q, r
+
+    return one
+
+
+HOST_RULES: dict[str, Callable[..., Any]] = {
+    "eig": _eig,
+    "schur": _schur,
+    "hessenberg": _hessenberg,
+    "tridiagonal": _tridiagonal,
+    "eigh": _eigh,
+    "svd": _svd,
+    "qr": _qr,
+}
+"""Per primitive name, the host implementation's factory (params -> function of a matrix)."""
+
+
+def rule(name: str):
+    """The host lowering rule of primitive `name`."""
+    return host_rule(name, HOST_RULES[name])
