@@ -167,7 +167,10 @@ unsafe fn program_code<'a>(p: *const PJRT_Program) -> Result<(&'a [u8], ProgramF
     })?;
     let (code, code_size) = (req!(a, code)?, req!(a, code_size)?);
     // SAFETY: as above.
-    Ok((unsafe { bytes(code.cast(), code_size, "program code") }?, format))
+    Ok((
+        unsafe { bytes(code.cast(), code_size, "program code") }?,
+        format,
+    ))
 }
 
 /// Compiles program bytes with serialized compile options for a client.

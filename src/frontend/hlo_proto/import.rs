@@ -2,7 +2,9 @@
 //! imported where it is used: inline at a `call` or `fusion`, as a region of `reduce`, `sort`,
 //! `while`, `conditional`, ... Tuples are flattened: every HLO value maps to the list of its
 //! leaf values, so `tuple` and `get-tuple-element` are bookkeeping and the IR sees tuples only
-//! where HLO's ABI passes them whole (never, after flattening).
+//! where HLO's ABI passes them whole (never, after flattening). Entry layouts are kept as
+//! `mhlo.layout_mode` attributes (see `leaf_layouts`); constants are read in their literal's
+//! layout and transposed to logical order.
 
 use std::collections::HashMap;
 
@@ -11,13 +13,14 @@ use super::shape::{self, layout_permutation, leaves};
 use crate::error::{Error, Result};
 use crate::ir::attr::{
     ComparisonDirection, ComparisonType, ConvDimensionNumbers, CustomCallApiVersion,
-    DotDimensionNumbers, FftType, GatherDimensionNumbers, Precision, RngAlgorithm,
-    RngDistribution, ScatterDimensionNumbers, Transpose,
+    DotDimensionNumbers, FftType, GatherDimensionNumbers, Precision, RngAlgorithm, RngDistribution,
+    ScatterDimensionNumbers, Transpose,
 };
 use crate::ir::literal::Scalar;
+use crate::ir::module::NamedAttrs;
 use crate::ir::ops::{Convolution, CustomCall};
 use crate::ir::{
-    BinaryOp, ElementType, Function, Literal, Location, Module, Op, Operation, Region,
+    Attr, BinaryOp, ElementType, Function, Literal, Location, Module, Op, Operation, Region,
     TensorType, Type, UnaryOp, ValueId,
 };
 
@@ -34,9 +37,9 @@ pub fn import_module(m: &HloModuleProto, filename: &str) -> Result<Module> {
         .get(&m.entry_computation_id)
         .copied()
         .or_else(|| {
-            m.computations
-                .iter()
-                .find(|c| !m.entry_computation_name.is_empty() && c.name == m.entry_computation_name)
+            m.computations.iter().find(|c| {
+                !m.entry_computation_name.is_empty() && c.name == m.entry_computation_name
+            })
         })
         .ok_or_else(|| {
             Error::invalid(format!(
@@ -55,9 +58,12 @@ pub fn import_module(m: &HloModuleProto, filename: &str) -> Result<Module> {
     let mut arg_types = Vec::new();
     let mut args = Vec::new();
     let mut bound = Vec::new();
-    for p in &params {
+    let host = m.host_program_shape.as_ref();
+    let mut arg_attrs = Vec::new();
+    for (k, p) in params.iter().enumerate() {
         let s = p.shape.as_ref().ok_or_else(|| no_shape(p))?;
-        refuse_layout(s, &format!("entry parameter {} ({})", p.parameter_number, p.name))?;
+        let declared = host.and_then(|h| h.parameters.get(k)).unwrap_or(s);
+        leaf_layouts(declared, &mut arg_attrs)?;
         let mut leaves_of_p = Vec::new();
         for t in leaves(s)? {
             let v = imp.f.new_value(t.clone());
@@ -68,22 +74,35 @@ pub fn import_module(m: &HloModuleProto, filename: &str) -> Result<Module> {
         bound.push(leaves_of_p);
     }
     let root = imp.computation(entry, bound, &mut ops)?;
-    let root_shape = entry
-        .instructions
-        .iter()
-        .find(|i| i.id == entry.root_id)
-        .and_then(|i| i.shape.as_ref());
+    let root_shape = host.and_then(|h| h.result.as_ref()).or_else(|| {
+        entry
+            .instructions
+            .iter()
+            .find(|i| i.id == entry.root_id)
+            .and_then(|i| i.shape.as_ref())
+    });
+    let mut result_attrs = Vec::new();
     if let Some(s) = root_shape {
-        refuse_layout(s, "the entry result")?;
+        leaf_layouts(s, &mut result_attrs)?;
     }
-    if let Some(s) = m.host_program_shape.as_ref().and_then(|p| p.result.as_ref()) {
-        refuse_layout(s, "the entry result")?;
+    let result_types = root
+        .iter()
+        .map(|v| imp.f.ty(*v).clone())
+        .collect::<Vec<_>>();
+    if arg_attrs.len() != arg_types.len() || result_attrs.len() != result_types.len() {
+        return Err(Error::invalid(
+            "the entry's declared program shape does not match its parameters and root",
+        ));
     }
-    let result_types = root.iter().map(|v| imp.f.ty(*v).clone()).collect::<Vec<_>>();
-    ops.push(Operation::new(Op::Return, root, Vec::new(), Location::Unknown));
+    ops.push(Operation::new(
+        Op::Return,
+        root,
+        Vec::new(),
+        Location::Unknown,
+    ));
     let mut f = imp.f;
-    f.arg_attrs = vec![Vec::new(); arg_types.len()];
-    f.result_attrs = vec![Vec::new(); result_types.len()];
+    f.arg_attrs = arg_attrs;
+    f.result_attrs = result_attrs;
     f.arg_types = arg_types;
     f.result_types = result_types;
     f.body = Some(Region { args, ops });
@@ -102,23 +121,33 @@ fn no_shape(i: &HloInstructionProto) -> Error {
     Error::invalid(format!("HLO instruction {} has no shape", i.name))
 }
 
-/// Entry parameters and results use PJRT's dense row-major layout: a different one is refused
-/// by name rather than read wrongly.
-fn refuse_layout(s: &ShapeProto, what: &str) -> Result<()> {
+/// The `mhlo.layout_mode` attribute of each leaf of an entry shape: its layout where it is not
+/// the default row-major one, as JAX writes an explicit layout in StableHLO (`"{0,1}"`). An
+/// entry layout says how the caller's device buffers are laid out, not what the values are;
+/// this plugin's buffers are always row-major (and it reports so through PJRT), so the values
+/// are read and written in logical order and the layout is kept, visibly, as an attribute.
+fn leaf_layouts(s: &ShapeProto, out: &mut Vec<NamedAttrs>) -> Result<()> {
     if s.element_type == 13 {
-        return s.tuple_shapes.iter().try_for_each(|t| refuse_layout(t, what));
+        return s.tuple_shapes.iter().try_for_each(|t| leaf_layouts(t, out));
     }
+    let mut attrs = Vec::new();
     if layout_permutation(s)?.is_some() {
-        let m2m = s
+        let m2m: Vec<String> = s
             .layout
-            .as_ref()
-            .map(|l| l.minor_to_major.clone())
-            .unwrap_or_default();
-        return Err(Error::unimplemented(format!(
-            "{what}: layout minor_to_major {m2m:?} (only the default row-major layout is \
-             supported at the entry)"
-        )));
+            .iter()
+            .flat_map(|l| l.minor_to_major.iter().map(i64::to_string))
+            .collect();
+        log::info!(
+            "HLO entry layout {{{}}} of {:?}: values are read in logical order; wgpu buffers are row-major",
+            m2m.join(","),
+            s.dimensions
+        );
+        attrs.push((
+            "mhlo.layout_mode".to_string(),
+            Attr::String(format!("{{{}}}", m2m.join(","))),
+        ));
     }
+    out.push(attrs);
     Ok(())
 }
 
@@ -476,9 +505,7 @@ impl<'a> Importer<'a> {
                     ))
                 })?;
             let want = leaves(s)?;
-            if want.len() != p.len()
-                || want.iter().zip(p).any(|(t, v)| self.f.ty(*v) != t)
-            {
+            if want.len() != p.len() || want.iter().zip(p).any(|(t, v)| self.f.ty(*v) != t) {
                 return Err(Error::invalid(format!(
                     "parameter {} has shape {}, its argument differs",
                     i.parameter_number,
@@ -496,9 +523,7 @@ impl<'a> Importer<'a> {
             arity(&operands, 2)?;
             return self.emit(ops, Op::Binary(b), singles(&operands)?, results, &loc);
         }
-        let result_tensor = || -> Result<TensorType> {
-            shape::tensor_type(s)
-        };
+        let result_tensor = || -> Result<TensorType> { shape::tensor_type(s) };
         let simple = match op {
             "tuple" => return Ok(operands.concat()),
             "get-tuple-element" => {
@@ -521,19 +546,9 @@ impl<'a> Importer<'a> {
             "constant" => return self.constant(i, s, ops, &loc),
             "compare" => Op::Compare {
                 direction: ComparisonDirection::from_name(&i.comparison_direction).ok_or_else(
-                    || {
-                        Error::invalid(format!(
-                            "comparison direction {:?}",
-                            i.comparison_direction
-                        ))
-                    },
+                    || Error::invalid(format!("comparison direction {:?}", i.comparison_direction)),
                 )?,
-                compare_type: match i.comparison_type.as_str() {
-                    "" => None,
-                    t => Some(ComparisonType::from_name(t).ok_or_else(|| {
-                        Error::invalid(format!("comparison type {t:?}"))
-                    })?),
-                },
+                compare_type: self.compare_type(i, &operands)?,
             },
             "select" => Op::Select,
             "clamp" => Op::Clamp,
@@ -551,7 +566,10 @@ impl<'a> Importer<'a> {
             },
             "reshape" => Op::Reshape,
             "bitcast" => {
-                let from = operands.first().and_then(|o| o.first()).map(|v| self.f.ty(*v));
+                let from = operands
+                    .first()
+                    .and_then(|o| o.first())
+                    .map(|v| self.f.ty(*v));
                 let to = result_tensor()?;
                 if from.and_then(Type::as_tensor).map(|t| t.dtype) != Some(to.dtype) {
                     return Err(Error::unimplemented(
@@ -576,7 +594,11 @@ impl<'a> Importer<'a> {
                 dimension: dim0(i)?,
             },
             "pad" => {
-                let pc = i.padding_config.as_ref().map(|p| &p.dimensions[..]).unwrap_or(&[]);
+                let pc = i
+                    .padding_config
+                    .as_ref()
+                    .map(|p| &p.dimensions[..])
+                    .unwrap_or(&[]);
                 Op::Pad {
                     low: pc.iter().map(|d| d.edge_padding_low).collect(),
                     high: pc.iter().map(|d| d.edge_padding_high).collect(),
@@ -703,7 +725,7 @@ impl<'a> Importer<'a> {
             }
             "replica-id" => Op::ReplicaId,
             "partition-id" => Op::PartitionId,
-            "top-k" => Op::TopK {
+            "top-k" | "topk" => Op::TopK {
                 k: i.k,
                 largest: i.largest,
             },
@@ -720,6 +742,31 @@ impl<'a> Importer<'a> {
         };
         let flat = singles(&operands)?;
         self.emit(ops, simple, flat, results, &loc)
+    }
+
+    /// `comparison_type` when written; else `order=TOTAL` on floats as `TOTALORDER` (on
+    /// integers every order is total, and the type follows from the element type).
+    fn compare_type(
+        &self,
+        i: &HloInstructionProto,
+        operands: &Operands,
+    ) -> Result<Option<ComparisonType>> {
+        if !i.comparison_type.is_empty() {
+            let t = i.comparison_type.as_str();
+            return ComparisonType::from_name(t)
+                .map(Some)
+                .ok_or_else(|| Error::invalid(format!("comparison type {t:?}")));
+        }
+        let float = operands
+            .first()
+            .and_then(|o| o.first())
+            .and_then(|v| self.f.ty(*v).as_tensor())
+            .is_some_and(|t| t.dtype.is_float() || t.dtype.is_complex());
+        match i.comparison_order.as_str() {
+            "" | "PARTIAL" => Ok(None),
+            "TOTAL" => Ok(float.then_some(ComparisonType::TotalOrder)),
+            other => Err(Error::invalid(format!("comparison order {other:?}"))),
+        }
     }
 
     fn constant(
@@ -961,10 +1008,11 @@ impl<'a> Importer<'a> {
         loc: &Location,
     ) -> Result<Vec<ValueId>> {
         arity(&operands, 1)?;
+        // HLO lists the body first, then the condition; the IR's regions are cond, body.
         let comps = self.called(i, 2)?;
         let state = operands.concat();
         let mut regions = Vec::new();
-        for c in comps {
+        for c in comps.into_iter().rev() {
             let args: Vec<ValueId> = state
                 .iter()
                 .map(|v| {
@@ -1012,7 +1060,9 @@ impl<'a> Importer<'a> {
         }
         let op = if is_pred {
             if regions.len() != 2 {
-                return Err(Error::invalid("a predicated conditional needs two branches"));
+                return Err(Error::invalid(
+                    "a predicated conditional needs two branches",
+                ));
             }
             Op::If
         } else {

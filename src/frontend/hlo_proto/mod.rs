@@ -20,7 +20,9 @@ pub fn is_hlo_proto_file(name: &str) -> bool {
 /// Decodes and imports a serialized `HloModuleProto`.
 pub fn parse_hlo_module(bytes: &[u8], filename: &str) -> Result<Module> {
     let m = schema::HloModuleProto::decode(bytes).map_err(|e| {
-        Error::invalid(format!("{filename}: not a valid serialized HloModuleProto: {e}"))
+        Error::invalid(format!(
+            "{filename}: not a valid serialized HloModuleProto: {e}"
+        ))
     })?;
     import::import_module(&m, filename)
 }
@@ -34,7 +36,9 @@ pub fn parse_hlo_module_with_config(bytes: &[u8], filename: &str) -> Result<Modu
         ))
     })?;
     let module = m.hlo_module.ok_or_else(|| {
-        Error::invalid(format!("{filename}: HloModuleProtoWithConfig without a module"))
+        Error::invalid(format!(
+            "{filename}: HloModuleProtoWithConfig without a module"
+        ))
     })?;
     import::import_module(&module, filename)
 }

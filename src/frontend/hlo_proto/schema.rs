@@ -142,6 +142,11 @@ pub struct HloInstructionProto {
     pub rng_algorithm: i32,
     #[prost(string, tag = "72")]
     pub comparison_type: String,
+    /// The comparison's order, `PARTIAL` or `TOTAL`: newer XLA versions (jaxlib 0.12's) write
+    /// this field instead of `comparison_type` (seen on the wire; `compare ..., order=TOTAL` in
+    /// HLO text).
+    #[prost(string, tag = "102")]
+    pub comparison_order: String,
     /// `xla.CustomCallApiVersion`.
     #[prost(int32, tag = "77")]
     pub custom_call_api_version: i32,

@@ -158,7 +158,11 @@ pub fn layout_permutation(s: &ShapeProto) -> Result<Option<Vec<i64>>> {
     }
     // Physical position i (major first) holds logical dimension m2m[rank-1-i].
     let major_to_minor: Vec<i64> = m2m.iter().rev().copied().collect();
-    if major_to_minor.iter().enumerate().all(|(i, &d)| d == i as i64) {
+    if major_to_minor
+        .iter()
+        .enumerate()
+        .all(|(i, &d)| d == i as i64)
+    {
         return Ok(None);
     }
     let mut perm = vec![0i64; rank];
