@@ -138,7 +138,8 @@ fn module() -> HloModuleProto {
             },
             inst(42, "tuple", state(), &[41, 40]),
             HloInstructionProto {
-                called_computation_ids: vec![2, 3],
+                // HLO lists a while's body first, then its condition.
+                called_computation_ids: vec![3, 2],
                 ..inst(43, "while", state(), &[42])
             },
             HloInstructionProto {
