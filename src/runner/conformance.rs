@@ -446,6 +446,8 @@ mod tests {
         assert_eq!(f("acos_complex64_20_20_chlo.mlir"), "acos");
         assert_eq!(f("dynamic_update_slice.mlir"), "dynamic_update_slice");
         assert_eq!(f("x_uint16_1.mlir.bc"), "x");
+        assert_eq!(f("dynamic_update_slice.hlo.pb"), "dynamic_update_slice");
+        assert_eq!(f("cumsum_float32_8.3.hlo.pb"), "cumsum");
         assert_eq!(
             f("select_and_scatter_bfloat16_2.mlirbc"),
             "select_and_scatter"
