@@ -444,9 +444,13 @@ fn bad_arguments_are_errors_not_crashes() {
     let e =
         take_error(unsafe { (api().PJRT_Client_BufferFromHostBuffer.unwrap())(&mut a) }).unwrap();
     assert_eq!(e.0, PJRT_Error_Code::UNIMPLEMENTED);
-    // Unsupported program format and unreadable program.
+    // Unsupported program format and unreadable programs.
     let mut opts: Vec<u8> = Vec::new();
-    for (fmt, code) in [("hlo", &b"x"[..]), ("mlir", &b"\xff\xfe not a program"[..])] {
+    for (fmt, code) in [
+        ("tpu_binary", &b"x"[..]),
+        ("hlo", &b"x"[..]),
+        ("mlir", &b"\xff\xfe not a program"[..]),
+    ] {
         let mut p: PJRT_Program = args();
         p.code = code.as_ptr().cast_mut().cast();
         p.code_size = code.len();
@@ -482,6 +486,70 @@ fn bad_arguments_are_errors_not_crashes() {
     assert_eq!(code, PJRT_Error_Code::INVALID_ARGUMENT);
     assert!(take_error(err).is_some());
     let _ = null::<u8>();
+}
+
+/// A serialized `HloModuleProto` of `main(x: f32[4]) -> f32[4] { ROOT add(x, x) }`.
+fn hlo_add_module() -> wgpu_hlo::frontend::hlo_proto::schema::HloModuleProto {
+    use wgpu_hlo::frontend::hlo_proto::schema::*;
+    let v4 = ShapeProto {
+        element_type: 11,
+        dimensions: vec![4],
+        layout: Some(LayoutProto {
+            minor_to_major: vec![0],
+        }),
+        ..Default::default()
+    };
+    let inst = |id: i64, opcode: &str, operands: Vec<i64>| HloInstructionProto {
+        id,
+        name: format!("{opcode}.{id}"),
+        opcode: opcode.into(),
+        shape: Some(v4.clone()),
+        operand_ids: operands,
+        ..Default::default()
+    };
+    HloModuleProto {
+        name: "add".into(),
+        entry_computation_id: 1,
+        computations: vec![HloComputationProto {
+            id: 1,
+            name: "main".into(),
+            instructions: vec![inst(1, "parameter", vec![]), inst(2, "add", vec![1, 1])],
+            root_id: 2,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn hlo_program_formats_compile() {
+    use prost::Message;
+    let proto = hlo_add_module();
+    let with_config = wgpu_hlo::frontend::hlo_proto::schema::HloModuleProtoWithConfig {
+        hlo_module: Some(proto.clone()),
+    };
+    let mut opts: Vec<u8> = Vec::new();
+    for (fmt, code) in [
+        ("hlo", proto.encode_to_vec()),
+        ("hlo_with_config", with_config.encode_to_vec()),
+    ] {
+        let mut p: PJRT_Program = args();
+        p.code = code.as_ptr().cast_mut().cast();
+        p.code_size = code.len();
+        p.format = fmt.as_ptr().cast();
+        p.format_size = fmt.len();
+        let mut c: PJRT_Client_Compile_Args = args();
+        c.client = client();
+        c.program = &p;
+        c.compile_options = opts.as_mut_ptr().cast();
+        // SAFETY: valid args.
+        ok(unsafe { (api().PJRT_Client_Compile.unwrap())(&mut c) });
+        assert!(!c.executable.is_null(), "{fmt}");
+        let mut d: PJRT_LoadedExecutable_Destroy_Args = args();
+        d.executable = c.executable;
+        // SAFETY: valid args; the executable is not used afterwards.
+        ok(unsafe { (api().PJRT_LoadedExecutable_Destroy.unwrap())(&mut d) });
+    }
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::codegen::loop_kernel::Target;
 use crate::error::{Error, Result};
-use crate::frontend::{bytecode, text};
+use crate::frontend::{bytecode, hlo_proto, text};
 use crate::ir::{print, Attr, Function, Module, Type};
 use crate::passes;
 use crate::runtime::executable::{Executable, ExecutableParts};
@@ -30,10 +30,59 @@ pub struct CompileOptions {
     /// Overrides `Target::max_invocation_iterations` (default: `WGPU_HLO_MAX_LOOP`, else
     /// 32768); tests set it low to exercise the split kernels with small tensors.
     pub max_loop_iterations: Option<u64>,
+    /// How the program bytes are encoded.
+    pub format: ProgramFormat,
 }
 
-/// Parses program bytes: MLIR bytecode (portable artifact) or StableHLO text.
+/// The encoding of program bytes, as PJRT's `PJRT_Program.format` names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProgramFormat {
+    /// `"mlir"`: StableHLO text or MLIR bytecode (a portable artifact).
+    #[default]
+    Mlir,
+    /// `"hlo"`: a serialized `HloModuleProto`.
+    Hlo,
+    /// `"hlo_with_config"`: a serialized `HloModuleProtoWithConfig`.
+    HloWithConfig,
+}
+
+impl ProgramFormat {
+    const ALL: [ProgramFormat; 3] = [
+        ProgramFormat::Mlir,
+        ProgramFormat::Hlo,
+        ProgramFormat::HloWithConfig,
+    ];
+
+    /// The PJRT name of the format.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProgramFormat::Mlir => "mlir",
+            ProgramFormat::Hlo => "hlo",
+            ProgramFormat::HloWithConfig => "hlo_with_config",
+        }
+    }
+
+    /// The format of a PJRT name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// Parses program bytes of a format.
+pub fn parse_program(bytes: &[u8], format: ProgramFormat, filename: &str) -> Result<Module> {
+    match format {
+        ProgramFormat::Mlir => parse(bytes, filename),
+        ProgramFormat::Hlo => hlo_proto::parse_hlo_module(bytes, filename),
+        ProgramFormat::HloWithConfig => hlo_proto::parse_hlo_module_with_config(bytes, filename),
+    }
+}
+
+/// Parses program bytes: MLIR bytecode (portable artifact) or StableHLO text; a serialized
+/// `HloModuleProto` when `filename` ends in `.pb`.
 pub fn parse(bytes: &[u8], filename: &str) -> Result<Module> {
+    if hlo_proto::is_hlo_proto_file(filename) {
+        return hlo_proto::parse_hlo_module(bytes, filename);
+    }
     if bytecode::is_bytecode(bytes) {
         return bytecode::parse_bytecode(bytes, filename);
     }
@@ -67,7 +116,7 @@ pub fn compile(
     options: &CompileOptions,
 ) -> Result<Arc<Executable>> {
     let name = options.name.clone().unwrap_or_else(|| "module".into());
-    let module = parse(program, &name)?;
+    let module = parse_program(program, options.format, &name)?;
     let entry = options.entry.clone().unwrap_or_else(|| "main".into());
     let f = passes::prepare(&module, &entry)?;
     compile_function(device, &f, Some(&module), options)
