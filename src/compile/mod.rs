@@ -29,6 +29,10 @@ pub struct CompileOptions {
     /// Overrides `Target::max_invocation_iterations` (default: `WGPU_HLO_MAX_LOOP`, else
     /// 32768); tests set it low to exercise the split kernels with small tensors.
     pub max_loop_iterations: Option<u64>,
+    /// Lowers `Target::max_binding_size` below the adapter's `max_storage_buffer_binding_size`
+    /// (never raises it); tests set it low to exercise the kernels that bind large tensors in
+    /// parts with small tensors.
+    pub max_binding_bytes: Option<u64>,
 }
 
 const SERIALIZED_MAGIC: &[u8] = b"WGPUHLO\x01";
@@ -58,6 +62,7 @@ pub fn target(device: &Device) -> Target<'_> {
         max_invocation_iterations: crate::codegen::loop_kernel::max_invocation_iterations_from_env(
         ),
         max_binding_size: l.max_storage_buffer_binding_size,
+        min_binding_offset_alignment: l.min_storage_buffer_offset_alignment as u64,
     }
 }
 
@@ -159,6 +164,9 @@ pub fn compile_function(
     let mut target = target(device);
     if let Some(n) = options.max_loop_iterations {
         target.max_invocation_iterations = n.max(16);
+    }
+    if let Some(n) = options.max_binding_bytes {
+        target.max_binding_size = target.max_binding_size.min(n.max(4));
     }
     let lowered = match lower::lower(f, target) {
         Ok(l) => l,

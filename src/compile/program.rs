@@ -45,6 +45,28 @@ pub struct BranchStep {
     pub results: Vec<Slot>,
 }
 
+/// A kernel dispatched several times, each dispatch binding parts of the tensors too large
+/// for one binding (`codegen::windows`), all into the same result buffers.
+#[derive(Clone, Debug)]
+pub struct ChunkedStep {
+    /// Index into the executable's kernels.
+    pub kernel: usize,
+    /// Slots the dispatches write (fresh buffers, allocated once, written in parts).
+    pub results: Vec<Slot>,
+    /// The dispatches, in order.
+    pub chunks: Vec<ChunkLaunch>,
+}
+
+/// One dispatch of a [`ChunkedStep`].
+#[derive(Clone, Debug)]
+pub struct ChunkLaunch {
+    /// Slots bound as inputs, in binding order (its own parameters among them).
+    pub args: Vec<Slot>,
+    /// Per binding (`args`, then the step's results): the bytes bound, `(offset, size)`;
+    /// `None`: the whole buffer.
+    pub ranges: Vec<Option<(u64, u64)>>,
+}
+
 /// One step.
 #[derive(Clone, Debug)]
 pub enum Step {
@@ -85,6 +107,8 @@ pub enum Step {
     Branch(Box<BranchStep>),
     /// Hands the buffers of these slots back to the pool.
     Free(Vec<Slot>),
+    /// A kernel dispatched in parts over tensors larger than one binding.
+    Chunked(Box<ChunkedStep>),
 }
 
 /// A sequence of steps.
@@ -134,6 +158,12 @@ impl Step {
                 }
             }
             Step::Free(s) => out.extend(s),
+            Step::Chunked(c) => {
+                for l in &c.chunks {
+                    out.extend(&l.args);
+                }
+                out.extend(&c.results);
+            }
         }
     }
 
@@ -150,6 +180,7 @@ impl Step {
             Step::While(w) => out.extend(&w.results),
             Step::Branch(b) => out.extend(&b.results),
             Step::Free(_) => {}
+            Step::Chunked(c) => out.extend(&c.results),
         }
     }
 }
@@ -259,6 +290,18 @@ impl Program {
                     if *take { " (in place)" } else { " (copy)" }
                 )?,
                 Step::Free(s) => writeln!(f, "{pad}free {s:?}")?,
+                Step::Chunked(c) => {
+                    writeln!(
+                        f,
+                        "{pad}launch {} in {} parts -> {:?}",
+                        kernels.get(c.kernel).map(String::as_str).unwrap_or("?"),
+                        c.chunks.len(),
+                        c.results
+                    )?;
+                    for l in &c.chunks {
+                        writeln!(f, "{pad}  {:?} bytes {:?}", l.args, l.ranges)?;
+                    }
+                }
                 Step::While(w) => {
                     writeln!(
                         f,
