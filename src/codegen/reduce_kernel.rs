@@ -300,15 +300,22 @@ fn windowed(
     if window < 2 * multiple {
         return Err(refuse("its windows would hold too few elements"));
     }
-    // Chunks short enough for the loop bound and for at least one per window.
+    // Chunks short enough for the loop bound and for at least one per window, of a power of
+    // two elements: partial sums of equal terms then stay exact in floating point as far as
+    // one long sum would (a sum of 2^26 ones is 2^26, not 4 less).
     let bound = target.max_invocation_iterations;
-    let mut chunk = if kernel.iterations > bound {
+    let chunk = if kernel.iterations > bound {
         red.div_ceil(kernel.iterations.div_ceil(bound).max(2))
     } else {
         red
     }
     .min(window / 2)
     .max(1);
+    let mut chunk = if chunk < red {
+        1 << chunk.ilog2()
+    } else {
+        chunk
+    };
     let (first, split, per) = loop {
         let chunks = red.div_ceil(chunk);
         // Accumulators per launch: `per` chunks of at most `chunk` consecutive elements,
