@@ -1,10 +1,10 @@
 //! Tensors larger than one storage binding may be (`max_storage_buffer_binding_size`: 128 MiB
 //! on lavapipe): with the binding limit set low through `CompileOptions::max_binding_bytes`,
 //! small tensors take the same paths as lavapipe's 256 MiB ones. Elementwise kernels (fused
-//! chains, broadcast operands, packed narrow types, views) and full and row reductions are
-//! launched a window at a time and match a host reference; kernels that read a large tensor
-//! at other elements than their own (transposes, column reductions, dots) are refused with
-//! RESOURCE_EXHAUSTED naming the tensor and the limit.
+//! chains, broadcast operands, packed narrow types, views) and full, row and column
+//! reductions are launched a window at a time and match a host reference; kernels that read a
+//! large tensor at other elements than their own (transposes, reductions of middle
+//! dimensions, dots) are refused with RESOURCE_EXHAUSTED naming the tensor and the limit.
 
 use std::sync::{Arc, OnceLock};
 
@@ -210,7 +210,7 @@ fn check_sum(shape: &[usize], dims: &[usize], max_loop: Option<u64>) {
 }
 
 #[test]
-fn full_and_row_reductions_in_windows() {
+fn full_row_and_column_reductions_in_windows() {
     // Everything; rows shorter and longer than a window; leading and trailing unit dims;
     // with the default loop bound and a low one (more partials, several folds).
     for bound in [None, Some(64)] {
@@ -219,6 +219,9 @@ fn full_and_row_reductions_in_windows() {
         check_sum(&[700, 37], &[1], bound);
         check_sum(&[300, 333], &[0, 1], bound);
         check_sum(&[1, 6, 70, 50, 1], &[2, 3], bound);
+        check_sum(&[2000, 5], &[0], bound);
+        check_sum(&[300, 4, 3], &[0], bound);
+        check_sum(&[50, 20, 1, 7], &[0, 1], bound);
     }
 }
 
@@ -281,14 +284,15 @@ fn refused(src: &str) -> String {
 
 #[test]
 fn kernels_that_cannot_be_split_are_refused() {
-    // A transpose, a column reduction and a dot of a 40,000-byte tensor.
+    // A transpose, a reduction of a middle dimension and a dot of a 40,000-byte tensor.
     let t = "tensor<100x100xf32>";
     let m = refused(&format!(
         "func.func @main(%x: {t}) -> {t} {{\n  %y = stablehlo.transpose %x, dims = [1, 0] : ({t}) -> {t}\n  return %y : {t}\n}}\n"
     ));
     assert!(m.contains("100x100xf32"), "{m}");
+    let t3 = "tensor<10x100x10xf32>";
     refused(&format!(
-        "func.func @main(%x: {t}) -> tensor<100xf32> {{\n  %z = stablehlo.constant dense<0.0> : tensor<f32>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0] : ({t}, tensor<f32>) -> tensor<100xf32>\n  return %s : tensor<100xf32>\n}}\n"
+        "func.func @main(%x: {t3}) -> tensor<10x10xf32> {{\n  %z = stablehlo.constant dense<0.0> : tensor<f32>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [1] : ({t3}, tensor<f32>) -> tensor<10x10xf32>\n  return %s : tensor<10x10xf32>\n}}\n"
     ));
     refused(&format!(
         "func.func @main(%x: {t}, %w: tensor<100x4xf32>) -> tensor<100x4xf32> {{\n  %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : ({t}, tensor<100x4xf32>) -> tensor<100x4xf32>\n  return %y : tensor<100x4xf32>\n}}\n"

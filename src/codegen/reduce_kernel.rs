@@ -180,6 +180,7 @@ pub fn plan(
             chunks,
             chunk,
             partials: temps,
+            chunk_major: None,
         };
         let (k, _) = emit_stage(
             &format!("{name}_partials"),
@@ -218,11 +219,12 @@ pub fn plan(
 
 /// The reduce of `group` when it reads a tensor larger than one binding may be (`kernel` is
 /// its single-kernel form): a partials stage launched once per window of the large inputs
-/// (see `codegen::windows`), accumulator `o` folding the reduced elements `o % chunks * chunk
-/// ..` (at most `chunk`) of output `o / chunks`, then the usual folds. Full reductions and
-/// reductions of trailing dimensions (rows), whose accumulators read consecutive elements;
-/// other reductions of large tensors, and large results, are refused with
-/// RESOURCE_EXHAUSTED.
+/// (see `codegen::windows`), each accumulator folding a chunk of the reduced elements of one
+/// output, then the usual folds. Full reductions and reductions of trailing dimensions (rows),
+/// whose consecutive accumulators read consecutive elements, and reductions of leading
+/// dimensions (columns), whose accumulators go chunk-major so that the accumulators of a
+/// chunk read consecutive rows; reductions of both leading and trailing dimensions of large
+/// tensors, and large results, are refused with RESOURCE_EXHAUSTED.
 #[allow(clippy::too_many_arguments)]
 fn windowed(
     name: &str,
@@ -261,16 +263,18 @@ fn windowed(
         .ok_or_else(|| Error::internal(format!("{name}: reduce of a non-tensor")))?;
     let dims = in_ty.dims();
     let is_reduced = |d: usize| dimensions.contains(&(d as i64));
-    // Accumulators read consecutive elements when no kept dimension (of more than one
-    // element) follows a reduced one.
-    let first_reduced = (0..dims.len()).find(|&d| is_reduced(d) && dims[d] > 1);
-    if let Some(r) = first_reduced {
-        if (r..dims.len()).any(|d| !is_reduced(d) && dims[d] > 1) {
-            return Err(refuse(
-                "only full reductions and reductions of trailing dimensions of such tensors are \
-                 supported",
-            ));
-        }
+    // Rows: no kept dimension (of more than one element) follows a reduced one. Columns: no
+    // reduced dimension follows a kept one.
+    let follows = |a: bool| {
+        let first = (0..dims.len()).find(|&d| is_reduced(d) == a && dims[d] > 1);
+        first.is_some_and(|f| (f..dims.len()).any(|d| is_reduced(d) != a && dims[d] > 1))
+    };
+    let column = follows(true);
+    if column && follows(false) {
+        return Err(refuse(
+            "reductions of such tensors over both leading and trailing dimensions are not \
+             supported",
+        ));
     }
     let red: u64 = (0..dims.len())
         .filter(|&d| is_reduced(d))
@@ -304,12 +308,23 @@ fn windowed(
     // two elements: partial sums of equal terms then stay exact in floating point as far as
     // one long sum would (a sum of 2^26 ones is 2^26, not 4 less).
     let bound = target.max_invocation_iterations;
+    // A column chunk spans `chunk` whole rows of `kept` elements.
+    let span = if column {
+        (window - multiple + 1) / kept
+    } else {
+        window / 2
+    };
+    if span == 0 {
+        return Err(refuse(&format!(
+            "its rows of {kept} elements do not fit one binding"
+        )));
+    }
     let chunk = if kernel.iterations > bound {
         red.div_ceil(kernel.iterations.div_ceil(bound).max(2))
     } else {
         red
     }
-    .min(window / 2)
+    .min(span)
     .max(1);
     let mut chunk = if chunk < red {
         1 << chunk.ilog2()
@@ -319,8 +334,13 @@ fn windowed(
     let (first, split, per) = loop {
         let chunks = red.div_ceil(chunk);
         // Accumulators per launch: `per` chunks of at most `chunk` consecutive elements,
-        // after a window start at most `multiple - 1` elements before the first.
-        let per = (window - multiple + 1) / chunk;
+        // after a window start at most `multiple - 1` elements before the first; of columns,
+        // whole chunks of rows.
+        let per = if column {
+            (window - multiple + 1) / (chunk * kept) * kept
+        } else {
+            (window - multiple + 1) / chunk
+        };
         let split = Split {
             chunks,
             chunk,
@@ -329,6 +349,7 @@ fn windowed(
                 .enumerate()
                 .map(|(i, &w)| partials::binding(i, w, kept * chunks))
                 .collect(),
+            chunk_major: column.then_some(kept),
         };
         let (k, _) = emit_stage(
             &format!("{name}_partials"),
@@ -355,16 +376,33 @@ fn windowed(
             p.ty
         )));
     }
-    let start = |o: u64| (o / chunks) * red + (o % chunks) * chunk;
-    let end = |o: u64| (o / chunks) * red + ((o % chunks + 1) * chunk).min(red);
+    // The elements accumulators `o0..o1` read.
+    let elements = |o0: u64, o1: u64| {
+        if column {
+            let (c0, c1) = (o0 / kept, (o1 - 1) / kept + 1);
+            (c0 * chunk * kept, (c1 * chunk).min(red) * kept)
+        } else {
+            let start = (o0 / chunks) * red + (o0 % chunks) * chunk;
+            let last = o1 - 1;
+            (
+                start,
+                (last / chunks) * red + ((last % chunks + 1) * chunk).min(red),
+            )
+        }
+    };
     let bindings: Vec<Binding> = first.inputs.iter().chain(&first.outputs).cloned().collect();
     let accumulators = kept * chunks;
     let mut launches = Vec::new();
     let mut o0 = 0;
     while o0 < accumulators {
         let o1 = (o0 + per).min(accumulators);
-        let e0 = start(o0) / multiple * multiple;
-        launches.push(windows::chunk(&bindings, limit, o0, (e0, end(o1 - 1)))?);
+        let (e0, e1) = elements(o0, o1);
+        launches.push(windows::chunk(
+            &bindings,
+            limit,
+            o0,
+            (e0 / multiple * multiple, e1),
+        )?);
         o0 = o1;
     }
     let n = types.len();
@@ -399,6 +437,10 @@ struct Split {
     chunks: u64,
     chunk: u64,
     partials: Vec<Binding>,
+    /// `Some(kept)`: accumulators in chunk-major order instead (accumulator `o` computes
+    /// chunk `o / kept` of output `o % kept`, still stored at `(o % kept) * chunks + o / kept`),
+    /// so that consecutive accumulators of a column reduction read consecutive elements.
+    chunk_major: Option<u64>,
 }
 
 /// The reduce kernel, or with `split` a chunked partials stage; also returns the WGSL of the
@@ -463,6 +505,7 @@ fn emit_stage(
     // Invocations (or workgroups) compute `out_count` accumulators, each over the reduced
     // elements from `o % chunks * chunk` to at most `chunk` further, for output `o / chunks`.
     let (chunks, chunk) = split.map_or((1, red_count), |s| (s.chunks, s.chunk));
+    let major = split.and_then(|s| s.chunk_major).filter(|_| chunks > 1);
     let out_count = kept_count * chunks;
     let red_len = chunk.min(red_count);
     let outs = match split {
@@ -489,15 +532,21 @@ fn emit_stage(
         && !packed
         && !barriers_are_slow
         && !types.contains(&Compute::Bool);
-    // The output and first reduced element of accumulator `o` (WGSL names).
-    let chunk_of = |em: &mut ExprEmitter, o: &str| -> (String, String) {
+    // The output and first reduced element of accumulator `o`, and where it is stored (WGSL).
+    let chunk_of = |em: &mut ExprEmitter, o: &str| -> (String, String, String) {
         if chunks == 1 {
-            return (o.to_string(), "0u".to_string());
+            return (o.to_string(), "0u".to_string(), o.to_string());
         }
         let (ko, c0) = (em.fresh("ko"), em.fresh("c0"));
+        if let Some(kept) = major {
+            em.line(&format!("let {ko} = {o} % {kept}u;"));
+            em.line(&format!("let {c0} = ({o} / {kept}u) * {chunk}u;"));
+            let at = format!("{ko} * {chunks}u + {o} / {kept}u");
+            return (ko, c0, at);
+        }
         em.line(&format!("let {ko} = {o} / {chunks}u;"));
         em.line(&format!("let {c0} = ({o} % {chunks}u) * {chunk}u;"));
-        (ko, c0)
+        (ko, c0, o.to_string())
     };
     let end = |c0: &str| {
         if chunks == 1 {
@@ -552,7 +601,7 @@ fn emit_stage(
             em.line(&format!("var {a}: {} = {init};", t.wgsl()));
             acc.push(a);
         }
-        let (ko, c0) = chunk_of(&mut em, "o");
+        let (ko, c0, at) = chunk_of(&mut em, "o");
         em.open_loop(
             &format!(
                 "for (var r: u32 = {c0} + lid; r < {}; r = r + {WORKGROUP}u)",
@@ -590,7 +639,7 @@ fn emit_stage(
         em.close(None);
         em.open("if (lid == 0u)");
         for i in 0..n {
-            em.line(&format!("out{i}[o] = sh{i}[0];"));
+            em.line(&format!("out{i}[{at}] = sh{i}[0];"));
         }
         em.close(None);
         workgroups = kernel::grid(windowed.unwrap_or(out_count), target.max_workgroups)?;
@@ -627,8 +676,10 @@ fn emit_stage(
                 em.line(&format!("var {a}: {} = {init};", t.wgsl()));
                 acc.push(a);
             }
+            let mut at = ovar.clone();
             if red_count > 0 {
-                let (ko, c0) = chunk_of(&mut em, &ovar);
+                let (ko, c0, stored) = chunk_of(&mut em, &ovar);
+                at = stored;
                 em.open_loop(
                     &format!("for (var r: u32 = {c0}; r < {}; r = r + 1u)", end(&c0)),
                     red_len,
@@ -649,7 +700,7 @@ fn emit_stage(
                     } else {
                         acc[j].clone()
                     };
-                    em.line(&format!("out{j}[{ovar}] = {v};"));
+                    em.line(&format!("out{j}[{at}] = {v};"));
                 } else {
                     let bits = 32 / p;
                     em.line(&format!(
