@@ -188,7 +188,8 @@ pub fn windowed_plan(
     let mut e0 = 0;
     while e0 < n {
         let e1 = (e0 + per_launch).min(n);
-        chunks.push(windows::chunk(&bindings, limit, e0 / k, (e0, e1))?);
+        let invocations = (e0 / k, e1.div_ceil(k));
+        chunks.push(windows::chunk(&bindings, limit, invocations, (e0, e1))?);
         e0 = e1;
     }
     Ok(Some(Plan {
@@ -310,7 +311,7 @@ fn elementwise(
         body.push_str(&format!(
             "    let tid = (wid.y * nwg.x + wid.x) * {WORKGROUP}u + lid + in0[0];\n"
         ));
-        body.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
+        body.push_str(&format!("    {}\n", windows::guard("tid", threads)));
         body.push_str("    let ebase = in0[1];\n");
     } else {
         body.push_str(&kernel::thread_index(WORKGROUP));

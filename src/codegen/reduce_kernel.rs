@@ -400,7 +400,7 @@ fn windowed(
         launches.push(windows::chunk(
             &bindings,
             limit,
-            o0,
+            (o0, o1),
             (e0 / multiple * multiple, e1),
         )?);
         o0 = o1;
@@ -588,7 +588,7 @@ fn emit_stage(
         }
         if windowed.is_some() {
             em.line("let o = wid.y * nwg.x + wid.x + in0[0];");
-            em.line(&format!("if (o >= {out_count}u) {{ return; }}"));
+            em.line(&windows::guard("o", out_count));
             em.line("let ebase = in0[1];");
         } else {
             em.line("let o = wid.y * nwg.x + wid.x;");
@@ -734,7 +734,7 @@ fn emit_stage(
             main.push_str(&format!(
                 "    let tid = (wid.y * nwg.x + wid.x) * {WORKGROUP}u + lid + in0[0];\n"
             ));
-            main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
+            main.push_str(&format!("    {}\n", windows::guard("tid", threads)));
             main.push_str("    let ebase = in0[1];\n");
         } else {
             workgroups = kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?;

@@ -14,12 +14,20 @@ use crate::error::{Error, Result};
 use crate::ir::{ElementType, TensorType};
 
 /// The binding of a windowed kernel's parameters (binding 0, `in0`): the launch's first
-/// invocation (or output) and the first element of its windows.
+/// invocation (or accumulator), the first element of its windows, and the end of its
+/// invocations (dispatches round up to whole workgroups and grids: the invocations past the
+/// end belong to the next launch and must not run).
 pub fn params_binding() -> Binding {
     Binding {
         value: PARAMS,
-        ty: TensorType::new(vec![2], ElementType::U32),
+        ty: TensorType::new(vec![3], ElementType::U32),
     }
+}
+
+/// The WGSL statement returning from invocations (or workgroups) `index` outside a windowed
+/// launch's own range, or past `total`.
+pub fn guard(index: &str, total: u64) -> String {
+    format!("if ({index} >= {total}u || {index} >= in0[2]) {{ return; }}")
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -80,10 +88,15 @@ pub fn byte_range(t: &TensorType, e0: u64, e1: u64) -> (u64, u64) {
     (start, end - start)
 }
 
-/// The launch of a windowed kernel over bindings `bindings` (inputs, then outputs) with
-/// parameters `[first, e0]`: large tensors bound for their elements `e0..e1`, the others
-/// whole.
-pub fn chunk(bindings: &[Binding], limit: u64, first: u64, (e0, e1): (u64, u64)) -> Result<Chunk> {
+/// The launch of a windowed kernel over bindings `bindings` (inputs, then outputs) running
+/// invocations (or accumulators) `first..end`: parameters `[first, e0, end]`, large tensors
+/// bound for their elements `e0..e1`, the others whole.
+pub fn chunk(
+    bindings: &[Binding],
+    limit: u64,
+    (first, end): (u64, u64),
+    (e0, e1): (u64, u64),
+) -> Result<Chunk> {
     let param = |v: u64| {
         u32::try_from(v).map_err(|_| {
             Error::resource_exhausted(format!(
@@ -92,7 +105,7 @@ pub fn chunk(bindings: &[Binding], limit: u64, first: u64, (e0, e1): (u64, u64))
         })
     };
     Ok(Chunk {
-        params: vec![param(first)?, param(e0)?],
+        params: vec![param(first)?, param(e0)?, param(end)?],
         ranges: bindings
             .iter()
             .map(|b| (b.value != PARAMS && large(&b.ty, limit)).then(|| byte_range(&b.ty, e0, e1)))

@@ -284,8 +284,9 @@ impl<'f, 't> Lowering<'f, 't> {
         self.check_parts(kernel, op, &[])
     }
 
-    /// [`Self::check`] of a kernel whose bindings `windowed[i]` are bound in parts, each
-    /// checked against the binding limit and offset alignment instead.
+    /// [`Self::check`] of a kernel whose binding `i` is bound in the byte ranges `parts[i]`
+    /// where that is not empty: each range is checked against the binding limit and the
+    /// offset alignment instead of the whole tensor.
     fn check_parts(
         &self,
         kernel: &Kernel,
