@@ -27,6 +27,7 @@ fuzz_target!(|data: &[u8]| {
         // lavapipe's figures: the loop bound's default and a 128 MiB binding limit.
         max_invocation_iterations: 32768,
         max_binding_size: 128 << 20,
+        min_binding_offset_alignment: 32,
     };
     let _ = wgpu_hlo::compile::lower::lower(&f, target);
 });

@@ -164,3 +164,35 @@ def test_embedding_gradient_many_ids(gpu, n):
         return jnp.sum(jnp.tanh(table[ids]) * w)
 
     compare(gpu, jax.grad(loss), table, ids, w)
+
+
+def test_tensors_larger_than_one_binding(gpu):
+    # 256 MiB of f32: lavapipe (and some laptop GPUs) bind at most 128 MiB of a buffer at
+    # once, so these kernels run a window at a time. The sum of 2^26 ones is exact, as on cpu.
+    n = 64 * 2**20
+    ones = jax.device_put(np.ones(n, np.float32), gpu)
+    assert float(jax.jit(jnp.sum)(ones)) == 67108864.0
+    del ones
+    # Elementwise (alone, and a fused chain with a broadcast operand) and reductions of rows,
+    # columns and everything, against cpu.
+    x = (np.arange(n, dtype=np.int32) % 2003).astype(np.float32) / 1001.0 - 1.0
+    x = x.reshape(2**16, 2**10)
+    y = np.linspace(-1, 1, 2**10, dtype=np.float32)
+    xs = {d: jax.device_put(x, d) for d in (gpu, CPU)}
+    ys = {d: jax.device_put(y, d) for d in (gpu, CPU)}
+    # Tolerances: none for x + 1; the chain's tanh within 2 ulp; sums of 1024, 2^16 and 2^26
+    # terms relative to the sum of their magnitudes (cpu adds in another order).
+    magnitude = float(np.abs(x).sum(dtype=np.float64))
+    for f, atols in [
+        (lambda x, y: (x + 1, jnp.tanh(x) * 2 + y), (0.0, 5e-7)),
+        (
+            lambda x, y: (jnp.sum(x, axis=1), jnp.sum(x, axis=0), jnp.sum(x)),
+            (1e-4, 1e-6 * 2**16, 1e-7 * magnitude),
+        ),
+    ]:
+        g, c = (jax.jit(f)(xs[d], ys[d]) for d in (gpu, CPU))
+        for a, b, atol in zip(g, c, atols):
+            a, b = np.asarray(a), np.asarray(b)
+            assert a.shape == b.shape and a.dtype == b.dtype
+            np.testing.assert_allclose(a, b, rtol=0, atol=atol)
+        del g, c

@@ -92,6 +92,46 @@ pub struct ExprEmitter<'a> {
     /// The part of the contraction of one `dot_general` or `convolution` an invocation
     /// computes, for split-K partial products.
     pub contraction_chunk: Option<ContractionChunk>,
+    /// Set when values too large for one binding are bound a window at a time.
+    pub window: Option<Window>,
+}
+
+/// How a kernel launched in chunks reads values larger than the adapter's binding limit: each
+/// launch binds only the part of such a value its invocations read, starting at element
+/// `base`; an invocation may read them only at its own elements (`own`), so the host knows
+/// which part every launch needs.
+#[derive(Clone, Debug)]
+pub struct Window {
+    /// Values of more bytes than this are bound a window at a time.
+    pub limit: u64,
+    /// WGSL `u32` expression of the first element bound (the launch's element base).
+    pub base: String,
+    /// WGSL `u32` linear indices at which the invocation may read windowed values.
+    pub own: std::collections::HashSet<String>,
+    /// Windowed values read so far.
+    pub values: BTreeSet<ValueId>,
+}
+
+impl Window {
+    /// A window over values above `limit` bytes, based at WGSL expression `base`.
+    pub fn new(limit: u64, base: &str) -> Window {
+        Window {
+            limit,
+            base: base.to_string(),
+            own: Default::default(),
+            values: BTreeSet::new(),
+        }
+    }
+
+    /// Whether a tensor of type `t` is too large for one binding.
+    pub fn is_large(&self, t: &TensorType) -> bool {
+        large(t, self.limit)
+    }
+}
+
+/// Whether a tensor of type `t` takes more than `limit` bytes of storage.
+pub fn large(t: &TensorType, limit: u64) -> bool {
+    (t.num_elements() as u64).saturating_mul(t.dtype.byte_size() as u64) > limit
 }
 
 /// The part of a contraction one invocation of a split-K stage computes: contracting indices
@@ -143,6 +183,7 @@ impl<'a> ExprEmitter<'a> {
             saved_loops: Vec::new(),
             function_iterations: 0,
             contraction_chunk: None,
+            window: None,
         }
     }
 
@@ -391,7 +432,21 @@ impl<'a> ExprEmitter<'a> {
         let c = self.compute(ty.dtype)?;
         let b = self.input(v)?;
         let dims = ty.dims();
-        let lin = self.linear(idx, &dims);
+        let mut lin = self.linear(idx, &dims);
+        if let Some(w) = self.window.as_mut().filter(|w| w.is_large(&ty)) {
+            if !w.own.contains(&lin) {
+                return Err(Error::resource_exhausted(format!(
+                    "a {ty} tensor of {} bytes, more than adapter {}'s \
+                     max_storage_buffer_binding_size of {} bytes, is read at other elements \
+                     than the invocation's own, so it cannot be bound in parts",
+                    ty.byte_size(),
+                    self.adapter,
+                    w.limit
+                )));
+            }
+            w.values.insert(v);
+            lin = format!("({lin} - {})", w.base);
+        }
         for h in dtype::helpers_for(ty.dtype) {
             self.needs.insert(h.to_string());
         }

@@ -5,8 +5,10 @@
 use std::collections::HashMap;
 
 use super::dtype;
-use super::expr::{Binding, ContractionChunk, ExprEmitter, Index};
+use super::expr::{large, Binding, ContractionChunk, ExprEmitter, Index, Window};
 use super::kernel::{self, Kernel, WORKGROUP};
+use super::op_kernels::{Launch, Plan, PARAMS};
+use super::windows;
 use crate::error::{Error, Result};
 use crate::fusion::Group;
 use crate::ir::{Function, Op, Operation, ValueId};
@@ -31,8 +33,12 @@ pub struct Target<'a> {
     /// loops short (Mesa's llvmpipe silently exits every loop of an invocation after 65535
     /// back-edges in all), and GPU watchdogs kill long invocations.
     pub max_invocation_iterations: u64,
-    /// Largest buffer a kernel may bind (`max_storage_buffer_binding_size`), in bytes.
+    /// Largest buffer a kernel may bind (`max_storage_buffer_binding_size`), in bytes: larger
+    /// tensors are bound in parts where the kernel allows (`codegen::windows`), else refused.
     pub max_binding_size: u64,
+    /// The byte offset of a part of a buffer bound must be a multiple of this
+    /// (`min_storage_buffer_offset_alignment`).
+    pub min_binding_offset_alignment: u64,
 }
 
 /// The default of [`Target::max_invocation_iterations`]: half of llvmpipe's 65535, leaving
@@ -130,12 +136,109 @@ pub fn emit_split(
             .is_some_and(|op| matches!(op.op, Op::Convolution(_)));
         return split_k_stage(name, em, &outs, s, convolution, target);
     }
+    elementwise(name, em, outs, n, target, false).map(|(k, _)| k)
+}
+
+/// The loop kernel of `group` as a plan when some tensor it reads or writes is larger than
+/// one binding may be: one launch per window of elements (see `codegen::windows`). `None`
+/// when every tensor fits a binding; RESOURCE_EXHAUSTED when a large tensor is read at other
+/// elements than the invocation's own (a transpose, a gather, a slice of it ...).
+pub fn windowed_plan(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    group: &Group,
+    kernel: &Kernel,
+    target: Target,
+) -> Result<Option<Plan>> {
+    let limit = target.max_binding_size;
+    if !kernel
+        .inputs
+        .iter()
+        .chain(&kernel.outputs)
+        .any(|b| large(&b.ty, limit))
+    {
+        return Ok(None);
+    }
+    let fused = |v: ValueId| group.members.contains(&v);
+    let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
+    em.inputs.push(windows::params_binding());
+    em.window = Some(Window::new(limit, "ebase"));
+    let outs = kernel.outputs.clone();
+    let n = outs.first().map_or(0, |o| o.ty.num_elements() as u64);
+    let (mut kernel, k) = elementwise(name, em, outs, n, target, true)?;
+    // Launch `c` runs invocations from `c * per_launch / k`, elements `c * per_launch ..`.
+    let large_types: Vec<_> = kernel
+        .inputs
+        .iter()
+        .chain(&kernel.outputs)
+        .filter(|b| b.value != PARAMS && large(&b.ty, limit))
+        .map(|b| b.ty.dtype)
+        .collect();
+    let multiple = windows::element_multiple(&large_types, target.min_binding_offset_alignment, k);
+    let per_launch = windows::window_elements(name, &large_types, multiple, &target)?;
+    kernel.workgroups = windows::workgroups(per_launch / k, &target)?;
+    let bindings: Vec<Binding> = kernel
+        .inputs
+        .iter()
+        .chain(&kernel.outputs)
+        .cloned()
+        .collect();
+    let mut chunks = Vec::new();
+    let mut e0 = 0;
+    while e0 < n {
+        let e1 = (e0 + per_launch).min(n);
+        let invocations = (e0 / k, e1.div_ceil(k));
+        chunks.push(windows::chunk(&bindings, limit, invocations, (e0, e1))?);
+        e0 = e1;
+    }
+    Ok(Some(Plan {
+        kernels: vec![kernel],
+        temps: Vec::new(),
+        launches: vec![Launch::chunked(0, chunks)],
+    }))
+}
+
+/// The elementwise loop over the `n` elements of `outs`: one invocation per element, or per
+/// 32-bit word of packed narrow outputs. `windowed`: a kernel of [`windowed_plan`], whose
+/// binding 0 holds the first invocation and first element of its launch, large tensors bound
+/// from that element on. Returns the kernel and the elements per invocation.
+fn elementwise(
+    name: &str,
+    mut em: ExprEmitter,
+    outs: Vec<Binding>,
+    n: u64,
+    target: Target,
+    windowed: bool,
+) -> Result<(Kernel, u64)> {
     let k = outs
         .iter()
         .map(|o| dtype::per_word(o.ty.dtype))
         .max()
         .unwrap_or(1) as u64;
     let threads = n.div_ceil(k);
+    let limit = target.max_binding_size;
+    // Where large outputs start in a windowed launch: element `ebase`, word `ebase / p`.
+    let shift = |o: &Binding, index: String, per: u64| -> String {
+        if windowed && large(&o.ty, limit) {
+            if per == 1 {
+                format!("({index} - ebase)")
+            } else {
+                format!("({index} - ebase / {per}u)")
+            }
+        } else {
+            index
+        }
+    };
+    if let Some(w) = em.window.as_mut() {
+        w.own.extend((0..k).map(|e| {
+            if k == 1 {
+                "tid".to_string()
+            } else {
+                format!("l{e}")
+            }
+        }));
+    }
     // Word accumulators of packed outputs.
     for (j, o) in outs.iter().enumerate() {
         let p = dtype::per_word(o.ty.dtype) as u64;
@@ -164,7 +267,7 @@ pub fn emit_split(
             let v = em.value(o.value, &Index::Linear(lin.clone()))?;
             let p = dtype::per_word(o.ty.dtype) as u64;
             if p == 1 {
-                em.line(&format!("out{j}[{lin}] = {v};"));
+                em.line(&format!("out{j}[{}] = {v};", shift(o, lin.clone(), 1)));
             } else {
                 let bits = 32 / p;
                 let q = e / p;
@@ -185,12 +288,13 @@ pub fn emit_split(
             let words = n.div_ceil(p);
             for q in 0..k / p {
                 let w = format!("tid * {}u + {q}u", k / p);
+                let at = shift(o, w.clone(), p);
                 if (threads * (k / p)) > words {
                     em.line(&format!(
-                        "if ({w} < {words}u) {{ out{j}[{w}] = w{j}_{q}; }}"
+                        "if ({w} < {words}u) {{ out{j}[{at}] = w{j}_{q}; }}"
                     ));
                 } else {
-                    em.line(&format!("out{j}[{w}] = w{j}_{q};"));
+                    em.line(&format!("out{j}[{at}] = w{j}_{q};"));
                 }
             }
         }
@@ -203,14 +307,27 @@ pub fn emit_split(
         )));
     }
     let mut body = kernel::entry_header(WORKGROUP);
-    body.push_str(&kernel::thread_index(WORKGROUP));
-    body.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
+    if windowed {
+        body.push_str(&format!(
+            "    let tid = (wid.y * nwg.x + wid.x) * {WORKGROUP}u + lid + in0[0];\n"
+        ));
+        body.push_str(&format!("    {}\n", windows::guard("tid", threads)));
+        body.push_str("    let ebase = in0[1];\n");
+    } else {
+        body.push_str(&kernel::thread_index(WORKGROUP));
+        body.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
+    }
     body.push_str(&em.body);
     body.push_str("}\n");
     let comment = format!(
-        "kernel {name}: loop over {} elements ({} per thread)\nfuses: {}",
+        "kernel {name}: loop over {} elements ({} per thread{})\nfuses: {}",
         n,
         k,
+        if windowed {
+            ", launched in windows of its large tensors"
+        } else {
+            ""
+        },
         em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
     );
     let wgsl = kernel::assemble(
@@ -223,14 +340,17 @@ pub fn emit_split(
         target.caps,
     )?;
     let workgroups = kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs: em.inputs.clone(),
-        outputs: outs,
-        workgroups,
-        iterations: em.iterations(),
-    })
+    Ok((
+        Kernel {
+            name: name.to_string(),
+            wgsl,
+            inputs: em.inputs.clone(),
+            outputs: outs,
+            workgroups,
+            iterations: em.iterations(),
+        },
+        k,
+    ))
 }
 
 /// The partial-products stage of a split-K dot or convolution: thread `tid` computes chunk

@@ -11,3 +11,4 @@ pub mod math;
 pub mod op_kernels;
 pub mod partials;
 pub mod reduce_kernel;
+pub mod windows;

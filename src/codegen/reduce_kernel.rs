@@ -8,11 +8,12 @@
 use std::collections::{HashMap, HashSet};
 
 use super::dtype::{self, Compute};
-use super::expr::{Binding, ExprEmitter, Index};
+use super::expr::{large, linearize, Binding, ExprEmitter, Index, Window};
 use super::kernel::{self, Kernel, WORKGROUP};
 use super::loop_kernel::Target;
-use super::op_kernels::Plan;
+use super::op_kernels::{Launch, Plan};
 use super::partials;
+use super::windows;
 use crate::error::{Error, Result};
 use crate::fusion::Group;
 use crate::ir::{Function, Op, Operation, Region, ValueId};
@@ -115,7 +116,7 @@ pub fn emit(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
-    emit_stage(name, f, defs, group, op, target, None).map(|(k, _)| k)
+    emit_stage(name, f, defs, group, op, target, None, None).map(|(k, _)| k)
 }
 
 /// The reduce of `group` as a plan: one kernel when every invocation stays within
@@ -131,9 +132,16 @@ pub fn plan(
     op: &Operation,
     target: Target,
 ) -> Result<Plan> {
-    let (kernel, func) = emit_stage(name, f, defs, group, op, target, None)?;
+    let (kernel, func) = emit_stage(name, f, defs, group, op, target, None, None)?;
     let bound = target.max_invocation_iterations;
     let single = |k: Kernel| Ok(Plan::sequential(vec![k], Vec::new()));
+    if kernel
+        .inputs
+        .iter()
+        .any(|b| large(&b.ty, target.max_binding_size))
+    {
+        return windowed(name, f, defs, group, op, target, kernel, &func);
+    }
     if kernel.iterations <= bound {
         return single(kernel);
     }
@@ -172,6 +180,7 @@ pub fn plan(
             chunks,
             chunk,
             partials: temps,
+            chunk_major: None,
         };
         let (k, _) = emit_stage(
             &format!("{name}_partials"),
@@ -181,6 +190,7 @@ pub fn plan(
             op,
             target,
             Some(&split),
+            None,
         )?;
         if k.iterations <= bound {
             stage = Some((k, split));
@@ -207,6 +217,219 @@ pub fn plan(
     )
 }
 
+/// The reduce of `group` when it reads a tensor larger than one binding may be (`kernel` is
+/// its single-kernel form): a partials stage launched once per window of the large inputs
+/// (see `codegen::windows`), each accumulator folding a chunk of the reduced elements of one
+/// output, then the usual folds. Full reductions and reductions of trailing dimensions (rows),
+/// whose consecutive accumulators read consecutive elements, and reductions of leading
+/// dimensions (columns), whose accumulators go chunk-major so that the accumulators of a
+/// chunk read consecutive rows; reductions of both leading and trailing dimensions of large
+/// tensors, and large results, are refused with RESOURCE_EXHAUSTED.
+#[allow(clippy::too_many_arguments)]
+fn windowed(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    group: &Group,
+    op: &Operation,
+    target: Target,
+    kernel: Kernel,
+    func: &str,
+) -> Result<Plan> {
+    let limit = target.max_binding_size;
+    let refuse = |why: &str| {
+        Error::resource_exhausted(format!(
+            "{name}: reads a tensor larger than adapter {}'s max_storage_buffer_binding_size of \
+             {limit} bytes, and {why}",
+            target.adapter
+        ))
+    };
+    let Op::Reduce { dimensions } = &op.op else {
+        return Err(Error::internal("reduce emitter on a non-reduce"));
+    };
+    if let Some(o) = kernel.outputs.iter().find(|o| large(&o.ty, limit)) {
+        return Err(refuse(&format!(
+            "its {} result is too large for one binding as well",
+            o.ty
+        )));
+    }
+    let in_ty = f
+        .values
+        .get(op.operands[0].index())
+        .and_then(|t| match t {
+            crate::ir::Type::Tensor(t) => Some(t.clone()),
+            _ => None,
+        })
+        .ok_or_else(|| Error::internal(format!("{name}: reduce of a non-tensor")))?;
+    let dims = in_ty.dims();
+    let is_reduced = |d: usize| dimensions.contains(&(d as i64));
+    // Rows: no kept dimension (of more than one element) follows a reduced one. Columns: no
+    // reduced dimension follows a kept one.
+    let follows = |a: bool| {
+        let first = (0..dims.len()).find(|&d| is_reduced(d) == a && dims[d] > 1);
+        first.is_some_and(|f| (f..dims.len()).any(|d| is_reduced(d) != a && dims[d] > 1))
+    };
+    let column = follows(true);
+    if column && follows(false) {
+        return Err(refuse(
+            "reductions of such tensors over both leading and trailing dimensions are not \
+             supported",
+        ));
+    }
+    let red: u64 = (0..dims.len())
+        .filter(|&d| is_reduced(d))
+        .map(|d| dims[d] as u64)
+        .product();
+    let kept: u64 = (0..dims.len())
+        .filter(|&d| !is_reduced(d))
+        .map(|d| dims[d] as u64)
+        .product();
+    let Some((wides, types)) = partials::wides(&kernel.outputs) else {
+        return Err(refuse(&format!(
+            "its result types have no partials ({})",
+            kernel
+                .outputs
+                .first()
+                .map_or(String::new(), |o| o.ty.to_string())
+        )));
+    };
+    let large_types: Vec<_> = kernel
+        .inputs
+        .iter()
+        .filter(|b| large(&b.ty, limit))
+        .map(|b| b.ty.dtype)
+        .collect();
+    let multiple = windows::element_multiple(&large_types, target.min_binding_offset_alignment, 1);
+    let window = windows::window_elements(name, &large_types, multiple, &target)?;
+    if window < 2 * multiple {
+        return Err(refuse("its windows would hold too few elements"));
+    }
+    // Chunks short enough for the loop bound and for at least one per window, of a power of
+    // two elements: partial sums of equal terms then stay exact in floating point as far as
+    // one long sum would (a sum of 2^26 ones is 2^26, not 4 less).
+    let bound = target.max_invocation_iterations;
+    // A column chunk spans `chunk` whole rows of `kept` elements.
+    let span = if column {
+        (window - multiple + 1) / kept
+    } else {
+        window / 2
+    };
+    if span == 0 {
+        return Err(refuse(&format!(
+            "its rows of {kept} elements do not fit one binding"
+        )));
+    }
+    let chunk = if kernel.iterations > bound {
+        red.div_ceil(kernel.iterations.div_ceil(bound).max(2))
+    } else {
+        red
+    }
+    .min(span)
+    .max(1);
+    let mut chunk = if chunk < red {
+        1 << chunk.ilog2()
+    } else {
+        chunk
+    };
+    let (first, split, per) = loop {
+        let chunks = red.div_ceil(chunk);
+        // Accumulators per launch: `per` chunks of at most `chunk` consecutive elements,
+        // after a window start at most `multiple - 1` elements before the first; of columns,
+        // whole chunks of rows.
+        let per = if column {
+            (window - multiple + 1) / (chunk * kept) * kept
+        } else {
+            (window - multiple + 1) / chunk
+        };
+        let split = Split {
+            chunks,
+            chunk,
+            partials: wides
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| partials::binding(i, w, kept * chunks))
+                .collect(),
+            chunk_major: column.then_some(kept),
+        };
+        let (k, _) = emit_stage(
+            &format!("{name}_partials"),
+            f,
+            defs,
+            group,
+            op,
+            target,
+            Some(&split),
+            Some(per),
+        )?;
+        if k.iterations <= bound {
+            break (k, split, per);
+        }
+        if chunk == 1 {
+            return Err(refuse("its reduction body is too long for the loop bound"));
+        }
+        chunk /= 2;
+    };
+    let (chunks, chunk) = (split.chunks, split.chunk);
+    if let Some(p) = split.partials.iter().find(|p| large(&p.ty, limit)) {
+        return Err(refuse(&format!(
+            "its partial results ({}) are too large for one binding as well",
+            p.ty
+        )));
+    }
+    // The elements accumulators `o0..o1` read.
+    let elements = |o0: u64, o1: u64| {
+        if column {
+            let (c0, c1) = (o0 / kept, (o1 - 1) / kept + 1);
+            (c0 * chunk * kept, (c1 * chunk).min(red) * kept)
+        } else {
+            let start = (o0 / chunks) * red + (o0 % chunks) * chunk;
+            let last = o1 - 1;
+            (
+                start,
+                (last / chunks) * red + ((last % chunks + 1) * chunk).min(red),
+            )
+        }
+    };
+    let bindings: Vec<Binding> = first.inputs.iter().chain(&first.outputs).cloned().collect();
+    let accumulators = kept * chunks;
+    let mut launches = Vec::new();
+    let mut o0 = 0;
+    while o0 < accumulators {
+        let o1 = (o0 + per).min(accumulators);
+        let (e0, e1) = elements(o0, o1);
+        launches.push(windows::chunk(
+            &bindings,
+            limit,
+            (o0, o1),
+            (e0 / multiple * multiple, e1),
+        )?);
+        o0 = o1;
+    }
+    let n = types.len();
+    let combine_fn = move |acc: &[String], vals: &[String]| combine("reducer", n, acc, vals);
+    let mut plan = partials::fold(
+        name,
+        first,
+        split.partials,
+        kept,
+        chunks,
+        kernel.outputs.clone(),
+        &types,
+        func,
+        &combine_fn,
+        target,
+    )?;
+    match plan.launches.first_mut() {
+        Some(l) if l.kernel == 0 => *l = Launch::chunked(0, launches),
+        _ => {
+            return Err(Error::internal(format!(
+                "{name}: fold plan without its first stage"
+            )))
+        }
+    }
+    Ok(plan)
+}
+
 /// A chunked stage of a multi-stage reduction: each output's reduced elements are cut into
 /// `chunks` chunks of `chunk`, and partial `c` of output `o` goes to element `o * chunks + c`
 /// of `partials` (one binding per result).
@@ -214,10 +437,17 @@ struct Split {
     chunks: u64,
     chunk: u64,
     partials: Vec<Binding>,
+    /// `Some(kept)`: accumulators in chunk-major order instead (accumulator `o` computes
+    /// chunk `o / kept` of output `o % kept`, still stored at `(o % kept) * chunks + o / kept`),
+    /// so that consecutive accumulators of a column reduction read consecutive elements.
+    chunk_major: Option<u64>,
 }
 
 /// The reduce kernel, or with `split` a chunked partials stage; also returns the WGSL of the
-/// reducer function.
+/// reducer function. `windowed`: the stage of [`windowed`], launched over that many
+/// accumulators at a time, binding 0 holding the launch's first accumulator and the first
+/// element of its windows of the large inputs.
+#[allow(clippy::too_many_arguments)]
 fn emit_stage(
     name: &str,
     f: &Function,
@@ -226,6 +456,7 @@ fn emit_stage(
     op: &Operation,
     target: Target,
     split: Option<&Split>,
+    windowed: Option<u64>,
 ) -> Result<(Kernel, String)> {
     let Op::Reduce { dimensions } = &op.op else {
         return Err(Error::internal("reduce emitter on a non-reduce"));
@@ -240,6 +471,10 @@ fn emit_stage(
     region_defs(body, &mut all_defs, &mut body_vals);
     let fused = |v: ValueId| group.members.contains(&v) || body_vals.contains(&v);
     let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+    if windowed.is_some() {
+        em.inputs.push(windows::params_binding());
+        em.window = Some(Window::new(target.max_binding_size, "ebase"));
+    }
 
     let in_ty = em.ty(op.operands[0])?.clone();
     let outs: Vec<Binding> = op
@@ -270,6 +505,7 @@ fn emit_stage(
     // Invocations (or workgroups) compute `out_count` accumulators, each over the reduced
     // elements from `o % chunks * chunk` to at most `chunk` further, for output `o / chunks`.
     let (chunks, chunk) = split.map_or((1, red_count), |s| (s.chunks, s.chunk));
+    let major = split.and_then(|s| s.chunk_major).filter(|_| chunks > 1);
     let out_count = kept_count * chunks;
     let red_len = chunk.min(red_count);
     let outs = match split {
@@ -289,21 +525,28 @@ fn emit_stage(
     // cores busy, one thread per output folding sequentially is faster there (lavapipe,
     // 1000x1000 sums: 16 ms -> 4 ms, softmax 52 -> 27 ms).
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
-    let barriers_are_slow = target.cpu_adapter && out_count >= 64 * cores;
+    // Windowed stages keep to workgroups: their chunks, and so their partials, stay fewer.
+    let barriers_are_slow = target.cpu_adapter && out_count >= 64 * cores && windowed.is_none();
     // Boolean partials (split `any`/`all`) stay on the thread-per-output path.
     let use_workgroup = red_len >= WORKGROUP_REDUCE_MIN
         && !packed
         && !barriers_are_slow
         && !types.contains(&Compute::Bool);
-    // The output and first reduced element of accumulator `o` (WGSL names).
-    let chunk_of = |em: &mut ExprEmitter, o: &str| -> (String, String) {
+    // The output and first reduced element of accumulator `o`, and where it is stored (WGSL).
+    let chunk_of = |em: &mut ExprEmitter, o: &str| -> (String, String, String) {
         if chunks == 1 {
-            return (o.to_string(), "0u".to_string());
+            return (o.to_string(), "0u".to_string(), o.to_string());
         }
         let (ko, c0) = (em.fresh("ko"), em.fresh("c0"));
+        if let Some(kept) = major {
+            em.line(&format!("let {ko} = {o} % {kept}u;"));
+            em.line(&format!("let {c0} = ({o} / {kept}u) * {chunk}u;"));
+            let at = format!("{ko} * {chunks}u + {o} / {kept}u");
+            return (ko, c0, at);
+        }
         em.line(&format!("let {ko} = {o} / {chunks}u;"));
         em.line(&format!("let {c0} = ({o} % {chunks}u) * {chunk}u;"));
-        (ko, c0)
+        (ko, c0, o.to_string())
     };
     let end = |c0: &str| {
         if chunks == 1 {
@@ -324,6 +567,11 @@ fn emit_stage(
         for (k, &d) in reduced.iter().enumerate() {
             idx[d] = rm[k].clone();
         }
+        // Windowed inputs may be read here: element `ko * red_count + r` when reduced
+        // dimensions trail (`windowed` checks).
+        if let Some(w) = em.window.as_mut() {
+            w.own.insert(linearize(&idx, &dims));
+        }
         Index::Multi(idx)
     };
 
@@ -338,8 +586,14 @@ fn emit_stage(
                 t.wgsl()
             ));
         }
-        em.line("let o = wid.y * nwg.x + wid.x;");
-        em.line(&format!("if (o >= {out_count}u) {{ return; }}"));
+        if windowed.is_some() {
+            em.line("let o = wid.y * nwg.x + wid.x + in0[0];");
+            em.line(&windows::guard("o", out_count));
+            em.line("let ebase = in0[1];");
+        } else {
+            em.line("let o = wid.y * nwg.x + wid.x;");
+            em.line(&format!("if (o >= {out_count}u) {{ return; }}"));
+        }
         let mut acc = Vec::new();
         for (i, t) in types.iter().enumerate() {
             let init = em.value(op.operands[n + i], &Index::scalar())?;
@@ -347,7 +601,7 @@ fn emit_stage(
             em.line(&format!("var {a}: {} = {init};", t.wgsl()));
             acc.push(a);
         }
-        let (ko, c0) = chunk_of(&mut em, "o");
+        let (ko, c0, at) = chunk_of(&mut em, "o");
         em.open_loop(
             &format!(
                 "for (var r: u32 = {c0} + lid; r < {}; r = r + {WORKGROUP}u)",
@@ -385,10 +639,10 @@ fn emit_stage(
         em.close(None);
         em.open("if (lid == 0u)");
         for i in 0..n {
-            em.line(&format!("out{i}[o] = sh{i}[0];"));
+            em.line(&format!("out{i}[{at}] = sh{i}[0];"));
         }
         em.close(None);
-        workgroups = kernel::grid(out_count, target.max_workgroups)?;
+        workgroups = kernel::grid(windowed.unwrap_or(out_count), target.max_workgroups)?;
         main.push_str(&kernel::entry_header(WORKGROUP));
         main.push_str(&em.body);
         main.push_str("}\n");
@@ -422,8 +676,10 @@ fn emit_stage(
                 em.line(&format!("var {a}: {} = {init};", t.wgsl()));
                 acc.push(a);
             }
+            let mut at = ovar.clone();
             if red_count > 0 {
-                let (ko, c0) = chunk_of(&mut em, &ovar);
+                let (ko, c0, stored) = chunk_of(&mut em, &ovar);
+                at = stored;
                 em.open_loop(
                     &format!("for (var r: u32 = {c0}; r < {}; r = r + 1u)", end(&c0)),
                     red_len,
@@ -444,7 +700,7 @@ fn emit_stage(
                     } else {
                         acc[j].clone()
                     };
-                    em.line(&format!("out{j}[{ovar}] = {v};"));
+                    em.line(&format!("out{j}[{at}] = {v};"));
                 } else {
                     let bits = 32 / p;
                     em.line(&format!(
@@ -472,10 +728,19 @@ fn emit_stage(
                 }
             }
         }
-        workgroups = kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?;
         main.push_str(&kernel::entry_header(WORKGROUP));
-        main.push_str(&kernel::thread_index(WORKGROUP));
-        main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
+        if let Some(per) = windowed {
+            workgroups = windows::workgroups(per.div_ceil(k), &target)?;
+            main.push_str(&format!(
+                "    let tid = (wid.y * nwg.x + wid.x) * {WORKGROUP}u + lid + in0[0];\n"
+            ));
+            main.push_str(&format!("    {}\n", windows::guard("tid", threads)));
+            main.push_str("    let ebase = in0[1];\n");
+        } else {
+            workgroups = kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?;
+            main.push_str(&kernel::thread_index(WORKGROUP));
+            main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
+        }
         main.push_str(&em.body);
         main.push_str("}\n");
     }

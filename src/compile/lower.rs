@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use super::program::{BranchStep, HostCallStep, Program, Slot, Step, WhileStep};
+use super::program::{
+    BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, WhileStep,
+};
 use super::trip_count::trip_count;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
@@ -194,6 +196,15 @@ impl<'f, 't> Lowering<'f, 't> {
                     }
                     let kernel = loop_kernel::emit(&name, self.f, &defs, g, self.target)
                         .map_err(in_context)?;
+                    // Tensors larger than one binding: launched a window at a time.
+                    if let Some(plan) =
+                        loop_kernel::windowed_plan(&name, self.f, &defs, g, &kernel, self.target)
+                            .map_err(in_context)?
+                    {
+                        let steps = self.launch_plan(plan, root, &name)?;
+                        program.steps.extend(steps);
+                        continue;
+                    }
                     self.check(&kernel, root)?;
                     let args = kernel
                         .inputs
@@ -277,6 +288,18 @@ impl<'f, 't> Lowering<'f, 't> {
     /// `max_invocation_iterations` times (drivers would cut the loops short), or that binds a
     /// buffer larger than the adapter's `max_storage_buffer_binding_size`.
     fn check(&self, kernel: &Kernel, op: &Operation) -> Result<()> {
+        self.check_parts(kernel, op, &[])
+    }
+
+    /// [`Self::check`] of a kernel whose binding `i` is bound in the byte ranges `parts[i]`
+    /// where that is not empty: each range is checked against the binding limit and the
+    /// offset alignment instead of the whole tensor.
+    fn check_parts(
+        &self,
+        kernel: &Kernel,
+        op: &Operation,
+        parts: &[Vec<(u64, u64)>],
+    ) -> Result<()> {
         let t = &self.target;
         if kernel.iterations > t.max_invocation_iterations {
             return Err(Error::resource_exhausted(format!(
@@ -290,7 +313,25 @@ impl<'f, 't> Lowering<'f, 't> {
                 t.adapter
             )));
         }
-        for b in kernel.inputs.iter().chain(&kernel.outputs) {
+        for (i, b) in kernel.inputs.iter().chain(&kernel.outputs).enumerate() {
+            if let Some(parts) = parts.get(i).filter(|p| !p.is_empty()) {
+                let align = t.min_binding_offset_alignment.max(1);
+                if let Some((offset, size)) = parts
+                    .iter()
+                    .find(|&&(o, s)| o % align != 0 || s > t.max_binding_size || s % 4 != 0)
+                {
+                    return Err(Error::internal(format!(
+                        "{} at {}: kernel {} binds bytes {offset}..+{size} of a {} tensor, \
+                         not a valid part on adapter {}",
+                        op.name(),
+                        op.loc,
+                        kernel.name,
+                        b.ty,
+                        t.adapter
+                    )));
+                }
+                continue;
+            }
             let bytes = b.ty.num_elements() as u64 * b.ty.dtype.byte_size() as u64;
             if bytes > t.max_binding_size {
                 return Err(Error::resource_exhausted(format!(
@@ -316,8 +357,20 @@ impl<'f, 't> Lowering<'f, 't> {
         name: &str,
     ) -> Result<Vec<Step>> {
         use crate::codegen::op_kernels as k;
-        for kernel in &plan.kernels {
-            self.check(kernel, op)?;
+        for (i, kernel) in plan.kernels.iter().enumerate() {
+            // The parts of each binding that chunked launches bind.
+            let mut parts = vec![Vec::new(); kernel.inputs.len() + kernel.outputs.len()];
+            for c in plan
+                .launches
+                .iter()
+                .filter(|l| l.kernel == i)
+                .flat_map(|l| &l.chunks)
+            {
+                for (p, r) in parts.iter_mut().zip(&c.ranges) {
+                    p.extend(*r);
+                }
+            }
+            self.check_parts(kernel, op, &parts)?;
         }
         // Each launch writing a temporary gives it a fresh slot: `current[t]` is its latest.
         let mut current: Vec<Option<Slot>> = vec![None; plan.temps.len()];
@@ -337,22 +390,51 @@ impl<'f, 't> Lowering<'f, 't> {
         let mut steps = Vec::new();
         for launch in plan.launches {
             let (inputs, outputs) = &kernels[launch.kernel];
+            if !launch.chunks.is_empty() {
+                // One dispatch per chunk, all into the same fresh results.
+                let mut chunks = Vec::new();
+                for c in &launch.chunks {
+                    let mut args = Vec::new();
+                    for &v in inputs {
+                        args.push(if v == k::PARAMS {
+                            self.params_slot(&c.params)?
+                        } else if let Some(t) = temp_of(v) {
+                            current[t].ok_or_else(|| {
+                                Error::internal(format!(
+                                    "{name}: temporary {t} read before written"
+                                ))
+                            })?
+                        } else {
+                            self.slot(v, op)?
+                        });
+                    }
+                    chunks.push(ChunkLaunch {
+                        args,
+                        ranges: c.ranges.clone(),
+                    });
+                }
+                let mut results = Vec::new();
+                for &v in outputs {
+                    results.push(match temp_of(v) {
+                        Some(t) => {
+                            let s = self.anonymous_slot(plan.temps[t].clone());
+                            current[t] = Some(s);
+                            s
+                        }
+                        None => self.new_slot(v)?,
+                    });
+                }
+                steps.push(Step::Chunked(Box::new(ChunkedStep {
+                    kernel: first + launch.kernel,
+                    results,
+                    chunks,
+                })));
+                continue;
+            }
             let mut args = Vec::new();
             for &v in inputs {
                 args.push(if v == k::PARAMS {
-                    let ty = crate::ir::TensorType::new(
-                        vec![launch.params.len() as i64],
-                        crate::ir::ElementType::U32,
-                    );
-                    let values: Vec<crate::ir::Scalar> = launch
-                        .params
-                        .iter()
-                        .map(|&p| crate::ir::Scalar::Int(p as i128))
-                        .collect();
-                    let lit = crate::ir::Literal::from_scalars(ty.clone(), &values)?;
-                    let s = self.anonymous_slot(ty);
-                    self.constants.push((s, lit));
-                    s
+                    self.params_slot(&launch.params)?
                 } else if let Some(t) = temp_of(v) {
                     current[t].ok_or_else(|| {
                         Error::internal(format!("{name}: temporary {t} read before written"))
@@ -402,6 +484,19 @@ impl<'f, 't> Lowering<'f, 't> {
             });
         }
         Ok(steps)
+    }
+
+    /// A constant slot holding a launch's parameters (`u32`s).
+    fn params_slot(&mut self, params: &[u32]) -> Result<Slot> {
+        let ty = crate::ir::TensorType::new(vec![params.len() as i64], crate::ir::ElementType::U32);
+        let values: Vec<crate::ir::Scalar> = params
+            .iter()
+            .map(|&p| crate::ir::Scalar::Int(p as i128))
+            .collect();
+        let lit = crate::ir::Literal::from_scalars(ty.clone(), &values)?;
+        let s = self.anonymous_slot(ty);
+        self.constants.push((s, lit));
+        Ok(s)
     }
 
     /// A buffer slot for an intermediate that is no value of the program.

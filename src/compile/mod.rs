@@ -32,6 +32,10 @@ pub struct CompileOptions {
     pub max_loop_iterations: Option<u64>,
     /// How the program bytes are encoded.
     pub format: ProgramFormat,
+    /// Lowers `Target::max_binding_size` below the adapter's `max_storage_buffer_binding_size`
+    /// (never raises it); tests set it low to exercise the kernels that bind large tensors in
+    /// parts with small tensors.
+    pub max_binding_bytes: Option<u64>,
 }
 
 /// The encoding of program bytes, as PJRT's `PJRT_Program.format` names it.
@@ -106,6 +110,7 @@ pub fn target(device: &Device) -> Target<'_> {
         max_invocation_iterations: crate::codegen::loop_kernel::max_invocation_iterations_from_env(
         ),
         max_binding_size: l.max_storage_buffer_binding_size,
+        min_binding_offset_alignment: l.min_storage_buffer_offset_alignment as u64,
     }
 }
 
@@ -227,6 +232,9 @@ pub fn compile_function(
     let mut target = target(device);
     if let Some(n) = options.max_loop_iterations {
         target.max_invocation_iterations = n.max(16);
+    }
+    if let Some(n) = options.max_binding_bytes {
+        target.max_binding_size = target.max_binding_size.min(n.max(4));
     }
     let lowered = match lower::lower(f, target) {
         Ok(l) => l,

@@ -61,6 +61,28 @@ pub struct HostCallStep {
     pub results: Vec<Slot>,
 }
 
+/// A kernel dispatched several times, each dispatch binding parts of the tensors too large
+/// for one binding (`codegen::windows`), all into the same result buffers.
+#[derive(Clone, Debug)]
+pub struct ChunkedStep {
+    /// Index into the executable's kernels.
+    pub kernel: usize,
+    /// Slots the dispatches write (fresh buffers, allocated once, written in parts).
+    pub results: Vec<Slot>,
+    /// The dispatches, in order.
+    pub chunks: Vec<ChunkLaunch>,
+}
+
+/// One dispatch of a [`ChunkedStep`].
+#[derive(Clone, Debug)]
+pub struct ChunkLaunch {
+    /// Slots bound as inputs, in binding order (its own parameters among them).
+    pub args: Vec<Slot>,
+    /// Per binding (`args`, then the step's results): the bytes bound, `(offset, size)`;
+    /// `None`: the whole buffer.
+    pub ranges: Vec<Option<(u64, u64)>>,
+}
+
 /// One step.
 #[derive(Clone, Debug)]
 pub enum Step {
@@ -103,6 +125,8 @@ pub enum Step {
     Free(Vec<Slot>),
     /// A call of a host function.
     HostCall(Box<HostCallStep>),
+    /// A kernel dispatched in parts over tensors larger than one binding.
+    Chunked(Box<ChunkedStep>),
 }
 
 /// A sequence of steps.
@@ -156,6 +180,12 @@ impl Step {
                 out.extend(&h.args);
                 out.extend(&h.results);
             }
+            Step::Chunked(c) => {
+                for l in &c.chunks {
+                    out.extend(&l.args);
+                }
+                out.extend(&c.results);
+            }
         }
     }
 
@@ -173,6 +203,7 @@ impl Step {
             Step::Branch(b) => out.extend(&b.results),
             Step::Free(_) => {}
             Step::HostCall(h) => out.extend(&h.results),
+            Step::Chunked(c) => out.extend(&c.results),
         }
     }
 }
@@ -287,6 +318,18 @@ impl Program {
                     "{pad}host call #{} ({}) {:?} -> {:?}",
                     h.target, h.name, h.args, h.results
                 )?,
+                Step::Chunked(c) => {
+                    writeln!(
+                        f,
+                        "{pad}launch {} in {} parts -> {:?}",
+                        kernels.get(c.kernel).map(String::as_str).unwrap_or("?"),
+                        c.chunks.len(),
+                        c.results
+                    )?;
+                    for l in &c.chunks {
+                        writeln!(f, "{pad}  {:?} bytes {:?}", l.args, l.ranges)?;
+                    }
+                }
                 Step::While(w) => {
                     writeln!(
                         f,

@@ -16,7 +16,9 @@
 
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel::Kernel;
-use crate::compile::program::{BranchStep, HostCallStep, Program, Slot, Step, WhileStep};
+use crate::compile::program::{
+    BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, WhileStep,
+};
 use crate::error::{Error, Result};
 use crate::ir::types::{UniformQuantization, ALL_ELEMENT_TYPES};
 use crate::ir::{ElementType, TensorType, ValueId};
@@ -26,7 +28,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -198,6 +200,7 @@ fn check(p: &ExecutableParts) -> Result<()> {
 fn kernels_in_range(p: &Program, n: usize) -> bool {
     p.steps.iter().all(|s| match s {
         Step::Launch { kernel, .. } | Step::Update { kernel, .. } => *kernel < n,
+        Step::Chunked(c) => c.kernel < n,
         Step::While(w) => kernels_in_range(&w.cond, n) && kernels_in_range(&w.body, n),
         Step::Branch(b) => b.branches.iter().all(|(p, _)| kernels_in_range(p, n)),
         Step::Alias { .. } | Step::Free(_) | Step::HostCall(_) => true,
@@ -387,6 +390,26 @@ impl W {
                     self.str(&h.name);
                     self.slots(&h.args);
                     self.slots(&h.results);
+                }
+                Step::Chunked(c) => {
+                    self.u8(7);
+                    self.len(c.kernel);
+                    self.slots(&c.results);
+                    self.len(c.chunks.len());
+                    for l in &c.chunks {
+                        self.slots(&l.args);
+                        self.len(l.ranges.len());
+                        for r in &l.ranges {
+                            match r {
+                                None => self.u8(0),
+                                Some((offset, size)) => {
+                                    self.u8(1);
+                                    self.u64(*offset);
+                                    self.u64(*size);
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -609,6 +632,30 @@ impl<'a> R<'a> {
                     args: self.slots()?,
                     results: self.slots()?,
                 })),
+                7 => {
+                    let kernel = self.len()?;
+                    let results = self.slots()?;
+                    let n = self.count(8)?;
+                    let mut chunks = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let args = self.slots()?;
+                        let nr = self.count(1)?;
+                        let mut ranges = Vec::with_capacity(nr);
+                        for _ in 0..nr {
+                            ranges.push(if self.bool()? {
+                                Some((self.u64()?, self.u64()?))
+                            } else {
+                                None
+                            });
+                        }
+                        chunks.push(ChunkLaunch { args, ranges });
+                    }
+                    Step::Chunked(Box::new(ChunkedStep {
+                        kernel,
+                        results,
+                        chunks,
+                    }))
+                }
                 t => return Err(Error::invalid(format!("bad step tag {t}"))),
             });
         }

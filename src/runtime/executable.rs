@@ -15,7 +15,9 @@ use super::device::{Device, GpuBuffer};
 use super::event::Event;
 use super::host_call::{self, HostArg, HostResult};
 use crate::codegen::kernel::Kernel;
-use crate::compile::program::{BranchStep, HostCallStep, Program, Slot, Step, WhileStep};
+use crate::compile::program::{
+    BranchStep, ChunkedStep, HostCallStep, Program, Slot, Step, WhileStep,
+};
 use crate::error::{Error, Result};
 use crate::ir::TensorType;
 
@@ -415,6 +417,7 @@ impl Run<'_> {
                 Step::While(w) => self.run_while(w)?,
                 Step::Branch(b) => self.run_branch(b)?,
                 Step::HostCall(h) => self.host_call(h)?,
+                Step::Chunked(c) => self.chunked(c)?,
             }
         }
         Ok(())
@@ -432,23 +435,64 @@ impl Run<'_> {
         }
         let empty = lk.kernel.outputs.iter().all(|o| o.ty.num_elements() == 0);
         if !empty {
-            self.dispatch(k, &bufs);
+            self.dispatch(k, &bufs, &[])?;
         }
         Ok(())
     }
 
-    /// Records kernel `k` over `bufs` (its inputs, then its outputs, in binding order).
-    fn dispatch(&mut self, k: usize, bufs: &[Arc<GpuBuffer>]) {
+    /// Runs a kernel in parts: its results allocated once, then one dispatch per chunk with
+    /// its own arguments and parts of the large buffers.
+    fn chunked(&mut self, c: &ChunkedStep) -> Result<()> {
+        let mut outs = Vec::with_capacity(c.results.len());
+        for &r in &c.results {
+            outs.push(self.alloc(r)?);
+        }
+        for chunk in &c.chunks {
+            let mut bufs = Vec::with_capacity(chunk.args.len() + outs.len());
+            for &a in &chunk.args {
+                bufs.push(self.get(a)?);
+            }
+            bufs.extend(outs.iter().cloned());
+            self.dispatch(c.kernel, &bufs, &chunk.ranges)?;
+        }
+        Ok(())
+    }
+
+    /// Records kernel `k` over `bufs` (its inputs, then its outputs, in binding order),
+    /// binding `ranges[i]` (offset, size) of buffer `i` where given, else all of it.
+    fn dispatch(
+        &mut self,
+        k: usize,
+        bufs: &[Arc<GpuBuffer>],
+        ranges: &[Option<(u64, u64)>],
+    ) -> Result<()> {
         let exe = self.exe;
         let lk = &exe.kernels[k];
-        let entries: Vec<wgpu::BindGroupEntry> = bufs
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
+        let mut entries = Vec::with_capacity(bufs.len());
+        for (i, b) in bufs.iter().enumerate() {
+            let resource = match ranges.get(i).copied().flatten() {
+                None => b.buffer.as_entire_binding(),
+                Some((offset, size)) => {
+                    let size = std::num::NonZeroU64::new(size)
+                        .filter(|s| offset.saturating_add(s.get()) <= b.size)
+                        .ok_or_else(|| {
+                            Error::internal(format!(
+                                "{}: kernel {} binds bytes {offset}..+{size} of a buffer of {}",
+                                exe.parts.name, lk.kernel.name, b.size
+                            ))
+                        })?;
+                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &b.buffer,
+                        offset,
+                        size: Some(size),
+                    })
+                }
+            };
+            entries.push(wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: b.buffer.as_entire_binding(),
-            })
-            .collect();
+                resource,
+            });
+        }
         let bind_group = exe
             .device
             .device
@@ -462,6 +506,7 @@ impl Run<'_> {
         pass.set_pipeline(&lk.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(x, y, z);
+        Ok(())
     }
 
     /// Runs update kernel `k` on `target`'s buffer: in place when this step may take it and
@@ -506,7 +551,7 @@ impl Run<'_> {
         }
         bufs.push(buf.clone());
         if lk.kernel.inputs.iter().all(|i| i.ty.num_elements() > 0) {
-            self.dispatch(k, &bufs);
+            self.dispatch(k, &bufs, &[])?;
         }
         drop(bufs);
         self.set(result, Some(buf));

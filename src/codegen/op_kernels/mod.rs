@@ -80,6 +80,19 @@ pub struct Launch {
     /// only what changes. Its output binding names `t` (the buffer stays `t`'s latest) or one
     /// of the op's results (the buffer becomes that result).
     pub update: Option<usize>,
+    /// Non-empty: the kernel is dispatched once per chunk, all into the same fresh result
+    /// buffers, each with its own parameters and parts of its large bindings (see
+    /// `codegen::windows`); `params` is then unused.
+    pub chunks: Vec<Chunk>,
+}
+
+/// One dispatch of a [`Launch`] split over parts of its large bindings.
+#[derive(Clone, Debug)]
+pub struct Chunk {
+    /// The contents of the kernel's [`PARAMS`] binding in this dispatch.
+    pub params: Vec<u32>,
+    /// Per binding (inputs, then outputs): the bytes bound, `(offset, size)`; `None`: all.
+    pub ranges: Vec<Option<(u64, u64)>>,
 }
 
 impl Launch {
@@ -89,6 +102,17 @@ impl Launch {
             kernel,
             params,
             update: None,
+            chunks: Vec::new(),
+        }
+    }
+
+    /// A launch of `kernel` once per chunk.
+    pub fn chunked(kernel: usize, chunks: Vec<Chunk>) -> Launch {
+        Launch {
+            kernel,
+            params: Vec::new(),
+            update: None,
+            chunks,
         }
     }
 
@@ -98,6 +122,7 @@ impl Launch {
             kernel,
             params,
             update: Some(t),
+            chunks: Vec::new(),
         }
     }
 }
