@@ -29,7 +29,7 @@ JAX_SKIPS = [
     r"^Only for ",  # "Only for CPU", "Only for CPU and TPU", ...
     r"[Oo]nly (runs|works|supported|implemented) on",
     r"requires (cpu|gpu|tpu|cuda|rocm)",
-    r"Test requires .*(cpu|gpu|tpu|CUDA|ROCm)",
+    r"Test requires .*(cpu|gpu|tpu|cuda|rocm|CPU|GPU|TPU|CUDA|ROCm)",
     r"^Unimplemented case$",  # JAX's own marker for cases it leaves out on some platforms
 ]
 JAX_SKIP_RE = re.compile("|".join(f"(?:{p})" for p in JAX_SKIPS))
