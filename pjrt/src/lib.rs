@@ -18,6 +18,7 @@ pub mod ffi;
 mod named_values;
 mod plugin;
 mod table;
+pub mod tfnpd;
 
 pub use client::{MEMORY_KIND, PLATFORM_NAME};
 pub use plugin::{STABLEHLO_CURRENT_VERSION, STABLEHLO_MINIMUM_VERSION};
