@@ -314,7 +314,9 @@ unsafe extern "C" fn init_plugin_internal_device_states(status: *mut c_void) {
 /// valid independent shape that TensorFlow may destroy separately.
 fn all_inline(s: &XLA_Shape) -> Result<(), String> {
     let small = |n: i64| (0..=MAX_INLINED as i64).contains(&n);
-    if !s.tuple_shapes.is_null() || s.ntuple_shapes != 0 {
+    // TensorFlow leaves `tuple_shapes` uninitialized when `ntuple_shapes` is 0 (ApiConverter::ToC),
+    // so only the count says whether there is a tuple.
+    if s.ntuple_shapes != 0 {
         return Err("tuple shapes".into());
     }
     if !small(s.dimensions.size) || !small(s.dynamic_dimensions.size) {
