@@ -16,10 +16,11 @@ usage:
   wgpu-hlo devices                          list adapters; * marks the one used
   wgpu-hlo run FILE [--dump DIR]            run @main (or every argument-less function) and its checks
   wgpu-hlo conformance PATH... [--json OUT] [--timeout SECS] [--jobs N] [--verbose]
-                                            run every .mlir / .mlirbc / .mlir.bc file, one worker process each
+                                            run every .mlir / .mlirbc / .mlir.bc / .pb file, one worker process each
   wgpu-hlo translate FILE --to text         print a module (text or portable artifact) as StableHLO text
 
-FILE may be StableHLO text or a portable artifact (MLIR bytecode). Environment: WGPU_BACKEND,
+FILE may be StableHLO text, a portable artifact (MLIR bytecode) or, named *.pb / *.hlo.pb, a
+serialized HloModuleProto (--dump and translate show it as StableHLO text). Environment: WGPU_BACKEND,
 WGPU_ADAPTER_NAME, WGPU_POWER_PREF pick the adapter; WGPU_HLO_DUMP=DIR dumps every compilation.
 exit codes of run: 0 all checks pass, 1 a check failed, 2 bad program or usage, 3 unimplemented";
 

@@ -6,7 +6,7 @@ use std::ffi::c_char;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use wgpu_hlo::compile::{self, CompileOptions};
+use wgpu_hlo::compile::{self, CompileOptions, ProgramFormat};
 use wgpu_hlo::runtime::executable::Executable;
 use wgpu_hlo::runtime::DeviceBuffer;
 use wgpu_hlo::{Error, Result};
@@ -153,32 +153,44 @@ unsafe fn loaded_ref<'a>(p: *mut PJRT_LoadedExecutable) -> Result<&'a LoadedObj>
 ///
 /// # Safety
 /// `p` is null or a valid program whose strings are readable during the call.
-unsafe fn program_code<'a>(p: *const PJRT_Program) -> Result<&'a [u8]> {
+unsafe fn program_code<'a>(p: *const PJRT_Program) -> Result<(&'a [u8], ProgramFormat)> {
     // SAFETY: per contract.
     let a = unsafe { Args::new(p.cast_mut(), PJRT_Program::STRUCT_SIZE) }?;
     let (format, format_size) = (req!(a, format)?, req!(a, format_size)?);
     // SAFETY: the caller's strings, valid during the call.
     let format = unsafe { str_arg(format, format_size, "program format") }?;
-    if format != MLIR_FORMAT {
-        return Err(Error::unimplemented(format!(
+    let format = ProgramFormat::from_name(format).ok_or_else(|| {
+        Error::unimplemented(format!(
             "program format {format:?} is not supported by the wgpu plugin; use \"mlir\" \
-             (StableHLO bytecode or text)"
-        )));
-    }
+             (StableHLO bytecode or text), \"hlo\" or \"hlo_with_config\" (serialized HLO protos)"
+        ))
+    })?;
     let (code, code_size) = (req!(a, code)?, req!(a, code_size)?);
     // SAFETY: as above.
-    unsafe { bytes(code.cast(), code_size, "program code") }
+    Ok((
+        unsafe { bytes(code.cast(), code_size, "program code") }?,
+        format,
+    ))
 }
 
 /// Compiles program bytes with serialized compile options for a client.
-fn compile_for(state: &ClientState, code: &[u8], options: &[u8]) -> Result<Arc<Info>> {
+fn compile_for(
+    state: &ClientState,
+    (code, format): (&[u8], ProgramFormat),
+    options: &[u8],
+) -> Result<Arc<Info>> {
     let opts = compile_options::parse(options)?;
-    log::debug!("compiling {} bytes of StableHLO with {opts:?}", code.len());
+    log::debug!(
+        "compiling {} bytes of {} with {opts:?}",
+        code.len(),
+        format.name()
+    );
     let exe = compile::compile(
         &state.device,
         code,
         &CompileOptions {
             dump_dir: opts.dump_dir,
+            format,
             ..Default::default()
         },
     )?;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::codegen::loop_kernel::Target;
 use crate::error::{Error, Result};
-use crate::frontend::{bytecode, text};
+use crate::frontend::{bytecode, hlo_proto, text};
 use crate::ir::{print, Attr, Function, Module, Type};
 use crate::passes;
 use crate::runtime::executable::{Executable, ExecutableParts};
@@ -29,12 +29,64 @@ pub struct CompileOptions {
     /// Overrides `Target::max_invocation_iterations` (default: `WGPU_HLO_MAX_LOOP`, else
     /// 32768); tests set it low to exercise the split kernels with small tensors.
     pub max_loop_iterations: Option<u64>,
+    /// How the program bytes are encoded.
+    pub format: ProgramFormat,
 }
 
-const SERIALIZED_MAGIC: &[u8] = b"WGPUHLO\x01";
+/// The encoding of program bytes, as PJRT's `PJRT_Program.format` names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProgramFormat {
+    /// `"mlir"`: StableHLO text or MLIR bytecode (a portable artifact).
+    #[default]
+    Mlir,
+    /// `"hlo"`: a serialized `HloModuleProto`.
+    Hlo,
+    /// `"hlo_with_config"`: a serialized `HloModuleProtoWithConfig`.
+    HloWithConfig,
+}
 
-/// Parses program bytes: MLIR bytecode (portable artifact) or StableHLO text.
+impl ProgramFormat {
+    const ALL: [ProgramFormat; 3] = [
+        ProgramFormat::Mlir,
+        ProgramFormat::Hlo,
+        ProgramFormat::HloWithConfig,
+    ];
+
+    /// The PJRT name of the format.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProgramFormat::Mlir => "mlir",
+            ProgramFormat::Hlo => "hlo",
+            ProgramFormat::HloWithConfig => "hlo_with_config",
+        }
+    }
+
+    /// The format of a PJRT name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// Serialized executables: magic, format byte, entry name, program bytes.
+const SERIALIZED_MAGIC: &[u8] = b"WGPUHLO\x02";
+/// The previous serialization (no format byte: always `mlir`).
+const SERIALIZED_MAGIC_V1: &[u8] = b"WGPUHLO\x01";
+
+/// Parses program bytes of a format.
+pub fn parse_program(bytes: &[u8], format: ProgramFormat, filename: &str) -> Result<Module> {
+    match format {
+        ProgramFormat::Mlir => parse(bytes, filename),
+        ProgramFormat::Hlo => hlo_proto::parse_hlo_module(bytes, filename),
+        ProgramFormat::HloWithConfig => hlo_proto::parse_hlo_module_with_config(bytes, filename),
+    }
+}
+
+/// Parses program bytes: MLIR bytecode (portable artifact) or StableHLO text; a serialized
+/// `HloModuleProto` when `filename` ends in `.pb`.
 pub fn parse(bytes: &[u8], filename: &str) -> Result<Module> {
+    if hlo_proto::is_hlo_proto_file(filename) {
+        return hlo_proto::parse_hlo_module(bytes, filename);
+    }
     if bytecode::is_bytecode(bytes) {
         return bytecode::parse_bytecode(bytes, filename);
     }
@@ -68,10 +120,11 @@ pub fn compile(
     options: &CompileOptions,
 ) -> Result<Arc<Executable>> {
     let name = options.name.clone().unwrap_or_else(|| "module".into());
-    let module = parse(program, &name)?;
+    let module = parse_program(program, options.format, &name)?;
     let entry = options.entry.clone().unwrap_or_else(|| "main".into());
     let f = passes::prepare(&module, &entry)?;
     let mut serialized = SERIALIZED_MAGIC.to_vec();
+    serialized.push(options.format as u8);
     serialized.extend_from_slice(&(entry.len() as u32).to_le_bytes());
     serialized.extend_from_slice(entry.as_bytes());
     serialized.extend_from_slice(program);
@@ -84,9 +137,21 @@ pub fn deserialize(
     bytes: &[u8],
     options: &CompileOptions,
 ) -> Result<Arc<Executable>> {
-    let rest = bytes
-        .strip_prefix(SERIALIZED_MAGIC)
-        .ok_or_else(|| Error::invalid("not a serialized wgpu-hlo executable"))?;
+    let (format, rest) = if let Some(rest) = bytes.strip_prefix(SERIALIZED_MAGIC) {
+        let (&code, rest) = rest
+            .split_first()
+            .ok_or_else(|| Error::invalid("truncated serialized executable"))?;
+        let format = ProgramFormat::ALL
+            .get(code as usize)
+            .copied()
+            .ok_or_else(|| Error::invalid("serialized executable of an unknown format"))?;
+        (format, rest)
+    } else {
+        let rest = bytes
+            .strip_prefix(SERIALIZED_MAGIC_V1)
+            .ok_or_else(|| Error::invalid("not a serialized wgpu-hlo executable"))?;
+        (ProgramFormat::Mlir, rest)
+    };
     let len = rest
         .get(..4)
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
@@ -98,6 +163,7 @@ pub fn deserialize(
     let program = &rest[(4 + len).min(rest.len())..];
     let mut o = options.clone();
     o.entry = Some(entry.to_string());
+    o.format = format;
     compile(device, program, &o)
 }
 

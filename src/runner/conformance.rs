@@ -47,7 +47,7 @@ pub struct FileResult {
 }
 
 /// Every program file in `dirs` (or the files themselves), sorted: `*.mlir`, `*.mlirbc`,
-/// `*.mlir.bc`.
+/// `*.mlir.bc`, and serialized HLO protos `*.pb` (`*.hlo.pb`).
 pub fn collect_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
@@ -70,7 +70,10 @@ fn is_program_file(p: &Path) -> bool {
         .file_name()
         .map(|s| s.to_string_lossy())
         .unwrap_or_default();
-    n.ends_with(".mlir") || n.ends_with(".mlirbc") || n.ends_with(".mlir.bc")
+    n.ends_with(".mlir")
+        || n.ends_with(".mlirbc")
+        || n.ends_with(".mlir.bc")
+        || crate::frontend::hlo_proto::is_hlo_proto_file(&n)
 }
 
 fn is_dtype_token(t: &str) -> bool {
@@ -92,6 +95,8 @@ pub fn family(path: &Path) -> String {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let stem = name
+        .trim_end_matches(".pb")
+        .trim_end_matches(".hlo")
         .trim_end_matches(".bc")
         .trim_end_matches(".mlirbc")
         .trim_end_matches(".mlir")

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::compile::{compile_function, CompileOptions};
 use crate::error::{Error, ErrorKind, Result};
-use crate::frontend::{bytecode, text};
+use crate::frontend::{bytecode, hlo_proto, text};
 use crate::ir::{Module, Type};
 use crate::passes::{self, checks};
 use crate::runtime::Device;
@@ -115,6 +115,9 @@ pub fn run_file(device: &Arc<Device>, path: &Path, options: &RunOptions) -> File
 
 /// Parses program bytes into modules: one per `// -----` chunk of text, or the artifact.
 fn parse_modules(bytes: &[u8], name: &str) -> Result<Vec<Module>> {
+    if hlo_proto::is_hlo_proto_file(name) {
+        return Ok(vec![hlo_proto::parse_hlo_module(bytes, name)?]);
+    }
     if bytecode::is_bytecode(bytes) {
         return Ok(vec![bytecode::parse_bytecode(bytes, name)?]);
     }

@@ -1,0 +1,28 @@
+//! The HLO proto frontend (prost decoding and the importer), the verifier, the passes and the
+//! device-free half of the compiler on arbitrary bytes: any `Ok`/`Err` is fine; a panic, an
+//! abort or a hang is a bug.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use wgpu_hlo::codegen::loop_kernel::Target;
+use wgpu_hlo::runtime::Capabilities;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(module) = wgpu_hlo::frontend::hlo_proto::parse_hlo_module(data, "fuzz") else {
+        return;
+    };
+    let Ok(f) = wgpu_hlo::passes::prepare(&module, "main") else {
+        return;
+    };
+    // What lavapipe reports: no f64/i64/f16 in shaders, a CPU adapter.
+    let target = Target {
+        caps: Capabilities::default(),
+        adapter: "fuzz",
+        max_workgroups: 65535,
+        max_storage_buffers: 8,
+        cpu_adapter: true,
+        max_invocation_iterations: 32768,
+        max_binding_size: 128 << 20,
+    };
+    let _ = wgpu_hlo::compile::lower::lower(&f, target);
+});
