@@ -19,6 +19,7 @@ pub mod host_callback;
 mod named_values;
 mod plugin;
 mod table;
+pub mod tfnpd;
 
 pub use client::{MEMORY_KIND, PLATFORM_NAME};
 pub use plugin::{STABLEHLO_CURRENT_VERSION, STABLEHLO_MINIMUM_VERSION};
