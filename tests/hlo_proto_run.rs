@@ -158,3 +158,67 @@ fn the_cli_runs_translates_and_dumps_hlo_protos() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The HLO protos TensorFlow 2.21's XLA bridge sends over PJRT (saved by
+/// `python/tests/test_tensorflow.py`'s setup): TF names some operands by their id within the
+/// computation, without the computation's id in the high 32 bits. Both import and compile; the
+/// elementwise one (`tanh(x) * 2 + y * y`) matches the host, the Keras dense training step
+/// runs with finite results.
+#[test]
+fn tensorflow_protos_import_compile_and_run() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests/data/tensorflow");
+    let dev = Device::open().expect("a wgpu adapter");
+    let opts = CompileOptions {
+        format: ProgramFormat::Hlo,
+        ..Default::default()
+    };
+    let fill = |t: &TensorType, k: usize| -> Vec<u8> {
+        let n = t.num_elements() as usize;
+        match t.dtype {
+            ElementType::F32 => (0..n)
+                .flat_map(|i| (((i * 7 + k * 3) % 13) as f32 / 13.0 - 0.4).to_le_bytes())
+                .collect(),
+            // integer scalars (step counters and the like)
+            _ => vec![0u8; n * t.dtype.byte_size()],
+        }
+    };
+    // elementwise
+    let bytes = std::fs::read(dir.join("elementwise.hlo.pb")).expect("saved proto");
+    let exe = compile(&dev, &bytes, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let types = exe.parameter_types().to_vec();
+    assert_eq!(types.len(), 2, "{types:?}");
+    let host: Vec<Vec<u8>> = types.iter().enumerate().map(|(k, t)| fill(t, k)).collect();
+    let args: Vec<_> = types
+        .iter()
+        .zip(&host)
+        .map(|(t, b)| dev.upload(t, b).expect("upload"))
+        .collect();
+    let out = exe.execute_blocking(&args).expect("execute");
+    let got = out[0].read_to_host_blocking().expect("read back");
+    let f = |b: &[u8], i: usize| f32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap());
+    for i in 0..types[0].num_elements() as usize {
+        let (x, y) = (f(&host[0], i), f(&host[1], i));
+        let want = x.tanh() * 2.0 + y * y;
+        assert!(
+            (f(&got, i) - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "[{i}]"
+        );
+    }
+    // Keras dense training step
+    let bytes = std::fs::read(dir.join("keras_dense_train_step.hlo.pb")).expect("saved proto");
+    let exe = compile(&dev, &bytes, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let args: Vec<_> = exe
+        .parameter_types()
+        .iter()
+        .enumerate()
+        .map(|(k, t)| dev.upload(t, &fill(t, k)).expect("upload"))
+        .collect();
+    let out = exe.execute_blocking(&args).expect("execute");
+    assert!(!out.is_empty());
+    for (o, t) in out.iter().zip(exe.output_types()) {
+        if t.dtype == ElementType::F32 {
+            let b = o.read_to_host_blocking().expect("read back");
+            assert!((0..b.len() / 4).all(|i| f(&b, i).is_finite()), "{t}");
+        }
+    }
+}

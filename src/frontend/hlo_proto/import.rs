@@ -433,14 +433,17 @@ impl<'a> Importer<'a> {
                 .instruction(i, &params, &values, ops)
                 .map_err(|e| e.context(format!("{}: {} = {}", c.name, i.name, i.opcode)))?;
             let ty = shape::ir_type(i.shape.as_ref().ok_or_else(|| no_shape(i))?)?;
-            values.insert(i.id, (v, ty));
+            values.insert(local_id(i.id), (v, ty));
         }
-        values.remove(&c.root_id).map(|(v, _)| v).ok_or_else(|| {
-            Error::invalid(format!(
-                "computation {}: root id {} is not one of its instructions",
-                c.name, c.root_id
-            ))
-        })
+        values
+            .remove(&local_id(c.root_id))
+            .map(|(v, _)| v)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "computation {}: root id {} is not one of its instructions",
+                    c.name, c.root_id
+                ))
+            })
     }
 
     /// A region whose arguments are fresh values of `c`'s parameter leaves.
@@ -484,7 +487,7 @@ impl<'a> Importer<'a> {
             .operand_ids
             .iter()
             .map(|id| {
-                values.get(id).ok_or_else(|| {
+                values.get(&local_id(*id)).ok_or_else(|| {
                     Error::invalid(format!("operand id {id} is not defined before its use"))
                 })
             })
@@ -1103,4 +1106,11 @@ fn dim0(i: &HloInstructionProto) -> Result<i64> {
         .first()
         .copied()
         .ok_or_else(|| Error::invalid("missing `dimensions`"))
+}
+
+/// An instruction id within its computation. XLA numbers instructions
+/// `(computation id << 32) | local id`, and TensorFlow's bridge names some operands (and
+/// roots) by the local id alone; ids are unique within a computation either way.
+fn local_id(id: i64) -> i64 {
+    id & 0xffff_ffff
 }
