@@ -151,11 +151,6 @@ def _ok(results, name):
                         "LLVM clashes with the LLVM inside TensorFlow)")
         pytest.fail(f"{name}: TensorFlow child died (rc {died['rc']}):\n{died['stderr']}")
     r = results[name]
-    if "error" in r and "is not defined before its use" in r["error"]:
-        # TF 2.21 numbers instructions (computation id << 32) | local id but names operands by
-        # the local id in some computations; the HLO proto importer matches full ids.
-        pytest.xfail(f"{name}: HLO proto importer resolves operand ids by the full 64-bit id: "
-                     f"{r['error'][:300]}")
     if "error" in r and HLO_MISSING in r["error"]:
         pytest.skip(f"{name}: this build of the plugin has no HLO proto frontend (TensorFlow "
                     f"sends format \"hlo\"): {r['error'][:300]}")
