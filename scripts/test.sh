@@ -11,3 +11,10 @@ echo "== conformance (from tests/conformance.rs)"
 cat target/conformance/summary.txt 2>/dev/null || echo "(conformance files not found: skipped)"
 echo "== pytest (JAX on wgpu vs cpu)"
 "$VENV/bin/python" -m pytest -q python/tests
+# PyTorch/XLA and TensorFlow through the same plugin, each in its own venv (created once from
+# PyPI: ~12 min and ~7 GB for torch + torch_xla with its CUDA wheels, ~3 min for tensorflow).
+# WGPU_HLO_FRAMEWORK_TESTS=0 leaves them out.
+if [ "${WGPU_HLO_FRAMEWORK_TESTS:-1}" != 0 ]; then
+    echo "== PyTorch/XLA and TensorFlow on wgpu (scripts/test_frameworks.sh)"
+    bash scripts/test_frameworks.sh
+fi
