@@ -530,6 +530,11 @@ pub fn widen_via_f64(on: bool) -> WideningGuard {
     WideningGuard(WIDEN_VIA_F64.with(|w| w.replace(on)))
 }
 
+/// `u64(x)` for a `u32` expression `x`, spelled as [`widen_via_f64`] asks on this thread.
+pub fn widen_u32_to_u64(x: &str) -> String {
+    int_cast(Compute::U32, Compute::U64, x)
+}
+
 fn int_cast(from: Compute, to: Compute, x: &str) -> String {
     use Compute::*;
     let via_f64 = WIDEN_VIA_F64.with(|w| w.get());

@@ -1,0 +1,87 @@
+"""Ops JAX's own tests reach for beyond the basics, on `wgpu` against JAX's `cpu` backend:
+`rng_bit_generator` (bit-exact), f8 types, collectives over one device, copies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+CPU = jax.devices("cpu")[0]
+
+
+def on(device, f, *args):
+    out = jax.jit(f)(*[jax.device_put(a, device) for a in args])
+    return jax.tree_util.tree_map(np.asarray, out)
+
+
+def same_bits(gpu, f, *args):
+    g, c = on(gpu, f, *args), on(CPU, f, *args)
+    for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(c)):
+        assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
+        np.testing.assert_array_equal(a.view(f"u{a.dtype.itemsize}"), b.view(f"u{b.dtype.itemsize}"))
+
+
+ALGORITHMS = [
+    lax.RandomAlgorithm.RNG_DEFAULT,
+    lax.RandomAlgorithm.RNG_THREE_FRY,
+    lax.RandomAlgorithm.RNG_PHILOX,
+]
+CASES = [("uint32", s) for s in [(), (0,), (7,), (5, 7), (2, 3, 5)]] + [
+    ("uint8", (9, 1, 3)),
+    ("uint16", (5, 7)),
+]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+def test_rng_bit_generator_bits(gpu, algorithm):
+    key = np.array([3, 1, 4, 2], np.uint32)
+    same_bits(
+        gpu,
+        lambda k: [lax.rng_bit_generator(k, s, dtype=d, algorithm=algorithm) for d, s in CASES],
+        key,
+    )
+
+
+def test_rng_bit_generator_u64(gpu):
+    with jax.enable_x64(True):
+        for key in [np.array([1, 2], np.uint64), np.array([2**64 - 1, 2**64 - 3], np.uint64)]:
+            same_bits(
+                gpu,
+                lambda k: [
+                    lax.rng_bit_generator(k, s, dtype="uint64", algorithm=a)
+                    for s in [(5, 7), (33,)]
+                    for a in ALGORITHMS[1:]
+                ],
+                key,
+            )
+
+
+def test_rng_bit_generator_vmap(gpu):
+    keys = np.arange(2 * 3 * 4).reshape((2, 3, 4)).astype(np.uint32)
+    same_bits(gpu, jax.vmap(jax.vmap(lambda k: lax.rng_bit_generator(k, shape=(5, 7)))), keys)
+
+
+@pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
+def test_random_with_rbg(gpu, impl):
+    def draws(seed):
+        k = jax.random.key(seed, impl=impl)
+        k1, k2 = jax.random.split(k)
+        return (
+            jax.random.key_data(k1),
+            jax.random.key_data(jax.random.fold_in(k, 3)),
+            jax.random.bits(k1, (9,), jnp.uint8),
+            jax.random.bits(k2, (200,)),
+            jax.random.uniform(k1, (7, 5)),
+            jax.random.randint(k2, (13,), 0, 10),
+        )
+
+    same_bits(gpu, draws, np.int32(42))
+    # normal() goes through erf_inv: the bits agree, its last ulp may not.
+    n = [on(d, lambda s: jax.random.normal(jax.random.key(s, impl=impl), (100,)), np.int32(7))
+         for d in (gpu, CPU)]
+    np.testing.assert_allclose(n[0], n[1], rtol=1e-6, atol=1e-6)
