@@ -85,3 +85,67 @@ def test_random_with_rbg(gpu, impl):
     n = [on(d, lambda s: jax.random.normal(jax.random.key(s, impl=impl), (100,)), np.int32(7))
          for d in (gpu, CPU)]
     np.testing.assert_allclose(n[0], n[1], rtol=1e-6, atol=1e-6)
+
+
+NARROW_FLOATS = [
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3",
+    "float8_e3m4",
+    "float8_e8m0fnu",
+    "float4_e2m1fn",
+]
+
+
+def narrow_float_probes(t):
+    """f32 values that probe `t`'s rounding: specials, every finite value, the midpoints between
+    neighbours (ties) and their neighbours, overflow, subnormals, a spread of magnitudes."""
+    codes = np.arange(2 ** (8 if t.itemsize * 8 == 8 and "float4" not in t.name else 4), dtype=np.uint8)
+    fin = codes.view(t).astype(np.float32)
+    fin = np.sort(fin[np.isfinite(fin)])
+    mids = ((fin[1:].astype(np.float64) + fin[:-1]) / 2).astype(np.float32)
+    rng = np.random.default_rng(0)
+    spread = rng.standard_normal(500).astype(np.float32) * np.float32(10.0) ** rng.integers(-12, 12, 500)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, 1e-40, 1.5 * 2.0**-127], np.float32)
+    up, down = np.float32(np.inf), np.float32(-np.inf)
+    with np.errstate(over="ignore"):
+        doubled = fin * np.float32(2)
+    probes = [specials, spread, fin, -fin, mids, np.nextafter(mids, up), np.nextafter(mids, down), doubled]
+    return codes.view(t), np.concatenate(probes).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", NARROW_FLOATS)
+def test_narrow_float_converts(gpu, name):
+    t = jnp.dtype(getattr(jnp, name))
+    codes, probes = narrow_float_probes(t)
+    same_bits(gpu, lambda c, x: (c.astype(jnp.float32), x.astype(t), c.astype(jnp.bfloat16)), codes, probes)
+    # ml_dtypes agrees with XLA up to the sign of NaNs.
+    enc = on(gpu, lambda x: x.astype(t), probes)
+    want = probes.astype(t)
+    nan = np.isnan(probes)
+    np.testing.assert_array_equal(enc.view(np.uint8)[~nan], want.view(np.uint8)[~nan])
+
+
+@pytest.mark.parametrize(
+    "lhs_t,rhs_t",
+    [("float8_e4m3fn", "float8_e5m2"), ("float8_e5m2", "float8_e4m3fn"),
+     ("float8_e4m3fnuz", "float8_e5m2fnuz"), ("float8_e4m3fn", "float8_e4m3fn")],
+)
+def test_narrow_float_dots(gpu, lhs_t, rhs_t):
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-3, 3, (4, 3)).astype(getattr(jnp, lhs_t))
+    y = rng.uniform(-3, 3, (3, 6)).astype(getattr(jnp, rhs_t))
+    same_bits(
+        gpu,
+        lambda a, b: (
+            lax.dot(a, b, preferred_element_type=jnp.float32),
+            lax.dot(a.astype(jnp.float32), b.astype(jnp.float32)),
+            lax.dot(a, a.T) if lhs_t == rhs_t else a,
+            jnp.sum(a, axis=1),
+            a * 2 + 1,
+        ),
+        x, y,
+    )
