@@ -149,3 +149,23 @@ def test_narrow_float_dots(gpu, lhs_t, rhs_t):
         ),
         x, y,
     )
+
+
+def test_copies_and_buffer_identity(gpu):
+    x = jax.device_put(np.arange(5, dtype=np.float32), gpu)
+    y = jnp.array(x, copy=True)
+    np.testing.assert_array_equal(np.asarray(y), np.arange(5, dtype=np.float32))
+    assert y.unsafe_buffer_pointer() != x.unsafe_buffer_pointer()
+    assert lax.convert_element_type(x, jnp.float32).unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
+    assert lax.convert_element_type(x, jnp.int32).unsafe_buffer_pointer() != x.unsafe_buffer_pointer()
+
+
+def test_dce_sink_keeps_its_operand(gpu):
+    def f(x):
+        lax.dce_sink(x + 1, prevent_mlir_dce=True)
+        return x * 2
+
+    x = jax.device_put(np.float32(3), gpu)
+    text = jax.jit(f).lower(x).compile().as_text()
+    assert "dce_sink" in text and "add" in text
+    assert float(jax.jit(f)(x)) == 6.0
