@@ -165,7 +165,8 @@ def test_dce_sink_keeps_its_operand(gpu):
         lax.dce_sink(x + 1, prevent_mlir_dce=True)
         return x * 2
 
-    x = jax.device_put(np.float32(3), gpu)
-    text = jax.jit(f).lower(x).compile().as_text()
-    assert "dce_sink" in text and "add" in text
-    assert float(jax.jit(f)(x)) == 6.0
+    with jax.default_device(gpu):
+        x = jnp.array(3.0)
+        text = jax.jit(f).lower(x).compile().as_text()
+        assert "dce_sink" in text and "add" in text
+        assert float(jax.jit(f)(x)) == 6.0
