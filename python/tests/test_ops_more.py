@@ -170,3 +170,42 @@ def test_dce_sink_keeps_its_operand(gpu):
         text = jax.jit(f).lower(x).compile().as_text()
         assert "dce_sink" in text and "add" in text
         assert float(jax.jit(f)(x)) == 6.0
+
+
+def test_collectives_over_one_device(gpu):
+    """Inside pmap and shard_map over one device, collectives are identities (one participant)
+    and axis indices are 0: the results equal cpu's."""
+    from jax import shard_map
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    x = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
+
+    def body(v):
+        return (
+            lax.psum(v, "i"),
+            lax.pmax(v, "i"),
+            lax.pmean(v, "i"),
+            lax.all_gather(v, "i"),
+            lax.psum_scatter(v, "i", scatter_dimension=0, tiled=True),
+            lax.all_to_all(v, "i", 0, 0, tiled=True),
+            lax.ppermute(v, "i", [(0, 0)]),
+            lax.axis_index("i"),
+        )
+
+    def run(d):
+        pm = jax.pmap(body, axis_name="i", devices=[d])(x)
+        mesh = Mesh(np.array([d]), ("i",))
+        sm = jax.jit(
+            shard_map(
+                lambda v: (lax.psum(v, "i"), lax.all_gather(v, "i"), lax.axis_index("i")[None]),
+                mesh=mesh,
+                in_specs=P("i"),
+                out_specs=(P("i"), P("i"), P("i")),
+                check_vma=False,
+            )
+        )(jax.device_put(x[0], d))
+        return [np.asarray(a) for a in (*pm, *sm)]
+
+    for a, b in zip(run(gpu), run(CPU)):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
