@@ -66,7 +66,7 @@ fn one_participant(attrs: &[(String, Attr)]) -> bool {
     };
     let pairs_ok = match dense("source_target_pairs") {
         None => true,
-        Some(Some(l)) => l.len() > 0 && l.to_i64s().iter().all(|&p| p == 0),
+        Some(Some(l)) => !l.is_empty() && l.to_i64s().iter().all(|&p| p == 0),
         Some(None) => false,
     };
     groups_ok && pairs_ok
