@@ -64,6 +64,88 @@ fn wh_round_bf16(x: f32) -> f32 {
     return bitcast<f32>(wh_f32_to_bf16_bits(x) << 16u);
 }
 
+// @fn wh_narrow_float_to_f32
+// The bits of an 8-bit-or-narrower float (e exponent bits, m mantissa bits, exponent bias
+// `bias`) -> f32, exactly. `kind`: 0 IEEE-like (inf, NaN, -0), 1 "FN" (no inf; the all-ones
+// code is NaN), 2 "FNUZ" (no inf, no -0; the code of -0 is NaN), 3 no inf and no NaN
+// (f4/f6), 4 f8E8M0FNU (exponent only; 0xff is NaN). NaNs decode to the quiet NaN with their
+// sign (FNUZ: positive, as XLA's cpu backend has it; ml_dtypes gives it the sign bit).
+fn wh_narrow_float_to_f32(bits: u32, e: u32, m: u32, bias: u32, kind: u32) -> f32 {
+    if (kind == 4u) {
+        if (bits == 0xffu) { return bitcast<f32>(0x7fc00000u); }
+        if (bits == 0u) { return bitcast<f32>(0x00400000u); }
+        return bitcast<f32>(bits << 23u);
+    }
+    let sbit = 1u << (e + m);
+    let sign = select(0u, 0x80000000u, (bits & sbit) != 0u);
+    let top = (1u << e) - 1u;
+    let ex = (bits >> m) & top;
+    let mant = bits & ((1u << m) - 1u);
+    if (kind == 0u && ex == top) {
+        return bitcast<f32>(sign | select(0x7fc00000u, 0x7f800000u, mant == 0u));
+    }
+    if (kind == 1u && (bits & (sbit - 1u)) == sbit - 1u) {
+        return bitcast<f32>(sign | 0x7fc00000u);
+    }
+    if (kind == 2u && bits == sbit) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    if (ex == 0u) {
+        // mant * 2^(1 - bias - m), exact (a normal f32 for every format here).
+        return bitcast<f32>(sign | bitcast<u32>(f32(mant) * bitcast<f32>((128u - bias - m) << 23u)));
+    }
+    return bitcast<f32>(sign | ((ex + 127u - bias) << 23u) | (mant << (23u - m)));
+}
+
+// @fn wh_f32_to_narrow_float
+// f32 -> the bits of a narrow float (parameters as for wh_narrow_float_to_f32), rounding to
+// nearest even (f8E8M0FNU: half up), with ml_dtypes' and XLA's rules: what overflows becomes
+// inf (IEEE-like), NaN (FN, FNUZ) or the largest finite value (no-NaN types); NaN becomes the
+// quiet NaN with its sign, FNUZ's NaN, or (types without NaN) -0 as XLA's cpu backend has it;
+// FNUZ has no -0; f8E8M0FNU has no zero and no sign (zero and negatives become NaN).
+fn wh_f32_to_narrow_float(x: f32, e: u32, m: u32, bias: u32, kind: u32) -> u32 {
+    let b = bitcast<u32>(x);
+    let a = b & 0x7fffffffu;
+    let neg = (b >> 31u) == 1u;
+    if (kind == 4u) {
+        if (neg || a == 0u || a >= 0x7f800000u) { return 0xffu; }
+        if (a < 0x00800000u) { return select(0u, 1u, a > 0x00400000u); }
+        return min((a + 0x400000u) >> 23u, 0xffu);
+    }
+    let sbit = 1u << (e + m);
+    let sign = select(0u, sbit, neg);
+    let top = (1u << e) - 1u;
+    var max_code = sbit - 1u;
+    var over = sign | max_code;
+    if (kind == 0u) {
+        max_code = (top << m) - 1u;
+        over = sign | (top << m);
+    } else if (kind == 1u) {
+        max_code = sbit - 2u;
+        over = sign | (sbit - 1u);
+    } else if (kind == 2u) {
+        over = sbit;
+    }
+    if (a > 0x7f800000u) {
+        if (kind == 0u) { return sign | (top << m) | (1u << (m - 1u)); }
+        if (kind == 3u) { return sbit; }
+        return over;
+    }
+    if (a == 0x7f800000u) { return over; }
+    var r = 0u;
+    if ((a >> 23u) >= 128u - bias) {
+        let sh = 23u - m;
+        let t = a + ((1u << (sh - 1u)) - 1u) + ((a >> sh) & 1u);
+        r = (t >> sh) - ((127u - bias) << m);
+    } else {
+        // Units of the smallest subnormal, 2^(1 - bias - m), rounded half to even.
+        r = u32(round(bitcast<f32>(a) * bitcast<f32>((126u + bias + m) << 23u)));
+    }
+    if (r > max_code) { return over; }
+    if (r == 0u && kind == 2u) { return 0u; }
+    return sign | r;
+}
+
 // @fn wh_max_f32
 // @requires wh_is_nan_f32
 // IEEE maximum: NaN if either is NaN, +0 > -0.

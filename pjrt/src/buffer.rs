@@ -419,6 +419,22 @@ entry!(
     on_device_size
 );
 
+/// `unsafe_buffer_pointer()`: not a device address (wgpu has none to give) but an identity of
+/// the buffer's storage, equal exactly for buffers that share it — what JAX's callers of it
+/// compare (e.g. that a no-op `convert_element_type` returns its operand, not a copy).
+fn unsafe_pointer(a: &Args<PJRT_Buffer_UnsafePointer_Args>) -> Result<()> {
+    let buffer_handle = req!(a, buffer)?;
+    // SAFETY: live handle per convention.
+    let b = unsafe { buffer_ref(buffer_handle) }?;
+    set!(a, buffer_pointer, b.buf.storage_id()?);
+    Ok(())
+}
+entry!(
+    PJRT_Buffer_UnsafePointer,
+    PJRT_Buffer_UnsafePointer_Args,
+    unsafe_pointer
+);
+
 fn device(a: &Args<PJRT_Buffer_Device_Args>) -> Result<()> {
     let buffer_handle = req!(a, buffer)?;
     // SAFETY: live handle per convention.

@@ -26,7 +26,6 @@ macro_rules! unimplemented_entries {
 
 unimplemented_entries!(
     PJRT_LoadedExecutable_Fingerprint,
-    PJRT_Buffer_UnsafePointer,
     PJRT_Buffer_OpaqueDeviceMemoryDataPointer,
     PJRT_CopyToDeviceStream_Destroy,
     PJRT_CopyToDeviceStream_AddChunk,
@@ -154,7 +153,7 @@ pub(crate) static API: PJRT_Api = PJRT_Api {
     PJRT_Buffer_ToHostBuffer: Some(buffer::PJRT_Buffer_ToHostBuffer),
     PJRT_Buffer_IsOnCpu: Some(buffer::PJRT_Buffer_IsOnCpu),
     PJRT_Buffer_ReadyEvent: Some(buffer::PJRT_Buffer_ReadyEvent),
-    PJRT_Buffer_UnsafePointer: Some(PJRT_Buffer_UnsafePointer),
+    PJRT_Buffer_UnsafePointer: Some(buffer::PJRT_Buffer_UnsafePointer),
     PJRT_Buffer_IncreaseExternalReferenceCount: Some(
         buffer::PJRT_Buffer_IncreaseExternalReferenceCount,
     ),

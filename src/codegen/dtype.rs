@@ -77,6 +77,7 @@ pub fn compute_type(t: ElementType, caps: Capabilities, adapter: &str) -> Result
         I2 | I4 | I8 | I16 | I32 => Compute::I32,
         U2 | U4 | U8 | U16 | U32 => Compute::U32,
         F16 | BF16 | F32 => Compute::F32,
+        t if narrow_float(t).is_some() => Compute::F32,
         I64 | U64 | F64 | C128 => {
             let (need, what) = if matches!(t, F64 | C128) {
                 (caps.f64, "SHADER_F64")
@@ -102,6 +103,42 @@ pub fn compute_type(t: ElementType, caps: Capabilities, adapter: &str) -> Result
             )))
         }
     })
+}
+
+/// The format of a float type narrower than 16 bits, as the `wh_narrow_float_*` helpers take
+/// it: (exponent bits, mantissa bits, exponent bias, kind); kinds as in `shaders/helpers.wgsl`.
+pub fn narrow_float(t: ElementType) -> Option<(u32, u32, u32, u32)> {
+    use ElementType::*;
+    Some(match t {
+        F8E5M2 => (5, 2, 15, 0),
+        F8E4M3 => (4, 3, 7, 0),
+        F8E3M4 => (3, 4, 3, 0),
+        F8E4M3FN => (4, 3, 7, 1),
+        F8E4M3FNUZ => (4, 3, 8, 2),
+        F8E5M2FNUZ => (5, 2, 16, 2),
+        F8E4M3B11FNUZ => (4, 3, 11, 2),
+        F4E2M1FN => (2, 1, 1, 3),
+        F6E2M3FN => (2, 3, 1, 3),
+        F6E3M2FN => (3, 2, 3, 3),
+        F8E8M0FNU => (8, 0, 127, 4),
+        _ => return None,
+    })
+}
+
+/// `wh_narrow_float_to_f32(bits, ...)` for narrow float type `t` (see [`narrow_float`]).
+pub fn narrow_float_decode(t: ElementType, bits: &str) -> Option<String> {
+    let (e, m, bias, kind) = narrow_float(t)?;
+    Some(format!(
+        "wh_narrow_float_to_f32({bits}, {e}u, {m}u, {bias}u, {kind}u)"
+    ))
+}
+
+/// `wh_f32_to_narrow_float(v, ...)` for narrow float type `t` (see [`narrow_float`]).
+pub fn narrow_float_encode(t: ElementType, v: &str) -> Option<String> {
+    let (e, m, bias, kind) = narrow_float(t)?;
+    Some(format!(
+        "wh_f32_to_narrow_float({v}, {e}u, {m}u, {bias}u, {kind}u)"
+    ))
 }
 
 /// The WGSL element type of a storage array holding `t` (sub-word types: packed `u32`).
@@ -151,6 +188,7 @@ pub fn load(t: ElementType, buf: &str, idx: &str) -> String {
                 Pred => format!("({raw} != 0u)"),
                 F16 => format!("wh_f16_bits_to_f32({raw})"),
                 BF16 => format!("bitcast<f32>({raw} << 16u)"),
+                t if narrow_float(t).is_some() => narrow_float_decode(t, &raw).unwrap_or_default(),
                 t if t.is_signed_int() => {
                     let sh = 32 - t.bit_width();
                     format!("((bitcast<i32>({raw}) << {sh}u) >> {sh}u)")
@@ -173,6 +211,7 @@ pub fn to_bits(t: ElementType, v: &str) -> String {
         Pred => format!("select(0u, 1u, {v})"),
         F16 => "wh_f32_to_f16_bits(V)".replace('V', v),
         BF16 => "wh_f32_to_bf16_bits(V)".replace('V', v),
+        t if narrow_float(t).is_some() => narrow_float_encode(t, v).unwrap_or_default(),
         t if t.is_signed_int() => format!("(bitcast<u32>({v}) & {}u)", mask(storage_bits(t))),
         _ => format!("({v} & {}u)", mask(storage_bits(t))),
     }
@@ -187,6 +226,7 @@ pub fn helpers_for(t: ElementType) -> &'static [&'static str] {
     match t {
         ElementType::F16 => &["wh_f32_to_f16_bits", "wh_round_f16"],
         ElementType::BF16 => &["wh_f32_to_bf16_bits", "wh_round_bf16"],
+        t if narrow_float(t).is_some() => &["wh_f32_to_narrow_float", "wh_narrow_float_to_f32"],
         _ => &[],
     }
 }
@@ -198,6 +238,10 @@ pub fn round(t: ElementType, v: &str) -> String {
     match t {
         F16 => format!("wh_round_f16({v})"),
         BF16 => format!("wh_round_bf16({v})"),
+        t if narrow_float(t).is_some() => {
+            let bits = narrow_float_encode(t, v).unwrap_or_default();
+            narrow_float_decode(t, &bits).unwrap_or_default()
+        }
         I2 | I4 | I8 | I16 => {
             let sh = 32 - t.bit_width();
             format!("(({v} << {sh}u) >> {sh}u)")

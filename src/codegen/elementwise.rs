@@ -530,6 +530,11 @@ pub fn widen_via_f64(on: bool) -> WideningGuard {
     WideningGuard(WIDEN_VIA_F64.with(|w| w.replace(on)))
 }
 
+/// `u64(x)` for a `u32` expression `x`, spelled as [`widen_via_f64`] asks on this thread.
+pub fn widen_u32_to_u64(x: &str) -> String {
+    int_cast(Compute::U32, Compute::U64, x)
+}
+
 fn int_cast(from: Compute, to: Compute, x: &str) -> String {
     use Compute::*;
     let via_f64 = WIDEN_VIA_F64.with(|w| w.get());
@@ -636,6 +641,10 @@ pub fn raw_bits(t: ElementType, c: Compute, x: &str, needs: &mut Needs) -> Resul
     Ok(match (t, c) {
         (ElementType::F16, _) => format!("{}({x})", need(needs, "wh_f32_to_f16_bits".into())),
         (ElementType::BF16, _) => format!("{}({x})", need(needs, "wh_f32_to_bf16_bits".into())),
+        (t, _) if dtype::narrow_float(t).is_some() => {
+            need(needs, "wh_f32_to_narrow_float".into());
+            dtype::narrow_float_encode(t, x).unwrap_or_default()
+        }
         (ElementType::Pred, _) => format!("select(0u, 1u, {x})"),
         (_, I32) if w < 32 => format!("(bitcast<u32>({x}) & {}u)", mask(w)),
         (_, U32) if w < 32 => format!("({x} & {}u)", mask(w)),
@@ -654,6 +663,10 @@ pub fn from_raw_bits(t: ElementType, c: Compute, w: u32, bits: &str) -> Result<S
     Ok(match (t, c) {
         (ElementType::F16, _) => format!("wh_f16_bits_to_f32(({bits}) & 0xffffu)"),
         (ElementType::BF16, _) => format!("bitcast<f32>((({bits}) & 0xffffu) << 16u)"),
+        (t, _) if dtype::narrow_float(t).is_some() => {
+            let m = mask(t.bit_width());
+            dtype::narrow_float_decode(t, &format!("(({bits}) & {m}u)")).unwrap_or_default()
+        }
         (ElementType::Pred, _) => format!("(({bits}) != 0u)"),
         (t, I32) if w < 32 => dtype::round(t, &format!("bitcast<i32>({bits})")),
         (t, U32) if w < 32 => dtype::round(t, bits),

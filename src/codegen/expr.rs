@@ -1048,6 +1048,7 @@ impl<'a> ExprEmitter<'a> {
         let bc = self.compute(bt)?;
         let wide = |t: ElementType| match t {
             ElementType::F16 | ElementType::BF16 => ElementType::F32,
+            t if dtype::narrow_float(t).is_some() => ElementType::F32,
             other => other,
         };
         let acc_t = wide(rdt);

@@ -53,6 +53,7 @@ pub fn wide(t: ElementType) -> Option<(ElementType, Compute)> {
     Some(match t {
         Pred => (U32, Compute::Bool),
         F16 | BF16 => (F32, Compute::F32),
+        t if super::dtype::narrow_float(t).is_some() => (F32, Compute::F32),
         I2 | I4 | I8 | I16 => (I32, Compute::I32),
         U2 | U4 | U8 | U16 => (U32, Compute::U32),
         _ => return None,

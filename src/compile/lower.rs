@@ -519,6 +519,10 @@ impl<'f, 't> Lowering<'f, 't> {
         };
         match &op.op {
             Op::Return => Ok(None),
+            // `lax.dce_sink`: keeps its operand's computation alive and does nothing else.
+            Op::CustomCall(c) if c.call_target_name == "dce_sink" && op.results.is_empty() => {
+                Ok(None)
+            }
             Op::While => {
                 let [cond, body] = &op.regions[..] else {
                     return Err(Error::invalid(format!(

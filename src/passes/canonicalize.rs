@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::rewrite::substitute;
-use crate::ir::{Function, Op, Operation, Region, Type, ValueId};
+use crate::ir::{Attr, Function, Literal, Op, Operation, Region, Scalar, Type, ValueId};
 
 /// Custom-call targets and ops of other dialects that are the identity on a single device.
 fn is_identity_other(op: &Operation) -> bool {
@@ -21,6 +21,19 @@ fn is_identity_other(op: &Operation) -> bool {
                 | "xla.sdy.LocalToGlobalShape"
                 | "xla.sdy.FuncResultSharding"
         ),
+        Op::Other { name, attrs } if name.starts_with("stablehlo.") => {
+            name.strip_prefix("stablehlo.").is_some_and(|n| {
+                matches!(
+                    n,
+                    "all_reduce"
+                        | "all_gather"
+                        | "reduce_scatter"
+                        | "all_to_all"
+                        | "collective_broadcast"
+                        | "collective_permute"
+                )
+            }) && one_participant(attrs)
+        }
         Op::Other { name, .. } => matches!(
             name.as_str(),
             "sdy.sharding_constraint"
@@ -30,6 +43,33 @@ fn is_identity_other(op: &Operation) -> bool {
         ),
         _ => false,
     }
+}
+
+/// True when a collective's groups each hold one process (or none are given) and a
+/// `collective_permute` sends only from process 0 to itself: on one device the collective is
+/// then the identity (StableHLO spec: a one-process `all_gather`/`reduce_scatter`/`all_to_all`
+/// gathers, scatters or splits into one piece; `all_reduce` reduces one value). Anything else
+/// stays, and the compiler refuses it by name.
+fn one_participant(attrs: &[(String, Attr)]) -> bool {
+    let dense = |name: &str| {
+        attrs.iter().find(|(n, _)| n == name).map(|(_, a)| match a {
+            Attr::Dense(l) => Some(l),
+            _ => None,
+        })
+    };
+    let groups_ok = match dense("replica_groups") {
+        None => true,
+        Some(Some(l)) => {
+            l.ty.rank() == 2 && l.ty.shape[1] <= 1 && l.to_i64s().iter().all(|&p| p == 0)
+        }
+        Some(None) => false,
+    };
+    let pairs_ok = match dense("source_target_pairs") {
+        None => true,
+        Some(Some(l)) => !l.is_empty() && l.to_i64s().iter().all(|&p| p == 0),
+        Some(None) => false,
+    };
+    groups_ok && pairs_ok
 }
 
 /// Ops without results that do nothing on one device.
@@ -104,6 +144,12 @@ fn canonicalize_region(f: &Function, region: &mut Region) {
         }
         if is_noop_other(&op) {
             continue;
+        }
+        // One device: the replica and partition ids are 0.
+        if matches!(op.op, Op::ReplicaId | Op::PartitionId) {
+            if let Some(Type::Tensor(t)) = op.results.first().map(|&r| f.ty(r)) {
+                op.op = Op::Constant(Literal::splat(t.clone(), Scalar::Int(0)));
+            }
         }
         match &op.op {
             Op::Tuple if op.results.len() == 1 => {

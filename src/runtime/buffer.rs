@@ -76,6 +76,13 @@ impl DeviceBuffer {
             .ok_or_else(|| Error::failed_precondition(format!("buffer {} was deleted", self.0.ty)))
     }
 
+    /// A number that identifies the buffer's device storage while it lives: equal for handles
+    /// that share storage, different for live buffers that do not (the address of the storage's
+    /// bookkeeping; wgpu exposes no device addresses). An error once deleted.
+    pub fn storage_id(&self) -> Result<usize> {
+        Ok(Arc::as_ptr(&self.gpu()?) as usize)
+    }
+
     /// True when the two handles share storage.
     pub fn same_storage(&self, other: &DeviceBuffer) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

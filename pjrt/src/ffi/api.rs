@@ -186,7 +186,7 @@ pub struct PJRT_Api {
     /// `PJRT_Buffer_ReadyEvent`.
     pub PJRT_Buffer_ReadyEvent: Option<PJRT_Entry<PJRT_Buffer_ReadyEvent_Args>>,
     /// `PJRT_Buffer_UnsafePointer`.
-    pub PJRT_Buffer_UnsafePointer: Option<PJRT_UntypedEntry>,
+    pub PJRT_Buffer_UnsafePointer: Option<PJRT_Entry<PJRT_Buffer_UnsafePointer_Args>>,
     /// `PJRT_Buffer_IncreaseExternalReferenceCount`.
     pub PJRT_Buffer_IncreaseExternalReferenceCount:
         Option<PJRT_Entry<PJRT_Buffer_IncreaseExternalReferenceCount_Args>>,

@@ -829,6 +829,15 @@ pjrt_struct!(
     }
 );
 pjrt_struct!(
+    /// `PJRT_Buffer_UnsafePointer_Args`.
+    PJRT_Buffer_UnsafePointer_Args = 32 {
+        struct_size: usize,
+        extension_start: Ext,
+        buffer: *mut PJRT_Buffer,
+        buffer_pointer: usize,
+    }
+);
+pjrt_struct!(
     /// `PJRT_Buffer_OnDeviceSizeInBytes_Args`.
     PJRT_Buffer_OnDeviceSizeInBytes_Args = 32 {
         struct_size: usize,

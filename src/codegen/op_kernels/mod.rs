@@ -12,6 +12,7 @@ pub mod linalg;
 pub mod map;
 pub mod per_element;
 pub mod reduce_window;
+pub mod rng;
 pub mod scan;
 pub mod scatter;
 pub mod select_and_scatter;
@@ -41,6 +42,7 @@ pub fn emit(
         Op::Scatter { .. } => scatter::emit(name, f, defs, op, target).map(Some),
         Op::Sort { .. } | Op::TopK { .. } => sort::emit(name, f, defs, op, target).map(Some),
         Op::ReduceWindow { .. } => reduce_window::emit(name, f, defs, op, target).map(Some),
+        Op::RngBitGenerator { .. } => rng::emit(name, f, defs, op, target).map(Some),
         Op::SelectAndScatter { .. } => {
             select_and_scatter::emit(name, f, defs, op, target).map(Some)
         }

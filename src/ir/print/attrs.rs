@@ -99,10 +99,35 @@ pub fn write_attr_dict(out: &mut String, attrs: &[(String, Attr)]) {
         write_attr_name(out, name);
         if *a != Attr::Unit {
             out.push_str(" = ");
-            write_attr(out, a);
+            match a {
+                Attr::Array(items) if name == "operand_layouts" || name == "result_layouts" => {
+                    write_layouts(out, items)
+                }
+                _ => write_attr(out, a),
+            }
         }
     }
     out.push('}');
+}
+
+/// A custom call's layouts: dense 1-d tensors of MLIR's `index` type, which the IR keeps as
+/// `i64` (MLIR rejects layouts of any other element type).
+fn write_layouts(out: &mut String, items: &[Attr]) {
+    out.push('[');
+    for (i, a) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        match a {
+            Attr::Dense(l) if l.ty.rank() == 1 => {
+                out.push_str("dense<");
+                write_dense_value(out, l);
+                let _ = write!(out, "> : tensor<{}xindex>", l.len());
+            }
+            other => write_attr(out, other),
+        }
+    }
+    out.push(']');
 }
 
 fn write_ints(out: &mut String, v: &[i64]) {

@@ -1,0 +1,211 @@
+"""Ops JAX's own tests reach for beyond the basics, on `wgpu` against JAX's `cpu` backend:
+`rng_bit_generator` (bit-exact), f8 types, collectives over one device, copies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+CPU = jax.devices("cpu")[0]
+
+
+def on(device, f, *args):
+    out = jax.jit(f)(*[jax.device_put(a, device) for a in args])
+    return jax.tree_util.tree_map(np.asarray, out)
+
+
+def same_bits(gpu, f, *args):
+    g, c = on(gpu, f, *args), on(CPU, f, *args)
+    for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(c)):
+        assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
+        np.testing.assert_array_equal(a.view(f"u{a.dtype.itemsize}"), b.view(f"u{b.dtype.itemsize}"))
+
+
+ALGORITHMS = [
+    lax.RandomAlgorithm.RNG_DEFAULT,
+    lax.RandomAlgorithm.RNG_THREE_FRY,
+    lax.RandomAlgorithm.RNG_PHILOX,
+]
+CASES = [("uint32", s) for s in [(), (0,), (7,), (5, 7), (2, 3, 5)]] + [
+    ("uint8", (9, 1, 3)),
+    ("uint16", (5, 7)),
+]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+def test_rng_bit_generator_bits(gpu, algorithm):
+    key = np.array([3, 1, 4, 2], np.uint32)
+    same_bits(
+        gpu,
+        lambda k: [lax.rng_bit_generator(k, s, dtype=d, algorithm=algorithm) for d, s in CASES],
+        key,
+    )
+
+
+def test_rng_bit_generator_u64(gpu):
+    with jax.enable_x64(True):
+        for key in [np.array([1, 2], np.uint64), np.array([2**64 - 1, 2**64 - 3], np.uint64)]:
+            same_bits(
+                gpu,
+                lambda k: [
+                    lax.rng_bit_generator(k, s, dtype="uint64", algorithm=a)
+                    for s in [(5, 7), (33,)]
+                    for a in ALGORITHMS[1:]
+                ],
+                key,
+            )
+
+
+def test_rng_bit_generator_vmap(gpu):
+    keys = np.arange(2 * 3 * 4).reshape((2, 3, 4)).astype(np.uint32)
+    same_bits(gpu, jax.vmap(jax.vmap(lambda k: lax.rng_bit_generator(k, shape=(5, 7)))), keys)
+
+
+@pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
+def test_random_with_rbg(gpu, impl):
+    def draws(seed):
+        k = jax.random.key(seed, impl=impl)
+        k1, k2 = jax.random.split(k)
+        return (
+            jax.random.key_data(k1),
+            jax.random.key_data(jax.random.fold_in(k, 3)),
+            jax.random.bits(k1, (9,), jnp.uint8),
+            jax.random.bits(k2, (200,)),
+            jax.random.uniform(k1, (7, 5)),
+            jax.random.randint(k2, (13,), 0, 10),
+        )
+
+    same_bits(gpu, draws, np.int32(42))
+    # normal() goes through erf_inv: the bits agree, its last ulp may not.
+    n = [on(d, lambda s: jax.random.normal(jax.random.key(s, impl=impl), (100,)), np.int32(7))
+         for d in (gpu, CPU)]
+    np.testing.assert_allclose(n[0], n[1], rtol=1e-6, atol=1e-6)
+
+
+NARROW_FLOATS = [
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3",
+    "float8_e3m4",
+    "float8_e8m0fnu",
+    "float4_e2m1fn",
+]
+
+
+def narrow_float_probes(t):
+    """f32 values that probe `t`'s rounding: specials, every finite value, the midpoints between
+    neighbours (ties) and their neighbours, overflow, subnormals, a spread of magnitudes."""
+    codes = np.arange(2 ** (8 if t.itemsize * 8 == 8 and "float4" not in t.name else 4), dtype=np.uint8)
+    fin = codes.view(t).astype(np.float32)
+    fin = np.sort(fin[np.isfinite(fin)])
+    mids = ((fin[1:].astype(np.float64) + fin[:-1]) / 2).astype(np.float32)
+    rng = np.random.default_rng(0)
+    spread = rng.standard_normal(500).astype(np.float32) * np.float32(10.0) ** rng.integers(-12, 12, 500)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, 1e-40, 1.5 * 2.0**-127], np.float32)
+    up, down = np.float32(np.inf), np.float32(-np.inf)
+    with np.errstate(over="ignore"):
+        doubled = fin * np.float32(2)
+    probes = [specials, spread, fin, -fin, mids, np.nextafter(mids, up), np.nextafter(mids, down), doubled]
+    return codes.view(t), np.concatenate(probes).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", NARROW_FLOATS)
+def test_narrow_float_converts(gpu, name):
+    t = jnp.dtype(getattr(jnp, name))
+    codes, probes = narrow_float_probes(t)
+    same_bits(gpu, lambda c, x: (c.astype(jnp.float32), x.astype(t), c.astype(jnp.bfloat16)), codes, probes)
+    # ml_dtypes agrees with XLA up to the sign of NaNs.
+    enc = on(gpu, lambda x: x.astype(t), probes)
+    want = probes.astype(t)
+    nan = np.isnan(probes)
+    np.testing.assert_array_equal(enc.view(np.uint8)[~nan], want.view(np.uint8)[~nan])
+
+
+@pytest.mark.parametrize(
+    "lhs_t,rhs_t",
+    [("float8_e4m3fn", "float8_e5m2"), ("float8_e5m2", "float8_e4m3fn"),
+     ("float8_e4m3fnuz", "float8_e5m2fnuz"), ("float8_e4m3fn", "float8_e4m3fn")],
+)
+def test_narrow_float_dots(gpu, lhs_t, rhs_t):
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-3, 3, (4, 3)).astype(getattr(jnp, lhs_t))
+    y = rng.uniform(-3, 3, (3, 6)).astype(getattr(jnp, rhs_t))
+    same_bits(
+        gpu,
+        lambda a, b: (
+            lax.dot(a, b, preferred_element_type=jnp.float32),
+            lax.dot(a.astype(jnp.float32), b.astype(jnp.float32)),
+            lax.dot(a, a.T) if lhs_t == rhs_t else a,
+            jnp.sum(a, axis=1),
+            a * 2 + 1,
+        ),
+        x, y,
+    )
+
+
+def test_copies_and_buffer_identity(gpu):
+    x = jax.device_put(np.arange(5, dtype=np.float32), gpu)
+    y = jnp.array(x, copy=True)
+    np.testing.assert_array_equal(np.asarray(y), np.arange(5, dtype=np.float32))
+    assert y.unsafe_buffer_pointer() != x.unsafe_buffer_pointer()
+    assert lax.convert_element_type(x, jnp.float32).unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
+    assert lax.convert_element_type(x, jnp.int32).unsafe_buffer_pointer() != x.unsafe_buffer_pointer()
+
+
+def test_dce_sink_keeps_its_operand(gpu):
+    def f(x):
+        lax.dce_sink(x + 1, prevent_mlir_dce=True)
+        return x * 2
+
+    with jax.default_device(gpu):
+        x = jnp.array(3.0)
+        text = jax.jit(f).lower(x).compile().as_text()
+        assert "dce_sink" in text and "add" in text
+        assert float(jax.jit(f)(x)) == 6.0
+
+
+def test_collectives_over_one_device(gpu):
+    """Inside pmap and shard_map over one device, collectives are identities (one participant)
+    and axis indices are 0: the results equal cpu's."""
+    from jax import shard_map
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    x = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
+
+    def body(v):
+        return (
+            lax.psum(v, "i"),
+            lax.pmax(v, "i"),
+            lax.pmean(v, "i"),
+            lax.all_gather(v, "i"),
+            lax.psum_scatter(v, "i", scatter_dimension=0, tiled=True),
+            lax.all_to_all(v, "i", 0, 0, tiled=True),
+            lax.ppermute(v, "i", [(0, 0)]),
+            lax.axis_index("i"),
+        )
+
+    def run(d):
+        pm = jax.pmap(body, axis_name="i", devices=[d])(x)
+        mesh = Mesh(np.array([d]), ("i",))
+        sm = jax.jit(
+            shard_map(
+                lambda v: (lax.psum(v, "i"), lax.all_gather(v, "i"), lax.axis_index("i")[None]),
+                mesh=mesh,
+                in_specs=P("i"),
+                out_specs=(P("i"), P("i"), P("i")),
+                check_vma=False,
+            )
+        )(jax.device_put(x[0], d))
+        return [np.asarray(a) for a in (*pm, *sm)]
+
+    for a, b in zip(run(gpu), run(CPU)):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
