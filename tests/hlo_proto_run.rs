@@ -173,7 +173,7 @@ fn tensorflow_protos_import_compile_and_run() {
         ..Default::default()
     };
     let fill = |t: &TensorType, k: usize| -> Vec<u8> {
-        let n = t.num_elements() as usize;
+        let n = t.num_elements();
         match t.dtype {
             ElementType::F32 => (0..n)
                 .flat_map(|i| (((i * 7 + k * 3) % 13) as f32 / 13.0 - 0.4).to_le_bytes())
@@ -196,7 +196,7 @@ fn tensorflow_protos_import_compile_and_run() {
     let out = exe.execute_blocking(&args).expect("execute");
     let got = out[0].read_to_host_blocking().expect("read back");
     let f = |b: &[u8], i: usize| f32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap());
-    for i in 0..types[0].num_elements() as usize {
+    for i in 0..types[0].num_elements() {
         let (x, y) = (f(&host[0], i), f(&host[1], i));
         let want = x.tanh() * 2.0 + y * y;
         assert!(
