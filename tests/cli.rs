@@ -53,13 +53,14 @@ const FAILING: &str = r#"func.func @main() -> tensor<2xi32> {
 }
 "#;
 
+// Two replicas: one device cannot run it (with one, all_reduce is the identity).
 const UNSUPPORTED: &str = r#"func.func @main() -> tensor<2xf32> {
   %x = stablehlo.constant dense<[1.0, 2.0]> : tensor<2xf32>
   %y = "stablehlo.all_reduce"(%x) ({
     ^bb0(%a: tensor<f32>, %b: tensor<f32>):
       %s = stablehlo.add %a, %b : tensor<f32>
       stablehlo.return %s : tensor<f32>
-  }) {replica_groups = dense<[[0]]> : tensor<1x1xi64>} : (tensor<2xf32>) -> tensor<2xf32>
+  }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<2xf32>) -> tensor<2xf32>
   return %y : tensor<2xf32>
 }
 "#;
