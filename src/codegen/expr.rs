@@ -584,7 +584,21 @@ impl<'a> ExprEmitter<'a> {
                 let value = if lit.is_empty() {
                     dtype::zero(rc).to_string()
                 } else {
-                    dtype::literal(rt.dtype, rc, lit.get(0))
+                    match (rc, lit.get(0)) {
+                        // Zeros, infinities and NaNs: from the run-time zero, so that no
+                        // compiler folds `x / 0.0`, `x * inf`, `x + nan` with fast-math rules.
+                        (Compute::F32, s)
+                            if !(s.as_f64() as f32).is_normal()
+                                && !(s.as_f64() as f32).is_subnormal() =>
+                        {
+                            format!(
+                                "bitcast<f32>({:#010x}u | {})",
+                                (s.as_f64() as f32).to_bits(),
+                                crate::codegen::kernel::RUNTIME_ZERO
+                            )
+                        }
+                        (_, s) => dtype::literal(rt.dtype, rc, s),
+                    }
                 };
                 // Read through a `var`, so the arithmetic on it is evaluated at run time:
                 // WGSL's constant evaluation rejects what StableHLO defines (1 / 0 = inf,

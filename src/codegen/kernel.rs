@@ -54,9 +54,16 @@ pub fn thread_index(workgroup: u32) -> String {
 pub fn entry_header(workgroup: u32) -> String {
     format!(
         "@compute @workgroup_size({workgroup})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
-         @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n"
+         @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
+         {RUNTIME_ZERO} = nwg.z >> 16u;\n"
     )
 }
+
+/// A module-scope `u32` that the entry point sets to 0 from a value the shader compiler cannot
+/// know (`num_workgroups.z < 2^16`). Constants whose arithmetic IEEE defines but fast-math
+/// folding breaks (lavapipe folded `x / 0.0` to 0 for every `x`) are built from it, so they
+/// are evaluated at run time.
+pub const RUNTIME_ZERO: &str = "wh_rt_zero";
 
 /// Assembles a module: header comment, `enable`s, bindings, library functions, then `body`
 /// (entry point and any kernel-specific functions). Validates it with naga.
@@ -75,6 +82,7 @@ pub fn assemble(
         s.push_str(line);
         s.push('\n');
     }
+    s.push_str(&format!("var<private> {RUNTIME_ZERO}: u32;\n"));
     for (i, b) in inputs.iter().enumerate() {
         s.push_str(&format!(
             "@group(0) @binding({i}) var<storage, read> in{i}: array<{}>; // {} {}\n",
