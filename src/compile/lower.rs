@@ -108,6 +108,16 @@ impl<'f, 't> Lowering<'f, 't> {
         }
     }
 
+    /// Fresh slots for `values`, in order.
+    fn new_slots(&mut self, values: &[ValueId]) -> Result<Vec<Slot>> {
+        values.iter().map(|&v| self.new_slot(v)).collect()
+    }
+
+    /// The slots of `op`'s operands.
+    fn operand_slots(&self, op: &Operation) -> Result<Vec<Slot>> {
+        op.operands.iter().map(|v| self.slot(*v, op)).collect()
+    }
+
     fn new_slot(&mut self, v: ValueId) -> Result<Slot> {
         let t = self.tensor(v)?;
         self.slot_types.push(t);
@@ -211,11 +221,7 @@ impl<'f, 't> Lowering<'f, 't> {
                         .iter()
                         .map(|b| self.slot(b.value, root))
                         .collect::<Result<Vec<_>>>()?;
-                    let results = g
-                        .outputs
-                        .iter()
-                        .map(|&v| self.new_slot(v))
-                        .collect::<Result<Vec<_>>>()?;
+                    let results = self.new_slots(&g.outputs)?;
                     self.kernels.push(kernel);
                     program.steps.push(Step::Launch {
                         kernel: self.kernels.len() - 1,
@@ -530,17 +536,9 @@ impl<'f, 't> Lowering<'f, 't> {
                         op.loc
                     )));
                 };
-                let init = op
-                    .operands
-                    .iter()
-                    .map(|v| self.slot(*v, op))
-                    .collect::<Result<Vec<_>>>()?;
+                let init = self.operand_slots(op)?;
                 // Both regions read the loop state from the same slots.
-                let args = cond
-                    .args
-                    .iter()
-                    .map(|&a| self.new_slot(a))
-                    .collect::<Result<Vec<_>>>()?;
+                let args = self.new_slots(&cond.args)?;
                 for (b, &s) in body.args.iter().zip(&args) {
                     self.slots.insert(*b, s);
                 }
@@ -601,16 +599,8 @@ impl<'f, 't> Lowering<'f, 't> {
                         op.loc
                     ))
                 })?;
-                let args = op
-                    .operands
-                    .iter()
-                    .map(|v| self.slot(*v, op))
-                    .collect::<Result<Vec<_>>>()?;
-                let results = op
-                    .results
-                    .iter()
-                    .map(|&v| self.new_slot(v))
-                    .collect::<Result<Vec<_>>>()?;
+                let args = self.operand_slots(op)?;
+                let results = self.new_slots(&op.results)?;
                 Ok(Some(Step::HostCall(Box::new(HostCallStep {
                     target,
                     name: format!("@{HOST_CALLBACK_TARGET} at {}", op.loc),
@@ -680,11 +670,7 @@ impl<'f, 't> Lowering<'f, 't> {
                     .iter()
                     .map(|b| self.slot(b.value, op))
                     .collect::<Result<Vec<_>>>()?;
-                let results = op
-                    .results
-                    .iter()
-                    .map(|&v| self.new_slot(v))
-                    .collect::<Result<Vec<_>>>()?;
+                let results = self.new_slots(&op.results)?;
                 self.kernels.push(kernel);
                 Ok(Some(Step::Launch {
                     kernel: self.kernels.len() - 1,
