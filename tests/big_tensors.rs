@@ -6,21 +6,17 @@
 //! large tensor at other elements than their own (transposes, reductions of middle
 //! dimensions, dots) are refused with RESOURCE_EXHAUSTED naming the tensor and the limit.
 
-use std::sync::{Arc, OnceLock};
+mod common;
+
+use common::{data, device, f32s, upload_f32};
 
 use wgpu_hlo::compile::{compile, CompileOptions};
 use wgpu_hlo::error::ErrorKind;
 use wgpu_hlo::ir::{ElementType, TensorType};
-use wgpu_hlo::runtime::{Device, DeviceBuffer};
+use wgpu_hlo::runtime::DeviceBuffer;
 
 /// The binding limit of these tests: 4 KiB (1024 `f32`s).
 const LIMIT: u64 = 4096;
-
-fn device() -> Arc<Device> {
-    static DEV: OnceLock<Arc<Device>> = OnceLock::new();
-    DEV.get_or_init(|| Device::open().expect("a wgpu adapter"))
-        .clone()
-}
 
 fn options(max_loop: Option<u64>) -> CompileOptions {
     CompileOptions {
@@ -30,33 +26,9 @@ fn options(max_loop: Option<u64>) -> CompileOptions {
     }
 }
 
-/// Deterministic pseudo-random values in [-1, 1).
-fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
 fn upload(shape: &[usize], dtype: ElementType, bytes: &[u8]) -> DeviceBuffer {
     let t = TensorType::new(shape.iter().map(|&d| d as i64).collect(), dtype);
     device().upload(&t, bytes).unwrap()
-}
-
-fn upload_f32(shape: &[usize], v: &[f32]) -> DeviceBuffer {
-    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    upload(shape, ElementType::F32, &bytes)
-}
-
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 /// Compiles `src` with the low binding limit, runs it on `args`; returns every result's bytes
@@ -189,17 +161,7 @@ fn check_sum(shape: &[usize], dims: &[usize], max_loop: Option<u64>) {
     let (out, listing) = run(&src, max_loop, &[upload_f32(shape, &a)]);
     assert_parts(&listing);
     let got = f32s(&out[0]);
-    let mut want = vec![0f64; got.len()];
-    for (i, &x) in a.iter().enumerate() {
-        let mut rem = i;
-        let mut idx = vec![0; shape.len()];
-        for d in (0..shape.len()).rev() {
-            idx[d] = rem % shape[d];
-            rem /= shape[d];
-        }
-        let o = kept.iter().fold(0, |o, &d| o * shape[d] + idx[d]);
-        want[o] += x as f64 * x as f64;
-    }
+    let want = common::sum_of_squares(shape, &kept, &a);
     let terms = (n / want.len().max(1)) as f64;
     for (o, (&g, &w)) in got.iter().zip(&want).enumerate() {
         assert!(

@@ -6,30 +6,13 @@
 //! in f64. At the default bound, the filter gradient of a 3x3 convolution over 128 MNIST-sized
 //! images (a window of 100352 steps) is right.
 
-use std::sync::{Arc, OnceLock};
+mod common;
+
+use common::{data, device};
 
 use wgpu_hlo::compile::{compile, CompileOptions};
 use wgpu_hlo::ir::{ElementType, TensorType};
-use wgpu_hlo::runtime::{Device, DeviceBuffer};
-
-fn device() -> Arc<Device> {
-    static DEV: OnceLock<Arc<Device>> = OnceLock::new();
-    DEV.get_or_init(|| Device::open().expect("a wgpu adapter"))
-        .clone()
-}
-
-/// Deterministic pseudo-random values in [-1, 1).
-fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+use wgpu_hlo::runtime::DeviceBuffer;
 
 /// Element types the tests run in.
 #[derive(Clone, Copy, PartialEq, Debug)]

@@ -4,17 +4,13 @@
 //! instead of failing the compile, and still computes the right values. Also through a fused
 //! reduction.
 
-use std::sync::{Arc, OnceLock};
+mod common;
+
+use common::device;
 
 use wgpu_hlo::compile::{compile, CompileOptions};
 use wgpu_hlo::ir::{ElementType, TensorType};
-use wgpu_hlo::runtime::{Device, DeviceBuffer};
-
-fn device() -> Arc<Device> {
-    static DEV: OnceLock<Arc<Device>> = OnceLock::new();
-    DEV.get_or_init(|| Device::open().expect("a wgpu adapter"))
-        .clone()
-}
+use wgpu_hlo::runtime::DeviceBuffer;
 
 fn upload(v: &[f32]) -> DeviceBuffer {
     let t = TensorType::new(vec![v.len() as i64], ElementType::F32);

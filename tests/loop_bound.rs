@@ -4,43 +4,20 @@
 //! host reference; at the default bound, the sizes that llvmpipe used to truncate silently are
 //! right; what cannot be split is refused with RESOURCE_EXHAUSTED, never computed wrong.
 
-use std::sync::{Arc, OnceLock};
+mod common;
+
+use common::{data, device, f32s, upload_f32};
 
 use wgpu_hlo::compile::{compile, CompileOptions};
 use wgpu_hlo::error::ErrorKind;
 use wgpu_hlo::ir::{ElementType, TensorType};
-use wgpu_hlo::runtime::{Device, DeviceBuffer};
-
-fn device() -> Arc<Device> {
-    static DEV: OnceLock<Arc<Device>> = OnceLock::new();
-    DEV.get_or_init(|| Device::open().expect("a wgpu adapter"))
-        .clone()
-}
-
-/// Deterministic pseudo-random values in [-1, 1).
-fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+use wgpu_hlo::runtime::DeviceBuffer;
 
 fn options(max_loop: Option<u64>) -> CompileOptions {
     CompileOptions {
         max_loop_iterations: max_loop,
         ..Default::default()
     }
-}
-
-fn upload_f32(shape: &[usize], v: &[f32]) -> DeviceBuffer {
-    let t = TensorType::new(shape.iter().map(|&d| d as i64).collect(), ElementType::F32);
-    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    device().upload(&t, &bytes).unwrap()
 }
 
 /// Compiles `src` with the given loop bound, runs it on `args`, returns every result's bytes
@@ -54,12 +31,6 @@ fn run(src: &str, max_loop: Option<u64>, args: &[DeviceBuffer]) -> (Vec<Vec<u8>>
         .map(|b| b.read_to_host_blocking().unwrap())
         .collect();
     (bytes, exe.kernels().len())
-}
-
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 fn i32s(b: &[u8]) -> Vec<i32> {
@@ -93,17 +64,7 @@ fn check_sum(shape: &[usize], dims: &[usize], max_loop: Option<u64>) {
     let a = data(n, 7);
     let (out, kernels) = run(&src, max_loop, &[upload_f32(shape, &a)]);
     let got = f32s(&out[0]);
-    let mut want = vec![0f64; got.len()];
-    for (i, &x) in a.iter().enumerate() {
-        let mut rem = i;
-        let mut idx = vec![0; shape.len()];
-        for d in (0..shape.len()).rev() {
-            idx[d] = rem % shape[d];
-            rem /= shape[d];
-        }
-        let o = kept.iter().fold(0, |o, &d| o * shape[d] + idx[d]);
-        want[o] += x as f64 * x as f64;
-    }
+    let want = common::sum_of_squares(shape, &kept, &a);
     let terms = n / want.len().max(1);
     for (o, (&g, &w)) in got.iter().zip(&want).enumerate() {
         assert!(
