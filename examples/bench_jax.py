@@ -1,10 +1,19 @@
-"""Times a few JAX programs on `wgpu` and on `cpu` in the same run and prints their ratio.
+"""Times JAX programs on `wgpu` and on `cpu` in the same run and prints their ratio.
 
-    python examples/bench_jax.py [--repeat N]
+    python examples/bench_jax.py [--repeat N] [--budget S] [--only SUBSTR ...] [--no-iree]
 
-Each case is compiled and run once first (not timed); then the median of N timed runs, each
-ending with block_until_ready. Ratios, not absolute times, are the point: the machines are
-noisy, and the baseline is measured in the same process.
+Each case is compiled and run once first (not timed); then the median of up to N timed runs
+(fewer for slow cases: as many as fit in --budget seconds, at least 3), each ending with
+block_until_ready. Ratios, not absolute times, are the point: the machines are noisy, and the
+baselines are measured in the same process:
+
+* `cpu`: jax's own cpu backend;
+* `floor`: the raw-wgpu floor, one empty dispatch and a 4-byte map round trip through wgpu alone
+  on the plugin's own device (`jax_plugins.wgpu.raw_wgpu_floor_ms`), so per-call overhead reads
+  as a multiple of what wgpu itself costs;
+* `iree`: IREE's Vulkan HAL running the same StableHLO (lowered for wgpu) on the same Vulkan
+  adapter, when `iree-base-compiler` and `iree-base-runtime` are installed (`-` where IREE
+  cannot compile the program).
 """
 
 from __future__ import annotations
@@ -13,30 +22,43 @@ import argparse
 import statistics
 import sys
 import time
+import types
 
 import numpy as np
 
 import jax
 import jax.numpy as jnp
 
+CPU = jax.devices("cpu")[0]
 
-def timeit(f, args, repeat):
+
+def timeit(f, args, repeat, budget):
+    t0 = time.perf_counter()
     jax.block_until_ready(f(*args))
+    first = time.perf_counter() - t0
+    n = max(3, min(repeat, int(budget / max(first, 1e-6))))
     times = []
-    for _ in range(repeat):
+    for _ in range(n):
         t0 = time.perf_counter()
         jax.block_until_ready(f(*args))
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def normal(shape, seed=0, scale=1.0):
+    return (rng(seed).normal(size=shape) * scale).astype(np.float32)
+
+
 def mlp_step():
     sizes = [256, 512, 512, 10]
-    rng = np.random.default_rng(0)
-    params = [(rng.normal(size=(a, b)).astype(np.float32) * np.sqrt(2 / a),
-               np.zeros((b,), np.float32)) for a, b in zip(sizes[:-1], sizes[1:])]
-    x = rng.normal(size=(128, sizes[0])).astype(np.float32)
-    y = rng.normal(size=(128, sizes[-1])).astype(np.float32)
+    params = [(normal((a, b), i, np.sqrt(2 / a)), np.zeros((b,), np.float32))
+              for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))]
+    x = normal((128, sizes[0]), 10)
+    y = normal((128, sizes[-1]), 11)
 
     def loss(p, x, y):
         h = x
@@ -53,20 +75,187 @@ def mlp_step():
     return step, (params, x, y)
 
 
+def flax_cnn_step():
+    """A small flax/optax CNN training step on 32×28×28×1 images (Conv 32, Conv 64, Dense)."""
+    import flax.linen as nn
+    import optax
+
+    class CNN(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.relu(nn.Conv(32, (3, 3))(x))
+            x = nn.avg_pool(x, (2, 2), (2, 2))
+            x = nn.relu(nn.Conv(64, (3, 3))(x))
+            x = nn.avg_pool(x, (2, 2), (2, 2))
+            x = x.reshape((x.shape[0], -1))
+            x = nn.relu(nn.Dense(128)(x))
+            return nn.Dense(10)(x)
+
+    model = CNN()
+    x = normal((32, 28, 28, 1), 3)
+    y = rng(4).integers(0, 10, size=(32,)).astype(np.int32)
+    params = jax.jit(model.init)(jax.device_put(jax.random.PRNGKey(0), CPU), jax.device_put(x, CPU))
+    tx = optax.adam(1e-3)
+    opt = jax.jit(tx.init)(params)
+
+    @jax.jit
+    def step(params, opt, x, y):
+        def loss(p):
+            logits = model.apply(p, x)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+        l, g = jax.value_and_grad(loss)(params)
+        upd, opt = tx.update(g, opt, params)
+        return optax.apply_updates(params, upd), opt, l
+
+    return step, (params, opt, x, y)
+
+
+def transformer_step():
+    """A 2-layer pre-LN transformer encoder (d=128, 4 heads, seq 64, batch 8) with adamw."""
+    import flax.linen as nn
+    import optax
+
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            h = nn.LayerNorm()(x)
+            h = nn.MultiHeadDotProductAttention(num_heads=4)(h, h)
+            x = x + h
+            h = nn.LayerNorm()(x)
+            h = nn.Dense(512)(h)
+            h = nn.gelu(h)
+            return x + nn.Dense(128)(h)
+
+    class Model(nn.Module):
+        @nn.compact
+        def __call__(self, tok):
+            x = nn.Embed(256, 128)(tok)
+            for _ in range(2):
+                x = Block()(x)
+            return nn.Dense(256)(nn.LayerNorm()(x))
+
+    model = Model()
+    tok = rng(5).integers(0, 256, size=(8, 64)).astype(np.int32)
+    params = jax.jit(model.init)(jax.device_put(jax.random.PRNGKey(0), CPU), jax.device_put(tok, CPU))
+    tx = optax.adamw(1e-3)
+    opt = jax.jit(tx.init)(params)
+
+    @jax.jit
+    def step(params, opt, tok):
+        def loss(p):
+            logits = model.apply(p, tok[:, :-1])
+            return optax.softmax_cross_entropy_with_integer_labels(logits, tok[:, 1:]).mean()
+        l, g = jax.value_and_grad(loss)(params)
+        upd, opt = tx.update(g, opt, params)
+        return optax.apply_updates(params, upd), opt, l
+
+    return step, (params, opt, tok)
+
+
+def spd(n, seed):
+    a = normal((n, n), seed)
+    return (a @ a.T / n + np.eye(n, dtype=np.float32)).astype(np.float32)
+
+
 def cases():
     n16 = 1 << 24
     yield "jit(x + 1), 4 elements", jax.jit(lambda x: x + 1), (np.ones((4,), np.float32),)
     yield ("16M-element fused chain", jax.jit(lambda x: jnp.tanh(x * 1.5 + 0.5) * x - jnp.exp(-x * x)),
            (np.linspace(-2, 2, n16, dtype=np.float32),))
-    a = np.random.default_rng(1).normal(size=(512, 512)).astype(np.float32)
-    yield "512x512 matmul + tanh", jax.jit(lambda a, b: jnp.tanh(a @ b)), (a, a.T.copy())
+    yield "softmax 1024x1024", jax.jit(lambda x: jax.nn.softmax(x, axis=-1)), (normal((1024, 1024)),)
+    big = normal((4096, 4096), 2)
+    yield "row sums 4096x4096", jax.jit(lambda x: x.sum(axis=1)), (big,)
+    yield "column sums 4096x4096", jax.jit(lambda x: x.sum(axis=0)), (big,)
+    yield "transpose 4096x4096", jax.jit(lambda x: x.T + 0.0), (big,)
+    a = normal((512, 512), 1)
+    yield "matmul 512 + tanh", jax.jit(lambda a, b: jnp.tanh(a @ b)), (a, a.T.copy())
+    a = normal((1024, 1024), 6)
+    yield "matmul 1024", jax.jit(lambda a, b: a @ b), (a, a.T.copy())
+    a = normal((64, 128, 128), 7)
+    yield "batched matmul 64x128x128", jax.jit(lambda a, b: a @ b), (a, a + 1)
+    x = normal((8, 56, 56, 64), 8)
+    w = normal((3, 3, 64, 64), 9, 1 / 24)
+    conv = jax.jit(lambda x, w: jax.lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    yield "conv 3x3 8x56x56x64 -> 64", conv, (x, w)
     step, args = mlp_step()
-    yield "MLP SGD step (256-512-512-10, batch 128)", step, args
+    yield "MLP SGD step (256-512-512-10, b128)", step, args
+    try:
+        step, args = flax_cnn_step()
+        yield "flax/optax CNN step (b32 28x28)", step, args
+        step, args = transformer_step()
+        yield "transformer step (2L d128 s64 b8)", step, args
+    except ImportError as e:
+        print(f"(flax/optax not installed, model steps left out: {e})", file=sys.stderr)
+    for n in (48, 256):
+        yield f"eigh {n}x{n}", jax.jit(jnp.linalg.eigh), (spd(n, 20 + n),)
+        yield f"svd {n}x{n}", jax.jit(lambda a: jnp.linalg.svd(a, compute_uv=False)), (normal((n, n), 21 + n),)
+        yield f"cholesky {n}x{n}", jax.jit(jnp.linalg.cholesky), (spd(n, 22 + n),)
+
+
+class Iree:
+    """IREE's Vulkan HAL on the same adapter, fed the StableHLO jax lowers for wgpu."""
+
+    def __init__(self):
+        import iree.compiler as ic
+        import iree.runtime as ir
+        from iree.runtime import array_interop
+
+        # IREE's read-back imports a numpy allocation, which Vulkan wants 4096-aligned
+        # (lavapipe's minImportedHostPointerAlignment); numpy's are not. Only the check below reads back.
+        def aligned_empty(shape, dtype=float):
+            dtype = np.dtype(dtype)
+            count = int(np.prod(shape))
+            padded = max(4096, (count * dtype.itemsize + 4095) // 4096 * 4096)
+            raw = np.empty(padded + 4096, np.uint8)
+            off = (-raw.ctypes.data) % 4096
+            return raw[off:off + padded].view(dtype)[:count].reshape(shape)
+
+        shim = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
+        shim.empty = aligned_empty
+        array_interop.np = shim
+        self.ic, self.ir = ic, ir
+        self.config = ir.Config("vulkan")
+
+    def prepare(self, f, host_args, gpu_args):
+        leaves = jax.tree_util.tree_leaves(host_args)
+        # IREE has no Shardy dialect: lower with the older sharding attributes for it.
+        shardy = jax.config.jax_use_shardy_partitioner
+        jax.config.update("jax_use_shardy_partitioner", False)
+        try:
+            text = f.lower(*gpu_args).as_text()
+        finally:
+            jax.config.update("jax_use_shardy_partitioner", shardy)
+        vm = self.ic.compile_str(text, target_backends=["vulkan-spirv"], input_type="stablehlo")
+        ctx = self.ir.SystemContext(config=self.config)
+        ctx.add_vm_module(self.ir.VmModule.copy_buffer(ctx.instance, vm))
+        module = ctx.modules[[k for k in ctx.modules.keys() if k != "hal"][0]]
+        fn = module.main
+        dev = [self.ir.asdevicearray(self.config.device, np.asarray(a)) for a in leaves]
+        return ctx, fn, dev
+
+    def time(self, f, host_args, gpu_args, repeat, budget):
+        ctx, fn, dev = self.prepare(f, host_args, gpu_args)
+        # The invocation returns once its results are ready (IREE's synchronous ABI).
+        t0 = time.perf_counter()
+        fn(*dev)
+        first = time.perf_counter() - t0
+        n = max(3, min(repeat, int(budget / max(first, 1e-6))))
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn(*dev)
+            times.append(time.perf_counter() - t0)
+        del ctx
+        return statistics.median(times)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=3.0, help="seconds of timed runs per case and backend")
+    ap.add_argument("--only", nargs="*", help="run only cases whose name contains one of these")
+    ap.add_argument("--no-iree", action="store_true")
     args = ap.parse_args()
     try:
         gpu = jax.devices("wgpu")[0]
@@ -74,12 +263,43 @@ def main():
         print(f"no wgpu device: {e}", file=sys.stderr)
         return 2
     cpu = jax.devices("cpu")[0]
-    print(f"wgpu device: {gpu.device_kind} ({getattr(gpu, 'backend', '')})")
-    print(f"{'case':44} {'wgpu ms':>10} {'cpu ms':>10} {'wgpu/cpu':>9}")
+    iree = None
+    if not args.no_iree:
+        try:
+            iree = Iree()
+        except Exception as e:  # noqa: BLE001 - IREE is optional
+            print(f"(IREE not available: {type(e).__name__}: {e})", file=sys.stderr)
+    print(f"wgpu device: {gpu.device_kind}")
+    floor = None
+    try:
+        from jax_plugins.wgpu import raw_wgpu_floor_ms
+        floor = raw_wgpu_floor_ms()
+        print(f"raw-wgpu floor (empty dispatch + map round trip): {floor:.4f} ms")
+    except (ImportError, AttributeError, RuntimeError) as e:
+        print(f"(raw-wgpu floor not available: {e})", file=sys.stderr)
+    head = f"{'case':38} {'wgpu ms':>10} {'cpu ms':>10} {'wgpu/cpu':>9}"
+    if floor is not None:
+        head += f" {'/floor':>8}"
+    if iree is not None:
+        head += f" {'iree ms':>10} {'wgpu/iree':>9}"
+    print(head)
     for name, f, host_args in cases():
-        tw = timeit(f, jax.device_put(host_args, gpu), args.repeat)
-        tc = timeit(f, jax.device_put(host_args, cpu), args.repeat)
-        print(f"{name:44} {tw * 1e3:10.3f} {tc * 1e3:10.3f} {tw / tc:9.2f}")
+        if args.only and not any(s in name for s in args.only):
+            continue
+        gpu_args = jax.device_put(host_args, gpu)
+        tw = timeit(f, gpu_args, args.repeat, args.budget)
+        tc = timeit(f, jax.device_put(host_args, cpu), args.repeat, args.budget)
+        line = f"{name:38} {tw * 1e3:10.3f} {tc * 1e3:10.3f} {tw / tc:9.2f}"
+        if floor is not None:
+            line += f" {tw * 1e3 / floor:8.1f}"
+        if iree is not None:
+            try:
+                ti = iree.time(f, host_args, gpu_args, args.repeat, args.budget)
+                line += f" {ti * 1e3:10.3f} {tw / ti:9.2f}"
+            except Exception as e:  # noqa: BLE001 - report and go on
+                line += f" {'-':>10} {'-':>9}"
+                print(f"  (iree: {type(e).__name__}: {str(e).splitlines()[0][:120]})", file=sys.stderr)
+        print(line, flush=True)
     return 0
 
 
