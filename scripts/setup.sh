@@ -64,7 +64,7 @@ ensure_venv() {
     if ! "$VENV/bin/python" -c "import jax, sys; sys.exit(jax.__version__ != '$jaxv')" 2>/dev/null; then
         log "installing jax==$jaxv into $VENV"
         "$VENV/bin/pip" install -q --upgrade pip
-        "$VENV/bin/pip" install -q "jax==$jaxv" "jaxlib==$jaxv" numpy pytest ml_dtypes
+        "$VENV/bin/pip" install -q "jax==$jaxv" "jaxlib==$jaxv" numpy pytest ml_dtypes absl-py
     fi
     # Ecosystem libraries the tests train real models with (the compilation-cache test uses a
     # flax/optax step); jax stays pinned.

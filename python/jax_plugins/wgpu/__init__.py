@@ -121,7 +121,7 @@ def initialize() -> None:
 
     _quiet_headless()
 
-    from . import callbacks, lowerings
+    from . import ann, callbacks, host_ops, lowerings
 
     if _named_in_pjrt_env():
         logger.debug("wgpu is named in PJRT_NAMES_AND_LIBRARY_PATHS; JAX loads it from there")
@@ -136,4 +136,6 @@ def initialize() -> None:
     _enable_donation()
     _enable_compilation_cache()
     lowerings.register(PLATFORM)
+    ann.register(PLATFORM)
+    host_ops.register_solvers(PLATFORM)
     callbacks.register(PLATFORM)

@@ -177,3 +177,102 @@ HOST_RULES: dict[str, Callable[..., Any]] = {
 def rule(name: str):
     """The host lowering rule of primitive `name`."""
     return host_rule(name, HOST_RULES[name])
+
+
+# ---------------------------------------------------------------------------------------------
+# cholesky / triangular_solve beyond f32 and f64: f16/bf16 computed in f32 on the device (as
+# XLA's backends upcast them), complex on the host.
+
+
+def _tri_mask(a: np.ndarray, lower: bool, unit_diagonal: bool) -> np.ndarray:
+    t = np.tril(a) if lower else np.triu(a)
+    if unit_diagonal:
+        idx = np.arange(t.shape[-1])
+        t[..., idx, idx] = 1
+    return t
+
+
+def _host_cholesky(a: np.ndarray, *, lower: bool) -> np.ndarray:
+    out = np.empty_like(a)
+    for idx in np.ndindex(*a.shape[:-2]):
+        m = a[idx]
+        try:
+            l_factor = np.linalg.cholesky(m)
+        except np.linalg.LinAlgError:
+            # Like LAPACK through jax cpu: not positive definite gives NaNs, not an exception.
+            l_factor = np.full_like(m, np.nan)
+        out[idx] = l_factor if lower else np.conj(l_factor.T)
+    return out
+
+
+def _host_triangular_solve(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    import scipy.linalg
+
+    out = np.empty(b.shape, b.dtype)
+    for idx in np.ndindex(*b.shape[:-2]):
+        t = _tri_mask(np.array(a[idx]), lower, unit_diagonal)
+        if conjugate_a:
+            t = np.conj(t)
+        low = lower
+        if transpose_a:
+            t, low = t.T, not lower
+        rhs = b[idx]
+        if left_side:  # op(a) x = b
+            out[idx] = scipy.linalg.solve_triangular(t, rhs, lower=low)
+        else:  # x op(a) = b  <=>  op(a)^T x^T = b^T
+            out[idx] = scipy.linalg.solve_triangular(t.T, rhs.T, lower=not low).T
+    return out
+
+
+def _is(dtype, kinds) -> bool:
+    return np.dtype(dtype).name in kinds
+
+
+_NARROW = ("float16", "bfloat16")
+
+
+def _narrow_or_complex(prim, name: str, host_fn):
+    """A rule for `prim` on wgpu: f16/bf16 through f32, complex on the host, everything else
+    through JAX's own rule."""
+    from jax._src.interpreters import mlir
+
+    default = mlir._lowerings[prim]  # noqa: SLF001 - the platform-independent rule
+    default = getattr(default, "rule", default)  # a LoweringRuleEntry from jax 0.11 on
+
+    def rule(ctx, *args, **params):
+        dtype = ctx.avals_in[0].dtype
+        if _is(dtype, _NARROW):
+            import jax.numpy as jnp
+
+            def upcast(*xs):
+                ys = prim.bind(*[x.astype(jnp.float32) for x in xs], **params)
+                return ys.astype(dtype)
+
+            return mlir.lower_fun(upcast, multiple_results=False)(ctx, *args)
+        if np.issubdtype(np.dtype(dtype), np.complexfloating):
+            _refuse_if_asked(name)
+            out_avals = list(ctx.avals_out)
+
+            def fn(*xs):
+                return (np.asarray(host_fn(*xs, **params)).astype(out_avals[0].dtype),)
+
+            results, _ = callbacks.emit_host_call(
+                ctx, fn, None, list(args), ctx.avals_in, out_avals, has_side_effect=False,
+                name=name, host_op=name,
+            )
+            return results
+        return default(ctx, *args, **params)
+
+    return rule
+
+
+def register_solvers(platform: str) -> None:
+    """Installs the cholesky / triangular_solve rules for `platform`."""
+    from jax._src.interpreters import mlir
+    from jax._src.lax import linalg
+
+    for prim, name, host_fn in [
+        (linalg.cholesky_p, "cholesky", lambda a, **p: _host_cholesky(a, lower=True)),
+        (linalg.triangular_solve_p, "triangular_solve", _host_triangular_solve),
+    ]:
+        mlir.register_lowering(prim, _narrow_or_complex(prim, name, host_fn), platform=platform)
