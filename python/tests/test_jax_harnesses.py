@@ -23,6 +23,16 @@ jax = pytest.importorskip("jax")
 test_harnesses = pytest.importorskip("jax._src.internal_test_util.test_harnesses")
 
 
+# Always in the sample: harnesses that once failed (regressions stay covered).
+ALWAYS = (
+    r"conv_general_dilated_preferred_lhs_int8",  # 33 accumulators: `i32` shadowed the type
+    r"sort_multiple_arrays_num_arrays_3_.*isstable_False",
+    r"cholesky_shape_(float32_200|complex64)",
+    r"triangular_solve_dtypes_a_(bfloat16|complex64)",
+    r"approx_top_k",
+)
+
+
 def _sample():
     per_group = os.environ.get("WGPU_HLO_HARNESS_PER_GROUP", "3")
     groups: dict[str, list] = {}
@@ -39,7 +49,9 @@ def _sample():
             chosen.extend(hs)
         else:
             k = int(per_group)
-            chosen.extend(hs[(i * len(hs)) // k] for i in range(k))
+            picked = {(i * len(hs)) // k for i in range(k)}
+            chosen.extend(h for i, h in enumerate(hs)
+                          if i in picked or any(re.search(p, h.fullname) for p in ALWAYS))
     return chosen
 
 
@@ -99,10 +111,22 @@ def _canonical(leaves, group):
 LINALG = ("cholesky", "qr", "svd", "triangular_solve", "lu")
 
 
-def _assert_close(got, want, fullname):
+def _unstable_sort(leaves, params):
+    """An unstable sort may order elements with equal keys either way: both results with their
+    rows (one element of every array) put in one lexicographic order along the sorted axis."""
+    axis = params["dimension"] % leaves[0].ndim
+    moved = [np.moveaxis(np.asarray(x), axis, -1) for x in leaves]
+    order = np.lexsort(moved[::-1], axis=-1)
+    return [np.take_along_axis(x, order, axis=-1) for x in moved]
+
+
+def _assert_close(got, want, fullname, params=None):
     gl, wl = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
     group = fullname.split("_shape")[0].split("_multi_array")[0]
     gl, wl = _canonical(gl, group), _canonical(wl, group)
+    params = params or {}
+    if params.get("is_stable") is False and len(wl) > params.get("num_keys", 1):
+        gl, wl = _unstable_sort(gl, params), _unstable_sort(wl, params)
     assert len(gl) == len(wl)
     for g, w in zip(gl, wl):
         g, w = np.asarray(g), np.asarray(w)
@@ -133,4 +157,4 @@ def test_harness(gpu, harness):
     fn = jax.jit(harness.dyn_fun)
     want = fn(*jax.device_put(args, cpu))
     got = fn(*jax.device_put(args, gpu))
-    _assert_close(jax.device_get(got), jax.device_get(want), harness.fullname)
+    _assert_close(jax.device_get(got), jax.device_get(want), harness.fullname, harness.params)

@@ -244,10 +244,12 @@ impl<'a> ExprEmitter<'a> {
         dtype::compute_type(t, self.caps, self.adapter)
     }
 
-    /// A fresh WGSL identifier with the given prefix.
+    /// A fresh WGSL identifier with the given prefix. The underscore keeps it apart from
+    /// WGSL's predeclared names: `i` + 32 was `i32`, which then shadowed the type (a
+    /// convolution with 33 accumulators failed to parse).
     pub fn fresh(&mut self, prefix: &str) -> String {
         self.counter += 1;
-        format!("{prefix}{}", self.counter)
+        format!("{prefix}_{}", self.counter)
     }
 
     /// Appends one statement line at the current indentation.
