@@ -1,0 +1,490 @@
+//! The `convolution` emitter: an implicit GEMM over f32 operands, without an im2col buffer.
+//!
+//! Output pixels (batch × output spatial positions) are the rows M, the output features of a
+//! group the columns N, window positions × input features of the group the contraction K.
+//! Each invocation keeps an R×C block of results in registers; for every window position it
+//! works out, once per row, where that row's input pixel lies (or that it falls on padding or
+//! a hole of lhs dilation), then runs over the input features reading R input and C kernel
+//! values per step. Any dimension numbers (the index math reads through the layouts), strides,
+//! padding, lhs/rhs dilation, window reversal and feature or batch groups are covered; the
+//! group becomes a batch dimension of the GEMM.
+//!
+//! A contraction too long for one invocation (filter gradients sum over batch × image), or a
+//! result too small to keep the adapter busy, is split over chunks of window positions (and
+//! of input features when a single position is too long): partial blocks go to a temporary
+//! and [`partials::fold`] sums them.
+//!
+//! Other element types, fused producers and empty shapes are left to the per-element
+//! emitter (`expr.rs`) through [`super::dot_kernel`].
+
+use super::dtype::Compute;
+use super::expr::Binding;
+use super::kernel::{self, assemble, Kernel};
+use super::loop_kernel::Target;
+use super::op_kernels::Plan;
+use super::partials;
+use crate::error::Result;
+use crate::fusion::Group;
+use crate::ir::ops::Convolution;
+use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type};
+
+/// Invocations per workgroup.
+const WORKGROUP: u64 = 64;
+
+/// `WGPU_HLO_CONV=naive` leaves every convolution to the per-element emitter (comparisons).
+fn disabled() -> bool {
+    std::env::var("WGPU_HLO_CONV").is_ok_and(|v| v == "naive")
+}
+
+/// The plan computing the convolution `op` (the root of `group`) as an implicit GEMM, or
+/// `None` when this emitter does not cover it (the caller falls back to the per-element one).
+pub fn plan(
+    name: &str,
+    f: &Function,
+    group: &Group,
+    op: &Operation,
+    target: Target,
+) -> Result<Option<Plan>> {
+    let Op::Convolution(c) = &op.op else {
+        return Ok(None);
+    };
+    if disabled() || !group.members.is_empty() || group.outputs.len() != 1 {
+        return Ok(None);
+    }
+    let Some(g) = Gemm::new(f, op, c, target) else {
+        return Ok(None);
+    };
+    let bound = target.max_invocation_iterations.max(16);
+    let (rows, cols) = g.block(target);
+    let Some((wchunk, fchunk)) = g.chunks(rows, cols, bound, target) else {
+        return Ok(None);
+    };
+    let chunks = g.windows.div_ceil(wchunk) * g.cg.div_ceil(fchunk);
+    let n = g.ot.num_elements() as u64;
+    if n.checked_mul(chunks)
+        .is_none_or(|p| p > u32::MAX as u64 || p * 4 > target.max_binding_size)
+    {
+        return Ok(None);
+    }
+    let output = Binding {
+        value: op.results[0],
+        ty: g.ot.clone(),
+    };
+    if chunks == 1 {
+        let k = g.kernel(name, op, (rows, cols), (wchunk, fchunk), None, target)?;
+        return Ok(Some(Plan::sequential(vec![k], Vec::new())));
+    }
+    let parts = partials::binding(0, ElementType::F32, n * chunks);
+    let first = g.kernel(
+        &format!("{name}_partials"),
+        op,
+        (rows, cols),
+        (wchunk, fchunk),
+        Some(parts.clone()),
+        target,
+    )?;
+    let add = |acc: &[String], vals: &[String]| format!("{0} = {0} + {1};", acc[0], vals[0]);
+    partials::fold(
+        name,
+        first,
+        vec![parts],
+        n,
+        chunks,
+        vec![output],
+        &[Compute::F32],
+        "",
+        &add,
+        target,
+    )
+    .map(Some)
+}
+
+/// One spatial dimension of the convolution.
+#[derive(Clone, Copy, Debug)]
+struct Spatial {
+    /// Input size and element stride.
+    in_size: u64,
+    in_stride: u64,
+    /// Kernel (window) size and element stride.
+    k_size: u64,
+    k_stride: u64,
+    /// Output size and element stride.
+    out_size: u64,
+    out_stride: u64,
+    stride: i64,
+    low: i64,
+    lhs_dilation: i64,
+    rhs_dilation: i64,
+    reversed: bool,
+}
+
+/// A convolution read as groups of GEMMs.
+struct Gemm {
+    lt: TensorType,
+    kt: TensorType,
+    ot: TensorType,
+    spatial: Vec<Spatial>,
+    /// GEMMs (feature or batch groups).
+    groups: u64,
+    /// Whether the groups split the input batch (batch_group_count) rather than its features.
+    batch_groups: bool,
+    /// Output batch size and the strides of the batch in the input and output.
+    out_batch: u64,
+    in_batch_stride: u64,
+    out_batch_stride: u64,
+    /// Input feature stride; kernel input and output feature strides; output feature stride.
+    in_feature_stride: u64,
+    k_in_stride: u64,
+    k_out_stride: u64,
+    out_feature_stride: u64,
+    /// Rows (output pixels), columns per group (output features), input features per group,
+    /// window positions.
+    m: u64,
+    n: u64,
+    cg: u64,
+    windows: u64,
+}
+
+impl Gemm {
+    fn new(f: &Function, op: &Operation, c: &Convolution, target: Target) -> Option<Gemm> {
+        let tensor = |v| match f.ty(v) {
+            Type::Tensor(t) if t.is_static() && t.dtype == ElementType::F32 => Some(t.clone()),
+            _ => None,
+        };
+        if op.operands.len() != 2 || op.results.len() != 1 {
+            return None;
+        }
+        let (lt, kt, ot) = (
+            tensor(op.operands[0])?,
+            tensor(op.operands[1])?,
+            tensor(op.results[0])?,
+        );
+        // Every index and offset fits u32 arithmetic, every tensor one binding.
+        for t in [&lt, &kt, &ot] {
+            let e = t.num_elements() as u64;
+            if e == 0 || e > i32::MAX as u64 || e * 4 > target.max_binding_size {
+                return None;
+            }
+        }
+        let d = &c.dimension_numbers;
+        let (ld, kd, od) = (lt.dims(), kt.dims(), ot.dims());
+        let (ls, ks, os) = (lt.strides(), kt.strides(), ot.strides());
+        let at = |v: &[usize], i: i64| usize::try_from(i).ok().and_then(|i| v.get(i).copied());
+        let sp = d.input_spatial_dimensions.len();
+        if d.kernel_spatial_dimensions.len() != sp || d.output_spatial_dimensions.len() != sp {
+            return None;
+        }
+        let get = |v: &[i64], s: usize, default: i64| v.get(s).copied().unwrap_or(default);
+        let mut spatial = Vec::with_capacity(sp);
+        for s in 0..sp {
+            let (xi, ki, oi) = (
+                d.input_spatial_dimensions[s],
+                d.kernel_spatial_dimensions[s],
+                d.output_spatial_dimensions[s],
+            );
+            let sd = Spatial {
+                in_size: at(&ld, xi)? as u64,
+                in_stride: at(&ls, xi)? as u64,
+                k_size: at(&kd, ki)? as u64,
+                k_stride: at(&ks, ki)? as u64,
+                out_size: at(&od, oi)? as u64,
+                out_stride: at(&os, oi)? as u64,
+                stride: get(&c.window_strides, s, 1),
+                low: c.padding.get(s).map_or(0, |p| p.0),
+                lhs_dilation: get(&c.lhs_dilation, s, 1),
+                rhs_dilation: get(&c.rhs_dilation, s, 1),
+                reversed: c.window_reversal.get(s).copied().unwrap_or(false),
+            };
+            // Positions are computed in i32.
+            let reach = (sd.out_size as i64) * sd.stride.abs()
+                + (sd.k_size as i64) * sd.rhs_dilation.abs()
+                + sd.low.abs()
+                + (sd.in_size as i64) * sd.lhs_dilation.abs();
+            if sd.stride < 1 || sd.lhs_dilation < 1 || sd.rhs_dilation < 1 || reach > 1 << 30 {
+                return None;
+            }
+            spatial.push(sd);
+        }
+        let fg = c.feature_group_count.max(1) as u64;
+        let bg = c.batch_group_count.max(1) as u64;
+        if fg > 1 && bg > 1 {
+            return None;
+        }
+        let groups = fg.max(bg);
+        let out_features = at(&od, d.output_feature_dimension)? as u64;
+        let out_batch = at(&od, d.output_batch_dimension)? as u64;
+        let cg = at(&kd, d.kernel_input_feature_dimension)? as u64;
+        let in_features = at(&ld, d.input_feature_dimension)? as u64;
+        let in_batch = at(&ld, d.input_batch_dimension)? as u64;
+        if out_features % groups != 0
+            || at(&kd, d.kernel_output_feature_dimension)? as u64 != out_features
+            || in_features != cg * fg
+            || in_batch != out_batch * bg
+        {
+            return None;
+        }
+        let m = out_batch * spatial.iter().map(|s| s.out_size).product::<u64>();
+        let windows = spatial.iter().map(|s| s.k_size).product::<u64>();
+        Some(Gemm {
+            spatial,
+            groups,
+            batch_groups: bg > 1,
+            out_batch,
+            in_batch_stride: at(&ls, d.input_batch_dimension)? as u64,
+            out_batch_stride: at(&os, d.output_batch_dimension)? as u64,
+            in_feature_stride: at(&ls, d.input_feature_dimension)? as u64,
+            k_in_stride: at(&ks, d.kernel_input_feature_dimension)? as u64,
+            k_out_stride: at(&ks, d.kernel_output_feature_dimension)? as u64,
+            out_feature_stride: at(&os, d.output_feature_dimension)? as u64,
+            m,
+            n: out_features / groups,
+            cg,
+            windows,
+            lt,
+            kt,
+            ot,
+        })
+    }
+
+    /// Rows × columns per invocation. On CPU adapters every storage load is a loop over the
+    /// SIMD lanes, so blocks are large (R + C loads feed R × C multiply-adds), chosen to keep
+    /// the busiest core's share of loads smallest; on GPUs 4×4. `WGPU_HLO_CONV_BLOCK=RxC`
+    /// forces one (experiments).
+    fn block(&self, target: Target) -> (u64, u64) {
+        let fit = |(r, c): (u64, u64)| (r.clamp(1, 16).min(self.m), c.clamp(1, 16).min(self.n));
+        if let Some(forced) = std::env::var("WGPU_HLO_CONV_BLOCK").ok().and_then(|s| {
+            let (r, c) = s.split_once('x')?;
+            Some((r.parse::<u64>().ok()?, c.parse::<u64>().ok()?))
+        }) {
+            return fit(forced);
+        }
+        if !target.cpu_adapter {
+            return fit((4, 4));
+        }
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+        let cost = |(r, c): (u64, u64)| {
+            let threads = self.groups * self.m.div_ceil(r) * self.n.div_ceil(c);
+            let groups = threads.div_ceil(WORKGROUP);
+            groups.div_ceil(cores) * threads.min(WORKGROUP).div_ceil(8) * (r + c)
+        };
+        [(16, 16), (16, 8), (8, 16), (8, 8), (8, 4), (4, 4)]
+            .into_iter()
+            .map(fit)
+            .min_by_key(|&b| cost(b))
+            .unwrap_or((4, 4))
+    }
+
+    /// Window positions and input features per chunk of the contraction: every invocation
+    /// within `bound` loop back-edges, and enough invocations to keep the adapter busy.
+    fn chunks(&self, rows: u64, cols: u64, bound: u64, target: Target) -> Option<(u64, u64)> {
+        // One window position costs `features + 1` back-edges, plus one for the block.
+        let budget = bound.checked_sub(2)?;
+        let fchunk = if self.cg < budget / 2 {
+            self.cg
+        } else {
+            let half = budget / 2;
+            self.cg.div_ceil(self.cg.div_ceil(half))
+        };
+        let per_window = fchunk + 1;
+        let wmax = (budget / per_window).clamp(1, self.windows);
+        let mut wchunks = self.windows.div_ceil(wmax);
+        // Parallelism: split the windows further while invocations are few and each chunk
+        // still sums a good number of products.
+        let threads = self.groups * self.m.div_ceil(rows) * self.n.div_ceil(cols);
+        let want = if target.cpu_adapter {
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+            cores * WORKGROUP * 4
+        } else {
+            1 << 15
+        };
+        let fchunks = self.cg.div_ceil(fchunk);
+        while threads * wchunks * fchunks < want
+            && self.windows.div_ceil(wchunks * 2) * fchunk >= 256
+        {
+            wchunks *= 2;
+        }
+        let wchunk = self.windows.div_ceil(wchunks);
+        Some((wchunk, fchunk))
+    }
+
+    /// The kernel: results to the output, or (`partials`) partial sums of each chunk of the
+    /// contraction, element `output * chunks + chunk`.
+    fn kernel(
+        &self,
+        name: &str,
+        op: &Operation,
+        (rows, cols): (u64, u64),
+        (wchunk, fchunk): (u64, u64),
+        partials: Option<Binding>,
+        target: Target,
+    ) -> Result<Kernel> {
+        let (m, n, cg, windows) = (self.m, self.n, self.cg, self.windows);
+        let (mb, nb) = (m.div_ceil(rows), n.div_ceil(cols));
+        let (wchunks, fchunks) = (windows.div_ceil(wchunk), cg.div_ceil(fchunk));
+        let chunks = wchunks * fchunks;
+        let threads = self.groups * mb * nb * chunks;
+        let workgroups = kernel::grid(threads.div_ceil(WORKGROUP), target.max_workgroups)?;
+        let pixels = m / self.out_batch.max(1);
+        let mut b = String::new();
+        b.push_str(&kernel::entry_header(WORKGROUP as u32));
+        b.push_str(&kernel::thread_index(WORKGROUP as u32));
+        b.push_str(&format!(
+            "    if (tid >= {threads}u) {{ return; }}\n    let chunk = tid % {chunks}u;\n    let nblk = (tid / {chunks}u) % {nb}u;\n    let mblk = (tid / {}u) % {mb}u;\n    let g = tid / {}u;\n    let w0 = (chunk / {fchunks}u) * {wchunk}u;\n    let w1 = min(w0 + {wchunk}u, {windows}u);\n    let f0 = (chunk % {fchunks}u) * {fchunk}u;\n    let f1 = min(f0 + {fchunk}u, {cg}u);\n",
+            chunks * nb,
+            chunks * nb * mb,
+        ));
+        // Input batch and feature base of the group.
+        let (batch_base, feature_base) = if self.batch_groups {
+            (format!("g * {}u", self.out_batch), "0u".to_string())
+        } else {
+            ("0u".to_string(), format!("g * {cg}u"))
+        };
+        b.push_str(&format!(
+            "    let xg = ({batch_base}) * {}u + ({feature_base}) * {}u;\n",
+            self.in_batch_stride, self.in_feature_stride
+        ));
+        // Per row: output offset, input batch offset, window origin per spatial dimension.
+        for i in 0..rows {
+            b.push_str(&format!(
+                "    let m{i} = min(mblk * {rows}u + {i}u, {}u);\n    let ob{i} = m{i} / {pixels}u;\n    var r{i} = m{i} % {pixels}u;\n    var orow{i} = ob{i} * {}u;\n    let xb{i} = xg + ob{i} * {}u;\n",
+                m - 1,
+                self.out_batch_stride,
+                self.in_batch_stride,
+            ));
+            for (s, sd) in self.spatial.iter().enumerate().rev() {
+                b.push_str(&format!(
+                    "    let os{i}_{s} = r{i} % {}u;\n    r{i} = r{i} / {}u;\n    orow{i} = orow{i} + os{i}_{s} * {}u;\n    let q{i}_{s} = i32(os{i}_{s}) * {}i - ({}i);\n",
+                    sd.out_size, sd.out_size, sd.out_stride, sd.stride, sd.low
+                ));
+            }
+        }
+        // Per column: kernel and output offsets of the output feature.
+        for j in 0..cols {
+            b.push_str(&format!(
+                "    let of{j} = g * {n}u + min(nblk * {cols}u + {j}u, {}u);\n    let kc{j} = of{j} * {}u;\n",
+                n - 1,
+                self.k_out_stride,
+            ));
+        }
+        for i in 0..rows {
+            for j in 0..cols {
+                b.push_str(&format!("    var acc{i}_{j} = 0.0f;\n"));
+            }
+        }
+        b.push_str("    for (var w = w0; w < w1; w = w + 1u) {\n");
+        // Window position per spatial dimension, and the kernel offset.
+        b.push_str("        var rw = w;\n        var kw = 0u;\n");
+        for (s, sd) in self.spatial.iter().enumerate().rev() {
+            let kidx = if sd.reversed {
+                format!("({}u - ws{s})", sd.k_size - 1)
+            } else {
+                format!("ws{s}")
+            };
+            b.push_str(&format!(
+                "        let ws{s} = rw % {k}u;\n        rw = rw / {k}u;\n        kw = kw + {kidx} * {}u;\n        let wd{s} = i32(ws{s}) * {}i;\n",
+                sd.k_stride,
+                sd.rhs_dilation,
+                k = sd.k_size,
+            ));
+        }
+        // Where each row's input pixel is, and whether it is one (not padding, not a hole).
+        let mut any = Vec::new();
+        for i in 0..rows {
+            let mut conds = Vec::new();
+            let mut off = format!("xb{i}");
+            for (s, sd) in self.spatial.iter().enumerate() {
+                b.push_str(&format!("        let p{i}_{s} = q{i}_{s} + wd{s};\n"));
+                let ld = sd.lhs_dilation;
+                conds.push(format!("p{i}_{s} >= 0i"));
+                if ld > 1 {
+                    conds.push(format!("p{i}_{s} % {ld}i == 0i"));
+                    conds.push(format!("p{i}_{s} / {ld}i < {}i", sd.in_size));
+                    off.push_str(&format!(" + u32(p{i}_{s} / {ld}i) * {}u", sd.in_stride));
+                } else {
+                    conds.push(format!("p{i}_{s} < {}i", sd.in_size));
+                    off.push_str(&format!(" + u32(p{i}_{s}) * {}u", sd.in_stride));
+                }
+            }
+            if conds.is_empty() {
+                conds.push("true".to_string());
+            }
+            b.push_str(&format!(
+                "        let v{i} = {};\n        let x{i} = select(0u, {off}, v{i});\n",
+                conds.join(" && ")
+            ));
+            any.push(format!("v{i}"));
+        }
+        b.push_str(&format!(
+            "        if ({}) {{\n            for (var f = f0; f < f1; f = f + 1u) {{\n                let xf = f * {}u;\n                let kf = kw + f * {}u;\n",
+            any.join(" || "),
+            self.in_feature_stride,
+            self.k_in_stride,
+        ));
+        for i in 0..rows {
+            b.push_str(&format!(
+                "                let a{i} = select(0.0f, in0[x{i} + xf], v{i});\n"
+            ));
+        }
+        for j in 0..cols {
+            b.push_str(&format!("                let b{j} = in1[kc{j} + kf];\n"));
+        }
+        for i in 0..rows {
+            for j in 0..cols {
+                b.push_str(&format!(
+                    "                acc{i}_{j} = acc{i}_{j} + a{i} * b{j};\n"
+                ));
+            }
+        }
+        b.push_str("            }\n        }\n    }\n");
+        for i in 0..rows {
+            for j in 0..cols {
+                let o = format!("orow{i} + of{j} * {}u", self.out_feature_stride);
+                let at = if partials.is_some() {
+                    format!("({o}) * {chunks}u + chunk")
+                } else {
+                    o
+                };
+                b.push_str(&format!(
+                    "    if (mblk * {rows}u + {i}u < {m}u && nblk * {cols}u + {j}u < {n}u) {{ out0[{at}] = acc{i}_{j}; }}\n"
+                ));
+            }
+        }
+        b.push_str("}\n");
+        let (lt, kt, ot) = (&self.lt, &self.kt, &self.ot);
+        let comment = format!(
+            "kernel {name}: implicit-GEMM convolution {lt} x {kt} -> {ot} ({} groups of {m}x{n}, contracting {windows} window positions x {cg} features; {rows}x{cols} per invocation, {chunks} chunks of {wchunk} positions x {fchunk} features)\nfuses: stablehlo.convolution",
+            self.groups
+        );
+        let inputs = vec![
+            Binding {
+                value: op.operands[0],
+                ty: lt.clone(),
+            },
+            Binding {
+                value: op.operands[1],
+                ty: kt.clone(),
+            },
+        ];
+        let outputs = vec![partials.unwrap_or(Binding {
+            value: op.results[0],
+            ty: ot.clone(),
+        })];
+        let wgsl = assemble(
+            name,
+            &comment,
+            &inputs,
+            &outputs,
+            &Default::default(),
+            &b,
+            target.caps,
+        )?;
+        Ok(Kernel {
+            name: name.to_string(),
+            wgsl,
+            inputs,
+            outputs,
+            workgroups,
+            iterations: wchunk * (fchunk + 1) + 1,
+        })
+    }
+}
