@@ -19,7 +19,7 @@
 
 use super::dtype::Compute;
 use super::expr::Binding;
-use super::kernel::{self, assemble, Kernel};
+use super::kernel::{self, Kernel};
 use super::loop_kernel::Target;
 use super::op_kernels::Plan;
 use super::partials;
@@ -56,7 +56,8 @@ pub fn plan(
     };
     let bound = target.max_invocation_iterations.max(16);
     let (rows, cols) = g.block(target);
-    let Some((wchunk, fchunk)) = g.chunks(rows, cols, bound, target) else {
+    let inner = g.inner(cols, target);
+    let Some((wchunk, fchunk)) = g.chunks((rows, cols), inner, bound, target) else {
         return Ok(None);
     };
     let chunks = g.windows.div_ceil(wchunk) * g.cg.div_ceil(fchunk);
@@ -71,7 +72,15 @@ pub fn plan(
         ty: g.ot.clone(),
     };
     if chunks == 1 {
-        let k = g.kernel(name, op, (rows, cols), (wchunk, fchunk), None, target)?;
+        let k = g.kernel(
+            name,
+            op,
+            (rows, cols),
+            inner,
+            (wchunk, fchunk),
+            None,
+            target,
+        )?;
         return Ok(Some(Plan::sequential(vec![k], Vec::new())));
     }
     let parts = partials::binding(0, ElementType::F32, n * chunks);
@@ -79,6 +88,7 @@ pub fn plan(
         &format!("{name}_partials"),
         op,
         (rows, cols),
+        inner,
         (wchunk, fchunk),
         Some(parts.clone()),
         target,
@@ -116,6 +126,39 @@ struct Spatial {
     lhs_dilation: i64,
     rhs_dilation: i64,
     reversed: bool,
+}
+
+/// How the innermost loop (over input features) reads its operands. Loads dominate on CPU
+/// adapters (each is a loop over the SIMD lanes), so where the layouts allow it the operands
+/// are read four floats at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Inner {
+    /// One feature per step, scalar loads.
+    Scalar,
+    /// Four features per step: input and kernel read as `vec4` along the input features
+    /// (both contiguous there), each result a `dot`.
+    FeatureDot,
+    /// Four features per step: input read as `vec4` along its features, kernel as `vec4`
+    /// along the output features (NHWC × HWIO); results kept as `vec4` over 4 columns.
+    FeatureByColumn,
+    /// One feature per step: kernel read as `vec4` along the output features (filter
+    /// gradients: the output gradient as the kernel); results as `vec4` over 4 columns.
+    Column,
+}
+
+impl Inner {
+    /// Input features per step of the inner loop.
+    fn step(self) -> u64 {
+        match self {
+            Inner::FeatureDot | Inner::FeatureByColumn => 4,
+            Inner::Scalar | Inner::Column => 1,
+        }
+    }
+
+    /// Whether results are `vec4` accumulators over groups of 4 columns.
+    fn by_column(self) -> bool {
+        matches!(self, Inner::FeatureByColumn | Inner::Column)
+    }
 }
 
 /// A convolution read as groups of GEMMs.
@@ -246,12 +289,37 @@ impl Gemm {
         })
     }
 
+    /// The inner loop's reading of the operands (see [`Inner`]) for blocks of `cols` columns.
+    /// `vec4` views need the contiguous dimension's size (and so every other stride and
+    /// every base offset) to be a multiple of 4. CPU adapters read scalars: llvmpipe gathers
+    /// a `vec4` a component at a time, and the wider live values cost more than they save
+    /// (conv 3x3 8x56x56x64, 16x16 blocks: 434 ms scalar, 666 ms `vec4`).
+    /// `WGPU_HLO_CONV_INNER=scalar|vec4` forces one (tests, experiments).
+    fn inner(&self, cols: u64, target: Target) -> Inner {
+        let vec4 = match std::env::var("WGPU_HLO_CONV_INNER").ok().as_deref() {
+            Some("scalar") => false,
+            Some("vec4") => true,
+            _ => !target.cpu_adapter,
+        };
+        if !vec4 {
+            return Inner::Scalar;
+        }
+        let features = self.in_feature_stride == 1 && self.cg % 4 == 0;
+        let columns = self.k_out_stride == 1 && self.n % 4 == 0 && cols % 4 == 0;
+        match (features, self.k_in_stride == 1 && self.cg % 4 == 0, columns) {
+            (true, true, _) => Inner::FeatureDot,
+            (true, false, true) => Inner::FeatureByColumn,
+            (false, _, true) => Inner::Column,
+            _ => Inner::Scalar,
+        }
+    }
+
     /// Rows × columns per invocation. On CPU adapters every storage load is a loop over the
-    /// SIMD lanes, so blocks are large (R + C loads feed R × C multiply-adds), chosen to keep
+    /// SIMD lanes (Mesa's llvmpipe), so blocks are large (R + C loads feed R × C multiply-adds), chosen to keep
     /// the busiest core's share of loads smallest; on GPUs 4×4. `WGPU_HLO_CONV_BLOCK=RxC`
     /// forces one (experiments).
     fn block(&self, target: Target) -> (u64, u64) {
-        let fit = |(r, c): (u64, u64)| (r.clamp(1, 16).min(self.m), c.clamp(1, 16).min(self.n));
+        let fit = |(r, c): (u64, u64)| (r.clamp(1, 32).min(self.m), c.clamp(1, 32).min(self.n));
         if let Some(forced) = std::env::var("WGPU_HLO_CONV_BLOCK").ok().and_then(|s| {
             let (r, c) = s.split_once('x')?;
             Some((r.parse::<u64>().ok()?, c.parse::<u64>().ok()?))
@@ -267,8 +335,14 @@ impl Gemm {
             let groups = threads.div_ceil(WORKGROUP);
             groups.div_ceil(cores) * threads.min(WORKGROUP).div_ceil(8) * (r + c)
         };
-        [(16, 16), (16, 8), (8, 16), (8, 8), (8, 4), (4, 4)]
-            .into_iter()
+        // Blocks of 32 halve the loads again (conv 3x3 8x56x56x64: 16x16 433 ms, 32x16
+        // 351 ms, 32x32 266 ms) but take ~0.6 s more to compile: only for large convolutions.
+        let large = self.groups * self.m * self.n * self.cg * self.windows >= 1 << 28;
+        let wide = [(32, 32), (32, 16), (16, 32)];
+        let blocks = [(16, 16), (16, 8), (8, 16), (8, 8), (8, 4), (4, 4)];
+        wide.into_iter()
+            .filter(|_| large)
+            .chain(blocks)
             .map(fit)
             .min_by_key(|&b| cost(b))
             .unwrap_or((4, 4))
@@ -276,16 +350,26 @@ impl Gemm {
 
     /// Window positions and input features per chunk of the contraction: every invocation
     /// within `bound` loop back-edges, and enough invocations to keep the adapter busy.
-    fn chunks(&self, rows: u64, cols: u64, bound: u64, target: Target) -> Option<(u64, u64)> {
-        // One window position costs `features + 1` back-edges, plus one for the block.
+    fn chunks(
+        &self,
+        (rows, cols): (u64, u64),
+        inner: Inner,
+        bound: u64,
+        target: Target,
+    ) -> Option<(u64, u64)> {
+        // One window position costs a back-edge per step of features plus its own, and the
+        // block one more. Feature chunks are whole steps.
         let budget = bound.checked_sub(2)?;
-        let fchunk = if self.cg < budget / 2 {
-            self.cg
-        } else {
-            let half = budget / 2;
-            self.cg.div_ceil(self.cg.div_ceil(half))
-        };
-        let per_window = fchunk + 1;
+        let step = inner.step();
+        let steps = self.cg / step;
+        let fchunk = step
+            * if steps < budget / 2 {
+                steps
+            } else {
+                let half = budget / 2;
+                steps.div_ceil(steps.div_ceil(half))
+            };
+        let per_window = fchunk / step + 1;
         let wmax = (budget / per_window).clamp(1, self.windows);
         let mut wchunks = self.windows.div_ceil(wmax);
         // Parallelism: split the windows further while invocations are few and each chunk
@@ -314,6 +398,7 @@ impl Gemm {
         name: &str,
         op: &Operation,
         (rows, cols): (u64, u64),
+        inner: Inner,
         (wchunk, fchunk): (u64, u64),
         partials: Option<Binding>,
         target: Target,
@@ -367,8 +452,14 @@ impl Gemm {
             ));
         }
         for i in 0..rows {
-            for j in 0..cols {
-                b.push_str(&format!("    var acc{i}_{j} = 0.0f;\n"));
+            if inner.by_column() {
+                for q in 0..cols / 4 {
+                    b.push_str(&format!("    var acc{i}_{q} = vec4<f32>(0.0f);\n"));
+                }
+            } else {
+                for j in 0..cols {
+                    b.push_str(&format!("    var acc{i}_{j} = 0.0f;\n"));
+                }
             }
         }
         b.push_str("    for (var w = w0; w < w1; w = w + 1u) {\n");
@@ -414,25 +505,89 @@ impl Gemm {
             ));
             any.push(format!("v{i}"));
         }
+        let step = inner.step();
         b.push_str(&format!(
-            "        if ({}) {{\n            for (var f = f0; f < f1; f = f + 1u) {{\n                let xf = f * {}u;\n                let kf = kw + f * {}u;\n",
+            "        if ({}) {{\n            for (var f = f0; f < f1; f = f + {step}u) {{\n",
             any.join(" || "),
-            self.in_feature_stride,
-            self.k_in_stride,
         ));
-        for i in 0..rows {
-            b.push_str(&format!(
-                "                let a{i} = select(0.0f, in0[x{i} + xf], v{i});\n"
-            ));
+        let (xs, ks) = (self.in_feature_stride, self.k_in_stride);
+        let quads = cols / 4;
+        match inner {
+            Inner::Scalar | Inner::Column => {
+                for i in 0..rows {
+                    b.push_str(&format!(
+                        "                let a{i} = select(0.0f, in0[x{i} + f * {xs}u], v{i});\n"
+                    ));
+                }
+            }
+            Inner::FeatureDot | Inner::FeatureByColumn => {
+                for i in 0..rows {
+                    b.push_str(&format!(
+                        "                let a{i} = select(vec4<f32>(0.0f), in0[(x{i} + f) >> 2u], v{i});\n"
+                    ));
+                }
+            }
         }
-        for j in 0..cols {
-            b.push_str(&format!("                let b{j} = in1[kc{j} + kf];\n"));
-        }
-        for i in 0..rows {
-            for j in 0..cols {
-                b.push_str(&format!(
-                    "                acc{i}_{j} = acc{i}_{j} + a{i} * b{j};\n"
-                ));
+        match inner {
+            Inner::Scalar => {
+                for j in 0..cols {
+                    b.push_str(&format!(
+                        "                let b{j} = in1[kc{j} + kw + f * {ks}u];\n"
+                    ));
+                }
+                for i in 0..rows {
+                    for j in 0..cols {
+                        b.push_str(&format!(
+                            "                acc{i}_{j} = acc{i}_{j} + a{i} * b{j};\n"
+                        ));
+                    }
+                }
+            }
+            Inner::FeatureDot => {
+                for j in 0..cols {
+                    b.push_str(&format!(
+                        "                let b{j} = in1[(kc{j} + kw + f) >> 2u];\n"
+                    ));
+                }
+                for i in 0..rows {
+                    for j in 0..cols {
+                        b.push_str(&format!(
+                            "                acc{i}_{j} = acc{i}_{j} + dot(a{i}, b{j});\n"
+                        ));
+                    }
+                }
+            }
+            Inner::FeatureByColumn => {
+                for q in 0..quads {
+                    for t in 0..4 {
+                        b.push_str(&format!(
+                            "                let b{t}_{q} = in1[(kc{} + kw + (f + {t}u) * {ks}u) >> 2u];\n",
+                            4 * q
+                        ));
+                    }
+                }
+                for i in 0..rows {
+                    for q in 0..quads {
+                        b.push_str(&format!(
+                            "                acc{i}_{q} = acc{i}_{q} + a{i}.x * b0_{q} + a{i}.y * b1_{q} + a{i}.z * b2_{q} + a{i}.w * b3_{q};\n"
+                        ));
+                    }
+                }
+            }
+            Inner::Column => {
+                for q in 0..quads {
+                    b.push_str(&format!(
+                        "                let b{q} = in1[(kc{} + kw + f * {ks}u) >> 2u];\n",
+                        4 * q
+                    ));
+                }
+                for i in 0..rows {
+                    for q in 0..quads {
+                        b.push_str(&format!(
+                            "                acc{i}_{q} = acc{i}_{q} + a{i} * b{q};\n"
+                        ));
+                    }
+                }
             }
         }
         b.push_str("            }\n        }\n    }\n");
@@ -445,14 +600,19 @@ impl Gemm {
                     o
                 };
                 b.push_str(&format!(
-                    "    if (mblk * {rows}u + {i}u < {m}u && nblk * {cols}u + {j}u < {n}u) {{ out0[{at}] = acc{i}_{j}; }}\n"
+                    "    if (mblk * {rows}u + {i}u < {m}u && nblk * {cols}u + {j}u < {n}u) {{ out0[{at}] = {}; }}\n",
+                    if inner.by_column() {
+                        format!("acc{i}_{}.{}", j / 4, ["x", "y", "z", "w"][j as usize % 4])
+                    } else {
+                        format!("acc{i}_{j}")
+                    }
                 ));
             }
         }
         b.push_str("}\n");
         let (lt, kt, ot) = (&self.lt, &self.kt, &self.ot);
         let comment = format!(
-            "kernel {name}: implicit-GEMM convolution {lt} x {kt} -> {ot} ({} groups of {m}x{n}, contracting {windows} window positions x {cg} features; {rows}x{cols} per invocation, {chunks} chunks of {wchunk} positions x {fchunk} features)\nfuses: stablehlo.convolution",
+            "kernel {name}: implicit-GEMM convolution {lt} x {kt} -> {ot} ({} groups of {m}x{n}, contracting {windows} window positions x {cg} features; {rows}x{cols} per invocation, {inner:?} inner loop, {chunks} chunks of {wchunk} positions x {fchunk} features)\nfuses: stablehlo.convolution",
             self.groups
         );
         let inputs = vec![
@@ -469,22 +629,36 @@ impl Gemm {
             value: op.results[0],
             ty: ot.clone(),
         })];
-        let wgsl = assemble(
-            name,
-            &comment,
-            &inputs,
-            &outputs,
-            &Default::default(),
-            &b,
-            target.caps,
-        )?;
+        // The operands' bindings are `vec4` views where the inner loop reads them so.
+        let views = [
+            matches!(inner, Inner::FeatureDot | Inner::FeatureByColumn),
+            inner != Inner::Scalar,
+        ];
+        let mut wgsl = String::new();
+        for line in comment.lines() {
+            wgsl.push_str(&format!("// {line}\n"));
+        }
+        wgsl.push_str(&format!("var<private> {}: u32;\n", kernel::RUNTIME_ZERO));
+        for (i, (bd, vec)) in inputs.iter().zip(views).enumerate() {
+            let elem = if vec { "vec4<f32>" } else { "f32" };
+            wgsl.push_str(&format!(
+                "@group(0) @binding({i}) var<storage, read> in{i}: array<{elem}>; // {} {}\n",
+                bd.value, bd.ty
+            ));
+        }
+        wgsl.push_str(&format!(
+            "@group(0) @binding(2) var<storage, read_write> out0: array<f32>; // {} {}\n\n",
+            outputs[0].value, outputs[0].ty
+        ));
+        wgsl.push_str(&b);
+        kernel::validate(name, &wgsl, target.caps)?;
         Ok(Kernel {
             name: name.to_string(),
             wgsl,
             inputs,
             outputs,
             workgroups,
-            iterations: wchunk * (fchunk + 1) + 1,
+            iterations: wchunk * (fchunk / step + 1) + 1,
         })
     }
 }
