@@ -336,8 +336,9 @@ impl Gemm {
             groups.div_ceil(cores) * threads.min(WORKGROUP).div_ceil(8) * (r + c)
         };
         // Blocks of 32 halve the loads again (conv 3x3 8x56x56x64: 16x16 433 ms, 32x16
-        // 351 ms, 32x32 266 ms) but take ~0.6 s more to compile: only for large convolutions.
-        let large = self.groups * self.m * self.n * self.cg * self.windows >= 1 << 28;
+        // 351 ms, 32x32 266 ms; 32x14x14x32 -> 64: 110, 89, 67 ms) but take ~0.6 s more to
+        // compile: only for convolutions of 2^26 multiply-adds or more.
+        let large = self.groups * self.m * self.n * self.cg * self.windows >= 1 << 26;
         let wide = [(32, 32), (32, 16), (16, 32)];
         let blocks = [(16, 16), (16, 8), (8, 16), (8, 8), (8, 4), (4, 4)];
         wide.into_iter()
