@@ -5,7 +5,10 @@
 //! Each invocation keeps an R×C block of results in registers; for every window position it
 //! works out, once per row, where that row's input pixel lies (or that it falls on padding or
 //! a hole of lhs dilation), then runs over the input features reading R input and C kernel
-//! values per step. Any dimension numbers (the index math reads through the layouts), strides,
+//! values per step (four features or columns at a time as `vec4` on GPUs, where the layouts
+//! allow). CPU adapters get large blocks (up to 32×32) and scalar loads, chosen by measuring
+//! llvmpipe; GPUs 4×4 blocks read straight from memory (a workgroup-memory tiled variant
+//! for them is future work). Any dimension numbers (the index math reads through the layouts), strides,
 //! padding, lhs/rhs dilation, window reversal and feature or batch groups are covered; the
 //! group becomes a batch dimension of the GEMM.
 //!
@@ -61,6 +64,13 @@ pub fn plan(
         return Ok(None);
     };
     let chunks = g.windows.div_ceil(wchunk) * g.cg.div_ceil(fchunk);
+    let tiling = Tiling {
+        rows,
+        cols,
+        inner,
+        wchunk,
+        fchunk,
+    };
     let n = g.ot.num_elements() as u64;
     if n.checked_mul(chunks)
         .is_none_or(|p| p > u32::MAX as u64 || p * 4 > target.max_binding_size)
@@ -72,24 +82,14 @@ pub fn plan(
         ty: g.ot.clone(),
     };
     if chunks == 1 {
-        let k = g.kernel(
-            name,
-            op,
-            (rows, cols),
-            inner,
-            (wchunk, fchunk),
-            None,
-            target,
-        )?;
+        let k = g.kernel(name, op, &tiling, None, target)?;
         return Ok(Some(Plan::sequential(vec![k], Vec::new())));
     }
     let parts = partials::binding(0, ElementType::F32, n * chunks);
     let first = g.kernel(
         &format!("{name}_partials"),
         op,
-        (rows, cols),
-        inner,
-        (wchunk, fchunk),
+        &tiling,
         Some(parts.clone()),
         target,
     )?;
@@ -159,6 +159,16 @@ impl Inner {
     fn by_column(self) -> bool {
         matches!(self, Inner::FeatureByColumn | Inner::Column)
     }
+}
+
+/// How the work is cut: rows × columns of results per invocation, the inner loop, window
+/// positions and input features per chunk of the contraction.
+struct Tiling {
+    rows: u64,
+    cols: u64,
+    inner: Inner,
+    wchunk: u64,
+    fchunk: u64,
 }
 
 /// A convolution read as groups of GEMMs.
@@ -398,12 +408,17 @@ impl Gemm {
         &self,
         name: &str,
         op: &Operation,
-        (rows, cols): (u64, u64),
-        inner: Inner,
-        (wchunk, fchunk): (u64, u64),
+        tiling: &Tiling,
         partials: Option<Binding>,
         target: Target,
     ) -> Result<Kernel> {
+        let &Tiling {
+            rows,
+            cols,
+            inner,
+            wchunk,
+            fchunk,
+        } = tiling;
         let (m, n, cg, windows) = (self.m, self.n, self.cg, self.windows);
         let (mb, nb) = (m.div_ceil(rows), n.div_ceil(cols));
         let (wchunks, fchunks) = (windows.div_ceil(wchunk), cg.div_ceil(fchunk));
