@@ -8,12 +8,19 @@ mod common;
 
 use common::conv::Conv;
 
-/// Runs `c` under `max_loop` and checks that the implicit-GEMM kernel computed it.
-fn gemm(c: &Conv, max_loop: Option<u64>) {
+/// Runs `c` under `max_loop` and checks that the implicit-GEMM kernel computed it (the
+/// workgroup-tiled one when `tiled`).
+fn gemm(c: &Conv, max_loop: Option<u64>, tiled: bool) {
     let wgsl = c.check_kernels(max_loop);
+    let marker = if tiled {
+        "64x64 workgroup tiles"
+    } else {
+        "per invocation"
+    };
     assert!(
-        wgsl.iter().any(|w| w.contains("implicit-GEMM convolution")),
-        "{c:?} did not take the implicit-GEMM path"
+        wgsl.iter()
+            .any(|w| w.contains("implicit-GEMM convolution") && w.contains(marker)),
+        "{c:?} did not take the implicit-GEMM path ({marker})"
     );
 }
 
@@ -71,24 +78,33 @@ fn cases() -> Vec<Conv> {
     out
 }
 
-/// Every case with scalar and `vec4` inner loops and with a forced large block (one test:
-/// the choices are environment variables read at compile time).
+/// Every case with scalar and `vec4` inner loops, with a forced large block, and with the
+/// workgroup-tiled kernel of GPUs (one test: the choices are environment variables read at
+/// compile time).
 #[test]
 fn implicit_gemm_convolutions() {
-    for (inner, block) in [("scalar", None), ("vec4", None), ("scalar", Some("32x32"))] {
+    let modes = [
+        ("scalar", None),
+        ("vec4", None),
+        ("scalar", Some("32x32")),
+        ("tiled", None),
+    ];
+    for (inner, block) in modes {
         std::env::set_var("WGPU_HLO_CONV_INNER", inner);
         match block {
             Some(b) => std::env::set_var("WGPU_HLO_CONV_BLOCK", b),
             None => std::env::remove_var("WGPU_HLO_CONV_BLOCK"),
         }
+        let tiled = inner == "tiled";
         for (i, c) in cases().iter().enumerate() {
             if block.is_some() && i % 3 != 0 {
                 continue;
             }
-            gemm(c, None);
-            // Split over window chunks (the filter gradient's window, a 5x5 depthwise one).
-            if i == 5 || i == 7 || i == 4 {
-                gemm(c, Some(16));
+            gemm(c, None, tiled);
+            // Split over window chunks (the input gradient, the filter gradient's window, a
+            // 5x5 depthwise one); the tiled kernel needs a bound of at least one K step.
+            if i == 4 || i == 5 || i == 7 {
+                gemm(c, Some(if tiled { 64 } else { 16 }), tiled);
             }
         }
     }

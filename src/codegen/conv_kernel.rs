@@ -31,8 +31,11 @@ use crate::fusion::Group;
 use crate::ir::ops::Convolution;
 use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type};
 
-/// Invocations per workgroup.
+/// Invocations per workgroup of the register-blocked kernel.
 const WORKGROUP: u64 = 64;
+
+/// Rows and columns of a workgroup tile of the tiled kernel.
+const TILE: u64 = 64;
 
 /// `WGPU_HLO_CONV=naive` leaves every convolution to the per-element emitter (comparisons).
 fn disabled() -> bool {
@@ -58,19 +61,10 @@ pub fn plan(
         return Ok(None);
     };
     let bound = target.max_invocation_iterations.max(16);
-    let (rows, cols) = g.block(target);
-    let inner = g.inner(cols, target);
-    let Some((wchunk, fchunk)) = g.chunks((rows, cols), inner, bound, target) else {
+    let Some(tiling) = g.tiled(bound, target).or_else(|| g.direct(bound, target)) else {
         return Ok(None);
     };
-    let chunks = g.windows.div_ceil(wchunk) * g.cg.div_ceil(fchunk);
-    let tiling = Tiling {
-        rows,
-        cols,
-        inner,
-        wchunk,
-        fchunk,
-    };
+    let chunks = g.windows.div_ceil(tiling.wchunk) * g.cg.div_ceil(tiling.fchunk);
     let n = g.ot.num_elements() as u64;
     if n.checked_mul(chunks)
         .is_none_or(|p| p > u32::MAX as u64 || p * 4 > target.max_binding_size)
@@ -164,6 +158,9 @@ impl Inner {
 /// How the work is cut: rows × columns of results per invocation, the inner loop, window
 /// positions and input features per chunk of the contraction.
 struct Tiling {
+    /// Workgroup tiles in workgroup memory (64×64 results of 16×16 invocations, `rows` and
+    /// `cols` 64) rather than independent register blocks.
+    tiled: bool,
     rows: u64,
     cols: u64,
     inner: Inner,
@@ -299,6 +296,66 @@ impl Gemm {
         })
     }
 
+    /// The register-blocked cut (every adapter).
+    fn direct(&self, bound: u64, target: Target) -> Option<Tiling> {
+        let (rows, cols) = self.block(target);
+        let inner = self.inner(cols, target);
+        let (wchunk, fchunk) = self.chunks((rows, cols), inner, bound, target)?;
+        Some(Tiling {
+            tiled: false,
+            rows,
+            cols,
+            inner,
+            wchunk,
+            fchunk,
+        })
+    }
+
+    /// The workgroup-tiled cut, for GPUs (`WGPU_HLO_CONV_INNER=tiled` forces it, for tests):
+    /// `None` on CPU adapters, where workgroup memory and barriers are emulated at a high
+    /// cost, and when the tile grid exceeds the adapter's.
+    fn tiled(&self, bound: u64, target: Target) -> Option<Tiling> {
+        let wanted = match std::env::var("WGPU_HLO_CONV_INNER").ok().as_deref() {
+            Some("tiled") => true,
+            Some(_) => false,
+            None => !target.cpu_adapter,
+        };
+        if !wanted {
+            return None;
+        }
+        // Steps of 16 along K, each 1 + 4 + 16 back-edges; a chunk is whole window positions
+        // of `fchunk` features (all of them unless one position is already too long).
+        let kmax = bound.checked_sub(2)? / 21 * 16;
+        if kmax < 16 {
+            return None;
+        }
+        let fchunk = self.cg.div_ceil(self.cg.div_ceil(kmax));
+        let wmax = (kmax / fchunk).clamp(1, self.windows);
+        let mut wchunks = self.windows.div_ceil(wmax);
+        let fchunks = self.cg.div_ceil(fchunk);
+        let tiles = self.groups * self.m.div_ceil(TILE) * self.n.div_ceil(TILE);
+        while tiles * wchunks * fchunks * 256 < 1 << 15
+            && self.windows.div_ceil(wchunks * 2) * fchunk >= 256
+        {
+            wchunks *= 2;
+        }
+        let max = target.max_workgroups as u64;
+        if self.m.div_ceil(TILE) > max
+            || self.n.div_ceil(TILE) > max
+            || self.groups * wchunks * fchunks > max
+        {
+            return None;
+        }
+        Some(Tiling {
+            tiled: true,
+            rows: TILE,
+            cols: TILE,
+            inner: Inner::Scalar,
+            wchunk: self.windows.div_ceil(wchunks),
+            fchunk,
+        })
+    }
+
     /// The inner loop's reading of the operands (see [`Inner`]) for blocks of `cols` columns.
     /// `vec4` views need the contiguous dimension's size (and so every other stride and
     /// every base offset) to be a multiple of 4. CPU adapters read scalars: llvmpipe gathers
@@ -412,7 +469,11 @@ impl Gemm {
         partials: Option<Binding>,
         target: Target,
     ) -> Result<Kernel> {
+        if tiling.tiled {
+            return self.tiled_kernel(name, op, tiling, partials, target);
+        }
         let &Tiling {
+            tiled: _,
             rows,
             cols,
             inner,
@@ -631,25 +692,51 @@ impl Gemm {
             "kernel {name}: implicit-GEMM convolution {lt} x {kt} -> {ot} ({} groups of {m}x{n}, contracting {windows} window positions x {cg} features; {rows}x{cols} per invocation, {inner:?} inner loop, {chunks} chunks of {wchunk} positions x {fchunk} features)\nfuses: stablehlo.convolution",
             self.groups
         );
-        let inputs = vec![
-            Binding {
-                value: op.operands[0],
-                ty: lt.clone(),
-            },
-            Binding {
-                value: op.operands[1],
-                ty: kt.clone(),
-            },
-        ];
-        let outputs = vec![partials.unwrap_or(Binding {
-            value: op.results[0],
-            ty: ot.clone(),
-        })];
         // The operands' bindings are `vec4` views where the inner loop reads them so.
         let views = [
             matches!(inner, Inner::FeatureDot | Inner::FeatureByColumn),
             inner != Inner::Scalar,
         ];
+        let iterations = wchunk * (fchunk / step + 1) + 1;
+        self.module(
+            name,
+            op,
+            (&comment, &b),
+            views,
+            partials,
+            (workgroups, iterations),
+            target,
+        )
+    }
+
+    /// The kernel of WGSL `body` (reading `in0`, `in1` as `vec4` where `views` say so and
+    /// writing `out0`: the result, or `partials`), dispatched over `workgroups`, looping at
+    /// most `iterations` times per invocation.
+    #[allow(clippy::too_many_arguments)]
+    fn module(
+        &self,
+        name: &str,
+        op: &Operation,
+        (comment, body): (&str, &str),
+        views: [bool; 2],
+        partials: Option<Binding>,
+        (workgroups, iterations): ([u32; 3], u64),
+        target: Target,
+    ) -> Result<Kernel> {
+        let inputs = vec![
+            Binding {
+                value: op.operands[0],
+                ty: self.lt.clone(),
+            },
+            Binding {
+                value: op.operands[1],
+                ty: self.kt.clone(),
+            },
+        ];
+        let outputs = vec![partials.unwrap_or(Binding {
+            value: op.results[0],
+            ty: self.ot.clone(),
+        })];
         let mut wgsl = String::new();
         for line in comment.lines() {
             wgsl.push_str(&format!("// {line}\n"));
@@ -666,7 +753,7 @@ impl Gemm {
             "@group(0) @binding(2) var<storage, read_write> out0: array<f32>; // {} {}\n\n",
             outputs[0].value, outputs[0].ty
         ));
-        wgsl.push_str(&b);
+        wgsl.push_str(body);
         kernel::validate(name, &wgsl, target.caps)?;
         Ok(Kernel {
             name: name.to_string(),
@@ -674,7 +761,156 @@ impl Gemm {
             inputs,
             outputs,
             workgroups,
-            iterations: wchunk * (fchunk / step + 1) + 1,
+            iterations,
         })
+    }
+
+    /// WGSL functions of the tiled kernel: `a_at(g, m, w, f)`, the input value row `m` of
+    /// group `g` multiplies at window position `w`, input feature `f` (0 on padding and
+    /// dilation holes); `b_at(g, n, w, f)`, the kernel value; `o_at(m)`, the output offset of
+    /// row `m` at feature 0.
+    fn element_functions(&self) -> String {
+        let pixels = self.m / self.out_batch.max(1);
+        let (batch_base, feature_base) = if self.batch_groups {
+            (format!("g * {}u", self.out_batch), "0u".to_string())
+        } else {
+            ("0u".to_string(), format!("g * {}u", self.cg))
+        };
+        let mut a = format!(
+            "fn a_at(g: u32, m: u32, w: u32, f: u32) -> f32 {{\n    var r = m % {pixels}u;\n    var rw = w;\n    var off = (({batch_base}) + m / {pixels}u) * {}u + (({feature_base}) + f) * {}u;\n    var ok = true;\n",
+            self.in_batch_stride, self.in_feature_stride
+        );
+        let mut b = format!(
+            "fn b_at(g: u32, n: u32, w: u32, f: u32) -> f32 {{\n    var rw = w;\n    var off = (g * {}u + n) * {}u + f * {}u;\n",
+            self.n, self.k_out_stride, self.k_in_stride
+        );
+        let mut o = format!(
+            "fn o_at(m: u32) -> u32 {{\n    var r = m % {pixels}u;\n    var off = (m / {pixels}u) * {}u;\n",
+            self.out_batch_stride
+        );
+        for (s, sd) in self.spatial.iter().enumerate().rev() {
+            let ld = sd.lhs_dilation;
+            a.push_str(&format!(
+                "    let os{s} = r % {os}u;\n    r = r / {os}u;\n    let ws{s} = rw % {k}u;\n    rw = rw / {k}u;\n    let p{s} = i32(os{s}) * {}i + i32(ws{s}) * {}i - ({}i);\n    ok = ok && p{s} >= 0i && p{s} % {ld}i == 0i && p{s} / {ld}i < {}i;\n    off = off + u32(p{s} / {ld}i) * {}u;\n",
+                sd.stride,
+                sd.rhs_dilation,
+                sd.low,
+                sd.in_size,
+                sd.in_stride,
+                os = sd.out_size,
+                k = sd.k_size,
+            ));
+            let kidx = if sd.reversed {
+                format!("({}u - ws{s})", sd.k_size - 1)
+            } else {
+                format!("ws{s}")
+            };
+            b.push_str(&format!(
+                "    let ws{s} = rw % {k}u;\n    rw = rw / {k}u;\n    off = off + {kidx} * {}u;\n",
+                sd.k_stride,
+                k = sd.k_size,
+            ));
+            o.push_str(&format!(
+                "    off = off + (r % {os}u) * {}u;\n    r = r / {os}u;\n",
+                sd.out_stride,
+                os = sd.out_size,
+            ));
+        }
+        a.push_str("    if (!ok) {\n        return 0.0f;\n    }\n    return in0[off];\n}\n\n");
+        b.push_str("    return in1[off];\n}\n\n");
+        o.push_str("    return off;\n}\n\n");
+        a + &b + &o
+    }
+
+    /// The workgroup-tiled kernel (GPUs): each workgroup of 16×16 invocations computes a
+    /// 64×64 tile of one group's GEMM over one chunk of the contraction, staging 64×16
+    /// input and 16×64 kernel values in workgroup memory per step of 16 along K (window
+    /// position-major, feature-minor); each invocation keeps a 4×4 block in registers.
+    fn tiled_kernel(
+        &self,
+        name: &str,
+        op: &Operation,
+        tiling: &Tiling,
+        partials: Option<Binding>,
+        target: Target,
+    ) -> Result<Kernel> {
+        let (m, n, cg, windows) = (self.m, self.n, self.cg, self.windows);
+        let (wchunk, fchunk) = (tiling.wchunk, tiling.fchunk);
+        let (wchunks, fchunks) = (windows.div_ceil(wchunk), cg.div_ceil(fchunk));
+        let chunks = wchunks * fchunks;
+        let workgroups = [
+            n.div_ceil(TILE) as u32,
+            m.div_ceil(TILE) as u32,
+            (self.groups * chunks) as u32,
+        ];
+        let mut b = self.element_functions();
+        b.push_str(
+            "var<workgroup> a_tile: array<f32, 1024>;\nvar<workgroup> b_tile: array<f32, 1024>;\n\n",
+        );
+        b.push_str(
+            "@compute @workgroup_size(16, 16)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
+             @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n",
+        );
+        b.push_str(&format!(
+            "    let n0 = wid.x * 64u;\n    let m0 = wid.y * 64u;\n    let g = wid.z / {chunks}u;\n    let chunk = wid.z % {chunks}u;\n    let w0 = (chunk / {fchunks}u) * {wchunk}u;\n    let w1 = min(w0 + {wchunk}u, {windows}u);\n    let f0 = (chunk % {fchunks}u) * {fchunk}u;\n    let flen = min(f0 + {fchunk}u, {cg}u) - f0;\n    let klen = (w1 - w0) * flen;\n"
+        ));
+        for i in 0..4 {
+            for j in 0..4 {
+                b.push_str(&format!("    var acc{i}{j} = 0.0f;\n"));
+            }
+        }
+        b.push_str(&format!(
+            "    for (var k0 = 0u; k0 < klen; k0 = k0 + 16u) {{\n        for (var i = 0u; i < 4u; i = i + 1u) {{\n            let e = li + i * 256u;\n            let akk = e % 16u;\n            let amm = e / 16u;\n            var av = 0.0f;\n            if (m0 + amm < {m}u && k0 + akk < klen) {{\n                let k = k0 + akk;\n                av = a_at(g, m0 + amm, w0 + k / flen, f0 + k % flen);\n            }}\n            a_tile[akk * 64u + amm] = av;\n            let bkk = e / 64u;\n            let bnn = e % 64u;\n            var bv = 0.0f;\n            if (n0 + bnn < {n}u && k0 + bkk < klen) {{\n                let k = k0 + bkk;\n                bv = b_at(g, n0 + bnn, w0 + k / flen, f0 + k % flen);\n            }}\n            b_tile[bkk * 64u + bnn] = bv;\n        }}\n        workgroupBarrier();\n        for (var kk = 0u; kk < 16u; kk = kk + 1u) {{\n"
+        ));
+        for i in 0..4 {
+            b.push_str(&format!(
+                "            let a{i} = a_tile[kk * 64u + lid.y * 4u + {i}u];\n            let b{i} = b_tile[kk * 64u + lid.x * 4u + {i}u];\n"
+            ));
+        }
+        for i in 0..4 {
+            for j in 0..4 {
+                b.push_str(&format!(
+                    "            acc{i}{j} = acc{i}{j} + a{i} * b{j};\n"
+                ));
+            }
+        }
+        b.push_str("        }\n        workgroupBarrier();\n    }\n");
+        for i in 0..4 {
+            b.push_str(&format!(
+                "    {{\n        let m = m0 + lid.y * 4u + {i}u;\n        if (m < {m}u) {{\n            let orow = o_at(m);\n"
+            ));
+            for j in 0..4 {
+                let o = format!(
+                    "orow + (g * {n}u + n0 + lid.x * 4u + {j}u) * {}u",
+                    self.out_feature_stride
+                );
+                let at = if partials.is_some() {
+                    format!("({o}) * {chunks}u + chunk")
+                } else {
+                    o
+                };
+                b.push_str(&format!(
+                    "            if (n0 + lid.x * 4u + {j}u < {n}u) {{ out0[{at}] = acc{i}{j}; }}\n"
+                ));
+            }
+            b.push_str("        }\n    }\n");
+        }
+        b.push_str("}\n");
+        let (lt, kt, ot) = (&self.lt, &self.kt, &self.ot);
+        let comment = format!(
+            "kernel {name}: implicit-GEMM convolution {lt} x {kt} -> {ot} ({} groups of {m}x{n}, contracting {windows} window positions x {cg} features; 64x64 workgroup tiles, 4x4 per invocation, {chunks} chunks of {wchunk} positions x {fchunk} features)\nfuses: stablehlo.convolution",
+            self.groups
+        );
+        // Steps of 16 along the chunk's K, each with 4 loads and 16 multiply-adds.
+        let iterations = (wchunk * fchunk).div_ceil(16) * (1 + 4 + 16) + 1;
+        self.module(
+            name,
+            op,
+            (&comment, &b),
+            [false, false],
+            partials,
+            (workgroups, iterations),
+            target,
+        )
     }
 }
