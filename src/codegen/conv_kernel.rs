@@ -5,10 +5,12 @@
 //! Each invocation keeps an R×C block of results in registers; for every window position it
 //! works out, once per row, where that row's input pixel lies (or that it falls on padding or
 //! a hole of lhs dilation), then runs over the input features reading R input and C kernel
-//! values per step (four features or columns at a time as `vec4` on GPUs, where the layouts
-//! allow). CPU adapters get large blocks (up to 32×32) and scalar loads, chosen by measuring
-//! llvmpipe; GPUs 4×4 blocks read straight from memory (a workgroup-memory tiled variant
-//! for them is future work). Any dimension numbers (the index math reads through the layouts), strides,
+//! values per step. CPU adapters (llvmpipe: workgroup memory and barriers emulated, every
+//! load a loop over the SIMD lanes) get this register-blocked kernel with large blocks (up to
+//! 32×32) and scalar loads, chosen by measurement. GPUs get a workgroup-tiled kernel: 64×64
+//! tiles of 16×16 invocations with 4×4 blocks, operands staged in workgroup memory 16 steps
+//! of K at a time; where its grid does not fit they get the register-blocked one with 4×4
+//! blocks and `vec4` loads where the layouts allow. Any dimension numbers (the index math reads through the layouts), strides,
 //! padding, lhs/rhs dilation, window reversal and feature or batch groups are covered; the
 //! group becomes a batch dimension of the GEMM.
 //!
