@@ -1,5 +1,6 @@
 //! Code generation: one WGSL module per kernel, validated with naga at compile time.
 
+pub mod conv_kernel;
 pub mod dot_kernel;
 pub mod dtype;
 pub mod elementwise;

@@ -10,7 +10,7 @@ use super::program::{
 use super::trip_count::trip_count;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
-use crate::codegen::{dot_kernel, loop_kernel, op_kernels, reduce_kernel};
+use crate::codegen::{conv_kernel, dot_kernel, loop_kernel, op_kernels, reduce_kernel};
 use crate::error::{Error, Result};
 use crate::fusion::{self, KernelKind, Node};
 use crate::ir::{Attr, Function, Literal, Op, Operation, Region, TensorType, Type, ValueId};
@@ -194,9 +194,14 @@ impl<'f, 't> Lowering<'f, 't> {
                             root,
                             self.target,
                         )),
-                        KernelKind::Dot => {
-                            Some(dot_kernel::plan(&name, self.f, &defs, g, root, self.target))
-                        }
+                        // Convolutions the implicit-GEMM emitter covers; the rest as dots.
+                        KernelKind::Dot => Some(
+                            conv_kernel::plan(&name, self.f, g, root, self.target)
+                                .transpose()
+                                .unwrap_or_else(|| {
+                                    dot_kernel::plan(&name, self.f, &defs, g, root, self.target)
+                                }),
+                        ),
                     };
                     if let Some(plan) = plan {
                         let plan = plan.map_err(in_context)?;

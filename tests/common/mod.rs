@@ -2,6 +2,7 @@
 //! f32 uploads and read-backs, host references. Each test binary uses a subset.
 #![allow(dead_code)]
 
+pub mod conv;
 pub mod hlo_sample;
 
 use std::sync::{Arc, OnceLock};

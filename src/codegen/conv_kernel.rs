@@ -1,0 +1,918 @@
+//! The `convolution` emitter: an implicit GEMM over f32 operands, without an im2col buffer.
+//!
+//! Output pixels (batch × output spatial positions) are the rows M, the output features of a
+//! group the columns N, window positions × input features of the group the contraction K.
+//! Each invocation keeps an R×C block of results in registers; for every window position it
+//! works out, once per row, where that row's input pixel lies (or that it falls on padding or
+//! a hole of lhs dilation), then runs over the input features reading R input and C kernel
+//! values per step. CPU adapters (llvmpipe: workgroup memory and barriers emulated, every
+//! load a loop over the SIMD lanes) get this register-blocked kernel with large blocks (up to
+//! 32×32) and scalar loads, chosen by measurement. GPUs get a workgroup-tiled kernel: 64×64
+//! tiles of 16×16 invocations with 4×4 blocks, operands staged in workgroup memory 16 steps
+//! of K at a time; where its grid does not fit they get the register-blocked one with 4×4
+//! blocks and `vec4` loads where the layouts allow. Any dimension numbers (the index math reads through the layouts), strides,
+//! padding, lhs/rhs dilation, window reversal and feature or batch groups are covered; the
+//! group becomes a batch dimension of the GEMM.
+//!
+//! A contraction too long for one invocation (filter gradients sum over batch × image), or a
+//! result too small to keep the adapter busy, is split over chunks of window positions (and
+//! of input features when a single position is too long): partial blocks go to a temporary
+//! and [`partials::fold`] sums them.
+//!
+//! Other element types, fused producers and empty shapes are left to the per-element
+//! emitter (`expr.rs`) through [`super::dot_kernel`].
+
+use super::dtype::Compute;
+use super::expr::Binding;
+use super::kernel::{self, Kernel};
+use super::loop_kernel::Target;
+use super::op_kernels::Plan;
+use super::partials;
+use crate::error::Result;
+use crate::fusion::Group;
+use crate::ir::ops::Convolution;
+use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type};
+
+/// Invocations per workgroup of the register-blocked kernel.
+const WORKGROUP: u64 = 64;
+
+/// Rows and columns of a workgroup tile of the tiled kernel.
+const TILE: u64 = 64;
+
+/// `WGPU_HLO_CONV=naive` leaves every convolution to the per-element emitter (comparisons).
+fn disabled() -> bool {
+    std::env::var("WGPU_HLO_CONV").is_ok_and(|v| v == "naive")
+}
+
+/// The plan computing the convolution `op` (the root of `group`) as an implicit GEMM, or
+/// `None` when this emitter does not cover it (the caller falls back to the per-element one).
+pub fn plan(
+    name: &str,
+    f: &Function,
+    group: &Group,
+    op: &Operation,
+    target: Target,
+) -> Result<Option<Plan>> {
+    let Op::Convolution(c) = &op.op else {
+        return Ok(None);
+    };
+    if disabled() || !group.members.is_empty() || group.outputs.len() != 1 {
+        return Ok(None);
+    }
+    let Some(g) = Gemm::new(f, op, c, target) else {
+        return Ok(None);
+    };
+    let bound = target.max_invocation_iterations.max(16);
+    let Some(tiling) = g.tiled(bound, target).or_else(|| g.direct(bound, target)) else {
+        return Ok(None);
+    };
+    let chunks = g.windows.div_ceil(tiling.wchunk) * g.cg.div_ceil(tiling.fchunk);
+    let n = g.ot.num_elements() as u64;
+    if n.checked_mul(chunks)
+        .is_none_or(|p| p > u32::MAX as u64 || p * 4 > target.max_binding_size)
+    {
+        return Ok(None);
+    }
+    let output = Binding {
+        value: op.results[0],
+        ty: g.ot.clone(),
+    };
+    if chunks == 1 {
+        let k = g.kernel(name, op, &tiling, None, target)?;
+        return Ok(Some(Plan::sequential(vec![k], Vec::new())));
+    }
+    let parts = partials::binding(0, ElementType::F32, n * chunks);
+    let first = g.kernel(
+        &format!("{name}_partials"),
+        op,
+        &tiling,
+        Some(parts.clone()),
+        target,
+    )?;
+    let add = |acc: &[String], vals: &[String]| format!("{0} = {0} + {1};", acc[0], vals[0]);
+    partials::fold(
+        name,
+        first,
+        vec![parts],
+        n,
+        chunks,
+        vec![output],
+        &[Compute::F32],
+        "",
+        &add,
+        target,
+    )
+    .map(Some)
+}
+
+/// One spatial dimension of the convolution.
+#[derive(Clone, Copy, Debug)]
+struct Spatial {
+    /// Input size and element stride.
+    in_size: u64,
+    in_stride: u64,
+    /// Kernel (window) size and element stride.
+    k_size: u64,
+    k_stride: u64,
+    /// Output size and element stride.
+    out_size: u64,
+    out_stride: u64,
+    stride: i64,
+    low: i64,
+    lhs_dilation: i64,
+    rhs_dilation: i64,
+    reversed: bool,
+}
+
+/// How the innermost loop (over input features) reads its operands. Loads dominate on CPU
+/// adapters (each is a loop over the SIMD lanes), so where the layouts allow it the operands
+/// are read four floats at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Inner {
+    /// One feature per step, scalar loads.
+    Scalar,
+    /// Four features per step: input and kernel read as `vec4` along the input features
+    /// (both contiguous there), each result a `dot`.
+    FeatureDot,
+    /// Four features per step: input read as `vec4` along its features, kernel as `vec4`
+    /// along the output features (NHWC × HWIO); results kept as `vec4` over 4 columns.
+    FeatureByColumn,
+    /// One feature per step: kernel read as `vec4` along the output features (filter
+    /// gradients: the output gradient as the kernel); results as `vec4` over 4 columns.
+    Column,
+}
+
+impl Inner {
+    /// Input features per step of the inner loop.
+    fn step(self) -> u64 {
+        match self {
+            Inner::FeatureDot | Inner::FeatureByColumn => 4,
+            Inner::Scalar | Inner::Column => 1,
+        }
+    }
+
+    /// Whether results are `vec4` accumulators over groups of 4 columns.
+    fn by_column(self) -> bool {
+        matches!(self, Inner::FeatureByColumn | Inner::Column)
+    }
+}
+
+/// How the work is cut: rows × columns of results per invocation, the inner loop, window
+/// positions and input features per chunk of the contraction.
+struct Tiling {
+    /// Workgroup tiles in workgroup memory (64×64 results of 16×16 invocations, `rows` and
+    /// `cols` 64) rather than independent register blocks.
+    tiled: bool,
+    rows: u64,
+    cols: u64,
+    inner: Inner,
+    wchunk: u64,
+    fchunk: u64,
+}
+
+/// A convolution read as groups of GEMMs.
+struct Gemm {
+    lt: TensorType,
+    kt: TensorType,
+    ot: TensorType,
+    spatial: Vec<Spatial>,
+    /// GEMMs (feature or batch groups).
+    groups: u64,
+    /// Whether the groups split the input batch (batch_group_count) rather than its features.
+    batch_groups: bool,
+    /// Output batch size and the strides of the batch in the input and output.
+    out_batch: u64,
+    in_batch_stride: u64,
+    out_batch_stride: u64,
+    /// Input feature stride; kernel input and output feature strides; output feature stride.
+    in_feature_stride: u64,
+    k_in_stride: u64,
+    k_out_stride: u64,
+    out_feature_stride: u64,
+    /// Rows (output pixels), columns per group (output features), input features per group,
+    /// window positions.
+    m: u64,
+    n: u64,
+    cg: u64,
+    windows: u64,
+}
+
+impl Gemm {
+    fn new(f: &Function, op: &Operation, c: &Convolution, target: Target) -> Option<Gemm> {
+        let tensor = |v| match f.ty(v) {
+            Type::Tensor(t) if t.is_static() && t.dtype == ElementType::F32 => Some(t.clone()),
+            _ => None,
+        };
+        if op.operands.len() != 2 || op.results.len() != 1 {
+            return None;
+        }
+        let (lt, kt, ot) = (
+            tensor(op.operands[0])?,
+            tensor(op.operands[1])?,
+            tensor(op.results[0])?,
+        );
+        // Every index and offset fits u32 arithmetic, every tensor one binding.
+        for t in [&lt, &kt, &ot] {
+            let e = t.num_elements() as u64;
+            if e == 0 || e > i32::MAX as u64 || e * 4 > target.max_binding_size {
+                return None;
+            }
+        }
+        let d = &c.dimension_numbers;
+        let (ld, kd, od) = (lt.dims(), kt.dims(), ot.dims());
+        let (ls, ks, os) = (lt.strides(), kt.strides(), ot.strides());
+        let at = |v: &[usize], i: i64| usize::try_from(i).ok().and_then(|i| v.get(i).copied());
+        let sp = d.input_spatial_dimensions.len();
+        if d.kernel_spatial_dimensions.len() != sp || d.output_spatial_dimensions.len() != sp {
+            return None;
+        }
+        let get = |v: &[i64], s: usize, default: i64| v.get(s).copied().unwrap_or(default);
+        let mut spatial = Vec::with_capacity(sp);
+        for s in 0..sp {
+            let (xi, ki, oi) = (
+                d.input_spatial_dimensions[s],
+                d.kernel_spatial_dimensions[s],
+                d.output_spatial_dimensions[s],
+            );
+            let sd = Spatial {
+                in_size: at(&ld, xi)? as u64,
+                in_stride: at(&ls, xi)? as u64,
+                k_size: at(&kd, ki)? as u64,
+                k_stride: at(&ks, ki)? as u64,
+                out_size: at(&od, oi)? as u64,
+                out_stride: at(&os, oi)? as u64,
+                stride: get(&c.window_strides, s, 1),
+                low: c.padding.get(s).map_or(0, |p| p.0),
+                lhs_dilation: get(&c.lhs_dilation, s, 1),
+                rhs_dilation: get(&c.rhs_dilation, s, 1),
+                reversed: c.window_reversal.get(s).copied().unwrap_or(false),
+            };
+            // Positions are computed in i32.
+            let reach = (sd.out_size as i64) * sd.stride.abs()
+                + (sd.k_size as i64) * sd.rhs_dilation.abs()
+                + sd.low.abs()
+                + (sd.in_size as i64) * sd.lhs_dilation.abs();
+            if sd.stride < 1 || sd.lhs_dilation < 1 || sd.rhs_dilation < 1 || reach > 1 << 30 {
+                return None;
+            }
+            spatial.push(sd);
+        }
+        let fg = c.feature_group_count.max(1) as u64;
+        let bg = c.batch_group_count.max(1) as u64;
+        if fg > 1 && bg > 1 {
+            return None;
+        }
+        let groups = fg.max(bg);
+        let out_features = at(&od, d.output_feature_dimension)? as u64;
+        let out_batch = at(&od, d.output_batch_dimension)? as u64;
+        let cg = at(&kd, d.kernel_input_feature_dimension)? as u64;
+        let in_features = at(&ld, d.input_feature_dimension)? as u64;
+        let in_batch = at(&ld, d.input_batch_dimension)? as u64;
+        if out_features % groups != 0
+            || at(&kd, d.kernel_output_feature_dimension)? as u64 != out_features
+            || in_features != cg * fg
+            || in_batch != out_batch * bg
+        {
+            return None;
+        }
+        let m = out_batch * spatial.iter().map(|s| s.out_size).product::<u64>();
+        let windows = spatial.iter().map(|s| s.k_size).product::<u64>();
+        Some(Gemm {
+            spatial,
+            groups,
+            batch_groups: bg > 1,
+            out_batch,
+            in_batch_stride: at(&ls, d.input_batch_dimension)? as u64,
+            out_batch_stride: at(&os, d.output_batch_dimension)? as u64,
+            in_feature_stride: at(&ls, d.input_feature_dimension)? as u64,
+            k_in_stride: at(&ks, d.kernel_input_feature_dimension)? as u64,
+            k_out_stride: at(&ks, d.kernel_output_feature_dimension)? as u64,
+            out_feature_stride: at(&os, d.output_feature_dimension)? as u64,
+            m,
+            n: out_features / groups,
+            cg,
+            windows,
+            lt,
+            kt,
+            ot,
+        })
+    }
+
+    /// The register-blocked cut (every adapter).
+    fn direct(&self, bound: u64, target: Target) -> Option<Tiling> {
+        let (rows, cols) = self.block(target);
+        let inner = self.inner(cols, target);
+        let (wchunk, fchunk) = self.chunks((rows, cols), inner, bound, target)?;
+        Some(Tiling {
+            tiled: false,
+            rows,
+            cols,
+            inner,
+            wchunk,
+            fchunk,
+        })
+    }
+
+    /// The workgroup-tiled cut, for GPUs (`WGPU_HLO_CONV_INNER=tiled` forces it, for tests):
+    /// `None` on CPU adapters, where workgroup memory and barriers are emulated at a high
+    /// cost, and when the tile grid exceeds the adapter's.
+    fn tiled(&self, bound: u64, target: Target) -> Option<Tiling> {
+        let wanted = match std::env::var("WGPU_HLO_CONV_INNER").ok().as_deref() {
+            Some("tiled") => true,
+            Some(_) => false,
+            None => !target.cpu_adapter,
+        };
+        if !wanted {
+            return None;
+        }
+        // Steps of 16 along K, each 1 + 4 + 16 back-edges; a chunk is whole window positions
+        // of `fchunk` features (all of them unless one position is already too long).
+        let kmax = bound.checked_sub(2)? / 21 * 16;
+        if kmax < 16 {
+            return None;
+        }
+        let fchunk = self.cg.div_ceil(self.cg.div_ceil(kmax));
+        let wmax = (kmax / fchunk).clamp(1, self.windows);
+        let mut wchunks = self.windows.div_ceil(wmax);
+        let fchunks = self.cg.div_ceil(fchunk);
+        let tiles = self.groups * self.m.div_ceil(TILE) * self.n.div_ceil(TILE);
+        while tiles * wchunks * fchunks * 256 < 1 << 15
+            && self.windows.div_ceil(wchunks * 2) * fchunk >= 256
+        {
+            wchunks *= 2;
+        }
+        let max = target.max_workgroups as u64;
+        if self.m.div_ceil(TILE) > max
+            || self.n.div_ceil(TILE) > max
+            || self.groups * wchunks * fchunks > max
+        {
+            return None;
+        }
+        Some(Tiling {
+            tiled: true,
+            rows: TILE,
+            cols: TILE,
+            inner: Inner::Scalar,
+            wchunk: self.windows.div_ceil(wchunks),
+            fchunk,
+        })
+    }
+
+    /// The inner loop's reading of the operands (see [`Inner`]) for blocks of `cols` columns.
+    /// `vec4` views need the contiguous dimension's size (and so every other stride and
+    /// every base offset) to be a multiple of 4. CPU adapters read scalars: llvmpipe gathers
+    /// a `vec4` a component at a time, and the wider live values cost more than they save
+    /// (conv 3x3 8x56x56x64, 16x16 blocks: 434 ms scalar, 666 ms `vec4`).
+    /// `WGPU_HLO_CONV_INNER=scalar|vec4` forces one (tests, experiments).
+    fn inner(&self, cols: u64, target: Target) -> Inner {
+        let vec4 = match std::env::var("WGPU_HLO_CONV_INNER").ok().as_deref() {
+            Some("scalar") => false,
+            Some("vec4") => true,
+            _ => !target.cpu_adapter,
+        };
+        if !vec4 {
+            return Inner::Scalar;
+        }
+        let features = self.in_feature_stride == 1 && self.cg % 4 == 0;
+        let columns = self.k_out_stride == 1 && self.n % 4 == 0 && cols % 4 == 0;
+        match (features, self.k_in_stride == 1 && self.cg % 4 == 0, columns) {
+            (true, true, _) => Inner::FeatureDot,
+            (true, false, true) => Inner::FeatureByColumn,
+            (false, _, true) => Inner::Column,
+            _ => Inner::Scalar,
+        }
+    }
+
+    /// Rows × columns per invocation. On CPU adapters every storage load is a loop over the
+    /// SIMD lanes (Mesa's llvmpipe), so blocks are large (R + C loads feed R × C multiply-adds), chosen to keep
+    /// the busiest core's share of loads smallest; on GPUs 4×4. `WGPU_HLO_CONV_BLOCK=RxC`
+    /// forces one (experiments).
+    fn block(&self, target: Target) -> (u64, u64) {
+        let fit = |(r, c): (u64, u64)| (r.clamp(1, 32).min(self.m), c.clamp(1, 32).min(self.n));
+        if let Some(forced) = std::env::var("WGPU_HLO_CONV_BLOCK").ok().and_then(|s| {
+            let (r, c) = s.split_once('x')?;
+            Some((r.parse::<u64>().ok()?, c.parse::<u64>().ok()?))
+        }) {
+            return fit(forced);
+        }
+        if !target.cpu_adapter {
+            return fit((4, 4));
+        }
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+        let cost = |(r, c): (u64, u64)| {
+            let threads = self.groups * self.m.div_ceil(r) * self.n.div_ceil(c);
+            let groups = threads.div_ceil(WORKGROUP);
+            groups.div_ceil(cores) * threads.min(WORKGROUP).div_ceil(8) * (r + c)
+        };
+        // Blocks of 32 halve the loads again (conv 3x3 8x56x56x64: 16x16 433 ms, 32x16
+        // 351 ms, 32x32 266 ms; 32x14x14x32 -> 64: 110, 89, 67 ms) but take ~0.6 s more to
+        // compile: only for convolutions of 2^26 multiply-adds or more.
+        let large = self.groups * self.m * self.n * self.cg * self.windows >= 1 << 26;
+        let wide = [(32, 32), (32, 16), (16, 32)];
+        let blocks = [(16, 16), (16, 8), (8, 16), (8, 8), (8, 4), (4, 4)];
+        wide.into_iter()
+            .filter(|_| large)
+            .chain(blocks)
+            .map(fit)
+            .min_by_key(|&b| cost(b))
+            .unwrap_or((4, 4))
+    }
+
+    /// Window positions and input features per chunk of the contraction: every invocation
+    /// within `bound` loop back-edges, and enough invocations to keep the adapter busy.
+    fn chunks(
+        &self,
+        (rows, cols): (u64, u64),
+        inner: Inner,
+        bound: u64,
+        target: Target,
+    ) -> Option<(u64, u64)> {
+        // One window position costs a back-edge per step of features plus its own, and the
+        // block one more. Feature chunks are whole steps.
+        let budget = bound.checked_sub(2)?;
+        let step = inner.step();
+        let steps = self.cg / step;
+        let fchunk = step
+            * if steps < budget / 2 {
+                steps
+            } else {
+                let half = budget / 2;
+                steps.div_ceil(steps.div_ceil(half))
+            };
+        let per_window = fchunk / step + 1;
+        let wmax = (budget / per_window).clamp(1, self.windows);
+        let mut wchunks = self.windows.div_ceil(wmax);
+        // Parallelism: split the windows further while invocations are few and each chunk
+        // still sums a good number of products.
+        let threads = self.groups * self.m.div_ceil(rows) * self.n.div_ceil(cols);
+        let want = if target.cpu_adapter {
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+            cores * WORKGROUP * 4
+        } else {
+            1 << 15
+        };
+        let fchunks = self.cg.div_ceil(fchunk);
+        while threads * wchunks * fchunks < want
+            && self.windows.div_ceil(wchunks * 2) * fchunk >= 256
+        {
+            wchunks *= 2;
+        }
+        let wchunk = self.windows.div_ceil(wchunks);
+        Some((wchunk, fchunk))
+    }
+
+    /// The kernel: results to the output, or (`partials`) partial sums of each chunk of the
+    /// contraction, element `output * chunks + chunk`.
+    fn kernel(
+        &self,
+        name: &str,
+        op: &Operation,
+        tiling: &Tiling,
+        partials: Option<Binding>,
+        target: Target,
+    ) -> Result<Kernel> {
+        if tiling.tiled {
+            return self.tiled_kernel(name, op, tiling, partials, target);
+        }
+        let &Tiling {
+            tiled: _,
+            rows,
+            cols,
+            inner,
+            wchunk,
+            fchunk,
+        } = tiling;
+        let (m, n, cg, windows) = (self.m, self.n, self.cg, self.windows);
+        let (mb, nb) = (m.div_ceil(rows), n.div_ceil(cols));
+        let (wchunks, fchunks) = (windows.div_ceil(wchunk), cg.div_ceil(fchunk));
+        let chunks = wchunks * fchunks;
+        let threads = self.groups * mb * nb * chunks;
+        let workgroups = kernel::grid(threads.div_ceil(WORKGROUP), target.max_workgroups)?;
+        let pixels = m / self.out_batch.max(1);
+        let mut b = String::new();
+        b.push_str(&kernel::entry_header(WORKGROUP as u32));
+        b.push_str(&kernel::thread_index(WORKGROUP as u32));
+        b.push_str(&format!(
+            "    if (tid >= {threads}u) {{ return; }}\n    let chunk = tid % {chunks}u;\n    let nblk = (tid / {chunks}u) % {nb}u;\n    let mblk = (tid / {}u) % {mb}u;\n    let g = tid / {}u;\n    let w0 = (chunk / {fchunks}u) * {wchunk}u;\n    let w1 = min(w0 + {wchunk}u, {windows}u);\n    let f0 = (chunk % {fchunks}u) * {fchunk}u;\n    let f1 = min(f0 + {fchunk}u, {cg}u);\n",
+            chunks * nb,
+            chunks * nb * mb,
+        ));
+        // Input batch and feature base of the group.
+        let (batch_base, feature_base) = if self.batch_groups {
+            (format!("g * {}u", self.out_batch), "0u".to_string())
+        } else {
+            ("0u".to_string(), format!("g * {cg}u"))
+        };
+        b.push_str(&format!(
+            "    let xg = ({batch_base}) * {}u + ({feature_base}) * {}u;\n",
+            self.in_batch_stride, self.in_feature_stride
+        ));
+        // Per row: output offset, input batch offset, window origin per spatial dimension.
+        for i in 0..rows {
+            b.push_str(&format!(
+                "    let m{i} = min(mblk * {rows}u + {i}u, {}u);\n    let ob{i} = m{i} / {pixels}u;\n    var r{i} = m{i} % {pixels}u;\n    var orow{i} = ob{i} * {}u;\n    let xb{i} = xg + ob{i} * {}u;\n",
+                m - 1,
+                self.out_batch_stride,
+                self.in_batch_stride,
+            ));
+            for (s, sd) in self.spatial.iter().enumerate().rev() {
+                b.push_str(&format!(
+                    "    let os{i}_{s} = r{i} % {}u;\n    r{i} = r{i} / {}u;\n    orow{i} = orow{i} + os{i}_{s} * {}u;\n    let q{i}_{s} = i32(os{i}_{s}) * {}i - ({}i);\n",
+                    sd.out_size, sd.out_size, sd.out_stride, sd.stride, sd.low
+                ));
+            }
+        }
+        // Per column: kernel and output offsets of the output feature.
+        for j in 0..cols {
+            b.push_str(&format!(
+                "    let of{j} = g * {n}u + min(nblk * {cols}u + {j}u, {}u);\n    let kc{j} = of{j} * {}u;\n",
+                n - 1,
+                self.k_out_stride,
+            ));
+        }
+        for i in 0..rows {
+            if inner.by_column() {
+                for q in 0..cols / 4 {
+                    b.push_str(&format!("    var acc{i}_{q} = vec4<f32>(0.0f);\n"));
+                }
+            } else {
+                for j in 0..cols {
+                    b.push_str(&format!("    var acc{i}_{j} = 0.0f;\n"));
+                }
+            }
+        }
+        b.push_str("    for (var w = w0; w < w1; w = w + 1u) {\n");
+        // Window position per spatial dimension, and the kernel offset.
+        b.push_str("        var rw = w;\n        var kw = 0u;\n");
+        for (s, sd) in self.spatial.iter().enumerate().rev() {
+            let kidx = if sd.reversed {
+                format!("({}u - ws{s})", sd.k_size - 1)
+            } else {
+                format!("ws{s}")
+            };
+            b.push_str(&format!(
+                "        let ws{s} = rw % {k}u;\n        rw = rw / {k}u;\n        kw = kw + {kidx} * {}u;\n        let wd{s} = i32(ws{s}) * {}i;\n",
+                sd.k_stride,
+                sd.rhs_dilation,
+                k = sd.k_size,
+            ));
+        }
+        // Where each row's input pixel is, and whether it is one (not padding, not a hole).
+        let mut any = Vec::new();
+        for i in 0..rows {
+            let mut conds = Vec::new();
+            let mut off = format!("xb{i}");
+            for (s, sd) in self.spatial.iter().enumerate() {
+                b.push_str(&format!("        let p{i}_{s} = q{i}_{s} + wd{s};\n"));
+                let ld = sd.lhs_dilation;
+                conds.push(format!("p{i}_{s} >= 0i"));
+                if ld > 1 {
+                    conds.push(format!("p{i}_{s} % {ld}i == 0i"));
+                    conds.push(format!("p{i}_{s} / {ld}i < {}i", sd.in_size));
+                    off.push_str(&format!(" + u32(p{i}_{s} / {ld}i) * {}u", sd.in_stride));
+                } else {
+                    conds.push(format!("p{i}_{s} < {}i", sd.in_size));
+                    off.push_str(&format!(" + u32(p{i}_{s}) * {}u", sd.in_stride));
+                }
+            }
+            if conds.is_empty() {
+                conds.push("true".to_string());
+            }
+            b.push_str(&format!(
+                "        let v{i} = {};\n        let x{i} = select(0u, {off}, v{i});\n",
+                conds.join(" && ")
+            ));
+            any.push(format!("v{i}"));
+        }
+        let step = inner.step();
+        b.push_str(&format!(
+            "        if ({}) {{\n            for (var f = f0; f < f1; f = f + {step}u) {{\n",
+            any.join(" || "),
+        ));
+        let (xs, ks) = (self.in_feature_stride, self.k_in_stride);
+        let quads = cols / 4;
+        match inner {
+            Inner::Scalar | Inner::Column => {
+                for i in 0..rows {
+                    b.push_str(&format!(
+                        "                let a{i} = select(0.0f, in0[x{i} + f * {xs}u], v{i});\n"
+                    ));
+                }
+            }
+            Inner::FeatureDot | Inner::FeatureByColumn => {
+                for i in 0..rows {
+                    b.push_str(&format!(
+                        "                let a{i} = select(vec4<f32>(0.0f), in0[(x{i} + f) >> 2u], v{i});\n"
+                    ));
+                }
+            }
+        }
+        match inner {
+            Inner::Scalar => {
+                for j in 0..cols {
+                    b.push_str(&format!(
+                        "                let b{j} = in1[kc{j} + kw + f * {ks}u];\n"
+                    ));
+                }
+                for i in 0..rows {
+                    for j in 0..cols {
+                        b.push_str(&format!(
+                            "                acc{i}_{j} = acc{i}_{j} + a{i} * b{j};\n"
+                        ));
+                    }
+                }
+            }
+            Inner::FeatureDot => {
+                for j in 0..cols {
+                    b.push_str(&format!(
+                        "                let b{j} = in1[(kc{j} + kw + f) >> 2u];\n"
+                    ));
+                }
+                for i in 0..rows {
+                    for j in 0..cols {
+                        b.push_str(&format!(
+                            "                acc{i}_{j} = acc{i}_{j} + dot(a{i}, b{j});\n"
+                        ));
+                    }
+                }
+            }
+            Inner::FeatureByColumn => {
+                for q in 0..quads {
+                    for t in 0..4 {
+                        b.push_str(&format!(
+                            "                let b{t}_{q} = in1[(kc{} + kw + (f + {t}u) * {ks}u) >> 2u];\n",
+                            4 * q
+                        ));
+                    }
+                }
+                for i in 0..rows {
+                    for q in 0..quads {
+                        b.push_str(&format!(
+                            "                acc{i}_{q} = acc{i}_{q} + a{i}.x * b0_{q} + a{i}.y * b1_{q} + a{i}.z * b2_{q} + a{i}.w * b3_{q};\n"
+                        ));
+                    }
+                }
+            }
+            Inner::Column => {
+                for q in 0..quads {
+                    b.push_str(&format!(
+                        "                let b{q} = in1[(kc{} + kw + f * {ks}u) >> 2u];\n",
+                        4 * q
+                    ));
+                }
+                for i in 0..rows {
+                    for q in 0..quads {
+                        b.push_str(&format!(
+                            "                acc{i}_{q} = acc{i}_{q} + a{i} * b{q};\n"
+                        ));
+                    }
+                }
+            }
+        }
+        b.push_str("            }\n        }\n    }\n");
+        for i in 0..rows {
+            for j in 0..cols {
+                let o = format!("orow{i} + of{j} * {}u", self.out_feature_stride);
+                let at = if partials.is_some() {
+                    format!("({o}) * {chunks}u + chunk")
+                } else {
+                    o
+                };
+                b.push_str(&format!(
+                    "    if (mblk * {rows}u + {i}u < {m}u && nblk * {cols}u + {j}u < {n}u) {{ out0[{at}] = {}; }}\n",
+                    if inner.by_column() {
+                        format!("acc{i}_{}.{}", j / 4, ["x", "y", "z", "w"][j as usize % 4])
+                    } else {
+                        format!("acc{i}_{j}")
+                    }
+                ));
+            }
+        }
+        b.push_str("}\n");
+        let (lt, kt, ot) = (&self.lt, &self.kt, &self.ot);
+        let comment = format!(
+            "kernel {name}: implicit-GEMM convolution {lt} x {kt} -> {ot} ({} groups of {m}x{n}, contracting {windows} window positions x {cg} features; {rows}x{cols} per invocation, {inner:?} inner loop, {chunks} chunks of {wchunk} positions x {fchunk} features)\nfuses: stablehlo.convolution",
+            self.groups
+        );
+        // The operands' bindings are `vec4` views where the inner loop reads them so.
+        let views = [
+            matches!(inner, Inner::FeatureDot | Inner::FeatureByColumn),
+            inner != Inner::Scalar,
+        ];
+        let iterations = wchunk * (fchunk / step + 1) + 1;
+        self.module(
+            name,
+            op,
+            (&comment, &b),
+            views,
+            partials,
+            (workgroups, iterations),
+            target,
+        )
+    }
+
+    /// The kernel of WGSL `body` (reading `in0`, `in1` as `vec4` where `views` say so and
+    /// writing `out0`: the result, or `partials`), dispatched over `workgroups`, looping at
+    /// most `iterations` times per invocation.
+    #[allow(clippy::too_many_arguments)]
+    fn module(
+        &self,
+        name: &str,
+        op: &Operation,
+        (comment, body): (&str, &str),
+        views: [bool; 2],
+        partials: Option<Binding>,
+        (workgroups, iterations): ([u32; 3], u64),
+        target: Target,
+    ) -> Result<Kernel> {
+        let inputs = vec![
+            Binding {
+                value: op.operands[0],
+                ty: self.lt.clone(),
+            },
+            Binding {
+                value: op.operands[1],
+                ty: self.kt.clone(),
+            },
+        ];
+        let outputs = vec![partials.unwrap_or(Binding {
+            value: op.results[0],
+            ty: self.ot.clone(),
+        })];
+        let mut wgsl = String::new();
+        for line in comment.lines() {
+            wgsl.push_str(&format!("// {line}\n"));
+        }
+        wgsl.push_str(&format!("var<private> {}: u32;\n", kernel::RUNTIME_ZERO));
+        for (i, (bd, vec)) in inputs.iter().zip(views).enumerate() {
+            let elem = if vec { "vec4<f32>" } else { "f32" };
+            wgsl.push_str(&format!(
+                "@group(0) @binding({i}) var<storage, read> in{i}: array<{elem}>; // {} {}\n",
+                bd.value, bd.ty
+            ));
+        }
+        wgsl.push_str(&format!(
+            "@group(0) @binding(2) var<storage, read_write> out0: array<f32>; // {} {}\n\n",
+            outputs[0].value, outputs[0].ty
+        ));
+        wgsl.push_str(body);
+        kernel::validate(name, &wgsl, target.caps)?;
+        Ok(Kernel {
+            name: name.to_string(),
+            wgsl,
+            inputs,
+            outputs,
+            workgroups,
+            iterations,
+        })
+    }
+
+    /// WGSL functions of the tiled kernel: `a_at(g, m, w, f)`, the input value row `m` of
+    /// group `g` multiplies at window position `w`, input feature `f` (0 on padding and
+    /// dilation holes); `b_at(g, n, w, f)`, the kernel value; `o_at(m)`, the output offset of
+    /// row `m` at feature 0.
+    fn element_functions(&self) -> String {
+        let pixels = self.m / self.out_batch.max(1);
+        let (batch_base, feature_base) = if self.batch_groups {
+            (format!("g * {}u", self.out_batch), "0u".to_string())
+        } else {
+            ("0u".to_string(), format!("g * {}u", self.cg))
+        };
+        let mut a = format!(
+            "fn a_at(g: u32, m: u32, w: u32, f: u32) -> f32 {{\n    var r = m % {pixels}u;\n    var rw = w;\n    var off = (({batch_base}) + m / {pixels}u) * {}u + (({feature_base}) + f) * {}u;\n    var ok = true;\n",
+            self.in_batch_stride, self.in_feature_stride
+        );
+        let mut b = format!(
+            "fn b_at(g: u32, n: u32, w: u32, f: u32) -> f32 {{\n    var rw = w;\n    var off = (g * {}u + n) * {}u + f * {}u;\n",
+            self.n, self.k_out_stride, self.k_in_stride
+        );
+        let mut o = format!(
+            "fn o_at(m: u32) -> u32 {{\n    var r = m % {pixels}u;\n    var off = (m / {pixels}u) * {}u;\n",
+            self.out_batch_stride
+        );
+        for (s, sd) in self.spatial.iter().enumerate().rev() {
+            let ld = sd.lhs_dilation;
+            a.push_str(&format!(
+                "    let os{s} = r % {os}u;\n    r = r / {os}u;\n    let ws{s} = rw % {k}u;\n    rw = rw / {k}u;\n    let p{s} = i32(os{s}) * {}i + i32(ws{s}) * {}i - ({}i);\n    ok = ok && p{s} >= 0i && p{s} % {ld}i == 0i && p{s} / {ld}i < {}i;\n    off = off + u32(p{s} / {ld}i) * {}u;\n",
+                sd.stride,
+                sd.rhs_dilation,
+                sd.low,
+                sd.in_size,
+                sd.in_stride,
+                os = sd.out_size,
+                k = sd.k_size,
+            ));
+            let kidx = if sd.reversed {
+                format!("({}u - ws{s})", sd.k_size - 1)
+            } else {
+                format!("ws{s}")
+            };
+            b.push_str(&format!(
+                "    let ws{s} = rw % {k}u;\n    rw = rw / {k}u;\n    off = off + {kidx} * {}u;\n",
+                sd.k_stride,
+                k = sd.k_size,
+            ));
+            o.push_str(&format!(
+                "    off = off + (r % {os}u) * {}u;\n    r = r / {os}u;\n",
+                sd.out_stride,
+                os = sd.out_size,
+            ));
+        }
+        a.push_str("    if (!ok) {\n        return 0.0f;\n    }\n    return in0[off];\n}\n\n");
+        b.push_str("    return in1[off];\n}\n\n");
+        o.push_str("    return off;\n}\n\n");
+        a + &b + &o
+    }
+
+    /// The workgroup-tiled kernel (GPUs): each workgroup of 16×16 invocations computes a
+    /// 64×64 tile of one group's GEMM over one chunk of the contraction, staging 64×16
+    /// input and 16×64 kernel values in workgroup memory per step of 16 along K (window
+    /// position-major, feature-minor); each invocation keeps a 4×4 block in registers.
+    fn tiled_kernel(
+        &self,
+        name: &str,
+        op: &Operation,
+        tiling: &Tiling,
+        partials: Option<Binding>,
+        target: Target,
+    ) -> Result<Kernel> {
+        let (m, n, cg, windows) = (self.m, self.n, self.cg, self.windows);
+        let (wchunk, fchunk) = (tiling.wchunk, tiling.fchunk);
+        let (wchunks, fchunks) = (windows.div_ceil(wchunk), cg.div_ceil(fchunk));
+        let chunks = wchunks * fchunks;
+        let workgroups = [
+            n.div_ceil(TILE) as u32,
+            m.div_ceil(TILE) as u32,
+            (self.groups * chunks) as u32,
+        ];
+        let mut b = self.element_functions();
+        b.push_str(
+            "var<workgroup> a_tile: array<f32, 1024>;\nvar<workgroup> b_tile: array<f32, 1024>;\n\n",
+        );
+        b.push_str(
+            "@compute @workgroup_size(16, 16)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
+             @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n",
+        );
+        b.push_str(&format!(
+            "    let n0 = wid.x * 64u;\n    let m0 = wid.y * 64u;\n    let g = wid.z / {chunks}u;\n    let chunk = wid.z % {chunks}u;\n    let w0 = (chunk / {fchunks}u) * {wchunk}u;\n    let w1 = min(w0 + {wchunk}u, {windows}u);\n    let f0 = (chunk % {fchunks}u) * {fchunk}u;\n    let flen = min(f0 + {fchunk}u, {cg}u) - f0;\n    let klen = (w1 - w0) * flen;\n"
+        ));
+        for i in 0..4 {
+            for j in 0..4 {
+                b.push_str(&format!("    var acc{i}{j} = 0.0f;\n"));
+            }
+        }
+        b.push_str(&format!(
+            "    for (var k0 = 0u; k0 < klen; k0 = k0 + 16u) {{\n        for (var i = 0u; i < 4u; i = i + 1u) {{\n            let e = li + i * 256u;\n            let akk = e % 16u;\n            let amm = e / 16u;\n            var av = 0.0f;\n            if (m0 + amm < {m}u && k0 + akk < klen) {{\n                let k = k0 + akk;\n                av = a_at(g, m0 + amm, w0 + k / flen, f0 + k % flen);\n            }}\n            a_tile[akk * 64u + amm] = av;\n            let bkk = e / 64u;\n            let bnn = e % 64u;\n            var bv = 0.0f;\n            if (n0 + bnn < {n}u && k0 + bkk < klen) {{\n                let k = k0 + bkk;\n                bv = b_at(g, n0 + bnn, w0 + k / flen, f0 + k % flen);\n            }}\n            b_tile[bkk * 64u + bnn] = bv;\n        }}\n        workgroupBarrier();\n        for (var kk = 0u; kk < 16u; kk = kk + 1u) {{\n"
+        ));
+        for i in 0..4 {
+            b.push_str(&format!(
+                "            let a{i} = a_tile[kk * 64u + lid.y * 4u + {i}u];\n            let b{i} = b_tile[kk * 64u + lid.x * 4u + {i}u];\n"
+            ));
+        }
+        for i in 0..4 {
+            for j in 0..4 {
+                b.push_str(&format!(
+                    "            acc{i}{j} = acc{i}{j} + a{i} * b{j};\n"
+                ));
+            }
+        }
+        b.push_str("        }\n        workgroupBarrier();\n    }\n");
+        for i in 0..4 {
+            b.push_str(&format!(
+                "    {{\n        let m = m0 + lid.y * 4u + {i}u;\n        if (m < {m}u) {{\n            let orow = o_at(m);\n"
+            ));
+            for j in 0..4 {
+                let o = format!(
+                    "orow + (g * {n}u + n0 + lid.x * 4u + {j}u) * {}u",
+                    self.out_feature_stride
+                );
+                let at = if partials.is_some() {
+                    format!("({o}) * {chunks}u + chunk")
+                } else {
+                    o
+                };
+                b.push_str(&format!(
+                    "            if (n0 + lid.x * 4u + {j}u < {n}u) {{ out0[{at}] = acc{i}{j}; }}\n"
+                ));
+            }
+            b.push_str("        }\n    }\n");
+        }
+        b.push_str("}\n");
+        let (lt, kt, ot) = (&self.lt, &self.kt, &self.ot);
+        let comment = format!(
+            "kernel {name}: implicit-GEMM convolution {lt} x {kt} -> {ot} ({} groups of {m}x{n}, contracting {windows} window positions x {cg} features; 64x64 workgroup tiles, 4x4 per invocation, {chunks} chunks of {wchunk} positions x {fchunk} features)\nfuses: stablehlo.convolution",
+            self.groups
+        );
+        // Steps of 16 along the chunk's K, each with 4 loads and 16 multiply-adds.
+        let iterations = (wchunk * fchunk).div_ceil(16) * (1 + 4 + 16) + 1;
+        self.module(
+            name,
+            op,
+            (&comment, &b),
+            [false, false],
+            partials,
+            (workgroups, iterations),
+            target,
+        )
+    }
+}

@@ -1,0 +1,113 @@
+//! f32 convolutions through the implicit-GEMM emitter (`codegen::conv_kernel`), with scalar and
+//! `vec4` inner loops: odd sizes, NHWC and NCHW layouts, strides, padding, lhs and rhs
+//! dilation, window reversal, feature groups (depthwise included), batch groups, the input and
+//! filter gradients JAX emits; whole and split over window chunks. Each must take the GEMM
+//! path and match the host reference (f64 accumulation).
+
+mod common;
+
+use common::conv::Conv;
+
+/// Runs `c` under `max_loop` and checks that the implicit-GEMM kernel computed it (the
+/// workgroup-tiled one when `tiled`).
+fn gemm(c: &Conv, max_loop: Option<u64>, tiled: bool) {
+    let wgsl = c.check_kernels(max_loop);
+    let marker = if tiled {
+        "64x64 workgroup tiles"
+    } else {
+        "per invocation"
+    };
+    assert!(
+        wgsl.iter()
+            .any(|w| w.contains("implicit-GEMM convolution") && w.contains(marker)),
+        "{c:?} did not take the implicit-GEMM path ({marker})"
+    );
+}
+
+fn cases() -> Vec<Conv> {
+    let mut out = Vec::new();
+    // Odd sizes, "same" padding, NHWC x HWIO.
+    let mut c = Conv::new(3, 5, [7, 9], 6, [3, 3]);
+    c.pad = [(1, 1), (1, 1)];
+    out.push(c);
+    // Features a multiple of 4 (vec4 reads), strided.
+    let mut c = Conv::new(2, 12, [9, 8], 8, [3, 3]);
+    c.stride = [2, 2];
+    c.pad = [(1, 1), (0, 1)];
+    out.push(c);
+    // NCHW x OIHW, uneven strides and padding, a 3x2 window.
+    let mut c = Conv::new(2, 8, [10, 11], 12, [3, 2]);
+    c.layouts = ["bf01", "oi01", "bf01"];
+    c.stride = [2, 3];
+    c.pad = [(1, 0), (2, 1)];
+    out.push(c);
+    // rhs dilation and window reversal.
+    let mut c = Conv::new(2, 4, [12, 10], 4, [3, 2]);
+    c.rhs_dilate = [2, 3];
+    c.reverse = [false, true];
+    c.pad = [(2, 2), (0, 3)];
+    out.push(c);
+    // The input gradient of a stride-2 3x3 convolution: lhs dilation, padding, reversal,
+    // the kernel's features swapped.
+    let mut c = Conv::new(2, 8, [5, 6], 4, [3, 3]);
+    c.lhs_dilate = [2, 2];
+    c.pad = [(1, 2), (2, 2)];
+    c.reverse = [true, true];
+    c.layouts = ["b01f", "01oi", "b01f"];
+    out.push(c);
+    // The filter gradient of a 3x3 "same" convolution: batch and features swapped, the
+    // output gradient as the kernel.
+    let mut c = Conv::new(3, 6, [8, 8], 8, [8, 8]);
+    c.pad = [(1, 1), (1, 1)];
+    c.layouts = ["f01b", "i01o", "01bf"];
+    out.push(c);
+    // Feature groups, depthwise, batch groups.
+    let mut c = Conv::new(2, 16, [6, 7], 8, [3, 3]);
+    c.feature_groups = 2;
+    c.pad = [(1, 1), (1, 1)];
+    out.push(c);
+    let mut c = Conv::new(2, 8, [9, 9], 8, [5, 5]);
+    c.feature_groups = 8;
+    c.pad = [(2, 2), (2, 2)];
+    out.push(c);
+    let mut c = Conv::new(4, 8, [6, 6], 8, [3, 3]);
+    c.batch_groups = 2;
+    out.push(c);
+    // A 1x1 convolution (a matmul over pixels).
+    out.push(Conv::new(2, 20, [5, 5], 7, [1, 1]));
+    out
+}
+
+/// Every case with scalar and `vec4` inner loops, with a forced large block, and with the
+/// workgroup-tiled kernel of GPUs (one test: the choices are environment variables read at
+/// compile time).
+#[test]
+fn implicit_gemm_convolutions() {
+    let modes = [
+        ("scalar", None),
+        ("vec4", None),
+        ("scalar", Some("32x32")),
+        ("tiled", None),
+    ];
+    for (inner, block) in modes {
+        std::env::set_var("WGPU_HLO_CONV_INNER", inner);
+        match block {
+            Some(b) => std::env::set_var("WGPU_HLO_CONV_BLOCK", b),
+            None => std::env::remove_var("WGPU_HLO_CONV_BLOCK"),
+        }
+        let tiled = inner == "tiled";
+        for (i, c) in cases().iter().enumerate() {
+            if block.is_some() && i % 3 != 0 {
+                continue;
+            }
+            gemm(c, None, tiled);
+            // Split over window chunks (the input gradient, the filter gradient's window, a
+            // 5x5 depthwise one); the tiled kernel needs a bound of at least one K step.
+            if i == 4 || i == 5 || i == 7 {
+                gemm(c, Some(if tiled { 64 } else { 16 }), tiled);
+            }
+        }
+    }
+    std::env::remove_var("WGPU_HLO_CONV_INNER");
+    std::env::remove_var("WGPU_HLO_CONV_BLOCK");
+}
