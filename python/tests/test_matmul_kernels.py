@@ -28,8 +28,7 @@ def check(got, want, k):
 
 @pytest.mark.parametrize(
     "m,k,n",
-    [(1, 1, 1), (7, 7, 7), (33, 9, 65), (65, 33, 7), (129, 65, 33), (1, 129, 65),
-],
+    [(1, 1, 1), (7, 7, 7), (33, 9, 65), (65, 33, 7), (129, 65, 33), (1, 129, 65)],
 )
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
 def test_matmul_sizes_and_layouts(gpu, m, k, n, layout):
