@@ -6,8 +6,11 @@
 //!   have any layout: batch, free and contracting dimensions in any order and any number
 //!   (offsets are separable per dimension group, so an element's offset is a sum of three
 //!   decompositions). Tile loads follow the operand's contiguous dimension.
-//! * **Register-blocked** (f32, on CPU adapters such as lavapipe, where workgroup memory and
-//!   barriers are emulated at a high cost): 4×4 per thread straight from memory.
+//! * **Vector** (f32, on CPU adapters such as lavapipe, where workgroup memory and barriers
+//!   are emulated at a high cost, and for shapes the tiled kernel does not take): an R×C
+//!   block per thread in `vec4` registers straight from memory, operands read four elements
+//!   per load where their layout allows. `WGPU_HLO_DOT=direct` keeps the older scalar
+//!   register-blocked kernel for comparisons.
 //! * **Naive** (everything else): every output element is a loop over the contracting
 //!   dimensions with the operands' producers computed inline; the loop emitter around it
 //!   handles packing and the dispatch grid.
@@ -672,8 +675,9 @@ fn vector(
     (batch, m, n, k): (u64, u64, u64, u64),
     target: Target,
 ) -> Result<Kernel> {
-    let forced = std::env::var("WGPU_HLO_DOT_VEC").map_or(false, |v| v == "0");
-    let (ra, rb) = if forced {
+    // `WGPU_HLO_DOT_VEC=0`: scalar loads only (for comparisons).
+    let scalar_only = std::env::var("WGPU_HLO_DOT_VEC").is_ok_and(|v| v == "0");
+    let (ra, rb) = if scalar_only {
         (Read::Scalar, Read::Scalar)
     } else {
         (read_mode(l, k), read_mode(r, k))
