@@ -6,8 +6,11 @@
 //!   have any layout: batch, free and contracting dimensions in any order and any number
 //!   (offsets are separable per dimension group, so an element's offset is a sum of three
 //!   decompositions). Tile loads follow the operand's contiguous dimension.
-//! * **Register-blocked** (f32, on CPU adapters such as lavapipe, where workgroup memory and
-//!   barriers are emulated at a high cost): 4×4 per thread straight from memory.
+//! * **Vector** (f32, on CPU adapters such as lavapipe, where workgroup memory and barriers
+//!   are emulated at a high cost, and for shapes the tiled kernel does not take): an R×C
+//!   block per thread in `vec4` registers straight from memory, operands read four elements
+//!   per load where their layout allows. `WGPU_HLO_DOT=direct` keeps the older scalar
+//!   register-blocked kernel for comparisons.
 //! * **Naive** (everything else): every output element is a loop over the contracting
 //!   dimensions with the operands' producers computed inline; the loop emitter around it
 //!   handles packing and the dispatch grid.
@@ -205,11 +208,12 @@ fn contraction_space(f: &Function, op: &Operation) -> Option<ContractionSpace> {
 
 const TILE: u64 = 64;
 
-/// `WGPU_HLO_DOT=tiled|direct|naive` overrides the choice of f32 dot kernel (for comparisons).
+/// `WGPU_HLO_DOT=tiled|vec|direct|naive` overrides the choice of f32 dot kernel (for comparisons).
 fn dot_mode() -> Option<&'static str> {
     match std::env::var("WGPU_HLO_DOT").ok()?.as_str() {
         "tiled" => Some("tiled"),
         "direct" => Some("direct"),
+        "vec" => Some("vec"),
         "naive" => Some("naive"),
         _ => None,
     }
@@ -334,24 +338,27 @@ fn tiled(
     {
         return Ok(None);
     }
-    let max = target.max_workgroups as u64;
-    let (gx, gy) = (n.div_ceil(TILE), m.div_ceil(TILE));
-    if gx > max
-        || gy > max
-        || batch > max
-        || k < 8
-        || m * n < 1024
-        || batch * m * n * k > u32::MAX as u64
-    {
+    // Every offset the kernels compute is below its tensor's element count (per-dimension
+    // sums of index * stride, the output's (b * m + i) * n + j): in range for u32 whenever the
+    // tensors' element counts are.
+    let fits = |t: &TensorType| (t.num_elements() as u64) <= u32::MAX as u64;
+    if !(fits(&lt) && fits(&rt) && fits(&ot)) {
         return Ok(None);
     }
-    let direct_wanted = match dot_mode() {
-        Some("direct") => true,
-        Some("tiled") => false,
-        _ => target.cpu_adapter,
-    };
-    if direct_wanted {
-        return direct(name, op, &lt, &rt, &ot, &l, &r, (batch, m, n, k), target).map(Some);
+    let max = target.max_workgroups as u64;
+    let (gx, gy) = (n.div_ceil(TILE), m.div_ceil(TILE));
+    let tiles_fit = gx <= max && gy <= max && batch <= max && k >= 8 && m * n >= 1024;
+    let dims = (batch, m, n, k);
+    match dot_mode() {
+        Some("direct") => {
+            return direct(name, op, &lt, &rt, &ot, &l, &r, dims, target).map(Some);
+        }
+        Some("vec") => return vector(name, op, (&lt, &rt, &ot), (&l, &r), dims, target).map(Some),
+        Some("tiled") if tiles_fit => {}
+        _ if target.cpu_adapter || !tiles_fit => {
+            return vector(name, op, (&lt, &rt, &ot), (&l, &r), dims, target).map(Some);
+        }
+        _ => {}
     }
     // Which way tile loads walk: along the contracting dimension when it is the contiguous one.
     let lhs_k_inner = matches!(l.contract.as_slice(), [(_, 1)]);
@@ -608,5 +615,284 @@ fn finish(
         outputs,
         workgroups,
         iterations,
+    })
+}
+
+/// How the vector dot reads one operand: four elements along its contracting dimension or
+/// along its free dimension per `vec4` load, or one element per load.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Read {
+    AlongK,
+    AlongFree,
+    Scalar,
+}
+
+/// Whether dimension `inner` of an operand (size, stride) can be read four elements at a time
+/// as aligned `vec4`s: it is contiguous with a size divisible by 4, and every other
+/// dimension's stride is a multiple of 4 (so every offset with the index along `inner` a
+/// multiple of 4 is too).
+fn vec4_along(inner: Option<&(u64, u64)>, others: &[&[(u64, u64)]]) -> bool {
+    let Some(&(size, 1)) = inner else {
+        return false;
+    };
+    size % 4 == 0
+        && others
+            .iter()
+            .flat_map(|g| g.iter())
+            .all(|&(s, st)| s == 1 || st % 4 == 0)
+}
+
+/// The read mode of an operand with dimension groups `(batch, free, contract)`.
+fn read_mode(g: &Layout, k: u64) -> Read {
+    let (fl, cl) = (g.free.len(), g.contract.len());
+    if k % 4 == 0
+        && cl > 0
+        && vec4_along(
+            g.contract.last(),
+            &[&g.batch, &g.free, &g.contract[..cl - 1]],
+        )
+    {
+        Read::AlongK
+    } else if fl > 0 && vec4_along(g.free.last(), &[&g.batch, &g.contract, &g.free[..fl - 1]]) {
+        Read::AlongFree
+    } else {
+        Read::Scalar
+    }
+}
+
+/// The dot for CPU adapters (and for GPU shapes the tiled kernel does not take): each thread
+/// keeps an R x C block of results in `vec4` registers (four columns each) and reads its
+/// operands straight from memory, four elements per load where the layout allows, so that
+/// `(R + C) / 4` loads feed `R x C` multiply-adds per step of k. CPU drivers run a
+/// workgroup's invocations as SIMD lanes and execute every storage load as a loop over the
+/// lanes (Mesa 22's llvmpipe), so loads, not arithmetic, bound the plain kernel; workgroup
+/// memory and barriers are emulated there at a high cost, so none are used.
+fn vector(
+    name: &str,
+    op: &Operation,
+    (lt, rt, ot): (&TensorType, &TensorType, &TensorType),
+    (l, r): (&Layout, &Layout),
+    (batch, m, n, k): (u64, u64, u64, u64),
+    target: Target,
+) -> Result<Kernel> {
+    // `WGPU_HLO_DOT_VEC=0`: scalar loads only (for comparisons).
+    let scalar_only = std::env::var("WGPU_HLO_DOT_VEC").is_ok_and(|v| v == "0");
+    let (ra, rb) = if scalar_only {
+        (Read::Scalar, Read::Scalar)
+    } else {
+        (read_mode(l, k), read_mode(r, k))
+    };
+    let (rows, cols) = block_shape(batch, m, n);
+    // Columns in whole vec4s; rows in whole vec4s when the left operand is read along m.
+    let cols = cols.next_multiple_of(4);
+    let rows = if ra == Read::AlongFree {
+        rows.next_multiple_of(4)
+    } else {
+        rows
+    };
+    let kstep = if ra == Read::AlongK || rb == Read::AlongK {
+        4
+    } else {
+        1
+    };
+    let (mb, nb) = (m.div_ceil(rows), n.div_ceil(cols));
+    let threads = batch * mb * nb;
+    let workgroups = super::kernel::grid(threads.div_ceil(64), target.max_workgroups)?;
+    let mut body = String::new();
+    body.push_str(&offset_fn(
+        "lhs_off",
+        "b",
+        "m",
+        "k",
+        &l.batch,
+        &l.free,
+        &l.contract,
+    ));
+    body.push_str(&offset_fn(
+        "rhs_off",
+        "b",
+        "n",
+        "k",
+        &r.batch,
+        &r.free,
+        &r.contract,
+    ));
+    body.push_str(
+        "@compute @workgroup_size(64)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
+         @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n",
+    );
+    body.push_str(&super::kernel::thread_index(64));
+    body.push_str(&format!(
+        "    if (tid >= {threads}u) {{ return; }}\n    let n0 = (tid % {nb}u) * {cols}u;\n    let m0 = ((tid / {nb}u) % {mb}u) * {rows}u;\n    let b = tid / {}u;\n",
+        mb * nb
+    ));
+    // Clamped row and column indices (results outside the tensor are computed and dropped).
+    match ra {
+        Read::AlongFree => {
+            for p in 0..rows / 4 {
+                body.push_str(&format!(
+                    "    let mp{p} = min(m0 + {}u, {}u);\n",
+                    4 * p,
+                    m - 4
+                ));
+            }
+        }
+        _ => {
+            for i in 0..rows {
+                body.push_str(&format!("    let mi{i} = min(m0 + {i}u, {}u);\n", m - 1));
+            }
+        }
+    }
+    match rb {
+        Read::AlongFree => {
+            for q in 0..cols / 4 {
+                body.push_str(&format!(
+                    "    let nq{q} = min(n0 + {}u, {}u);\n",
+                    4 * q,
+                    n - 4
+                ));
+            }
+        }
+        _ => {
+            for j in 0..cols {
+                body.push_str(&format!("    let nj{j} = min(n0 + {j}u, {}u);\n", n - 1));
+            }
+        }
+    }
+    for i in 0..rows {
+        for q in 0..cols / 4 {
+            body.push_str(&format!("    var acc{i}_{q} = vec4<f32>();\n"));
+        }
+    }
+    body.push_str(&format!(
+        "    for (var k = 0u; k < {k}u; k = k + {kstep}u) {{\n"
+    ));
+    if ra == Read::AlongK {
+        for i in 0..rows {
+            body.push_str(&format!(
+                "        let av{i} = in0[lhs_off(b, mi{i}, k) >> 2u];\n"
+            ));
+        }
+    }
+    if rb == Read::AlongK {
+        for j in 0..cols {
+            body.push_str(&format!(
+                "        let wk{j} = in1[rhs_off(b, nj{j}, k) >> 2u];\n"
+            ));
+        }
+    }
+    const COMP: [&str; 4] = ["x", "y", "z", "w"];
+    for kk in 0..kstep {
+        let kx = if kk == 0 {
+            "k".to_string()
+        } else {
+            format!("k + {kk}u")
+        };
+        // The left operand's R values at this step.
+        let a: Vec<String> = match ra {
+            Read::AlongK => (0..rows)
+                .map(|i| format!("av{i}.{}", COMP[kk as usize]))
+                .collect(),
+            Read::AlongFree => {
+                for p in 0..rows / 4 {
+                    body.push_str(&format!(
+                        "        let am{kk}_{p} = in0[lhs_off(b, mp{p}, {kx}) >> 2u];\n"
+                    ));
+                }
+                (0..rows)
+                    .map(|i| format!("am{kk}_{}.{}", i / 4, COMP[(i % 4) as usize]))
+                    .collect()
+            }
+            Read::Scalar => {
+                for i in 0..rows {
+                    body.push_str(&format!(
+                        "        let a{kk}_{i} = in0[lhs_off(b, mi{i}, {kx})];\n"
+                    ));
+                }
+                (0..rows).map(|i| format!("a{kk}_{i}")).collect()
+            }
+        };
+        for q in 0..cols / 4 {
+            let w = match rb {
+                Read::AlongFree => format!("in1[rhs_off(b, nq{q}, {kx}) >> 2u]"),
+                Read::AlongK => format!(
+                    "vec4<f32>(wk{}.{c}, wk{}.{c}, wk{}.{c}, wk{}.{c})",
+                    4 * q,
+                    4 * q + 1,
+                    4 * q + 2,
+                    4 * q + 3,
+                    c = COMP[kk as usize]
+                ),
+                Read::Scalar => format!(
+                    "vec4<f32>(in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})])",
+                    4 * q,
+                    4 * q + 1,
+                    4 * q + 2,
+                    4 * q + 3
+                ),
+            };
+            body.push_str(&format!("        let w{kk}_{q} = {w};\n"));
+            for (i, ai) in a.iter().enumerate() {
+                body.push_str(&format!(
+                    "        acc{i}_{q} = acc{i}_{q} + {ai} * w{kk}_{q};\n"
+                ));
+            }
+        }
+    }
+    body.push_str("    }\n");
+    for i in 0..rows {
+        for j in 0..cols {
+            body.push_str(&format!(
+                "    if (m0 + {i}u < {m}u && n0 + {j}u < {n}u) {{ out0[(b * {m}u + m0 + {i}u) * {n}u + n0 + {j}u] = acc{i}_{}.{}; }}\n",
+                j / 4,
+                COMP[(j % 4) as usize]
+            ));
+        }
+    }
+    body.push_str("}\n");
+    let comment = format!(
+        "kernel {name}: vector dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; {rows}x{cols} per thread, reads {ra:?} x {rb:?}, no workgroup memory)\nfuses: stablehlo.dot_general"
+    );
+    let elem = |mode: Read| {
+        if mode == Read::Scalar {
+            "f32"
+        } else {
+            "vec4<f32>"
+        }
+    };
+    let mut wgsl = String::new();
+    for line in comment.lines() {
+        wgsl.push_str(&format!("// {line}\n"));
+    }
+    wgsl.push_str(&format!(
+        "@group(0) @binding(0) var<storage, read> in0: array<{}>;\n\
+         @group(0) @binding(1) var<storage, read> in1: array<{}>;\n\
+         @group(0) @binding(2) var<storage, read_write> out0: array<f32>;\n\n",
+        elem(ra),
+        elem(rb)
+    ));
+    wgsl.push_str(&body);
+    super::kernel::validate(name, &wgsl, target.caps)?;
+    let inputs = vec![
+        Binding {
+            value: op.operands[0],
+            ty: lt.clone(),
+        },
+        Binding {
+            value: op.operands[1],
+            ty: rt.clone(),
+        },
+    ];
+    let outputs = vec![Binding {
+        value: op.results[0],
+        ty: ot.clone(),
+    }];
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs,
+        outputs,
+        workgroups,
+        iterations: k.div_ceil(kstep),
     })
 }

@@ -1,0 +1,66 @@
+"""dot_general kernels on `wgpu` against a float64 host reference: odd sizes (none a multiple
+of the tile or the per-thread block), batched, every operand layout (contracting dimension
+inner or outer, so each read mode of the vector kernel), a large contraction, and one
+product of more than 2^32 multiply-adds (once refused by the tiled kernel)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jax
+from jax import lax
+
+
+def data(shape, seed):
+    return np.random.default_rng(seed).uniform(-1, 1, size=shape).astype(np.float32)
+
+
+def run(gpu, f, *args):
+    args = [jax.device_put(a, gpu) for a in args]
+    return np.asarray(jax.jit(f)(*args))
+
+
+def check(got, want, k):
+    # f32 accumulation over k terms of magnitude <= 1.
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * max(k, 1) ** 0.5 * 4)
+
+
+@pytest.mark.parametrize(
+    "m,k,n",
+    [(1, 1, 1), (7, 7, 7), (33, 9, 65), (65, 33, 7), (129, 65, 33), (1, 129, 65)],
+)
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_matmul_sizes_and_layouts(gpu, m, k, n, layout):
+    a = data((m, k) if layout[0] == "n" else (k, m), 1)
+    b = data((k, n) if layout[1] == "n" else (n, k), 2)
+    ca = 1 if layout[0] == "n" else 0
+    cb = 0 if layout[1] == "n" else 1
+    f = lambda x, y: lax.dot_general(x, y, (((ca,), (cb,)), ((), ())))
+    an = a if layout[0] == "n" else a.T
+    bn = b if layout[1] == "n" else b.T
+    check(run(gpu, f, a, b), an.astype(np.float64) @ bn.astype(np.float64), k)
+
+
+@pytest.mark.parametrize("bsz,m,k,n", [(3, 7, 33, 9), (64, 16, 16, 16), (2, 65, 12, 129)])
+def test_batched(gpu, bsz, m, k, n):
+    a, b = data((bsz, m, k), 3), data((bsz, k, n), 4)
+    want = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
+    check(run(gpu, lambda x, y: x @ y, a, b), want, k)
+    # Batch dimension in the middle of the right operand, contracting dimension outermost.
+    bt = np.ascontiguousarray(b.transpose(1, 0, 2))
+    f = lambda x, y: lax.dot_general(x, y, (((2,), (0,)), ((0,), (1,))))
+    check(run(gpu, f, a, bt), want, k)
+
+
+def test_large_contraction(gpu):
+    a, b = data((9, 20000), 5), data((20000, 5), 6)
+    check(run(gpu, lambda x, y: x @ y, a, b), a.astype(np.float64) @ b.astype(np.float64), 20000)
+
+
+def test_more_than_2_pow_32_multiply_adds(gpu):
+    m, k, n = 2048, 1028, 2048  # m * n * k > 2^32
+    a, b = data((m, k), 7), data((k, n), 8)
+    got = run(gpu, lambda x, y: x @ y, a, b)
+    rows = np.arange(0, m, 97)
+    check(got[rows], a[rows].astype(np.float64) @ b.astype(np.float64), k)
