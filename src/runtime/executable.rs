@@ -470,37 +470,23 @@ impl Run<'_> {
         let lk = &exe.kernels[k];
         let mut entries = Vec::with_capacity(bufs.len());
         for (i, b) in bufs.iter().enumerate() {
-            let resource = match ranges.get(i).copied().flatten() {
-                None => b.buffer.as_entire_binding(),
+            let (offset, size) = match ranges.get(i).copied().flatten() {
+                None => (0, 0),
                 Some((offset, size)) => {
-                    let size = std::num::NonZeroU64::new(size)
-                        .filter(|s| offset.saturating_add(s.get()) <= b.size)
-                        .ok_or_else(|| {
-                            Error::internal(format!(
-                                "{}: kernel {} binds bytes {offset}..+{size} of a buffer of {}",
-                                exe.parts.name, lk.kernel.name, b.size
-                            ))
-                        })?;
-                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &b.buffer,
-                        offset,
-                        size: Some(size),
-                    })
+                    if size == 0 || offset.saturating_add(size) > b.size {
+                        return Err(Error::internal(format!(
+                            "{}: kernel {} binds bytes {offset}..+{size} of a buffer of {}",
+                            exe.parts.name, lk.kernel.name, b.size
+                        )));
+                    }
+                    (offset, size)
                 }
             };
-            entries.push(wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource,
-            });
+            entries.push((&b.buffer, offset, size));
         }
         let bind_group = exe
             .device
-            .device
-            .create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(&lk.kernel.name),
-                layout: &lk.layout,
-                entries: &entries,
-            });
+            .bind_group(&lk.kernel.name, &lk.layout, &entries);
         let [x, y, z] = lk.kernel.workgroups;
         let pass = self.pass();
         pass.set_pipeline(&lk.pipeline);

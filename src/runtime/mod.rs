@@ -9,7 +9,9 @@ mod poller;
 mod pool;
 
 pub use buffer::DeviceBuffer;
-pub use device::{list_adapters, AdapterDescription, Capabilities, Device, MemoryStats};
+pub use device::{
+    list_adapters, AdapterDescription, BindGroupStats, Capabilities, Device, MemoryStats,
+};
 pub use event::{set_wait_timeout, wait_timeout, Event};
 
 /// The environment variable to set, before any Vulkan instance exists, so that a headless
