@@ -181,6 +181,69 @@ impl Executable {
         args: &[DeviceBuffer],
         donated: &[bool],
     ) -> Result<(Vec<DeviceBuffer>, Event)> {
+        let (outs, event, _) = self.execute_with(args, donated, false)?;
+        Ok((outs, event))
+    }
+
+    /// Runs the program on `args` (nothing donated) with a timestamp query around every
+    /// kernel dispatch, waits for it and returns the results with each kernel's GPU time.
+    /// UNIMPLEMENTED on an adapter without `TIMESTAMP_QUERY`.
+    pub fn execute_profiled(&self, args: &[DeviceBuffer]) -> Result<(Vec<DeviceBuffer>, KernelTimes)> {
+        if !self.device.has_timestamps() {
+            return Err(Error::unimplemented(format!(
+                "per-kernel times: {} has no timestamp queries",
+                self.device.info().name
+            )));
+        }
+        let (outs, event, timing) = self.execute_with(args, &[], true)?;
+        event.wait()?;
+        let Some((resolved, kernels, untimed)) = timing else {
+            return Err(Error::internal("a profiled execution recorded no timing"));
+        };
+        if kernels.is_empty() {
+            return Ok((outs, KernelTimes { kernels: Vec::new(), untimed }));
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let len = kernels.len() * 16;
+        self.device
+            .read_buffer(&resolved, len, "kernel timestamps", move |r| {
+                let _ = tx.send(r);
+            });
+        let limit = super::event::wait_timeout();
+        let bytes = rx
+            .recv_timeout(limit)
+            .map_err(|_| super::event::deadline_error("kernel timestamps", limit))??;
+        let period = self.device.timestamp_period();
+        let mut per: Vec<(usize, usize, f64)> = Vec::new();
+        for (i, &k) in kernels.iter().enumerate() {
+            let tick = |j: usize| {
+                bytes
+                    .get(j * 8..j * 8 + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u64::from_le_bytes)
+            };
+            let ns = tick(2 * i + 1).saturating_sub(tick(2 * i)) as f64 * period;
+            match per.iter_mut().find(|(kk, _, _)| *kk == k) {
+                Some(e) => {
+                    e.1 += 1;
+                    e.2 += ns * 1e-6;
+                }
+                None => per.push((k, 1, ns * 1e-6)),
+            }
+        }
+        let kernels = per
+            .into_iter()
+            .map(|(k, n, ms)| (self.kernels[k].kernel.name.clone(), n, ms))
+            .collect();
+        Ok((outs, KernelTimes { kernels, untimed }))
+    }
+
+    fn execute_with(
+        &self,
+        args: &[DeviceBuffer],
+        donated: &[bool],
+        profile: bool,
+    ) -> Result<(Vec<DeviceBuffer>, Event, Option<(wgpu::Buffer, Vec<usize>, usize)>)> {
         let p = &self.parts;
         if args.len() != p.param_types.len() {
             return Err(Error::invalid(format!(
@@ -237,7 +300,7 @@ impl Executable {
             slots[*slot] = Some(buf.clone());
         }
         let what = format!("execution of {}", p.name);
-        let (outs, event) = self.device.scoped(&what, || {
+        let (outs, event, timing) = self.device.scoped(&what, || {
             let mut run = Run {
                 exe: self,
                 slots,
@@ -245,7 +308,19 @@ impl Executable {
                 encoder: None,
                 pass: None,
                 what: &what,
+                profile: None,
             };
+            if profile {
+                run.profile = Some(Profiler {
+                    set: self.device.device.create_query_set(&wgpu::QuerySetDescriptor {
+                        label: Some("kernel times"),
+                        ty: wgpu::QueryType::Timestamp,
+                        count: 2 * MAX_TIMED_DISPATCHES,
+                    }),
+                    kernels: Vec::new(),
+                    untimed: 0,
+                });
+            }
             run.program(&p.program)?;
             let mut outs = Vec::with_capacity(p.results.len());
             let mut seen: Vec<Arc<GpuBuffer>> = Vec::new();
@@ -269,8 +344,34 @@ impl Executable {
                 seen.push(buf.clone());
                 outs.push(buf);
             }
+            let timing = match run.profile.take() {
+                Some(prof) if !prof.kernels.is_empty() => {
+                    let n = 2 * prof.kernels.len() as u64;
+                    let resolved = self.device.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("kernel times"),
+                        size: n * 8,
+                        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                        mapped_at_creation: false,
+                    });
+                    run.end_pass();
+                    run.encoder()
+                        .resolve_query_set(&prof.set, 0..n as u32, &resolved, 0);
+                    Some((resolved, prof.kernels, prof.untimed))
+                }
+                Some(prof) => Some((
+                    self.device.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("kernel times"),
+                        size: 8,
+                        usage: wgpu::BufferUsages::COPY_SRC,
+                        mapped_at_creation: false,
+                    }),
+                    Vec::new(),
+                    prof.untimed,
+                )),
+                None => None,
+            };
             let event = run.submit();
-            Ok((outs, event))
+            Ok((outs, event, timing))
         })?;
         let event = if producers.is_empty() {
             event
@@ -283,7 +384,7 @@ impl Executable {
             .zip(&p.output_types)
             .map(|(b, t)| DeviceBuffer::from_gpu(&self.device, t.clone(), b, event.clone()))
             .collect();
-        Ok((results, event))
+        Ok((results, event, timing))
     }
 
     /// `execute` without donation, waiting for completion.
@@ -306,6 +407,29 @@ struct Run<'a> {
     pass: Option<wgpu::ComputePass<'static>>,
     /// `execution of NAME`, for errors.
     what: &'a str,
+    /// Per-kernel timing, when asked for (`Executable::execute_profiled`): nothing else pays.
+    profile: Option<Profiler>,
+}
+
+/// Timestamp queries around every dispatch of one execution.
+struct Profiler {
+    set: wgpu::QuerySet,
+    /// The kernel of each timed dispatch, in order (queries 2i and 2i+1).
+    kernels: Vec<usize>,
+    /// Dispatches that found the query set full.
+    untimed: usize,
+}
+
+/// Dispatches timed per execution at most (two queries each).
+const MAX_TIMED_DISPATCHES: u32 = 2048;
+
+/// Per-kernel GPU time of one profiled execution.
+#[derive(Clone, Debug, Default)]
+pub struct KernelTimes {
+    /// Per kernel that ran: its name (as in the dump), dispatches and total milliseconds.
+    pub kernels: Vec<(String, usize, f64)>,
+    /// Dispatches beyond what one execution times (not counted above).
+    pub untimed: usize,
 }
 
 impl Run<'_> {
@@ -488,6 +612,29 @@ impl Run<'_> {
             .device
             .bind_group(&lk.kernel.name, &lk.layout, &entries);
         let [x, y, z] = lk.kernel.workgroups;
+        if let Some(prof) = &mut self.profile {
+            let i = prof.kernels.len() as u32;
+            if i < MAX_TIMED_DISPATCHES {
+                prof.kernels.push(k);
+                let set = prof.set.clone();
+                self.end_pass();
+                let mut pass = self
+                    .encoder()
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some(&lk.kernel.name),
+                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                            query_set: &set,
+                            beginning_of_pass_write_index: Some(2 * i),
+                            end_of_pass_write_index: Some(2 * i + 1),
+                        }),
+                    });
+                pass.set_pipeline(&lk.pipeline);
+                pass.set_bind_group(0, &bind_group, &[]);
+                pass.dispatch_workgroups(x, y, z);
+                return Ok(());
+            }
+            prof.untimed += 1;
+        }
         let pass = self.pass();
         pass.set_pipeline(&lk.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
