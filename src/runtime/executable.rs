@@ -62,6 +62,49 @@ pub struct Executable {
     kernels: Vec<LoadedKernel>,
     constants: Vec<(Slot, Arc<GpuBuffer>)>,
     fingerprint: String,
+    /// With the dump on: the file its first executions' per-kernel times go to.
+    times_dump: std::sync::OnceLock<std::path::PathBuf>,
+    /// Executions profiled for `times_dump` so far.
+    times_dumped: std::sync::atomic::AtomicUsize,
+}
+
+/// Executions whose per-kernel times the dump records.
+const DUMPED_EXECUTIONS: usize = 3;
+
+/// Per-kernel totals from resolved timestamps (`bytes`: two u64 ticks per timed dispatch of
+/// `kernels`), named by `names`.
+fn kernel_times(
+    bytes: &[u8],
+    kernels: &[usize],
+    untimed: usize,
+    names: &[String],
+    period_ns: f64,
+) -> KernelTimes {
+    let tick = |j: usize| {
+        bytes
+            .get(j * 8..j * 8 + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    let mut per: Vec<(usize, usize, f64)> = Vec::new();
+    for (i, &k) in kernels.iter().enumerate() {
+        let ms = tick(2 * i + 1).saturating_sub(tick(2 * i)) as f64 * period_ns * 1e-6;
+        match per.iter_mut().find(|(kk, _, _)| *kk == k) {
+            Some(e) => {
+                e.1 += 1;
+                e.2 += ms;
+            }
+            None => per.push((k, 1, ms)),
+        }
+    }
+    let kernels = per
+        .into_iter()
+        .map(|(k, n, ms)| {
+            let name = names.get(k).cloned().unwrap_or_else(|| format!("kernel {k}"));
+            (name, n, ms)
+        })
+        .collect();
+    KernelTimes { kernels, untimed }
 }
 
 impl std::fmt::Debug for Executable {
@@ -122,6 +165,8 @@ impl Executable {
             parts,
             kernels,
             constants,
+            times_dump: std::sync::OnceLock::new(),
+            times_dumped: std::sync::atomic::AtomicUsize::new(0),
         }))
     }
 
@@ -181,7 +226,70 @@ impl Executable {
         args: &[DeviceBuffer],
         donated: &[bool],
     ) -> Result<(Vec<DeviceBuffer>, Event)> {
+        if let Some(path) = self.times_dump.get() {
+            let n = self
+                .times_dumped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n < DUMPED_EXECUTIONS && self.device.has_timestamps() {
+                return self.execute_dumping_times(args, donated, path, n);
+            }
+        }
         let (outs, event, _) = self.execute_with(args, donated, false)?;
+        Ok((outs, event))
+    }
+
+    /// With the dump on, the first few executions are timed per kernel and the times go to
+    /// `path` (`NAME.kernel_times.txt` next to the WGSL files); this is called by the compiler.
+    pub fn dump_kernel_times_to(&self, path: std::path::PathBuf) {
+        let _ = self.times_dump.set(path);
+    }
+
+    /// `execute`, profiled, appending execution `n`'s per-kernel times to `path` once the
+    /// device has run it (on the poller thread; a failure to write is logged).
+    fn execute_dumping_times(
+        &self,
+        args: &[DeviceBuffer],
+        donated: &[bool],
+        path: &std::path::Path,
+        n: usize,
+    ) -> Result<(Vec<DeviceBuffer>, Event)> {
+        let (outs, event, timing) = self.execute_with(args, donated, true)?;
+        let Some((resolved, kernels, untimed)) = timing.filter(|t| !t.1.is_empty()) else {
+            return Ok((outs, event));
+        };
+        let names: Vec<String> = self.kernels.iter().map(|k| k.kernel.name.clone()).collect();
+        let period = self.device.timestamp_period();
+        let path = path.to_path_buf();
+        let len = kernels.len() * 16;
+        self.device
+            .read_buffer(&resolved, len, "kernel timestamps", move |r| {
+                let text = match r {
+                    Err(e) => format!("execution {n}: no times ({e})\n"),
+                    Ok(bytes) => {
+                        let t = kernel_times(&bytes, &kernels, untimed, &names, period);
+                        let mut rows = t.kernels;
+                        rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+                        let total: f64 = rows.iter().map(|r| r.2).sum();
+                        let mut text = format!("execution {n}: {total:.4} ms GPU time\n");
+                        for (name, count, ms) in rows {
+                            text += &format!("  {ms:10.4} ms {count:>5}x  {name}\n");
+                        }
+                        if t.untimed > 0 {
+                            text += &format!("  ({} further dispatches not timed)\n", t.untimed);
+                        }
+                        text
+                    }
+                };
+                use std::io::Write;
+                let written = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .and_then(|mut f| f.write_all(text.as_bytes()));
+                if let Err(e) = written {
+                    log::warn!("writing {}: {e}", path.display());
+                }
+            });
         Ok((outs, event))
     }
 
@@ -213,29 +321,9 @@ impl Executable {
         let bytes = rx
             .recv_timeout(limit)
             .map_err(|_| super::event::deadline_error("kernel timestamps", limit))??;
-        let period = self.device.timestamp_period();
-        let mut per: Vec<(usize, usize, f64)> = Vec::new();
-        for (i, &k) in kernels.iter().enumerate() {
-            let tick = |j: usize| {
-                bytes
-                    .get(j * 8..j * 8 + 8)
-                    .and_then(|b| b.try_into().ok())
-                    .map_or(0, u64::from_le_bytes)
-            };
-            let ns = tick(2 * i + 1).saturating_sub(tick(2 * i)) as f64 * period;
-            match per.iter_mut().find(|(kk, _, _)| *kk == k) {
-                Some(e) => {
-                    e.1 += 1;
-                    e.2 += ns * 1e-6;
-                }
-                None => per.push((k, 1, ns * 1e-6)),
-            }
-        }
-        let kernels = per
-            .into_iter()
-            .map(|(k, n, ms)| (self.kernels[k].kernel.name.clone(), n, ms))
-            .collect();
-        Ok((outs, KernelTimes { kernels, untimed }))
+        let names: Vec<String> = self.kernels.iter().map(|k| k.kernel.name.clone()).collect();
+        let times = kernel_times(&bytes, &kernels, untimed, &names, self.device.timestamp_period());
+        Ok((outs, times))
     }
 
     fn execute_with(
