@@ -266,7 +266,14 @@ pub fn compile_function(
         output_aliases: output_aliases(f),
     };
     let dumped = match &dump {
-        Some(dir) => Some(write_dump(dir, &name, module, f, &parts, &lowered.partitions)?),
+        Some(dir) => Some(write_dump(
+            dir,
+            &name,
+            module,
+            f,
+            &parts,
+            &lowered.partitions,
+        )?),
         None => None,
     };
     let generated = start.elapsed();

@@ -518,10 +518,7 @@ impl Device {
         }
         let key: BindGroupKey = (
             layout.clone(),
-            entries
-                .iter()
-                .map(|&(b, o, s)| (b.clone(), o, s))
-                .collect(),
+            entries.iter().map(|&(b, o, s)| (b.clone(), o, s)).collect(),
         );
         cache.clock += 1;
         let now = cache.clock;
@@ -839,7 +836,9 @@ impl Device {
                 .map_err(|e| Error::internal(format!("{what}: {e}")))?;
             staging.unmap();
             if word != 4 {
-                return Err(Error::internal(format!("{what}: mapped {word} bytes, not 4")));
+                return Err(Error::internal(format!(
+                    "{what}: mapped {word} bytes, not 4"
+                )));
             }
             if i >= 3 {
                 times.push(start.elapsed().as_secs_f64() * 1e3);

@@ -100,7 +100,10 @@ fn kernel_times(
     let kernels = per
         .into_iter()
         .map(|(k, n, ms)| {
-            let name = names.get(k).cloned().unwrap_or_else(|| format!("kernel {k}"));
+            let name = names
+                .get(k)
+                .cloned()
+                .unwrap_or_else(|| format!("kernel {k}"));
             (name, n, ms)
         })
         .collect();
@@ -296,7 +299,10 @@ impl Executable {
     /// Runs the program on `args` (nothing donated) with a timestamp query around every
     /// kernel dispatch, waits for it and returns the results with each kernel's GPU time.
     /// UNIMPLEMENTED on an adapter without `TIMESTAMP_QUERY`.
-    pub fn execute_profiled(&self, args: &[DeviceBuffer]) -> Result<(Vec<DeviceBuffer>, KernelTimes)> {
+    pub fn execute_profiled(
+        &self,
+        args: &[DeviceBuffer],
+    ) -> Result<(Vec<DeviceBuffer>, KernelTimes)> {
         if !self.device.has_timestamps() {
             return Err(Error::unimplemented(format!(
                 "per-kernel times: {} has no timestamp queries",
@@ -309,7 +315,13 @@ impl Executable {
             return Err(Error::internal("a profiled execution recorded no timing"));
         };
         if kernels.is_empty() {
-            return Ok((outs, KernelTimes { kernels: Vec::new(), untimed }));
+            return Ok((
+                outs,
+                KernelTimes {
+                    kernels: Vec::new(),
+                    untimed,
+                },
+            ));
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let len = kernels.len() * 16;
@@ -322,7 +334,13 @@ impl Executable {
             .recv_timeout(limit)
             .map_err(|_| super::event::deadline_error("kernel timestamps", limit))??;
         let names: Vec<String> = self.kernels.iter().map(|k| k.kernel.name.clone()).collect();
-        let times = kernel_times(&bytes, &kernels, untimed, &names, self.device.timestamp_period());
+        let times = kernel_times(
+            &bytes,
+            &kernels,
+            untimed,
+            &names,
+            self.device.timestamp_period(),
+        );
         Ok((outs, times))
     }
 
@@ -331,7 +349,11 @@ impl Executable {
         args: &[DeviceBuffer],
         donated: &[bool],
         profile: bool,
-    ) -> Result<(Vec<DeviceBuffer>, Event, Option<(wgpu::Buffer, Vec<usize>, usize)>)> {
+    ) -> Result<(
+        Vec<DeviceBuffer>,
+        Event,
+        Option<(wgpu::Buffer, Vec<usize>, usize)>,
+    )> {
         let p = &self.parts;
         if args.len() != p.param_types.len() {
             return Err(Error::invalid(format!(
@@ -400,11 +422,14 @@ impl Executable {
             };
             if profile {
                 run.profile = Some(Profiler {
-                    set: self.device.device.create_query_set(&wgpu::QuerySetDescriptor {
-                        label: Some("kernel times"),
-                        ty: wgpu::QueryType::Timestamp,
-                        count: 2 * MAX_TIMED_DISPATCHES,
-                    }),
+                    set: self
+                        .device
+                        .device
+                        .create_query_set(&wgpu::QuerySetDescriptor {
+                            label: Some("kernel times"),
+                            ty: wgpu::QueryType::Timestamp,
+                            count: 2 * MAX_TIMED_DISPATCHES,
+                        }),
                     kernels: Vec::new(),
                     untimed: 0,
                 });
@@ -696,9 +721,7 @@ impl Run<'_> {
             };
             entries.push((&b.buffer, offset, size));
         }
-        let bind_group = exe
-            .device
-            .bind_group(&lk.kernel.name, &lk.layout, &entries);
+        let bind_group = exe.device.bind_group(&lk.kernel.name, &lk.layout, &entries);
         let [x, y, z] = lk.kernel.workgroups;
         if let Some(prof) = &mut self.profile {
             let i = prof.kernels.len() as u32;
