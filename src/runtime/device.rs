@@ -186,6 +186,40 @@ pub struct Device {
     disk_cache: Option<DiskPipelineCache>,
     /// Bind groups by layout and bound buffer ranges (see `BindGroupCache`).
     bind_groups: Mutex<BindGroupCache>,
+    /// Read-back buffers of small sizes, unmapped, for the next read-back of that size.
+    staging: Arc<StagingPool>,
+}
+
+/// Read-back buffers up to this size are kept for reuse.
+const STAGING_MAX_BYTES: u64 = 1 << 20;
+/// At most this many bytes of read-back buffers are kept.
+const STAGING_POOL_BYTES: u64 = 8 << 20;
+
+/// Mappable read-back buffers by size (small ones only, bounded): a read-back of a result
+/// of the same size as the last one creates no buffer.
+#[derive(Default)]
+struct StagingPool {
+    inner: Mutex<(HashMap<u64, Vec<wgpu::Buffer>>, u64)>,
+}
+
+impl StagingPool {
+    fn take(&self, size: u64) -> Option<wgpu::Buffer> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let b = g.0.get_mut(&size)?.pop()?;
+        g.1 -= size;
+        Some(b)
+    }
+
+    fn put(&self, size: u64, buffer: wgpu::Buffer) {
+        if size > STAGING_MAX_BYTES {
+            return;
+        }
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.1 + size <= STAGING_POOL_BYTES {
+            g.1 += size;
+            g.0.entry(size).or_default().push(buffer);
+        }
+    }
 }
 
 /// How many bind groups the device keeps at most (`WGPU_HLO_BIND_GROUPS`, 0 disables it).
@@ -454,6 +488,7 @@ impl Device {
             pipelines: Mutex::new(HashMap::new()),
             disk_cache,
             bind_groups: Mutex::new(BindGroupCache::new()),
+            staging: Arc::new(StagingPool::default()),
         }))
     }
 
@@ -700,12 +735,15 @@ impl Device {
     ) {
         let copy_len = (len as u64).max(4).next_multiple_of(4);
         let staged = self.scoped(what, || {
-            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("read-back"),
-                size: copy_len,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
+            let staging = match self.staging.take(copy_len) {
+                Some(b) => b,
+                None => self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("read-back"),
+                    size: copy_len,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                }),
+            };
             let mut enc = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
@@ -724,6 +762,7 @@ impl Device {
         let poller = self.poller.clone();
         let name = self.info.name.clone();
         let b = staging.clone();
+        let pool = self.staging.clone();
         let done = Arc::new(Mutex::new(Some(done)));
         // The submission failing (lost device, deadline) must reach `done` even if wgpu never
         // calls the map callback; whichever comes first answers.
@@ -745,6 +784,9 @@ impl Device {
                         .get_mapped_range()
                         .map(|v| v.get(..len).map(<[u8]>::to_vec));
                     b.unmap();
+                    // Unmapped and no longer used by any submission: the next read-back
+                    // of this size may take it.
+                    pool.put(copy_len, b);
                     match data {
                         Ok(Some(v)) => Ok(v),
                         Ok(None) => Err(Error::internal("read-back shorter than the tensor")),

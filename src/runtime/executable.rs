@@ -62,6 +62,8 @@ pub struct Executable {
     kernels: Vec<LoadedKernel>,
     constants: Vec<(Slot, Arc<GpuBuffer>)>,
     fingerprint: String,
+    /// `execution of NAME`, for errors (made once, not per call).
+    what: String,
     /// With the dump on: the file its first executions' per-kernel times go to.
     times_dump: std::sync::OnceLock<std::path::PathBuf>,
     /// Executions profiled for `times_dump` so far.
@@ -165,6 +167,7 @@ impl Executable {
         Ok(Arc::new(Executable {
             device: device.clone(),
             fingerprint: fingerprint(&parts),
+            what: format!("execution of {}", parts.name),
             parts,
             kernels,
             constants,
@@ -409,15 +412,15 @@ impl Executable {
         for (slot, buf) in &self.constants {
             slots[*slot] = Some(buf.clone());
         }
-        let what = format!("execution of {}", p.name);
-        let (outs, event, timing) = self.device.scoped(&what, || {
+        let what = &self.what;
+        let (outs, event, timing) = self.device.scoped(what, || {
             let mut run = Run {
                 exe: self,
                 slots,
                 retired: Vec::new(),
                 encoder: None,
                 pass: None,
-                what: &what,
+                what,
                 profile: None,
             };
             if profile {
