@@ -352,11 +352,7 @@ impl Executable {
         args: &[DeviceBuffer],
         donated: &[bool],
         profile: bool,
-    ) -> Result<(
-        Vec<DeviceBuffer>,
-        Event,
-        Option<(wgpu::Buffer, Vec<usize>, usize)>,
-    )> {
+    ) -> Result<(Vec<DeviceBuffer>, Event, Option<Timing>)> {
         let p = &self.parts;
         if args.len() != p.param_types.len() {
             return Err(Error::invalid(format!(
@@ -535,6 +531,10 @@ struct Profiler {
     /// Dispatches that found the query set full.
     untimed: usize,
 }
+
+/// What a profiled execution leaves to read: the resolved timestamps, the kernel of each
+/// timed dispatch and the number of dispatches not timed.
+type Timing = (wgpu::Buffer, Vec<usize>, usize);
 
 /// Dispatches timed per execution at most (two queries each).
 const MAX_TIMED_DISPATCHES: u32 = 2048;
