@@ -1,4 +1,4 @@
-//! The `wgpu-hlo` command line: `devices`, `run`, `conformance`, `translate`.
+//! The `wgpu-hlo` command line: `devices`, `run`, `bench`, `conformance`, `translate`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,6 +15,10 @@ const USAGE: &str = "\
 usage:
   wgpu-hlo devices                          list adapters; * marks the one used
   wgpu-hlo run FILE [--dump DIR]            run @main (or every argument-less function) and its checks
+  wgpu-hlo bench FILE [--runs N] [--entry NAME] [--per-kernel]
+                                            compile once, run N times (default 20) on random floats /
+                                            zero integers; median and min ms, the raw-wgpu floor and,
+                                            with --per-kernel, each kernel's GPU time (timestamp queries)
   wgpu-hlo conformance PATH... [--json OUT] [--timeout SECS] [--jobs N] [--verbose]
                                             run every .mlir / .mlirbc / .mlir.bc / .pb file, one worker process each
   wgpu-hlo translate FILE --to text         print a module (text or portable artifact) as StableHLO text
@@ -34,6 +38,7 @@ fn main() -> ExitCode {
         Some(conformance::WORKER_ARG) => conformance::worker_main(),
         Some("devices") => devices(),
         Some("run") => run(&args[1..]),
+        Some("bench") => bench(&args[1..]),
         Some("conformance") => conformance_cmd(&args[1..]),
         Some("translate") => translate(&args[1..]),
         Some("-h") | Some("--help") | Some("help") => {
@@ -251,4 +256,168 @@ fn translate(args: &[String]) -> i32 {
             exit_code_of(&e).min(2)
         }
     }
+}
+
+/// Deterministic pseudo-random bytes for an input of type `ty`: floats uniform in [-1, 1),
+/// everything else zero.
+fn bench_input(ty: &wgpu_hlo::ir::TensorType, seed: &mut u64) -> Vec<u8> {
+    use wgpu_hlo::ir::ElementType as E;
+    let n = ty.num_elements();
+    let mut next = || {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        ((*seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    };
+    match ty.dtype {
+        E::F32 => (0..n).flat_map(|_| (next() as f32).to_le_bytes()).collect(),
+        E::F64 => (0..n).flat_map(|_| next().to_le_bytes()).collect(),
+        E::F16 => (0..n)
+            .flat_map(|_| half::f16::from_f64(next()).to_le_bytes())
+            .collect(),
+        E::BF16 => (0..n)
+            .flat_map(|_| half::bf16::from_f64(next()).to_le_bytes())
+            .collect(),
+        _ => vec![0; ty.byte_size()],
+    }
+}
+
+fn bench(args: &[String]) -> i32 {
+    let (pos, opts) = match parse_args(args, &["--runs", "--entry"], &["--per-kernel"]) {
+        Ok(x) => x,
+        Err(e) => return usage_error(&e),
+    };
+    let [file] = pos.as_slice() else {
+        return usage_error("bench takes one FILE");
+    };
+    let runs = match opt(&opts, "--runs").map(str::parse::<usize>) {
+        None => 20,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => return usage_error("--runs takes a positive number"),
+    };
+    let fail = |e: Error| {
+        eprintln!("{e}");
+        exit_code_of(&e)
+    };
+    let bytes = match std::fs::read(file) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("wgpu-hlo: {file}: {e}");
+            return 2;
+        }
+    };
+    let module = match wgpu_hlo::compile::parse(&bytes, file) {
+        Ok(m) => m,
+        Err(e) => return fail(e),
+    };
+    let entry = match opt(&opts, "--entry") {
+        Some(e) => e.to_string(),
+        None if module.functions.iter().any(|f| f.name == "main") => "main".into(),
+        None => match module.functions.first() {
+            Some(f) => f.name.clone(),
+            None => return usage_error(&format!("{file} has no function")),
+        },
+    };
+    let device = match Device::open() {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let start = std::time::Instant::now();
+    let exe = match wgpu_hlo::passes::prepare(&module, &entry).and_then(|f| {
+        wgpu_hlo::compile::compile_function(
+            &device,
+            &f,
+            Some(&module),
+            &wgpu_hlo::compile::CompileOptions::default(),
+        )
+    }) {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
+    let compile_ms = start.elapsed().as_secs_f64() * 1e3;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut inputs = Vec::new();
+    for ty in exe.parameter_types() {
+        match device.upload(ty, &bench_input(ty, &mut seed)) {
+            Ok(b) => inputs.push(b),
+            Err(e) => return fail(e),
+        }
+    }
+    let once = || -> Result<(), Error> {
+        let (outs, done) = exe.execute(&inputs, &[])?;
+        // The first result read back, as a framework would: completion and read-back.
+        if let Some(o) = outs.first() {
+            o.read_to_host_blocking()?;
+        }
+        done.wait()
+    };
+    // One warm-up call (first submissions cost more), then the timed ones.
+    if let Err(e) = once() {
+        return fail(e);
+    }
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = std::time::Instant::now();
+        if let Err(e) = once() {
+            return fail(e);
+        }
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let floor = match device.raw_floor_ms(100) {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    let median = times[times.len() / 2];
+    println!("{file} @{entry} on {}", device.info());
+    println!(
+        "compile {compile_ms:.1} ms, {} kernels, {runs} runs (execute + read back the first result)",
+        exe.kernels().len()
+    );
+    println!(
+        "median {median:.4} ms  min {:.4} ms  raw-wgpu floor {floor:.4} ms  median/floor {:.1}x",
+        times[0],
+        median / floor
+    );
+    if opt(&opts, "--per-kernel").is_some() {
+        if !device.has_timestamps() {
+            println!("per-kernel times unavailable on this adapter (no timestamp queries)");
+            return 0;
+        }
+        // The median over a few profiled runs of each kernel's total GPU time.
+        let mut per: Vec<(String, usize, Vec<f64>)> = Vec::new();
+        let mut untimed = 0;
+        for _ in 0..runs.clamp(1, 5) {
+            match exe.execute_profiled(&inputs) {
+                Ok((_, t)) => {
+                    untimed = t.untimed;
+                    for (name, n, ms) in t.kernels {
+                        match per.iter_mut().find(|(k, _, _)| *k == name) {
+                            Some(e) => e.2.push(ms),
+                            None => per.push((name, n, vec![ms])),
+                        }
+                    }
+                }
+                Err(e) => return fail(e),
+            }
+        }
+        let mut rows: Vec<(String, usize, f64)> = per
+            .into_iter()
+            .map(|(name, n, mut v)| {
+                v.sort_by(f64::total_cmp);
+                (name, n, v[v.len() / 2])
+            })
+            .collect();
+        rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+        let total: f64 = rows.iter().map(|r| r.2).sum();
+        println!("per-kernel GPU time (median of profiled runs), {total:.4} ms in all:");
+        for (name, n, ms) in rows {
+            let share = if total > 0.0 { 100.0 * ms / total } else { 0.0 };
+            println!("  {ms:10.4} ms {share:5.1}%  {n:>5}x  {name}");
+        }
+        if untimed > 0 {
+            println!("  ({untimed} further dispatches were not timed)");
+        }
+    }
+    0
 }

@@ -237,3 +237,70 @@ fn long_rows_sort_with_the_bitonic_network() {
         .collect();
     assert!(names.iter().any(|n| n.ends_with("_pass.wgsl")), "{names:?}");
 }
+
+#[test]
+fn bench_times_runs_the_floor_and_each_kernel() {
+    let dir = tmp("bench");
+    let file = write(
+        &dir,
+        "small.mlir",
+        r#"func.func @main(%x: tensor<256xf32>, %y: tensor<256xf32>) -> tensor<f32> {
+  %a = stablehlo.multiply %x, %y : tensor<256xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = stablehlo.reduce(%a init: %z) applies stablehlo.add across dimensions = [0] : (tensor<256xf32>, tensor<f32>) -> tensor<f32>
+  return %r : tensor<f32>
+}
+"#,
+    );
+    let out = exe()
+        .args([
+            "bench",
+            file.to_str().unwrap(),
+            "--runs",
+            "3",
+            "--per-kernel",
+        ])
+        .env("WGPU_HLO_DUMP", dir.join("dump"))
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("3 runs"), "{t}");
+    assert!(
+        t.contains("median ") && t.contains("raw-wgpu floor "),
+        "{t}"
+    );
+    let kernels: Vec<String> = std::fs::read_dir(dir.join("dump"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let k = name.strip_suffix(".wgsl")?.rsplit('.').next()?.to_string();
+            Some(k)
+        })
+        .collect();
+    assert!(!kernels.is_empty());
+    if t.contains("per-kernel times unavailable") {
+        return;
+    }
+    assert!(t.contains("per-kernel GPU time"), "{t}");
+    // Every kernel named in the table is one the dump wrote, and the dump has its times.
+    for k in &kernels {
+        assert!(t.contains(k.as_str()), "{k} missing from {t}");
+    }
+    let times = std::fs::read_dir(dir.join("dump"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with(".kernel_times.txt")
+        })
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .unwrap_or_default();
+    assert!(times.contains("execution 0"), "{times}");
+    let bad = exe()
+        .args(["bench", file.to_str().unwrap(), "--runs", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}

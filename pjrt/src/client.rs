@@ -336,6 +336,7 @@ fn create(a: &Args<PJRT_Client_Create_Args>) -> Result<()> {
     }
     let device = Device::open()?;
     log::info!("wgpu client on {}", device.info());
+    crate::floor::remember_device(&device);
     let client = Box::new(Client {
         state: ClientState::new(device),
     });

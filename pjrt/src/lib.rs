@@ -15,6 +15,7 @@ mod error;
 mod event;
 mod executable;
 pub mod ffi;
+pub mod floor;
 pub mod host_callback;
 mod named_values;
 mod plugin;

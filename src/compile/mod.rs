@@ -265,11 +265,25 @@ pub fn compile_function(
         ir_text,
         output_aliases: output_aliases(f),
     };
-    if let Some(dir) = &dump {
-        write_dump(dir, &name, module, f, &parts, &lowered.partitions)?;
-    }
+    let dumped = match &dump {
+        Some(dir) => Some(write_dump(
+            dir,
+            &name,
+            module,
+            f,
+            &parts,
+            &lowered.partitions,
+        )?),
+        None => None,
+    };
     let generated = start.elapsed();
     let exe = Executable::load(device, parts)?;
+    if let Some(prefix) = dumped {
+        exe.dump_kernel_times_to(PathBuf::from(format!(
+            "{}.kernel_times.txt",
+            prefix.display()
+        )));
+    }
     log::debug!(
         "compiled {name} ({} kernels): generated in {generated:?}, loaded in {:?}",
         exe.kernels().len(),
@@ -326,7 +340,7 @@ fn write_dump(
     f: &Function,
     parts: &ExecutableParts,
     partitions: &str,
-) -> Result<()> {
+) -> Result<PathBuf> {
     let prefix = dump_prefix(dir, name);
     let io =
         |e: std::io::Error| Error::invalid(format!("writing the dump to {}: {e}", dir.display()));
@@ -344,5 +358,5 @@ fn write_dump(
     for k in &parts.kernels {
         write(&format!("{}.wgsl", k.name), &k.wgsl)?;
     }
-    Ok(())
+    Ok(prefix)
 }

@@ -184,6 +184,91 @@ pub struct Device {
     pipelines: Mutex<HashMap<String, Weak<wgpu::ComputePipeline>>>,
     /// The driver's pipeline cache, kept on disk (Vulkan only).
     disk_cache: Option<DiskPipelineCache>,
+    /// Bind groups by layout and bound buffer ranges (see `BindGroupCache`).
+    bind_groups: Mutex<BindGroupCache>,
+    /// Read-back buffers of small sizes, unmapped, for the next read-back of that size.
+    staging: Arc<StagingPool>,
+}
+
+/// Read-back buffers up to this size are kept for reuse.
+const STAGING_MAX_BYTES: u64 = 1 << 20;
+/// At most this many bytes of read-back buffers are kept.
+const STAGING_POOL_BYTES: u64 = 8 << 20;
+
+/// Mappable read-back buffers by size (small ones only, bounded): a read-back of a result
+/// of the same size as the last one creates no buffer.
+#[derive(Default)]
+struct StagingPool {
+    inner: Mutex<(HashMap<u64, Vec<wgpu::Buffer>>, u64)>,
+}
+
+impl StagingPool {
+    fn take(&self, size: u64) -> Option<wgpu::Buffer> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let b = g.0.get_mut(&size)?.pop()?;
+        g.1 -= size;
+        Some(b)
+    }
+
+    fn put(&self, size: u64, buffer: wgpu::Buffer) {
+        if size > STAGING_MAX_BYTES {
+            return;
+        }
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.1 + size <= STAGING_POOL_BYTES {
+            g.1 += size;
+            g.0.entry(size).or_default().push(buffer);
+        }
+    }
+}
+
+/// How many bind groups the device keeps at most (`WGPU_HLO_BIND_GROUPS`, 0 disables it).
+const DEFAULT_BIND_GROUP_CACHE: usize = 1024;
+
+/// A bind group's identity: its layout and, per binding, the buffer (wgpu compares buffers by
+/// identity), offset and size.
+type BindGroupKey = (wgpu::BindGroupLayout, Vec<(wgpu::Buffer, u64, u64)>);
+
+/// Bind groups made for executions, reused when the same kernel binds the same buffer ranges
+/// again (pooled buffers come back for the next call of the same shapes, so a jitted function
+/// called in a loop creates its bind groups once). A bind group holds its buffers: the cache
+/// is bounded (least recently used entries go first) and emptied whenever a buffer leaves the
+/// pool for good, so it never keeps memory alive that the pool has given up.
+struct BindGroupCache {
+    map: HashMap<BindGroupKey, (wgpu::BindGroup, u64)>,
+    clock: u64,
+    limit: usize,
+    hits: u64,
+    misses: u64,
+}
+
+impl BindGroupCache {
+    fn new() -> Self {
+        let limit = std::env::var("WGPU_HLO_BIND_GROUPS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(DEFAULT_BIND_GROUP_CACHE);
+        BindGroupCache {
+            map: HashMap::new(),
+            clock: 0,
+            limit,
+            hits: 0,
+            misses: 0,
+        }
+    }
+}
+
+/// Counters of the device's bind group cache (for tests and tuning).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BindGroupStats {
+    /// Bind groups held now.
+    pub cached: usize,
+    /// The bound on `cached`.
+    pub limit: usize,
+    /// Lookups answered from the cache.
+    pub hits: u64,
+    /// Bind groups created.
+    pub misses: u64,
 }
 
 /// Where the on-disk pipeline cache lives: `$WGPU_HLO_PIPELINE_CACHE_DIR` (empty: none), else
@@ -335,7 +420,10 @@ impl Device {
         let mut wanted = wgpu::Features::SHADER_F64
             | wgpu::Features::SHADER_INT64
             | wgpu::Features::SHADER_F16
-            | wgpu::Features::SUBGROUP;
+            | wgpu::Features::SUBGROUP
+            // Per-kernel GPU times (`Executable::execute_profiled`, the dump): requesting the
+            // feature costs nothing; queries are only written when profiling is asked for.
+            | wgpu::Features::TIMESTAMP_QUERY;
         if dir.is_some() && wgpu::util::pipeline_cache_key(&adapter_info).is_some() {
             wanted |= wgpu::Features::PIPELINE_CACHE;
         }
@@ -399,6 +487,8 @@ impl Device {
             pool: Pool::new(),
             pipelines: Mutex::new(HashMap::new()),
             disk_cache,
+            bind_groups: Mutex::new(BindGroupCache::new()),
+            staging: Arc::new(StagingPool::default()),
         }))
     }
 
@@ -415,6 +505,93 @@ impl Device {
     /// Shader capabilities.
     pub fn caps(&self) -> Capabilities {
         self.caps
+    }
+
+    /// True when the device can time kernels (`wgpu::Features::TIMESTAMP_QUERY`).
+    pub fn has_timestamps(&self) -> bool {
+        self.device
+            .features()
+            .contains(wgpu::Features::TIMESTAMP_QUERY)
+    }
+
+    /// Nanoseconds per timestamp tick.
+    pub(crate) fn timestamp_period(&self) -> f64 {
+        f64::from(self.queue.get_timestamp_period())
+    }
+
+    /// The bind group of `layout` over `entries` (buffer, offset, size; size 0: the whole
+    /// buffer), from the cache when it was made before.
+    pub(crate) fn bind_group(
+        &self,
+        label: &str,
+        layout: &wgpu::BindGroupLayout,
+        entries: &[(&wgpu::Buffer, u64, u64)],
+    ) -> wgpu::BindGroup {
+        let make = || {
+            let list: Vec<wgpu::BindGroupEntry> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, &(buffer, offset, size))| wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer,
+                        offset,
+                        size: std::num::NonZeroU64::new(size),
+                    }),
+                })
+                .collect();
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(label),
+                layout,
+                entries: &list,
+            })
+        };
+        let mut cache = self.bind_groups.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.limit == 0 {
+            cache.misses += 1;
+            return make();
+        }
+        let key: BindGroupKey = (
+            layout.clone(),
+            entries.iter().map(|&(b, o, s)| (b.clone(), o, s)).collect(),
+        );
+        cache.clock += 1;
+        let now = cache.clock;
+        if let Some((group, used)) = cache.map.get_mut(&key) {
+            *used = now;
+            let group = group.clone();
+            cache.hits += 1;
+            return group;
+        }
+        cache.misses += 1;
+        if cache.map.len() >= cache.limit {
+            // Drop the least recently used quarter at once, so a full cache is not scanned on
+            // every miss.
+            let mut ages: Vec<u64> = cache.map.values().map(|(_, u)| *u).collect();
+            ages.sort_unstable();
+            let cut = ages[(ages.len() / 4).min(ages.len() - 1)];
+            cache.map.retain(|_, (_, u)| *u > cut);
+        }
+        let group = make();
+        cache.map.insert(key, (group.clone(), now));
+        group
+    }
+
+    /// Forgets every cached bind group (their buffers may then be freed).
+    pub(crate) fn clear_bind_groups(&self) {
+        let mut cache = self.bind_groups.lock().unwrap_or_else(|p| p.into_inner());
+        cache.map.clear();
+    }
+
+    /// Counters of the bind group cache.
+    pub fn bind_group_stats(&self) -> BindGroupStats {
+        let cache = self.bind_groups.lock().unwrap_or_else(|p| p.into_inner());
+        BindGroupStats {
+            cached: cache.map.len(),
+            limit: cache.limit,
+            hits: cache.hits,
+            misses: cache.misses,
+        }
     }
 
     /// Allocation statistics.
@@ -558,12 +735,15 @@ impl Device {
     ) {
         let copy_len = (len as u64).max(4).next_multiple_of(4);
         let staged = self.scoped(what, || {
-            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("read-back"),
-                size: copy_len,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
+            let staging = match self.staging.take(copy_len) {
+                Some(b) => b,
+                None => self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("read-back"),
+                    size: copy_len,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                }),
+            };
             let mut enc = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
@@ -582,6 +762,7 @@ impl Device {
         let poller = self.poller.clone();
         let name = self.info.name.clone();
         let b = staging.clone();
+        let pool = self.staging.clone();
         let done = Arc::new(Mutex::new(Some(done)));
         // The submission failing (lost device, deadline) must reach `done` even if wgpu never
         // calls the map callback; whichever comes first answers.
@@ -603,6 +784,9 @@ impl Device {
                         .get_mapped_range()
                         .map(|v| v.get(..len).map(<[u8]>::to_vec));
                     b.unmap();
+                    // Unmapped and no longer used by any submission: the next read-back
+                    // of this size may take it.
+                    pool.put(copy_len, b);
                     match data {
                         Ok(Some(v)) => Ok(v),
                         Ok(None) => Err(Error::internal("read-back shorter than the tensor")),
@@ -614,6 +798,97 @@ impl Device {
                 f(result);
             }
         });
+    }
+
+    /// The raw-wgpu floor: the median, over `runs` round trips, of one empty compute dispatch
+    /// and a copy of 4 bytes into a mappable buffer, submitted, mapped and read on this
+    /// device — what any program costs through wgpu alone, with nothing of the runtime
+    /// (no allocation, error scope or bind group per call). Completion comes from the
+    /// device's poller, as for every submission (wgpu 30 must not be polled from two threads).
+    /// Milliseconds.
+    pub fn raw_floor_ms(&self, runs: usize) -> Result<f64> {
+        self.check_usable()?;
+        let runs = runs.clamp(1, 100_000);
+        let what = "the raw-wgpu floor";
+        let (pipeline, src, staging) = self.scoped(what, || {
+            let module = self
+                .device
+                .create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some("floor"),
+                    source: wgpu::ShaderSource::Wgsl(
+                        "@compute @workgroup_size(1) fn main() {}".into(),
+                    ),
+                });
+            let pipeline = self
+                .device
+                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some("floor"),
+                    layout: None,
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                });
+            let buffer = |usage| {
+                self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("floor"),
+                    size: 4,
+                    usage,
+                    mapped_at_creation: false,
+                })
+            };
+            let src = buffer(wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC);
+            let staging = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+            Ok((pipeline, src, staging))
+        })?;
+        let limit = super::event::wait_timeout();
+        let mut times = Vec::with_capacity(runs);
+        // A few round trips first: the driver's first submissions cost more.
+        for i in 0..runs + 3 {
+            let start = std::time::Instant::now();
+            let mut enc = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                pass.set_pipeline(&pipeline);
+                pass.dispatch_workgroups(1, 1, 1);
+            }
+            enc.copy_buffer_to_buffer(&src, 0, &staging, 0, 4);
+            let submitted = self.submit(vec![enc.finish()], what);
+            if let Some(e) = submitted.error() {
+                return Err(e);
+            }
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            self.poller.map_started();
+            let poller = self.poller.clone();
+            staging.map_async(wgpu::MapMode::Read, .., move |r| {
+                poller.map_finished();
+                let _ = tx.send(r);
+            });
+            match rx.recv_timeout(limit) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(Error::internal(format!("{what}: map failed: {e}"))),
+                Err(_) => return Err(super::event::deadline_error(what, limit)),
+            }
+            let word = staging
+                .slice(..)
+                .get_mapped_range()
+                .map(|v| v.len())
+                .map_err(|e| Error::internal(format!("{what}: {e}")))?;
+            staging.unmap();
+            if word != 4 {
+                return Err(Error::internal(format!(
+                    "{what}: mapped {word} bytes, not 4"
+                )));
+            }
+            if i >= 3 {
+                times.push(start.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        self.check_health()?;
+        times.sort_by(f64::total_cmp);
+        Ok(times[times.len() / 2])
     }
 
     /// The compute pipeline for a WGSL module, created once per distinct source text.
@@ -717,6 +992,8 @@ impl Drop for GpuBuffer {
             .fetch_sub(self.size, Ordering::Relaxed);
         // A `wgpu::Buffer` is a handle: the pool's clone keeps the buffer, ours goes.
         if !self.device.pool.put(self.size, self.buffer.clone()) {
+            // The buffer is given up: cached bind groups must not keep it alive.
+            self.device.clear_bind_groups();
             self.device.poller.sweep();
         }
     }

@@ -62,6 +62,54 @@ pub struct Executable {
     kernels: Vec<LoadedKernel>,
     constants: Vec<(Slot, Arc<GpuBuffer>)>,
     fingerprint: String,
+    /// `execution of NAME`, for errors (made once, not per call).
+    what: String,
+    /// With the dump on: the file its first executions' per-kernel times go to.
+    times_dump: std::sync::OnceLock<std::path::PathBuf>,
+    /// Executions profiled for `times_dump` so far.
+    times_dumped: std::sync::atomic::AtomicUsize,
+}
+
+/// Executions whose per-kernel times the dump records.
+const DUMPED_EXECUTIONS: usize = 3;
+
+/// Per-kernel totals from resolved timestamps (`bytes`: two u64 ticks per timed dispatch of
+/// `kernels`), named by `names`.
+fn kernel_times(
+    bytes: &[u8],
+    kernels: &[usize],
+    untimed: usize,
+    names: &[String],
+    period_ns: f64,
+) -> KernelTimes {
+    let tick = |j: usize| {
+        bytes
+            .get(j * 8..j * 8 + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    let mut per: Vec<(usize, usize, f64)> = Vec::new();
+    for (i, &k) in kernels.iter().enumerate() {
+        let ms = tick(2 * i + 1).saturating_sub(tick(2 * i)) as f64 * period_ns * 1e-6;
+        match per.iter_mut().find(|(kk, _, _)| *kk == k) {
+            Some(e) => {
+                e.1 += 1;
+                e.2 += ms;
+            }
+            None => per.push((k, 1, ms)),
+        }
+    }
+    let kernels = per
+        .into_iter()
+        .map(|(k, n, ms)| {
+            let name = names
+                .get(k)
+                .cloned()
+                .unwrap_or_else(|| format!("kernel {k}"));
+            (name, n, ms)
+        })
+        .collect();
+    KernelTimes { kernels, untimed }
 }
 
 impl std::fmt::Debug for Executable {
@@ -119,9 +167,12 @@ impl Executable {
         Ok(Arc::new(Executable {
             device: device.clone(),
             fingerprint: fingerprint(&parts),
+            what: format!("execution of {}", parts.name),
             parts,
             kernels,
             constants,
+            times_dump: std::sync::OnceLock::new(),
+            times_dumped: std::sync::atomic::AtomicUsize::new(0),
         }))
     }
 
@@ -181,6 +232,127 @@ impl Executable {
         args: &[DeviceBuffer],
         donated: &[bool],
     ) -> Result<(Vec<DeviceBuffer>, Event)> {
+        if let Some(path) = self.times_dump.get() {
+            let n = self
+                .times_dumped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n < DUMPED_EXECUTIONS && self.device.has_timestamps() {
+                return self.execute_dumping_times(args, donated, path, n);
+            }
+        }
+        let (outs, event, _) = self.execute_with(args, donated, false)?;
+        Ok((outs, event))
+    }
+
+    /// With the dump on, the first few executions are timed per kernel and the times go to
+    /// `path` (`NAME.kernel_times.txt` next to the WGSL files); this is called by the compiler.
+    pub fn dump_kernel_times_to(&self, path: std::path::PathBuf) {
+        let _ = self.times_dump.set(path);
+    }
+
+    /// `execute`, profiled, appending execution `n`'s per-kernel times to `path` once the
+    /// device has run it (on the poller thread; a failure to write is logged).
+    fn execute_dumping_times(
+        &self,
+        args: &[DeviceBuffer],
+        donated: &[bool],
+        path: &std::path::Path,
+        n: usize,
+    ) -> Result<(Vec<DeviceBuffer>, Event)> {
+        let (outs, event, timing) = self.execute_with(args, donated, true)?;
+        let Some((resolved, kernels, untimed)) = timing.filter(|t| !t.1.is_empty()) else {
+            return Ok((outs, event));
+        };
+        let names: Vec<String> = self.kernels.iter().map(|k| k.kernel.name.clone()).collect();
+        let period = self.device.timestamp_period();
+        let path = path.to_path_buf();
+        let len = kernels.len() * 16;
+        self.device
+            .read_buffer(&resolved, len, "kernel timestamps", move |r| {
+                let text = match r {
+                    Err(e) => format!("execution {n}: no times ({e})\n"),
+                    Ok(bytes) => {
+                        let t = kernel_times(&bytes, &kernels, untimed, &names, period);
+                        let mut rows = t.kernels;
+                        rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+                        let total: f64 = rows.iter().map(|r| r.2).sum();
+                        let mut text = format!("execution {n}: {total:.4} ms GPU time\n");
+                        for (name, count, ms) in rows {
+                            text += &format!("  {ms:10.4} ms {count:>5}x  {name}\n");
+                        }
+                        if t.untimed > 0 {
+                            text += &format!("  ({} further dispatches not timed)\n", t.untimed);
+                        }
+                        text
+                    }
+                };
+                use std::io::Write;
+                let written = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .and_then(|mut f| f.write_all(text.as_bytes()));
+                if let Err(e) = written {
+                    log::warn!("writing {}: {e}", path.display());
+                }
+            });
+        Ok((outs, event))
+    }
+
+    /// Runs the program on `args` (nothing donated) with a timestamp query around every
+    /// kernel dispatch, waits for it and returns the results with each kernel's GPU time.
+    /// UNIMPLEMENTED on an adapter without `TIMESTAMP_QUERY`.
+    pub fn execute_profiled(
+        &self,
+        args: &[DeviceBuffer],
+    ) -> Result<(Vec<DeviceBuffer>, KernelTimes)> {
+        if !self.device.has_timestamps() {
+            return Err(Error::unimplemented(format!(
+                "per-kernel times: {} has no timestamp queries",
+                self.device.info().name
+            )));
+        }
+        let (outs, event, timing) = self.execute_with(args, &[], true)?;
+        event.wait()?;
+        let Some((resolved, kernels, untimed)) = timing else {
+            return Err(Error::internal("a profiled execution recorded no timing"));
+        };
+        if kernels.is_empty() {
+            return Ok((
+                outs,
+                KernelTimes {
+                    kernels: Vec::new(),
+                    untimed,
+                },
+            ));
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let len = kernels.len() * 16;
+        self.device
+            .read_buffer(&resolved, len, "kernel timestamps", move |r| {
+                let _ = tx.send(r);
+            });
+        let limit = super::event::wait_timeout();
+        let bytes = rx
+            .recv_timeout(limit)
+            .map_err(|_| super::event::deadline_error("kernel timestamps", limit))??;
+        let names: Vec<String> = self.kernels.iter().map(|k| k.kernel.name.clone()).collect();
+        let times = kernel_times(
+            &bytes,
+            &kernels,
+            untimed,
+            &names,
+            self.device.timestamp_period(),
+        );
+        Ok((outs, times))
+    }
+
+    fn execute_with(
+        &self,
+        args: &[DeviceBuffer],
+        donated: &[bool],
+        profile: bool,
+    ) -> Result<(Vec<DeviceBuffer>, Event, Option<Timing>)> {
         let p = &self.parts;
         if args.len() != p.param_types.len() {
             return Err(Error::invalid(format!(
@@ -236,16 +408,31 @@ impl Executable {
         for (slot, buf) in &self.constants {
             slots[*slot] = Some(buf.clone());
         }
-        let what = format!("execution of {}", p.name);
-        let (outs, event) = self.device.scoped(&what, || {
+        let what = &self.what;
+        let (outs, event, timing) = self.device.scoped(what, || {
             let mut run = Run {
                 exe: self,
                 slots,
                 retired: Vec::new(),
                 encoder: None,
                 pass: None,
-                what: &what,
+                what,
+                profile: None,
             };
+            if profile {
+                run.profile = Some(Profiler {
+                    set: self
+                        .device
+                        .device
+                        .create_query_set(&wgpu::QuerySetDescriptor {
+                            label: Some("kernel times"),
+                            ty: wgpu::QueryType::Timestamp,
+                            count: 2 * MAX_TIMED_DISPATCHES,
+                        }),
+                    kernels: Vec::new(),
+                    untimed: 0,
+                });
+            }
             run.program(&p.program)?;
             let mut outs = Vec::with_capacity(p.results.len());
             let mut seen: Vec<Arc<GpuBuffer>> = Vec::new();
@@ -269,8 +456,34 @@ impl Executable {
                 seen.push(buf.clone());
                 outs.push(buf);
             }
+            let timing = match run.profile.take() {
+                Some(prof) if !prof.kernels.is_empty() => {
+                    let n = 2 * prof.kernels.len() as u64;
+                    let resolved = self.device.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("kernel times"),
+                        size: n * 8,
+                        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                        mapped_at_creation: false,
+                    });
+                    run.end_pass();
+                    run.encoder()
+                        .resolve_query_set(&prof.set, 0..n as u32, &resolved, 0);
+                    Some((resolved, prof.kernels, prof.untimed))
+                }
+                Some(prof) => Some((
+                    self.device.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("kernel times"),
+                        size: 8,
+                        usage: wgpu::BufferUsages::COPY_SRC,
+                        mapped_at_creation: false,
+                    }),
+                    Vec::new(),
+                    prof.untimed,
+                )),
+                None => None,
+            };
             let event = run.submit();
-            Ok((outs, event))
+            Ok((outs, event, timing))
         })?;
         let event = if producers.is_empty() {
             event
@@ -283,7 +496,7 @@ impl Executable {
             .zip(&p.output_types)
             .map(|(b, t)| DeviceBuffer::from_gpu(&self.device, t.clone(), b, event.clone()))
             .collect();
-        Ok((results, event))
+        Ok((results, event, timing))
     }
 
     /// `execute` without donation, waiting for completion.
@@ -306,6 +519,33 @@ struct Run<'a> {
     pass: Option<wgpu::ComputePass<'static>>,
     /// `execution of NAME`, for errors.
     what: &'a str,
+    /// Per-kernel timing, when asked for (`Executable::execute_profiled`): nothing else pays.
+    profile: Option<Profiler>,
+}
+
+/// Timestamp queries around every dispatch of one execution.
+struct Profiler {
+    set: wgpu::QuerySet,
+    /// The kernel of each timed dispatch, in order (queries 2i and 2i+1).
+    kernels: Vec<usize>,
+    /// Dispatches that found the query set full.
+    untimed: usize,
+}
+
+/// What a profiled execution leaves to read: the resolved timestamps, the kernel of each
+/// timed dispatch and the number of dispatches not timed.
+type Timing = (wgpu::Buffer, Vec<usize>, usize);
+
+/// Dispatches timed per execution at most (two queries each).
+const MAX_TIMED_DISPATCHES: u32 = 2048;
+
+/// Per-kernel GPU time of one profiled execution.
+#[derive(Clone, Debug, Default)]
+pub struct KernelTimes {
+    /// Per kernel that ran: its name (as in the dump), dispatches and total milliseconds.
+    pub kernels: Vec<(String, usize, f64)>,
+    /// Dispatches beyond what one execution times (not counted above).
+    pub untimed: usize,
 }
 
 impl Run<'_> {
@@ -470,38 +710,45 @@ impl Run<'_> {
         let lk = &exe.kernels[k];
         let mut entries = Vec::with_capacity(bufs.len());
         for (i, b) in bufs.iter().enumerate() {
-            let resource = match ranges.get(i).copied().flatten() {
-                None => b.buffer.as_entire_binding(),
+            let (offset, size) = match ranges.get(i).copied().flatten() {
+                None => (0, 0),
                 Some((offset, size)) => {
-                    let size = std::num::NonZeroU64::new(size)
-                        .filter(|s| offset.saturating_add(s.get()) <= b.size)
-                        .ok_or_else(|| {
-                            Error::internal(format!(
-                                "{}: kernel {} binds bytes {offset}..+{size} of a buffer of {}",
-                                exe.parts.name, lk.kernel.name, b.size
-                            ))
-                        })?;
-                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &b.buffer,
-                        offset,
-                        size: Some(size),
-                    })
+                    if size == 0 || offset.saturating_add(size) > b.size {
+                        return Err(Error::internal(format!(
+                            "{}: kernel {} binds bytes {offset}..+{size} of a buffer of {}",
+                            exe.parts.name, lk.kernel.name, b.size
+                        )));
+                    }
+                    (offset, size)
                 }
             };
-            entries.push(wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource,
-            });
+            entries.push((&b.buffer, offset, size));
         }
-        let bind_group = exe
-            .device
-            .device
-            .create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(&lk.kernel.name),
-                layout: &lk.layout,
-                entries: &entries,
-            });
+        let bind_group = exe.device.bind_group(&lk.kernel.name, &lk.layout, &entries);
         let [x, y, z] = lk.kernel.workgroups;
+        if let Some(prof) = &mut self.profile {
+            let i = prof.kernels.len() as u32;
+            if i < MAX_TIMED_DISPATCHES {
+                prof.kernels.push(k);
+                let set = prof.set.clone();
+                self.end_pass();
+                let mut pass = self
+                    .encoder()
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some(&lk.kernel.name),
+                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                            query_set: &set,
+                            beginning_of_pass_write_index: Some(2 * i),
+                            end_of_pass_write_index: Some(2 * i + 1),
+                        }),
+                    });
+                pass.set_pipeline(&lk.pipeline);
+                pass.set_bind_group(0, &bind_group, &[]);
+                pass.dispatch_workgroups(x, y, z);
+                return Ok(());
+            }
+            prof.untimed += 1;
+        }
         let pass = self.pass();
         pass.set_pipeline(&lk.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);

@@ -9,8 +9,11 @@ mod poller;
 mod pool;
 
 pub use buffer::DeviceBuffer;
-pub use device::{list_adapters, AdapterDescription, Capabilities, Device, MemoryStats};
+pub use device::{
+    list_adapters, AdapterDescription, BindGroupStats, Capabilities, Device, MemoryStats,
+};
 pub use event::{set_wait_timeout, wait_timeout, Event};
+pub use executable::KernelTimes;
 
 /// The environment variable to set, before any Vulkan instance exists, so that a headless
 /// process prints nothing: Mesa's implicit `VK_LAYER_MESA_device_select` layer asks the Wayland

@@ -115,6 +115,35 @@ def _enable_compilation_cache() -> None:
     cc.is_cache_used = is_cache_used
 
 
+def raw_wgpu_floor_ms(runs: int = 200) -> float:
+    """The raw-wgpu floor, in milliseconds: the median over `runs` of one empty compute
+    dispatch plus a 4-byte buffer map round trip through wgpu alone, on the plugin's own
+    device (the `wgpu` backend is created first if it is not yet). What a jitted call costs
+    beyond this is the plugin's and JAX's per-call overhead.
+
+    Raises RuntimeError with the plugin's message when the measurement fails."""
+    import ctypes
+
+    import jax
+
+    jax.devices(PLATFORM)  # the plugin's client, and so its device, exist from here on
+    if _named_in_pjrt_env():
+        spec = os.environ.get("PJRT_NAMES_AND_LIBRARY_PATHS", "")
+        entries = (e.partition(os.path.pathsep) for e in spec.split(","))
+        path = next(p for n, _, p in entries if n.strip() == PLATFORM)
+    else:
+        path = str(library_path())
+    lib = ctypes.CDLL(path)  # the library JAX loaded: dlopen hands back the same one
+    fn = lib.wgpu_pjrt_raw_wgpu_floor_ms
+    fn.argtypes = [ctypes.c_uint32, ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_size_t]
+    fn.restype = ctypes.c_int32
+    out = ctypes.c_double(0.0)
+    err = ctypes.create_string_buffer(1024)
+    if fn(max(1, int(runs)), ctypes.byref(out), err, len(err)) != 0:
+        raise RuntimeError(f"raw-wgpu floor: {err.value.decode(errors='replace')}")
+    return float(out.value)
+
+
 def initialize() -> None:
     """Registers the `wgpu` PJRT plugin and its JAX-side hooks (donation, lowering rules)."""
     from jax._src import xla_bridge
