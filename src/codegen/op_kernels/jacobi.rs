@@ -1,0 +1,584 @@
+//! Jacobi eigendecompositions of real symmetric matrices and singular value decompositions,
+//! f32, batched, on the device: `custom_call @wgpu_hlo.eigh` and `@wgpu_hlo.svd`, which the
+//! JAX plugin's lowering rules emit (`python/jax_plugins/wgpu/lowerings.py`).
+//!
+//! * `@wgpu_hlo.eigh(a)`, `a: [..., n, n]` symmetric -> `(w: [..., n], v: [..., n, n])`,
+//!   eigenvalues ascending, `a = v diag(w) v^T`: parallel two-sided (cyclic round-robin)
+//!   Jacobi.
+//! * `@wgpu_hlo.svd(a)`, `a: [..., m, n]` with `m >= n` -> `(s: [..., n])` or
+//!   `(s, u: [..., m, n], v: [..., n, n])`, singular values descending, `a = u diag(s) v^T`:
+//!   parallel one-sided (Hestenes) Jacobi on the columns.
+//!
+//! One workgroup per matrix works on a state buffer in global memory (the matrix, the
+//! accumulated rotations and a small status record). A round rotates the `n/2` disjoint index
+//! pairs of a round-robin tournament at once (rotations, then rows, then columns, separated by
+//! barriers); `n - 1` rounds make a sweep. Each launch runs as many rounds as keep every
+//! invocation within [`ROUND_BUDGET`] loop iterations, so sweeps span launches for large `n`
+//! and one launch holds several sweeps for small `n`. At the end of each sweep the workgroup
+//! decides convergence from the largest off-diagonal element (eigh) or pair cosine (svd) it
+//! met during the sweep and records it in the status; later launches see the flag and return
+//! at once. All launches (a fixed maximum of [`MAX_SWEEPS`] sweeps) go into one submission:
+//! there is no host round trip per sweep. Last launches sort (a rank per index, counted) and
+//! write the results.
+
+use super::{temp, Launch, Plan, PARAMS};
+use crate::codegen::expr::Binding;
+use crate::codegen::kernel::{self, RUNTIME_ZERO};
+use crate::codegen::loop_kernel::Target;
+use crate::error::{Error, Result};
+use crate::ir::ops::CustomCall;
+use crate::ir::{ElementType, Function, Operation, TensorType, Type, ValueId};
+
+/// The `custom_call` target of the Jacobi eigendecomposition.
+pub const EIGH_TARGET: &str = "wgpu_hlo.eigh";
+/// The `custom_call` target of the Jacobi singular value decomposition.
+pub const SVD_TARGET: &str = "wgpu_hlo.svd";
+
+/// Most sweeps run (each `n - 1` rounds); f32 matrices converge in well under 12.
+pub const MAX_SWEEPS: u64 = 20;
+
+/// Loop iterations one invocation may run per launch (llvmpipe leaves every loop of an
+/// invocation after 65535 in all; GPU watchdogs kill long invocations).
+pub const ROUND_BUDGET: u64 = 8_192;
+
+/// Largest `n` the kernels take (their per-pair tables live in workgroup memory).
+pub const MAX_N: u64 = 1024;
+
+/// Words of the status record after each matrix's state: converged flag, the largest
+/// off-diagonal measure of the sweep so far, the tolerance, unused.
+const STATUS: u64 = 4;
+
+/// Whether `c` names one of these kernels.
+pub fn handles(c: &CustomCall) -> bool {
+    c.call_target_name == EIGH_TARGET || c.call_target_name == SVD_TARGET
+}
+
+fn f32_tensor(f: &Function, v: ValueId, what: &str) -> Result<TensorType> {
+    match f.ty(v) {
+        Type::Tensor(t) if t.is_static() && t.dtype == ElementType::F32 && t.rank() >= 2 => {
+            Ok(t.clone())
+        }
+        other => Err(Error::unimplemented(format!(
+            "{what} on {other} (f32 matrices are supported)"
+        ))),
+    }
+}
+
+fn binding(value: ValueId, ty: &TensorType) -> Binding {
+    Binding {
+        value,
+        ty: ty.clone(),
+    }
+}
+
+/// Threads per workgroup for matrices with `n` columns.
+fn workgroup_size(n: u64) -> u64 {
+    if n <= 32 {
+        32
+    } else if n <= 64 {
+        64
+    } else if n <= 128 {
+        128
+    } else {
+        256
+    }
+}
+
+/// The shape pieces shared by the two decompositions.
+struct Shape {
+    batch: u64,
+    m: u64,
+    n: u64,
+    /// Players of the tournament: `n` rounded up to even (index `n` is a bye).
+    players: u64,
+    wg: u64,
+}
+
+impl Shape {
+    fn half(&self) -> u64 {
+        self.players / 2
+    }
+    fn rounds(&self) -> u64 {
+        self.players - 1
+    }
+}
+
+/// WGSL shared by the sweep kernels: the tournament schedule and workgroup state.
+fn sweep_prelude(s: &Shape, extra: &str) -> String {
+    format!(
+        "var<workgroup> cs: array<vec2<f32>, {h}>;\nvar<workgroup> ctl: vec4<u32>;\nvar<workgroup> worst: atomic<u32>;\n{extra}\n\
+         // Player at seat j in round r (circle method): seat 0 stays, the others rotate.\n\
+         fn player(r: u32, j: u32) -> u32 {{\n    if (j == 0u) {{ return 0u; }}\n    return (j - 1u + r) % {r1}u + 1u;\n}}\n\n\
+         // Cosine and sine zeroing gamma in [[alpha, gamma], [gamma, beta]].\n\
+         fn rotation(alpha: f32, beta: f32, gamma: f32) -> vec2<f32> {{\n    if (!(abs(gamma) > 1e-37)) {{ return vec2<f32>(1.0, 0.0); }}\n    let zeta = (beta - alpha) / (2.0 * gamma);\n    var t = sign(zeta) / (abs(zeta) + sqrt(zeta * zeta + 1.0));\n    if (zeta == 0.0) {{ t = 1.0; }}\n    let c = 1.0 / sqrt(t * t + 1.0);\n    return vec2<f32>(c, t * c);\n}}\n\n\
+         @compute @workgroup_size({wg})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
+         {RUNTIME_ZERO} = nwg.z >> 16u;\n    \
+         let mat = wid.y * nwg.x + wid.x;\n    if (mat >= {b}u) {{ return; }}\n",
+        h = s.half(),
+        r1 = s.rounds(),
+        wg = s.wg,
+        b = s.batch,
+    )
+}
+
+/// The start of a sweep launch after `sweep_prelude`: reads the status of matrix `mat`
+/// (state stride `stride`, status at `status`) and the launch's rounds `[ctl.y, ctl.z)`.
+fn sweep_start(stride: u64, status: u64) -> String {
+    format!(
+        "    let base = mat * {stride}u;\n    let st = base + {status}u;\n    if (lid == 0u) {{\n        ctl = vec4<u32>(select(0u, 1u, out0[st] != 0.0), in0[0], in0[1], 0u);\n        atomicStore(&worst, bitcast<u32>(out0[st + 1u]));\n    }}\n    let c0 = workgroupUniformLoad(&ctl);\n    if (c0.x != 0u) {{ return; }}\n"
+    )
+}
+
+/// The end of a round: at the end of a sweep, converged when the sweep's largest measure is
+/// within the tolerance `tol` (a WGSL f32 expression).
+fn round_end(s: &Shape, tol: &str) -> String {
+    format!(
+        "        if (r == {last}u) {{\n            if (lid == 0u) {{\n                let done = bitcast<f32>(atomicLoad(&worst)) <= {tol};\n                out0[st] = select(0.0, 1.0, done);\n                ctl.x = select(0u, 1u, done);\n                atomicStore(&worst, 0u);\n            }}\n            let d = workgroupUniformLoad(&ctl);\n            if (d.x != 0u) {{ break; }}\n        }}\n    }}\n    workgroupBarrier();\n    if (lid == 0u) {{ out0[st + 1u] = bitcast<f32>(atomicLoad(&worst)); }}\n}}\n",
+        last = s.rounds() - 1,
+    )
+}
+
+/// The launches of the sweeps: `per_round` iterations per round, `fixed` once per launch.
+fn sweep_launches(
+    s: &Shape,
+    per_round: u64,
+    fixed: u64,
+    budget: u64,
+) -> Result<(Vec<Launch>, u64)> {
+    if per_round + fixed > budget {
+        return Err(Error::resource_exhausted(format!(
+            "a Jacobi round on {}x{} matrices would loop {} times in one invocation (at most {budget})",
+            s.m,
+            s.n,
+            per_round + fixed
+        )));
+    }
+    let per_launch = ((budget - fixed) / per_round).max(1);
+    let total = MAX_SWEEPS * s.rounds();
+    let mut launches = Vec::new();
+    let mut r0 = 0;
+    while r0 < total {
+        let r1 = (r0 + per_launch).min(total);
+        launches.push(Launch::updating(1, vec![r0 as u32, r1 as u32], 0));
+        r0 = r1;
+    }
+    Ok((launches, per_launch * per_round + fixed))
+}
+
+fn shape(what: &str, t: &TensorType, target: Target) -> Result<Shape> {
+    let d = t.dims();
+    let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
+    if n == 0 || m < n {
+        return Err(Error::invalid(format!(
+            "{what} needs m >= n >= 1 (got {m}x{n})"
+        )));
+    }
+    if n > MAX_N {
+        return Err(Error::unimplemented(format!(
+            "{what} of {m}x{n} matrices (n <= {MAX_N} is supported)"
+        )));
+    }
+    let batch = t.num_elements() as u64 / (m * n);
+    let wg = workgroup_size(n);
+    if batch > target.max_workgroups as u64 * target.max_workgroups as u64 {
+        return Err(Error::resource_exhausted(format!(
+            "{what} of {batch} matrices: more workgroups than the adapter's grid"
+        )));
+    }
+    Ok(Shape {
+        batch,
+        m,
+        n,
+        players: n + n % 2,
+        wg,
+    })
+}
+
+fn budget(target: Target) -> u64 {
+    ROUND_BUDGET
+        .min(target.max_invocation_iterations / 2)
+        .max(1)
+}
+
+/// Counted rank of index `i` among `count` keys `key(j)` (ascending or descending), NaNs last,
+/// ties by index: `rank` ends up as a WGSL `var`.
+fn rank_loop(count: u64, key_i: &str, key_j: &str, ascending: bool) -> String {
+    let cmp = if ascending { "<" } else { ">" };
+    format!(
+        "    let ki = {key_i};\n    let ni = (bitcast<u32>(ki) & 0x7fffffffu) > 0x7f800000u;\n    var rank = 0u;\n    for (var j = 0u; j < {count}u; j = j + 1u) {{\n        let kj = {key_j};\n        let nj = (bitcast<u32>(kj) & 0x7fffffffu) > 0x7f800000u;\n        let before = select(select(kj {cmp} ki || (kj == ki && j < i), true, ni), ni && j < i, nj);\n        if (before) {{ rank = rank + 1u; }}\n    }}\n"
+    )
+}
+
+fn params() -> Binding {
+    Binding {
+        value: PARAMS,
+        ty: TensorType::new(vec![2], ElementType::U32),
+    }
+}
+
+/// The plan of `custom_call @wgpu_hlo.eigh` or `@wgpu_hlo.svd`.
+pub fn plan(
+    name: &str,
+    f: &Function,
+    op: &Operation,
+    c: &CustomCall,
+    target: Target,
+) -> Result<Plan> {
+    if c.call_target_name == EIGH_TARGET {
+        eigh(name, f, op, target)
+    } else {
+        svd(name, f, op, target)
+    }
+}
+
+fn check_results(
+    f: &Function,
+    op: &Operation,
+    want: &[Vec<usize>],
+    what: &str,
+) -> Result<Vec<TensorType>> {
+    if op.operands.len() != 1 || op.results.len() != want.len() {
+        return Err(Error::invalid(format!(
+            "{what} takes one operand and returns {} results",
+            want.len()
+        )));
+    }
+    let mut out = Vec::new();
+    for (&r, w) in op.results.iter().zip(want) {
+        let t = match f.ty(r) {
+            Type::Tensor(t) if t.dtype == ElementType::F32 && t.is_static() => t.clone(),
+            other => return Err(Error::invalid(format!("{what} result of type {other}"))),
+        };
+        if &t.dims() != w {
+            return Err(Error::invalid(format!(
+                "{what}: result {t} does not match the operand (want dims {w:?})"
+            )));
+        }
+        out.push(t);
+    }
+    Ok(out)
+}
+
+fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan> {
+    let what = format!("custom_call @{EIGH_TARGET}");
+    let at = f32_tensor(
+        f,
+        *op.operands
+            .first()
+            .ok_or_else(|| Error::invalid(format!("{what} without operand")))?,
+        &what,
+    )?;
+    let s = shape(&what, &at, target)?;
+    if s.m != s.n {
+        return Err(Error::invalid(format!("{what} needs square matrices")));
+    }
+    let d = at.dims();
+    let res = check_results(f, op, &[d[..d.len() - 1].to_vec(), d.clone()], &what)?;
+    let (n, h, wg, batch) = (s.n, s.half(), s.wg, s.batch);
+    let nn = n * n;
+    let stride = 2 * nn + STATUS;
+    let state_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
+    let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
+    let state = binding(temp(0), &state_t);
+    let desc = format!("{batch} symmetric {n}x{n} f32 matrices");
+
+    let init = kernel::threaded(
+        &format!("{name}_init"),
+        &format!("kernel {name}_init: Jacobi state (matrix, identity, status) of {desc}\nloop iterations per invocation: 0\nfuses: {what}"),
+        vec![binding(op.operands[0], &at)],
+        vec![state.clone()],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {stride}u;\n    let e = tid % {stride}u;\n    var x = 0.0;\n    if (e < {nn}u) {{\n        x = in0[mat * {nn}u + e];\n    }} else if (e < {nn2}u) {{\n        let d = e - {nn}u;\n        x = select(0.0, 1.0, d / {n}u == d % {n}u);\n    }}\n    out0[tid] = x;\n",
+            nn2 = 2 * nn
+        ),
+        batch * stride,
+        0,
+        target,
+    )?;
+
+    // Iterations: per round the rotations, the rows, the columns (and vectors), the round;
+    // per launch the norm's sum and its tree.
+    let per_round = h.div_ceil(wg) + 2 * (h * n).div_ceil(wg) + 1;
+    let fixed = nn.div_ceil(wg) + 2 * wg.ilog2() as u64 + 2;
+    let (sweeps, iterations) = sweep_launches(&s, per_round, fixed, budget(target))?;
+    let x = |i: &str, j: &str| format!("out0[base + ({i}) * {n}u + ({j})]");
+    let v = |i: &str, j: &str| format!("out0[base + {nn}u + ({i}) * {n}u + ({j})]");
+    let mut body = sweep_prelude(&s, &format!("var<workgroup> red: array<f32, {wg}>;\n"));
+    body.push_str(&sweep_start(stride, 2 * nn));
+    body.push_str(&format!(
+        "    if (c0.y == 0u) {{\n        // The tolerance: {tol_eps} epsilons of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = out0[base + e];\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ out0[st + 2u] = {tol_eps}.0 * 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n\
+         for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
+         for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            var rot = vec2<f32>(1.0, 0.0);\n            if (p < {n}u && q < {n}u) {{\n                let apq = {xpq};\n                atomicMax(&worst, bitcast<u32>(abs(apq)));\n                rot = rotation({xpp}, {xqq}, apq);\n            }}\n            cs[k] = rot;\n        }}\n        workgroupBarrier();\n\
+         for (var e = lid; e < {hn}u; e = e + {wg}u) {{\n            let k = e / {n}u;\n            let j = e % {n}u;\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            if (p < {n}u && q < {n}u) {{\n                let rot = cs[k];\n                let ap = {xpj};\n                let aq = {xqj};\n                {xpj} = rot.x * ap - rot.y * aq;\n                {xqj} = rot.y * ap + rot.x * aq;\n            }}\n        }}\n        storageBarrier();\n\
+         for (var e = lid; e < {hn}u; e = e + {wg}u) {{\n            let k = e / {n}u;\n            let i = e % {n}u;\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            if (p < {n}u && q < {n}u) {{\n                let rot = cs[k];\n                let ap = {xip};\n                let aq = {xiq};\n                var np = rot.x * ap - rot.y * aq;\n                var nq = rot.y * ap + rot.x * aq;\n                if (i == p) {{ nq = 0.0; }}\n                if (i == q) {{ np = 0.0; }}\n                {xip} = np;\n                {xiq} = nq;\n                let vp = {vip};\n                let vq = {viq};\n                {vip} = rot.x * vp - rot.y * vq;\n                {viq} = rot.y * vp + rot.x * vq;\n            }}\n        }}\n        storageBarrier();\n        workgroupBarrier();\n",
+        tol_eps = 4,
+        half_wg = wg / 2,
+        r1 = s.rounds(),
+        nm1 = s.players - 1,
+        hn = h * n,
+        xpq = x("p", "q"),
+        xpp = x("p", "p"),
+        xqq = x("q", "q"),
+        xpj = x("p", "j"),
+        xqj = x("q", "j"),
+        xip = x("i", "p"),
+        xiq = x("i", "q"),
+        vip = v("i", "p"),
+        viq = v("i", "q"),
+    ));
+    body.push_str(&round_end(&s, "out0[st + 2u]"));
+    let sweep_k = workgroup_kernel(
+        &format!("{name}_sweep"),
+        &format!("kernel {name}_sweep: rounds (parameters: first and end) of parallel two-sided Jacobi on {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
+        vec![params()],
+        vec![state.clone()],
+        &body,
+        batch,
+        iterations,
+        target,
+    )?;
+
+    let rank = kernel::threaded(
+        &format!("{name}_values"),
+        &format!("kernel {name}_values: eigenvalues of {desc}, ascending, and their ranks\nloop iterations per invocation: at most {n}\nfuses: {what}"),
+        vec![state.clone()],
+        vec![binding(op.results[0], &res[0]), binding(temp(1), &rank_t)],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {n}u;\n    let i = tid % {n}u;\n    let base = mat * {stride}u;\n{}    out0[mat * {n}u + rank] = ki;\n    out1[tid] = rank;\n",
+            rank_loop(n, &format!("in0[base + i * {}u]", n + 1), &format!("in0[base + j * {}u]", n + 1), true)
+        ),
+        batch * n,
+        n,
+        target,
+    )?;
+    let vectors = kernel::threaded(
+        &format!("{name}_vectors"),
+        &format!("kernel {name}_vectors: eigenvectors of {desc} in the order of their eigenvalues\nloop iterations per invocation: 0\nfuses: {what}"),
+        vec![state, binding(temp(1), &rank_t)],
+        vec![binding(op.results[1], &res[1])],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {nn}u;\n    let row = (tid / {n}u) % {n}u;\n    let col = tid % {n}u;\n    out0[mat * {nn}u + row * {n}u + in1[mat * {n}u + col]] = in0[mat * {stride}u + {nn}u + tid % {nn}u];\n"
+        ),
+        batch * nn,
+        0,
+        target,
+    )?;
+    let mut launches = vec![Launch::new(0, Vec::new())];
+    launches.extend(sweeps);
+    launches.push(Launch::new(2, Vec::new()));
+    launches.push(Launch::new(3, Vec::new()));
+    Ok(Plan {
+        kernels: vec![init, sweep_k, rank, vectors],
+        temps: vec![state_t, rank_t],
+        launches,
+    })
+}
+
+fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan> {
+    let what = format!("custom_call @{SVD_TARGET}");
+    let at = f32_tensor(
+        f,
+        *op.operands
+            .first()
+            .ok_or_else(|| Error::invalid(format!("{what} without operand")))?,
+        &what,
+    )?;
+    let s = shape(&what, &at, target)?;
+    let d = at.dims();
+    let r = d.len();
+    let uv = op.results.len() == 3;
+    let mut want = vec![d[..r - 1].to_vec()];
+    want[0][r - 2] = d[r - 1];
+    if uv {
+        want.push(d.clone());
+        let mut vd = d.clone();
+        vd[r - 2] = d[r - 1];
+        want.push(vd);
+    }
+    let res = check_results(f, op, &want, &what)?;
+    let (m, n, h, wg, batch) = (s.m, s.n, s.half(), s.wg, s.batch);
+    let (mn, nn) = (m * n, n * n);
+    let vsize = if uv { nn } else { 0 };
+    let stride = mn + vsize + STATUS;
+    let status = mn + vsize;
+    let state_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
+    let vec_t = TensorType::new(vec![(batch * n) as i64], ElementType::F32);
+    let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
+    let state = binding(temp(0), &state_t);
+    let desc = format!("{batch} {m}x{n} f32 matrices");
+
+    let init = kernel::threaded(
+        &format!("{name}_init"),
+        &format!("kernel {name}_init: Jacobi state (matrix, identity, status) of {desc}\nloop iterations per invocation: 0\nfuses: {what}"),
+        vec![binding(op.operands[0], &at)],
+        vec![state.clone()],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {stride}u;\n    let e = tid % {stride}u;\n    var x = 0.0;\n    if (e < {mn}u) {{\n        x = in0[mat * {mn}u + e];\n    }} else if (e < {vend}u) {{\n        let d = e - {mn}u;\n        x = select(0.0, 1.0, d / {n}u == d % {n}u);\n    }}\n    out0[tid] = x;\n",
+            vend = mn + vsize
+        ),
+        batch * stride,
+        0,
+        target,
+    )?;
+
+    // The three column products of each pair in `parts` partial sums.
+    let parts = (wg / h).max(1);
+    let slots = h * parts;
+    let per_round = slots.div_ceil(wg) * m.div_ceil(parts)
+        + h.div_ceil(wg) * parts
+        + (h * m).div_ceil(wg)
+        + (h * vsize / n.max(1)).div_ceil(wg)
+        + 1;
+    let (sweeps, iterations) = sweep_launches(&s, per_round, 2, budget(target))?;
+    let w = |i: &str, j: &str| format!("out0[base + ({i}) * {n}u + ({j})]");
+    let v = |i: &str, j: &str| format!("out0[base + {mn}u + ({i}) * {n}u + ({j})]");
+    let mut body = sweep_prelude(
+        &s,
+        &format!("var<workgroup> part: array<vec3<f32>, {slots}>;\n"),
+    );
+    body.push_str(&sweep_start(stride, status));
+    body.push_str(&format!(
+        "    for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
+         for (var e = lid; e < {slots}u; e = e + {wg}u) {{\n            let k = e / {parts}u;\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            if (p < {n}u && q < {n}u) {{\n                for (var i = e % {parts}u; i < {m}u; i = i + {parts}u) {{\n                    let a = {wip};\n                    let b = {wiq};\n                    acc = acc + vec3<f32>(a * a, b * b, a * b);\n                }}\n            }}\n            part[e] = acc;\n        }}\n        workgroupBarrier();\n\
+         for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            for (var t = 0u; t < {parts}u; t = t + 1u) {{\n                acc = acc + part[k * {parts}u + t];\n            }}\n            let norms = sqrt(acc.x * acc.y);\n            if (norms > 0.0) {{\n                atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n            }}\n            cs[k] = rotation(acc.x, acc.y, acc.z);\n        }}\n        workgroupBarrier();\n\
+         for (var e = lid; e < {hm}u; e = e + {wg}u) {{\n            let k = e / {m}u;\n            let i = e % {m}u;\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            if (p < {n}u && q < {n}u) {{\n                let rot = cs[k];\n                let a = {wip};\n                let b = {wiq};\n                {wip} = rot.x * a - rot.y * b;\n                {wiq} = rot.y * a + rot.x * b;\n            }}\n        }}\n",
+        r1 = s.rounds(),
+        nm1 = s.players - 1,
+        hm = h * m,
+        wip = w("i", "p"),
+        wiq = w("i", "q"),
+    ));
+    if uv {
+        body.push_str(&format!(
+            "        for (var e = lid; e < {hn}u; e = e + {wg}u) {{\n            let k = e / {n}u;\n            let i = e % {n}u;\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            if (p < {n}u && q < {n}u) {{\n                let rot = cs[k];\n                let a = {vip};\n                let b = {viq};\n                {vip} = rot.x * a - rot.y * b;\n                {viq} = rot.y * a + rot.x * b;\n            }}\n        }}\n",
+            hn = h * n,
+            nm1 = s.players - 1,
+            vip = v("i", "p"),
+            viq = v("i", "q"),
+        ));
+    }
+    body.push_str("        storageBarrier();\n        workgroupBarrier();\n");
+    // Converged when every pair's cosine stayed within m epsilons during a sweep.
+    body.push_str(&round_end(&s, &format!("{:e}", m as f32 * f32::EPSILON)));
+    let sweep_k = workgroup_kernel(
+        &format!("{name}_sweep"),
+        &format!("kernel {name}_sweep: rounds (parameters: first and end) of parallel one-sided Jacobi on {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
+        vec![params()],
+        vec![state.clone()],
+        &body,
+        batch,
+        iterations,
+        target,
+    )?;
+    let norms = kernel::threaded(
+        &format!("{name}_norms"),
+        &format!("kernel {name}_norms: column norms of the rotated {desc}\nloop iterations per invocation: at most {m}\nfuses: {what}"),
+        vec![state.clone()],
+        vec![binding(temp(1), &vec_t)],
+        &Default::default(),
+        "",
+        &format!(
+            "    let base = (tid / {n}u) * {stride}u;\n    let j = tid % {n}u;\n    var acc = 0.0;\n    for (var i = 0u; i < {m}u; i = i + 1u) {{\n        let a = in0[base + i * {n}u + j];\n        acc = acc + a * a;\n    }}\n    out0[tid] = sqrt(acc);\n"
+        ),
+        batch * n,
+        m,
+        target,
+    )?;
+    let values = kernel::threaded(
+        &format!("{name}_values"),
+        &format!("kernel {name}_values: singular values of {desc}, descending, and their ranks\nloop iterations per invocation: at most {n}\nfuses: {what}"),
+        vec![binding(temp(1), &vec_t)],
+        vec![binding(op.results[0], &res[0]), binding(temp(2), &rank_t)],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {n}u;\n    let i = tid % {n}u;\n{}    out0[mat * {n}u + rank] = ki;\n    out1[tid] = rank;\n",
+            rank_loop(n, "in0[tid]", &format!("in0[mat * {n}u + j]"), false)
+        ),
+        batch * n,
+        n,
+        target,
+    )?;
+    let mut kernels = vec![init, sweep_k, norms, values];
+    let mut launches = vec![Launch::new(0, Vec::new())];
+    launches.extend(sweeps);
+    launches.push(Launch::new(2, Vec::new()));
+    launches.push(Launch::new(3, Vec::new()));
+    if uv {
+        kernels.push(kernel::threaded(
+            &format!("{name}_u"),
+            &format!("kernel {name}_u: left singular vectors of {desc} in the order of their values\nloop iterations per invocation: 0\nfuses: {what}"),
+            vec![state.clone(), binding(temp(1), &vec_t), binding(temp(2), &rank_t)],
+            vec![binding(op.results[1], &res[1])],
+            &Default::default(),
+            "",
+            &format!(
+                "    let mat = tid / {mn}u;\n    let row = (tid / {n}u) % {m}u;\n    let col = tid % {n}u;\n    let sv = in1[mat * {n}u + col];\n    let a = in0[mat * {stride}u + tid % {mn}u];\n    out0[mat * {mn}u + row * {n}u + in2[mat * {n}u + col]] = select(a, a / sv, sv > 0.0);\n"
+            ),
+            batch * mn,
+            0,
+            target,
+        )?);
+        kernels.push(kernel::threaded(
+            &format!("{name}_v"),
+            &format!("kernel {name}_v: right singular vectors of {desc} in the order of their values\nloop iterations per invocation: 0\nfuses: {what}"),
+            vec![state, binding(temp(2), &rank_t)],
+            vec![binding(op.results[2], &res[2])],
+            &Default::default(),
+            "",
+            &format!(
+                "    let mat = tid / {nn}u;\n    let row = (tid / {n}u) % {n}u;\n    let col = tid % {n}u;\n    out0[mat * {nn}u + row * {n}u + in1[mat * {n}u + col]] = in0[mat * {stride}u + {mn}u + tid % {nn}u];\n"
+            ),
+            batch * nn,
+            0,
+            target,
+        )?);
+        launches.push(Launch::new(4, Vec::new()));
+        launches.push(Launch::new(5, Vec::new()));
+    }
+    Ok(Plan {
+        kernels,
+        temps: vec![state_t, vec_t, rank_t],
+        launches,
+    })
+}
+
+/// A kernel of `groups` workgroups whose module body (entry point included) is `body`.
+#[allow(clippy::too_many_arguments)]
+fn workgroup_kernel(
+    name: &str,
+    comment: &str,
+    inputs: Vec<Binding>,
+    outputs: Vec<Binding>,
+    body: &str,
+    groups: u64,
+    iterations: u64,
+    target: Target,
+) -> Result<kernel::Kernel> {
+    let wgsl = kernel::assemble(
+        name,
+        comment,
+        &inputs,
+        &outputs,
+        &Default::default(),
+        body,
+        target.caps,
+    )?;
+    Ok(kernel::Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs,
+        outputs,
+        workgroups: kernel::grid(groups, target.max_workgroups)?,
+        iterations,
+    })
+}
