@@ -73,6 +73,12 @@ fn binding(value: ValueId, ty: &TensorType) -> Binding {
 
 /// Threads per workgroup for matrices with `n` columns.
 fn workgroup_size(n: u64) -> u64 {
+    if let Some(w) = std::env::var("WGPU_HLO_JACOBI_WG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return w;
+    }
     if n <= 32 {
         32
     } else if n <= 64 {
@@ -106,7 +112,7 @@ impl Shape {
 /// WGSL shared by the sweep kernels: the tournament schedule and workgroup state.
 fn sweep_prelude(s: &Shape, extra: &str) -> String {
     format!(
-        "var<workgroup> cs: array<vec2<f32>, {h}>;\nvar<workgroup> ctl: vec4<u32>;\nvar<workgroup> worst: atomic<u32>;\n{extra}\n\
+        "var<workgroup> cs: array<vec2<f32>, {h}>;\nvar<workgroup> pairs: array<vec2<u32>, {h}>;\nvar<workgroup> ctl: vec4<u32>;\nvar<workgroup> worst: atomic<u32>;\n{extra}\n\
          // Player at seat j in round r (circle method): seat 0 stays, the others rotate.\n\
          fn player(r: u32, j: u32) -> u32 {{\n    if (j == 0u) {{ return 0u; }}\n    return (j - 1u + r) % {r1}u + 1u;\n}}\n\n\
          // Cosine and sine zeroing gamma in [[alpha, gamma], [gamma, beta]].\n\
@@ -132,29 +138,93 @@ fn sweep_start(stride: u64, status: u64) -> String {
 
 /// The end of a round: at the end of a sweep, converged when the sweep's largest measure is
 /// within the tolerance `tol` (a WGSL f32 expression).
-fn round_end(s: &Shape, tol: &str) -> String {
+fn round_end(s: &Shape, measure: &str, tol: &str, tail: &str) -> String {
     format!(
-        "        if (r == {last}u) {{\n            if (lid == 0u) {{\n                let done = bitcast<f32>(atomicLoad(&worst)) <= {tol};\n                out0[st] = select(0.0, 1.0, done);\n                ctl.x = select(0u, 1u, done);\n                atomicStore(&worst, 0u);\n            }}\n            let d = workgroupUniformLoad(&ctl);\n            if (d.x != 0u) {{ break; }}\n        }}\n    }}\n    workgroupBarrier();\n    if (lid == 0u) {{ out0[st + 1u] = bitcast<f32>(atomicLoad(&worst)); }}\n}}\n",
+        "        if (r == {last}u) {{\n{measure}            if (lid == 0u) {{\n                let done = bitcast<f32>(atomicLoad(&worst)) <= {tol};\n                out0[st] = select(0.0, 1.0, done);\n                ctl.x = select(0u, 1u, done);\n                atomicStore(&worst, 0u);\n            }}\n            let d = workgroupUniformLoad(&ctl);\n            if (d.x != 0u) {{ break; }}\n        }}\n    }}\n    workgroupBarrier();\n{tail}    if (lid == 0u) {{ out0[st + 1u] = bitcast<f32>(atomicLoad(&worst)); }}\n}}\n",
         last = s.rounds() - 1,
     )
 }
 
-/// The launches of the sweeps: `per_round` iterations per round, `fixed` once per launch.
+/// The parts of the state a sweep kernel keeps in workgroup memory while it runs, when they
+/// fit (`WGPU_HLO_JACOBI_LOCAL=0`: never): `(array, offset in the state, length)`.
+struct Local(Vec<(&'static str, u64, u64)>);
+
+impl Local {
+    fn new(arrays: Vec<(&'static str, u64, u64)>, other_bytes: u64, target: Target) -> Local {
+        let bytes: u64 = arrays.iter().map(|a| 4 * a.2).sum::<u64>() + other_bytes;
+        let allowed = std::env::var("WGPU_HLO_JACOBI_LOCAL").map_or(true, |v| v != "0");
+        Local(if allowed && bytes <= target.max_workgroup_storage {
+            arrays
+        } else {
+            Vec::new()
+        })
+    }
+    /// Element `(i, j)` (a WGSL expression) of the `cols`-column matrix at `offset`.
+    fn at(&self, offset: u64, cols: u64, i: &str, j: &str) -> String {
+        match self.0.iter().find(|a| a.1 == offset) {
+            Some((name, _, _)) => format!("{name}[({i}) * {cols}u + ({j})]"),
+            None => format!("out0[base + {offset}u + ({i}) * {cols}u + ({j})]"),
+        }
+    }
+    fn decls(&self) -> String {
+        self.0
+            .iter()
+            .map(|(name, _, len)| format!("var<workgroup> {name}: array<f32, {len}>;\n"))
+            .collect()
+    }
+    fn copies(&self, wg: u64, load: bool) -> String {
+        let mut out = String::new();
+        for (name, off, len) in &self.0 {
+            let (dst, src) = if load {
+                (format!("{name}[e]"), format!("out0[base + {off}u + e]"))
+            } else {
+                (format!("out0[base + {off}u + e]"), format!("{name}[e]"))
+            };
+            out.push_str(&format!(
+                "    for (var e = lid; e < {len}u; e = e + {wg}u) {{ {dst} = {src}; }}\n"
+            ));
+        }
+        if load && !self.0.is_empty() {
+            out.push_str("    workgroupBarrier();\n");
+        }
+        out
+    }
+    /// The barrier after a phase that wrote the state.
+    fn sync(&self) -> &'static str {
+        if self.0.is_empty() {
+            "        storageBarrier();\n"
+        } else {
+            "        workgroupBarrier();\n"
+        }
+    }
+    /// Loop iterations of loading and storing.
+    fn iterations(&self, wg: u64) -> u64 {
+        self.0.iter().map(|a| 2 * a.2.div_ceil(wg)).sum()
+    }
+}
+
+/// The launches of the sweeps and their iterations per invocation: `per_round` iterations
+/// per round, `per_sweep` per sweep ended, `fixed` once per launch.
 fn sweep_launches(
     s: &Shape,
     per_round: u64,
+    per_sweep: u64,
     fixed: u64,
     budget: u64,
 ) -> Result<(Vec<Launch>, u64)> {
-    if per_round + fixed > budget {
+    let cost = |rounds: u64| rounds * per_round + (rounds / s.rounds() + 1) * per_sweep + fixed;
+    if cost(1) > budget {
         return Err(Error::resource_exhausted(format!(
             "a Jacobi round on {}x{} matrices would loop {} times in one invocation (at most {budget})",
             s.m,
             s.n,
-            per_round + fixed
+            cost(1)
         )));
     }
-    let per_launch = ((budget - fixed) / per_round).max(1);
+    let mut per_launch = ((budget - fixed) / per_round).max(1);
+    while per_launch > 1 && cost(per_launch) > budget {
+        per_launch -= 1;
+    }
     let total = MAX_SWEEPS * s.rounds();
     let mut launches = Vec::new();
     let mut r0 = 0;
@@ -163,7 +233,7 @@ fn sweep_launches(
         launches.push(Launch::updating(1, vec![r0 as u32, r1 as u32], 0));
         r0 = r1;
     }
-    Ok((launches, per_launch * per_round + fixed))
+    Ok((launches, cost(per_launch)))
 }
 
 fn shape(what: &str, t: &TensorType, target: Target) -> Result<Shape> {
@@ -207,6 +277,28 @@ fn rank_loop(count: u64, key_i: &str, key_j: &str, ascending: bool) -> String {
     let cmp = if ascending { "<" } else { ">" };
     format!(
         "    let ki = {key_i};\n    let ni = (bitcast<u32>(ki) & 0x7fffffffu) > 0x7f800000u;\n    var rank = 0u;\n    for (var j = 0u; j < {count}u; j = j + 1u) {{\n        let kj = {key_j};\n        let nj = (bitcast<u32>(kj) & 0x7fffffffu) > 0x7f800000u;\n        let before = select(select(kj {cmp} ki || (kj == ki && j < i), true, ni), ni && j < i, nj);\n        if (before) {{ rank = rank + 1u; }}\n    }}\n"
+    )
+}
+
+/// A loop over the tasks `(k, x)`, pair `k < half` and `x < len`, of the workgroup's threads
+/// (thread `lid` starts at task `lid`, strides by `wg`), without divisions: `body` sees the
+/// pair's players `p`, `q` (both real, byes skipped), its rotation `rot` and `x` under `var`.
+fn pair_tasks(half: u64, len: u64, wg: u64, var: &str, body: &str) -> String {
+    format!(
+        "        {{\n            var k = lid / {len}u;\n            var {var} = lid % {len}u;\n            loop {{\n                if (k >= {half}u) {{ break; }}\n                let pq = pairs[k];\n                if (pq.y != 0xffffffffu) {{\n                    let p = pq.x;\n                    let q = pq.y;\n                    let rot = cs[k];\n{body}                }}\n                {var} = {var} + {dj}u;\n                k = k + {dk}u;\n                if ({var} >= {len}u) {{\n                    {var} = {var} - {len}u;\n                    k = k + 1u;\n                }}\n            }}\n        }}\n",
+        dj = wg % len,
+        dk = wg / len,
+    )
+}
+
+/// The loop storing round `r`'s pairs in `pairs` (a bye as `(0, 0xffffffff)`).
+fn pair_table(s: &Shape) -> String {
+    format!(
+        "        for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            pairs[k] = select(vec2<u32>(0u, 0xffffffffu), vec2<u32>(p, q), p < {n}u && q < {n}u);\n        }}\n",
+        h = s.half(),
+        wg = s.wg,
+        nm1 = s.players - 1,
+        n = s.n,
     )
 }
 
@@ -301,35 +393,78 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
 
     // Iterations: per round the rotations, the rows, the columns (and vectors), the round;
     // per launch the norm's sum and its tree.
-    let per_round = h.div_ceil(wg) + 2 * (h * n).div_ceil(wg) + 1;
+    let per_round = 2 * h.div_ceil(wg) + 2 * ((h * n).div_ceil(wg) + 1) + 1;
     let fixed = nn.div_ceil(wg) + 2 * wg.ilog2() as u64 + 2;
-    let (sweeps, iterations) = sweep_launches(&s, per_round, fixed, budget(target))?;
-    let x = |i: &str, j: &str| format!("out0[base + ({i}) * {n}u + ({j})]");
-    let v = |i: &str, j: &str| format!("out0[base + {nn}u + ({i}) * {n}u + ({j})]");
-    let mut body = sweep_prelude(&s, &format!("var<workgroup> red: array<f32, {wg}>;\n"));
-    body.push_str(&sweep_start(stride, 2 * nn));
-    body.push_str(&format!(
-        "    if (c0.y == 0u) {{\n        // The tolerance: {tol_eps} epsilons of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = out0[base + e];\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ out0[st + 2u] = {tol_eps}.0 * 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n\
-         for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
-         for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            var rot = vec2<f32>(1.0, 0.0);\n            if (p < {n}u && q < {n}u) {{\n                let apq = {xpq};\n                atomicMax(&worst, bitcast<u32>(abs(apq)));\n                rot = rotation({xpp}, {xqq}, apq);\n            }}\n            cs[k] = rot;\n        }}\n        workgroupBarrier();\n\
-         for (var e = lid; e < {hn}u; e = e + {wg}u) {{\n            let k = e / {n}u;\n            let j = e % {n}u;\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            if (p < {n}u && q < {n}u) {{\n                let rot = cs[k];\n                let ap = {xpj};\n                let aq = {xqj};\n                {xpj} = rot.x * ap - rot.y * aq;\n                {xqj} = rot.y * ap + rot.x * aq;\n            }}\n        }}\n        storageBarrier();\n\
-         for (var e = lid; e < {hn}u; e = e + {wg}u) {{\n            let k = e / {n}u;\n            let i = e % {n}u;\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            if (p < {n}u && q < {n}u) {{\n                let rot = cs[k];\n                let ap = {xip};\n                let aq = {xiq};\n                var np = rot.x * ap - rot.y * aq;\n                var nq = rot.y * ap + rot.x * aq;\n                if (i == p) {{ nq = 0.0; }}\n                if (i == q) {{ np = 0.0; }}\n                {xip} = np;\n                {xiq} = nq;\n                let vp = {vip};\n                let vq = {viq};\n                {vip} = rot.x * vp - rot.y * vq;\n                {viq} = rot.y * vp + rot.x * vq;\n            }}\n        }}\n        storageBarrier();\n        workgroupBarrier();\n",
-        tol_eps = 4,
-        half_wg = wg / 2,
-        r1 = s.rounds(),
-        nm1 = s.players - 1,
-        hn = h * n,
+    let local = Local::new(
+        vec![("wx", 0, nn), ("wv", nn, nn)],
+        16 * h + 4 * wg + 32,
+        target,
+    );
+    let fixed = fixed + local.iterations(wg);
+    let (sweeps, iterations) =
+        sweep_launches(&s, per_round, nn.div_ceil(wg) + 1, fixed, budget(target))?;
+    let x = |i: &str, j: &str| local.at(0, n, i, j);
+    let v = |i: &str, j: &str| local.at(nn, n, i, j);
+    let mut phases = pair_table(&s);
+    phases.push_str(&format!(
+        "        for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            let pq = pairs[k];\n            var rot = vec2<f32>(1.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n                let apq = {xpq};\n                rot = rotation({xpp}, {xqq}, apq);\n            }}\n            cs[k] = rot;\n        }}\n        workgroupBarrier();\n",
         xpq = x("p", "q"),
         xpp = x("p", "p"),
         xqq = x("q", "q"),
-        xpj = x("p", "j"),
-        xqj = x("q", "j"),
-        xip = x("i", "p"),
-        xiq = x("i", "q"),
-        vip = v("i", "p"),
-        viq = v("i", "q"),
     ));
-    body.push_str(&round_end(&s, "out0[st + 2u]"));
+    phases.push_str(&pair_tasks(
+        h,
+        n,
+        wg,
+        "j",
+        &format!(
+            "                    let ap = {xpj};\n                    let aq = {xqj};\n                    {xpj} = rot.x * ap - rot.y * aq;\n                    {xqj} = rot.y * ap + rot.x * aq;\n",
+            xpj = x("p", "j"),
+            xqj = x("q", "j"),
+        ),
+    ));
+    phases.push_str(local.sync());
+    phases.push_str(&pair_tasks(
+        h,
+        n,
+        wg,
+        "i",
+        &format!(
+            "                    let ap = {xip};\n                    let aq = {xiq};\n                    var np = rot.x * ap - rot.y * aq;\n                    var nq = rot.y * ap + rot.x * aq;\n                    if (i == p) {{ nq = 0.0; }}\n                    if (i == q) {{ np = 0.0; }}\n                    {xip} = np;\n                    {xiq} = nq;\n                    let vp = {vip};\n                    let vq = {viq};\n                    {vip} = rot.x * vp - rot.y * vq;\n                    {viq} = rot.y * vp + rot.x * vq;\n",
+            xip = x("i", "p"),
+            xiq = x("i", "q"),
+            vip = v("i", "p"),
+            viq = v("i", "q"),
+        ),
+    ));
+    phases.push_str(local.sync());
+    let mut body = sweep_prelude(
+        &s,
+        &format!("var<workgroup> red: array<f32, {wg}>;\n{}", local.decls()),
+    );
+    body.push_str(&sweep_start(stride, 2 * nn));
+    body.push_str(&local.copies(wg, true));
+    body.push_str(&format!(
+        "    if (c0.y == 0u) {{\n        // The tolerance: {tol_eps} epsilons of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = out0[base + e];\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ out0[st + 2u] = {tol_eps}.0 * 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n\
+         for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
+{phases}",
+        phases = phases,
+        tol_eps = 4,
+        half_wg = wg / 2,
+        r1 = s.rounds(),
+    ));
+    // Converged when no off-diagonal element exceeds the tolerance after a sweep.
+    let measure = format!(
+        "            for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n                if (e % {n1}u != 0u) {{ atomicMax(&worst, bitcast<u32>(abs({xe}))); }}\n            }}\n            workgroupBarrier();\n",
+        n1 = n + 1,
+        xe = x("e / {n}u", "e % {n}u").replace("{n}", &n.to_string()),
+    );
+    body.push_str(&round_end(
+        &s,
+        &measure,
+        "out0[st + 2u]",
+        &local.copies(wg, false),
+    ));
     let sweep_k = workgroup_kernel(
         &format!("{name}_sweep"),
         &format!("kernel {name}_sweep: rounds (parameters: first and end) of parallel two-sided Jacobi on {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
@@ -438,14 +573,24 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
         + (h * m).div_ceil(wg)
         + (h * vsize / n.max(1)).div_ceil(wg)
         + 1;
-    let (sweeps, iterations) = sweep_launches(&s, per_round, 2, budget(target))?;
-    let w = |i: &str, j: &str| format!("out0[base + ({i}) * {n}u + ({j})]");
-    let v = |i: &str, j: &str| format!("out0[base + {mn}u + ({i}) * {n}u + ({j})]");
+    let mut arrays = vec![("ww", 0, mn)];
+    if uv {
+        arrays.push(("wv", mn, nn));
+    }
+    let local = Local::new(arrays, 16 * h + 16 * slots + 32, target);
+    let fixed = 2 + local.iterations(wg);
+    let (sweeps, iterations) = sweep_launches(&s, per_round, 0, fixed, budget(target))?;
+    let w = |i: &str, j: &str| local.at(0, n, i, j);
+    let v = |i: &str, j: &str| local.at(mn, n, i, j);
     let mut body = sweep_prelude(
         &s,
-        &format!("var<workgroup> part: array<vec3<f32>, {slots}>;\n"),
+        &format!(
+            "var<workgroup> part: array<vec3<f32>, {slots}>;\n{}",
+            local.decls()
+        ),
     );
     body.push_str(&sweep_start(stride, status));
+    body.push_str(&local.copies(wg, true));
     body.push_str(&format!(
         "    for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
          for (var e = lid; e < {slots}u; e = e + {wg}u) {{\n            let k = e / {parts}u;\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            if (p < {n}u && q < {n}u) {{\n                for (var i = e % {parts}u; i < {m}u; i = i + {parts}u) {{\n                    let a = {wip};\n                    let b = {wiq};\n                    acc = acc + vec3<f32>(a * a, b * b, a * b);\n                }}\n            }}\n            part[e] = acc;\n        }}\n        workgroupBarrier();\n\
@@ -466,9 +611,14 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
             viq = v("i", "q"),
         ));
     }
-    body.push_str("        storageBarrier();\n        workgroupBarrier();\n");
+    body.push_str(local.sync());
     // Converged when every pair's cosine stayed within m epsilons during a sweep.
-    body.push_str(&round_end(&s, &format!("{:e}", m as f32 * f32::EPSILON)));
+    body.push_str(&round_end(
+        &s,
+        "",
+        &format!("{:e}", m as f32 * f32::EPSILON),
+        &local.copies(wg, false),
+    ));
     let sweep_k = workgroup_kernel(
         &format!("{name}_sweep"),
         &format!("kernel {name}_sweep: rounds (parameters: first and end) of parallel one-sided Jacobi on {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
