@@ -15,8 +15,9 @@
 //! barriers); `n - 1` rounds make a sweep. Each launch runs as many rounds as keep every
 //! invocation within [`ROUND_BUDGET`] loop iterations, so sweeps span launches for large `n`
 //! and one launch holds several sweeps for small `n`. At the end of each sweep the workgroup
-//! decides convergence from the largest off-diagonal element (eigh) or pair cosine (svd) it
-//! met during the sweep and records it in the status; later launches see the flag and return
+//! decides convergence from the largest off-diagonal element after the sweep (eigh) or pair
+//! cosine met during it (svd) and records it in the status; rotations of pairs already within
+//! the tolerance are skipped (threshold Jacobi), so the last sweeps cost little; later launches see the flag and return
 //! at once. All launches (a fixed maximum of [`MAX_SWEEPS`] sweeps) go into one submission:
 //! there is no host round trip per sweep. Last launches sort (a rank per index, counted) and
 //! write the results.
@@ -73,12 +74,6 @@ fn binding(value: ValueId, ty: &TensorType) -> Binding {
 
 /// Threads per workgroup for matrices with `n` columns.
 fn workgroup_size(n: u64) -> u64 {
-    if let Some(w) = std::env::var("WGPU_HLO_JACOBI_WG")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        return w;
-    }
     if n <= 32 {
         32
     } else if n <= 64 {
@@ -407,7 +402,7 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
     let v = |i: &str, j: &str| local.at(nn, n, i, j);
     let mut phases = pair_table(&s);
     phases.push_str(&format!(
-        "        for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            let pq = pairs[k];\n            var rot = vec2<f32>(1.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n                let apq = {xpq};\n                rot = rotation({xpp}, {xqq}, apq);\n            }}\n            cs[k] = rot;\n        }}\n        workgroupBarrier();\n",
+        "        for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            let pq = pairs[k];\n            var rot = vec2<f32>(1.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n                let apq = {xpq};\n                if (abs(apq) > tol) {{\n                    rot = rotation({xpp}, {xqq}, apq);\n                }} else {{\n                    pairs[k] = vec2<u32>(0u, 0xffffffffu);\n                }}\n            }}\n            cs[k] = rot;\n        }}\n        workgroupBarrier();\n",
         xpq = x("p", "q"),
         xpp = x("p", "p"),
         xqq = x("q", "q"),
@@ -445,7 +440,7 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
     body.push_str(&sweep_start(stride, 2 * nn));
     body.push_str(&local.copies(wg, true));
     body.push_str(&format!(
-        "    if (c0.y == 0u) {{\n        // The tolerance: {tol_eps} epsilons of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = out0[base + e];\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ out0[st + 2u] = {tol_eps}.0 * 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n\
+        "    if (c0.y == 0u) {{\n        // The tolerance: {tol_eps} epsilons of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = out0[base + e];\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ out0[st + 2u] = {tol_eps}.0 * 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n    storageBarrier();\n    // Rotations of elements within the tolerance are skipped (threshold Jacobi).\n    let tol = out0[st + 2u];\n\
          for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
 {phases}",
         phases = phases,
@@ -568,7 +563,9 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
     // The three column products of each pair in `parts` partial sums.
     let parts = (wg / h).max(1);
     let slots = h * parts;
-    let per_round = slots.div_ceil(wg) * m.div_ceil(parts)
+    let per_round = h.div_ceil(wg)
+        + 2
+        + slots.div_ceil(wg) * m.div_ceil(parts)
         + h.div_ceil(wg) * parts
         + (h * m).div_ceil(wg)
         + (h * vsize / n.max(1)).div_ceil(wg)
@@ -581,6 +578,7 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
     let fixed = 2 + local.iterations(wg);
     let (sweeps, iterations) = sweep_launches(&s, per_round, 0, fixed, budget(target))?;
     let w = |i: &str, j: &str| local.at(0, n, i, j);
+    let tolc = format!("{:e}", m as f32 * f32::EPSILON);
     let v = |i: &str, j: &str| local.at(mn, n, i, j);
     let mut body = sweep_prelude(
         &s,
@@ -591,34 +589,46 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
     );
     body.push_str(&sweep_start(stride, status));
     body.push_str(&local.copies(wg, true));
-    body.push_str(&format!(
-        "    for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
-         for (var e = lid; e < {slots}u; e = e + {wg}u) {{\n            let k = e / {parts}u;\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            if (p < {n}u && q < {n}u) {{\n                for (var i = e % {parts}u; i < {m}u; i = i + {parts}u) {{\n                    let a = {wip};\n                    let b = {wiq};\n                    acc = acc + vec3<f32>(a * a, b * b, a * b);\n                }}\n            }}\n            part[e] = acc;\n        }}\n        workgroupBarrier();\n\
-         for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            for (var t = 0u; t < {parts}u; t = t + 1u) {{\n                acc = acc + part[k * {parts}u + t];\n            }}\n            let norms = sqrt(acc.x * acc.y);\n            if (norms > 0.0) {{\n                atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n            }}\n            cs[k] = rotation(acc.x, acc.y, acc.z);\n        }}\n        workgroupBarrier();\n\
-         for (var e = lid; e < {hm}u; e = e + {wg}u) {{\n            let k = e / {m}u;\n            let i = e % {m}u;\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            if (p < {n}u && q < {n}u) {{\n                let rot = cs[k];\n                let a = {wip};\n                let b = {wiq};\n                {wip} = rot.x * a - rot.y * b;\n                {wiq} = rot.y * a + rot.x * b;\n            }}\n        }}\n",
-        r1 = s.rounds(),
-        nm1 = s.players - 1,
-        hm = h * m,
+    let mut phases = pair_table(&s);
+    phases.push_str("        workgroupBarrier();\n");
+    phases.push_str(&format!(
+        "        for (var e = lid; e < {slots}u; e = e + {wg}u) {{\n            let pq = pairs[e / {parts}u];\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n                for (var i = e % {parts}u; i < {m}u; i = i + {parts}u) {{\n                    let a = {wip};\n                    let b = {wiq};\n                    acc = acc + vec3<f32>(a * a, b * b, a * b);\n                }}\n            }}\n            part[e] = acc;\n        }}\n        workgroupBarrier();\n\
+         for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            for (var t = 0u; t < {parts}u; t = t + 1u) {{\n                acc = acc + part[k * {parts}u + t];\n            }}\n            let norms = sqrt(acc.x * acc.y);\n            if (norms > 0.0) {{\n                atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n            }}\n            // Pairs orthogonal to working precision are skipped (threshold Jacobi).\n            if (abs(acc.z) > {tolc} * norms) {{\n                cs[k] = rotation(acc.x, acc.y, acc.z);\n            }} else {{\n                pairs[k] = vec2<u32>(0u, 0xffffffffu);\n            }}\n        }}\n        workgroupBarrier();\n",
+        tolc = tolc,
         wip = w("i", "p"),
         wiq = w("i", "q"),
     ));
+    phases.push_str(&pair_tasks(
+        h,
+        m,
+        wg,
+        "i",
+        &format!(
+            "                    let a = {wip};\n                    let b = {wiq};\n                    {wip} = rot.x * a - rot.y * b;\n                    {wiq} = rot.y * a + rot.x * b;\n",
+            wip = w("i", "p"),
+            wiq = w("i", "q"),
+        ),
+    ));
     if uv {
-        body.push_str(&format!(
-            "        for (var e = lid; e < {hn}u; e = e + {wg}u) {{\n            let k = e / {n}u;\n            let i = e % {n}u;\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            if (p < {n}u && q < {n}u) {{\n                let rot = cs[k];\n                let a = {vip};\n                let b = {viq};\n                {vip} = rot.x * a - rot.y * b;\n                {viq} = rot.y * a + rot.x * b;\n            }}\n        }}\n",
-            hn = h * n,
-            nm1 = s.players - 1,
-            vip = v("i", "p"),
-            viq = v("i", "q"),
+        phases.push_str(&pair_tasks(
+            h,
+            n,
+            wg,
+            "i",
+            &format!(
+                "                    let a = {vip};\n                    let b = {viq};\n                    {vip} = rot.x * a - rot.y * b;\n                    {viq} = rot.y * a + rot.x * b;\n",
+                vip = v("i", "p"),
+                viq = v("i", "q"),
+            ),
         ));
     }
+    body.push_str(&format!(
+        "    for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n{phases}",
+        r1 = s.rounds(),
+    ));
     body.push_str(local.sync());
     // Converged when every pair's cosine stayed within m epsilons during a sweep.
-    body.push_str(&round_end(
-        &s,
-        "",
-        &format!("{:e}", m as f32 * f32::EPSILON),
-        &local.copies(wg, false),
-    ));
+    body.push_str(&round_end(&s, "", &tolc, &local.copies(wg, false)));
     let sweep_k = workgroup_kernel(
         &format!("{name}_sweep"),
         &format!("kernel {name}_sweep: rounds (parameters: first and end) of parallel one-sided Jacobi on {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
