@@ -362,13 +362,21 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
     }
     let d = at.dims();
     let res = check_results(f, op, &[d[..d.len() - 1].to_vec(), d.clone()], &what)?;
+    // The state is padded to an even order (a zero row and column, whose rotations are all
+    // the identity): every round then has n/2 real pairs.
+    let n0 = s.n;
+    let s = Shape {
+        m: s.players,
+        n: s.players,
+        ..s
+    };
     let (n, h, wg, batch) = (s.n, s.half(), s.wg, s.batch);
     let nn = n * n;
     let stride = 2 * nn + STATUS;
     let state_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
-    let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
+    let rank_t = TensorType::new(vec![(batch * n0) as i64], ElementType::U32);
     let state = binding(temp(0), &state_t);
-    let desc = format!("{batch} symmetric {n}x{n} f32 matrices");
+    let desc = format!("{batch} symmetric {n0}x{n0} f32 matrices");
 
     let init = kernel::threaded(
         &format!("{name}_init"),
@@ -378,8 +386,9 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         &Default::default(),
         "",
         &format!(
-            "    let mat = tid / {stride}u;\n    let e = tid % {stride}u;\n    var x = 0.0;\n    if (e < {nn}u) {{\n        x = in0[mat * {nn}u + e];\n    }} else if (e < {nn2}u) {{\n        let d = e - {nn}u;\n        x = select(0.0, 1.0, d / {n}u == d % {n}u);\n    }}\n    out0[tid] = x;\n",
-            nn2 = 2 * nn
+            "    let mat = tid / {stride}u;\n    let e = tid % {stride}u;\n    var x = 0.0;\n    if (e < {nn}u) {{\n        let i = e / {n}u;\n        let j = e % {n}u;\n        if (i < {n0}u && j < {n0}u) {{\n            x = in0[mat * {n0n0}u + i * {n0}u + j];\n        }}\n    }} else if (e < {nn2}u) {{\n        let d = e - {nn}u;\n        x = select(0.0, 1.0, d / {n}u == d % {n}u);\n    }}\n    out0[tid] = x;\n",
+            nn2 = 2 * nn,
+            n0n0 = n0 * n0,
         ),
         batch * stride,
         0,
@@ -388,7 +397,7 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
 
     // Iterations: per round the rotations, the rows, the columns (and vectors), the round;
     // per launch the norm's sum and its tree.
-    let per_round = 2 * h.div_ceil(wg) + 2 * ((h * n).div_ceil(wg) + 1) + 1;
+    let per_round = 2 * h.div_ceil(wg) + (h * h).div_ceil(wg) + (h * n).div_ceil(wg) + 3;
     let fixed = nn.div_ceil(wg) + 2 * wg.ilog2() as u64 + 2;
     let local = Local::new(
         vec![("wx", 0, nn), ("wv", nn, nn)],
@@ -401,33 +410,39 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
     let x = |i: &str, j: &str| local.at(0, n, i, j);
     let v = |i: &str, j: &str| local.at(nn, n, i, j);
     let mut phases = pair_table(&s);
+    // Rotations; a pair within the tolerance keeps the identity (threshold Jacobi).
     phases.push_str(&format!(
-        "        for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            let pq = pairs[k];\n            var rot = vec2<f32>(1.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n                let apq = {xpq};\n                if (abs(apq) > tol) {{\n                    rot = rotation({xpp}, {xqq}, apq);\n                }} else {{\n                    pairs[k] = vec2<u32>(0u, 0xffffffffu);\n                }}\n            }}\n            cs[k] = rot;\n        }}\n        workgroupBarrier();\n",
+        "        for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            let pq = pairs[k];\n            var rot = vec2<f32>(1.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n                let apq = {xpq};\n                if (abs(apq) > tol) {{\n                    rot = rotation({xpp}, {xqq}, apq);\n                }}\n            }}\n            cs[k] = rot;\n        }}\n        workgroupBarrier();\n",
         xpq = x("p", "q"),
         xpp = x("p", "p"),
         xqq = x("q", "q"),
     ));
+    // X <- J^T X J by 2x2 blocks (pairs k <= k2; X stays exactly symmetric: each block is
+    // also written to its mirror), the pair's own element zeroed; V <- V J.
     phases.push_str(&pair_tasks(
         h,
-        n,
+        h,
         wg,
-        "j",
+        "k2",
         &format!(
-            "                    let ap = {xpj};\n                    let aq = {xqj};\n                    {xpj} = rot.x * ap - rot.y * aq;\n                    {xqj} = rot.y * ap + rot.x * aq;\n",
-            xpj = x("p", "j"),
-            xqj = x("q", "j"),
+            "                    let pq2 = pairs[k2];\n                    let rot2 = cs[k2];\n                    if (k2 >= k && pq2.y != 0xffffffffu && (rot.y != 0.0 || rot2.y != 0.0)) {{\n                        let p2 = pq2.x;\n                        let q2 = pq2.y;\n                        let a = {xpp2};\n                        let b = {xpq2};\n                        let c = {xqp2};\n                        let d = {xqq2};\n                        let a1 = rot.x * a - rot.y * c;\n                        let b1 = rot.x * b - rot.y * d;\n                        let c1 = rot.y * a + rot.x * c;\n                        let d1 = rot.y * b + rot.x * d;\n                        let na = rot2.x * a1 - rot2.y * b1;\n                        var nb = rot2.y * a1 + rot2.x * b1;\n                        var nc = rot2.x * c1 - rot2.y * d1;\n                        let nd = rot2.y * c1 + rot2.x * d1;\n                        if (k2 == k) {{\n                            nb = 0.0;\n                            nc = 0.0;\n                        }}\n                        {xpp2} = na;\n                        {xpq2} = nb;\n                        {xqp2} = nc;\n                        {xqq2} = nd;\n                        if (k2 != k) {{\n                            {xp2p} = na;\n                            {xq2p} = nb;\n                            {xp2q} = nc;\n                            {xq2q} = nd;\n                        }}\n                    }}\n",
+            xpp2 = x("p", "p2"),
+            xpq2 = x("p", "q2"),
+            xqp2 = x("q", "p2"),
+            xqq2 = x("q", "q2"),
+            xp2p = x("p2", "p"),
+            xq2p = x("q2", "p"),
+            xp2q = x("p2", "q"),
+            xq2q = x("q2", "q"),
         ),
     ));
-    phases.push_str(local.sync());
     phases.push_str(&pair_tasks(
         h,
         n,
         wg,
         "i",
         &format!(
-            "                    let ap = {xip};\n                    let aq = {xiq};\n                    var np = rot.x * ap - rot.y * aq;\n                    var nq = rot.y * ap + rot.x * aq;\n                    if (i == p) {{ nq = 0.0; }}\n                    if (i == q) {{ np = 0.0; }}\n                    {xip} = np;\n                    {xiq} = nq;\n                    let vp = {vip};\n                    let vq = {viq};\n                    {vip} = rot.x * vp - rot.y * vq;\n                    {viq} = rot.y * vp + rot.x * vq;\n",
-            xip = x("i", "p"),
-            xiq = x("i", "q"),
+            "                    if (rot.y != 0.0) {{\n                        let vp = {vip};\n                        let vq = {viq};\n                        {vip} = rot.x * vp - rot.y * vq;\n                        {viq} = rot.y * vp + rot.x * vq;\n                    }}\n",
             vip = v("i", "p"),
             viq = v("i", "q"),
         ),
@@ -479,11 +494,11 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         &Default::default(),
         "",
         &format!(
-            "    let mat = tid / {n}u;\n    let i = tid % {n}u;\n    let base = mat * {stride}u;\n{}    out0[mat * {n}u + rank] = ki;\n    out1[tid] = rank;\n",
-            rank_loop(n, &format!("in0[base + i * {}u]", n + 1), &format!("in0[base + j * {}u]", n + 1), true)
+            "    let mat = tid / {n0}u;\n    let i = tid % {n0}u;\n    let base = mat * {stride}u;\n{}    out0[mat * {n0}u + rank] = ki;\n    out1[tid] = rank;\n",
+            rank_loop(n0, &format!("in0[base + i * {}u]", n + 1), &format!("in0[base + j * {}u]", n + 1), true)
         ),
-        batch * n,
-        n,
+        batch * n0,
+        n0,
         target,
     )?;
     let vectors = kernel::threaded(
@@ -494,9 +509,10 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         &Default::default(),
         "",
         &format!(
-            "    let mat = tid / {nn}u;\n    let row = (tid / {n}u) % {n}u;\n    let col = tid % {n}u;\n    out0[mat * {nn}u + row * {n}u + in1[mat * {n}u + col]] = in0[mat * {stride}u + {nn}u + tid % {nn}u];\n"
+            "    let mat = tid / {n0n0}u;\n    let row = (tid / {n0}u) % {n0}u;\n    let col = tid % {n0}u;\n    out0[mat * {n0n0}u + row * {n0}u + in1[mat * {n0}u + col]] = in0[mat * {stride}u + {nn}u + row * {n}u + col];\n",
+            n0n0 = n0 * n0
         ),
-        batch * nn,
+        batch * n0 * n0,
         0,
         target,
     )?;
