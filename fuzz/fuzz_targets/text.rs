@@ -28,6 +28,7 @@ fuzz_target!(|data: &[u8]| {
         max_invocation_iterations: 32768,
         max_binding_size: 128 << 20,
         min_binding_offset_alignment: 32,
+        max_workgroup_storage: 16384,
     };
     let _ = wgpu_hlo::compile::lower::lower(&f, target);
 });

@@ -179,3 +179,33 @@ def test_eigh_512(gpu):
 def test_svd_512(gpu):
     check_svd(gpu, rand((512, 512), seed=15), 1e-4)
 
+
+
+def sym(shape, seed):
+    a = rand(shape, seed=seed)
+    return (a + np.swapaxes(a, -1, -2)) / 2
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 48, 99, 100])
+def test_jacobi_kernels_sizes(gpu, n):
+    """The on-device Jacobi kernels (custom_call @wgpu_hlo.eigh / .svd), odd and even n."""
+    check_eigh(gpu, sym((n, n), 20 + n), 1e-4)
+    check_svd(gpu, rand((n, n), seed=30 + n), 1e-4)
+    a = rand((n + 3, n), seed=40 + n)
+    s = on(gpu, lambda a: jnp.linalg.svd(a, compute_uv=False), a)
+    assert_close(s, on(CPU, lambda a: jnp.linalg.svd(a, compute_uv=False), a), 1e-4)
+    # Full U of a tall matrix and the wide case (transposed).
+    u, s, vt = on(gpu, jnp.linalg.svd, a)
+    assert_close(np.swapaxes(u, -1, -2) @ u, np.eye(n + 3), 1e-3)
+    assert_close((u[:, :n] * s) @ vt, a, 1e-3)
+    check_svd(gpu, a.T, 1e-4)
+
+
+def test_jacobi_kernels_batched(gpu):
+    check_eigh(gpu, sym((3, 2, 17, 17), 50), 1e-4)
+    check_svd(gpu, rand((4, 30, 20), seed=51), 1e-4)
+
+
+def test_jacobi_kernels_256(gpu):
+    check_eigh(gpu, sym((256, 256), 52), 1e-4)
+    check_svd(gpu, rand((256, 256), seed=53), 1e-4)

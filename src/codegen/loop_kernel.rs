@@ -39,6 +39,9 @@ pub struct Target<'a> {
     /// The byte offset of a part of a buffer bound must be a multiple of this
     /// (`min_storage_buffer_offset_alignment`).
     pub min_binding_offset_alignment: u64,
+    /// Bytes of workgroup memory a kernel may declare
+    /// (`max_compute_workgroup_storage_size`).
+    pub max_workgroup_storage: u64,
 }
 
 /// The default of [`Target::max_invocation_iterations`]: half of llvmpipe's 65535, leaving

@@ -262,7 +262,9 @@ impl<'f, 't> Lowering<'f, 't> {
     /// The steps of an op computed by a multi-kernel plan (long sorts, scatters sorted by index,
     /// long prefix scans, large FFTs, `cholesky`, `triangular_solve`), or `None` for other ops.
     fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
-        use crate::codegen::op_kernels::{fft, linalg, reduce_window, scan, scatter, sort, update};
+        use crate::codegen::op_kernels::{
+            fft, jacobi, linalg, reduce_window, scan, scatter, sort, update,
+        };
         if op
             .results
             .iter()
@@ -282,6 +284,9 @@ impl<'f, 't> Lowering<'f, 't> {
             Op::Sort { .. } | Op::TopK { .. } => sort::bitonic(&name, f, defs, op, target),
             Op::Cholesky { .. } => linalg::cholesky(&name, f, op, target).map(Some),
             Op::TriangularSolve { .. } => linalg::triangular_solve(&name, f, op, target).map(Some),
+            Op::CustomCall(ref c) if jacobi::handles(c) => {
+                jacobi::plan(&name, f, op, c, target).map(Some)
+            }
             // Non-overlapping scatters update in place instead (`op_step`).
             Op::Scatter { .. } if !update::in_place_scatter(f, op) => {
                 scatter::sorted(&name, f, defs, op, target)

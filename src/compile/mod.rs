@@ -111,6 +111,7 @@ pub fn target(device: &Device) -> Target<'_> {
         ),
         max_binding_size: l.max_storage_buffer_binding_size,
         min_binding_offset_alignment: l.min_storage_buffer_offset_alignment as u64,
+        max_workgroup_storage: l.max_compute_workgroup_storage_size as u64,
     }
 }
 

@@ -16,6 +16,11 @@ that runs it on the host:
   `eigh`, `qr` and `svd`: run on the host (numpy/scipy LAPACK) inside the executable, through a
   host call (`host_ops.py`); `WGPU_HLO_HOST_OPS=error` makes them lowering errors instead.
 
+Real f32 `eigh` and `svd` of matrices up to `_KERNEL_MAX_N` columns run instead as on-device
+Jacobi kernels: the rules emit `stablehlo.custom_call @wgpu_hlo.eigh` / `@wgpu_hlo.svd`, which
+the compiler plans as whole sweeps per launch with the convergence test on the device
+(`src/codegen/op_kernels/jacobi.rs`); `WGPU_HLO_LINALG=jax` keeps the plain-JAX rules above.
+
 `cholesky`, `triangular_solve` and `lu` need no rule: JAX lowers them to StableHLO ops
 (`stablehlo.cholesky`, `stablehlo.triangular_solve`, loops) that the compiler runs.
 """
@@ -155,6 +160,62 @@ def _jacobi_eigh_2d(a):
     return v[:n][:, order], w[order]
 
 
+_KERNEL_MAX_N = 1024
+"""Largest n (columns; the smaller dimension for svd) the device Jacobi kernels take."""
+
+_KERNEL_TARGETS = {"eigh": "wgpu_hlo.eigh", "svd": "wgpu_hlo.svd"}
+_KERNEL_PRIMITIVES: dict = {}
+
+
+def _use_kernel(dtype, n) -> bool:
+    import os
+
+    return (
+        os.environ.get("WGPU_HLO_LINALG", "") != "jax"
+        and np.dtype(dtype) == np.float32
+        and 1 <= n <= _KERNEL_MAX_N
+    )
+
+
+def _kernel_primitive(kind):
+    """The primitive `wgpu_<kind>_jacobi` that lowers to `custom_call @wgpu_hlo.<kind>`:
+    eigh: `a [..., n, n]` -> `(w [..., n] ascending, v [..., n, n])`; svd (`a [..., m, n]`,
+    m >= n): `(s [..., n] descending,)` or, with `compute_uv`, `(s, u [..., m, n], v [..., n, n])`."""
+    prim = _KERNEL_PRIMITIVES.get(kind)
+    if prim is not None:
+        return prim
+    from jax.extend.core import Primitive
+    from jax._src import core
+    from jax._src.interpreters import mlir
+
+    prim = Primitive(f"wgpu_{kind}_jacobi")
+    prim.multiple_results = True
+
+    def abstract(a, compute_uv=True):
+        *batch, m, n = a.shape
+        batch = tuple(batch)
+        vec = core.ShapedArray(batch + (n,), a.dtype)
+        mat = core.ShapedArray(batch + (n, n), a.dtype)
+        if kind == "eigh":
+            return [vec, mat]
+        if not compute_uv:
+            return [vec]
+        return [vec, core.ShapedArray(batch + (m, n), a.dtype), mat]
+
+    def lowering(ctx, a, **_):
+        module_ctx = ctx.module_context
+        types = [mlir.aval_to_ir_type(module_ctx, v) for v in ctx.avals_out]
+        op = mlir.custom_call(
+            _KERNEL_TARGETS[kind], result_types=types, operands=[a], api_version=1
+        )
+        return list(op.results)
+
+    prim.def_abstract_eval(abstract)
+    mlir.register_lowering(prim, lowering)
+    _KERNEL_PRIMITIVES[kind] = prim
+    return prim
+
+
 def _eigh_impl(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, **_):
     import jax
     import jax.numpy as jnp
@@ -165,6 +226,9 @@ def _eigh_impl(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, **
         raise NotImplementedError("eigh with subset_by_index is not implemented on wgpu")
     tri = jnp.tril(x) if lower else jnp.triu(x)
     sym = tri + jnp.swapaxes(tri, -1, -2) - jnp.eye(x.shape[-1], dtype=x.dtype) * x
+    if _use_kernel(x.dtype, x.shape[-1]):
+        w, v = _kernel_primitive("eigh").bind(sym)
+        return [v, w]
     fn = _jacobi_eigh_2d
     for _ in range(x.ndim - 2):
         fn = jax.vmap(fn)
@@ -332,6 +396,21 @@ def _svd_impl(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, *
     if subset_by_index not in (None, (0, min(m, n)), (0, -1)):
         raise NotImplementedError("svd with subset_by_index is not implemented on wgpu")
     wide = m < n
+    if _use_kernel(x.dtype, min(m, n)):
+        a = jnp.swapaxes(x, -1, -2) if wide else x
+        prim = _kernel_primitive("svd")
+        if not compute_uv:
+            return list(prim.bind(a, compute_uv=False))
+        s, u, v = prim.bind(a, compute_uv=True)
+        rows, cols = a.shape[-2:]
+        if full_matrices and rows > cols:
+            qr = lambda u: _householder_qr_2d(u, True)[0]
+            for _ in range(x.ndim - 2):
+                qr = jax.vmap(qr)
+            u = jnp.concatenate([u, qr(u)[..., cols:]], axis=-1)
+        if wide:
+            return [s, v, jnp.swapaxes(u, -1, -2)]
+        return [s, u, jnp.swapaxes(v, -1, -2)]
 
     def fn(a):
         if wide:

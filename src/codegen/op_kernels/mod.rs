@@ -8,6 +8,7 @@
 //! emitted as WGSL functions with `reduce_kernel::emit_body_function`.
 
 pub mod fft;
+pub mod jacobi;
 pub mod linalg;
 pub mod map;
 pub mod per_element;

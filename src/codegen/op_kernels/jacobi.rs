@@ -1,0 +1,760 @@
+//! Jacobi eigendecompositions of real symmetric matrices and singular value decompositions,
+//! f32, batched, on the device: `custom_call @wgpu_hlo.eigh` and `@wgpu_hlo.svd`, which the
+//! JAX plugin's lowering rules emit (`python/jax_plugins/wgpu/lowerings.py`).
+//!
+//! * `@wgpu_hlo.eigh(a)`, `a: [..., n, n]` symmetric -> `(w: [..., n], v: [..., n, n])`,
+//!   eigenvalues ascending, `a = v diag(w) v^T`: parallel two-sided (cyclic round-robin)
+//!   Jacobi.
+//! * `@wgpu_hlo.svd(a)`, `a: [..., m, n]` with `m >= n` -> `(s: [..., n])` or
+//!   `(s, u: [..., m, n], v: [..., n, n])`, singular values descending, `a = u diag(s) v^T`:
+//!   parallel one-sided (Hestenes) Jacobi on the columns.
+//!
+//! One workgroup per matrix works on a state buffer in global memory (the matrix, the
+//! accumulated rotations and a small status record). A round rotates the `n/2` disjoint index
+//! pairs of a round-robin tournament at once (rotations, then rows, then columns, separated by
+//! barriers); `n - 1` rounds make a sweep. Each launch runs as many rounds as keep every
+//! invocation within [`ROUND_BUDGET`] loop iterations, so sweeps span launches for large `n`
+//! and one launch holds several sweeps for small `n`. At the end of each sweep the workgroup
+//! decides convergence from the largest off-diagonal element after the sweep (eigh) or pair
+//! cosine met during it (svd) and records it in the status; rotations of pairs already within
+//! the tolerance are skipped (threshold Jacobi), so the last sweeps cost little; later launches see the flag and return
+//! at once. All launches (a fixed maximum of [`MAX_SWEEPS`] sweeps) go into one submission:
+//! there is no host round trip per sweep. Last launches sort (a rank per index, counted) and
+//! write the results.
+
+use super::{temp, Launch, Plan, PARAMS};
+use crate::codegen::expr::Binding;
+use crate::codegen::kernel::{self, RUNTIME_ZERO};
+use crate::codegen::loop_kernel::Target;
+use crate::error::{Error, Result};
+use crate::ir::ops::CustomCall;
+use crate::ir::{ElementType, Function, Operation, TensorType, Type, ValueId};
+
+/// The `custom_call` target of the Jacobi eigendecomposition.
+pub const EIGH_TARGET: &str = "wgpu_hlo.eigh";
+/// The `custom_call` target of the Jacobi singular value decomposition.
+pub const SVD_TARGET: &str = "wgpu_hlo.svd";
+
+/// Most sweeps run (each `n - 1` rounds); f32 matrices converge in well under 12.
+pub const MAX_SWEEPS: u64 = 20;
+
+/// Loop iterations one invocation may run per launch (llvmpipe leaves every loop of an
+/// invocation after 65535 in all; GPU watchdogs kill long invocations).
+pub const ROUND_BUDGET: u64 = 8_192;
+
+/// Largest `n` the kernels take (their per-pair tables live in workgroup memory).
+pub const MAX_N: u64 = 1024;
+
+/// Words of the status record after each matrix's state: converged flag, the largest
+/// off-diagonal measure of the sweep so far, the tolerance, unused.
+const STATUS: u64 = 4;
+
+/// Whether `c` names one of these kernels.
+pub fn handles(c: &CustomCall) -> bool {
+    c.call_target_name == EIGH_TARGET || c.call_target_name == SVD_TARGET
+}
+
+fn f32_tensor(f: &Function, v: ValueId, what: &str) -> Result<TensorType> {
+    match f.ty(v) {
+        Type::Tensor(t) if t.is_static() && t.dtype == ElementType::F32 && t.rank() >= 2 => {
+            Ok(t.clone())
+        }
+        other => Err(Error::unimplemented(format!(
+            "{what} on {other} (f32 matrices are supported)"
+        ))),
+    }
+}
+
+fn binding(value: ValueId, ty: &TensorType) -> Binding {
+    Binding {
+        value,
+        ty: ty.clone(),
+    }
+}
+
+/// Threads per workgroup for matrices with `n` columns.
+fn workgroup_size(n: u64) -> u64 {
+    if n <= 32 {
+        32
+    } else if n <= 64 {
+        64
+    } else if n <= 128 {
+        128
+    } else {
+        256
+    }
+}
+
+/// The shape pieces shared by the two decompositions.
+struct Shape {
+    batch: u64,
+    m: u64,
+    n: u64,
+    /// Players of the tournament: `n` rounded up to even (index `n` is a bye).
+    players: u64,
+    wg: u64,
+}
+
+impl Shape {
+    fn half(&self) -> u64 {
+        self.players / 2
+    }
+    fn rounds(&self) -> u64 {
+        self.players - 1
+    }
+}
+
+/// WGSL shared by the sweep kernels: the tournament schedule and workgroup state.
+fn sweep_prelude(s: &Shape, extra: &str) -> String {
+    format!(
+        "var<workgroup> cs: array<vec2<f32>, {h}>;\nvar<workgroup> pairs: array<vec2<u32>, {h}>;\nvar<workgroup> ctl: vec4<u32>;\nvar<workgroup> worst: atomic<u32>;\n{extra}\n\
+         // Player at seat j in round r (circle method): seat 0 stays, the others rotate.\n\
+         fn player(r: u32, j: u32) -> u32 {{\n    if (j == 0u) {{ return 0u; }}\n    return (j - 1u + r) % {r1}u + 1u;\n}}\n\n\
+         // Cosine and sine zeroing gamma in [[alpha, gamma], [gamma, beta]].\n\
+         fn rotation(alpha: f32, beta: f32, gamma: f32) -> vec2<f32> {{\n    if (!(abs(gamma) > 1e-37)) {{ return vec2<f32>(1.0, 0.0); }}\n    let zeta = (beta - alpha) / (2.0 * gamma);\n    var t = sign(zeta) / (abs(zeta) + sqrt(zeta * zeta + 1.0));\n    if (zeta == 0.0) {{ t = 1.0; }}\n    let c = 1.0 / sqrt(t * t + 1.0);\n    return vec2<f32>(c, t * c);\n}}\n\n\
+         @compute @workgroup_size({wg})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
+         {RUNTIME_ZERO} = nwg.z >> 16u;\n    \
+         let mat = wid.y * nwg.x + wid.x;\n    if (mat >= {b}u) {{ return; }}\n",
+        h = s.half(),
+        r1 = s.rounds(),
+        wg = s.wg,
+        b = s.batch,
+    )
+}
+
+/// The start of a sweep launch after `sweep_prelude`: reads the status of matrix `mat`
+/// (state stride `stride`, status at `status`) and the launch's rounds `[ctl.y, ctl.z)`.
+fn sweep_start(stride: u64, status: u64) -> String {
+    format!(
+        "    let base = mat * {stride}u;\n    let st = base + {status}u;\n    if (lid == 0u) {{\n        ctl = vec4<u32>(select(0u, 1u, out0[st] != 0.0), in0[0], in0[1], 0u);\n        atomicStore(&worst, bitcast<u32>(out0[st + 1u]));\n    }}\n    let c0 = workgroupUniformLoad(&ctl);\n    if (c0.x != 0u) {{ return; }}\n"
+    )
+}
+
+/// The end of a round: at the end of a sweep, converged when the sweep's largest measure is
+/// within the tolerance `tol` (a WGSL f32 expression).
+fn round_end(s: &Shape, measure: &str, tol: &str, tail: &str) -> String {
+    format!(
+        "        if (r == {last}u) {{\n{measure}            if (lid == 0u) {{\n                let done = bitcast<f32>(atomicLoad(&worst)) <= {tol};\n                out0[st] = select(0.0, 1.0, done);\n                ctl.x = select(0u, 1u, done);\n                atomicStore(&worst, 0u);\n            }}\n            let d = workgroupUniformLoad(&ctl);\n            if (d.x != 0u) {{ break; }}\n        }}\n    }}\n    workgroupBarrier();\n{tail}    if (lid == 0u) {{ out0[st + 1u] = bitcast<f32>(atomicLoad(&worst)); }}\n}}\n",
+        last = s.rounds() - 1,
+    )
+}
+
+/// The parts of the state a sweep kernel keeps in workgroup memory while it runs, when they
+/// fit (`WGPU_HLO_JACOBI_LOCAL=0`: never): `(array, offset in the state, length)`.
+struct Local(Vec<(&'static str, u64, u64)>);
+
+impl Local {
+    fn new(arrays: Vec<(&'static str, u64, u64)>, other_bytes: u64, target: Target) -> Local {
+        let bytes: u64 = arrays.iter().map(|a| 4 * a.2).sum::<u64>() + other_bytes;
+        let allowed = std::env::var("WGPU_HLO_JACOBI_LOCAL").map_or(true, |v| v != "0");
+        Local(if allowed && bytes <= target.max_workgroup_storage {
+            arrays
+        } else {
+            Vec::new()
+        })
+    }
+    /// Element `(i, j)` (a WGSL expression) of the `cols`-column matrix at `offset`.
+    fn at(&self, offset: u64, cols: u64, i: &str, j: &str) -> String {
+        match self.0.iter().find(|a| a.1 == offset) {
+            Some((name, _, _)) => format!("{name}[({i}) * {cols}u + ({j})]"),
+            None => format!("out0[base + {offset}u + ({i}) * {cols}u + ({j})]"),
+        }
+    }
+    fn decls(&self) -> String {
+        self.0
+            .iter()
+            .map(|(name, _, len)| format!("var<workgroup> {name}: array<f32, {len}>;\n"))
+            .collect()
+    }
+    fn copies(&self, wg: u64, load: bool) -> String {
+        let mut out = String::new();
+        for (name, off, len) in &self.0 {
+            let (dst, src) = if load {
+                (format!("{name}[e]"), format!("out0[base + {off}u + e]"))
+            } else {
+                (format!("out0[base + {off}u + e]"), format!("{name}[e]"))
+            };
+            out.push_str(&format!(
+                "    for (var e = lid; e < {len}u; e = e + {wg}u) {{ {dst} = {src}; }}\n"
+            ));
+        }
+        if load && !self.0.is_empty() {
+            out.push_str("    workgroupBarrier();\n");
+        }
+        out
+    }
+    /// The barrier after a phase that wrote the state.
+    fn sync(&self) -> &'static str {
+        if self.0.is_empty() {
+            "        storageBarrier();\n"
+        } else {
+            "        workgroupBarrier();\n"
+        }
+    }
+    /// Loop iterations of loading and storing.
+    fn iterations(&self, wg: u64) -> u64 {
+        self.0.iter().map(|a| 2 * a.2.div_ceil(wg)).sum()
+    }
+}
+
+/// The launches of the sweeps and their iterations per invocation: `per_round` iterations
+/// per round, `per_sweep` per sweep ended, `fixed` once per launch.
+fn sweep_launches(
+    s: &Shape,
+    per_round: u64,
+    per_sweep: u64,
+    fixed: u64,
+    budget: u64,
+) -> Result<(Vec<Launch>, u64)> {
+    let cost = |rounds: u64| rounds * per_round + (rounds / s.rounds() + 1) * per_sweep + fixed;
+    if cost(1) > budget {
+        return Err(Error::resource_exhausted(format!(
+            "a Jacobi round on {}x{} matrices would loop {} times in one invocation (at most {budget})",
+            s.m,
+            s.n,
+            cost(1)
+        )));
+    }
+    let mut per_launch = ((budget - fixed) / per_round).max(1);
+    while per_launch > 1 && cost(per_launch) > budget {
+        per_launch -= 1;
+    }
+    let total = MAX_SWEEPS * s.rounds();
+    let mut launches = Vec::new();
+    let mut r0 = 0;
+    while r0 < total {
+        let r1 = (r0 + per_launch).min(total);
+        launches.push(Launch::updating(1, vec![r0 as u32, r1 as u32], 0));
+        r0 = r1;
+    }
+    Ok((launches, cost(per_launch)))
+}
+
+fn shape(what: &str, t: &TensorType, target: Target) -> Result<Shape> {
+    let d = t.dims();
+    let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
+    if n == 0 || m < n {
+        return Err(Error::invalid(format!(
+            "{what} needs m >= n >= 1 (got {m}x{n})"
+        )));
+    }
+    if n > MAX_N {
+        return Err(Error::unimplemented(format!(
+            "{what} of {m}x{n} matrices (n <= {MAX_N} is supported)"
+        )));
+    }
+    let batch = t.num_elements() as u64 / (m * n);
+    let wg = workgroup_size(n);
+    if batch > target.max_workgroups as u64 * target.max_workgroups as u64 {
+        return Err(Error::resource_exhausted(format!(
+            "{what} of {batch} matrices: more workgroups than the adapter's grid"
+        )));
+    }
+    Ok(Shape {
+        batch,
+        m,
+        n,
+        players: n + n % 2,
+        wg,
+    })
+}
+
+fn budget(target: Target) -> u64 {
+    ROUND_BUDGET
+        .min(target.max_invocation_iterations / 2)
+        .max(1)
+}
+
+/// Counted rank of index `i` among `count` keys `key(j)` (ascending or descending), NaNs last,
+/// ties by index: `rank` ends up as a WGSL `var`.
+fn rank_loop(count: u64, key_i: &str, key_j: &str, ascending: bool) -> String {
+    let cmp = if ascending { "<" } else { ">" };
+    format!(
+        "    let ki = {key_i};\n    let ni = (bitcast<u32>(ki) & 0x7fffffffu) > 0x7f800000u;\n    var rank = 0u;\n    for (var j = 0u; j < {count}u; j = j + 1u) {{\n        let kj = {key_j};\n        let nj = (bitcast<u32>(kj) & 0x7fffffffu) > 0x7f800000u;\n        let before = select(select(kj {cmp} ki || (kj == ki && j < i), true, ni), ni && j < i, nj);\n        if (before) {{ rank = rank + 1u; }}\n    }}\n"
+    )
+}
+
+/// A loop over the tasks `(k, x)`, pair `k < half` and `x < len`, of the workgroup's threads
+/// (thread `lid` starts at task `lid`, strides by `wg`), without divisions: `body` sees the
+/// pair's players `p`, `q` (both real, byes skipped), its rotation `rot` and `x` under `var`.
+fn pair_tasks(half: u64, len: u64, wg: u64, var: &str, body: &str) -> String {
+    format!(
+        "        {{\n            var k = lid / {len}u;\n            var {var} = lid % {len}u;\n            loop {{\n                if (k >= {half}u) {{ break; }}\n                let pq = pairs[k];\n                if (pq.y != 0xffffffffu) {{\n                    let p = pq.x;\n                    let q = pq.y;\n                    let rot = cs[k];\n{body}                }}\n                {var} = {var} + {dj}u;\n                k = k + {dk}u;\n                if ({var} >= {len}u) {{\n                    {var} = {var} - {len}u;\n                    k = k + 1u;\n                }}\n            }}\n        }}\n",
+        dj = wg % len,
+        dk = wg / len,
+    )
+}
+
+/// The loop storing round `r`'s pairs in `pairs` (a bye as `(0, 0xffffffff)`).
+fn pair_table(s: &Shape) -> String {
+    format!(
+        "        for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            let p = player(r, k);\n            let q = player(r, {nm1}u - k);\n            pairs[k] = select(vec2<u32>(0u, 0xffffffffu), vec2<u32>(p, q), p < {n}u && q < {n}u);\n        }}\n",
+        h = s.half(),
+        wg = s.wg,
+        nm1 = s.players - 1,
+        n = s.n,
+    )
+}
+
+fn params() -> Binding {
+    Binding {
+        value: PARAMS,
+        ty: TensorType::new(vec![2], ElementType::U32),
+    }
+}
+
+/// The plan of `custom_call @wgpu_hlo.eigh` or `@wgpu_hlo.svd`.
+pub fn plan(
+    name: &str,
+    f: &Function,
+    op: &Operation,
+    c: &CustomCall,
+    target: Target,
+) -> Result<Plan> {
+    if c.call_target_name == EIGH_TARGET {
+        eigh(name, f, op, target)
+    } else {
+        svd(name, f, op, target)
+    }
+}
+
+fn check_results(
+    f: &Function,
+    op: &Operation,
+    want: &[Vec<usize>],
+    what: &str,
+) -> Result<Vec<TensorType>> {
+    if op.operands.len() != 1 || op.results.len() != want.len() {
+        return Err(Error::invalid(format!(
+            "{what} takes one operand and returns {} results",
+            want.len()
+        )));
+    }
+    let mut out = Vec::new();
+    for (&r, w) in op.results.iter().zip(want) {
+        let t = match f.ty(r) {
+            Type::Tensor(t) if t.dtype == ElementType::F32 && t.is_static() => t.clone(),
+            other => return Err(Error::invalid(format!("{what} result of type {other}"))),
+        };
+        if &t.dims() != w {
+            return Err(Error::invalid(format!(
+                "{what}: result {t} does not match the operand (want dims {w:?})"
+            )));
+        }
+        out.push(t);
+    }
+    Ok(out)
+}
+
+fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan> {
+    let what = format!("custom_call @{EIGH_TARGET}");
+    let at = f32_tensor(
+        f,
+        *op.operands
+            .first()
+            .ok_or_else(|| Error::invalid(format!("{what} without operand")))?,
+        &what,
+    )?;
+    let s = shape(&what, &at, target)?;
+    if s.m != s.n {
+        return Err(Error::invalid(format!("{what} needs square matrices")));
+    }
+    let d = at.dims();
+    let res = check_results(f, op, &[d[..d.len() - 1].to_vec(), d.clone()], &what)?;
+    // The state is padded to an even order (a zero row and column, whose rotations are all
+    // the identity): every round then has n/2 real pairs.
+    let n0 = s.n;
+    let s = Shape {
+        m: s.players,
+        n: s.players,
+        ..s
+    };
+    let (n, h, wg, batch) = (s.n, s.half(), s.wg, s.batch);
+    let nn = n * n;
+    let stride = 2 * nn + STATUS;
+    let state_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
+    let rank_t = TensorType::new(vec![(batch * n0) as i64], ElementType::U32);
+    let state = binding(temp(0), &state_t);
+    let desc = format!("{batch} symmetric {n0}x{n0} f32 matrices");
+
+    let init = kernel::threaded(
+        &format!("{name}_init"),
+        &format!("kernel {name}_init: Jacobi state (matrix, identity, status) of {desc}\nloop iterations per invocation: 0\nfuses: {what}"),
+        vec![binding(op.operands[0], &at)],
+        vec![state.clone()],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {stride}u;\n    let e = tid % {stride}u;\n    var x = 0.0;\n    if (e < {nn}u) {{\n        let i = e / {n}u;\n        let j = e % {n}u;\n        if (i < {n0}u && j < {n0}u) {{\n            x = in0[mat * {n0n0}u + i * {n0}u + j];\n        }}\n    }} else if (e < {nn2}u) {{\n        let d = e - {nn}u;\n        x = select(0.0, 1.0, d / {n}u == d % {n}u);\n    }}\n    out0[tid] = x;\n",
+            nn2 = 2 * nn,
+            n0n0 = n0 * n0,
+        ),
+        batch * stride,
+        0,
+        target,
+    )?;
+
+    // Iterations: per round the rotations, the rows, the columns (and vectors), the round;
+    // per launch the norm's sum and its tree.
+    let per_round = 2 * h.div_ceil(wg) + (h * h).div_ceil(wg) + (h * n).div_ceil(wg) + 3;
+    let fixed = nn.div_ceil(wg) + 2 * wg.ilog2() as u64 + 2;
+    let local = Local::new(
+        vec![("wx", 0, nn), ("wv", nn, nn)],
+        16 * h + 4 * wg + 32,
+        target,
+    );
+    let fixed = fixed + local.iterations(wg);
+    let (sweeps, iterations) =
+        sweep_launches(&s, per_round, nn.div_ceil(wg) + 1, fixed, budget(target))?;
+    let x = |i: &str, j: &str| local.at(0, n, i, j);
+    let v = |i: &str, j: &str| local.at(nn, n, i, j);
+    let mut phases = pair_table(&s);
+    // Rotations; a pair within the tolerance keeps the identity (threshold Jacobi).
+    phases.push_str(&format!(
+        "        for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            let pq = pairs[k];\n            var rot = vec2<f32>(1.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n                let apq = {xpq};\n                if (abs(apq) > tol) {{\n                    rot = rotation({xpp}, {xqq}, apq);\n                }}\n            }}\n            cs[k] = rot;\n        }}\n        workgroupBarrier();\n",
+        xpq = x("p", "q"),
+        xpp = x("p", "p"),
+        xqq = x("q", "q"),
+    ));
+    // X <- J^T X J by 2x2 blocks (pairs k <= k2; X stays exactly symmetric: each block is
+    // also written to its mirror), the pair's own element zeroed; V <- V J.
+    phases.push_str(&pair_tasks(
+        h,
+        h,
+        wg,
+        "k2",
+        &format!(
+            "                    let pq2 = pairs[k2];\n                    let rot2 = cs[k2];\n                    if (k2 >= k && pq2.y != 0xffffffffu && (rot.y != 0.0 || rot2.y != 0.0)) {{\n                        let p2 = pq2.x;\n                        let q2 = pq2.y;\n                        let a = {xpp2};\n                        let b = {xpq2};\n                        let c = {xqp2};\n                        let d = {xqq2};\n                        let a1 = rot.x * a - rot.y * c;\n                        let b1 = rot.x * b - rot.y * d;\n                        let c1 = rot.y * a + rot.x * c;\n                        let d1 = rot.y * b + rot.x * d;\n                        let na = rot2.x * a1 - rot2.y * b1;\n                        var nb = rot2.y * a1 + rot2.x * b1;\n                        var nc = rot2.x * c1 - rot2.y * d1;\n                        let nd = rot2.y * c1 + rot2.x * d1;\n                        if (k2 == k) {{\n                            nb = 0.0;\n                            nc = 0.0;\n                        }}\n                        {xpp2} = na;\n                        {xpq2} = nb;\n                        {xqp2} = nc;\n                        {xqq2} = nd;\n                        if (k2 != k) {{\n                            {xp2p} = na;\n                            {xq2p} = nb;\n                            {xp2q} = nc;\n                            {xq2q} = nd;\n                        }}\n                    }}\n",
+            xpp2 = x("p", "p2"),
+            xpq2 = x("p", "q2"),
+            xqp2 = x("q", "p2"),
+            xqq2 = x("q", "q2"),
+            xp2p = x("p2", "p"),
+            xq2p = x("q2", "p"),
+            xp2q = x("p2", "q"),
+            xq2q = x("q2", "q"),
+        ),
+    ));
+    phases.push_str(&pair_tasks(
+        h,
+        n,
+        wg,
+        "i",
+        &format!(
+            "                    if (rot.y != 0.0) {{\n                        let vp = {vip};\n                        let vq = {viq};\n                        {vip} = rot.x * vp - rot.y * vq;\n                        {viq} = rot.y * vp + rot.x * vq;\n                    }}\n",
+            vip = v("i", "p"),
+            viq = v("i", "q"),
+        ),
+    ));
+    phases.push_str(local.sync());
+    let mut body = sweep_prelude(
+        &s,
+        &format!("var<workgroup> red: array<f32, {wg}>;\n{}", local.decls()),
+    );
+    body.push_str(&sweep_start(stride, 2 * nn));
+    body.push_str(&local.copies(wg, true));
+    body.push_str(&format!(
+        "    if (c0.y == 0u) {{\n        // The tolerance: {tol_eps} epsilons of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = out0[base + e];\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ out0[st + 2u] = {tol_eps}.0 * 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n    storageBarrier();\n    // Rotations of elements within the tolerance are skipped (threshold Jacobi).\n    let tol = out0[st + 2u];\n\
+         for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
+{phases}",
+        phases = phases,
+        tol_eps = 4,
+        half_wg = wg / 2,
+        r1 = s.rounds(),
+    ));
+    // Converged when no off-diagonal element exceeds the tolerance after a sweep.
+    let measure = format!(
+        "            for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n                if (e % {n1}u != 0u) {{ atomicMax(&worst, bitcast<u32>(abs({xe}))); }}\n            }}\n            workgroupBarrier();\n",
+        n1 = n + 1,
+        xe = x("e / {n}u", "e % {n}u").replace("{n}", &n.to_string()),
+    );
+    body.push_str(&round_end(
+        &s,
+        &measure,
+        "out0[st + 2u]",
+        &local.copies(wg, false),
+    ));
+    let sweep_k = workgroup_kernel(
+        &format!("{name}_sweep"),
+        &format!("kernel {name}_sweep: rounds (parameters: first and end) of parallel two-sided Jacobi on {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
+        vec![params()],
+        vec![state.clone()],
+        &body,
+        batch,
+        iterations,
+        target,
+    )?;
+
+    let rank = kernel::threaded(
+        &format!("{name}_values"),
+        &format!("kernel {name}_values: eigenvalues of {desc}, ascending, and their ranks\nloop iterations per invocation: at most {n}\nfuses: {what}"),
+        vec![state.clone()],
+        vec![binding(op.results[0], &res[0]), binding(temp(1), &rank_t)],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {n0}u;\n    let i = tid % {n0}u;\n    let base = mat * {stride}u;\n{}    out0[mat * {n0}u + rank] = ki;\n    out1[tid] = rank;\n",
+            rank_loop(n0, &format!("in0[base + i * {}u]", n + 1), &format!("in0[base + j * {}u]", n + 1), true)
+        ),
+        batch * n0,
+        n0,
+        target,
+    )?;
+    let vectors = kernel::threaded(
+        &format!("{name}_vectors"),
+        &format!("kernel {name}_vectors: eigenvectors of {desc} in the order of their eigenvalues\nloop iterations per invocation: 0\nfuses: {what}"),
+        vec![state, binding(temp(1), &rank_t)],
+        vec![binding(op.results[1], &res[1])],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {n0n0}u;\n    let row = (tid / {n0}u) % {n0}u;\n    let col = tid % {n0}u;\n    out0[mat * {n0n0}u + row * {n0}u + in1[mat * {n0}u + col]] = in0[mat * {stride}u + {nn}u + row * {n}u + col];\n",
+            n0n0 = n0 * n0
+        ),
+        batch * n0 * n0,
+        0,
+        target,
+    )?;
+    let mut launches = vec![Launch::new(0, Vec::new())];
+    launches.extend(sweeps);
+    launches.push(Launch::new(2, Vec::new()));
+    launches.push(Launch::new(3, Vec::new()));
+    Ok(Plan {
+        kernels: vec![init, sweep_k, rank, vectors],
+        temps: vec![state_t, rank_t],
+        launches,
+    })
+}
+
+fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan> {
+    let what = format!("custom_call @{SVD_TARGET}");
+    let at = f32_tensor(
+        f,
+        *op.operands
+            .first()
+            .ok_or_else(|| Error::invalid(format!("{what} without operand")))?,
+        &what,
+    )?;
+    let s = shape(&what, &at, target)?;
+    let d = at.dims();
+    let r = d.len();
+    let uv = op.results.len() == 3;
+    let mut want = vec![d[..r - 1].to_vec()];
+    want[0][r - 2] = d[r - 1];
+    if uv {
+        want.push(d.clone());
+        let mut vd = d.clone();
+        vd[r - 2] = d[r - 1];
+        want.push(vd);
+    }
+    let res = check_results(f, op, &want, &what)?;
+    let (m, n, h, wg, batch) = (s.m, s.n, s.half(), s.wg, s.batch);
+    let (mn, nn) = (m * n, n * n);
+    let vsize = if uv { nn } else { 0 };
+    let stride = mn + vsize + STATUS;
+    let status = mn + vsize;
+    let state_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
+    let vec_t = TensorType::new(vec![(batch * n) as i64], ElementType::F32);
+    let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
+    let state = binding(temp(0), &state_t);
+    let desc = format!("{batch} {m}x{n} f32 matrices");
+
+    let init = kernel::threaded(
+        &format!("{name}_init"),
+        &format!("kernel {name}_init: Jacobi state (matrix, identity, status) of {desc}\nloop iterations per invocation: 0\nfuses: {what}"),
+        vec![binding(op.operands[0], &at)],
+        vec![state.clone()],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {stride}u;\n    let e = tid % {stride}u;\n    var x = 0.0;\n    if (e < {mn}u) {{\n        x = in0[mat * {mn}u + e];\n    }} else if (e < {vend}u) {{\n        let d = e - {mn}u;\n        x = select(0.0, 1.0, d / {n}u == d % {n}u);\n    }}\n    out0[tid] = x;\n",
+            vend = mn + vsize
+        ),
+        batch * stride,
+        0,
+        target,
+    )?;
+
+    // The three column products of each pair in `parts` partial sums.
+    let parts = (wg / h).max(1);
+    let slots = h * parts;
+    let per_round = h.div_ceil(wg)
+        + 2
+        + slots.div_ceil(wg) * m.div_ceil(parts)
+        + h.div_ceil(wg) * parts
+        + (h * m).div_ceil(wg)
+        + (h * vsize / n.max(1)).div_ceil(wg)
+        + 1;
+    let mut arrays = vec![("ww", 0, mn)];
+    if uv {
+        arrays.push(("wv", mn, nn));
+    }
+    let local = Local::new(arrays, 16 * h + 16 * slots + 32, target);
+    let fixed = 2 + local.iterations(wg);
+    let (sweeps, iterations) = sweep_launches(&s, per_round, 0, fixed, budget(target))?;
+    let w = |i: &str, j: &str| local.at(0, n, i, j);
+    let tolc = format!("{:e}", m as f32 * f32::EPSILON);
+    let v = |i: &str, j: &str| local.at(mn, n, i, j);
+    let mut body = sweep_prelude(
+        &s,
+        &format!(
+            "var<workgroup> part: array<vec3<f32>, {slots}>;\n{}",
+            local.decls()
+        ),
+    );
+    body.push_str(&sweep_start(stride, status));
+    body.push_str(&local.copies(wg, true));
+    let mut phases = pair_table(&s);
+    phases.push_str("        workgroupBarrier();\n");
+    phases.push_str(&format!(
+        "        for (var e = lid; e < {slots}u; e = e + {wg}u) {{\n            let pq = pairs[e / {parts}u];\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n                for (var i = e % {parts}u; i < {m}u; i = i + {parts}u) {{\n                    let a = {wip};\n                    let b = {wiq};\n                    acc = acc + vec3<f32>(a * a, b * b, a * b);\n                }}\n            }}\n            part[e] = acc;\n        }}\n        workgroupBarrier();\n\
+         for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            for (var t = 0u; t < {parts}u; t = t + 1u) {{\n                acc = acc + part[k * {parts}u + t];\n            }}\n            let norms = sqrt(acc.x * acc.y);\n            if (norms > 0.0) {{\n                atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n            }}\n            // Pairs orthogonal to working precision are skipped (threshold Jacobi).\n            if (abs(acc.z) > {tolc} * norms) {{\n                cs[k] = rotation(acc.x, acc.y, acc.z);\n            }} else {{\n                pairs[k] = vec2<u32>(0u, 0xffffffffu);\n            }}\n        }}\n        workgroupBarrier();\n",
+        tolc = tolc,
+        wip = w("i", "p"),
+        wiq = w("i", "q"),
+    ));
+    phases.push_str(&pair_tasks(
+        h,
+        m,
+        wg,
+        "i",
+        &format!(
+            "                    let a = {wip};\n                    let b = {wiq};\n                    {wip} = rot.x * a - rot.y * b;\n                    {wiq} = rot.y * a + rot.x * b;\n",
+            wip = w("i", "p"),
+            wiq = w("i", "q"),
+        ),
+    ));
+    if uv {
+        phases.push_str(&pair_tasks(
+            h,
+            n,
+            wg,
+            "i",
+            &format!(
+                "                    let a = {vip};\n                    let b = {viq};\n                    {vip} = rot.x * a - rot.y * b;\n                    {viq} = rot.y * a + rot.x * b;\n",
+                vip = v("i", "p"),
+                viq = v("i", "q"),
+            ),
+        ));
+    }
+    body.push_str(&format!(
+        "    for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n{phases}",
+        r1 = s.rounds(),
+    ));
+    body.push_str(local.sync());
+    // Converged when every pair's cosine stayed within m epsilons during a sweep.
+    body.push_str(&round_end(&s, "", &tolc, &local.copies(wg, false)));
+    let sweep_k = workgroup_kernel(
+        &format!("{name}_sweep"),
+        &format!("kernel {name}_sweep: rounds (parameters: first and end) of parallel one-sided Jacobi on {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
+        vec![params()],
+        vec![state.clone()],
+        &body,
+        batch,
+        iterations,
+        target,
+    )?;
+    let norms = kernel::threaded(
+        &format!("{name}_norms"),
+        &format!("kernel {name}_norms: column norms of the rotated {desc}\nloop iterations per invocation: at most {m}\nfuses: {what}"),
+        vec![state.clone()],
+        vec![binding(temp(1), &vec_t)],
+        &Default::default(),
+        "",
+        &format!(
+            "    let base = (tid / {n}u) * {stride}u;\n    let j = tid % {n}u;\n    var acc = 0.0;\n    for (var i = 0u; i < {m}u; i = i + 1u) {{\n        let a = in0[base + i * {n}u + j];\n        acc = acc + a * a;\n    }}\n    out0[tid] = sqrt(acc);\n"
+        ),
+        batch * n,
+        m,
+        target,
+    )?;
+    let values = kernel::threaded(
+        &format!("{name}_values"),
+        &format!("kernel {name}_values: singular values of {desc}, descending, and their ranks\nloop iterations per invocation: at most {n}\nfuses: {what}"),
+        vec![binding(temp(1), &vec_t)],
+        vec![binding(op.results[0], &res[0]), binding(temp(2), &rank_t)],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {n}u;\n    let i = tid % {n}u;\n{}    out0[mat * {n}u + rank] = ki;\n    out1[tid] = rank;\n",
+            rank_loop(n, "in0[tid]", &format!("in0[mat * {n}u + j]"), false)
+        ),
+        batch * n,
+        n,
+        target,
+    )?;
+    let mut kernels = vec![init, sweep_k, norms, values];
+    let mut launches = vec![Launch::new(0, Vec::new())];
+    launches.extend(sweeps);
+    launches.push(Launch::new(2, Vec::new()));
+    launches.push(Launch::new(3, Vec::new()));
+    if uv {
+        kernels.push(kernel::threaded(
+            &format!("{name}_u"),
+            &format!("kernel {name}_u: left singular vectors of {desc} in the order of their values\nloop iterations per invocation: 0\nfuses: {what}"),
+            vec![state.clone(), binding(temp(1), &vec_t), binding(temp(2), &rank_t)],
+            vec![binding(op.results[1], &res[1])],
+            &Default::default(),
+            "",
+            &format!(
+                "    let mat = tid / {mn}u;\n    let row = (tid / {n}u) % {m}u;\n    let col = tid % {n}u;\n    let sv = in1[mat * {n}u + col];\n    let a = in0[mat * {stride}u + tid % {mn}u];\n    out0[mat * {mn}u + row * {n}u + in2[mat * {n}u + col]] = select(a, a / sv, sv > 0.0);\n"
+            ),
+            batch * mn,
+            0,
+            target,
+        )?);
+        kernels.push(kernel::threaded(
+            &format!("{name}_v"),
+            &format!("kernel {name}_v: right singular vectors of {desc} in the order of their values\nloop iterations per invocation: 0\nfuses: {what}"),
+            vec![state, binding(temp(2), &rank_t)],
+            vec![binding(op.results[2], &res[2])],
+            &Default::default(),
+            "",
+            &format!(
+                "    let mat = tid / {nn}u;\n    let row = (tid / {n}u) % {n}u;\n    let col = tid % {n}u;\n    out0[mat * {nn}u + row * {n}u + in1[mat * {n}u + col]] = in0[mat * {stride}u + {mn}u + tid % {nn}u];\n"
+            ),
+            batch * nn,
+            0,
+            target,
+        )?);
+        launches.push(Launch::new(4, Vec::new()));
+        launches.push(Launch::new(5, Vec::new()));
+    }
+    Ok(Plan {
+        kernels,
+        temps: vec![state_t, vec_t, rank_t],
+        launches,
+    })
+}
+
+/// A kernel of `groups` workgroups whose module body (entry point included) is `body`.
+#[allow(clippy::too_many_arguments)]
+fn workgroup_kernel(
+    name: &str,
+    comment: &str,
+    inputs: Vec<Binding>,
+    outputs: Vec<Binding>,
+    body: &str,
+    groups: u64,
+    iterations: u64,
+    target: Target,
+) -> Result<kernel::Kernel> {
+    let wgsl = kernel::assemble(
+        name,
+        comment,
+        &inputs,
+        &outputs,
+        &Default::default(),
+        body,
+        target.caps,
+    )?;
+    Ok(kernel::Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs,
+        outputs,
+        workgroups: kernel::grid(groups, target.max_workgroups)?,
+        iterations,
+    })
+}
