@@ -44,7 +44,9 @@ def _sample():
         groups.setdefault(h.group_name, []).append(h)
     chosen = []
     for name in sorted(groups):
-        hs = groups[name]
+        # JAX defines some groups by iterating over sets (hash-seeded order): sorted, so that
+        # every process (pytest-xdist workers) picks the same sample.
+        hs = sorted(groups[name], key=lambda h: h.fullname)
         if per_group == "all" or len(hs) <= int(per_group):
             chosen.extend(hs)
         else:
