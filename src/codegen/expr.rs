@@ -246,8 +246,17 @@ impl<'a> ExprEmitter<'a> {
 
     /// A fresh WGSL identifier with the given prefix.
     pub fn fresh(&mut self, prefix: &str) -> String {
-        self.counter += 1;
-        format!("{prefix}{}", self.counter)
+        loop {
+            self.counter += 1;
+            let name = format!("{prefix}{}", self.counter);
+            // `i32`, `f16`, `u64`, ... name WGSL types: a `let` of that name shadows the type.
+            if !matches!(
+                name.as_str(),
+                "i8" | "i16" | "i32" | "i64" | "u8" | "u16" | "u32" | "u64" | "f16" | "f32" | "f64"
+            ) {
+                return name;
+            }
+        }
     }
 
     /// Appends one statement line at the current indentation.
