@@ -141,7 +141,7 @@ pub fn emit(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
-    emit_stage(name, f, defs, group, op, target, None, None).map(|(k, _)| k)
+    emit_stage(name, f, defs, group, op, target, None, None, true).map(|(k, _)| k)
 }
 
 /// The reduce of `group` as a plan: one kernel when every invocation stays within
@@ -157,7 +157,7 @@ pub fn plan(
     op: &Operation,
     target: Target,
 ) -> Result<Plan> {
-    let (kernel, func) = emit_stage(name, f, defs, group, op, target, None, None)?;
+    let (kernel, func) = emit_stage(name, f, defs, group, op, target, None, None, true)?;
     let bound = target.max_invocation_iterations;
     let single = |k: Kernel| Ok(Plan::sequential(vec![k], Vec::new()));
     if kernel
@@ -165,6 +165,8 @@ pub fn plan(
         .iter()
         .any(|b| large(&b.ty, target.max_binding_size))
     {
+        // Windows split the thread- or workgroup-per-output form.
+        let (kernel, func) = emit_stage(name, f, defs, group, op, target, None, None, false)?;
         return windowed(name, f, defs, group, op, target, kernel, &func);
     }
     let Op::Reduce { dimensions } = &op.op else {
@@ -224,6 +226,7 @@ pub fn plan(
             target,
             Some(&split),
             None,
+            false,
         )?;
         if k.iterations <= bound {
             stage = Some((k, split));
@@ -393,6 +396,7 @@ fn windowed(
             target,
             Some(&split),
             Some(per),
+            false,
         )?;
         if k.iterations <= bound {
             break (k, split, per);
@@ -490,6 +494,7 @@ fn emit_stage(
     target: Target,
     split: Option<&Split>,
     windowed: Option<u64>,
+    subgroup_rows: bool,
 ) -> Result<(Kernel, String)> {
     let Op::Reduce { dimensions } = &op.op else {
         return Err(Error::internal("reduce emitter on a non-reduce"));
@@ -578,7 +583,8 @@ fn emit_stage(
     } else {
         kept_count >= 256 || red_count <= 1024
     };
-    let use_subgroup_rows = subgroup_rows_allowed()
+    let use_subgroup_rows = subgroup_rows
+        && subgroup_rows_allowed()
         && split.is_none()
         && windowed.is_none()
         && target.caps.subgroup

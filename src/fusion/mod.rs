@@ -298,7 +298,8 @@ fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) ->
         if fusible(op) {
             for r in &op.results {
                 let n = times.get(r).copied().unwrap_or(0);
-                if must.contains(r) || (n > 1 && !is_cheap(op)) {
+                let shared = n > 1 && !is_cheap(op) && !recompute_for_reduce(ops, &uses, *r, n);
+                if must.contains(r) || shared {
                     materialized.insert(*r);
                 } else {
                     recomputed = recomputed.max(n);
@@ -378,6 +379,25 @@ fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) ->
         nodes,
         materialized,
     }
+}
+
+/// Whether `v`, computed by kernels `n` times, may be recomputed instead of written to a
+/// buffer: when it is read by a `reduce` and by one other kernel (softmax's `exp(x - max)`,
+/// read by the sum and by the division), computing it twice costs less than writing it and
+/// reading it back. `WGPU_HLO_REDUCE=classic` turns this off (for comparisons).
+fn recompute_for_reduce(
+    ops: &[Operation],
+    uses: &HashMap<ValueId, Vec<usize>>,
+    v: ValueId,
+    n: usize,
+) -> bool {
+    if n != 2 || std::env::var("WGPU_HLO_REDUCE").is_ok_and(|m| m.trim() == "classic") {
+        return false;
+    }
+    uses.get(&v).is_some_and(|u| {
+        u.iter()
+            .any(|&i| matches!(ops.get(i).map(|o| &o.op), Some(Op::Reduce { .. })))
+    })
 }
 
 fn add_members(
