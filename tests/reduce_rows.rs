@@ -249,3 +249,40 @@ fn full_sum_of_16m_elements_is_accurate() {
         "got {got}, want {want} (sum of magnitudes {scale})"
     );
 }
+
+#[test]
+fn softmax_is_three_kernels_and_right() {
+    for (rows, cols) in [(1usize, 1usize), (3, 1000), (5, 5000), (64, 33)] {
+        let t = format!("tensor<{rows}x{cols}xf32>");
+        let v = format!("tensor<{rows}xf32>");
+        let src = format!(
+            "func.func @main(%x: {t}) -> {t} {{\n  %z = stablehlo.constant dense<0.0> : tensor<f32>\n  %m = stablehlo.constant dense<0xFF800000> : tensor<f32>\n  %mx = stablehlo.reduce(%x init: %m) applies stablehlo.maximum across dimensions = [1] : ({t}, tensor<f32>) -> {v}\n  %bm = stablehlo.broadcast_in_dim %mx, dims = [0] : ({v}) -> {t}\n  %d = stablehlo.subtract %x, %bm : {t}\n  %e = stablehlo.exponential %d : {t}\n  %s = stablehlo.reduce(%e init: %z) applies stablehlo.add across dimensions = [1] : ({t}, tensor<f32>) -> {v}\n  %bs = stablehlo.broadcast_in_dim %s, dims = [0] : ({v}) -> {t}\n  %y = stablehlo.divide %e, %bs : {t}\n  return %y : {t}\n}}\n"
+        );
+        let exe = compile(&device(), src.as_bytes(), &CompileOptions::default())
+            .unwrap_or_else(|e| panic!("{e}\n{src}"));
+        // The max, the sum of exp(x - max), and the division recomputing exp(x - max).
+        assert!(
+            exe.kernels().len() <= 3,
+            "softmax {rows}x{cols}: {} kernels",
+            exe.kernels().len()
+        );
+        let x: Vec<f32> = data(rows * cols, 4).iter().map(|a| a * 20.0).collect();
+        let out = exe
+            .execute_blocking(&[upload_f32(&[rows, cols], &x)])
+            .unwrap();
+        let got = f32s(&out[0].read_to_host_blocking().unwrap());
+        for r in 0..rows {
+            let row = &x[r * cols..(r + 1) * cols];
+            let m = row.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b as f64));
+            let s: f64 = row.iter().map(|&a| (a as f64 - m).exp()).sum();
+            for (j, &a) in row.iter().enumerate() {
+                let w = (a as f64 - m).exp() / s;
+                let g = got[r * cols + j] as f64;
+                assert!(
+                    (g - w).abs() <= 1e-5 * w + 1e-7,
+                    "softmax {rows}x{cols} [{r}, {j}]: got {g}, want {w}"
+                );
+            }
+        }
+    }
+}
