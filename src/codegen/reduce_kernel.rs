@@ -21,6 +21,31 @@ use crate::ir::{Function, Op, Operation, Region, ValueId};
 /// Reductions at least this long use a workgroup per output.
 const WORKGROUP_REDUCE_MIN: u64 = 128;
 
+/// A reduction with fewer outputs than this is split into partials over chunks of its
+/// reduced elements until it has about this many accumulators (workgroups), so that a full
+/// reduction uses the whole device, not one workgroup.
+const PARALLEL_ACCUMULATORS: u64 = 64;
+
+/// The shortest chunk of reduced elements such a split makes.
+const PARALLEL_CHUNK_MIN: u64 = 8192;
+
+/// Rows a workgroup of the subgroup row reduction computes.
+const SUBGROUP_ROWS: u64 = 8;
+
+/// Elements each lane of the subgroup row reduction loads per loop trip.
+const SUBGROUP_UNROLL: u64 = 8;
+
+/// Invocations per workgroup of the subgroup row reduction.
+const SUBGROUP_WORKGROUP: u32 = 64;
+
+/// Rows at least this long take the subgroup row reduction (shorter ones a thread per row).
+const SUBGROUP_ROWS_MIN: u64 = 32;
+
+/// `WGPU_HLO_REDUCE=classic` turns the subgroup row reduction off (for comparisons).
+fn subgroup_rows_allowed() -> bool {
+    std::env::var("WGPU_HLO_REDUCE").map_or(true, |v| v.trim() != "classic")
+}
+
 /// Emits `body` (a region of scalars: N accumulators then N values, returning N values) as a
 /// WGSL function `name`; returns its source. For N > 1 it returns a struct `name_r`.
 pub fn emit_body_function(
@@ -116,7 +141,7 @@ pub fn emit(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
-    emit_stage(name, f, defs, group, op, target, None, None).map(|(k, _)| k)
+    emit_stage(name, f, defs, group, op, target, None, None, true).map(|(k, _)| k)
 }
 
 /// The reduce of `group` as a plan: one kernel when every invocation stays within
@@ -132,7 +157,7 @@ pub fn plan(
     op: &Operation,
     target: Target,
 ) -> Result<Plan> {
-    let (kernel, func) = emit_stage(name, f, defs, group, op, target, None, None)?;
+    let (kernel, func) = emit_stage(name, f, defs, group, op, target, None, None, true)?;
     let bound = target.max_invocation_iterations;
     let single = |k: Kernel| Ok(Plan::sequential(vec![k], Vec::new()));
     if kernel
@@ -140,10 +165,9 @@ pub fn plan(
         .iter()
         .any(|b| large(&b.ty, target.max_binding_size))
     {
+        // Windows split the thread- or workgroup-per-output form.
+        let (kernel, func) = emit_stage(name, f, defs, group, op, target, None, None, false)?;
         return windowed(name, f, defs, group, op, target, kernel, &func);
-    }
-    if kernel.iterations <= bound {
-        return single(kernel);
     }
     let Op::Reduce { dimensions } = &op.op else {
         return single(kernel);
@@ -161,6 +185,12 @@ pub fn plan(
         .product();
     let outs = &kernel.outputs;
     let out_count = outs.first().map_or(0, |o| o.ty.num_elements() as u64);
+    // Too few outputs to fill the device (a full reduction is one workgroup): cut the reduced
+    // elements into more chunks, each still long enough to pay for its partial.
+    let spread = red / PARALLEL_CHUNK_MIN >= 2 && out_count < PARALLEL_ACCUMULATORS;
+    if kernel.iterations <= bound && !spread {
+        return single(kernel);
+    }
     // Partials of packed narrow results in their wide types (f32 for bf16/f16): the last
     // fold rounds and packs.
     let Some((wides, types)) = partials::wides(outs) else {
@@ -168,6 +198,11 @@ pub fn plan(
     };
     // Shrink the chunk until one invocation's loops fit the bound.
     let mut chunk = red.div_ceil(kernel.iterations.div_ceil(bound).max(2));
+    if spread {
+        let wanted = PARALLEL_ACCUMULATORS.div_ceil(out_count.max(1));
+        let most = red / PARALLEL_CHUNK_MIN;
+        chunk = chunk.min(red.div_ceil(wanted.min(most).max(2)));
+    }
     let mut stage = None;
     while chunk >= 1 {
         let chunks = red.div_ceil(chunk);
@@ -191,6 +226,7 @@ pub fn plan(
             target,
             Some(&split),
             None,
+            false,
         )?;
         if k.iterations <= bound {
             stage = Some((k, split));
@@ -360,6 +396,7 @@ fn windowed(
             target,
             Some(&split),
             Some(per),
+            false,
         )?;
         if k.iterations <= bound {
             break (k, split, per);
@@ -457,6 +494,7 @@ fn emit_stage(
     target: Target,
     split: Option<&Split>,
     windowed: Option<u64>,
+    subgroup_rows: bool,
 ) -> Result<(Kernel, String)> {
     let Op::Reduce { dimensions } = &op.op else {
         return Err(Error::internal("reduce emitter on a non-reduce"));
@@ -532,6 +570,29 @@ fn emit_stage(
         && !packed
         && !barriers_are_slow
         && !types.contains(&Compute::Bool);
+    // Rows (the reduced dimensions trail the kept ones): a subgroup per row reads it with
+    // consecutive lanes and combines through shuffles, no workgroup memory nor barriers.
+    let trailing = kept
+        .iter()
+        .all(|&k| dims[k] <= 1 || reduced.iter().all(|&r| r > k || dims[r] <= 1));
+    let shuffles = types
+        .iter()
+        .all(|t| matches!(t, Compute::F32 | Compute::I32 | Compute::U32));
+    let enough_rows = if target.cpu_adapter {
+        kept_count >= 2 * SUBGROUP_ROWS
+    } else {
+        kept_count >= 256 || red_count <= 1024
+    };
+    let use_subgroup_rows = subgroup_rows
+        && subgroup_rows_allowed()
+        && split.is_none()
+        && windowed.is_none()
+        && target.caps.subgroup
+        && !packed
+        && shuffles
+        && trailing
+        && red_count >= SUBGROUP_ROWS_MIN
+        && enough_rows;
     // The output and first reduced element of accumulator `o`, and where it is stored (WGSL).
     let chunk_of = |em: &mut ExprEmitter, o: &str| -> (String, String, String) {
         if chunks == 1 {
@@ -572,13 +633,106 @@ fn emit_stage(
         if let Some(w) = em.window.as_mut() {
             w.own.insert(linearize(&idx, &dims));
         }
+        // Reduced dimensions trailing the kept ones: the element is `o * red_count + r`,
+        // without splitting and rejoining the indices.
+        if trailing {
+            let lin = if kept_count <= 1 {
+                r.to_string()
+            } else {
+                format!("({o} * {red_count}u + {r})")
+            };
+            if let Some(w) = em.window.as_mut() {
+                w.own.insert(lin.clone());
+            }
+            return Index::Linear(lin);
+        }
         Index::Multi(idx)
     };
 
     let mut main = String::new();
     let mut shared = String::new();
     let workgroups;
-    if use_workgroup {
+    if use_subgroup_rows {
+        // SUBGROUP_ROWS rows per workgroup, each subgroup taking its share of them in turn.
+        // Lanes beyond the workgroup's size (a subgroup larger than the workgroup) do not
+        // exist, so the lanes and the butterfly span at most SUBGROUP_WORKGROUP lanes.
+        em.line("let g = wid.y * nwg.x + wid.x;");
+        em.line(&format!("let w = min(sgs, {SUBGROUP_WORKGROUP}u);"));
+        em.open_loop(
+            &format!("for (var q: u32 = sgid; q < {SUBGROUP_ROWS}u; q = q + nsg)"),
+            SUBGROUP_ROWS,
+        );
+        em.line(&format!("let row = g * {SUBGROUP_ROWS}u + q;"));
+        em.line(&format!(
+            "let o = min(row, {}u);",
+            out_count.saturating_sub(1)
+        ));
+        let mut acc = Vec::new();
+        for (i, t) in types.iter().enumerate() {
+            let init = em.value(op.operands[n + i], &Index::scalar())?;
+            let a = format!("acc{i}");
+            em.line(&format!("var {a}: {} = {init};", t.wgsl()));
+            acc.push(a);
+        }
+        // SUBGROUP_UNROLL elements per lane and trip (fewer back-edges, more loads in
+        // flight), then the rest; at least 4 lanes per subgroup (WGSL's smallest size).
+        em.line("var r: u32 = sl;");
+        em.open_loop(
+            &format!(
+                "for (; r + {}u * w < {red_count}u; r = r + {SUBGROUP_UNROLL}u * w)",
+                SUBGROUP_UNROLL - 1
+            ),
+            red_count.div_ceil(4 * SUBGROUP_UNROLL),
+        );
+        for u in 0..SUBGROUP_UNROLL {
+            let ru = em.fresh("ru");
+            em.line(&format!("let {ru} = r + {u}u * w;"));
+            let idx = input_index(&mut em, "o", &ru);
+            let mut vals = Vec::new();
+            for i in 0..n {
+                vals.push(em.value(op.operands[i], &idx)?);
+            }
+            em.line(&combine(fname, n, &acc, &vals));
+        }
+        em.close(None);
+        em.open_loop(
+            &format!("for (; r < {red_count}u; r = r + w)"),
+            SUBGROUP_UNROLL,
+        );
+        let idx = input_index(&mut em, "o", "r");
+        let mut vals = Vec::new();
+        for i in 0..n {
+            vals.push(em.value(op.operands[i], &idx)?);
+        }
+        em.line(&combine(fname, n, &acc, &vals));
+        em.close(None);
+        em.open_loop(
+            "for (var m: u32 = w >> 1u; m > 0u; m = m >> 1u)",
+            u64::from(SUBGROUP_WORKGROUP.trailing_zeros()),
+        );
+        let other: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
+        for i in 0..n {
+            em.line(&format!("let t{i} = subgroupShuffleXor(acc{i}, m);"));
+        }
+        em.line(&combine(fname, n, &acc, &other));
+        em.close(None);
+        em.open(&format!("if (sl == 0u && row < {out_count}u)"));
+        for i in 0..n {
+            em.line(&format!("out{i}[o] = acc{i};"));
+        }
+        em.close(None);
+        em.close(None);
+        workgroups = kernel::grid(out_count.div_ceil(SUBGROUP_ROWS), target.max_workgroups)?;
+        main.push_str(&format!(
+            "@compute @workgroup_size({SUBGROUP_WORKGROUP})\nfn main(@builtin(workgroup_id) wid: \
+             vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_invocation_id) \
+             sl: u32, @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32, \
+             @builtin(num_subgroups) nsg: u32) {{\n    {} = nwg.z >> 16u;\n",
+            kernel::RUNTIME_ZERO
+        ));
+        main.push_str(&em.body);
+        main.push_str("}\n");
+    } else if use_workgroup {
         // One workgroup per output element.
         for (i, t) in types.iter().enumerate() {
             shared.push_str(&format!(
@@ -753,7 +907,9 @@ fn emit_stage(
     }
     let comment = format!(
         "kernel {name}: reduce {red_len} elements into each of {out_count} ({})\nfuses: {}",
-        if use_workgroup {
+        if use_subgroup_rows {
+            "subgroup per row"
+        } else if use_workgroup {
             "workgroup per output"
         } else {
             "thread per output"

@@ -293,14 +293,20 @@ fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) ->
     // how many kernels would compute `v` if it were fused: consumers that are themselves
     // recomputed several times count that many times.
     let mut times: HashMap<ValueId, usize> = HashMap::new();
+    let mut twice: HashSet<ValueId> = HashSet::new();
     for op in ops.iter().rev() {
         let mut recomputed = 1;
         if fusible(op) {
             for r in &op.results {
                 let n = times.get(r).copied().unwrap_or(0);
-                if must.contains(r) || (n > 1 && !is_cheap(op)) {
+                let shared =
+                    n > 1 && !is_cheap(op) && !recompute_for_reduce(ops, &uses, &mut twice, *r, n);
+                if must.contains(r) || shared {
                     materialized.insert(*r);
                 } else {
+                    if n == 2 {
+                        twice.insert(*r);
+                    }
                     recomputed = recomputed.max(n);
                 }
             }
@@ -378,6 +384,36 @@ fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) ->
         nodes,
         materialized,
     }
+}
+
+/// Whether `v`, computed by kernels `n` times, may be recomputed instead of written to a
+/// buffer: when it is read by a `reduce` and by one other kernel (softmax's `exp(x - max)`,
+/// read by the sum and by the division), or only by values recomputed so (the `x - max`
+/// under that `exp`), computing it twice costs less than writing it and reading it back.
+/// `twice` collects the values recomputed so. `WGPU_HLO_REDUCE=classic` turns this off (for
+/// comparisons).
+fn recompute_for_reduce(
+    ops: &[Operation],
+    uses: &HashMap<ValueId, Vec<usize>>,
+    twice: &mut HashSet<ValueId>,
+    v: ValueId,
+    n: usize,
+) -> bool {
+    if n != 2 || std::env::var("WGPU_HLO_REDUCE").is_ok_and(|m| m.trim() == "classic") {
+        return false;
+    }
+    let ok = uses.get(&v).is_some_and(|u| {
+        u.iter()
+            .any(|&i| matches!(ops.get(i).map(|o| &o.op), Some(Op::Reduce { .. })))
+            || u.iter().all(|&i| {
+                ops.get(i)
+                    .is_some_and(|o| o.results.iter().all(|r| twice.contains(r)))
+            })
+    });
+    if ok {
+        twice.insert(v);
+    }
+    ok
 }
 
 fn add_members(
