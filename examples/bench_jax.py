@@ -13,7 +13,7 @@ baselines are measured in the same process:
   as a multiple of what wgpu itself costs;
 * `iree`: IREE's Vulkan HAL running the same StableHLO (lowered for wgpu) on the same Vulkan
   adapter, when `iree-base-compiler` and `iree-base-runtime` are installed (`-` where IREE
-  cannot compile the program).
+  cannot compile the program), each program in a child process that holds only IREE.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import argparse
 import statistics
 import sys
 import time
-import types
 
 import numpy as np
 
@@ -194,31 +193,24 @@ def cases():
 
 
 class Iree:
-    """IREE's Vulkan HAL on the same adapter, fed the StableHLO jax lowers for wgpu."""
+    """IREE's Vulkan HAL on the same adapter, fed the StableHLO jax lowers for wgpu.
+
+    Each program runs in a child process (`--iree-child`) holding only IREE: a live IREE Vulkan
+    runtime in this process slowed jax cpu and wgpu alike by about 2x on lavapipe, so the
+    three are timed one at a time with nothing else resident."""
 
     def __init__(self):
-        import iree.compiler as ic
-        import iree.runtime as ir
-        from iree.runtime import array_interop
+        import importlib.util
 
-        # IREE's read-back imports a numpy allocation, which Vulkan wants 4096-aligned
-        # (lavapipe's minImportedHostPointerAlignment); numpy's are not. Only the check below reads back.
-        def aligned_empty(shape, dtype=float):
-            dtype = np.dtype(dtype)
-            count = int(np.prod(shape))
-            padded = max(4096, (count * dtype.itemsize + 4095) // 4096 * 4096)
-            raw = np.empty(padded + 4096, np.uint8)
-            off = (-raw.ctypes.data) % 4096
-            return raw[off:off + padded].view(dtype)[:count].reshape(shape)
+        for mod in ("iree.compiler", "iree.runtime"):
+            if importlib.util.find_spec(mod) is None:
+                raise ImportError(f"{mod} is not installed")
 
-        shim = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
-        shim.empty = aligned_empty
-        array_interop.np = shim
-        self.ic, self.ir = ic, ir
-        self.config = ir.Config("vulkan")
+    def time(self, f, host_args, gpu_args, repeat, budget):
+        import os
+        import subprocess
+        import tempfile
 
-    def prepare(self, f, host_args, gpu_args):
-        leaves = jax.tree_util.tree_leaves(host_args)
         # IREE has no Shardy dialect: lower with the older sharding attributes for it.
         shardy = jax.config.jax_use_shardy_partitioner
         jax.config.update("jax_use_shardy_partitioner", False)
@@ -226,31 +218,54 @@ class Iree:
             text = f.lower(*gpu_args).as_text()
         finally:
             jax.config.update("jax_use_shardy_partitioner", shardy)
-        vm = self.ic.compile_str(text, target_backends=["vulkan-spirv"], input_type="stablehlo")
-        ctx = self.ir.SystemContext(config=self.config)
-        ctx.add_vm_module(self.ir.VmModule.copy_buffer(ctx.instance, vm))
-        module = ctx.modules[[k for k in ctx.modules.keys() if k != "hal"][0]]
-        fn = module.main
-        dev = [self.ir.asdevicearray(self.config.device, np.asarray(a)) for a in leaves]
-        return ctx, fn, dev
+        leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(host_args)]
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "program.mlir"), "w") as fh:
+                fh.write(text)
+            np.savez(os.path.join(d, "args.npz"), *leaves)
+            p = subprocess.run([sys.executable, __file__, "--iree-child", d, str(repeat), str(budget)],
+                               capture_output=True, text=True, timeout=1800)
+        if p.returncode != 0:
+            err = [line for line in p.stderr.splitlines() if "error" in line.lower()] or p.stderr.splitlines()[-1:]
+            raise RuntimeError(err[0][:160] if err else f"exit {p.returncode}")
+        return float(p.stdout.split()[-1])
 
-    def time(self, f, host_args, gpu_args, repeat, budget):
-        ctx, fn, dev = self.prepare(f, host_args, gpu_args)
-        # The invocation returns once its results are ready (IREE's synchronous ABI).
+
+def iree_child(d, repeat, budget):
+    """Compiles d/program.mlir with IREE for Vulkan, times it on d/args.npz, prints seconds."""
+    import os
+
+    import iree.compiler as ic
+    import iree.runtime as ir
+
+    with open(os.path.join(d, "program.mlir")) as fh:
+        text = fh.read()
+    npz = np.load(os.path.join(d, "args.npz"))
+    leaves = [npz[f"arr_{i}"] for i in range(len(npz.files))]
+    vm = ic.compile_str(text, target_backends=["vulkan-spirv"], input_type="stablehlo")
+    config = ir.Config("vulkan")
+    ctx = ir.SystemContext(config=config)
+    ctx.add_vm_module(ir.VmModule.copy_buffer(ctx.instance, vm))
+    module = ctx.modules[[k for k in ctx.modules.keys() if k != "hal"][0]]
+    fn = module.main
+    dev = [ir.asdevicearray(config.device, a) for a in leaves]
+    # The invocation returns once its results are ready (IREE's synchronous ABI).
+    t0 = time.perf_counter()
+    fn(*dev)
+    first = time.perf_counter() - t0
+    n = max(3, min(repeat, int(budget / max(first, 1e-6))))
+    times = []
+    for _ in range(n):
         t0 = time.perf_counter()
         fn(*dev)
-        first = time.perf_counter() - t0
-        n = max(3, min(repeat, int(budget / max(first, 1e-6))))
-        times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn(*dev)
-            times.append(time.perf_counter() - t0)
-        del ctx
-        return statistics.median(times)
+        times.append(time.perf_counter() - t0)
+    print(statistics.median(times))
 
 
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--iree-child":
+        iree_child(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+        return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--budget", type=float, default=3.0, help="seconds of timed runs per case and backend")
