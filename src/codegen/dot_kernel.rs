@@ -677,11 +677,16 @@ fn vector(
 ) -> Result<Kernel> {
     // `WGPU_HLO_DOT_VEC=0`: scalar loads only (for comparisons).
     let scalar_only = std::env::var("WGPU_HLO_DOT_VEC").is_ok_and(|v| v == "0");
-    let (ra, rb) = if scalar_only {
-        (Read::Scalar, Read::Scalar)
-    } else {
-        (read_mode(l, k), read_mode(r, k))
+    // A `vec4` binding must be at least 16 bytes: an operand of fewer than 4 elements (k = 0
+    // gives empty ones, bound as a 4-byte buffer) is read a scalar at a time.
+    let mode = |g: &Layout, t: &TensorType| {
+        if scalar_only || t.num_elements() < 4 {
+            Read::Scalar
+        } else {
+            read_mode(g, k)
+        }
     };
+    let (ra, rb) = (mode(l, lt), mode(r, rt));
     let (rows, cols) = block_shape(batch, m, n);
     // Columns in whole vec4s; rows in whole vec4s when the left operand is read along m.
     let cols = cols.next_multiple_of(4);
