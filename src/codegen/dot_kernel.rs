@@ -282,6 +282,22 @@ fn offset_fn(
     )
 }
 
+/// WGSL `lhs_off(b, m, k)` and `rhs_off(b, n, k)`: each operand's element offset, which
+/// every dot kernel reads its operands through.
+fn operand_offsets(l: &Layout, r: &Layout) -> String {
+    let mut s = offset_fn("lhs_off", "b", "m", "k", &l.batch, &l.free, &l.contract);
+    s.push_str(&offset_fn(
+        "rhs_off",
+        "b",
+        "n",
+        "k",
+        &r.batch,
+        &r.free,
+        &r.contract,
+    ));
+    s
+}
+
 fn tiled(
     name: &str,
     f: &Function,
@@ -364,24 +380,7 @@ fn tiled(
     let lhs_k_inner = matches!(l.contract.as_slice(), [(_, 1)]);
     let rhs_k_inner = matches!(r.contract.as_slice(), [(_, 1)]);
     let mut body = String::new();
-    body.push_str(&offset_fn(
-        "lhs_off",
-        "b",
-        "m",
-        "k",
-        &l.batch,
-        &l.free,
-        &l.contract,
-    ));
-    body.push_str(&offset_fn(
-        "rhs_off",
-        "b",
-        "n",
-        "k",
-        &r.batch,
-        &r.free,
-        &r.contract,
-    ));
+    body.push_str(&operand_offsets(&l, &r));
     body.push_str(
         "var<workgroup> a_tile: array<f32, 1024>;\nvar<workgroup> b_tile: array<f32, 1024>;\n\n",
     );
@@ -501,24 +500,7 @@ fn direct(
     let threads = batch * mb * nb;
     let workgroups = super::kernel::grid(threads.div_ceil(64), target.max_workgroups)?;
     let mut body = String::new();
-    body.push_str(&offset_fn(
-        "lhs_off",
-        "b",
-        "m",
-        "k",
-        &l.batch,
-        &l.free,
-        &l.contract,
-    ));
-    body.push_str(&offset_fn(
-        "rhs_off",
-        "b",
-        "n",
-        "k",
-        &r.batch,
-        &r.free,
-        &r.contract,
-    ));
+    body.push_str(&operand_offsets(l, r));
     body.push_str(&super::kernel::entry_header(64));
     body.push_str(&super::kernel::thread_index(64));
     body.push_str(&format!(
@@ -704,24 +686,7 @@ fn vector(
     let threads = batch * mb * nb;
     let workgroups = super::kernel::grid(threads.div_ceil(64), target.max_workgroups)?;
     let mut body = String::new();
-    body.push_str(&offset_fn(
-        "lhs_off",
-        "b",
-        "m",
-        "k",
-        &l.batch,
-        &l.free,
-        &l.contract,
-    ));
-    body.push_str(&offset_fn(
-        "rhs_off",
-        "b",
-        "n",
-        "k",
-        &r.batch,
-        &r.free,
-        &r.contract,
-    ));
+    body.push_str(&operand_offsets(l, r));
     body.push_str(
         "@compute @workgroup_size(64)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
          @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n",
