@@ -12,5 +12,6 @@ pub mod ir;
 pub mod passes;
 pub mod runner;
 pub mod runtime;
+pub mod target;
 
 pub use error::{Error, ErrorKind, Result};

@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::ir::{ElementType, Scalar};
-use crate::runtime::Capabilities;
+use crate::target::Capabilities;
 
 /// The WGSL type a value is computed in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

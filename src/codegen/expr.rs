@@ -9,7 +9,7 @@ use super::dtype::{self, Compute};
 use super::elementwise::{self, Needs};
 use crate::error::{Error, Result};
 use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type, ValueId};
-use crate::runtime::Capabilities;
+use crate::target::Capabilities;
 
 /// An index into a tensor: a row-major linear offset, or one `u32` expression per dimension.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

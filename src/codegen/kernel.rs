@@ -5,7 +5,7 @@ use super::dtype;
 use super::expr::Binding;
 use super::library;
 use crate::error::{Error, Result};
-use crate::runtime::Capabilities;
+use crate::target::Capabilities;
 
 /// Threads per workgroup of the elementwise kernels.
 pub const WORKGROUP: u32 = 256;

@@ -12,52 +12,9 @@ use super::windows;
 use crate::error::{Error, Result};
 use crate::fusion::Group;
 use crate::ir::{Function, Op, Operation, ValueId};
-use crate::runtime::Capabilities;
-
-/// What the emitters need to know about the target.
-#[derive(Clone, Copy, Debug)]
-pub struct Target<'a> {
-    /// Shader capabilities.
-    pub caps: Capabilities,
-    /// Adapter name, for error messages.
-    pub adapter: &'a str,
-    /// Largest workgroup count per grid dimension.
-    pub max_workgroups: u32,
-    /// Largest number of storage buffers a kernel may bind.
-    pub max_storage_buffers: u32,
-    /// The adapter is a CPU implementation (lavapipe, SwiftShader, WARP): workgroup memory and
-    /// barriers are emulated and expensive there.
-    pub cpu_adapter: bool,
-    /// Most loop back-edges (all loops, nested ones included) one kernel invocation may run:
-    /// longer work is split across invocations and launches, or refused. Drivers cut long
-    /// loops short (Mesa's llvmpipe silently exits every loop of an invocation after 65535
-    /// back-edges in all), and GPU watchdogs kill long invocations.
-    pub max_invocation_iterations: u64,
-    /// Largest buffer a kernel may bind (`max_storage_buffer_binding_size`), in bytes: larger
-    /// tensors are bound in parts where the kernel allows (`codegen::windows`), else refused.
-    pub max_binding_size: u64,
-    /// The byte offset of a part of a buffer bound must be a multiple of this
-    /// (`min_storage_buffer_offset_alignment`).
-    pub min_binding_offset_alignment: u64,
-    /// Bytes of workgroup memory a kernel may declare
-    /// (`max_compute_workgroup_storage_size`).
-    pub max_workgroup_storage: u64,
-}
-
-/// The default of [`Target::max_invocation_iterations`]: half of llvmpipe's 65535, leaving
-/// room for loops the count does not see (the few steps of library functions such as integer
-/// powers) and far below what trips a GPU watchdog.
-pub const DEFAULT_MAX_INVOCATION_ITERATIONS: u64 = 32768;
-
-/// The loop bound from `WGPU_HLO_MAX_LOOP` (tests set it low to exercise the split kernels
-/// with small tensors), else [`DEFAULT_MAX_INVOCATION_ITERATIONS`]. Values below 16 are raised
-/// to 16: every split needs a few iterations to make progress.
-pub fn max_invocation_iterations_from_env() -> u64 {
-    std::env::var("WGPU_HLO_MAX_LOOP")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map_or(DEFAULT_MAX_INVOCATION_ITERATIONS, |n| n.max(16))
-}
+pub use crate::target::{
+    max_invocation_iterations_from_env, Target, DEFAULT_MAX_INVOCATION_ITERATIONS,
+};
 
 /// Emits the loop kernel for `group`.
 pub fn emit(

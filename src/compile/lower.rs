@@ -13,8 +13,8 @@ use crate::codegen::loop_kernel::Target;
 use crate::codegen::{conv_kernel, dot_kernel, loop_kernel, op_kernels, reduce_kernel};
 use crate::error::{Error, Result};
 use crate::fusion::{self, KernelKind, Node};
+use crate::ir::HOST_CALLBACK_TARGET;
 use crate::ir::{Attr, Function, Literal, Op, Operation, Region, TensorType, Type, ValueId};
-use crate::runtime::host_call::HOST_CALLBACK_TARGET;
 
 /// Everything lowering produces.
 pub struct Lowered {
@@ -262,9 +262,8 @@ impl<'f, 't> Lowering<'f, 't> {
     /// The steps of an op computed by a multi-kernel plan (long sorts, scatters sorted by index,
     /// long prefix scans, large FFTs, `cholesky`, `triangular_solve`), or `None` for other ops.
     fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
-        use crate::codegen::op_kernels::{
-            fft, jacobi, linalg, reduce_window, scan, scatter, sort, update,
-        };
+        use crate::codegen::op_kernels::{fft, jacobi, linalg, reduce_window, scan, scatter, sort};
+        use crate::fusion::in_place::in_place_scatter;
         if op
             .results
             .iter()
@@ -288,7 +287,7 @@ impl<'f, 't> Lowering<'f, 't> {
                 jacobi::plan(&name, f, op, c, target).map(Some)
             }
             // Non-overlapping scatters update in place instead (`op_step`).
-            Op::Scatter { .. } if !update::in_place_scatter(f, op) => {
+            Op::Scatter { .. } if !in_place_scatter(f, op) => {
                 scatter::sorted(&name, f, defs, op, target)
             }
             _ => return Ok(None),
@@ -619,8 +618,8 @@ impl<'f, 't> Lowering<'f, 't> {
                 }))))
             }
             Op::DynamicUpdateSlice | Op::Scatter { .. }
-                if crate::codegen::op_kernels::update::in_place(self.f, op)
-                    || crate::codegen::op_kernels::update::in_place_scatter(self.f, op) =>
+                if crate::fusion::in_place::in_place(self.f, op)
+                    || crate::fusion::in_place::in_place_scatter(self.f, op) =>
             {
                 use crate::codegen::op_kernels::update;
                 let name = format!("update_{}", self.kernels.len());

@@ -9,6 +9,8 @@ use std::fmt;
 
 use crate::ir::{Function, Op, Operation, Region, ValueId};
 
+pub mod in_place;
+
 /// What kind of kernel a group becomes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelKind {
@@ -246,8 +248,7 @@ fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) ->
     let ops = &region.ops;
     // dynamic_update_slice into a large buffer runs in place as its own step, not fused (a
     // fused one rewrites the whole buffer).
-    let fusible =
-        |op: &Operation| is_fusible(op) && !crate::codegen::op_kernels::update::in_place(f, op);
+    let fusible = |op: &Operation| is_fusible(op) && !in_place::in_place(f, op);
     let mut def: HashMap<ValueId, usize> = HashMap::new();
     for (i, op) in ops.iter().enumerate() {
         for r in &op.results {
@@ -474,8 +475,7 @@ impl Partition {
                 Node::Op(i) => {
                     let name = match region.ops.get(*i).map(|o| (o, &o.op)) {
                         Some((_, Op::CustomCall(c)))
-                            if c.call_target_name
-                                == crate::runtime::host_call::HOST_CALLBACK_TARGET =>
+                            if c.call_target_name == crate::ir::HOST_CALLBACK_TARGET =>
                         {
                             format!("host call @{} (runs on the host)", c.call_target_name)
                         }

@@ -11,6 +11,7 @@ use super::event::Event;
 use super::poller::Poller;
 use super::pool::Pool;
 use crate::error::{Error, ErrorKind, Result};
+use crate::target::Capabilities;
 
 /// What an adapter is, for users and for `jax.devices()`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,19 +72,6 @@ pub struct MemoryStats {
     pub largest_alloc_size: u64,
     /// Bytes of free buffers kept for reuse (bounded by `WGPU_HLO_POOL_MB`).
     pub pooled_bytes: u64,
-}
-
-/// Shader capabilities that decide how dtypes are lowered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Capabilities {
-    /// `SHADER_F64`: native f64.
-    pub f64: bool,
-    /// `SHADER_INT64`: native i64/u64.
-    pub i64: bool,
-    /// `SHADER_F16`: native f16 arithmetic.
-    pub f16: bool,
-    /// `SUBGROUP` operations.
-    pub subgroup: bool,
 }
 
 fn type_rank(t: wgpu::DeviceType) -> u32 {

@@ -8,8 +8,7 @@ use std::sync::{Arc, RwLock};
 use crate::error::{Error, Result};
 use crate::ir::TensorType;
 
-/// The `custom_call` target that names a host call; its `backend_config` is the id (decimal).
-pub const HOST_CALLBACK_TARGET: &str = "wgpu.host_callback";
+pub use crate::ir::HOST_CALLBACK_TARGET;
 
 /// A host function's operand: its type and its bytes in host (dense, row-major) layout.
 pub struct HostArg<'a> {

@@ -8,10 +8,9 @@ pub mod host_call;
 mod poller;
 mod pool;
 
+pub use crate::target::Capabilities;
 pub use buffer::DeviceBuffer;
-pub use device::{
-    list_adapters, AdapterDescription, BindGroupStats, Capabilities, Device, MemoryStats,
-};
+pub use device::{list_adapters, AdapterDescription, BindGroupStats, Device, MemoryStats};
 pub use event::{set_wait_timeout, wait_timeout, Event};
 pub use executable::KernelTimes;
 

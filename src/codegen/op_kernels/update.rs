@@ -7,31 +7,11 @@
 use std::collections::HashMap;
 
 use super::scatter::index_i32;
-use crate::codegen::dtype;
 use crate::codegen::expr::{Binding, ExprEmitter, Index};
 use crate::codegen::kernel::{self, Kernel};
 use crate::codegen::loop_kernel::Target;
 use crate::error::{Error, Result};
 use crate::ir::{Function, Op, Operation, ValueId};
-
-/// Whether `op` is a `dynamic_update_slice` worth running in place: 32/64-bit elements and an
-/// update at most a quarter of the operand.
-pub fn in_place(f: &Function, op: &Operation) -> bool {
-    if op.op != Op::DynamicUpdateSlice || op.operands.len() < 2 {
-        return false;
-    }
-    let (Some(xt), Some(ut)) = (
-        f.ty(op.operands[0]).as_tensor(),
-        f.ty(op.operands[1]).as_tensor(),
-    ) else {
-        return false;
-    };
-    xt.is_static()
-        && ut.is_static()
-        && dtype::per_word(xt.dtype) == 1
-        && xt.dtype != crate::ir::ElementType::Pred
-        && ut.num_elements() * 4 <= xt.num_elements()
-}
 
 /// The update kernel: inputs are the update and the start indices (as in `inputs`), the one
 /// output is the operand-typed buffer updated.
@@ -88,44 +68,6 @@ pub fn emit(
         em.iterations(),
         target,
     )
-}
-
-/// Whether `op` is a `scatter` that can update its operand in place: one input, 32/64-bit
-/// elements, windows that cannot overlap (`unique_indices`, or a single window), no batching
-/// dimensions, and updates at most a quarter of the operand (`x.at[i].set(v)` in a loop).
-pub fn in_place_scatter(f: &Function, op: &Operation) -> bool {
-    let Op::Scatter {
-        dimension_numbers: dn,
-        unique_indices,
-        ..
-    } = &op.op
-    else {
-        return false;
-    };
-    if op.results.len() != 1 || op.operands.len() != 3 || !dn.input_batching_dims.is_empty() {
-        return false;
-    }
-    let (Some(xt), Some(it), Some(ut)) = (
-        f.ty(op.operands[0]).as_tensor(),
-        f.ty(op.operands[1]).as_tensor(),
-        f.ty(op.operands[2]).as_tensor(),
-    ) else {
-        return false;
-    };
-    let ivd = dn.index_vector_dim as usize;
-    let windows: usize = it
-        .dims()
-        .iter()
-        .enumerate()
-        .filter(|&(d, _)| d != ivd)
-        .map(|(_, &x)| x)
-        .product();
-    xt.is_static()
-        && ut.is_static()
-        && dtype::per_word(xt.dtype) == 1
-        && xt.dtype != crate::ir::ElementType::Pred
-        && (*unique_indices || windows <= 1)
-        && ut.num_elements() * 4 <= xt.num_elements()
 }
 
 /// The in-place scatter kernel: one thread per update element folds it into its target
