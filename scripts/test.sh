@@ -11,6 +11,15 @@ echo "== conformance (from tests/conformance.rs)"
 cat target/conformance/summary.txt 2>/dev/null || echo "(conformance files not found: skipped)"
 echo "== pytest (JAX on wgpu vs cpu)"
 "$VENV/bin/python" -m pytest -q python/tests
+# The kernel shapes a GPU gets (workgroup-memory tiles instead of CPU register blocks), run on
+# this adapter against the same references, so CI checks code no GPU here would otherwise run.
+echo "== GPU kernel choices on this adapter (WGPU_HLO_ADAPTER_CLASS=gpu)"
+WGPU_HLO_ADAPTER_CLASS=gpu cargo test --release --test conformance --test conv_gemm \
+    --test dot_tiled --test reduce_rows --test jacobi --test linalg --test big_tensors \
+    --test conv_split --test loop_bound
+cat target/conformance/summary.txt 2>/dev/null || true
+WGPU_HLO_ADAPTER_CLASS=gpu "$VENV/bin/python" -m pytest -q python/tests/test_jax_vs_cpu.py \
+    python/tests/test_conv.py python/tests/test_matmul_kernels.py python/tests/test_linalg_sizes.py
 # PyTorch/XLA and TensorFlow through the same plugin, each in its own venv (created once from
 # PyPI: ~12 min and ~7 GB for torch + torch_xla with its CUDA wheels, ~3 min for tensorflow).
 # WGPU_HLO_FRAMEWORK_TESTS=0 leaves them out.

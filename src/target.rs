@@ -60,3 +60,21 @@ pub fn max_invocation_iterations_from_env() -> u64 {
         .and_then(|s| s.trim().parse::<u64>().ok())
         .map_or(DEFAULT_MAX_INVOCATION_ITERATIONS, |n| n.max(16))
 }
+
+/// The adapter class from `WGPU_HLO_ADAPTER_CLASS`: `cpu` (`Some(true)`) or `gpu`
+/// (`Some(false)`) overrides [`Target::cpu_adapter`], which picks kernel shapes (register
+/// blocks for CPU adapters, workgroup-memory tiles for GPUs). With `gpu` on lavapipe, CI runs
+/// the kernels a GPU would get and checks them against the same references; anything else
+/// (unset, empty, other words) leaves the adapter's own class.
+pub fn cpu_adapter_from_env() -> Option<bool> {
+    match std::env::var("WGPU_HLO_ADAPTER_CLASS")
+        .ok()?
+        .trim()
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "cpu" => Some(true),
+        "gpu" => Some(false),
+        _ => None,
+    }
+}

@@ -106,7 +106,8 @@ pub fn target(device: &Device) -> Target<'_> {
         adapter: &device.info().name,
         max_workgroups: l.max_compute_workgroups_per_dimension,
         max_storage_buffers: l.max_storage_buffers_per_shader_stage,
-        cpu_adapter: device.info().device_type == "Cpu",
+        cpu_adapter: crate::target::cpu_adapter_from_env()
+            .unwrap_or(device.info().device_type == "Cpu"),
         max_invocation_iterations: crate::codegen::loop_kernel::max_invocation_iterations_from_env(
         ),
         max_binding_size: l.max_storage_buffer_binding_size,
@@ -208,8 +209,11 @@ pub fn compile_function(
     options: &CompileOptions,
 ) -> Result<Arc<Executable>> {
     let start = std::time::Instant::now();
-    let _widening =
-        crate::codegen::elementwise::widen_via_f64(device.caps().f64 && target(device).cpu_adapter);
+    // A driver workaround (lavapipe's i64 widening miscompile): keyed on the real adapter, not
+    // on the kernel-shape class `WGPU_HLO_ADAPTER_CLASS` may override.
+    let _widening = crate::codegen::elementwise::widen_via_f64(
+        device.caps().f64 && device.info().device_type == "Cpu",
+    );
     let name = options
         .name
         .clone()

@@ -44,7 +44,7 @@ pub fn adapter_key(device: &Device) -> String {
     let t = super::target(device);
     let c = t.caps;
     format!(
-        "{}|{:04x}:{:04x}|{}|{}|{}|{}|f64={} i64={} f16={} subgroup={}|wg={} sb={} bind={}",
+        "{}|{:04x}:{:04x}|{}|{}|{}|{}|f64={} i64={} f16={} subgroup={}|wg={} sb={} bind={} cpu={}",
         i.backend,
         i.vendor,
         i.device,
@@ -59,6 +59,7 @@ pub fn adapter_key(device: &Device) -> String {
         t.max_workgroups,
         t.max_storage_buffers,
         t.max_binding_size,
+        t.cpu_adapter,
     )
 }
 
