@@ -249,13 +249,54 @@ fn emit_with(
             em.line("let s = in0[q];");
             let key = window_key(em, "s", indices, &scatter_sizes, ivd, irank, ic)?;
             em.line(&format!("if ({key} != {want}) {{ break; }}"));
-        } else {
-            em.open_loop(
-                &format!("for (var s: u32 = 0u; s < {count}u; s = s + 1u)"),
-                count as u64,
-            );
         }
-        let si = em.multi(&Index::Linear("s".into()), &scatter_sizes);
+        // With batching dimensions, only the windows of this element's batch can reach it:
+        // their batch positions are this element's coordinates, so the loop runs over the
+        // other scatter positions only (in order, so the updates keep their order). An
+        // embedding-style gradient over [batch, seq] visited every window of every element.
+        let batch_pos: Vec<(usize, usize)> = input_batching
+            .iter()
+            .zip(&dn.scatter_indices_batching_dims)
+            .map(|(&d_in, &d_idx)| {
+                let d_idx = d_idx as usize;
+                (if d_idx < ivd { d_idx } else { d_idx - 1 }, d_in)
+            })
+            .collect();
+        let by_batch = !sorted
+            && !batch_pos.is_empty()
+            && batch_pos.iter().all(|&(pos, d_in)| {
+                scatter_sizes
+                    .get(pos)
+                    .is_some_and(|&n| rdims.get(d_in) == Some(&n))
+            });
+        let si = if by_batch {
+            let free: Vec<usize> = (0..scatter_sizes.len())
+                .filter(|p| !batch_pos.iter().any(|&(q, _)| q == *p))
+                .collect();
+            let free_sizes: Vec<usize> = free.iter().map(|&p| scatter_sizes[p]).collect();
+            let free_count: usize = free_sizes.iter().product();
+            em.open_loop(
+                &format!("for (var s: u32 = 0u; s < {free_count}u; s = s + 1u)"),
+                free_count as u64,
+            );
+            let fi = em.multi(&Index::Linear("s".into()), &free_sizes);
+            let mut si = vec![String::new(); scatter_sizes.len()];
+            for (k, &p) in free.iter().enumerate() {
+                si[p] = fi[k].clone();
+            }
+            for &(pos, d_in) in &batch_pos {
+                si[pos] = oi[d_in].clone();
+            }
+            si
+        } else {
+            if !sorted {
+                em.open_loop(
+                    &format!("for (var s: u32 = 0u; s < {count}u; s = s + 1u)"),
+                    count as u64,
+                );
+            }
+            em.multi(&Index::Linear("s".into()), &scatter_sizes)
+        };
         // Start of this index's window, per input dimension (i32).
         let mut start = window_starts(em, dn, indices, &si, rdims.len(), ic, &format!("st{e}"))?;
         for (i, &d_in) in input_batching.iter().enumerate() {
