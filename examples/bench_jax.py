@@ -262,6 +262,59 @@ def iree_child(d, repeat, budget):
     print(statistics.median(times))
 
 
+def gpu_report(gpu, cpu, args):
+    """The figures a GPU run is quoted by (issue 11): the device's own copy bandwidth, fused
+    elementwise GB/s against it, matmul GFLOP/s from 1024 to `--max-n` (against
+    `--peak-tflops` when given), tiny-jit microseconds against the raw-wgpu floor, and the
+    training steps against jax cpu on the same machine. Runs on any adapter."""
+    from jax_plugins.wgpu import copy_bandwidth_gbs, raw_wgpu_floor_ms
+
+    print(f"wgpu device: {gpu.device_kind}")
+    copy = copy_bandwidth_gbs(1 << 28, 10)
+    floor = raw_wgpu_floor_ms()
+    print(f"copy_buffer_to_buffer: {copy:.1f} GB/s (bytes read + written); raw-wgpu floor {floor * 1e3:.1f} us")
+    t = timeit(jax.jit(lambda x: x + 1), (jax.device_put(np.ones((4,), np.float32), gpu),), args.repeat, args.budget)
+    print(f"tiny jit(x + 1): {t * 1e6:.1f} us = {t * 1e3 / floor:.2f}x the floor")
+    for n in (1 << 24, 1 << 26):
+        x = jax.device_put(np.linspace(-2, 2, n, dtype=np.float32), gpu)
+        chain = jax.jit(lambda x: jnp.tanh(x * 1.5 + 0.5) * x - jnp.exp(-x * x))
+        add = jax.jit(lambda x: x * 2.0 + 1.0)
+        for what, f in (("x * 2 + 1", add), ("tanh/exp chain", chain)):
+            t = timeit(f, (x,), args.repeat, args.budget)
+            gbs = 8 * n / t / 1e9
+            print(f"fused {what}, {n >> 20}M f32: {t * 1e3:.3f} ms, {gbs:.1f} GB/s = {gbs / copy:.2f} of copy")
+    n = 1024
+    while n <= args.max_n:
+        a = jax.device_put(normal((n, n), 6), gpu)
+        b = jax.device_put(normal((n, n), 7), gpu)
+        t = timeit(jax.jit(lambda a, b: a @ b), (a, b), args.repeat, args.budget)
+        gf = 2 * n**3 / t / 1e9
+        line = f"matmul {n}: {t * 1e3:.2f} ms, {gf:.0f} GFLOP/s"
+        if args.peak_tflops:
+            line += f" = {gf / (args.peak_tflops * 1e3):.2f} of the {args.peak_tflops} TFLOP/s fp32 peak"
+        if n <= 2048:
+            tc = timeit(jax.jit(lambda a, b: a @ b), jax.device_put((normal((n, n), 6), normal((n, n), 7)), cpu),
+                        args.repeat, args.budget)
+            line += f" (jax cpu {2 * n**3 / tc / 1e9:.0f} GFLOP/s, wgpu/cpu time {t / tc:.2f})"
+        print(line, flush=True)
+        n *= 2
+    steps = [("MLP SGD step (256-512-512-10, b128)", mlp_step)]
+    try:
+        import flax  # noqa: F401
+        import optax  # noqa: F401
+
+        steps += [("flax/optax CNN step (b32 28x28)", flax_cnn_step),
+                  ("transformer step (2L d128 s64 b8)", transformer_step)]
+    except ImportError as e:
+        print(f"(flax/optax not installed, model steps left out: {e})", file=sys.stderr)
+    for name, make in steps:
+        step, host_args = make()
+        tw = timeit(step, jax.device_put(host_args, gpu), args.repeat, args.budget)
+        tc = timeit(step, jax.device_put(host_args, cpu), args.repeat, args.budget)
+        print(f"{name}: wgpu {tw * 1e3:.2f} ms, jax cpu {tc * 1e3:.2f} ms, wgpu/cpu {tw / tc:.2f}", flush=True)
+    return 0
+
+
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == "--iree-child":
         iree_child(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
@@ -271,6 +324,10 @@ def main():
     ap.add_argument("--budget", type=float, default=3.0, help="seconds of timed runs per case and backend")
     ap.add_argument("--only", nargs="*", help="run only cases whose name contains one of these")
     ap.add_argument("--no-iree", action="store_true")
+    ap.add_argument("--gpu-report", action="store_true",
+                    help="copy GB/s, fused GB/s, matmul GFLOP/s, tiny-jit us, training steps (see gpu_report)")
+    ap.add_argument("--max-n", type=int, default=8192, help="largest matmul of --gpu-report")
+    ap.add_argument("--peak-tflops", type=float, default=None, help="the adapter's fp32 peak, for --gpu-report")
     args = ap.parse_args()
     try:
         gpu = jax.devices("wgpu")[0]
@@ -278,6 +335,8 @@ def main():
         print(f"no wgpu device: {e}", file=sys.stderr)
         return 2
     cpu = jax.devices("cpu")[0]
+    if args.gpu_report:
+        return gpu_report(gpu, cpu, args)
     iree = None
     if not args.no_iree:
         try:

@@ -1,6 +1,8 @@
-//! The raw-wgpu floor as a C symbol (`wgpu_pjrt_raw_wgpu_floor_ms`), so a framework can put
-//! the plugin's per-call cost next to what wgpu itself costs on the same device
-//! (`jax_plugins.wgpu.raw_wgpu_floor_ms`, `examples/bench_jax.py`'s `/floor` column).
+//! The raw-wgpu floor and the device's copy bandwidth as C symbols
+//! (`wgpu_pjrt_raw_wgpu_floor_ms`, `wgpu_pjrt_copy_bandwidth_gbs`), so a framework can put the
+//! plugin's per-call cost next to what wgpu itself costs on the same device, and a kernel's
+//! bandwidth next to the device's own copy (`jax_plugins.wgpu.raw_wgpu_floor_ms`,
+//! `copy_bandwidth_gbs`, `examples/bench_jax.py`).
 
 use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -77,6 +79,46 @@ pub unsafe extern "C" fn wgpu_pjrt_raw_wgpu_floor_ms(
         Ok(Err(e)) => e.to_string(),
         Err(p) => format!(
             "the floor measurement panicked: {}",
+            wgpu_hlo::error::panic_message(p.as_ref())
+        ),
+    };
+    // SAFETY: per the contract above.
+    unsafe { write_message(error, error_len, &msg) };
+    1
+}
+
+/// The device's `copy_buffer_to_buffer` bandwidth on the plugin's own device (as
+/// [`wgpu_pjrt_raw_wgpu_floor_ms`] chooses it): `runs` copies of `bytes` between two device
+/// buffers, in GB/s of bytes read plus written, stored in `*out_gbs`. Returns 0 on success;
+/// otherwise nonzero with a message in `error`. Never unwinds.
+///
+/// # Safety
+/// `out_gbs` is null or valid for one `double` write; `error` is null or valid for
+/// `error_len` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn wgpu_pjrt_copy_bandwidth_gbs(
+    bytes: u64,
+    runs: u32,
+    out_gbs: *mut f64,
+    error: *mut c_char,
+    error_len: usize,
+) -> i32 {
+    let measured = catch_unwind(AssertUnwindSafe(|| {
+        device()?.copy_bandwidth_gbs(bytes, runs.max(1) as usize)
+    }));
+    let msg = match measured {
+        Ok(Ok(v)) => {
+            if out_gbs.is_null() {
+                "out_gbs is null".to_string()
+            } else {
+                // SAFETY: the caller's pointer, valid for one write.
+                unsafe { *out_gbs = v };
+                return 0;
+            }
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(p) => format!(
+            "the bandwidth measurement panicked: {}",
             wgpu_hlo::error::panic_message(p.as_ref())
         ),
     };

@@ -879,6 +879,46 @@ impl Device {
         Ok(times[times.len() / 2])
     }
 
+    /// The device's own copy bandwidth: `copy_buffer_to_buffer` of `bytes` (rounded down to
+    /// a multiple of 4, at most the adapter's largest buffer and 1 GiB) between two device
+    /// buffers, `runs` copies (at least 1) in one submission after one warm-up submission, in
+    /// GB/s of bytes read plus bytes written (so it compares with a kernel's bytes in plus
+    /// bytes out). The ceiling a memory-bound kernel is measured against.
+    pub fn copy_bandwidth_gbs(&self, bytes: u64, runs: usize) -> Result<f64> {
+        self.check_usable()?;
+        let bytes = bytes.min(self.limits.max_buffer_size).min(1 << 30).max(4) & !3;
+        let runs = runs.clamp(1, 1000);
+        let what = "the copy bandwidth measurement";
+        let (a, b) = self.scoped(what, || {
+            let buffer = || {
+                self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("copy bandwidth"),
+                    size: bytes,
+                    usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            };
+            Ok((buffer(), buffer()))
+        })?;
+        let mut elapsed = 0.0;
+        for (i, n) in [1, runs].into_iter().enumerate() {
+            let start = std::time::Instant::now();
+            let mut enc = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            for k in 0..n {
+                let (src, dst) = if k % 2 == 0 { (&a, &b) } else { (&b, &a) };
+                enc.copy_buffer_to_buffer(src, 0, dst, 0, bytes);
+            }
+            self.submit(vec![enc.finish()], what).wait()?;
+            if i == 1 {
+                elapsed = start.elapsed().as_secs_f64();
+            }
+        }
+        self.check_health()?;
+        Ok(2.0 * bytes as f64 * runs as f64 / elapsed.max(1e-9) / 1e9)
+    }
+
     /// The compute pipeline for a WGSL module, created once per distinct source text.
     pub(crate) fn pipeline(&self, wgsl: &str, label: &str) -> Result<Arc<wgpu::ComputePipeline>> {
         // Keyed by the code without its header comment (which names the kernel), so the same

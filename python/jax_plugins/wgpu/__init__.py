@@ -115,13 +115,8 @@ def _enable_compilation_cache() -> None:
     cc.is_cache_used = is_cache_used
 
 
-def raw_wgpu_floor_ms(runs: int = 200) -> float:
-    """The raw-wgpu floor, in milliseconds: the median over `runs` of one empty compute
-    dispatch plus a 4-byte buffer map round trip through wgpu alone, on the plugin's own
-    device (the `wgpu` backend is created first if it is not yet). What a jitted call costs
-    beyond this is the plugin's and JAX's per-call overhead.
-
-    Raises RuntimeError with the plugin's message when the measurement fails."""
+def _loaded_library():
+    """The plugin library JAX loaded (the `wgpu` backend is created first if it is not yet)."""
     import ctypes
 
     import jax
@@ -133,8 +128,44 @@ def raw_wgpu_floor_ms(runs: int = 200) -> float:
         path = next(p for n, _, p in entries if n.strip() == PLATFORM)
     else:
         path = str(library_path())
-    lib = ctypes.CDLL(path)  # the library JAX loaded: dlopen hands back the same one
-    fn = lib.wgpu_pjrt_raw_wgpu_floor_ms
+    return ctypes.CDLL(path)  # the library JAX loaded: dlopen hands back the same one
+
+
+def copy_bandwidth_gbs(nbytes: int = 1 << 28, runs: int = 10) -> float:
+    """The device's own copy bandwidth, in GB/s of bytes read plus bytes written: `runs`
+    `copy_buffer_to_buffer` of `nbytes` between two device buffers in one submission, on the
+    plugin's own device. A memory-bound kernel's GB/s (bytes in plus bytes out over its time)
+    is measured against it.
+
+    Raises RuntimeError with the plugin's message when the measurement fails."""
+    import ctypes
+
+    fn = _loaded_library().wgpu_pjrt_copy_bandwidth_gbs
+    fn.argtypes = [
+        ctypes.c_uint64,
+        ctypes.c_uint32,
+        ctypes.POINTER(ctypes.c_double),
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
+    fn.restype = ctypes.c_int32
+    out = ctypes.c_double(0.0)
+    err = ctypes.create_string_buffer(1024)
+    if fn(max(4, int(nbytes)), max(1, int(runs)), ctypes.byref(out), err, len(err)) != 0:
+        raise RuntimeError(f"copy bandwidth: {err.value.decode(errors='replace')}")
+    return float(out.value)
+
+
+def raw_wgpu_floor_ms(runs: int = 200) -> float:
+    """The raw-wgpu floor, in milliseconds: the median over `runs` of one empty compute
+    dispatch plus a 4-byte buffer map round trip through wgpu alone, on the plugin's own
+    device (the `wgpu` backend is created first if it is not yet). What a jitted call costs
+    beyond this is the plugin's and JAX's per-call overhead.
+
+    Raises RuntimeError with the plugin's message when the measurement fails."""
+    import ctypes
+
+    fn = _loaded_library().wgpu_pjrt_raw_wgpu_floor_ms
     fn.argtypes = [ctypes.c_uint32, ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_size_t]
     fn.restype = ctypes.c_int32
     out = ctypes.c_double(0.0)
