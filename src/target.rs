@@ -14,6 +14,10 @@ pub struct Capabilities {
     pub f16: bool,
     /// `SUBGROUP` operations.
     pub subgroup: bool,
+    /// The subgroup size when the adapter has exactly one (its minimum and maximum agree:
+    /// llvmpipe's 8 lanes of 256-bit AVX), else 0. Kernels that share values across a
+    /// subgroup with constant lane indices need it.
+    pub subgroup_size: u32,
 }
 
 /// What the emitters need to know about the target.

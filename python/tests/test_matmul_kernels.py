@@ -64,3 +64,32 @@ def test_more_than_2_pow_32_multiply_adds(gpu):
     got = run(gpu, lambda x, y: x @ y, a, b)
     rows = np.arange(0, m, 97)
     check(got[rows], a[rows].astype(np.float64) @ b.astype(np.float64), k)
+
+
+@pytest.mark.parametrize("kernel", ["default", "vec", "subgroup"])
+@pytest.mark.parametrize("m,k,n", [(8, 4, 4), (36, 20, 44), (132, 64, 100), (260, 128, 516)])
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_vec4_layouts_each_kernel(gpu, monkeypatch, kernel, m, k, n, layout):
+    """Sizes that are multiples of 4 but not of any tile, so every vec4 read mode (along k or
+    along the free dimension, each operand) runs, in the register-blocked kernel (`vec`) and in
+    the shared-rows subgroup kernel (the default on CPU adapters with one subgroup size)."""
+    if kernel != "default":
+        monkeypatch.setenv("WGPU_HLO_DOT", kernel)
+    a = data((m, k) if layout[0] == "n" else (k, m), 11)
+    b = data((k, n) if layout[1] == "n" else (n, k), 12)
+    ca = 1 if layout[0] == "n" else 0
+    cb = 0 if layout[1] == "n" else 1
+    f = lambda x, y: lax.dot_general(x, y, (((ca,), (cb,)), ((), ())))
+    an = a if layout[0] == "n" else a.T
+    bn = b if layout[1] == "n" else b.T
+    check(run(gpu, f, a, b), an.astype(np.float64) @ bn.astype(np.float64), k)
+
+
+@pytest.mark.parametrize("kernel", ["default", "subgroup"])
+def test_batched_subgroup(gpu, monkeypatch, kernel):
+    if kernel != "default":
+        monkeypatch.setenv("WGPU_HLO_DOT", kernel)
+    for bsz, m, k, n in [(64, 128, 128, 128), (5, 36, 12, 20), (3, 7, 33, 9)]:
+        a, b = data((bsz, m, k), 13), data((bsz, k, n), 14)
+        want = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
+        check(run(gpu, lambda x, y: x @ y, a, b), want, k)

@@ -208,19 +208,20 @@ fn contraction_space(f: &Function, op: &Operation) -> Option<ContractionSpace> {
 
 const TILE: u64 = 64;
 
-/// `WGPU_HLO_DOT=tiled|vec|direct|naive` overrides the choice of f32 dot kernel (for comparisons).
+/// `WGPU_HLO_DOT=tiled|vec|direct|naive|subgroup` overrides the choice of f32 dot kernel (for comparisons).
 fn dot_mode() -> Option<&'static str> {
     match std::env::var("WGPU_HLO_DOT").ok()?.as_str() {
         "tiled" => Some("tiled"),
         "direct" => Some("direct"),
         "vec" => Some("vec"),
         "naive" => Some("naive"),
+        "subgroup" => Some("subgroup"),
         _ => None,
     }
 }
 
 /// One operand's dimension groups: (size, stride) per dimension, outermost first.
-struct Layout {
+pub(super) struct Layout {
     batch: Vec<(u64, u64)>,
     free: Vec<(u64, u64)>,
     contract: Vec<(u64, u64)>,
@@ -284,7 +285,7 @@ fn offset_fn(
 
 /// WGSL `lhs_off(b, m, k)` and `rhs_off(b, n, k)`: each operand's element offset, which
 /// every dot kernel reads its operands through.
-fn operand_offsets(l: &Layout, r: &Layout) -> String {
+pub(super) fn operand_offsets(l: &Layout, r: &Layout) -> String {
     let mut s = offset_fn("lhs_off", "b", "m", "k", &l.batch, &l.free, &l.contract);
     s.push_str(&offset_fn(
         "rhs_off",
@@ -365,7 +366,24 @@ fn tiled(
     let (gx, gy) = (n.div_ceil(TILE), m.div_ceil(TILE));
     let tiles_fit = gx <= max && gy <= max && batch <= max && k >= 8 && m * n >= 1024;
     let dims = (batch, m, n, k);
-    match dot_mode() {
+    // CPU adapters with subgroups: the shared-rows kernel (`dot_subgroup`).
+    let mode = dot_mode();
+    if mode == Some("subgroup") || (mode.is_none() && target.cpu_adapter) {
+        let reads = read_modes((&l, &lt), (&r, &rt), k);
+        let shared = super::dot_subgroup::shared_rows(
+            name,
+            op,
+            (&lt, &rt, &ot),
+            (&l, &r),
+            reads,
+            dims,
+            target,
+        )?;
+        if let Some(kernel) = shared {
+            return Ok(Some(kernel));
+        }
+    }
+    match mode {
         Some("direct") => {
             return direct(name, op, &lt, &rt, &ot, &l, &r, dims, target).map(Some);
         }
@@ -603,7 +621,7 @@ fn finish(
 /// How the vector dot reads one operand: four elements along its contracting dimension or
 /// along its free dimension per `vec4` load, or one element per load.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Read {
+pub(super) enum Read {
     AlongK,
     AlongFree,
     Scalar,
@@ -642,6 +660,26 @@ fn read_mode(g: &Layout, k: u64) -> Read {
     }
 }
 
+/// How the register-blocked kernels read the two operands.
+fn read_modes(
+    (l, lt): (&Layout, &TensorType),
+    (r, rt): (&Layout, &TensorType),
+    k: u64,
+) -> (Read, Read) {
+    // `WGPU_HLO_DOT_VEC=0`: scalar loads only (for comparisons).
+    let scalar_only = std::env::var("WGPU_HLO_DOT_VEC").is_ok_and(|v| v == "0");
+    // A `vec4` binding must be at least 16 bytes: an operand of fewer than 4 elements (k = 0
+    // gives empty ones, bound as a 4-byte buffer) is read a scalar at a time.
+    let mode = |g: &Layout, t: &TensorType| {
+        if scalar_only || t.num_elements() < 4 {
+            Read::Scalar
+        } else {
+            read_mode(g, k)
+        }
+    };
+    (mode(l, lt), mode(r, rt))
+}
+
 /// The dot for CPU adapters (and for GPU shapes the tiled kernel does not take): each thread
 /// keeps an R x C block of results in `vec4` registers (four columns each) and reads its
 /// operands straight from memory, four elements per load where the layout allows, so that
@@ -657,18 +695,7 @@ fn vector(
     (batch, m, n, k): (u64, u64, u64, u64),
     target: Target,
 ) -> Result<Kernel> {
-    // `WGPU_HLO_DOT_VEC=0`: scalar loads only (for comparisons).
-    let scalar_only = std::env::var("WGPU_HLO_DOT_VEC").is_ok_and(|v| v == "0");
-    // A `vec4` binding must be at least 16 bytes: an operand of fewer than 4 elements (k = 0
-    // gives empty ones, bound as a 4-byte buffer) is read a scalar at a time.
-    let mode = |g: &Layout, t: &TensorType| {
-        if scalar_only || t.num_elements() < 4 {
-            Read::Scalar
-        } else {
-            read_mode(g, k)
-        }
-    };
-    let (ra, rb) = (mode(l, lt), mode(r, rt));
+    let (ra, rb) = read_modes((l, lt), (r, rt), k);
     let (rows, cols) = block_shape(batch, m, n);
     // Columns in whole vec4s; rows in whole vec4s when the left operand is read along m.
     let cols = cols.next_multiple_of(4);

@@ -2,6 +2,7 @@
 
 pub mod conv_kernel;
 pub mod dot_kernel;
+mod dot_subgroup;
 pub mod dtype;
 pub mod elementwise;
 pub mod expr;

@@ -44,7 +44,7 @@ pub fn adapter_key(device: &Device) -> String {
     let t = super::target(device);
     let c = t.caps;
     format!(
-        "{}|{:04x}:{:04x}|{}|{}|{}|{}|f64={} i64={} f16={} subgroup={}|wg={} sb={} bind={} cpu={}",
+        "{}|{:04x}:{:04x}|{}|{}|{}|{}|f64={} i64={} f16={} subgroup={}/{}|wg={} sb={} bind={} cpu={}",
         i.backend,
         i.vendor,
         i.device,
@@ -56,6 +56,7 @@ pub fn adapter_key(device: &Device) -> String {
         c.i64,
         c.f16,
         c.subgroup,
+        c.subgroup_size,
         t.max_workgroups,
         t.max_storage_buffers,
         t.max_binding_size,

@@ -444,6 +444,11 @@ impl Device {
             i64: features.contains(wgpu::Features::SHADER_INT64),
             f16: features.contains(wgpu::Features::SHADER_F16),
             subgroup: features.contains(wgpu::Features::SUBGROUP),
+            subgroup_size: if adapter_info.subgroup_min_size == adapter_info.subgroup_max_size {
+                adapter_info.subgroup_min_size
+            } else {
+                0
+            },
         };
         let disk_cache = match dir {
             Some(dir) if features.contains(wgpu::Features::PIPELINE_CACHE) => {

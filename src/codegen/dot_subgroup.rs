@@ -1,0 +1,276 @@
+//! The `dot_general` for CPU adapters with subgroups of one known size (llvmpipe: 8 lanes of
+//! 256-bit AVX): **shared rows**. A workgroup is one subgroup of `S` lanes. It computes a tile
+//! of `MT` rows and `S x 4C` columns of one batch: each lane owns `4C` columns (`C` vec4
+//! accumulators per row) and all `MT` rows. Per step of k a lane loads `MT / S` values of the
+//! left operand (lane `j` loads rows `j`, `S + j`, ...) and the subgroup shares them with
+//! `subgroupBroadcast`, which llvmpipe compiles to a vector lane move; the right operand's
+//! values are the lane's own columns. So a step of k costs `MT / S + C` loads per lane for
+//! `MT x 4C` multiply-adds, where the plain register-blocked kernel ([`super::dot_kernel`]'s
+//! vector kernel) pays `R + C` loads for `R x 4C`.
+//!
+//! Why loads: Mesa 22's llvmpipe runs each storage load as a loop over the SIMD lanes, one
+//! scalar load per lane and vector component, with a bounds check each; arithmetic runs 8
+//! lanes wide. Measured on lavapipe (2 cores), 1024³ f32: the vector kernel's 16x16 block
+//! 478 ms (4.5 GFLOP/s); shared rows 128 x 8 columns per lane 124 ms (17 GFLOP/s), 128 x 16
+//! 99 ms but 2.5x the compile time. Only chosen on CPU adapters: a GPU's subgroups are 32-64
+//! lanes and its loads are not lane loops (the tiled kernel serves there).
+//! `WGPU_HLO_DOT=subgroup` forces it where it applies, `WGPU_HLO_DOT=vec` turns it off.
+
+use super::dot_kernel::{operand_offsets, Layout, Read};
+use super::expr::Binding;
+use super::kernel::Kernel;
+use super::loop_kernel::Target;
+use crate::error::Result;
+use crate::ir::{Operation, TensorType};
+
+const COMP: [&str; 4] = ["x", "y", "z", "w"];
+
+/// Rows per subgroup tile and vec4 columns per lane for a `batch x m x n` result: the
+/// largest of (128, 2), (64, 2), (32, 2), (32, 1), (16, 1), (8, 1) (rows a multiple of `S`,
+/// and of `4S` when the left operand is read along m) that still gives every core two
+/// workgroups, else the smallest.
+fn tile(batch: u64, m: u64, n: u64, s: u64, rows_unit: u64) -> (u64, u64) {
+    let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
+    let shapes = [(128, 2), (64, 2), (32, 2), (32, 1), (16, 1), (8, 1)];
+    let fits = |&&(mt, cv): &&(u64, u64)| mt % rows_unit == 0 && mt >= rows_unit && cv >= 1;
+    let usable: Vec<&(u64, u64)> = shapes.iter().filter(fits).collect();
+    for &&(mt, cv) in &usable {
+        // No taller than the rows (rounded up to the unit).
+        if mt > m.next_multiple_of(rows_unit) && mt > rows_unit {
+            continue;
+        }
+        let wgs = batch * m.div_ceil(mt) * n.div_ceil(s * 4 * cv);
+        if wgs >= 2 * cores {
+            return (mt, cv);
+        }
+    }
+    usable
+        .last()
+        .map_or((rows_unit, 1), |&&(mt, cv)| (mt.max(rows_unit), cv))
+}
+
+/// The shared-rows kernel, or `None` when it does not apply: no subgroups or no single
+/// subgroup size, or operand layouts it does not read (the left operand must be readable
+/// along k or m in vec4s or as scalars, the right along n or k in vec4s or as scalars: all
+/// layouts are, so only sizes decide).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn shared_rows(
+    name: &str,
+    op: &Operation,
+    (lt, rt, ot): (&TensorType, &TensorType, &TensorType),
+    (l, r): (&Layout, &Layout),
+    (ra, rb): (Read, Read),
+    (batch, m, n, k): (u64, u64, u64, u64),
+    target: Target,
+) -> Result<Option<Kernel>> {
+    let s = target.caps.subgroup_size as u64;
+    if !target.caps.subgroup || !matches!(s, 4 | 8 | 16 | 32) || k == 0 {
+        return Ok(None);
+    }
+    let rows_unit = if ra == Read::AlongFree { 4 * s } else { s };
+    let (mt, cv) = tile(batch, m, n, s, rows_unit);
+    let cols_lane = 4 * cv;
+    let cols_tile = s * cols_lane;
+    let kstep = if ra == Read::AlongK || rb == Read::AlongK {
+        4
+    } else {
+        1
+    };
+    let (mtiles, ntiles) = (m.div_ceil(mt), n.div_ceil(cols_tile));
+    let groups = batch * mtiles * ntiles;
+    let workgroups = super::kernel::grid(groups, target.max_workgroups)?;
+    let mut body = operand_offsets(l, r);
+    body.push_str(&format!(
+        "@compute @workgroup_size({s})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
+         @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_invocation_id) sl: u32) {{\n\
+         \x20   let g = wid.y * nwg.x + wid.x;\n\
+         \x20   if (g >= {groups}u) {{ return; }}\n\
+         \x20   let b = g / {};\n\
+         \x20   let m0 = ((g / {ntiles}u) % {mtiles}u) * {mt}u;\n\
+         \x20   let n0 = (g % {ntiles}u) * {cols_tile}u + sl * {cols_lane}u;\n",
+        format_args!("{}u", mtiles * ntiles)
+    ));
+    // The rows this lane loads for the subgroup (clamped: rows past m are computed and
+    // dropped), and its own columns.
+    let lane_loads = if ra == Read::AlongFree {
+        mt / (4 * s)
+    } else {
+        mt / s
+    };
+    for g in 0..lane_loads {
+        let row = if ra == Read::AlongFree {
+            format!("m0 + {}u + sl * 4u", 4 * s * g)
+        } else {
+            format!("m0 + {}u + sl", s * g)
+        };
+        let last = if ra == Read::AlongFree { m - 4 } else { m - 1 };
+        body.push_str(&format!("    let mr{g} = min({row}, {last}u);\n"));
+    }
+    match rb {
+        Read::AlongFree => {
+            for c in 0..cv {
+                body.push_str(&format!(
+                    "    let nq{c} = min(n0 + {}u, {}u);\n",
+                    4 * c,
+                    n - 4
+                ));
+            }
+        }
+        _ => {
+            for j in 0..cols_lane {
+                body.push_str(&format!("    let nj{j} = min(n0 + {j}u, {}u);\n", n - 1));
+            }
+        }
+    }
+    for i in 0..mt {
+        for c in 0..cv {
+            body.push_str(&format!("    var acc{i}_{c} = vec4<f32>();\n"));
+        }
+    }
+    body.push_str(&format!(
+        "    for (var k = 0u; k < {k}u; k = k + {kstep}u) {{\n"
+    ));
+    if ra == Read::AlongK {
+        for g in 0..lane_loads {
+            body.push_str(&format!(
+                "        let av{g} = in0[lhs_off(b, mr{g}, k) >> 2u];\n"
+            ));
+        }
+    }
+    if rb == Read::AlongK {
+        for j in 0..cols_lane {
+            body.push_str(&format!(
+                "        let wk{j} = in1[rhs_off(b, nj{j}, k) >> 2u];\n"
+            ));
+        }
+    }
+    for kk in 0..kstep {
+        let kx = if kk == 0 {
+            "k".to_string()
+        } else {
+            format!("k + {kk}u")
+        };
+        // This lane's share of the left operand at this step, and each row's value as the
+        // subgroup sees it: (source, lane).
+        let row_src: Vec<(String, u64)> = match ra {
+            Read::AlongK => (0..mt)
+                .map(|i| (format!("av{}.{}", i / s, COMP[kk as usize]), i % s))
+                .collect(),
+            Read::AlongFree => {
+                for g in 0..lane_loads {
+                    body.push_str(&format!(
+                        "        let am{kk}_{g} = in0[lhs_off(b, mr{g}, {kx}) >> 2u];\n"
+                    ));
+                }
+                (0..mt)
+                    .map(|i| {
+                        let g = i / (4 * s);
+                        let within = i % (4 * s);
+                        (
+                            format!("am{kk}_{g}.{}", COMP[(within % 4) as usize]),
+                            within / 4,
+                        )
+                    })
+                    .collect()
+            }
+            Read::Scalar => {
+                for g in 0..lane_loads {
+                    body.push_str(&format!(
+                        "        let sa{kk}_{g} = in0[lhs_off(b, mr{g}, {kx})];\n"
+                    ));
+                }
+                (0..mt)
+                    .map(|i| (format!("sa{kk}_{}", i / s), i % s))
+                    .collect()
+            }
+        };
+        for c in 0..cv {
+            let w = match rb {
+                Read::AlongFree => format!("in1[rhs_off(b, nq{c}, {kx}) >> 2u]"),
+                Read::AlongK => format!(
+                    "vec4<f32>(wk{}.{x}, wk{}.{x}, wk{}.{x}, wk{}.{x})",
+                    4 * c,
+                    4 * c + 1,
+                    4 * c + 2,
+                    4 * c + 3,
+                    x = COMP[kk as usize]
+                ),
+                Read::Scalar => format!(
+                    "vec4<f32>(in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], \
+                     in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})])",
+                    4 * c,
+                    4 * c + 1,
+                    4 * c + 2,
+                    4 * c + 3
+                ),
+            };
+            body.push_str(&format!("        let w{kk}_{c} = {w};\n"));
+        }
+        for (i, (src, lane)) in row_src.iter().enumerate() {
+            body.push_str(&format!(
+                "        let x{kk}_{i} = subgroupBroadcast({src}, {lane}u);\n"
+            ));
+            for c in 0..cv {
+                body.push_str(&format!(
+                    "        acc{i}_{c} = acc{i}_{c} + x{kk}_{i} * w{kk}_{c};\n"
+                ));
+            }
+        }
+    }
+    body.push_str("    }\n");
+    for i in 0..mt {
+        for j in 0..cols_lane {
+            body.push_str(&format!(
+                "    if (m0 + {i}u < {m}u && n0 + {j}u < {n}u) {{ out0[(b * {m}u + m0 + {i}u) * {n}u + n0 + {j}u] = acc{i}_{}.{}; }}\n",
+                j / 4,
+                COMP[(j % 4) as usize]
+            ));
+        }
+    }
+    body.push_str("}\n");
+    let comment = format!(
+        "kernel {name}: shared-rows dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; subgroups of {s} share {mt} rows, {cols_lane} columns per lane, reads {ra:?} x {rb:?})\nfuses: stablehlo.dot_general"
+    );
+    let elem = |mode: Read| {
+        if mode == Read::Scalar {
+            "f32"
+        } else {
+            "vec4<f32>"
+        }
+    };
+    let mut wgsl = String::new();
+    for line in comment.lines() {
+        wgsl.push_str(&format!("// {line}\n"));
+    }
+    wgsl.push_str(&format!(
+        "@group(0) @binding(0) var<storage, read> in0: array<{}>;\n\
+         @group(0) @binding(1) var<storage, read> in1: array<{}>;\n\
+         @group(0) @binding(2) var<storage, read_write> out0: array<f32>;\n\n",
+        elem(ra),
+        elem(rb)
+    ));
+    wgsl.push_str(&body);
+    super::kernel::validate(name, &wgsl, target.caps)?;
+    let inputs = vec![
+        Binding {
+            value: op.operands[0],
+            ty: lt.clone(),
+        },
+        Binding {
+            value: op.operands[1],
+            ty: rt.clone(),
+        },
+    ];
+    let outputs = vec![Binding {
+        value: op.results[0],
+        ty: ot.clone(),
+    }];
+    Ok(Some(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs,
+        outputs,
+        workgroups,
+        iterations: k.div_ceil(kstep),
+    }))
+}
