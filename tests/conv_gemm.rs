@@ -10,12 +10,12 @@ use common::conv::Conv;
 
 /// Runs `c` under `max_loop` and checks that the implicit-GEMM kernel computed it (the
 /// workgroup-tiled one when `tiled`).
-fn gemm(c: &Conv, max_loop: Option<u64>, tiled: bool) {
+fn gemm(c: &Conv, max_loop: Option<u64>, inner: &str) {
     let wgsl = c.check_kernels(max_loop);
-    let marker = if tiled {
-        "64x64 workgroup tiles"
-    } else {
-        "per invocation"
+    let marker = match inner {
+        "tiled" => "64x64 workgroup tiles",
+        "shared" => "share",
+        _ => "per invocation",
     };
     assert!(
         wgsl.iter()
@@ -78,8 +78,8 @@ fn cases() -> Vec<Conv> {
     out
 }
 
-/// Every case with scalar and `vec4` inner loops, with a forced large block, and with the
-/// workgroup-tiled kernel of GPUs (one test: the choices are environment variables read at
+/// Every case with scalar and `vec4` inner loops, with a forced large block, with the
+/// workgroup-tiled kernel of GPUs and with the shared-rows subgroup kernel of CPU adapters (one test: the choices are environment variables read at
 /// compile time).
 #[test]
 fn implicit_gemm_convolutions() {
@@ -88,6 +88,7 @@ fn implicit_gemm_convolutions() {
         ("vec4", None),
         ("scalar", Some("32x32")),
         ("tiled", None),
+        ("shared", None),
     ];
     for (inner, block) in modes {
         std::env::set_var("WGPU_HLO_CONV_INNER", inner);
@@ -100,11 +101,11 @@ fn implicit_gemm_convolutions() {
             if block.is_some() && i % 3 != 0 {
                 continue;
             }
-            gemm(c, None, tiled);
+            gemm(c, None, inner);
             // Split over window chunks (the input gradient, the filter gradient's window, a
             // 5x5 depthwise one); the tiled kernel needs a bound of at least one K step.
             if i == 4 || i == 5 || i == 7 {
-                gemm(c, Some(if tiled { 64 } else { 16 }), tiled);
+                gemm(c, Some(if tiled { 64 } else { 16 }), inner);
             }
         }
     }
