@@ -405,7 +405,7 @@ impl Gemm {
             .into_iter()
             .filter(usable)
             .find(|&b| count(b) >= 2 * cores)
-            .or_else(|| shapes.into_iter().filter(usable).last())?;
+            .or_else(|| shapes.into_iter().rfind(usable))?;
         let inner = if self.k_out_stride == 1 && self.n % 4 == 0 {
             Inner::Column
         } else {

@@ -891,7 +891,7 @@ impl Device {
     /// bytes out). The ceiling a memory-bound kernel is measured against.
     pub fn copy_bandwidth_gbs(&self, bytes: u64, runs: usize) -> Result<f64> {
         self.check_usable()?;
-        let bytes = bytes.min(self.limits.max_buffer_size).min(1 << 30).max(4) & !3;
+        let bytes = bytes.min(self.limits.max_buffer_size).clamp(4, 1 << 30) & !3;
         let runs = runs.clamp(1, 1000);
         let what = "the copy bandwidth measurement";
         let (a, b) = self.scoped(what, || {
