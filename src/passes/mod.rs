@@ -4,6 +4,7 @@
 pub mod canonicalize;
 pub mod checks;
 pub mod dce;
+pub mod dot_transpose;
 pub mod inline;
 pub mod rewrite;
 pub mod static_shapes;
@@ -13,7 +14,8 @@ use crate::error::Result;
 use crate::ir::{verify, Function, Module};
 
 /// Verifies `module`, inlines everything into `entry`, turns tokens into empty tensors, makes
-/// known dynamic shapes static, canonicalizes and removes dead code,
+/// known dynamic shapes static, canonicalizes, folds transposes of dot results into the dots
+/// (`dot_transpose`) and removes dead code,
 /// then verifies the result again.
 pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     verify::verify_module(module)?;
@@ -21,6 +23,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     tokens::lower_tokens(&mut f);
     static_shapes::make_static(&mut f);
     canonicalize::canonicalize(&mut f);
+    dot_transpose::transpose_into_dot(&mut f);
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
     }
