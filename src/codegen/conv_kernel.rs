@@ -386,6 +386,11 @@ impl Gemm {
         if !(forced || target.cpu_adapter) || !target.caps.subgroup || !matches!(s, 4 | 8 | 16) {
             return None;
         }
+        // Small convolutions keep the register-blocked kernel, cheaper to compile.
+        let work = self.groups * self.m * self.n * self.cg * self.windows;
+        if !forced && work < super::dot_subgroup::MIN_WORK {
+            return None;
+        }
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
         // Largest first; no wider than the columns (lanes past them compute clamped copies).
         let shapes = [

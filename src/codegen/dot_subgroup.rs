@@ -25,6 +25,10 @@ use crate::ir::{Operation, TensorType};
 
 const COMP: [&str; 4] = ["x", "y", "z", "w"];
 
+/// Multiply-adds below which the shared-rows kernels are not chosen by default (their compile
+/// time would not pay off): 2^22, a 128 x 256 x 128 product.
+pub(super) const MIN_WORK: u64 = 1 << 22;
+
 /// Rows per subgroup tile and vec4 columns per lane for a `batch x m x n` result: the
 /// largest of (128, 2) (large products only), (64, 2), (32, 2), (32, 1), (16, 1), (8, 1) (rows a multiple of `S`,
 /// and of `4S` when the left operand is read along m) that still gives every core two
@@ -72,6 +76,13 @@ pub(super) fn shared_rows(
 ) -> Result<Option<Kernel>> {
     let s = target.caps.subgroup_size as u64;
     if !target.caps.subgroup || !matches!(s, 4 | 8 | 16 | 32) || k == 0 {
+        return Ok(None);
+    }
+    // Its unrolled tiles cost the driver more to compile than the register-blocked kernel's
+    // (llvmpipe: ~0.2 s against ~0.05 s): only for products big enough to pay that back,
+    // unless forced.
+    let forced = std::env::var("WGPU_HLO_DOT").is_ok_and(|v| v == "subgroup");
+    if !forced && batch * m * n * k < MIN_WORK {
         return Ok(None);
     }
     let rows_unit = if ra == Read::AlongFree { 4 * s } else { s };
