@@ -141,7 +141,6 @@ fn rewrite_region(f: &Function, region: &mut Region, uses: &HashMap<ValueId, usi
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::frontend::text::parse_module;
     use crate::passes::prepare;
 
