@@ -208,6 +208,9 @@ fn contraction_space(f: &Function, op: &Operation) -> Option<ContractionSpace> {
 
 const TILE: u64 = 64;
 
+/// WGSL vector component names.
+pub(super) const COMP: [&str; 4] = ["x", "y", "z", "w"];
+
 /// `WGPU_HLO_DOT=tiled|vec|direct|naive|subgroup` overrides the choice of f32 dot kernel (for comparisons).
 fn dot_mode() -> Option<&'static str> {
     match std::env::var("WGPU_HLO_DOT").ok()?.as_str() {
@@ -778,7 +781,6 @@ fn vector(
             ));
         }
     }
-    const COMP: [&str; 4] = ["x", "y", "z", "w"];
     for kk in 0..kstep {
         let kx = if kk == 0 {
             "k".to_string()
@@ -810,24 +812,7 @@ fn vector(
             }
         };
         for q in 0..cols / 4 {
-            let w = match rb {
-                Read::AlongFree => format!("in1[rhs_off(b, nq{q}, {kx}) >> 2u]"),
-                Read::AlongK => format!(
-                    "vec4<f32>(wk{}.{c}, wk{}.{c}, wk{}.{c}, wk{}.{c})",
-                    4 * q,
-                    4 * q + 1,
-                    4 * q + 2,
-                    4 * q + 3,
-                    c = COMP[kk as usize]
-                ),
-                Read::Scalar => format!(
-                    "vec4<f32>(in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})])",
-                    4 * q,
-                    4 * q + 1,
-                    4 * q + 2,
-                    4 * q + 3
-                ),
-            };
+            let w = rhs_columns(rb, q, kk, &kx);
             body.push_str(&format!("        let w{kk}_{q} = {w};\n"));
             for (i, ai) in a.iter().enumerate() {
                 body.push_str(&format!(
@@ -837,19 +822,76 @@ fn vector(
         }
     }
     body.push_str("    }\n");
+    body.push_str(&store_block(rows, cols, m, n));
+    body.push_str("}\n");
+    let comment = format!(
+        "kernel {name}: vector dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; {rows}x{cols} per thread, reads {ra:?} x {rb:?}, no workgroup memory)\nfuses: stablehlo.dot_general"
+    );
+    register_kernel(
+        name,
+        &comment,
+        op,
+        (lt, rt, ot),
+        (ra, rb),
+        &body,
+        (workgroups, k.div_ceil(kstep)),
+        target,
+    )
+}
+
+/// The `vec4` of the right operand's four columns `4q..4q+4` (of the thread's or lane's block)
+/// at step `kk` of k (WGSL `kx`), as a register-blocked kernel reads it in mode `rb`:
+/// `nq{q}` (along n), `wk{j}` loaded along k, or `nj{j}` scalars.
+pub(super) fn rhs_columns(rb: Read, q: u64, kk: u64, kx: &str) -> String {
+    match rb {
+        Read::AlongFree => format!("in1[rhs_off(b, nq{q}, {kx}) >> 2u]"),
+        Read::AlongK => format!(
+            "vec4<f32>(wk{}.{c}, wk{}.{c}, wk{}.{c}, wk{}.{c})",
+            4 * q,
+            4 * q + 1,
+            4 * q + 2,
+            4 * q + 3,
+            c = COMP[kk as usize]
+        ),
+        Read::Scalar => format!(
+            "vec4<f32>(in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})])",
+            4 * q,
+            4 * q + 1,
+            4 * q + 2,
+            4 * q + 3
+        ),
+    }
+}
+
+/// The guarded stores of a `rows x cols` block of `vec4` accumulators `acc{i}_{j / 4}` at
+/// rows `m0 + i`, columns `n0 + j` of batch `b` of an `m x n` result.
+pub(super) fn store_block(rows: u64, cols: u64, m: u64, n: u64) -> String {
+    let mut s = String::new();
     for i in 0..rows {
         for j in 0..cols {
-            body.push_str(&format!(
+            s.push_str(&format!(
                 "    if (m0 + {i}u < {m}u && n0 + {j}u < {n}u) {{ out0[(b * {m}u + m0 + {i}u) * {n}u + n0 + {j}u] = acc{i}_{}.{}; }}\n",
                 j / 4,
                 COMP[(j % 4) as usize]
             ));
         }
     }
-    body.push_str("}\n");
-    let comment = format!(
-        "kernel {name}: vector dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; {rows}x{cols} per thread, reads {ra:?} x {rb:?}, no workgroup memory)\nfuses: stablehlo.dot_general"
-    );
+    s
+}
+
+/// The kernel of a register-blocked dot: `comment` and the bindings (`vec4` views of the
+/// operands read so) before `body`, validated.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn register_kernel(
+    name: &str,
+    comment: &str,
+    op: &Operation,
+    (lt, rt, ot): (&TensorType, &TensorType, &TensorType),
+    (ra, rb): (Read, Read),
+    body: &str,
+    (workgroups, iterations): ([u32; 3], u64),
+    target: Target,
+) -> Result<Kernel> {
     let elem = |mode: Read| {
         if mode == Read::Scalar {
             "f32"
@@ -868,7 +910,7 @@ fn vector(
         elem(ra),
         elem(rb)
     ));
-    wgsl.push_str(&body);
+    wgsl.push_str(body);
     super::kernel::validate(name, &wgsl, target.caps)?;
     let inputs = vec![
         Binding {
@@ -890,6 +932,6 @@ fn vector(
         inputs,
         outputs,
         workgroups,
-        iterations: k.div_ceil(kstep),
+        iterations,
     })
 }

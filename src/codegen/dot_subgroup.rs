@@ -16,14 +16,13 @@
 //! lanes and its loads are not lane loops (the tiled kernel serves there).
 //! `WGPU_HLO_DOT=subgroup` forces it where it applies, `WGPU_HLO_DOT=vec` turns it off.
 
-use super::dot_kernel::{operand_offsets, Layout, Read};
-use super::expr::Binding;
+use super::dot_kernel::{
+    operand_offsets, register_kernel, rhs_columns, store_block, Layout, Read, COMP,
+};
 use super::kernel::Kernel;
 use super::loop_kernel::Target;
 use crate::error::Result;
 use crate::ir::{Operation, TensorType};
-
-const COMP: [&str; 4] = ["x", "y", "z", "w"];
 
 /// Multiply-adds below which the shared-rows kernels are not chosen by default (their compile
 /// time would not pay off): 2^22, a 128 x 256 x 128 product.
@@ -203,25 +202,7 @@ pub(super) fn shared_rows(
             }
         };
         for c in 0..cv {
-            let w = match rb {
-                Read::AlongFree => format!("in1[rhs_off(b, nq{c}, {kx}) >> 2u]"),
-                Read::AlongK => format!(
-                    "vec4<f32>(wk{}.{x}, wk{}.{x}, wk{}.{x}, wk{}.{x})",
-                    4 * c,
-                    4 * c + 1,
-                    4 * c + 2,
-                    4 * c + 3,
-                    x = COMP[kk as usize]
-                ),
-                Read::Scalar => format!(
-                    "vec4<f32>(in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], \
-                     in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})])",
-                    4 * c,
-                    4 * c + 1,
-                    4 * c + 2,
-                    4 * c + 3
-                ),
-            };
+            let w = rhs_columns(rb, c, kk, &kx);
             body.push_str(&format!("        let w{kk}_{c} = {w};\n"));
         }
         for (i, (src, lane)) in row_src.iter().enumerate() {
@@ -236,59 +217,20 @@ pub(super) fn shared_rows(
         }
     }
     body.push_str("    }\n");
-    for i in 0..mt {
-        for j in 0..cols_lane {
-            body.push_str(&format!(
-                "    if (m0 + {i}u < {m}u && n0 + {j}u < {n}u) {{ out0[(b * {m}u + m0 + {i}u) * {n}u + n0 + {j}u] = acc{i}_{}.{}; }}\n",
-                j / 4,
-                COMP[(j % 4) as usize]
-            ));
-        }
-    }
+    body.push_str(&store_block(mt, cols_lane, m, n));
     body.push_str("}\n");
     let comment = format!(
         "kernel {name}: shared-rows dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; subgroups of {s} share {mt} rows, {cols_lane} columns per lane, reads {ra:?} x {rb:?})\nfuses: stablehlo.dot_general"
     );
-    let elem = |mode: Read| {
-        if mode == Read::Scalar {
-            "f32"
-        } else {
-            "vec4<f32>"
-        }
-    };
-    let mut wgsl = String::new();
-    for line in comment.lines() {
-        wgsl.push_str(&format!("// {line}\n"));
-    }
-    wgsl.push_str(&format!(
-        "@group(0) @binding(0) var<storage, read> in0: array<{}>;\n\
-         @group(0) @binding(1) var<storage, read> in1: array<{}>;\n\
-         @group(0) @binding(2) var<storage, read_write> out0: array<f32>;\n\n",
-        elem(ra),
-        elem(rb)
-    ));
-    wgsl.push_str(&body);
-    super::kernel::validate(name, &wgsl, target.caps)?;
-    let inputs = vec![
-        Binding {
-            value: op.operands[0],
-            ty: lt.clone(),
-        },
-        Binding {
-            value: op.operands[1],
-            ty: rt.clone(),
-        },
-    ];
-    let outputs = vec![Binding {
-        value: op.results[0],
-        ty: ot.clone(),
-    }];
-    Ok(Some(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs,
-        outputs,
-        workgroups,
-        iterations: k.div_ceil(kstep),
-    }))
+    register_kernel(
+        name,
+        &comment,
+        op,
+        (lt, rt, ot),
+        (ra, rb),
+        &body,
+        (workgroups, k.div_ceil(kstep)),
+        target,
+    )
+    .map(Some)
 }
