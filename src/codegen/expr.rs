@@ -94,6 +94,9 @@ pub struct ExprEmitter<'a> {
     pub contraction_chunk: Option<ContractionChunk>,
     /// Set when values too large for one binding are bound a window at a time.
     pub window: Option<Window>,
+    /// Values held in a WGSL variable at every index the kernel reads them (a merged row
+    /// kernel's per-row results; fusion guarantees they are read at the current row only).
+    pub scalars: HashMap<ValueId, String>,
 }
 
 /// How a kernel launched in chunks reads values larger than the adapter's binding limit: each
@@ -184,6 +187,7 @@ impl<'a> ExprEmitter<'a> {
             function_iterations: 0,
             contraction_chunk: None,
             window: None,
+            scalars: HashMap::new(),
         }
     }
 
@@ -418,6 +422,9 @@ impl<'a> ExprEmitter<'a> {
 
     /// The WGSL name of the variable holding `v` at `idx` (computing it if needed).
     pub fn value(&mut self, v: ValueId, idx: &Index) -> Result<String> {
+        if let Some(s) = self.scalars.get(&v) {
+            return Ok(s.clone());
+        }
         let key = (v, idx.clone());
         if let Some(n) = self.lookup(&key) {
             return Ok(n);

@@ -13,4 +13,5 @@ pub mod math;
 pub mod op_kernels;
 pub mod partials;
 pub mod reduce_kernel;
+pub mod row_kernel;
 pub mod windows;

@@ -30,19 +30,19 @@ const PARALLEL_ACCUMULATORS: u64 = 64;
 const PARALLEL_CHUNK_MIN: u64 = 8192;
 
 /// Rows a workgroup of the subgroup row reduction computes.
-const SUBGROUP_ROWS: u64 = 8;
+pub(crate) const SUBGROUP_ROWS: u64 = 8;
 
 /// Elements each lane of the subgroup row reduction loads per loop trip.
-const SUBGROUP_UNROLL: u64 = 8;
+pub(crate) const SUBGROUP_UNROLL: u64 = 8;
 
 /// Invocations per workgroup of the subgroup row reduction.
-const SUBGROUP_WORKGROUP: u32 = 64;
+pub(crate) const SUBGROUP_WORKGROUP: u32 = 64;
 
 /// Rows at least this long take the subgroup row reduction (shorter ones a thread per row).
 const SUBGROUP_ROWS_MIN: u64 = 32;
 
 /// `WGPU_HLO_REDUCE=classic` turns the subgroup row reduction off (for comparisons).
-fn subgroup_rows_allowed() -> bool {
+pub(crate) fn subgroup_rows_allowed() -> bool {
     std::env::var("WGPU_HLO_REDUCE").map_or(true, |v| v.trim() != "classic")
 }
 

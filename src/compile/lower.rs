@@ -10,9 +10,9 @@ use super::program::{
 use super::trip_count::trip_count;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
-use crate::codegen::{conv_kernel, dot_kernel, loop_kernel, op_kernels, reduce_kernel};
+use crate::codegen::{conv_kernel, dot_kernel, loop_kernel, op_kernels, reduce_kernel, row_kernel};
 use crate::error::{Error, Result};
-use crate::fusion::{self, KernelKind, Node};
+use crate::fusion::{self, Group, KernelKind, Node};
 use crate::ir::HOST_CALLBACK_TARGET;
 use crate::ir::{Attr, Function, Literal, Op, Operation, Region, TensorType, Type, ValueId};
 
@@ -174,65 +174,8 @@ impl<'f, 't> Lowering<'f, 't> {
                     }
                 }
                 Node::Kernel(g) => {
-                    let root = &region.ops[g.root];
-                    let name = format!("{}_{}", kind_name(g.kind), self.kernels.len());
-                    let in_context = |e: Error| {
-                        if e.message.contains(&root.loc.to_string()) {
-                            e
-                        } else {
-                            e.context(format!("{} at {}", root.name(), root.loc))
-                        }
-                    };
-                    // Reductions and dots too long for one invocation become several launches.
-                    let plan = match g.kind {
-                        KernelKind::Loop => None,
-                        KernelKind::Reduce => Some(reduce_kernel::plan(
-                            &name,
-                            self.f,
-                            &defs,
-                            g,
-                            root,
-                            self.target,
-                        )),
-                        // Convolutions the implicit-GEMM emitter covers; the rest as dots.
-                        KernelKind::Dot => Some(
-                            conv_kernel::plan(&name, self.f, g, root, self.target)
-                                .transpose()
-                                .unwrap_or_else(|| {
-                                    dot_kernel::plan(&name, self.f, &defs, g, root, self.target)
-                                }),
-                        ),
-                    };
-                    if let Some(plan) = plan {
-                        let plan = plan.map_err(in_context)?;
-                        let steps = self.launch_plan(plan, root, &name)?;
-                        program.steps.extend(steps);
-                        continue;
-                    }
-                    let kernel = loop_kernel::emit(&name, self.f, &defs, g, self.target)
-                        .map_err(in_context)?;
-                    // Tensors larger than one binding: launched a window at a time.
-                    if let Some(plan) =
-                        loop_kernel::windowed_plan(&name, self.f, &defs, g, &kernel, self.target)
-                            .map_err(in_context)?
-                    {
-                        let steps = self.launch_plan(plan, root, &name)?;
-                        program.steps.extend(steps);
-                        continue;
-                    }
-                    self.check(&kernel, root)?;
-                    let args = kernel
-                        .inputs
-                        .iter()
-                        .map(|b| self.slot(b.value, root))
-                        .collect::<Result<Vec<_>>>()?;
-                    let results = self.new_slots(&g.outputs)?;
-                    self.kernels.push(kernel);
-                    program.steps.push(Step::Launch {
-                        kernel: self.kernels.len() - 1,
-                        args,
-                        results,
-                    });
+                    let steps = self.kernel(g, region, &defs)?;
+                    program.steps.extend(steps);
                 }
                 Node::Constant(i) => {
                     let op = &region.ops[*i];
@@ -257,6 +200,97 @@ impl<'f, 't> Lowering<'f, 't> {
             }
         }
         Ok(program)
+    }
+
+    /// The steps of kernel `g`: one launch, or a plan's launches. A merged row kernel the
+    /// emitter refuses is lowered as its parts.
+    fn kernel(
+        &mut self,
+        g: &Group,
+        region: &'f Region,
+        defs: &HashMap<ValueId, &Operation>,
+    ) -> Result<Vec<Step>> {
+        let root = &region.ops[g.root];
+        let name = format!("{}_{}", kind_name(g.kind), self.kernels.len());
+        let in_context = |e: Error| {
+            if e.message.contains(&root.loc.to_string()) {
+                e
+            } else {
+                e.context(format!("{} at {}", root.name(), root.loc))
+            }
+        };
+        // Reductions and dots too long for one invocation become several launches.
+        let plan = match g.kind {
+            KernelKind::Loop => None,
+            KernelKind::Rows => match self.row_kernel(g, region, defs, &name) {
+                Ok(steps) => return Ok(steps),
+                Err(e) => {
+                    log::debug!("{name}: lowering its {} parts instead: {e}", g.parts.len());
+                    let mut steps = Vec::new();
+                    for p in &g.parts {
+                        steps.extend(self.kernel(p, region, defs)?);
+                    }
+                    return Ok(steps);
+                }
+            },
+            KernelKind::Reduce => Some(reduce_kernel::plan(
+                &name,
+                self.f,
+                defs,
+                g,
+                root,
+                self.target,
+            )),
+            // Convolutions the implicit-GEMM emitter covers; the rest as dots.
+            KernelKind::Dot => Some(
+                conv_kernel::plan(&name, self.f, g, root, self.target)
+                    .transpose()
+                    .unwrap_or_else(|| dot_kernel::plan(&name, self.f, defs, g, root, self.target)),
+            ),
+        };
+        if let Some(plan) = plan {
+            let plan = plan.map_err(in_context)?;
+            return self.launch_plan(plan, root, &name);
+        }
+        let kernel = loop_kernel::emit(&name, self.f, defs, g, self.target).map_err(in_context)?;
+        // Tensors larger than one binding: launched a window at a time.
+        if let Some(plan) = loop_kernel::windowed_plan(&name, self.f, defs, g, &kernel, self.target)
+            .map_err(in_context)?
+        {
+            return self.launch_plan(plan, root, &name);
+        }
+        self.check(&kernel, root)?;
+        self.launch(kernel, g, root)
+    }
+
+    /// One launch of `kernel`, the kernel of `g`.
+    fn launch(&mut self, kernel: Kernel, g: &Group, root: &Operation) -> Result<Vec<Step>> {
+        let args = kernel
+            .inputs
+            .iter()
+            .map(|b| self.slot(b.value, root))
+            .collect::<Result<Vec<_>>>()?;
+        let results = self.new_slots(&g.outputs)?;
+        self.kernels.push(kernel);
+        Ok(vec![Step::Launch {
+            kernel: self.kernels.len() - 1,
+            args,
+            results,
+        }])
+    }
+
+    /// The merged row kernel of `g`, when the emitter accepts it and it passes the checks.
+    fn row_kernel(
+        &mut self,
+        g: &Group,
+        region: &'f Region,
+        defs: &HashMap<ValueId, &Operation>,
+        name: &str,
+    ) -> Result<Vec<Step>> {
+        let root = &region.ops[g.root];
+        let kernel = row_kernel::emit(name, self.f, defs, &region.ops, g, self.target)?;
+        self.check(&kernel, root)?;
+        self.launch(kernel, g, root)
     }
 
     /// The steps of an op computed by a multi-kernel plan (long sorts, scatters sorted by index,
@@ -715,5 +749,6 @@ fn kind_name(k: KernelKind) -> &'static str {
         KernelKind::Loop => "fusion",
         KernelKind::Reduce => "reduce",
         KernelKind::Dot => "dot",
+        KernelKind::Rows => "rows",
     }
 }

@@ -10,6 +10,7 @@ use std::fmt;
 use crate::ir::{Function, Op, Operation, Region, ValueId};
 
 pub mod in_place;
+pub mod rows;
 
 /// What kind of kernel a group becomes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +21,9 @@ pub enum KernelKind {
     Reduce,
     /// A `dot_general` with its fused operand producers.
     Dot,
+    /// Row reductions and the kernels reading their results along the same rows, merged
+    /// ([`rows`]): its `parts` are the kernels merged, its `passes` the reductions.
+    Rows,
 }
 
 /// A kernel: the op it is built around, its outputs, and every value it computes inline.
@@ -34,6 +38,12 @@ pub struct Group {
     pub outputs: Vec<ValueId>,
     /// Values the kernel computes (outputs and fused producers).
     pub members: HashSet<ValueId>,
+    /// A merged kernel's parts (the kernels it replaces, to lower instead when it cannot be
+    /// emitted); empty for other kernels.
+    pub parts: Vec<Group>,
+    /// A merged kernel's reductions (op indices), by pass: a reduction reads the results of
+    /// reductions of earlier passes only.
+    pub passes: Vec<Vec<usize>>,
 }
 
 /// One step of a partitioned region, in program order.
@@ -157,7 +167,7 @@ pub fn partition(f: &Function, region: &Region, max_bindings: usize) -> Partitio
             .collect();
         // Each round materializes at least one more value, so this ends.
         if !cuts.iter().any(|v| forced.insert(*v)) {
-            return p;
+            return rows::fuse(f, region, p, max_bindings);
         }
     }
 }
@@ -242,6 +252,53 @@ fn budget_cut(
         }
     }
     fits.or(helps).map(|(_, v)| v)
+}
+
+/// What fusion's later passes know about a node.
+pub(crate) struct NodeInfo {
+    /// Buffers the node reads.
+    pub reads: HashSet<ValueId>,
+}
+
+/// The buffers `node` of a partition reads.
+pub(crate) fn node_reads(
+    region: &Region,
+    def: &HashMap<ValueId, usize>,
+    materialized: &HashSet<ValueId>,
+    node: &Node,
+) -> NodeInfo {
+    let mut reads = HashSet::new();
+    match node {
+        Node::Kernel(g) => {
+            let starts: Vec<ValueId> = match (g.kind, region.ops.get(g.root)) {
+                (KernelKind::Loop, _) | (_, None) => g.outputs.clone(),
+                (KernelKind::Rows, _) => g
+                    .parts
+                    .iter()
+                    .flat_map(|p| {
+                        node_reads(region, def, materialized, &Node::Kernel(p.clone())).reads
+                    })
+                    .collect(),
+                (_, Some(root)) => root.operands.clone(),
+            };
+            for v in starts {
+                leaves(region, def, g, materialized, v, &mut reads);
+            }
+        }
+        Node::Constant(_) => {}
+        Node::Alias { source, .. } => {
+            reads.insert(*source);
+        }
+        Node::Op(i) => {
+            if let Some(op) = region.ops.get(*i) {
+                reads.extend(op.operands.iter().copied());
+                for r in &op.regions {
+                    collect_captures(r, &mut reads);
+                }
+            }
+        }
+    }
+    NodeInfo { reads }
 }
 
 fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) -> Partition {
@@ -339,6 +396,8 @@ fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) ->
                     root: i,
                     outputs: op.results.clone(),
                     members,
+                    parts: Vec::new(),
+                    passes: Vec::new(),
                 }));
             }
             Op::Constant(l) if !l.is_splat() => nodes.push(Node::Constant(i)),
@@ -376,6 +435,8 @@ fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) ->
                     root: i,
                     outputs: outs,
                     members,
+                    parts: Vec::new(),
+                    passes: Vec::new(),
                 }));
             }
             _ => nodes.push(Node::Op(i)),
@@ -452,7 +513,15 @@ impl Partition {
                         .filter(|op| op.results.iter().any(|r| g.members.contains(r)))
                         .map(|op| format!("{}{}", op.name(), first_result(op)))
                         .collect();
-                    if g.kind != KernelKind::Loop {
+                    if g.kind == KernelKind::Rows {
+                        for p in &g.passes {
+                            for &i in p {
+                                if let Some(op) = region.ops.get(i) {
+                                    fused.push(format!("{}{}", op.name(), first_result(op)));
+                                }
+                            }
+                        }
+                    } else if g.kind != KernelKind::Loop {
                         if let Some(op) = region.ops.get(g.root) {
                             fused.push(format!("{}{}", op.name(), first_result(op)));
                         }

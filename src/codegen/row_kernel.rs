@@ -1,0 +1,320 @@
+//! The merged row kernel ([`crate::fusion::rows`]): a subgroup takes a row, runs the merged
+//! reductions over it pass by pass (each pass a strided loop over the row, lanes combined by
+//! shuffles, the result then a per-row scalar every lane holds), then writes the merged
+//! kernel's outputs over the row (the whole tensor's) and per row (lane 0).
+
+use std::collections::{HashMap, HashSet};
+
+use super::dtype::{self, Compute};
+use super::expr::{large, Binding, ExprEmitter, Index};
+use super::kernel::{self, Kernel};
+use super::loop_kernel::Target;
+use super::reduce_kernel::{
+    combine, emit_body_function, region_defs, subgroup_rows_allowed, SUBGROUP_ROWS,
+    SUBGROUP_UNROLL, SUBGROUP_WORKGROUP,
+};
+use crate::error::{Error, Result};
+use crate::fusion::Group;
+use crate::ir::{Function, Op, Operation, ValueId};
+
+/// Emits the merged row kernel of `group` (kind `Rows`). Errors (an adapter without
+/// subgroups, too few rows to fill the device, tensors over the binding limit) tell the
+/// compile driver to lower the group's parts instead.
+pub fn emit(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    ops: &[Operation],
+    group: &Group,
+    target: Target,
+) -> Result<Kernel> {
+    let refuse = |why: &str| Err(Error::unimplemented(format!("{name}: row kernel: {why}")));
+    if !target.caps.subgroup || !subgroup_rows_allowed() {
+        return refuse("no subgroup operations");
+    }
+    let reduces: Vec<Vec<&Operation>> = group
+        .passes
+        .iter()
+        .map(|p| {
+            p.iter()
+                .map(|&i| {
+                    ops.get(i)
+                        .ok_or_else(|| Error::internal(format!("{name}: reduction {i} not found")))
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<_>>()?;
+    let first = reduces
+        .first()
+        .and_then(|p| p.first())
+        .copied()
+        .ok_or_else(|| Error::internal(format!("{name}: row kernel without a reduction")))?;
+    let Op::Reduce { dimensions } = &first.op else {
+        return Err(Error::internal(format!("{name}: row pass of a non-reduce")));
+    };
+    let full = f
+        .values
+        .get(first.operands[0].index())
+        .and_then(|t| t.as_tensor())
+        .ok_or_else(|| Error::internal(format!("{name}: reduce of a non-tensor")))?
+        .clone();
+    let dims = full.dims();
+    let kept = dims.len().saturating_sub(dimensions.len());
+    let kept_dims = dims[..kept].to_vec();
+    let red_dims = dims[kept..].to_vec();
+    let rows: u64 = kept_dims.iter().product::<usize>() as u64;
+    let cols: u64 = red_dims.iter().product::<usize>() as u64;
+    let enough_rows = if target.cpu_adapter {
+        rows >= 2 * SUBGROUP_ROWS
+    } else {
+        rows >= 256 || cols <= 1024
+    };
+    if !enough_rows {
+        return refuse("too few rows");
+    }
+
+    let mut all_defs = defs.clone();
+    let mut body_vals = HashSet::new();
+    for p in &reduces {
+        for op in p {
+            if let Some(body) = op.regions.first() {
+                region_defs(body, &mut all_defs, &mut body_vals);
+            }
+        }
+    }
+    let fused = |v: ValueId| group.members.contains(&v) || body_vals.contains(&v);
+    let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+
+    // One reducer function per reduction.
+    let mut funcs = String::new();
+    let mut types: Vec<Vec<Compute>> = Vec::new();
+    let mut k = 0usize;
+    for p in &reduces {
+        for op in p {
+            let body = op
+                .regions
+                .first()
+                .ok_or_else(|| Error::invalid("reduce without a body"))?;
+            let ts: Vec<Compute> = op
+                .results
+                .iter()
+                .map(|&v| em.ty(v).and_then(|t| em.compute(t.dtype)))
+                .collect::<Result<_>>()?;
+            if !ts
+                .iter()
+                .all(|t| matches!(t, Compute::F32 | Compute::I32 | Compute::U32))
+            {
+                return refuse("reduction types without shuffles");
+            }
+            funcs.push_str(&emit_body_function(
+                &mut em,
+                &format!("reducer{k}"),
+                body,
+                &ts,
+            )?);
+            types.push(ts);
+            k += 1;
+        }
+    }
+    let outs: Vec<Binding> = group
+        .outputs
+        .iter()
+        .map(|&v| {
+            Ok(Binding {
+                value: v,
+                ty: em.ty(v)?.clone(),
+            })
+        })
+        .collect::<Result<_>>()?;
+    for o in &outs {
+        if dtype::per_word(o.ty.dtype) != 1
+            || !matches!(
+                em.compute(o.ty.dtype)?,
+                Compute::F32 | Compute::I32 | Compute::U32
+            )
+        {
+            return refuse("output types other than 32-bit words");
+        }
+    }
+
+    em.line("let g = wid.y * nwg.x + wid.x;");
+    em.line(&format!("let w = min(sgs, {SUBGROUP_WORKGROUP}u);"));
+    em.open_loop(
+        &format!("for (var q: u32 = sgid; q < {SUBGROUP_ROWS}u; q = q + nsg)"),
+        SUBGROUP_ROWS,
+    );
+    em.line(&format!("let row = g * {SUBGROUP_ROWS}u + q;"));
+    em.line(&format!("let o = min(row, {}u);", rows - 1));
+    let om = em.multi(&Index::Linear("o".into()), &kept_dims);
+    let at = |em: &mut ExprEmitter, r: &str| -> Index {
+        let rm = em.multi(&Index::Linear(r.to_string()), &red_dims);
+        Index::Multi(om.iter().chain(&rm).cloned().collect())
+    };
+
+    // Passes: a strided loop over the row per pass, then the lanes combined.
+    let mut k = 0usize;
+    for p in &reduces {
+        let mut accs: Vec<Vec<String>> = Vec::new();
+        for (j, op) in p.iter().enumerate() {
+            let n = op.results.len();
+            let mut a = Vec::new();
+            for (i, t) in types[k + j].iter().enumerate() {
+                let init = em.value(op.operands[n + i], &Index::scalar())?;
+                let name = em.fresh("acc");
+                em.line(&format!("var {name}: {} = {init};", t.wgsl()));
+                a.push(name);
+            }
+            accs.push(a);
+        }
+        let body = |em: &mut ExprEmitter, r: &str| -> Result<()> {
+            let idx = at(em, r);
+            for (j, op) in p.iter().enumerate() {
+                let n = op.results.len();
+                let mut vals = Vec::new();
+                for i in 0..n {
+                    vals.push(em.value(op.operands[i], &idx)?);
+                }
+                em.line(&combine(&format!("reducer{}", k + j), n, &accs[j], &vals));
+            }
+            Ok(())
+        };
+        strided(&mut em, cols, &body)?;
+        em.open_loop(
+            "for (var m: u32 = w >> 1u; m > 0u; m = m >> 1u)",
+            u64::from(SUBGROUP_WORKGROUP.trailing_zeros()),
+        );
+        for (j, op) in p.iter().enumerate() {
+            let n = op.results.len();
+            let other: Vec<String> = (0..n).map(|i| format!("t{j}_{i}")).collect();
+            for (i, a) in accs[j].iter().enumerate() {
+                em.line(&format!("let t{j}_{i} = subgroupShuffleXor({a}, m);"));
+            }
+            em.line(&combine(&format!("reducer{}", k + j), n, &accs[j], &other));
+        }
+        em.close(None);
+        // Every lane holds the same row result (lane 0's), whatever the reducer's rounding.
+        for (j, op) in p.iter().enumerate() {
+            for (i, r) in op.results.iter().enumerate() {
+                let s = em.fresh("row");
+                em.line(&format!(
+                    "let {s}: {} = subgroupBroadcast({}, 0u);",
+                    types[k + j][i].wgsl(),
+                    accs[j][i]
+                ));
+                em.scalars.insert(*r, s);
+            }
+        }
+        k += p.len();
+    }
+
+    // Outputs over the whole tensor, then one per row.
+    let full_outs: Vec<usize> = (0..outs.len())
+        .filter(|&j| outs[j].ty.shape == full.shape)
+        .collect();
+    if !full_outs.is_empty() {
+        em.open(&format!("if (row < {rows}u)"));
+        let body = |em: &mut ExprEmitter, r: &str| -> Result<()> {
+            let idx = at(em, r);
+            for &j in &full_outs {
+                let v = em.value(outs[j].value, &idx)?;
+                em.line(&format!("out{j}[o * {cols}u + {r}] = {v};"));
+            }
+            Ok(())
+        };
+        strided(&mut em, cols, &body)?;
+        em.close(None);
+    }
+    let row_outs: Vec<usize> = (0..outs.len())
+        .filter(|&j| outs[j].ty.shape != full.shape)
+        .collect();
+    if !row_outs.is_empty() {
+        em.open(&format!("if (sl == 0u && row < {rows}u)"));
+        for &j in &row_outs {
+            let v = em.value(outs[j].value, &Index::Linear("o".into()))?;
+            em.line(&format!("out{j}[o] = {v};"));
+        }
+        em.close(None);
+    }
+    em.close(None);
+
+    if let Some(b) = em
+        .inputs
+        .iter()
+        .chain(&outs)
+        .find(|b| large(&b.ty, target.max_binding_size))
+    {
+        return refuse(&format!("{} is larger than one binding", b.ty));
+    }
+    let bindings = em.inputs.len() + outs.len();
+    if bindings as u32 > target.max_storage_buffers {
+        return refuse(&format!(
+            "{bindings} storage buffers, adapter {} allows {}",
+            target.adapter, target.max_storage_buffers
+        ));
+    }
+    let mut main = format!(
+        "@compute @workgroup_size({SUBGROUP_WORKGROUP})\nfn main(@builtin(workgroup_id) wid: \
+         vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_invocation_id) \
+         sl: u32, @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32, \
+         @builtin(num_subgroups) nsg: u32) {{\n    {} = nwg.z >> 16u;\n",
+        kernel::RUNTIME_ZERO
+    );
+    main.push_str(&em.body);
+    main.push_str("}\n");
+    let comment = format!(
+        "kernel {name}: {} reduction pass(es) and the outputs over each of {rows} rows of {cols} \
+         elements (subgroup per row)\nfuses: {}",
+        reduces.len(),
+        em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+    let source = format!("{funcs}{main}");
+    let iterations = em.iterations();
+    let wgsl = kernel::assemble(
+        name,
+        &comment,
+        &em.inputs,
+        &outs,
+        &em.needs,
+        &source,
+        target.caps,
+    )?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs: em.inputs.clone(),
+        outputs: outs,
+        workgroups: kernel::grid(rows.div_ceil(SUBGROUP_ROWS), target.max_workgroups)?,
+        iterations,
+    })
+}
+
+/// A loop over a row of `cols` elements, lane `sl` taking every `w`-th: `body(r)` for each,
+/// unrolled by [`SUBGROUP_UNROLL`], then the rest.
+fn strided(
+    em: &mut ExprEmitter,
+    cols: u64,
+    body: &dyn Fn(&mut ExprEmitter, &str) -> Result<()>,
+) -> Result<()> {
+    let r = em.fresh("r");
+    em.line(&format!("var {r}: u32 = sl;"));
+    em.open_loop(
+        &format!(
+            "for (; {r} + {}u * w < {cols}u; {r} = {r} + {SUBGROUP_UNROLL}u * w)",
+            SUBGROUP_UNROLL - 1
+        ),
+        cols.div_ceil(4 * SUBGROUP_UNROLL),
+    );
+    for u in 0..SUBGROUP_UNROLL {
+        let ru = em.fresh("ru");
+        em.line(&format!("let {ru} = {r} + {u}u * w;"));
+        body(em, &ru)?;
+    }
+    em.close(None);
+    em.open_loop(
+        &format!("for (; {r} < {cols}u; {r} = {r} + w)"),
+        SUBGROUP_UNROLL,
+    );
+    body(em, &r)?;
+    em.close(None);
+    Ok(())
+}
