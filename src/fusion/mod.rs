@@ -10,6 +10,7 @@ use std::fmt;
 use crate::ir::{Function, Op, Operation, Region, ValueId};
 
 pub mod in_place;
+pub mod multi_output;
 pub mod rows;
 
 /// What kind of kernel a group becomes.
@@ -167,7 +168,8 @@ pub fn partition(f: &Function, region: &Region, max_bindings: usize) -> Partitio
             .collect();
         // Each round materializes at least one more value, so this ends.
         if !cuts.iter().any(|v| forced.insert(*v)) {
-            return rows::fuse(f, region, p, max_bindings);
+            let p = rows::fuse(f, region, p, max_bindings);
+            return multi_output::fuse(f, region, p, max_bindings);
         }
     }
 }

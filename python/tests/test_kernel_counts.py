@@ -1,0 +1,97 @@
+"""How many kernels fusion makes of the building blocks of real models, read from the dump
+(`WGPU_HLO_DUMP`: one `.wgsl` file per kernel), with results checked against jax cpu. A
+regression in fusion shows here as a count, before it shows as a slower model.
+
+Counts are upper bounds where an adapter may choose fewer; `WGPU_HLO_ROWS=0` (row fusion off)
+would fail the softmax, log-softmax and layernorm counts."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+
+def kernels(gpu, tmp_path, monkeypatch, f, *args, rtol=2e-5, atol=2e-6):
+    """The number of kernels `jit(f)` compiles to on `gpu`; checks its results against cpu."""
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    got = jax.jit(f)(*[jax.device_put(a, gpu) for a in args])
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    cpu = jax.devices("cpu")[0]
+    want = jax.jit(f)(*[jax.device_put(a, cpu) for a in args])
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+    return len(glob.glob(os.path.join(tmp_path, "*.wgsl")))
+
+
+def normal(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def layernorm(x, scale, bias):
+    mean = x.mean(-1, keepdims=True)
+    var = jnp.square(x - mean).mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + 1e-6) * scale + bias
+
+
+def test_softmax_is_one_kernel(gpu, tmp_path, monkeypatch):
+    n = kernels(gpu, tmp_path, monkeypatch, lambda x: jax.nn.softmax(x, axis=-1), normal((256, 1000)))
+    assert n == 1
+
+
+def test_log_softmax_is_one_kernel(gpu, tmp_path, monkeypatch):
+    n = kernels(gpu, tmp_path, monkeypatch, lambda x: jax.nn.log_softmax(x, axis=-1), normal((8, 32, 512)))
+    assert n == 1
+
+
+def test_layernorm_is_one_kernel(gpu, tmp_path, monkeypatch):
+    args = (normal((4, 64, 384)), normal((384,), 1), normal((384,), 2))
+    assert kernels(gpu, tmp_path, monkeypatch, layernorm, *args) == 1
+
+
+def test_flax_layernorm_at_most_two_kernels(gpu, tmp_path, monkeypatch):
+    nn = pytest.importorskip("flax.linen")
+    m = nn.LayerNorm()
+    x = normal((128, 256))
+    params = m.init(jax.random.PRNGKey(0), x)
+    assert kernels(gpu, tmp_path, monkeypatch, m.apply, params, x) <= 2
+
+
+def test_mlp_layer(gpu, tmp_path, monkeypatch):
+    args = (normal((128, 256)), normal((256, 512), 1) * 0.06, normal((512,), 2))
+    n = kernels(gpu, tmp_path, monkeypatch, lambda x, w, b: jax.nn.relu(x @ w + b), *args, rtol=1e-4, atol=1e-5)
+    # The dot, and the bias with the activation.
+    assert n <= 2
+
+
+def test_attention(gpu, tmp_path, monkeypatch):
+    q, k, v = normal((4, 64, 32)), normal((4, 64, 32), 1), normal((4, 64, 32), 2)
+
+    def attention(q, k, v):
+        s = jnp.einsum("bqd,bkd->bqk", q, k) / np.sqrt(32.0).astype(np.float32)
+        return jnp.einsum("bqk,bkd->bqd", jax.nn.softmax(s, axis=-1), v)
+
+    # Scores, their softmax (one row kernel), the weighted sum.
+    n = kernels(gpu, tmp_path, monkeypatch, attention, q, k, v, rtol=1e-4, atol=1e-5)
+    assert n <= 3
+
+
+def test_adam_update(gpu, tmp_path, monkeypatch):
+    optax = pytest.importorskip("optax")
+    params = {"w": normal((64, 32)), "b": normal((32,), 1)}
+    grads = {"w": normal((64, 32), 2), "b": normal((32,), 3)}
+    opt = optax.adam(1e-3)
+    state = opt.init(params)
+
+    def update(p, g, s):
+        u, s = opt.update(g, s, p)
+        return optax.apply_updates(p, u), s
+
+    n = kernels(gpu, tmp_path, monkeypatch, update, params, grads, state, rtol=1e-5, atol=1e-6)
+    # Per parameter: the moments and the update (one elementwise kernel with its outputs).
+    assert n <= 2 * len(params) + 2

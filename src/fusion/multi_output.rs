@@ -1,0 +1,117 @@
+//! Multi-output fusion of elementwise kernels: a loop kernel whose results a later loop kernel
+//! of the same shape reads runs inside that kernel, which then writes both kernels' results.
+//! The values still reach their other readers through memory, but the consumer computes them
+//! in registers instead of reading them back, and one launch replaces two. An optimizer
+//! update (Adam's two moments, each returned as state and read by the parameter update) and
+//! a layer's pre-activation (kept for the backward pass and read by the activation) are the
+//! common cases.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{node_reads, Group, KernelKind, Node, NodeInfo, Partition};
+use crate::ir::{Function, Region, ValueId};
+
+fn shape_of(f: &Function, v: ValueId) -> Option<(Vec<i64>, u32)> {
+    f.values
+        .get(v.index())
+        .and_then(|t| t.as_tensor())
+        .map(|t| (t.shape.clone(), t.dtype.byte_size() as u32))
+}
+
+/// The shape and element size all outputs of `g` share, if they do.
+fn common_shape(f: &Function, g: &Group) -> Option<(Vec<i64>, u32)> {
+    let first = shape_of(f, *g.outputs.first()?)?;
+    g.outputs
+        .iter()
+        .all(|v| shape_of(f, *v).as_ref() == Some(&first))
+        .then_some(first)
+}
+
+/// Merges producer loop kernels into the loop kernels that read them (see the module comment).
+pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize) -> Partition {
+    if std::env::var("WGPU_HLO_MULTI_OUTPUT").is_ok_and(|v| v.trim() == "0") {
+        return p;
+    }
+    let def: HashMap<ValueId, usize> = region
+        .ops
+        .iter()
+        .enumerate()
+        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
+        .collect();
+    loop {
+        let infos: Vec<NodeInfo> = p
+            .nodes
+            .iter()
+            .map(|n| node_reads(region, &def, &p.materialized, n))
+            .collect();
+        let Some((a, b)) = find(f, &p, &infos, max_bindings) else {
+            return p;
+        };
+        let (Node::Kernel(ga), Node::Kernel(gb)) = (&p.nodes[a], &p.nodes[b]) else {
+            return p;
+        };
+        let mut outputs = ga.outputs.clone();
+        outputs.extend(gb.outputs.iter().copied());
+        let mut members: HashSet<ValueId> = ga.members.clone();
+        members.extend(gb.members.iter().copied());
+        let merged = Node::Kernel(Group {
+            kind: KernelKind::Loop,
+            root: gb.root,
+            outputs,
+            members,
+            parts: Vec::new(),
+            passes: Vec::new(),
+        });
+        p.nodes[b] = merged;
+        p.nodes.remove(a);
+    }
+}
+
+/// The first pair (producer `a`, consumer `b`) of loop kernels that may merge: `b` reads a
+/// result of `a`, both write tensors of one shape, no node between them reads `a`'s results
+/// or is anything but a kernel (ops that update a buffer in place must keep their order with
+/// the kernels reading it), and the merged kernel stays within the binding budget.
+fn find(
+    f: &Function,
+    p: &Partition,
+    infos: &[NodeInfo],
+    max_bindings: usize,
+) -> Option<(usize, usize)> {
+    for (b, nb) in p.nodes.iter().enumerate() {
+        let Node::Kernel(gb) = nb else { continue };
+        if gb.kind != KernelKind::Loop {
+            continue;
+        }
+        let Some(shape) = common_shape(f, gb) else {
+            continue;
+        };
+        for a in (0..b).rev() {
+            match &p.nodes[a] {
+                Node::Kernel(ga) => {
+                    let reads_a = |k: usize| ga.outputs.iter().any(|v| infos[k].reads.contains(v));
+                    if ga.kind == KernelKind::Loop
+                        && reads_a(b)
+                        && common_shape(f, ga).as_ref() == Some(&shape)
+                        && !(a + 1..b).any(reads_a)
+                    {
+                        let produced: HashSet<ValueId> =
+                            ga.members.iter().chain(&ga.outputs).copied().collect();
+                        let reads: HashSet<ValueId> = infos[a]
+                            .reads
+                            .iter()
+                            .chain(&infos[b].reads)
+                            .filter(|v| !produced.contains(v))
+                            .copied()
+                            .collect();
+                        if reads.len() + ga.outputs.len() + gb.outputs.len() <= max_bindings {
+                            return Some((a, b));
+                        }
+                    }
+                }
+                Node::Constant(_) | Node::Alias { .. } => {}
+                Node::Op(_) => break,
+            }
+        }
+    }
+    None
+}
