@@ -54,12 +54,13 @@ def test_layernorm_is_one_kernel(gpu, tmp_path, monkeypatch):
     assert kernels(gpu, tmp_path, monkeypatch, layernorm, *args) == 1
 
 
-def test_flax_layernorm_at_most_two_kernels(gpu, tmp_path, monkeypatch):
+def test_flax_layernorm_is_one_kernel(gpu, tmp_path, monkeypatch):
     nn = pytest.importorskip("flax.linen")
     m = nn.LayerNorm()
     x = normal((128, 256))
     params = m.init(jax.random.PRNGKey(0), x)
-    assert kernels(gpu, tmp_path, monkeypatch, m.apply, params, x) <= 2
+    # Its mean and mean of squares are sibling reductions: one pass reads the rows for both.
+    assert kernels(gpu, tmp_path, monkeypatch, m.apply, params, x) == 1
 
 
 def test_mlp_layer(gpu, tmp_path, monkeypatch):

@@ -316,32 +316,25 @@ pub fn fuse(f: &Function, region: &Region, p: Partition, max_bindings: usize) ->
             continue;
         }
         for (j, next) in p.nodes.iter().enumerate().skip(i + 1) {
+            let Node::Kernel(g2) = next else {
+                if infos[j].reads.iter().any(|v| m.produced.contains(v)) {
+                    break;
+                }
+                continue;
+            };
             let reads_merge = infos[j].reads.iter().any(|v| m.produced.contains(v));
             if !reads_merge {
+                // A sibling reduction of the same rows (layernorm's mean and mean of squares)
+                // joins the pass that reads them: the rows are read once for both.
+                if !taken[j]
+                    && g2.kind == KernelKind::Reduce
+                    && infos[j].reads.iter().any(|v| infos[i].reads.contains(v))
+                {
+                    attempt(f, region, &p, &infos, &mut m, j, g2, max_bindings);
+                }
                 continue;
             }
-            let fits = match next {
-                Node::Kernel(g2) if !taken[j] => {
-                    let before = (
-                        m.nodes.len(),
-                        m.produced.clone(),
-                        m.dep.clone(),
-                        m.pass.clone(),
-                    );
-                    if !m.try_add(f, region, j, g2) {
-                        false
-                    } else if bindings(&p, &infos, &m) > max_bindings {
-                        m.nodes.truncate(before.0);
-                        m.produced = before.1;
-                        m.dep = before.2;
-                        m.pass = before.3;
-                        false
-                    } else {
-                        true
-                    }
-                }
-                _ => false,
-            };
+            let fits = !taken[j] && attempt(f, region, &p, &infos, &mut m, j, g2, max_bindings);
             // A node that reads the merged kernel's results and is not part of it runs after
             // it: nothing later may join, or it would move past that reader.
             if !fits {
@@ -360,6 +353,36 @@ pub fn fuse(f: &Function, region: &Region, p: Partition, max_bindings: usize) ->
         return p;
     }
     rebuild(p, &infos, merges)
+}
+
+/// Adds kernel `g` (node `k`) to `m` when it may join and the merged kernel stays within the
+/// binding budget; false leaves `m` unchanged.
+#[allow(clippy::too_many_arguments)]
+fn attempt(
+    f: &Function,
+    region: &Region,
+    p: &Partition,
+    infos: &[NodeInfo],
+    m: &mut Merge,
+    k: usize,
+    g: &Group,
+    max_bindings: usize,
+) -> bool {
+    let before = (
+        m.nodes.len(),
+        m.produced.clone(),
+        m.dep.clone(),
+        m.pass.clone(),
+    );
+    if !m.try_add(f, region, k, g) {
+        return false;
+    }
+    if bindings(p, infos, m) > max_bindings {
+        m.nodes.truncate(before.0);
+        (m.produced, m.dep, m.pass) = (before.1, before.2, before.3);
+        return false;
+    }
+    true
 }
 
 /// Elementwise kernels over the whole tensor whose results only the merged kernel reads (the
