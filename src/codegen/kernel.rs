@@ -113,7 +113,7 @@ pub fn assemble(
 
 /// Library functions called in `body`: identifiers `wh_...` followed by `(` that the library
 /// defines.
-fn called_library_functions(body: &str) -> Vec<String> {
+pub(crate) fn called_library_functions(body: &str) -> Vec<String> {
     let mut out = Vec::new();
     let bytes = body.as_bytes();
     let mut i = 0;

@@ -5,6 +5,7 @@ pub mod dot_kernel;
 mod dot_subgroup;
 pub mod dtype;
 pub mod elementwise;
+pub mod epilogue;
 pub mod expr;
 pub mod kernel;
 pub mod library;

@@ -10,7 +10,9 @@ use super::program::{
 use super::trip_count::trip_count;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
-use crate::codegen::{conv_kernel, dot_kernel, loop_kernel, op_kernels, reduce_kernel, row_kernel};
+use crate::codegen::{
+    conv_kernel, dot_kernel, epilogue, loop_kernel, op_kernels, reduce_kernel, row_kernel,
+};
 use crate::error::{Error, Result};
 use crate::fusion::{self, Group, KernelKind, Node};
 use crate::ir::HOST_CALLBACK_TARGET;
@@ -233,6 +235,17 @@ impl<'f, 't> Lowering<'f, 't> {
                     return Ok(steps);
                 }
             },
+            KernelKind::Epilogue => match self.epilogue_kernel(g, region, defs, &name) {
+                Ok(steps) => return Ok(steps),
+                Err(e) => {
+                    log::debug!("{name}: lowering the dot and its epilogue apart: {e}");
+                    let mut steps = Vec::new();
+                    for p in &g.parts {
+                        steps.extend(self.kernel(p, region, defs)?);
+                    }
+                    return Ok(steps);
+                }
+            },
             KernelKind::Reduce => Some(reduce_kernel::plan(
                 &name,
                 self.f,
@@ -289,6 +302,39 @@ impl<'f, 't> Lowering<'f, 't> {
     ) -> Result<Vec<Step>> {
         let root = &region.ops[g.root];
         let kernel = row_kernel::emit(name, self.f, defs, &region.ops, g, self.target)?;
+        self.check(&kernel, root)?;
+        self.launch(kernel, g, root)
+    }
+
+    /// The dot of `g` (kind `Epilogue`) with its epilogue at its stores, when the dot is one
+    /// kernel and the epilogue emitter accepts it.
+    fn epilogue_kernel(
+        &mut self,
+        g: &Group,
+        region: &'f Region,
+        defs: &HashMap<ValueId, &Operation>,
+        name: &str,
+    ) -> Result<Vec<Step>> {
+        let [dot, ep] = g.parts.as_slice() else {
+            return Err(Error::internal(format!(
+                "{name}: epilogue without its two parts"
+            )));
+        };
+        let root = &region.ops[dot.root];
+        let plan = conv_kernel::plan(name, self.f, dot, root, self.target)
+            .transpose()
+            .unwrap_or_else(|| dot_kernel::plan(name, self.f, defs, dot, root, self.target))?;
+        let single = plan.temps.is_empty()
+            && plan.launches.len() == 1
+            && plan.launches.iter().all(|l| {
+                l.kernel == 0 && l.params.is_empty() && l.update.is_none() && l.chunks.is_empty()
+            });
+        let (true, Some(kernel)) = (single, plan.kernels.into_iter().next()) else {
+            return Err(Error::unimplemented(format!(
+                "{name}: the dot is not a single kernel"
+            )));
+        };
+        let kernel = epilogue::apply(self.f, defs, kernel, ep, &g.outputs, self.target)?;
         self.check(&kernel, root)?;
         self.launch(kernel, g, root)
     }
@@ -750,5 +796,6 @@ fn kind_name(k: KernelKind) -> &'static str {
         KernelKind::Reduce => "reduce",
         KernelKind::Dot => "dot",
         KernelKind::Rows => "rows",
+        KernelKind::Epilogue => "dot",
     }
 }

@@ -9,6 +9,7 @@ use std::fmt;
 
 use crate::ir::{Function, Op, Operation, Region, ValueId};
 
+pub mod epilogue;
 pub mod in_place;
 pub mod multi_output;
 pub mod rows;
@@ -25,6 +26,9 @@ pub enum KernelKind {
     /// Row reductions and the kernels reading their results along the same rows, merged
     /// ([`rows`]): its `parts` are the kernels merged, its `passes` the reductions.
     Rows,
+    /// A `dot_general` or `convolution` with the elementwise kernel reading its result run at
+    /// each output element's store ([`epilogue`]): its `parts` are the dot and that kernel.
+    Epilogue,
 }
 
 /// A kernel: the op it is built around, its outputs, and every value it computes inline.
@@ -169,7 +173,8 @@ pub fn partition(f: &Function, region: &Region, max_bindings: usize) -> Partitio
         // Each round materializes at least one more value, so this ends.
         if !cuts.iter().any(|v| forced.insert(*v)) {
             let p = rows::fuse(f, region, p, max_bindings);
-            return multi_output::fuse(f, region, p, max_bindings);
+            let p = multi_output::fuse(f, region, p, max_bindings);
+            return epilogue::fuse(f, region, p, max_bindings);
         }
     }
 }
@@ -274,7 +279,7 @@ pub(crate) fn node_reads(
         Node::Kernel(g) => {
             let starts: Vec<ValueId> = match (g.kind, region.ops.get(g.root)) {
                 (KernelKind::Loop, _) | (_, None) => g.outputs.clone(),
-                (KernelKind::Rows, _) => g
+                (KernelKind::Rows | KernelKind::Epilogue, _) => g
                     .parts
                     .iter()
                     .flat_map(|p| {

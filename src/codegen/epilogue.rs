@@ -1,0 +1,317 @@
+//! Epilogues of dot and convolution kernels ([`crate::fusion::epilogue`]): the elementwise
+//! kernel reading a dot's result becomes a WGSL function `epilogue0(i, d)` that the dot
+//! kernel calls where it stored each output element: `d` is the element (at row-major
+//! offset `i` of the result), and the function computes and writes the epilogue's outputs at
+//! `i` (and the dot result itself when something else reads it).
+//!
+//! The dot emitters write their result with plain `out0[offset] = value;` statements into an
+//! `array<f32>` binding after their two operand bindings. The epilogue takes a finished
+//! single-kernel dot, replaces that binding with its own inputs and outputs and each store
+//! with a call, and validates the result; any kernel not of that form is refused, and the
+//! compile driver then lowers the two kernels separately.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::dtype;
+use super::expr::{large, Binding, ExprEmitter, Index};
+use super::kernel::{self, Kernel, RUNTIME_ZERO};
+use super::library;
+use super::loop_kernel::Target;
+use crate::error::{Error, Result};
+use crate::fusion::Group;
+use crate::ir::{ElementType, Function, Operation, ValueId};
+
+/// The dot kernel `dot` (outputs `[d]`) with the loop kernel `epilogue` computed at its
+/// stores, writing `outputs` (the merged group's, in order).
+pub fn apply(
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    dot: Kernel,
+    epilogue: &Group,
+    outputs: &[ValueId],
+    target: Target,
+) -> Result<Kernel> {
+    let name = dot.name.clone();
+    let refuse = |why: &str| Err(Error::unimplemented(format!("{name}: epilogue: {why}")));
+    let ([lhs, rhs], [d]) = (dot.inputs.as_slice(), dot.outputs.as_slice()) else {
+        return refuse("not a kernel of two operands and one result");
+    };
+    if d.ty.dtype != ElementType::F32 {
+        return refuse("result is not f32");
+    }
+    let decl = "var<storage, read_write> out0: array<f32>;";
+    let Some(at) = dot.wgsl.find(decl) else {
+        return refuse("no f32 result binding");
+    };
+
+    let fused = |v: ValueId| epilogue.members.contains(&v);
+    let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
+    // The dot's operands keep bindings 0 and 1; the epilogue's own inputs follow.
+    em.input(lhs.value)?;
+    em.input(rhs.value)?;
+    em.scalars.insert(d.value, "d".to_string());
+    let idx = Index::Linear("i".into());
+    let mut outs = Vec::new();
+    for (j, &v) in outputs.iter().enumerate() {
+        let ty = em.ty(v)?.clone();
+        if ty.dtype != ElementType::F32 || ty.shape != d.ty.shape {
+            return refuse(&format!(
+                "output {ty} is not an f32 tensor of the dot's shape"
+            ));
+        }
+        let x = em.value(v, &idx)?;
+        em.line(&format!("out{j}[i] = {x};"));
+        outs.push(Binding { value: v, ty });
+    }
+    let body = std::mem::take(&mut em.body);
+    if body.contains("in0[") || body.contains("in1[") {
+        return refuse("it reads the dot's operands");
+    }
+    // Constants built from the run-time zero: it comes from a buffer length (below 2^31
+    // elements), which no compiler can fold.
+    let body = if body.contains(RUNTIME_ZERO) {
+        format!("    {RUNTIME_ZERO} = arrayLength(&out0) >> 31u;\n{body}")
+    } else {
+        body
+    };
+    if let Some(b) = em
+        .inputs
+        .iter()
+        .chain(&outs)
+        .find(|b| large(&b.ty, target.max_binding_size))
+    {
+        return refuse(&format!("{} is larger than one binding", b.ty));
+    }
+    let bindings = em.inputs.len() + outs.len();
+    if bindings as u32 > target.max_storage_buffers {
+        return refuse(&format!(
+            "{bindings} storage buffers, adapter {} allows {}",
+            target.adapter, target.max_storage_buffers
+        ));
+    }
+    let mut needs: BTreeSet<String> = em.needs.clone();
+    needs.extend(kernel::called_library_functions(&body));
+    if needs.iter().any(|n| dot.wgsl.contains(&format!("fn {n}("))) {
+        return refuse("library functions the dot kernel defines too");
+    }
+
+    // Bindings: the epilogue's inputs after the operands, then its outputs.
+    let line_start = dot.wgsl[..at].rfind('\n').map_or(0, |k| k + 1);
+    let line_end = dot.wgsl[at..]
+        .find('\n')
+        .map_or(dot.wgsl.len(), |k| at + k + 1);
+    let mut decls = String::new();
+    for (k, b) in em.inputs.iter().enumerate().skip(2) {
+        decls.push_str(&format!(
+            "@group(0) @binding({k}) var<storage, read> in{k}: array<{}>; // {} {}\n",
+            dtype::storage_elem(b.ty.dtype),
+            b.value,
+            b.ty
+        ));
+    }
+    for (j, b) in outs.iter().enumerate() {
+        decls.push_str(&format!(
+            "@group(0) @binding({}) var<storage, read_write> out{j}: array<f32>; // {} {}\n",
+            em.inputs.len() + j,
+            b.value,
+            b.ty
+        ));
+    }
+    if body.contains(RUNTIME_ZERO) && !dot.wgsl.contains(&format!("var<private> {RUNTIME_ZERO}")) {
+        decls.push_str(&format!("var<private> {RUNTIME_ZERO}: u32;\n"));
+    }
+    let unexpected = || Error::unimplemented(format!("{name}: epilogue: unexpected stores"));
+    let (mut rest, stores) =
+        stores_to_calls(&dot.wgsl[line_end..], target.cpu_adapter).ok_or_else(unexpected)?;
+    let mut iterations = dot.iterations.saturating_add(em.iterations());
+    if target.cpu_adapter {
+        // llvmpipe compiles each inlined copy of the epilogue (the register-blocked kernels
+        // store 32 elements) for tens of seconds: the stores fill a list, and one loop at the
+        // end of the kernel runs the epilogue once per element.
+        let end = main_end(&rest).ok_or_else(unexpected)?;
+        let first = rest.find("wh_ep_d[").ok_or_else(unexpected)?;
+        if rest[first..end].contains("return") {
+            return refuse("the dot kernel returns after its first store");
+        }
+        // Each store runs at most once per invocation, so the list holds them all.
+        if rest
+            .match_indices("wh_ep_d[")
+            .any(|(at, _)| inside_loop(&rest, at))
+        {
+            return refuse("the dot kernel stores inside a loop");
+        }
+        rest.insert_str(
+            end,
+            "    for (var k: u32 = 0u; k < wh_ep_n; k = k + 1u) { epilogue0(wh_ep_i[k], wh_ep_d[k]); }\n",
+        );
+        decls.push_str(&format!(
+            "var<private> wh_ep_i: array<u32, {stores}>;\nvar<private> wh_ep_d: array<f32, {stores}>;\nvar<private> wh_ep_n: u32;\n"
+        ));
+        iterations = iterations.saturating_add(stores as u64 * (1 + em.iterations()));
+    }
+    let mut wgsl = String::new();
+    wgsl.push_str(&dot.wgsl[..line_start]);
+    wgsl.push_str(&decls);
+    wgsl.push_str(&rest);
+    wgsl.push_str(&library::resolve(needs.iter().map(String::as_str))?);
+    wgsl.push_str(&format!(
+        "\n// epilogue: fuses {}\nfn epilogue0(i: u32, d: f32) {{\n{body}}}\n",
+        em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
+    ));
+    kernel::validate(&name, &wgsl, target.caps)?;
+    Ok(Kernel {
+        name: dot.name,
+        wgsl,
+        inputs: em.inputs.clone(),
+        outputs: outs,
+        workgroups: dot.workgroups,
+        iterations,
+    })
+}
+
+/// `src` with each statement `out0[offset] = value;` made `epilogue0(offset, value);`, or with
+/// `buffered`, appended to the list `wh_ep_i`/`wh_ep_d` (`wh_ep_n` entries); and how many
+/// statements it changed. `None` when `out0` appears otherwise (read back, or stored in
+/// another form).
+fn stores_to_calls(src: &str, buffered: bool) -> Option<(String, usize)> {
+    let mut out = String::new();
+    let mut rest = src;
+    let mut count = 0;
+    while let Some(k) = rest.find("out0[") {
+        out.push_str(&rest[..k]);
+        let after = &rest[k + "out0[".len()..];
+        // The offset: up to the matching bracket.
+        let mut depth = 1usize;
+        let mut end = None;
+        for (p, c) in after.char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(p);
+                        break;
+                    }
+                }
+                ';' | '{' | '}' => return None,
+                _ => {}
+            }
+        }
+        let end = end?;
+        let offset = &after[..end];
+        let value_and_rest = after[end + 1..].strip_prefix(" = ")?;
+        let semi = value_and_rest.find(';')?;
+        let value = &value_and_rest[..semi];
+        if value.contains("out0") || value.contains('{') || value.contains('}') {
+            return None;
+        }
+        if buffered {
+            out.push_str(&format!(
+                "wh_ep_i[wh_ep_n] = {offset}; wh_ep_d[wh_ep_n] = {value}; wh_ep_n = wh_ep_n + 1u;"
+            ));
+        } else {
+            out.push_str(&format!("epilogue0({offset}, {value});"));
+        }
+        count += 1;
+        rest = &value_and_rest[semi + 1..];
+    }
+    out.push_str(rest);
+    Some((out, count))
+}
+
+/// Whether offset `at` of `src` lies inside a `for`, `loop` or `while` body.
+fn inside_loop(src: &str, at: usize) -> bool {
+    let mut stack: Vec<bool> = Vec::new();
+    let mut stmt = 0;
+    // Parentheses open: a `for` header's semicolons do not end a statement.
+    let mut parens = 0usize;
+    for (p, c) in src[..at].char_indices() {
+        match c {
+            '(' => parens += 1,
+            ')' => parens = parens.saturating_sub(1),
+            ';' if parens > 0 => {}
+            '{' => {
+                let head = src[stmt..p].trim_start();
+                stack.push(
+                    head.starts_with("for")
+                        || head.starts_with("loop")
+                        || head.starts_with("while"),
+                );
+                stmt = p + 1;
+            }
+            '}' => {
+                stack.pop();
+                stmt = p + 1;
+            }
+            ';' => stmt = p + 1,
+            _ => {}
+        }
+    }
+    stack.contains(&true)
+}
+
+/// The offset of the closing brace of `fn main` in `src`.
+fn main_end(src: &str) -> Option<usize> {
+    let start = src.find("fn main(")?;
+    let open = start + src[start..].find(") {")? + 2;
+    let mut depth = 0usize;
+    for (p, c) in src[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(open + p);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stores_to_calls;
+
+    #[test]
+    fn stores_become_calls() {
+        let src = "if (m < 4u) { out0[(b * 4u + m) * 8u + n] = acc0_1.y; }\nout0[i] = a[j];\n";
+        assert_eq!(
+            stores_to_calls(src, false),
+            Some((
+                "if (m < 4u) { epilogue0((b * 4u + m) * 8u + n, acc0_1.y); }\nepilogue0(i, a[j]);\n"
+                    .to_string(),
+                2
+            ))
+        );
+        let (buffered, n) = stores_to_calls(src, true).unwrap_or_default();
+        assert_eq!(n, 2);
+        assert!(buffered.starts_with("if (m < 4u) { wh_ep_i[wh_ep_n] = (b * 4u + m) * 8u + n;"));
+    }
+
+    #[test]
+    fn reads_are_refused() {
+        assert_eq!(stores_to_calls("let x = out0[i] + 1.0;", false), None);
+        assert_eq!(stores_to_calls("out0[i] = out0[i] + 1.0;", true), None);
+        assert_eq!(stores_to_calls("out0[i] += 1.0;", false), None);
+    }
+
+    #[test]
+    fn stores_in_loops_are_found() {
+        let src =
+            "fn main() {\n    for (var k = 0u; k < 4u; k++) { if (k > 1u) { X; } }\n    Y;\n}";
+        let x = src.find('X').unwrap_or_default();
+        let y = src.find('Y').unwrap_or_default();
+        assert!(super::inside_loop(src, x));
+        assert!(!super::inside_loop(src, y));
+    }
+
+    #[test]
+    fn main_end_is_its_closing_brace() {
+        let src = "fn f() { }\nfn main(a: u32) {\n    if (a > 0u) { return; }\n}\nfn g() {}\n";
+        let end = super::main_end(src).unwrap_or_default();
+        assert_eq!(&src[end..end + 2], "}\n");
+        assert!(src[..end].ends_with("return; }\n"));
+    }
+}
