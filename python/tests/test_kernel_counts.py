@@ -96,3 +96,28 @@ def test_adam_update(gpu, tmp_path, monkeypatch):
     n = kernels(gpu, tmp_path, monkeypatch, update, params, grads, state, rtol=1e-5, atol=1e-6)
     # Per parameter: the moments and the update (one elementwise kernel with its outputs).
     assert n <= 2 * len(params) + 2
+
+
+def test_mlp_training_step(gpu, tmp_path, monkeypatch):
+    sizes = [64, 128, 128, 10]
+    params = [(normal((a, b), i) * np.float32(np.sqrt(2 / a)), normal((b,), 10 + i) * 0.1)
+              for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))]
+    x, y = normal((32, sizes[0]), 20), normal((32, sizes[-1]), 21)
+
+    def loss(p, x, y):
+        h = x
+        for w, b in p[:-1]:
+            h = jax.nn.relu(h @ w + b)
+        w, b = p[-1]
+        return jnp.mean((h @ w + b - y) ** 2)
+
+    def step(p, x, y):
+        l, g = jax.value_and_grad(loss)(p, x, y)
+        return jax.tree_util.tree_map(lambda a, d: a - 0.01 * d, p, g), l
+
+    n = kernels(gpu, tmp_path, monkeypatch, step, params, x, y, rtol=1e-4, atol=1e-5)
+    # 3 forward dots with their epilogues, 5 backward dots with theirs (two of them apply the
+    # SGD update), the loss sum and its scale, the output gradient, 3 bias-gradient sums, and
+    # the updates of the last weight and the 3 biases. JAX's bias gradient sums a `[1, n]`
+    # reshape over its size-1 dimension once more: that is a reshape, not a kernel (20 before).
+    assert n <= 17

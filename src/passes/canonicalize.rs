@@ -2,10 +2,10 @@
 //! sharding annotations, no-op reshapes/converts/transposes) and folds tuple plumbing, so the
 //! fusion and codegen stages see fewer kinds of ops.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::rewrite::substitute;
-use crate::ir::{Attr, Function, Literal, Op, Operation, Region, Scalar, Type, ValueId};
+use crate::ir::{Attr, BinaryOp, Function, Literal, Op, Operation, Region, Scalar, Type, ValueId};
 
 /// Custom-call targets and ops of other dialects that are the identity on a single device.
 fn is_identity_other(op: &Operation) -> bool {
@@ -82,6 +82,47 @@ fn same_type(f: &Function, a: ValueId, b: ValueId) -> bool {
     f.ty(a) == f.ty(b)
 }
 
+/// True for a one-input `reduce` whose body is `add` of its two arguments, whose init is a
+/// zero constant in `zeros` and whose reduced dimensions all have size 1.
+fn trivial_sum(f: &Function, op: &Operation, zeros: &HashSet<ValueId>) -> bool {
+    let Op::Reduce { dimensions } = &op.op else {
+        return false;
+    };
+    let ([input, init], [result], [body]) = (
+        op.operands.as_slice(),
+        op.results.as_slice(),
+        op.regions.as_slice(),
+    ) else {
+        return false;
+    };
+    let (Type::Tensor(t), Type::Tensor(r)) = (f.ty(*input), f.ty(*result)) else {
+        return false;
+    };
+    let sizes_one = dimensions.iter().all(|&d| {
+        usize::try_from(d)
+            .ok()
+            .and_then(|d| t.shape.get(d))
+            .is_some_and(|&s| s == 1)
+    });
+    let body_adds = match (body.args.as_slice(), body.ops.as_slice()) {
+        ([a, b], [add, ret]) => {
+            matches!(add.op, Op::Binary(BinaryOp::Add))
+                && add.results.len() == 1
+                && (add.operands == [*a, *b] || add.operands == [*b, *a])
+                && matches!(ret.op, Op::Return)
+                && ret.operands == add.results
+        }
+        _ => false,
+    };
+    sizes_one
+        && body_adds
+        && zeros.contains(init)
+        && t.dtype == r.dtype
+        && t.is_static()
+        && r.is_static()
+        && t.num_elements() == r.num_elements()
+}
+
 /// Canonicalizes `f`'s body in place.
 pub fn canonicalize(f: &mut Function) {
     let Some(mut body) = f.body.take() else {
@@ -95,6 +136,8 @@ fn canonicalize_region(f: &Function, region: &mut Region) {
     let mut subst: HashMap<ValueId, ValueId> = HashMap::new();
     // Tuples built in this region: result value -> element values.
     let mut tuples: HashMap<ValueId, Vec<ValueId>> = HashMap::new();
+    // Zero constants defined in this region (candidates for a sum's init).
+    let mut zeros: HashSet<ValueId> = HashSet::new();
     let ops = std::mem::take(&mut region.ops);
     let mut out = Vec::with_capacity(ops.len());
     for mut op in ops {
@@ -145,6 +188,23 @@ fn canonicalize_region(f: &Function, region: &mut Region) {
         if is_noop_other(&op) {
             continue;
         }
+        if let Op::Constant(l) = &op.op {
+            let zero = match l.get(0) {
+                Scalar::Complex(re, im) => re == 0.0 && im == 0.0,
+                v => v.as_f64() == 0.0,
+            };
+            if op.results.len() == 1 && l.len() == 1 && zero {
+                zeros.insert(op.results[0]);
+            }
+        }
+        if trivial_sum(f, &op, &zeros) {
+            // A sum over dimensions of size 1 moves no element: it is the reshape XLA also
+            // makes of it (`x + 0` is `x`), and loop fusion then reads it in place instead of
+            // launching a reduction kernel (JAX's bias gradients of a `[1, n]` reshape).
+            op.op = Op::Reshape;
+            op.operands.truncate(1);
+            op.regions.clear();
+        }
         // One device: the replica and partition ids are 0.
         if matches!(op.op, Op::ReplicaId | Op::PartitionId) {
             if let Some(Type::Tensor(t)) = op.results.first().map(|&r| f.ty(r)) {
@@ -175,4 +235,47 @@ fn canonicalize_region(f: &Function, region: &mut Region) {
     }
     region.ops = out;
     substitute(region, &subst);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::frontend::text::parse_module;
+    use crate::passes::prepare;
+
+    fn ops(src: &str) -> Vec<String> {
+        let m = parse_module(src, "t").expect("parse");
+        let f = prepare(&m, "main").expect("prepare");
+        f.body
+            .as_ref()
+            .map(|b| b.ops.iter().map(|o| o.name()).collect())
+            .unwrap_or_default()
+    }
+
+    fn sum(init: &str, dims: &str, body: &str) -> String {
+        format!(
+            "func.func @main(%x: tensor<1x512xf32>) -> tensor<512xf32> {{
+  %z = stablehlo.constant dense<{init}> : tensor<f32>
+  %0 = stablehlo.reduce(%x init: %z) applies stablehlo.{body} across dimensions = [{dims}] : (tensor<1x512xf32>, tensor<f32>) -> tensor<512xf32>
+  return %0 : tensor<512xf32>
+}}"
+        )
+    }
+
+    #[test]
+    fn a_sum_over_a_dimension_of_size_one_is_a_reshape() {
+        let names = ops(&sum("0.0", "0", "add"));
+        assert!(!names.iter().any(|n| n.contains("reduce")), "{names:?}");
+        assert!(names.iter().any(|n| n.contains("reshape")), "{names:?}");
+    }
+
+    #[test]
+    fn other_inits_and_bodies_stay_reductions() {
+        for (init, body) in [("1.0", "add"), ("0.0", "maximum"), ("0.0", "multiply")] {
+            let names = ops(&sum(init, "0", body));
+            assert!(
+                names.iter().any(|n| n.contains("reduce")),
+                "{init} {body}: {names:?}"
+            );
+        }
+    }
 }
