@@ -141,3 +141,10 @@ fn svd_small_odd_even_batched() {
     check_svd(3, 40, 33, 8);
     check_svd(1, 130, 100, 9);
 }
+
+#[test]
+fn svd_by_columns_with_padded_vec4s() {
+    // Workgroup-memory columns of 4 rows to a vec4: rows (31, and V's 30) not a multiple of 4.
+    check_svd(2, 31, 30, 10);
+    check_svd(1, 48, 48, 11);
+}

@@ -579,72 +579,97 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
     // The three column products of each pair in `parts` partial sums.
     let parts = (wg / h).max(1);
     let slots = h * parts;
+    let tolc = format!("{:e}", m as f32 * f32::EPSILON);
+    let shared = 16 * h + 16 * slots + 32;
+    let columns = Columns::new(m, n, uv, shared, target);
+    // Row tasks per pair: rows of the matrix and of V (vec4s of 4 rows in the column layout).
+    let (rows_w, rows_v) = match &columns {
+        Some(c) => (c.lq, c.lv),
+        None => (m, n),
+    };
     let per_round = h.div_ceil(wg)
         + 2
-        + slots.div_ceil(wg) * m.div_ceil(parts)
+        + slots.div_ceil(wg) * rows_w.div_ceil(parts)
         + h.div_ceil(wg) * parts
-        + (h * m).div_ceil(wg)
-        + (h * vsize / n.max(1)).div_ceil(wg)
+        + (h * rows_w).div_ceil(wg)
+        + if uv { (h * rows_v).div_ceil(wg) } else { 0 }
         + 1;
     let mut arrays = vec![("ww", 0, mn)];
     if uv {
         arrays.push(("wv", mn, nn));
     }
-    let local = Local::new(arrays, 16 * h + 16 * slots + 32, target);
-    let fixed = 2 + local.iterations(wg);
+    let local = Local::new(
+        if columns.is_some() {
+            Vec::new()
+        } else {
+            arrays
+        },
+        shared,
+        target,
+    );
+    let fixed = 2 + match &columns {
+        Some(c) => c.iterations(wg),
+        None => local.iterations(wg),
+    };
     let (sweeps, iterations) = sweep_launches(&s, per_round, 0, fixed, budget(target))?;
     let w = |i: &str, j: &str| local.at(0, n, i, j);
-    let tolc = format!("{:e}", m as f32 * f32::EPSILON);
     let v = |i: &str, j: &str| local.at(mn, n, i, j);
+    let decls = match &columns {
+        Some(c) => c.decls(),
+        None => local.decls(),
+    };
     let mut body = sweep_prelude(
         &s,
-        &format!(
-            "var<workgroup> part: array<vec3<f32>, {slots}>;\n{}",
-            local.decls()
-        ),
+        &format!("var<workgroup> part: array<vec3<f32>, {slots}>;\n{decls}"),
     );
     body.push_str(&sweep_start(stride, status));
-    body.push_str(&local.copies(wg, true));
+    let (load, store) = match &columns {
+        Some(c) => (c.copies(wg, true), c.copies(wg, false)),
+        None => (local.copies(wg, true), local.copies(wg, false)),
+    };
+    body.push_str(&load);
     let mut phases = pair_table(&s);
     phases.push_str("        workgroupBarrier();\n");
+    // One partial sum: the products of rows `i` of columns p and q.
+    let (products, rotate_w, rotate_v) = match &columns {
+        Some(c) => (
+            format!(
+                "                let pc = p * {lq}u;\n                let qc = q * {lq}u;\n                for (var i = e % {parts}u; i < {lq}u; i = i + {parts}u) {{\n                    let a = wc[pc + i];\n                    let b = wc[qc + i];\n                    acc = acc + vec3<f32>(dot(a, a), dot(b, b), dot(a, b));\n                }}\n",
+                lq = c.lq
+            ),
+            rotate("wc[p * {l}u + i]", "wc[q * {l}u + i]", c.lq),
+            rotate("vc[p * {l}u + i]", "vc[q * {l}u + i]", c.lv),
+        ),
+        None => (
+            format!(
+                "                for (var i = e % {parts}u; i < {m}u; i = i + {parts}u) {{\n                    let a = {wip};\n                    let b = {wiq};\n                    acc = acc + vec3<f32>(a * a, b * b, a * b);\n                }}\n",
+                wip = w("i", "p"),
+                wiq = w("i", "q"),
+            ),
+            rotate(&w("i", "p"), &w("i", "q"), 0),
+            rotate(&v("i", "p"), &v("i", "q"), 0),
+        ),
+    };
     phases.push_str(&format!(
-        "        for (var e = lid; e < {slots}u; e = e + {wg}u) {{\n            let pq = pairs[e / {parts}u];\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n                for (var i = e % {parts}u; i < {m}u; i = i + {parts}u) {{\n                    let a = {wip};\n                    let b = {wiq};\n                    acc = acc + vec3<f32>(a * a, b * b, a * b);\n                }}\n            }}\n            part[e] = acc;\n        }}\n        workgroupBarrier();\n\
+        "        for (var e = lid; e < {slots}u; e = e + {wg}u) {{\n            let pq = pairs[e / {parts}u];\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n{products}            }}\n            part[e] = acc;\n        }}\n        workgroupBarrier();\n\
          for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            for (var t = 0u; t < {parts}u; t = t + 1u) {{\n                acc = acc + part[k * {parts}u + t];\n            }}\n            let norms = sqrt(acc.x * acc.y);\n            if (norms > 0.0) {{\n                atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n            }}\n            // Pairs orthogonal to working precision are skipped (threshold Jacobi).\n            if (abs(acc.z) > {tolc} * norms) {{\n                cs[k] = rotation(acc.x, acc.y, acc.z);\n            }} else {{\n                pairs[k] = vec2<u32>(0u, 0xffffffffu);\n            }}\n        }}\n        workgroupBarrier();\n",
         tolc = tolc,
-        wip = w("i", "p"),
-        wiq = w("i", "q"),
     ));
-    phases.push_str(&pair_tasks(
-        h,
-        m,
-        wg,
-        "i",
-        &format!(
-            "                    let a = {wip};\n                    let b = {wiq};\n                    {wip} = rot.x * a - rot.y * b;\n                    {wiq} = rot.y * a + rot.x * b;\n",
-            wip = w("i", "p"),
-            wiq = w("i", "q"),
-        ),
-    ));
+    phases.push_str(&pair_tasks(h, rows_w, wg, "i", &rotate_w));
     if uv {
-        phases.push_str(&pair_tasks(
-            h,
-            n,
-            wg,
-            "i",
-            &format!(
-                "                    let a = {vip};\n                    let b = {viq};\n                    {vip} = rot.x * a - rot.y * b;\n                    {viq} = rot.y * a + rot.x * b;\n",
-                vip = v("i", "p"),
-                viq = v("i", "q"),
-            ),
-        ));
+        phases.push_str(&pair_tasks(h, rows_v, wg, "i", &rotate_v));
     }
     body.push_str(&format!(
         "    for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n{phases}",
         r1 = s.rounds(),
     ));
-    body.push_str(local.sync());
+    body.push_str(if columns.is_some() {
+        "        workgroupBarrier();\n"
+    } else {
+        local.sync()
+    });
     // Converged when every pair's cosine stayed within m epsilons during a sweep.
-    body.push_str(&round_end(&s, "", &tolc, &local.copies(wg, false)));
+    body.push_str(&round_end(&s, "", &tolc, &store));
     let sweep_k = workgroup_kernel(
         &format!("{name}_sweep"),
         &format!("kernel {name}_sweep: rounds (parameters: first and end) of parallel one-sided Jacobi on {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
@@ -726,6 +751,113 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
         temps: vec![state_t, vec_t, rank_t],
         launches,
     })
+}
+
+/// The statements rotating the pair of elements `a_at`, `b_at` (WGSL places; `{l}` in them is
+/// replaced by `l`) by the pair's `rot`.
+fn rotate(a_at: &str, b_at: &str, l: u64) -> String {
+    let (a_at, b_at) = (
+        a_at.replace("{l}", &l.to_string()),
+        b_at.replace("{l}", &l.to_string()),
+    );
+    format!(
+        "                    let a = {a_at};\n                    let b = {b_at};\n                    {a_at} = rot.x * a - rot.y * b;\n                    {b_at} = rot.y * a + rot.x * b;\n"
+    )
+}
+
+/// The one-sided Jacobi state of one matrix in workgroup memory by columns, 4 rows to a vec4
+/// (`wc`: the `m x n` matrix, `vc`: the `n x n` V): a rotation of columns p and q and their
+/// products then read and write whole vec4s, a quarter of the accesses of the row-major
+/// copy (on llvmpipe every workgroup-memory access of an invocation costs about the same
+/// whatever its width). Rows past `m` (or `n`) are zeros, which rotations keep zero. The
+/// state in the storage buffer stays row-major; the copies in and out transpose.
+struct Columns {
+    m: u64,
+    n: u64,
+    uv: bool,
+    /// vec4s per column of the matrix and of V.
+    lq: u64,
+    lv: u64,
+}
+
+impl Columns {
+    fn new(m: u64, n: u64, uv: bool, other_bytes: u64, target: Target) -> Option<Columns> {
+        let (lq, lv) = (m.div_ceil(4), n.div_ceil(4));
+        let bytes = 16 * n * (lq + if uv { lv } else { 0 }) + other_bytes;
+        let allowed = std::env::var("WGPU_HLO_JACOBI_LOCAL").map_or(true, |v| v != "0")
+            && std::env::var("WGPU_HLO_JACOBI_COLUMNS").map_or(true, |v| v != "0");
+        (allowed && bytes <= target.max_workgroup_storage).then_some(Columns {
+            m,
+            n,
+            uv,
+            lq,
+            lv,
+        })
+    }
+
+    /// `(array, vec4s per column, rows, offset of the row-major copy in the state)`.
+    fn arrays(&self) -> Vec<(&'static str, u64, u64, u64)> {
+        let mut a = vec![("wc", self.lq, self.m, 0)];
+        if self.uv {
+            a.push(("vc", self.lv, self.n, self.m * self.n));
+        }
+        a
+    }
+
+    fn decls(&self) -> String {
+        self.arrays()
+            .iter()
+            .map(|(name, l, _, _)| {
+                format!("var<workgroup> {name}: array<vec4<f32>, {}>;\n", l * self.n)
+            })
+            .collect()
+    }
+
+    /// The loops copying the state in (`load`) or out, one vec4 per task.
+    fn copies(&self, wg: u64, load: bool) -> String {
+        let n = self.n;
+        let mut out = String::new();
+        for (name, l, rows, off) in self.arrays() {
+            let mut lanes = String::new();
+            for (t, c) in ["x", "y", "z", "w"].iter().enumerate() {
+                let at = format!("out0[base + {off}u + (i + {t}u) * {n}u + p]");
+                let stmt = if load {
+                    format!("x.{c} = {at};")
+                } else {
+                    format!("{at} = x.{c};")
+                };
+                // Only the last vec4 of a column holds padding; its first row is real.
+                if rows % 4 == 0 || t == 0 {
+                    lanes.push_str(&format!("        {stmt}\n"));
+                } else {
+                    lanes.push_str(&format!("        if (i + {t}u < {rows}u) {{ {stmt} }}\n"));
+                }
+            }
+            let head = format!(
+                "    for (var e = lid; e < {total}u; e = e + {wg}u) {{\n        let p = e / {l}u;\n        let i = (e % {l}u) * 4u;\n",
+                total = l * n
+            );
+            if load {
+                out.push_str(&format!(
+                    "{head}        var x = vec4<f32>();\n{lanes}        {name}[e] = x;\n    }}\n"
+                ));
+            } else {
+                out.push_str(&format!("{head}        let x = {name}[e];\n{lanes}    }}\n"));
+            }
+        }
+        if load {
+            out.push_str("    workgroupBarrier();\n");
+        }
+        out
+    }
+
+    /// Loop iterations of loading and storing.
+    fn iterations(&self, wg: u64) -> u64 {
+        self.arrays()
+            .iter()
+            .map(|(_, l, _, _)| 2 * (l * self.n).div_ceil(wg))
+            .sum()
+    }
 }
 
 /// A kernel of `groups` workgroups whose module body (entry point included) is `body`.
