@@ -126,6 +126,9 @@ fn eigh_small_odd_even_batched() {
     check_eigh(2, 2, 2);
     check_eigh(3, 7, 3);
     check_eigh(2, 48, 4);
+    // An odd number of pairs per round (3, 5): every pair of pairs is one block task.
+    check_eigh(2, 6, 12);
+    check_eigh(1, 10, 13);
 }
 
 #[test]

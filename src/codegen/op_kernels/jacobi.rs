@@ -397,14 +397,23 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
 
     // Iterations: per round the rotations, the rows, the columns (and vectors), the round;
     // per launch the norm's sum and its tree.
-    let per_round = 2 * h.div_ceil(wg) + (h * h).div_ceil(wg) + (h * n).div_ceil(wg) + 3;
-    let fixed = nn.div_ceil(wg) + 2 * wg.ilog2() as u64 + 2;
+    // V by columns in workgroup memory when it fits next to the row-major matrix.
+    let other = 16 * h + 4 * wg + 32;
+    let columns = Columns::new(n, &[("vc", n, nn)], other + 4 * nn, target);
     let local = Local::new(
-        vec![("wx", 0, nn), ("wv", nn, nn)],
-        16 * h + 4 * wg + 32,
+        if columns.is_some() {
+            vec![("wx", 0, nn)]
+        } else {
+            vec![("wx", 0, nn), ("wv", nn, nn)]
+        },
+        other + columns.as_ref().map_or(0, Columns::bytes),
         target,
     );
-    let fixed = fixed + local.iterations(wg);
+    let rows_v = columns.as_ref().map_or(n, |c| c.l(0));
+    let block_tasks = h * (h + 1) / 2;
+    let per_round = 2 * h.div_ceil(wg) + block_tasks.div_ceil(wg) + (h * rows_v).div_ceil(wg) + 3;
+    let fixed = nn.div_ceil(wg) + 2 * wg.ilog2() as u64 + 2;
+    let fixed = fixed + local.iterations(wg) + columns.as_ref().map_or(0, |c| c.iterations(wg));
     let (sweeps, iterations) =
         sweep_launches(&s, per_round, nn.div_ceil(wg) + 1, fixed, budget(target))?;
     let x = |i: &str, j: &str| local.at(0, n, i, j);
@@ -417,43 +426,48 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         xpp = x("p", "p"),
         xqq = x("q", "q"),
     ));
-    // X <- J^T X J by 2x2 blocks (pairs k <= k2; X stays exactly symmetric: each block is
-    // also written to its mirror), the pair's own element zeroed; V <- V J.
-    phases.push_str(&pair_tasks(
-        h,
-        h,
-        wg,
-        "k2",
-        &format!(
-            "                    let pq2 = pairs[k2];\n                    let rot2 = cs[k2];\n                    if (k2 >= k && pq2.y != 0xffffffffu && (rot.y != 0.0 || rot2.y != 0.0)) {{\n                        let p2 = pq2.x;\n                        let q2 = pq2.y;\n                        let a = {xpp2};\n                        let b = {xpq2};\n                        let c = {xqp2};\n                        let d = {xqq2};\n                        let a1 = rot.x * a - rot.y * c;\n                        let b1 = rot.x * b - rot.y * d;\n                        let c1 = rot.y * a + rot.x * c;\n                        let d1 = rot.y * b + rot.x * d;\n                        let na = rot2.x * a1 - rot2.y * b1;\n                        var nb = rot2.y * a1 + rot2.x * b1;\n                        var nc = rot2.x * c1 - rot2.y * d1;\n                        let nd = rot2.y * c1 + rot2.x * d1;\n                        if (k2 == k) {{\n                            nb = 0.0;\n                            nc = 0.0;\n                        }}\n                        {xpp2} = na;\n                        {xpq2} = nb;\n                        {xqp2} = nc;\n                        {xqq2} = nd;\n                        if (k2 != k) {{\n                            {xp2p} = na;\n                            {xq2p} = nb;\n                            {xp2q} = nc;\n                            {xq2q} = nd;\n                        }}\n                    }}\n",
-            xpp2 = x("p", "p2"),
-            xpq2 = x("p", "q2"),
-            xqp2 = x("q", "p2"),
-            xqq2 = x("q", "q2"),
-            xp2p = x("p2", "p"),
-            xq2p = x("q2", "p"),
-            xp2q = x("p2", "q"),
-            xq2q = x("q2", "q"),
-        ),
+    // X <- J^T X J by 2x2 blocks, one task per unordered pair of pairs {k, k2}: task t takes
+    // k = t % h and k2 = k + t / h (mod h), for t < h (h + 1) / 2 (for even h the last
+    // distance, h / 2, only from the first half of k). X stays exactly symmetric: each block
+    // is also written to its mirror; the pair's own element (k2 == k) is zeroed. V <- V J.
+    phases.push_str(&format!(
+        "        for (var t = lid; t < {tasks}u; t = t + {wg}u) {{\n            let k = t % {h}u;\n            var k2 = k + t / {h}u;\n            if (k2 >= {h}u) {{ k2 = k2 - {h}u; }}\n            let pq = pairs[k];\n            let pq2 = pairs[k2];\n            if (pq.y != 0xffffffffu && pq2.y != 0xffffffffu) {{\n                let rot = cs[k];\n                let rot2 = cs[k2];\n                if (rot.y != 0.0 || rot2.y != 0.0) {{\n                    let p = pq.x;\n                    let q = pq.y;\n                    let p2 = pq2.x;\n                    let q2 = pq2.y;\n                    let a = {xpp2};\n                    let b = {xpq2};\n                    let c = {xqp2};\n                    let d = {xqq2};\n                    let a1 = rot.x * a - rot.y * c;\n                    let b1 = rot.x * b - rot.y * d;\n                    let c1 = rot.y * a + rot.x * c;\n                    let d1 = rot.y * b + rot.x * d;\n                    let na = rot2.x * a1 - rot2.y * b1;\n                    var nb = rot2.y * a1 + rot2.x * b1;\n                    var nc = rot2.x * c1 - rot2.y * d1;\n                    let nd = rot2.y * c1 + rot2.x * d1;\n                    if (k2 == k) {{\n                        nb = 0.0;\n                        nc = 0.0;\n                    }}\n                    {xpp2} = na;\n                    {xpq2} = nb;\n                    {xqp2} = nc;\n                    {xqq2} = nd;\n                    if (k2 != k) {{\n                        {xp2p} = na;\n                        {xq2p} = nb;\n                        {xp2q} = nc;\n                        {xq2q} = nd;\n                    }}\n                }}\n            }}\n        }}\n",
+        tasks = block_tasks,
+        xpp2 = x("p", "p2"),
+        xpq2 = x("p", "q2"),
+        xqp2 = x("q", "p2"),
+        xqq2 = x("q", "q2"),
+        xp2p = x("p2", "p"),
+        xq2p = x("q2", "p"),
+        xp2q = x("p2", "q"),
+        xq2q = x("q2", "q"),
     ));
+    let rotate_v = match &columns {
+        Some(c) => rotate("vc[p * {l}u + i]", "vc[q * {l}u + i]", c.l(0)),
+        None => rotate(&v("i", "p"), &v("i", "q"), 0),
+    };
     phases.push_str(&pair_tasks(
         h,
-        n,
+        rows_v,
         wg,
         "i",
-        &format!(
-            "                    if (rot.y != 0.0) {{\n                        let vp = {vip};\n                        let vq = {viq};\n                        {vip} = rot.x * vp - rot.y * vq;\n                        {viq} = rot.y * vp + rot.x * vq;\n                    }}\n",
-            vip = v("i", "p"),
-            viq = v("i", "q"),
-        ),
+        &format!("                    if (rot.y != 0.0) {{\n{rotate_v}                    }}\n"),
     ));
     phases.push_str(local.sync());
+    let (col_decls, col_load, col_store) = match &columns {
+        Some(c) => (c.decls(), c.copies(wg, true), c.copies(wg, false)),
+        None => Default::default(),
+    };
     let mut body = sweep_prelude(
         &s,
-        &format!("var<workgroup> red: array<f32, {wg}>;\n{}", local.decls()),
+        &format!(
+            "var<workgroup> red: array<f32, {wg}>;\n{}{col_decls}",
+            local.decls()
+        ),
     );
     body.push_str(&sweep_start(stride, 2 * nn));
     body.push_str(&local.copies(wg, true));
+    body.push_str(&col_load);
     body.push_str(&format!(
         "    if (c0.y == 0u) {{\n        // The tolerance: {tol_eps} epsilons of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = out0[base + e];\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ out0[st + 2u] = {tol_eps}.0 * 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n    storageBarrier();\n    // Rotations of elements within the tolerance are skipped (threshold Jacobi).\n    let tol = out0[st + 2u];\n\
          for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
@@ -473,7 +487,7 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         &s,
         &measure,
         "out0[st + 2u]",
-        &local.copies(wg, false),
+        &(local.copies(wg, false) + &col_store),
     ));
     let sweep_k = workgroup_kernel(
         &format!("{name}_sweep"),
@@ -581,10 +595,14 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
     let slots = h * parts;
     let tolc = format!("{:e}", m as f32 * f32::EPSILON);
     let shared = 16 * h + 16 * slots + 32;
-    let columns = Columns::new(m, n, uv, shared, target);
+    let mut by_columns = vec![("wc", m, 0)];
+    if uv {
+        by_columns.push(("vc", n, mn));
+    }
+    let columns = Columns::new(n, &by_columns, shared, target);
     // Row tasks per pair: rows of the matrix and of V (vec4s of 4 rows in the column layout).
     let (rows_w, rows_v) = match &columns {
-        Some(c) => (c.lq, c.lv),
+        Some(c) => (c.l(0), c.l(1)),
         None => (m, n),
     };
     let per_round = h.div_ceil(wg)
@@ -635,10 +653,10 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
         Some(c) => (
             format!(
                 "                let pc = p * {lq}u;\n                let qc = q * {lq}u;\n                for (var i = e % {parts}u; i < {lq}u; i = i + {parts}u) {{\n                    let a = wc[pc + i];\n                    let b = wc[qc + i];\n                    acc = acc + vec3<f32>(dot(a, a), dot(b, b), dot(a, b));\n                }}\n",
-                lq = c.lq
+                lq = c.l(0)
             ),
-            rotate("wc[p * {l}u + i]", "wc[q * {l}u + i]", c.lq),
-            rotate("vc[p * {l}u + i]", "vc[q * {l}u + i]", c.lv),
+            rotate("wc[p * {l}u + i]", "wc[q * {l}u + i]", c.l(0)),
+            rotate("vc[p * {l}u + i]", "vc[q * {l}u + i]", c.l(1)),
         ),
         None => (
             format!(
@@ -772,40 +790,42 @@ fn rotate(a_at: &str, b_at: &str, l: u64) -> String {
 /// whatever its width). Rows past `m` (or `n`) are zeros, which rotations keep zero. The
 /// state in the storage buffer stays row-major; the copies in and out transpose.
 struct Columns {
-    m: u64,
+    /// Columns of every array.
     n: u64,
-    uv: bool,
-    /// vec4s per column of the matrix and of V.
-    lq: u64,
-    lv: u64,
+    /// `(array, vec4s per column, rows, offset of the row-major copy in the state)`.
+    arrays: Vec<(&'static str, u64, u64, u64)>,
 }
 
 impl Columns {
-    fn new(m: u64, n: u64, uv: bool, other_bytes: u64, target: Target) -> Option<Columns> {
-        let (lq, lv) = (m.div_ceil(4), n.div_ceil(4));
-        let bytes = 16 * n * (lq + if uv { lv } else { 0 }) + other_bytes;
+    /// `arrays`: `(name, rows, offset)`; `None` when they and `other_bytes` do not fit in the
+    /// adapter's workgroup memory.
+    fn new(
+        n: u64,
+        arrays: &[(&'static str, u64, u64)],
+        other_bytes: u64,
+        target: Target,
+    ) -> Option<Columns> {
+        let arrays: Vec<_> = arrays
+            .iter()
+            .map(|&(name, rows, off)| (name, rows.div_ceil(4), rows, off))
+            .collect();
         let allowed = std::env::var("WGPU_HLO_JACOBI_LOCAL").map_or(true, |v| v != "0")
             && std::env::var("WGPU_HLO_JACOBI_COLUMNS").map_or(true, |v| v != "0");
-        (allowed && bytes <= target.max_workgroup_storage).then_some(Columns {
-            m,
-            n,
-            uv,
-            lq,
-            lv,
-        })
+        let c = Columns { n, arrays };
+        (allowed && c.bytes() + other_bytes <= target.max_workgroup_storage).then_some(c)
     }
 
-    /// `(array, vec4s per column, rows, offset of the row-major copy in the state)`.
-    fn arrays(&self) -> Vec<(&'static str, u64, u64, u64)> {
-        let mut a = vec![("wc", self.lq, self.m, 0)];
-        if self.uv {
-            a.push(("vc", self.lv, self.n, self.m * self.n));
-        }
-        a
+    fn bytes(&self) -> u64 {
+        self.arrays.iter().map(|a| 16 * a.1 * self.n).sum()
+    }
+
+    /// vec4s per column of array `i`.
+    fn l(&self, i: usize) -> u64 {
+        self.arrays.get(i).map_or(0, |a| a.1)
     }
 
     fn decls(&self) -> String {
-        self.arrays()
+        self.arrays
             .iter()
             .map(|(name, l, _, _)| {
                 format!("var<workgroup> {name}: array<vec4<f32>, {}>;\n", l * self.n)
@@ -817,7 +837,7 @@ impl Columns {
     fn copies(&self, wg: u64, load: bool) -> String {
         let n = self.n;
         let mut out = String::new();
-        for (name, l, rows, off) in self.arrays() {
+        for &(name, l, rows, off) in &self.arrays {
             let mut lanes = String::new();
             for (t, c) in ["x", "y", "z", "w"].iter().enumerate() {
                 let at = format!("out0[base + {off}u + (i + {t}u) * {n}u + p]");
@@ -842,7 +862,9 @@ impl Columns {
                     "{head}        var x = vec4<f32>();\n{lanes}        {name}[e] = x;\n    }}\n"
                 ));
             } else {
-                out.push_str(&format!("{head}        let x = {name}[e];\n{lanes}    }}\n"));
+                out.push_str(&format!(
+                    "{head}        let x = {name}[e];\n{lanes}    }}\n"
+                ));
             }
         }
         if load {
@@ -853,7 +875,7 @@ impl Columns {
 
     /// Loop iterations of loading and storing.
     fn iterations(&self, wg: u64) -> u64 {
-        self.arrays()
+        self.arrays
             .iter()
             .map(|(_, l, _, _)| 2 * (l * self.n).div_ceil(wg))
             .sum()
