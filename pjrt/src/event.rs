@@ -1,5 +1,5 @@
-//! `PJRT_Event`: a handle on a runtime [`Event`]. Callbacks may run on any thread (the device's
-//! poller completes most events).
+//! `PJRT_Event`: a handle on a runtime [`Event`]. Callers' callbacks run on one callback
+//! thread, never on the device's poller, which completes most events.
 
 use std::ffi::c_void;
 
@@ -101,7 +101,8 @@ pub(crate) unsafe extern "C" fn PJRT_Event_Await(
     })
 }
 
-/// A caller's callback and argument, called once from whichever thread completes the event.
+/// A caller's callback and argument, called once on the callback thread after the event
+/// completes (see [`run_off_the_poller`]).
 struct Callback {
     f: unsafe extern "C" fn(error: *mut PJRT_Error, user_arg: *mut c_void),
     user_arg: *mut c_void,
@@ -121,17 +122,55 @@ fn on_ready(a: &Args<PJRT_Event_OnReady_Args>) -> Result<()> {
         user_arg: get!(a, user_arg).unwrap_or(std::ptr::null_mut()),
     };
     e.event.on_ready(move |r| {
-        let cb = cb;
-        let err = outcome(r);
-        // SAFETY: the caller's callback with its own argument; it takes ownership of `err`.
-        let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
-            (cb.f)(err, cb.user_arg)
+        run_off_the_poller(Box::new(move || {
+            let cb = cb;
+            let err = outcome(r);
+            // SAFETY: the caller's callback with its own argument; it takes ownership of `err`.
+            let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+                (cb.f)(err, cb.user_arg)
+            }));
+            if call.is_err() {
+                log::error!("PJRT_Event_OnReady callback panicked");
+            }
         }));
-        if call.is_err() {
-            log::error!("PJRT_Event_OnReady callback panicked");
-        }
     });
     Ok(())
+}
+
+/// A caller's callback with its outcome, ready to run.
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// The thread that runs callers' `PJRT_Event_OnReady` callbacks, in the order their events
+/// completed. Events are mostly completed by the device's poller thread, the only thread that
+/// polls the device; a caller's callback runs code we do not control (jaxlib's future
+/// continuations), and one that blocked on anything needing the poller (another event, a
+/// read-back) would stop every completion in the process until the watchdog fails them all.
+/// Here such a callback only holds up later callbacks.
+fn run_off_the_poller(job: Job) {
+    use std::sync::mpsc::{channel, Sender};
+    use std::sync::{Mutex, OnceLock};
+    static RUNNER: OnceLock<Option<Mutex<Sender<Job>>>> = OnceLock::new();
+    let runner = RUNNER.get_or_init(|| {
+        let (tx, rx) = channel::<Job>();
+        std::thread::Builder::new()
+            .name("wgpu-hlo-callbacks".into())
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            })
+            .ok()
+            .map(|_| Mutex::new(tx))
+    });
+    let job = match runner {
+        Some(tx) => match tx.lock().unwrap_or_else(|p| p.into_inner()).send(job) {
+            Ok(()) => return,
+            Err(std::sync::mpsc::SendError(job)) => job,
+        },
+        // No thread could be started: run it here rather than never.
+        None => job,
+    };
+    job();
 }
 entry!(PJRT_Event_OnReady, PJRT_Event_OnReady_Args, on_ready);
 

@@ -342,9 +342,57 @@ fn copy_delete_and_ready_event() {
     // SAFETY: valid args.
     ok(unsafe { (api().PJRT_Event_OnReady.unwrap())(&mut o) });
     await_event(r.event);
-    assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+    // The callback runs on the callback thread, soon after the event completes.
+    assert!(eventually(|| CALLS.load(Ordering::SeqCst) == 1));
     destroy_buffer(b);
     destroy_buffer(c.dst_buffer);
+}
+
+/// True once `f` holds, polling for up to a minute.
+fn eventually(f: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(60) {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    f()
+}
+
+#[test]
+fn ready_callbacks_run_off_the_poller_and_may_wait_on_the_device() {
+    // jaxlib's continuations run inside these callbacks. One that waited for device work on
+    // the poller thread (the only thread that polls) would stop every completion.
+    static SEEN: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn on_ready(error: *mut PJRT_Error, _: *mut c_void) {
+        let on_callback_thread =
+            std::thread::current().name() == Some("wgpu-hlo-callbacks") && error.is_null();
+        // A read-back: completed by the poller, waited for here.
+        let b = upload(PJRT_Buffer_Type::S32, &[4], &[7u8; 16], None);
+        let back = download(b);
+        destroy_buffer(b);
+        let bit = if on_callback_thread && back == [7u8; 16] {
+            1
+        } else {
+            2
+        };
+        SEEN.fetch_or(bit, Ordering::SeqCst);
+    }
+    let b = upload(PJRT_Buffer_Type::S32, &[4], &[1u8; 16], None);
+    let mut r: PJRT_Buffer_ReadyEvent_Args = args();
+    r.buffer = b;
+    // SAFETY: valid args.
+    ok(unsafe { (api().PJRT_Buffer_ReadyEvent.unwrap())(&mut r) });
+    let mut o: PJRT_Event_OnReady_Args = args();
+    o.event = r.event;
+    o.callback = Some(on_ready);
+    // SAFETY: valid args.
+    ok(unsafe { (api().PJRT_Event_OnReady.unwrap())(&mut o) });
+    await_event(r.event);
+    assert!(eventually(|| SEEN.load(Ordering::SeqCst) != 0));
+    assert_eq!(SEEN.load(Ordering::SeqCst), 1);
+    destroy_buffer(b);
 }
 
 #[test]
