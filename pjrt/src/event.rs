@@ -148,8 +148,8 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 /// Here such a callback only holds up later callbacks.
 fn run_off_the_poller(job: Job) {
     use std::sync::mpsc::{channel, Sender};
-    use std::sync::{Mutex, OnceLock};
-    static RUNNER: OnceLock<Option<Mutex<Sender<Job>>>> = OnceLock::new();
+    use std::sync::OnceLock;
+    static RUNNER: OnceLock<Option<Sender<Job>>> = OnceLock::new();
     let runner = RUNNER.get_or_init(|| {
         let (tx, rx) = channel::<Job>();
         std::thread::Builder::new()
@@ -160,10 +160,10 @@ fn run_off_the_poller(job: Job) {
                 }
             })
             .ok()
-            .map(|_| Mutex::new(tx))
+            .map(|_| tx)
     });
     let job = match runner {
-        Some(tx) => match tx.lock().unwrap_or_else(|p| p.into_inner()).send(job) {
+        Some(tx) => match tx.send(job) {
             Ok(()) => return,
             Err(std::sync::mpsc::SendError(job)) => job,
         },

@@ -13,7 +13,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::dtype;
-use super::expr::{large, Binding, ExprEmitter, Index};
+use super::expr::{binding_limits, Binding, ExprEmitter, Index};
 use super::kernel::{self, Kernel, RUNTIME_ZERO};
 use super::library;
 use super::loop_kernel::Target;
@@ -74,20 +74,8 @@ pub fn apply(
     } else {
         body
     };
-    if let Some(b) = em
-        .inputs
-        .iter()
-        .chain(&outs)
-        .find(|b| large(&b.ty, target.max_binding_size))
-    {
-        return refuse(&format!("{} is larger than one binding", b.ty));
-    }
-    let bindings = em.inputs.len() + outs.len();
-    if bindings as u32 > target.max_storage_buffers {
-        return refuse(&format!(
-            "{bindings} storage buffers, adapter {} allows {}",
-            target.adapter, target.max_storage_buffers
-        ));
+    if let Some(why) = binding_limits(&em.inputs, &outs, &target) {
+        return refuse(&why);
     }
     let mut needs: BTreeSet<String> = em.needs.clone();
     needs.extend(kernel::called_library_functions(&body));

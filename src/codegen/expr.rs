@@ -137,6 +137,29 @@ pub fn large(t: &TensorType, limit: u64) -> bool {
     (t.num_elements() as u64).saturating_mul(t.dtype.byte_size() as u64) > limit
 }
 
+/// Why a kernel with these bindings cannot be made on `target` (a tensor larger than one
+/// binding, more storage buffers than the adapter allows), or `None` when it can.
+pub fn binding_limits(
+    inputs: &[Binding],
+    outputs: &[Binding],
+    target: &super::loop_kernel::Target,
+) -> Option<String> {
+    if let Some(b) = inputs
+        .iter()
+        .chain(outputs)
+        .find(|b| large(&b.ty, target.max_binding_size))
+    {
+        return Some(format!("{} is larger than one binding", b.ty));
+    }
+    let bindings = inputs.len() + outputs.len();
+    (bindings as u32 > target.max_storage_buffers).then(|| {
+        format!(
+            "{bindings} storage buffers, adapter {} allows {}",
+            target.adapter, target.max_storage_buffers
+        )
+    })
+}
+
 /// The part of a contraction one invocation of a split-K stage computes: contracting indices
 /// `start ..` (at most `len`) of a `dot_general`; for a `convolution`, window positions
 /// `start ..` (at most `len`) and, within the output feature's group, input features

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::dtype::{self, Compute};
-use super::expr::{large, Binding, ExprEmitter, Index};
+use super::expr::{binding_limits, Binding, ExprEmitter, Index};
 use super::kernel::{self, Kernel};
 use super::loop_kernel::Target;
 use super::reduce_kernel::{
@@ -237,20 +237,8 @@ pub fn emit(
     }
     em.close(None);
 
-    if let Some(b) = em
-        .inputs
-        .iter()
-        .chain(&outs)
-        .find(|b| large(&b.ty, target.max_binding_size))
-    {
-        return refuse(&format!("{} is larger than one binding", b.ty));
-    }
-    let bindings = em.inputs.len() + outs.len();
-    if bindings as u32 > target.max_storage_buffers {
-        return refuse(&format!(
-            "{bindings} storage buffers, adapter {} allows {}",
-            target.adapter, target.max_storage_buffers
-        ));
+    if let Some(why) = binding_limits(&em.inputs, &outs, &target) {
+        return refuse(&why);
     }
     let mut main = format!(
         "@compute @workgroup_size({SUBGROUP_WORKGROUP})\nfn main(@builtin(workgroup_id) wid: \

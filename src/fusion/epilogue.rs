@@ -7,9 +7,9 @@
 //! compile driver lowers them separately when the dot's emitter cannot take an epilogue (a
 //! split-K plan, a kernel over the binding budget, an epilogue reading the dot's operands).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
-use super::{node_reads, Group, KernelKind, Node, NodeInfo, Partition};
+use super::{definitions, node_reads, switched_off, Group, KernelKind, Node, NodeInfo, Partition};
 use crate::ir::{ElementType, Function, Op, Operation, Region, ValueId};
 
 fn tensor(f: &Function, v: ValueId) -> Option<(&[i64], ElementType)> {
@@ -81,15 +81,10 @@ fn takes(f: &Function, region: &Region, dot: &Operation, d: ValueId, g: &Group) 
 /// Merges each dot or convolution kernel with the loop kernel that first reads its result
 /// (see the module comment). `WGPU_HLO_EPILOGUE=0` turns this off.
 pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize) -> Partition {
-    if std::env::var("WGPU_HLO_EPILOGUE").is_ok_and(|v| v.trim() == "0") {
+    if switched_off("WGPU_HLO_EPILOGUE") {
         return p;
     }
-    let def: HashMap<ValueId, usize> = region
-        .ops
-        .iter()
-        .enumerate()
-        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
-        .collect();
+    let def = definitions(region);
     let mut a = 0;
     while a < p.nodes.len() {
         let infos: Vec<NodeInfo> = p

@@ -80,6 +80,21 @@ pub struct Partition {
     pub materialized: HashSet<ValueId>,
 }
 
+/// True when the environment variable `var` is `0`: the switch of one fusion, for comparisons.
+pub(crate) fn switched_off(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v.trim() == "0")
+}
+
+/// The index in `region` of the op defining each value.
+pub(crate) fn definitions(region: &Region) -> HashMap<ValueId, usize> {
+    region
+        .ops
+        .iter()
+        .enumerate()
+        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
+        .collect()
+}
+
 /// True for ops a loop kernel can compute inline at any index.
 pub fn is_fusible(op: &Operation) -> bool {
     match &op.op {

@@ -6,9 +6,9 @@
 //! a layer's pre-activation (kept for the backward pass and read by the activation) are the
 //! common cases.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
-use super::{node_reads, Group, KernelKind, Node, NodeInfo, Partition};
+use super::{definitions, node_reads, switched_off, Group, KernelKind, Node, NodeInfo, Partition};
 use crate::ir::{Function, Region, ValueId};
 
 fn shape_of(f: &Function, v: ValueId) -> Option<(Vec<i64>, u32)> {
@@ -29,15 +29,10 @@ fn common_shape(f: &Function, g: &Group) -> Option<(Vec<i64>, u32)> {
 
 /// Merges producer loop kernels into the loop kernels that read them (see the module comment).
 pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize) -> Partition {
-    if std::env::var("WGPU_HLO_MULTI_OUTPUT").is_ok_and(|v| v.trim() == "0") {
+    if switched_off("WGPU_HLO_MULTI_OUTPUT") {
         return p;
     }
-    let def: HashMap<ValueId, usize> = region
-        .ops
-        .iter()
-        .enumerate()
-        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
-        .collect();
+    let def = definitions(region);
     loop {
         let infos: Vec<NodeInfo> = p
             .nodes

@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{node_reads, Group, KernelKind, Node, NodeInfo, Partition};
+use super::{definitions, node_reads, switched_off, Group, KernelKind, Node, NodeInfo, Partition};
 use crate::ir::{ElementType, Function, Op, Operation, Region, ValueId};
 
 /// Rows shorter than this stay with the ordinary kernels (a thread per row does well there).
@@ -20,7 +20,7 @@ const MIN_ROW: i64 = 32;
 
 /// `WGPU_HLO_ROWS=0` turns row fusion off (for comparisons).
 fn enabled() -> bool {
-    std::env::var("WGPU_HLO_ROWS").map_or(true, |v| v.trim() != "0")
+    !switched_off("WGPU_HLO_ROWS")
 }
 
 /// The rows of a merged kernel: the reduced tensors' shape, of which the first `kept`
@@ -284,12 +284,7 @@ pub fn fuse(f: &Function, region: &Region, p: Partition, max_bindings: usize) ->
     if !enabled() {
         return p;
     }
-    let def: HashMap<ValueId, usize> = region
-        .ops
-        .iter()
-        .enumerate()
-        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
-        .collect();
+    let def = definitions(region);
     let infos: Vec<NodeInfo> = p
         .nodes
         .iter()
