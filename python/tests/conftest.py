@@ -15,3 +15,14 @@ def gpu():
         return jax.devices("wgpu")[0]
     except RuntimeError as e:  # pragma: no cover - the suite needs the plugin
         pytest.skip(f"no wgpu device: {e}")
+
+
+def cpu_kernel_class(gpu) -> bool:
+    """True when the plugin picks CPU-adapter kernels for `gpu`: `WGPU_HLO_ADAPTER_CLASS`
+    (cpu/gpu) if set, else whether the adapter is a CPU rasterizer (llvmpipe)."""
+    import os
+
+    cls = os.environ.get("WGPU_HLO_ADAPTER_CLASS", "").strip().lower()
+    if cls in ("cpu", "gpu"):
+        return cls == "cpu"
+    return "llvmpipe" in str(getattr(gpu, "device_kind", "")).lower()

@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import cpu_kernel_class
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -46,13 +47,25 @@ MERGED = {
 
 @pytest.mark.parametrize("name", list(MERGED))
 def test_dot_epilogue_is_one_kernel(gpu, tmp_path, monkeypatch, name):
-    assert run(gpu, tmp_path, monkeypatch, MERGED[name], X, W, B) == 1
+    # On CPU adapters a dot storing more than 32 elements per invocation keeps its epilogue
+    # apart (llvmpipe compiles the fused kernel for minutes; see MAX_LISTED_STORES).
+    want = 2 if cpu_kernel_class(gpu) else 1
+    assert run(gpu, tmp_path, monkeypatch, MERGED[name], X, W, B) == want
+
+
+def test_large_dot_tiles_stay_compilable(gpu, tmp_path, monkeypatch):
+    # 2048^3 takes the 128-row tiles: 1024 stores per invocation. A list that long made
+    # llvmpipe's compile of the fused kernel run past ten minutes (a seeming hang); there the
+    # epilogue stays a kernel of its own. Either way the result matches cpu.
+    x, w, b = normal((2048, 2048), 3), normal((2048, 2048), 4, 1 / 45), normal((2048,), 5)
+    n = run(gpu, tmp_path, monkeypatch, MERGED["bias relu"], x, w, b, rtol=2e-4, atol=2e-4)
+    assert n <= 2
 
 
 def test_batched_dot_epilogue(gpu, tmp_path, monkeypatch):
     q, k = normal((8, 64, 32)), normal((8, 64, 32), 1)
     n = run(gpu, tmp_path, monkeypatch, lambda q, k: jnp.exp(jnp.einsum("bqd,bkd->bqk", q, k) * 0.1 - 1.0), q, k)
-    assert n == 1
+    assert n == (2 if cpu_kernel_class(gpu) else 1)
 
 
 def test_conv_bias_relu(gpu, tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import cpu_kernel_class
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -66,8 +67,9 @@ def test_flax_layernorm_is_one_kernel(gpu, tmp_path, monkeypatch):
 def test_mlp_layer(gpu, tmp_path, monkeypatch):
     args = (normal((128, 256)), normal((256, 512), 1) * 0.06, normal((512,), 2))
     n = kernels(gpu, tmp_path, monkeypatch, lambda x, w, b: jax.nn.relu(x @ w + b), *args, rtol=1e-4, atol=1e-5)
-    # The dot with the bias and the activation as its epilogue (test_epilogue.py has more).
-    assert n == 1
+    # The dot with the bias and the activation as its epilogue (test_epilogue.py has more);
+    # on CPU adapters this dot's tile is too large for the epilogue list (two kernels).
+    assert n == (2 if cpu_kernel_class(gpu) else 1)
 
 
 def test_attention(gpu, tmp_path, monkeypatch):
@@ -120,4 +122,5 @@ def test_mlp_training_step(gpu, tmp_path, monkeypatch):
     # SGD update), the loss sum and its scale, the output gradient, 3 bias-gradient sums, and
     # the updates of the last weight and the 3 biases. JAX's bias gradient sums a `[1, n]`
     # reshape over its size-1 dimension once more: that is a reshape, not a kernel (20 before).
-    assert n <= 17
+    # CPU adapters keep the 8 epilogues of these dots apart.
+    assert n <= (25 if cpu_kernel_class(gpu) else 17)
