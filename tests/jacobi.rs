@@ -151,3 +151,12 @@ fn svd_by_columns_with_padded_vec4s() {
     check_svd(2, 31, 30, 10);
     check_svd(1, 48, 48, 11);
 }
+
+#[test]
+fn svd_pairs_in_registers_and_past_them() {
+    // CPU adapters hold a pair's columns in registers up to 16 vec4s (64 rows), odd pair
+    // counts included; 72 rows (18 vec4s) take the split rounds again.
+    check_svd(1, 64, 64, 14);
+    check_svd(2, 9, 9, 15);
+    check_svd(1, 72, 40, 16);
+}

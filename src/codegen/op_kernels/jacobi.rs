@@ -556,7 +556,7 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
             .ok_or_else(|| Error::invalid(format!("{what} without operand")))?,
         &what,
     )?;
-    let s = shape(&what, &at, target)?;
+    let mut s = shape(&what, &at, target)?;
     let d = at.dims();
     let r = d.len();
     let uv = op.results.len() == 3;
@@ -606,18 +606,30 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
         by_columns.push(("vc", n, mn));
     }
     let columns = Columns::new(n, &by_columns, shared, target);
+    let in_registers = columns
+        .as_ref()
+        .is_some_and(|c| pairs_in_registers(c, target));
+    if in_registers {
+        // One invocation per pair, in whole subgroups of 8 (llvmpipe's 256-bit lanes).
+        s.wg = h.next_multiple_of(8);
+    }
+    let (h, wg) = (s.half(), s.wg);
     // Row tasks per pair: rows of the matrix and of V (vec4s of 4 rows in the column layout).
     let (rows_w, rows_v) = match &columns {
         Some(c) => (c.l(0), c.l(1)),
         None => (m, n),
     };
-    let per_round = h.div_ceil(wg)
-        + 2
-        + slots.div_ceil(wg) * rows_w.div_ceil(parts)
-        + h.div_ceil(wg) * parts
-        + (h * rows_w).div_ceil(wg)
-        + if uv { (h * rows_v).div_ceil(wg) } else { 0 }
-        + 1;
+    let per_round = if in_registers {
+        2
+    } else {
+        h.div_ceil(wg)
+            + 2
+            + slots.div_ceil(wg) * rows_w.div_ceil(parts)
+            + h.div_ceil(wg) * parts
+            + (h * rows_w).div_ceil(wg)
+            + if uv { (h * rows_v).div_ceil(wg) } else { 0 }
+            + 1
+    };
     let mut arrays = vec![("ww", 0, mn)];
     if uv {
         arrays.push(("wv", mn, nn));
@@ -644,7 +656,11 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
     };
     let mut body = sweep_prelude(
         &s,
-        &format!("var<workgroup> part: array<vec3<f32>, {slots}>;\n{decls}"),
+        &if in_registers {
+            decls
+        } else {
+            format!("var<workgroup> part: array<vec3<f32>, {slots}>;\n{decls}")
+        },
     );
     body.push_str(&sweep_start(stride, status));
     let (load, store) = match &columns {
@@ -652,10 +668,14 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
         None => (local.copies(wg, true), local.copies(wg, false)),
     };
     body.push_str(&load);
-    let mut phases = pair_table(&s);
-    phases.push_str("        workgroupBarrier();\n");
-    // One partial sum: the products of rows `i` of columns p and q.
-    let (products, rotate_w, rotate_v) = match &columns {
+    let mut phases = String::new();
+    if let (true, Some(c)) = (in_registers, &columns) {
+        phases.push_str(&register_round(&s, c, uv, &tolc));
+    } else {
+        phases.push_str(&pair_table(&s));
+        phases.push_str("        workgroupBarrier();\n");
+        // One partial sum: the products of rows `i` of columns p and q.
+        let (products, rotate_w, rotate_v) = match &columns {
         Some(c) => (
             format!(
                 "                let pc = p * {lq}u;\n                let qc = q * {lq}u;\n                for (var i = e % {parts}u; i < {lq}u; i = i + {parts}u) {{\n                    let a = wc[pc + i];\n                    let b = wc[qc + i];\n                    acc = acc + vec3<f32>(dot(a, a), dot(b, b), dot(a, b));\n                }}\n",
@@ -674,14 +694,15 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
             rotate(&v("i", "p"), &v("i", "q"), 0),
         ),
     };
-    phases.push_str(&format!(
+        phases.push_str(&format!(
         "        for (var e = lid; e < {slots}u; e = e + {wg}u) {{\n            let pq = pairs[e / {parts}u];\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n{products}            }}\n            part[e] = acc;\n        }}\n        workgroupBarrier();\n\
          for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            for (var t = 0u; t < {parts}u; t = t + 1u) {{\n                acc = acc + part[k * {parts}u + t];\n            }}\n            let norms = sqrt(acc.x * acc.y);\n            if (norms > 0.0) {{\n                atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n            }}\n            // Pairs orthogonal to working precision are skipped (threshold Jacobi).\n            if (abs(acc.z) > {tolc} * norms) {{\n                cs[k] = rotation(acc.x, acc.y, acc.z);\n            }} else {{\n                pairs[k] = vec2<u32>(0u, 0xffffffffu);\n            }}\n        }}\n        workgroupBarrier();\n",
         tolc = tolc,
     ));
-    phases.push_str(&pair_tasks(h, rows_w, wg, "i", &rotate_w));
-    if uv {
-        phases.push_str(&pair_tasks(h, rows_v, wg, "i", &rotate_v));
+        phases.push_str(&pair_tasks(h, rows_w, wg, "i", &rotate_w));
+        if uv {
+            phases.push_str(&pair_tasks(h, rows_v, wg, "i", &rotate_v));
+        }
     }
     body.push_str(&format!(
         "    for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n{phases}",
@@ -775,6 +796,62 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
         temps: vec![state_t, vec_t, rank_t],
         launches,
     })
+}
+
+/// Most vec4s per column for [`register_round`]: 16 (64 rows).
+const REGISTER_VEC4S: u64 = 16;
+
+/// Whether a one-sided Jacobi round runs one invocation per pair with both columns in
+/// registers ([`register_round`]): on CPU adapters, for columns of at most [`REGISTER_VEC4S`]
+/// vec4s (`WGPU_HLO_JACOBI_REGISTERS=0`: never).
+fn pairs_in_registers(c: &Columns, target: Target) -> bool {
+    target.cpu_adapter
+        && c.l(0) <= REGISTER_VEC4S
+        && c.l(1) <= REGISTER_VEC4S
+        && std::env::var("WGPU_HLO_JACOBI_REGISTERS").map_or(true, |v| v != "0")
+}
+
+/// One round of one-sided Jacobi with one invocation per pair (`lid < h`): it loads its two
+/// columns of `wc` once into registers (the loops unrolled), forms the three products, and
+/// when the pair is not yet orthogonal rotates the registers back into `wc` and the pair's
+/// columns of `vc` (when `uv`). Pairs of one round are disjoint, so one barrier per round
+/// suffices where the split kernel needs four, and every column is read once instead of
+/// twice. On llvmpipe, where each workgroup-memory access is a loop over the lanes and a
+/// barrier switches coroutines, that is what a round costs (48x48: 19 -> 11 ms). On a GPU
+/// it would leave most of the workgroup idle: the split kernel serves there.
+fn register_round(s: &Shape, c: &Columns, uv: bool, tolc: &str) -> String {
+    let (lw, lv) = (c.l(0), c.l(1));
+    let mut out = format!(
+        "        if (lid < {h}u) {{\n            let p = player(r, lid);\n            let q = player(r, {nm1}u - lid);\n            if (p < {n}u && q < {n}u) {{\n                let pc = p * {lw}u;\n                let qc = q * {lw}u;\n                var acc = vec3<f32>(0.0, 0.0, 0.0);\n",
+        h = s.half(),
+        nm1 = s.rounds(),
+        n = s.n,
+    );
+    for i in 0..lw {
+        out.push_str(&format!(
+            "                let a{i} = wc[pc + {i}u];\n                let b{i} = wc[qc + {i}u];\n                acc = acc + vec3<f32>(dot(a{i}, a{i}), dot(b{i}, b{i}), dot(a{i}, b{i}));\n"
+        ));
+    }
+    out.push_str(&format!(
+        "                let norms = sqrt(acc.x * acc.y);\n                if (norms > 0.0) {{\n                    atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n                }}\n                // Pairs orthogonal to working precision are skipped (threshold Jacobi).\n                if (abs(acc.z) > {tolc} * norms) {{\n                    let rot = rotation(acc.x, acc.y, acc.z);\n"
+    ));
+    for i in 0..lw {
+        out.push_str(&format!(
+            "                    wc[pc + {i}u] = rot.x * a{i} - rot.y * b{i};\n                    wc[qc + {i}u] = rot.y * a{i} + rot.x * b{i};\n"
+        ));
+    }
+    if uv {
+        out.push_str(&format!(
+            "                    let pv = p * {lv}u;\n                    let qv = q * {lv}u;\n"
+        ));
+        for i in 0..lv {
+            out.push_str(&format!(
+                "                    let va{i} = vc[pv + {i}u];\n                    let vb{i} = vc[qv + {i}u];\n                    vc[pv + {i}u] = rot.x * va{i} - rot.y * vb{i};\n                    vc[qv + {i}u] = rot.y * va{i} + rot.x * vb{i};\n"
+            ));
+        }
+    }
+    out.push_str("                }\n            }\n        }\n");
+    out
 }
 
 /// The statements rotating the pair of elements `a_at`, `b_at` (WGSL places; `{l}` in them is
