@@ -27,6 +27,108 @@ pub fn emit(
     emit_split(name, f, defs, group, target, None)
 }
 
+/// The kernel of a horizontal group (see `fusion::horizontal`): part `i` runs in the
+/// invocations after those of the parts before it, each computing its outputs at its own
+/// linear index as its loop kernel would. Refused (the parts are then launched apart) for
+/// packed outputs, tensors larger than one binding, or more bindings than the adapter has.
+pub fn emit_horizontal(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    group: &Group,
+    target: Target,
+) -> Result<Kernel> {
+    let fused = |v: ValueId| group.members.contains(&v);
+    let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
+    // Part i runs in whole workgroups after those of the parts before it, so the branch that
+    // selects it is uniform in a workgroup: each invocation runs its own part's code only
+    // (llvmpipe runs both sides of a branch that diverges within its lanes).
+    let w = WORKGROUP as u64;
+    let mut outs: Vec<Binding> = Vec::new();
+    let (mut groups, mut elements) = (0u64, 0u64);
+    for part in &group.parts {
+        let first = outs.len();
+        for &v in &part.outputs {
+            outs.push(Binding {
+                value: v,
+                ty: em.ty(v)?.clone(),
+            });
+        }
+        let Some(n) = outs.get(first).map(|o| o.ty.num_elements() as u64) else {
+            continue;
+        };
+        if outs[first..]
+            .iter()
+            .any(|o| o.ty.num_elements() as u64 != n || dtype::per_word(o.ty.dtype) != 1)
+        {
+            return Err(Error::unimplemented(format!(
+                "{name}: a horizontal part with packed outputs or outputs of several sizes"
+            )));
+        }
+        let end = groups + n.div_ceil(w);
+        let header = format!("if (grp < {end}u)");
+        if groups == 0 {
+            em.open(&header);
+        } else {
+            em.close(Some(&format!("else {header}")));
+        }
+        em.line(&format!("let t = (grp - {groups}u) * {w}u + lid;"));
+        em.open(&format!("if (t < {n}u)"));
+        for (j, o) in outs.iter().enumerate().skip(first) {
+            let v = em.value(o.value, &Index::Linear("t".to_string()))?;
+            em.line(&format!("out{j}[t] = {v};"));
+        }
+        em.close(None);
+        groups = end;
+        elements += n;
+    }
+    if groups > 0 {
+        em.close(None);
+    }
+    let limit = target.max_binding_size;
+    if em.inputs.iter().chain(&outs).any(|b| large(&b.ty, limit)) {
+        return Err(Error::unimplemented(format!(
+            "{name}: horizontal kernel over a tensor larger than one binding"
+        )));
+    }
+    let bindings = em.inputs.len() + outs.len();
+    if bindings as u32 > target.max_storage_buffers {
+        return Err(Error::unimplemented(format!(
+            "{name}: horizontal kernel needs {bindings} storage buffers, adapter {} allows {}",
+            target.adapter, target.max_storage_buffers
+        )));
+    }
+    let mut body = kernel::entry_header(WORKGROUP);
+    body.push_str(&format!(
+        "    let grp = wid.y * nwg.x + wid.x;\n    if (grp >= {groups}u) {{ return; }}\n"
+    ));
+    body.push_str(&em.body);
+    body.push_str("}\n");
+    let comment = format!(
+        "kernel {name}: {} loop kernels in one launch, {elements} elements in all\nfuses: {}",
+        group.parts.len(),
+        em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+    let wgsl = kernel::assemble(
+        name,
+        &comment,
+        &em.inputs,
+        &outs,
+        &em.needs,
+        &body,
+        target.caps,
+    )?;
+    let workgroups = kernel::grid(groups, target.max_workgroups)?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs: em.inputs.clone(),
+        outputs: outs,
+        workgroups,
+        iterations: em.iterations(),
+    })
+}
+
 /// A split-K stage of a `dot_general` or `convolution` computed by the loop emitter: `chunks`
 /// partial products per output element, written to `partials` (one binding per output,
 /// element `o * chunks + c`, in the outputs' compute types, not rounded). A dot's chunk `c`

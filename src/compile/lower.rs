@@ -152,7 +152,7 @@ impl<'f, 't> Lowering<'f, 't> {
         let budget = (self.target.max_storage_buffers as usize)
             .saturating_sub(1)
             .max(2);
-        let part = fusion::partition(self.f, region, budget);
+        let part = fusion::partition(self.f, region, budget, self.target.cpu_adapter);
         self.partitions
             .push_str(&format!("region {label}:\n{}", part.describe(region)));
         let defs: HashMap<ValueId, &Operation> = region
@@ -246,6 +246,17 @@ impl<'f, 't> Lowering<'f, 't> {
                     return Ok(steps);
                 }
             },
+            KernelKind::Horizontal => match self.horizontal_kernel(g, region, defs, &name) {
+                Ok(steps) => return Ok(steps),
+                Err(e) => {
+                    log::debug!("{name}: launching its {} parts apart: {e}", g.parts.len());
+                    let mut steps = Vec::new();
+                    for p in &g.parts {
+                        steps.extend(self.kernel(p, region, defs)?);
+                    }
+                    return Ok(steps);
+                }
+            },
             KernelKind::Reduce => Some(reduce_kernel::plan(
                 &name,
                 self.f,
@@ -290,6 +301,21 @@ impl<'f, 't> Lowering<'f, 't> {
             args,
             results,
         }])
+    }
+
+    /// The merged loop kernels of `g` as one launch, when the emitter accepts them and the
+    /// kernel passes the checks.
+    fn horizontal_kernel(
+        &mut self,
+        g: &Group,
+        region: &'f Region,
+        defs: &HashMap<ValueId, &Operation>,
+        name: &str,
+    ) -> Result<Vec<Step>> {
+        let root = &region.ops[g.root];
+        let kernel = loop_kernel::emit_horizontal(name, self.f, defs, g, self.target)?;
+        self.check(&kernel, root)?;
+        self.launch(kernel, g, root)
     }
 
     /// The merged row kernel of `g`, when the emitter accepts it and it passes the checks.
@@ -797,5 +823,6 @@ fn kind_name(k: KernelKind) -> &'static str {
         KernelKind::Dot => "dot",
         KernelKind::Rows => "rows",
         KernelKind::Epilogue => "dot",
+        KernelKind::Horizontal => "horizontal",
     }
 }

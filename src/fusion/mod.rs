@@ -10,6 +10,7 @@ use std::fmt;
 use crate::ir::{Function, Op, Operation, Region, ValueId};
 
 pub mod epilogue;
+pub mod horizontal;
 pub mod in_place;
 pub mod multi_output;
 pub mod rows;
@@ -29,6 +30,9 @@ pub enum KernelKind {
     /// A `dot_general` or `convolution` with the elementwise kernel reading its result run at
     /// each output element's store ([`epilogue`]): its `parts` are the dot and that kernel.
     Epilogue,
+    /// Small independent loop kernels run as one launch, each in its own range of invocations
+    /// ([`horizontal`]): its `parts` are the loop kernels merged.
+    Horizontal,
 }
 
 /// A kernel: the op it is built around, its outputs, and every value it computes inline.
@@ -173,7 +177,13 @@ fn collect_captures(r: &Region, out: &mut HashSet<ValueId>) {
 /// `max_bindings` buffers (inputs and outputs; a kernel over budget is cut by materializing a
 /// fused value whose producers read many buffers, which then becomes a kernel of its own). A
 /// kernel whose single ops already bind more stays as it is: its emitter refuses it.
-pub fn partition(f: &Function, region: &Region, max_bindings: usize) -> Partition {
+/// `cpu_adapter`: the kernels are for a CPU adapter, where some fusions pay less.
+pub fn partition(
+    f: &Function,
+    region: &Region,
+    max_bindings: usize,
+    cpu_adapter: bool,
+) -> Partition {
     let mut forced = HashSet::new();
     loop {
         let p = partition_forced(f, region, &forced);
@@ -189,7 +199,8 @@ pub fn partition(f: &Function, region: &Region, max_bindings: usize) -> Partitio
         if !cuts.iter().any(|v| forced.insert(*v)) {
             let p = rows::fuse(f, region, p, max_bindings);
             let p = multi_output::fuse(f, region, p, max_bindings);
-            return epilogue::fuse(f, region, p, max_bindings);
+            let p = epilogue::fuse(f, region, p, max_bindings);
+            return horizontal::fuse(f, region, p, max_bindings, cpu_adapter);
         }
     }
 }
@@ -294,7 +305,7 @@ pub(crate) fn node_reads(
         Node::Kernel(g) => {
             let starts: Vec<ValueId> = match (g.kind, region.ops.get(g.root)) {
                 (KernelKind::Loop, _) | (_, None) => g.outputs.clone(),
-                (KernelKind::Rows | KernelKind::Epilogue, _) => g
+                (KernelKind::Rows | KernelKind::Epilogue | KernelKind::Horizontal, _) => g
                     .parts
                     .iter()
                     .flat_map(|p| {
@@ -543,7 +554,7 @@ impl Partition {
                                 }
                             }
                         }
-                    } else if g.kind != KernelKind::Loop {
+                    } else if !matches!(g.kind, KernelKind::Loop | KernelKind::Horizontal) {
                         if let Some(op) = region.ops.get(g.root) {
                             fused.push(format!("{}{}", op.name(), first_result(op)));
                         }

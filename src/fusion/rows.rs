@@ -267,7 +267,9 @@ impl Merge {
                 }
                 self.produced.extend(op.results.iter().copied());
             }
-            KernelKind::Dot | KernelKind::Rows | KernelKind::Epilogue => return false,
+            KernelKind::Dot | KernelKind::Rows | KernelKind::Epilogue | KernelKind::Horizontal => {
+                return false
+            }
         }
         self.dep.extend(dep);
         self.produced.extend(g.members.iter().copied());
