@@ -91,22 +91,39 @@ pub fn emit_horizontal(
             "{name}: horizontal kernel over a tensor larger than one binding"
         )));
     }
-    let bindings = em.inputs.len() + outs.len();
-    if bindings as u32 > target.max_storage_buffers {
-        return Err(Error::unimplemented(format!(
-            "{name}: horizontal kernel needs {bindings} storage buffers, adapter {} allows {}",
-            target.adapter, target.max_storage_buffers
-        )));
-    }
     let mut body = kernel::entry_header(WORKGROUP);
     body.push_str(&format!(
         "    let grp = wid.y * nwg.x + wid.x;\n    if (grp >= {groups}u) {{ return; }}\n"
     ));
+    let comment = format!(
+        "kernel {name}: {} loop kernels in one launch, {elements} elements in all",
+        group.parts.len()
+    );
+    finish(name, &comment, &em, outs, body, groups, target)
+}
+
+/// The loop kernel of `em`'s statements under the entry `head` (which defines what they use),
+/// launched over `groups` workgroups, once its bindings are within the adapter's budget.
+fn finish(
+    name: &str,
+    comment: &str,
+    em: &ExprEmitter,
+    outs: Vec<Binding>,
+    mut body: String,
+    groups: u64,
+    target: Target,
+) -> Result<Kernel> {
+    let bindings = em.inputs.len() + outs.len();
+    if bindings as u32 > target.max_storage_buffers {
+        return Err(Error::unimplemented(format!(
+            "{name}: fused kernel needs {bindings} storage buffers, adapter {} allows {}",
+            target.adapter, target.max_storage_buffers
+        )));
+    }
     body.push_str(&em.body);
     body.push_str("}\n");
     let comment = format!(
-        "kernel {name}: {} loop kernels in one launch, {elements} elements in all\nfuses: {}",
-        group.parts.len(),
+        "{comment}\nfuses: {}",
         em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
     );
     let wgsl = kernel::assemble(
@@ -118,13 +135,12 @@ pub fn emit_horizontal(
         &body,
         target.caps,
     )?;
-    let workgroups = kernel::grid(groups, target.max_workgroups)?;
     Ok(Kernel {
         name: name.to_string(),
         wgsl,
         inputs: em.inputs.clone(),
         outputs: outs,
-        workgroups,
+        workgroups: kernel::grid(groups, target.max_workgroups)?,
         iterations: em.iterations(),
     })
 }
@@ -361,13 +377,6 @@ fn elementwise(
             }
         }
     }
-    let bindings = em.inputs.len() + outs.len();
-    if bindings as u32 > target.max_storage_buffers {
-        return Err(Error::unimplemented(format!(
-            "{name}: fused kernel needs {bindings} storage buffers, adapter {} allows {}",
-            target.adapter, target.max_storage_buffers
-        )));
-    }
     let mut body = kernel::entry_header(WORKGROUP);
     if windowed {
         body.push_str(&format!(
@@ -379,40 +388,16 @@ fn elementwise(
         body.push_str(&kernel::thread_index(WORKGROUP));
         body.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
     }
-    body.push_str(&em.body);
-    body.push_str("}\n");
     let comment = format!(
-        "kernel {name}: loop over {} elements ({} per thread{})\nfuses: {}",
-        n,
-        k,
+        "kernel {name}: loop over {n} elements ({k} per thread{})",
         if windowed {
             ", launched in windows of its large tensors"
         } else {
             ""
         },
-        em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
     );
-    let wgsl = kernel::assemble(
-        name,
-        &comment,
-        &em.inputs,
-        &outs,
-        &em.needs,
-        &body,
-        target.caps,
-    )?;
-    let workgroups = kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?;
-    Ok((
-        Kernel {
-            name: name.to_string(),
-            wgsl,
-            inputs: em.inputs.clone(),
-            outputs: outs,
-            workgroups,
-            iterations: em.iterations(),
-        },
-        k,
-    ))
+    let groups = threads.div_ceil(WORKGROUP as u64);
+    Ok((finish(name, &comment, &em, outs, body, groups, target)?, k))
 }
 
 /// The partial-products stage of a split-K dot or convolution: thread `tid` computes chunk

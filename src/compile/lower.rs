@@ -204,8 +204,8 @@ impl<'f, 't> Lowering<'f, 't> {
         Ok(program)
     }
 
-    /// The steps of kernel `g`: one launch, or a plan's launches. A merged row kernel the
-    /// emitter refuses is lowered as its parts.
+    /// The steps of kernel `g`: one launch, or a plan's launches. A merged kernel (rows,
+    /// epilogue, horizontal) its emitter refuses is lowered as its parts.
     fn kernel(
         &mut self,
         g: &Group,
@@ -224,39 +224,24 @@ impl<'f, 't> Lowering<'f, 't> {
         // Reductions and dots too long for one invocation become several launches.
         let plan = match g.kind {
             KernelKind::Loop => None,
-            KernelKind::Rows => match self.row_kernel(g, region, defs, &name) {
-                Ok(steps) => return Ok(steps),
-                Err(e) => {
-                    log::debug!("{name}: lowering its {} parts instead: {e}", g.parts.len());
-                    let mut steps = Vec::new();
-                    for p in &g.parts {
-                        steps.extend(self.kernel(p, region, defs)?);
+            KernelKind::Rows | KernelKind::Epilogue | KernelKind::Horizontal => {
+                let merged = if g.kind == KernelKind::Epilogue {
+                    self.epilogue_kernel(g, region, defs, &name)
+                } else {
+                    self.merged_kernel(g, region, defs, &name)
+                };
+                return match merged {
+                    Ok(steps) => Ok(steps),
+                    Err(e) => {
+                        log::debug!("{name}: lowering its {} parts apart: {e}", g.parts.len());
+                        let mut steps = Vec::new();
+                        for p in &g.parts {
+                            steps.extend(self.kernel(p, region, defs)?);
+                        }
+                        Ok(steps)
                     }
-                    return Ok(steps);
-                }
-            },
-            KernelKind::Epilogue => match self.epilogue_kernel(g, region, defs, &name) {
-                Ok(steps) => return Ok(steps),
-                Err(e) => {
-                    log::debug!("{name}: lowering the dot and its epilogue apart: {e}");
-                    let mut steps = Vec::new();
-                    for p in &g.parts {
-                        steps.extend(self.kernel(p, region, defs)?);
-                    }
-                    return Ok(steps);
-                }
-            },
-            KernelKind::Horizontal => match self.horizontal_kernel(g, region, defs, &name) {
-                Ok(steps) => return Ok(steps),
-                Err(e) => {
-                    log::debug!("{name}: launching its {} parts apart: {e}", g.parts.len());
-                    let mut steps = Vec::new();
-                    for p in &g.parts {
-                        steps.extend(self.kernel(p, region, defs)?);
-                    }
-                    return Ok(steps);
-                }
-            },
+                };
+            }
             KernelKind::Reduce => Some(reduce_kernel::plan(
                 &name,
                 self.f,
@@ -303,9 +288,9 @@ impl<'f, 't> Lowering<'f, 't> {
         }])
     }
 
-    /// The merged loop kernels of `g` as one launch, when the emitter accepts them and the
-    /// kernel passes the checks.
-    fn horizontal_kernel(
+    /// The merged row kernel (kind `Rows`) or horizontal kernel of `g` as one launch, when its
+    /// emitter accepts it and it passes the checks.
+    fn merged_kernel(
         &mut self,
         g: &Group,
         region: &'f Region,
@@ -313,21 +298,11 @@ impl<'f, 't> Lowering<'f, 't> {
         name: &str,
     ) -> Result<Vec<Step>> {
         let root = &region.ops[g.root];
-        let kernel = loop_kernel::emit_horizontal(name, self.f, defs, g, self.target)?;
-        self.check(&kernel, root)?;
-        self.launch(kernel, g, root)
-    }
-
-    /// The merged row kernel of `g`, when the emitter accepts it and it passes the checks.
-    fn row_kernel(
-        &mut self,
-        g: &Group,
-        region: &'f Region,
-        defs: &HashMap<ValueId, &Operation>,
-        name: &str,
-    ) -> Result<Vec<Step>> {
-        let root = &region.ops[g.root];
-        let kernel = row_kernel::emit(name, self.f, defs, &region.ops, g, self.target)?;
+        let kernel = if g.kind == KernelKind::Rows {
+            row_kernel::emit(name, self.f, defs, &region.ops, g, self.target)?
+        } else {
+            loop_kernel::emit_horizontal(name, self.f, defs, g, self.target)?
+        };
         self.check(&kernel, root)?;
         self.launch(kernel, g, root)
     }

@@ -8,7 +8,9 @@
 
 use std::collections::HashSet;
 
-use super::{definitions, node_reads, switched_off, Group, KernelKind, Node, NodeInfo, Partition};
+use super::{
+    definitions, movable_to, node_reads, switched_off, Group, KernelKind, Node, NodeInfo, Partition,
+};
 use crate::ir::{Function, Region, ValueId};
 
 /// Elements a part may write on a GPU for its launch to count as small: a launch's fixed cost
@@ -110,30 +112,22 @@ fn find(
             continue;
         };
         let Node::Kernel(gb) = nb else { continue };
-        for a in (0..b).rev() {
-            match &p.nodes[a] {
-                Node::Kernel(ga) => {
-                    let reads_a = |k: usize| ga.outputs.iter().any(|v| infos[k].reads.contains(v));
-                    if (a + 1..b).any(reads_a) {
-                        break;
-                    }
-                    if reads_a(b) {
-                        continue;
-                    }
-                    let Some(pa) = parts(f, &p.nodes[a], small) else {
-                        continue;
-                    };
-                    if pa.len() + pb.len() > MAX_PARTS {
-                        continue;
-                    }
-                    let reads: HashSet<ValueId> =
-                        infos[a].reads.union(&infos[b].reads).copied().collect();
-                    if reads.len() + ga.outputs.len() + gb.outputs.len() <= max_bindings {
-                        return Some((a, b, pa));
-                    }
-                }
-                Node::Constant(_) | Node::Alias { .. } => {}
-                Node::Op(_) => break,
+        for a in movable_to(p, infos, b) {
+            let Node::Kernel(ga) = &p.nodes[a] else {
+                continue;
+            };
+            if ga.outputs.iter().any(|v| infos[b].reads.contains(v)) {
+                continue;
+            }
+            let Some(pa) = parts(f, &p.nodes[a], small) else {
+                continue;
+            };
+            if pa.len() + pb.len() > MAX_PARTS {
+                continue;
+            }
+            let reads: HashSet<ValueId> = infos[a].reads.union(&infos[b].reads).copied().collect();
+            if reads.len() + ga.outputs.len() + gb.outputs.len() <= max_bindings {
+                return Some((a, b, pa));
             }
         }
     }

@@ -293,6 +293,27 @@ pub(crate) struct NodeInfo {
     pub reads: HashSet<ValueId>,
 }
 
+/// The kernels before node `b` that could run at `b`'s place instead, nearest first: no node
+/// between them and `b` reads their results, and only kernels, constants and views lie
+/// between (the scan stops at the first other step: ops that update buffers in place keep
+/// their order with the kernels reading them).
+pub(crate) fn movable_to(p: &Partition, infos: &[NodeInfo], b: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    for a in (0..b).rev() {
+        match &p.nodes[a] {
+            Node::Kernel(ga) => {
+                let reads_a = |k: usize| ga.outputs.iter().any(|v| infos[k].reads.contains(v));
+                if !(a + 1..b).any(reads_a) {
+                    out.push(a);
+                }
+            }
+            Node::Constant(_) | Node::Alias { .. } => {}
+            Node::Op(_) => break,
+        }
+    }
+    out
+}
+
 /// The buffers `node` of a partition reads.
 pub(crate) fn node_reads(
     region: &Region,

@@ -8,7 +8,9 @@
 
 use std::collections::HashSet;
 
-use super::{definitions, node_reads, switched_off, Group, KernelKind, Node, NodeInfo, Partition};
+use super::{
+    definitions, movable_to, node_reads, switched_off, Group, KernelKind, Node, NodeInfo, Partition,
+};
 use crate::ir::{Function, Region, ValueId};
 
 fn shape_of(f: &Function, v: ValueId) -> Option<(Vec<i64>, u32)> {
@@ -80,31 +82,27 @@ fn find(
         let Some(shape) = common_shape(f, gb) else {
             continue;
         };
-        for a in (0..b).rev() {
-            match &p.nodes[a] {
-                Node::Kernel(ga) => {
-                    let reads_a = |k: usize| ga.outputs.iter().any(|v| infos[k].reads.contains(v));
-                    if ga.kind == KernelKind::Loop
-                        && reads_a(b)
-                        && common_shape(f, ga).as_ref() == Some(&shape)
-                        && !(a + 1..b).any(reads_a)
-                    {
-                        let produced: HashSet<ValueId> =
-                            ga.members.iter().chain(&ga.outputs).copied().collect();
-                        let reads: HashSet<ValueId> = infos[a]
-                            .reads
-                            .iter()
-                            .chain(&infos[b].reads)
-                            .filter(|v| !produced.contains(v))
-                            .copied()
-                            .collect();
-                        if reads.len() + ga.outputs.len() + gb.outputs.len() <= max_bindings {
-                            return Some((a, b));
-                        }
-                    }
+        for a in movable_to(p, infos, b) {
+            let Node::Kernel(ga) = &p.nodes[a] else {
+                continue;
+            };
+            let reads_a = ga.outputs.iter().any(|v| infos[b].reads.contains(v));
+            if ga.kind == KernelKind::Loop
+                && reads_a
+                && common_shape(f, ga).as_ref() == Some(&shape)
+            {
+                let produced: HashSet<ValueId> =
+                    ga.members.iter().chain(&ga.outputs).copied().collect();
+                let reads: HashSet<ValueId> = infos[a]
+                    .reads
+                    .iter()
+                    .chain(&infos[b].reads)
+                    .filter(|v| !produced.contains(v))
+                    .copied()
+                    .collect();
+                if reads.len() + ga.outputs.len() + gb.outputs.len() <= max_bindings {
+                    return Some((a, b));
                 }
-                Node::Constant(_) | Node::Alias { .. } => {}
-                Node::Op(_) => break,
             }
         }
     }
