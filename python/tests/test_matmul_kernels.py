@@ -93,3 +93,58 @@ def test_batched_subgroup(gpu, monkeypatch, kernel):
         a, b = data((bsz, m, k), 13), data((bsz, k, n), 14)
         want = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
         check(run(gpu, lambda x, y: x @ y, a, b), want, k)
+
+
+def dot_kernel_comments(tmp_path):
+    """The first line of each dumped kernel's WGSL (its comment says which emitter made it)."""
+    import glob
+    import os
+
+    return [open(p).readline() for p in sorted(glob.glob(os.path.join(tmp_path, "*.wgsl")))]
+
+
+@pytest.mark.parametrize("dtype,out", [("bfloat16", None), ("float16", None),
+                                       ("bfloat16", "float32"), ("float16", "float32")])
+def test_narrow_float_matmul_runs_the_fast_kernel(gpu, tmp_path, monkeypatch, dtype, out):
+    """bf16 and f16 matmuls accumulate in f32 in the same kernels as f32 ones (they once ran
+    in the one-thread-per-element loop kernel, 350x slower than f32 on lavapipe); the result
+    is rounded once, as on XLA's cpu backend."""
+    import jax.numpy as jnp
+
+    m, k, n = 96, 300, 136
+    a, b = data((m, k), 15), data((k, n), 16)
+    dt = jnp.dtype(dtype)
+    pref = None if out is None else jnp.dtype(out)
+    f = lambda x, y: jnp.dot(x.astype(dt), y.astype(dt), preferred_element_type=pref)
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    got = run(gpu, f, a, b)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    assert got.dtype == (dt if out is None else jnp.dtype(out))
+    want = a.astype(dt).astype(np.float64) @ b.astype(dt).astype(np.float64)
+    if out is None:
+        # One rounding to the narrow type at the end.
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-2, atol=1e-2)
+    else:
+        check(got, want, k)
+    # Against cpu: within one rounding of the result type (sums in another order may round
+    # the other way).
+    cpu = jax.devices("cpu")[0]
+    c = np.asarray(jax.jit(f)(jax.device_put(a, cpu), jax.device_put(b, cpu))).astype(np.float32)
+    eps = max(float(jnp.finfo(got.dtype).eps), 1e-5)
+    np.testing.assert_allclose(got.astype(np.float32), c, rtol=eps, atol=eps * np.abs(c).max())
+    dots = [c for c in dot_kernel_comments(tmp_path) if "dot_general" in c]
+    assert dots and not any("loop over" in c for c in dots), dots
+
+
+def test_bf16_convolution_runs_in_f32(gpu, tmp_path, monkeypatch):
+    import jax.numpy as jnp
+
+    x, w = data((4, 14, 14, 16), 17), data((3, 3, 16, 32), 18) / 12
+    dn = ("NHWC", "HWIO", "NHWC")
+    f = lambda x, w: lax.conv_general_dilated(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16),
+                                              (1, 1), "SAME", dimension_numbers=dn)
+    got = run(gpu, f, x, w)
+    cpu = jax.devices("cpu")[0]
+    want = np.asarray(jax.jit(f)(jax.device_put(x, cpu), jax.device_put(w, cpu)))
+    assert got.dtype == want.dtype == jnp.bfloat16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-2)

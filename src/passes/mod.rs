@@ -6,6 +6,7 @@ pub mod checks;
 pub mod dce;
 pub mod dot_transpose;
 pub mod inline;
+pub mod narrow_dots;
 pub mod rewrite;
 pub mod static_shapes;
 pub mod tokens;
@@ -15,7 +16,8 @@ use crate::ir::{verify, Function, Module};
 
 /// Verifies `module`, inlines everything into `entry`, turns tokens into empty tensors, makes
 /// known dynamic shapes static, canonicalizes, folds transposes of dot results into the dots
-/// (`dot_transpose`) and removes dead code,
+/// (`dot_transpose`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`) and
+/// removes dead code,
 /// then verifies the result again.
 pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     verify::verify_module(module)?;
@@ -24,6 +26,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     static_shapes::make_static(&mut f);
     canonicalize::canonicalize(&mut f);
     dot_transpose::transpose_into_dot(&mut f);
+    narrow_dots::upcast_narrow_dots(&mut f);
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
     }
