@@ -16,7 +16,7 @@ echo "== pytest (JAX on wgpu vs cpu)"
 echo "== GPU kernel choices on this adapter (WGPU_HLO_ADAPTER_CLASS=gpu)"
 WGPU_HLO_ADAPTER_CLASS=gpu cargo test --release --test conformance --test conv_gemm \
     --test dot_tiled --test reduce_rows --test jacobi --test linalg --test big_tensors \
-    --test conv_split --test loop_bound --test horizontal
+    --test conv_split --test loop_bound --test horizontal --test prologue
 cat target/conformance/summary.txt 2>/dev/null || true
 WGPU_HLO_ADAPTER_CLASS=gpu "$VENV/bin/python" -m pytest -q python/tests/test_jax_vs_cpu.py \
     python/tests/test_conv.py python/tests/test_matmul_kernels.py python/tests/test_linalg_sizes.py \

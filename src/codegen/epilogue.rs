@@ -41,8 +41,8 @@ pub fn apply(
 ) -> Result<Kernel> {
     let name = dot.name.clone();
     let refuse = |why: &str| Err(Error::unimplemented(format!("{name}: epilogue: {why}")));
-    let ([lhs, rhs], [d]) = (dot.inputs.as_slice(), dot.outputs.as_slice()) else {
-        return refuse("not a kernel of two operands and one result");
+    let [d] = dot.outputs.as_slice() else {
+        return refuse("not a kernel of one result");
     };
     if d.ty.dtype != ElementType::F32 {
         return refuse("result is not f32");
@@ -54,9 +54,11 @@ pub fn apply(
 
     let fused = |v: ValueId| epilogue.members.contains(&v);
     let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
-    // The dot's operands keep bindings 0 and 1; the epilogue's own inputs follow.
-    em.input(lhs.value)?;
-    em.input(rhs.value)?;
+    // The dot's inputs (its operands, or a prologue's inputs) keep their bindings; the
+    // epilogue's own inputs follow.
+    for b in &dot.inputs {
+        em.input(b.value)?;
+    }
     em.scalars.insert(d.value, "d".to_string());
     let idx = Index::Linear("i".into());
     let mut outs = Vec::new();
@@ -72,8 +74,8 @@ pub fn apply(
         outs.push(Binding { value: v, ty });
     }
     let body = std::mem::take(&mut em.body);
-    if body.contains("in0[") || body.contains("in1[") {
-        return refuse("it reads the dot's operands");
+    if (0..dot.inputs.len()).any(|j| body.contains(&format!("in{j}["))) {
+        return refuse("it reads the dot's inputs");
     }
     // Constants built from the run-time zero: it comes from a buffer length (below 2^31
     // elements), which no compiler can fold.
@@ -87,9 +89,8 @@ pub fn apply(
     }
     let mut needs: BTreeSet<String> = em.needs.clone();
     needs.extend(kernel::called_library_functions(&body));
-    if needs.iter().any(|n| dot.wgsl.contains(&format!("fn {n}("))) {
-        return refuse("library functions the dot kernel defines too");
-    }
+    // Library functions a prologue already brought in.
+    needs.retain(|n| !dot.wgsl.contains(&format!("fn {n}(")));
 
     // Bindings: the epilogue's inputs after the operands, then its outputs.
     let line_start = dot.wgsl[..at].rfind('\n').map_or(0, |k| k + 1);
@@ -97,7 +98,7 @@ pub fn apply(
         .find('\n')
         .map_or(dot.wgsl.len(), |k| at + k + 1);
     let mut decls = String::new();
-    for (k, b) in em.inputs.iter().enumerate().skip(2) {
+    for (k, b) in em.inputs.iter().enumerate().skip(dot.inputs.len()) {
         decls.push_str(&format!(
             "@group(0) @binding({k}) var<storage, read> in{k}: array<{}>; // {} {}\n",
             dtype::storage_elem(b.ty.dtype),

@@ -13,6 +13,7 @@ pub mod loop_kernel;
 pub mod math;
 pub mod op_kernels;
 pub mod partials;
+pub mod prologue;
 pub mod reduce_kernel;
 pub mod row_kernel;
 pub mod windows;

@@ -11,7 +11,7 @@ use super::trip_count::trip_count;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
 use crate::codegen::{
-    conv_kernel, dot_kernel, epilogue, loop_kernel, op_kernels, reduce_kernel, row_kernel,
+    conv_kernel, dot_kernel, epilogue, loop_kernel, op_kernels, prologue, reduce_kernel, row_kernel,
 };
 use crate::error::{Error, Result};
 use crate::fusion::{self, Group, KernelKind, Node};
@@ -224,11 +224,14 @@ impl<'f, 't> Lowering<'f, 't> {
         // Reductions and dots too long for one invocation become several launches.
         let plan = match g.kind {
             KernelKind::Loop => None,
-            KernelKind::Rows | KernelKind::Epilogue | KernelKind::Horizontal => {
-                let merged = if g.kind == KernelKind::Epilogue {
-                    self.epilogue_kernel(g, region, defs, &name)
-                } else {
-                    self.merged_kernel(g, region, defs, &name)
+            KernelKind::Rows
+            | KernelKind::Epilogue
+            | KernelKind::Horizontal
+            | KernelKind::Prologue => {
+                let merged = match g.kind {
+                    KernelKind::Epilogue => self.epilogue_kernel(g, region, defs, &name),
+                    KernelKind::Prologue => self.prologue_kernel(g, region, defs, &name),
+                    _ => self.merged_kernel(g, region, defs, &name),
                 };
                 return match merged {
                     Ok(steps) => Ok(steps),
@@ -322,6 +325,67 @@ impl<'f, 't> Lowering<'f, 't> {
             )));
         };
         let root = &region.ops[dot.root];
+        let kernel = self.single_dot_kernel(dot, root, defs, name)?;
+        let kernel = epilogue::apply(self.f, defs, kernel, ep, &g.outputs, self.target)?;
+        self.check(&kernel, root)?;
+        self.launch(kernel, g, root)
+    }
+
+    /// The dot of `g` (kind `Prologue`: producers, then a `Dot` or `Epilogue` group) reading
+    /// its fused operands through the producers, with its epilogue if it has one, when the
+    /// dot is one kernel and the emitters accept both.
+    fn prologue_kernel(
+        &mut self,
+        g: &Group,
+        region: &'f Region,
+        defs: &HashMap<ValueId, &Operation>,
+        name: &str,
+    ) -> Result<Vec<Step>> {
+        let Some((inner, producers)) = g.parts.split_last() else {
+            return Err(Error::internal(format!("{name}: prologue without parts")));
+        };
+        let (dot, ep) = match (inner.kind, inner.parts.as_slice()) {
+            (KernelKind::Dot, _) => (inner, None),
+            (KernelKind::Epilogue, [dot, ep]) => (dot, Some(ep)),
+            _ => {
+                return Err(Error::internal(format!(
+                    "{name}: prologue of a {:?} kernel",
+                    inner.kind
+                )))
+            }
+        };
+        let root = &region.ops[dot.root];
+        let kernel = self.single_dot_kernel(dot, root, defs, name)?;
+        let kernel = prologue::apply(self.f, defs, kernel, producers, self.target)?;
+        let Some(ep) = ep else {
+            self.check(&kernel, root)?;
+            return self.launch(kernel, g, root);
+        };
+        match epilogue::apply(self.f, defs, kernel.clone(), ep, &g.outputs, self.target) {
+            Ok(merged) => {
+                self.check(&merged, root)?;
+                self.launch(merged, g, root)
+            }
+            // The dot with its prologue, then the epilogue as a kernel of its own.
+            Err(e) => {
+                log::debug!("{name}: epilogue apart: {e}");
+                self.check(&kernel, root)?;
+                let mut steps = self.launch(kernel, dot, root)?;
+                steps.extend(self.kernel(ep, region, defs)?);
+                Ok(steps)
+            }
+        }
+    }
+
+    /// The one kernel of dot or convolution group `dot` (rooted at `root`), or an error when
+    /// its plan takes several launches or temporaries (split-K).
+    fn single_dot_kernel(
+        &self,
+        dot: &Group,
+        root: &Operation,
+        defs: &HashMap<ValueId, &Operation>,
+        name: &str,
+    ) -> Result<Kernel> {
         let plan = conv_kernel::plan(name, self.f, dot, root, self.target)
             .transpose()
             .unwrap_or_else(|| dot_kernel::plan(name, self.f, defs, dot, root, self.target))?;
@@ -330,14 +394,12 @@ impl<'f, 't> Lowering<'f, 't> {
             && plan.launches.iter().all(|l| {
                 l.kernel == 0 && l.params.is_empty() && l.update.is_none() && l.chunks.is_empty()
             });
-        let (true, Some(kernel)) = (single, plan.kernels.into_iter().next()) else {
-            return Err(Error::unimplemented(format!(
+        match (single, plan.kernels.into_iter().next()) {
+            (true, Some(kernel)) => Ok(kernel),
+            _ => Err(Error::unimplemented(format!(
                 "{name}: the dot is not a single kernel"
-            )));
-        };
-        let kernel = epilogue::apply(self.f, defs, kernel, ep, &g.outputs, self.target)?;
-        self.check(&kernel, root)?;
-        self.launch(kernel, g, root)
+            ))),
+        }
     }
 
     /// The steps of an op computed by a multi-kernel plan (long sorts, scatters sorted by index,
@@ -797,7 +859,7 @@ fn kind_name(k: KernelKind) -> &'static str {
         KernelKind::Reduce => "reduce",
         KernelKind::Dot => "dot",
         KernelKind::Rows => "rows",
-        KernelKind::Epilogue => "dot",
+        KernelKind::Epilogue | KernelKind::Prologue => "dot",
         KernelKind::Horizontal => "horizontal",
     }
 }

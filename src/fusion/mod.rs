@@ -13,6 +13,7 @@ pub mod epilogue;
 pub mod horizontal;
 pub mod in_place;
 pub mod multi_output;
+pub mod prologue;
 pub mod rows;
 
 /// What kind of kernel a group becomes.
@@ -33,6 +34,10 @@ pub enum KernelKind {
     /// Small independent loop kernels run as one launch, each in its own range of invocations
     /// ([`horizontal`]): its `parts` are the loop kernels merged.
     Horizontal,
+    /// A `dot_general` or `convolution` (kind `Dot` or `Epilogue`) computing operands from the
+    /// loop kernels that produced them where it reads them ([`prologue`]): its `parts` are
+    /// those loop kernels, then the dot.
+    Prologue,
 }
 
 /// A kernel: the op it is built around, its outputs, and every value it computes inline.
@@ -200,6 +205,7 @@ pub fn partition(
             let p = rows::fuse(f, region, p, max_bindings);
             let p = multi_output::fuse(f, region, p, max_bindings);
             let p = epilogue::fuse(f, region, p, max_bindings);
+            let p = prologue::fuse(f, region, p, max_bindings, cpu_adapter);
             return horizontal::fuse(f, region, p, max_bindings, cpu_adapter);
         }
     }
@@ -326,7 +332,13 @@ pub(crate) fn node_reads(
         Node::Kernel(g) => {
             let starts: Vec<ValueId> = match (g.kind, region.ops.get(g.root)) {
                 (KernelKind::Loop, _) | (_, None) => g.outputs.clone(),
-                (KernelKind::Rows | KernelKind::Epilogue | KernelKind::Horizontal, _) => g
+                (
+                    KernelKind::Rows
+                    | KernelKind::Epilogue
+                    | KernelKind::Horizontal
+                    | KernelKind::Prologue,
+                    _,
+                ) => g
                     .parts
                     .iter()
                     .flat_map(|p| {

@@ -267,9 +267,11 @@ impl Merge {
                 }
                 self.produced.extend(op.results.iter().copied());
             }
-            KernelKind::Dot | KernelKind::Rows | KernelKind::Epilogue | KernelKind::Horizontal => {
-                return false
-            }
+            KernelKind::Dot
+            | KernelKind::Rows
+            | KernelKind::Epilogue
+            | KernelKind::Horizontal
+            | KernelKind::Prologue => return false,
         }
         self.dep.extend(dep);
         self.produced.extend(g.members.iter().copied());
