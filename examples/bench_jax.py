@@ -170,6 +170,10 @@ def cases():
     yield "matmul 512 + tanh", jax.jit(lambda a, b: jnp.tanh(a @ b)), (a, a.T.copy())
     a = normal((1024, 1024), 6)
     yield "matmul 1024", jax.jit(lambda a, b: a @ b), (a, a.T.copy())
+    bf = jnp.bfloat16
+    yield ("matmul 1024 bf16 (f32 in, converts fused)",
+           jax.jit(lambda a, b: jnp.dot(a.astype(bf), b.astype(bf), preferred_element_type=jnp.float32)),
+           (a, a.T.copy()))
     a = normal((64, 128, 128), 7)
     yield "batched matmul 64x128x128", jax.jit(lambda a, b: a @ b), (a, a + 1)
     x = normal((8, 56, 56, 64), 8)
