@@ -1,0 +1,247 @@
+//! Times one WGSL compute kernel through wgpu alone, for trying a hand-edited kernel from a dump
+//! (`WGPU_HLO_DUMP=DIR`) against the one the compiler generated:
+//!
+//!     cargo run --release --example wgsl_bench -- KERNEL.wgsl --grid X[,Y[,Z]] [--runs N]
+//!         [--bytes B0,B1,...]
+//!
+//! Each `@binding(i)` gets a buffer of the size its dump comment names (`// %3 tensor<64x32xf32>`)
+//! or the size `--bytes` gives, filled with floats in [-1, 1). The kernel is dispatched
+//! `--runs` times (default 50), each in its own submission waited for; the median and minimum
+//! wall-clock milliseconds are printed, with GPU timestamps where the adapter has them.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+fn tensor_bytes(comment: &str) -> Option<u64> {
+    let t = comment.split("tensor<").nth(1)?.split('>').next()?;
+    let mut parts: Vec<&str> = t.split('x').collect();
+    let dtype = parts.pop()?;
+    let size: u64 = match dtype {
+        "f64" | "i64" | "ui64" | "complex<f32" => 8,
+        "f32" | "i32" | "ui32" => 4,
+        "f16" | "bf16" | "i16" | "ui16" => 2,
+        _ => 1,
+    };
+    let n = parts
+        .iter()
+        .map(|d| d.parse::<u64>().ok())
+        .product::<Option<u64>>()?;
+    Some((n * size).max(4).div_ceil(4) * 4)
+}
+
+fn bindings(src: &str) -> Vec<(u32, bool, Option<u64>)> {
+    let mut out = Vec::new();
+    for line in src.lines() {
+        let Some(rest) = line.trim().strip_prefix("@group(0) @binding(") else {
+            continue;
+        };
+        let Some(idx) = rest.split(')').next().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let read_only = rest.contains("var<storage, read>");
+        let bytes = line.split("//").nth(1).and_then(tensor_bytes);
+        out.push((idx, read_only, bytes));
+    }
+    out
+}
+
+fn run() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut file = None;
+    let mut grid = [1u32, 1, 1];
+    let mut runs = 50usize;
+    let mut bytes: Vec<u64> = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let value = || args.get(i + 1).cloned().ok_or(format!("{} needs a value", args[i]));
+        match args[i].as_str() {
+            "--grid" => {
+                for (k, s) in value()?.split(',').enumerate().take(3) {
+                    grid[k] = s.parse().map_err(|e| format!("--grid: {e}"))?;
+                }
+                i += 1;
+            }
+            "--runs" => {
+                runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?;
+                i += 1;
+            }
+            "--bytes" => {
+                bytes = value()?
+                    .split(',')
+                    .map(|s| s.parse().map_err(|e| format!("--bytes: {e}")))
+                    .collect::<Result<_, String>>()?;
+                i += 1;
+            }
+            f => file = Some(f.to_string()),
+        }
+        i += 1;
+    }
+    let file = file.ok_or("usage: wgsl_bench KERNEL.wgsl --grid X[,Y[,Z]] [--runs N]")?;
+    let src = std::fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
+
+    let instance = wgpu::Instance::default();
+    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        power_preference: wgpu::PowerPreference::HighPerformance,
+        ..Default::default()
+    }))
+    .map_err(|e| format!("no adapter: {e}"))?;
+    let features = adapter.features()
+        & (wgpu::Features::SUBGROUP
+            | wgpu::Features::SHADER_F16
+            | wgpu::Features::SHADER_F64
+            | wgpu::Features::SHADER_INT64
+            | wgpu::Features::TIMESTAMP_QUERY);
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        required_features: features,
+        required_limits: adapter.limits(),
+        ..Default::default()
+    }))
+    .map_err(|e| format!("no device: {e}"))?;
+    println!("{}", adapter.get_info().name);
+
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(&file),
+        source: wgpu::ShaderSource::Wgsl(src.as_str().into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: None,
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let mut state = 0x2545f4914f6cdd1du64;
+    let mut buffers = Vec::new();
+    for (k, (idx, read_only, size)) in bindings(&src).into_iter().enumerate() {
+        let size = bytes
+            .get(k)
+            .copied()
+            .or(size)
+            .ok_or(format!("binding {idx}: no size (give --bytes)"))?;
+        let data: Vec<u8> = (0..size / 4)
+            .flat_map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let v = (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
+                v.to_le_bytes()
+            })
+            .collect();
+        let buf = device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        queue.write_buffer(&buf, 0, &data);
+        println!(
+            "binding {idx}: {size} bytes{}",
+            if read_only { "" } else { " (written)" }
+        );
+        buffers.push((idx, buf));
+    }
+    let layout = pipeline.get_bind_group_layout(0);
+    let entries: Vec<wgpu::BindGroupEntry> = buffers
+        .iter()
+        .map(|(idx, b)| wgpu::BindGroupEntry {
+            binding: *idx,
+            resource: b.as_entire_binding(),
+        })
+        .collect();
+    let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &layout,
+        entries: &entries,
+    });
+    let timing = features.contains(wgpu::Features::TIMESTAMP_QUERY);
+    let query = timing.then(|| {
+        device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: None,
+            ty: wgpu::QueryType::Timestamp,
+            count: 2,
+        })
+    });
+    let resolve = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 16,
+        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let readback = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 16,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut wall = Vec::new();
+    let mut gpu = Vec::new();
+    for _ in 0..runs + 2 {
+        let mut enc = device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: query.as_ref().map(|q| wgpu::ComputePassTimestampWrites {
+                    query_set: q,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: Some(1),
+                }),
+            });
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+        }
+        if let Some(q) = &query {
+            enc.resolve_query_set(q, 0..2, &resolve, 0);
+            enc.copy_buffer_to_buffer(&resolve, 0, &readback, 0, 16);
+        }
+        let t0 = Instant::now();
+        let index = queue.submit([enc.finish()]);
+        device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(index),
+                timeout: None,
+            })
+            .map_err(|e| format!("poll: {e}"))?;
+        wall.push(t0.elapsed().as_secs_f64() * 1e3);
+        if timing {
+            readback.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+            device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| format!("poll: {e}"))?;
+            let t: Vec<u64> = readback
+                .slice(..)
+                .get_mapped_range()
+                .map_err(|e| format!("map: {e}"))?
+                .chunks(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                .collect();
+            readback.unmap();
+            let period = f64::from(queue.get_timestamp_period());
+            gpu.push(t[1].saturating_sub(t[0]) as f64 * period / 1e6);
+        }
+    }
+    let stats = |v: &mut Vec<f64>| {
+        let v = &mut v[2..];
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[0])
+    };
+    let (med, min) = stats(&mut wall);
+    print!("{file}: grid {grid:?}, {runs} runs: median {med:.3} ms, min {min:.3} ms (wall)");
+    if timing {
+        let (gmed, gmin) = stats(&mut gpu);
+        print!("; GPU median {gmed:.3} ms, min {gmin:.3} ms");
+    }
+    println!();
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("wgsl_bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
