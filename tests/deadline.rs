@@ -48,12 +48,18 @@ fn a_wait_past_the_deadline_is_an_error() {
     let mut n = 1;
     let (exe, took) = loop {
         let exe = compile(&dev, program(n).as_bytes(), &o).expect("compile");
-        let start = Instant::now();
-        let (_, done) = exe
-            .execute(std::slice::from_ref(&arg), &[])
-            .expect("execute");
-        done.wait().expect("a run within the default deadline");
-        let took = start.elapsed();
+        // The shorter of two runs: the first may include the driver's compile (llvmpipe builds
+        // a kernel at its first dispatch) or another process's load, and a deadline taken from
+        // it could lie past the whole of a later run.
+        let mut took = Duration::MAX;
+        for _ in 0..2 {
+            let start = Instant::now();
+            let (_, done) = exe
+                .execute(std::slice::from_ref(&arg), &[])
+                .expect("execute");
+            done.wait().expect("a run within the default deadline");
+            took = took.min(start.elapsed());
+        }
         if took >= Duration::from_millis(1500) || n >= 200 {
             break (exe, took);
         }
