@@ -54,6 +54,12 @@ CASES = {
         (64, 200),
     ),
     "column reduction": (lambda x: jax.nn.softmax(x, axis=0), (256, 40)),
+    # CPU adapters with 8 lanes: each lane holds 127 elements of a row in registers, the last
+    # one only on two lanes (1010 = 126 x 8 + 2).
+    "rows held in registers": (
+        lambda x: (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1e-5) * x[0],
+        (520, 1010),
+    ),
     "chained row passes": (
         lambda x: jax.nn.softmax(jax.nn.softmax(x, axis=-1) * 3.0 - x.mean(-1, keepdims=True), axis=-1),
         (128, 256),

@@ -2,6 +2,16 @@
 //! reductions over it pass by pass (each pass a strided loop over the row, lanes combined by
 //! shuffles, the result then a per-row scalar every lane holds), then writes the merged
 //! kernel's outputs over the row (the whole tensor's) and per row (lane 0).
+//!
+//! On CPU adapters with one subgroup size `S` (llvmpipe: 8), rows of at most
+//! [`MAX_UNROLLED`]` x S` elements are **held in registers**: each lane's share of the row
+//! (elements `lane`, `lane + S`, ...) is unrolled in every pass at the same indices, so each
+//! element is loaded once and what one pass computes of it (softmax's exponential, which the
+//! sum and the quotient share) is kept for the next pass instead of being loaded and computed
+//! again. llvmpipe runs every storage load as a loop over the lanes with a bounds check per
+//! lane, so loads are what such a kernel costs there: softmax over 1024 x 1024 (three loads
+//! and two exponentials per element before, one and one now): 16-18 ms before, 9-10 ms now
+//! (`wgpu-hlo bench`), for a longer driver compile (see [`MAX_UNROLLED`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -14,7 +24,7 @@ use super::reduce_kernel::{
     SUBGROUP_UNROLL, SUBGROUP_WORKGROUP,
 };
 use crate::error::{Error, Result};
-use crate::fusion::Group;
+use crate::fusion::{switched_off, Group};
 use crate::ir::{Function, Op, Operation, ValueId};
 
 /// Emits the merged row kernel of `group` (kind `Rows`). Errors (an adapter without
@@ -145,6 +155,12 @@ pub fn emit(
     );
     em.line(&format!("let row = g * {SUBGROUP_ROWS}u + q;"));
     em.line(&format!("let o = min(row, {}u);", rows - 1));
+    let unrolled = unrolled_lanes(&target, rows, cols);
+    if let Some(s) = unrolled {
+        for j in 0..cols.div_ceil(s) {
+            em.line(&format!("let rc{j} = sl + {}u;", j * s));
+        }
+    }
     let om = em.multi(&Index::Linear("o".into()), &kept_dims);
     let at = |em: &mut ExprEmitter, r: &str| -> Index {
         let rm = em.multi(&Index::Linear(r.to_string()), &red_dims);
@@ -178,7 +194,7 @@ pub fn emit(
             }
             Ok(())
         };
-        strided(&mut em, cols, &body)?;
+        over_row(&mut em, cols, unrolled, &body)?;
         em.open_loop(
             "for (var m: u32 = w >> 1u; m > 0u; m = m >> 1u)",
             u64::from(SUBGROUP_WORKGROUP.trailing_zeros()),
@@ -221,7 +237,7 @@ pub fn emit(
             }
             Ok(())
         };
-        strided(&mut em, cols, &body)?;
+        over_row(&mut em, cols, unrolled, &body)?;
         em.close(None);
     }
     let row_outs: Vec<usize> = (0..outs.len())
@@ -274,6 +290,62 @@ pub fn emit(
         workgroups: kernel::grid(rows.div_ceil(SUBGROUP_ROWS), target.max_workgroups)?,
         iterations,
     })
+}
+
+/// Most elements of a row one lane holds in registers: 1024-element rows on llvmpipe's 8
+/// lanes. The driver's compile grows with them: softmax over rows of 1024 compiles in about
+/// 1.5 s on llvmpipe (0.2 s strided), rows of 512 in 0.7 s.
+const MAX_UNROLLED: u64 = 128;
+
+/// Elements per lane unrolled whatever the tensor's size (softmax over rows of 128 on 8 lanes:
+/// about 0.2 s more compile).
+const ALWAYS_UNROLLED: u64 = 16;
+
+/// Elements from which rows of up to [`MAX_UNROLLED`] per lane are unrolled: where one
+/// execution saves several milliseconds (two loads of every element), paying for the longer
+/// compile within a few hundred executions.
+const UNROLL_ELEMENTS: u64 = 1 << 19;
+
+/// The subgroup size when each lane's share of a row is unrolled and held in registers: on CPU
+/// adapters with one subgroup size dividing the workgroup, for rows of at most
+/// [`ALWAYS_UNROLLED`] elements per lane, or [`MAX_UNROLLED`] in tensors of at least
+/// [`UNROLL_ELEMENTS`]. `WGPU_HLO_ROW_REGISTERS=0` turns it off.
+fn unrolled_lanes(target: &Target, rows: u64, cols: u64) -> Option<u64> {
+    let s = u64::from(target.caps.subgroup_size);
+    if s == 0 || u64::from(SUBGROUP_WORKGROUP) % s != 0 {
+        return None;
+    }
+    let per_lane = cols.div_ceil(s);
+    let worth = per_lane <= ALWAYS_UNROLLED
+        || (per_lane <= MAX_UNROLLED && rows.saturating_mul(cols) >= UNROLL_ELEMENTS);
+    (target.cpu_adapter && worth && !switched_off("WGPU_HLO_ROW_REGISTERS")).then_some(s)
+}
+
+/// `body(r)` over the lane's share of a row of `cols` elements: the strided loop, or with
+/// `unrolled = Some(S)` each position `rcJ = sl + J * S` in turn at the kernel's top level, so
+/// that the values a pass computes at a position are the ones the next pass finds (the
+/// emitter's memo is per block). The last position, which some lanes lack when `S` does not
+/// divide `cols`, is guarded (and recomputed by each pass).
+fn over_row(
+    em: &mut ExprEmitter,
+    cols: u64,
+    unrolled: Option<u64>,
+    body: &dyn Fn(&mut ExprEmitter, &str) -> Result<()>,
+) -> Result<()> {
+    let Some(s) = unrolled else {
+        return strided(em, cols, body);
+    };
+    for j in 0..cols.div_ceil(s) {
+        let r = format!("rc{j}");
+        if (j + 1) * s <= cols {
+            body(em, &r)?;
+        } else {
+            em.open(&format!("if ({r} < {cols}u)"));
+            body(em, &r)?;
+            em.close(None);
+        }
+    }
+    Ok(())
 }
 
 /// A loop over a row of `cols` elements, lane `sl` taking every `w`-th: `body(r)` for each,
