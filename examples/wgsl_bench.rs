@@ -5,7 +5,8 @@
 //!         [--bytes B0,B1,...]
 //!
 //! Each `@binding(i)` gets a buffer of the size its dump comment names (`// %3 tensor<64x32xf32>`)
-//! or the size `--bytes` gives, filled with floats in [-1, 1). The kernel is dispatched
+//! or the size `--bytes` gives, filled with floats in [-1, 1); a `texture_2d<f32|u32>` binding
+//! commented `// texels WxH` gets an RGBA32 texture of that size. The kernel is dispatched
 //! `--runs` times (default 50), each in its own submission waited for; the median and minimum
 //! wall-clock milliseconds are printed, with GPU timestamps where the adapter has them.
 
@@ -27,6 +28,13 @@ fn tensor_bytes(comment: &str) -> Option<u64> {
         .map(|d| d.parse::<u64>().ok())
         .product::<Option<u64>>()?;
     Some((n * size).max(4).div_ceil(4) * 4)
+}
+
+/// `// texels WxH` on a `texture_2d<f32|u32>` binding: an RGBA32 texture of W x H texels.
+fn texels(line: &str) -> Option<(u32, u32)> {
+    let t = line.split("// texels ").nth(1)?;
+    let (w, h) = t.trim().split_once('x')?;
+    Some((w.parse().ok()?, h.parse().ok()?))
 }
 
 fn bindings(src: &str) -> Vec<(u32, bool, Option<u64>)> {
@@ -117,7 +125,61 @@ fn run() -> Result<(), String> {
     });
     let mut state = 0x2545f4914f6cdd1du64;
     let mut buffers = Vec::new();
-    for (k, (idx, read_only, size)) in bindings(&src).into_iter().enumerate() {
+    let mut textures = Vec::new();
+    for line in src.lines() {
+        let Some(rest) = line.trim().strip_prefix("@group(0) @binding(") else {
+            continue;
+        };
+        let Some(idx) = rest.split(')').next().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let format = if line.contains("texture_2d<u32>") {
+            wgpu::TextureFormat::Rgba32Uint
+        } else if line.contains("texture_2d<f32>") {
+            wgpu::TextureFormat::Rgba32Float
+        } else {
+            continue;
+        };
+        let (w, h) = texels(line).ok_or(format!("binding {idx}: no `// texels WxH`"))?;
+        let tex = device.create_texture(&wgpu::TextureDescriptor {
+            label: None,
+            size: wgpu::Extent3d {
+                width: w,
+                height: h,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format,
+            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            view_formats: &[],
+        });
+        let data: Vec<u8> = (0..w * h * 4)
+            .flat_map(|i| ((i % 251) as f32 / 251.0).to_le_bytes())
+            .collect();
+        queue.write_texture(
+            tex.as_image_copy(),
+            &data,
+            wgpu::TexelCopyBufferLayout {
+                offset: 0,
+                bytes_per_row: Some(w * 16),
+                rows_per_image: None,
+            },
+            wgpu::Extent3d {
+                width: w,
+                height: h,
+                depth_or_array_layers: 1,
+            },
+        );
+        println!("binding {idx}: texture {w}x{h} {format:?}");
+        textures.push((idx, tex.create_view(&Default::default())));
+    }
+    for (k, (idx, read_only, size)) in bindings(&src)
+        .into_iter()
+        .filter(|(idx, _, _)| textures.iter().all(|(t, _)| t != idx))
+        .enumerate()
+    {
         let size = bytes
             .get(k)
             .copied()
@@ -152,6 +214,10 @@ fn run() -> Result<(), String> {
             binding: *idx,
             resource: b.as_entire_binding(),
         })
+        .chain(textures.iter().map(|(idx, v)| wgpu::BindGroupEntry {
+            binding: *idx,
+            resource: wgpu::BindingResource::TextureView(v),
+        }))
         .collect();
     let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: None,

@@ -48,6 +48,13 @@ pub struct Target<'a> {
     /// Bytes of workgroup memory a kernel may declare
     /// (`max_compute_workgroup_storage_size`).
     pub max_workgroup_storage: u64,
+    /// Inputs of at least this many 32-bit words are read through textures
+    /// (`codegen::texture_reads`; CPU adapters only), `None`: none are.
+    pub texture_reads: Option<u64>,
+    /// Largest texture width or height (`max_texture_dimension_2d`).
+    pub max_texture_dimension: u32,
+    /// Most sampled textures a kernel may bind (`max_sampled_textures_per_shader_stage`).
+    pub max_sampled_textures: u32,
 }
 
 /// The default of [`Target::max_invocation_iterations`]: half of llvmpipe's 65535, leaving

@@ -23,6 +23,11 @@ fuzz_target!(|data: &[u8]| {
         cpu_adapter: true,
         max_invocation_iterations: 32768,
         max_binding_size: 128 << 20,
+        min_binding_offset_alignment: 32,
+        max_workgroup_storage: 16384,
+        texture_reads: Some(1),
+        max_texture_dimension: 8192,
+        max_sampled_textures: 16,
     };
     let _ = wgpu_hlo::compile::lower::lower(&f, target);
 });

@@ -1044,6 +1044,7 @@ impl Gemm {
             outputs,
             workgroups,
             iterations,
+            texture_inputs: Vec::new(),
         })
     }
 

@@ -618,6 +618,7 @@ fn finish(
         outputs,
         workgroups,
         iterations,
+        texture_inputs: Vec::new(),
     })
 }
 
@@ -933,5 +934,6 @@ pub(super) fn register_kernel(
         outputs,
         workgroups,
         iterations,
+        texture_inputs: Vec::new(),
     })
 }

@@ -168,6 +168,7 @@ pub fn apply(
         outputs: outs,
         workgroups: dot.workgroups,
         iterations,
+        texture_inputs: Vec::new(),
     })
 }
 

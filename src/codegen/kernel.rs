@@ -27,6 +27,9 @@ pub struct Kernel {
     /// executes: the compile driver rejects kernels over `Target::max_invocation_iterations`
     /// (drivers cut long loops short, as Mesa's llvmpipe does, or watchdogs kill them).
     pub iterations: u64,
+    /// Per input: read through a texture the runtime fills before each launch
+    /// ([`super::texture_reads`]); empty when none is.
+    pub texture_inputs: Vec<Option<super::texture_reads::TextureInput>>,
 }
 
 /// Workgroup counts for `groups` workgroups: x up to the per-dimension limit, the rest in y.
@@ -202,6 +205,7 @@ pub fn threaded(
         outputs,
         workgroups: grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
         iterations,
+        texture_inputs: Vec::new(),
     })
 }
 

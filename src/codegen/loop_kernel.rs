@@ -142,6 +142,7 @@ fn finish(
         outputs: outs,
         workgroups: kernel::grid(groups, target.max_workgroups)?,
         iterations: em.iterations(),
+        texture_inputs: Vec::new(),
     })
 }
 

@@ -16,4 +16,5 @@ pub mod partials;
 pub mod prologue;
 pub mod reduce_kernel;
 pub mod row_kernel;
+pub mod texture_reads;
 pub mod windows;

@@ -192,6 +192,7 @@ pub fn apply(
         outputs: dot.outputs,
         workgroups: dot.workgroups,
         iterations: dot.iterations,
+        texture_inputs: Vec::new(),
     })
 }
 

@@ -935,6 +935,7 @@ fn emit_stage(
             outputs: outs,
             workgroups,
             iterations,
+            texture_inputs: Vec::new(),
         },
         func,
     ))

@@ -289,6 +289,7 @@ pub fn emit(
         outputs: outs,
         workgroups: kernel::grid(rows.div_ceil(SUBGROUP_ROWS), target.max_workgroups)?,
         iterations,
+        texture_inputs: Vec::new(),
     })
 }
 

@@ -2,7 +2,7 @@
 //! kernel is code-generated (and validated) now, values get buffer slots, control flow
 //! becomes nested programs, and buffer lifetimes are planned.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::program::{
     BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, WhileStep,
@@ -11,7 +11,8 @@ use super::trip_count::trip_count;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
 use crate::codegen::{
-    conv_kernel, dot_kernel, epilogue, loop_kernel, op_kernels, prologue, reduce_kernel, row_kernel,
+    conv_kernel, dot_kernel, epilogue, loop_kernel, op_kernels, prologue, reduce_kernel,
+    row_kernel, texture_reads,
 };
 use crate::error::{Error, Result};
 use crate::fusion::{self, Group, KernelKind, Node};
@@ -85,6 +86,22 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
     let results = l.returned(body)?;
     program.plan_updates(&results, &[]);
     program.plan_frees(&results);
+    if let Some(min_words) = target.texture_reads {
+        // Kernels bound to parts of buffers (windows over large tensors) keep storage reads.
+        let mut windowed = HashSet::new();
+        chunked_kernels(&program, &mut windowed);
+        for (k, kernel) in l.kernels.iter_mut().enumerate() {
+            if !windowed.contains(&k) {
+                texture_reads::apply(
+                    kernel,
+                    min_words,
+                    target.max_texture_dimension,
+                    target.max_sampled_textures,
+                    target.caps,
+                );
+            }
+        }
+    }
     Ok(Lowered {
         program,
         kernels: l.kernels,
@@ -94,6 +111,28 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
         constants: l.constants,
         partitions: l.partitions,
     })
+}
+
+/// The kernels `program` launches over parts of buffers (`Step::Chunked`), nested programs
+/// included.
+fn chunked_kernels(program: &Program, out: &mut HashSet<usize>) {
+    for step in &program.steps {
+        match step {
+            Step::Chunked(c) => {
+                out.insert(c.kernel);
+            }
+            Step::While(w) => {
+                chunked_kernels(&w.cond, out);
+                chunked_kernels(&w.body, out);
+            }
+            Step::Branch(b) => {
+                for (p, _) in &b.branches {
+                    chunked_kernels(p, out);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl<'f, 't> Lowering<'f, 't> {

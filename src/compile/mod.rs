@@ -101,18 +101,26 @@ pub fn parse(bytes: &[u8], filename: &str) -> Result<Module> {
 /// The target description of a device for the emitters.
 pub fn target(device: &Device) -> Target<'_> {
     let l = device.limits();
+    let cpu_adapter =
+        crate::target::cpu_adapter_from_env().unwrap_or(device.info().device_type == "Cpu");
     Target {
         caps: device.caps(),
         adapter: &device.info().name,
         max_workgroups: l.max_compute_workgroups_per_dimension,
         max_storage_buffers: l.max_storage_buffers_per_shader_stage,
-        cpu_adapter: crate::target::cpu_adapter_from_env()
-            .unwrap_or(device.info().device_type == "Cpu"),
+        cpu_adapter,
         max_invocation_iterations: crate::codegen::loop_kernel::max_invocation_iterations_from_env(
         ),
         max_binding_size: l.max_storage_buffer_binding_size,
         min_binding_offset_alignment: l.min_storage_buffer_offset_alignment as u64,
         max_workgroup_storage: l.max_compute_workgroup_storage_size as u64,
+        texture_reads: if cpu_adapter {
+            crate::codegen::texture_reads::min_words_from_env()
+        } else {
+            None
+        },
+        max_texture_dimension: l.max_texture_dimension_2d,
+        max_sampled_textures: l.max_sampled_textures_per_shader_stage,
     }
 }
 

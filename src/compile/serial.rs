@@ -16,6 +16,7 @@
 
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel::Kernel;
+use crate::codegen::texture_reads::TextureInput;
 use crate::compile::program::{
     BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, WhileStep,
 };
@@ -28,7 +29,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -318,6 +319,12 @@ impl W {
             self.u32(w);
         }
         self.u64(k.iterations);
+        self.len(k.texture_inputs.len());
+        for t in &k.texture_inputs {
+            // 0: a storage binding; else the texel's words and the texels copied.
+            self.u32(t.map_or(0, |t| t.texel_words));
+            self.u64(t.map_or(0, |t| t.texels));
+        }
     }
     fn program(&mut self, p: &Program) {
         self.len(p.steps.len());
@@ -568,6 +575,24 @@ impl<'a> R<'a> {
             outputs: self.bindings()?,
             workgroups: [self.u32()?, self.u32()?, self.u32()?],
             iterations: self.u64()?,
+            texture_inputs: {
+                let n = self.count(12)?;
+                (0..n)
+                    .map(|_| {
+                        let (texel_words, texels) = (self.u32()?, self.u64()?);
+                        match texel_words {
+                            0 => Ok(None),
+                            1 | 4 => Ok(Some(TextureInput {
+                                texel_words,
+                                texels,
+                            })),
+                            w => Err(Error::invalid(format!(
+                                "serialized executable: a texture input of {w} words per texel"
+                            ))),
+                        }
+                    })
+                    .collect::<Result<_>>()?
+            },
         })
     }
     fn program(&mut self) -> Result<Program> {

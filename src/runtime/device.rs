@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, Weak};
 use super::event::Event;
 use super::poller::Poller;
 use super::pool::Pool;
+use crate::codegen::texture_reads::TextureInput;
 use crate::error::{Error, ErrorKind, Result};
 use crate::target::Capabilities;
 
@@ -213,9 +214,23 @@ impl StagingPool {
 /// How many bind groups the device keeps at most (`WGPU_HLO_BIND_GROUPS`, 0 disables it).
 const DEFAULT_BIND_GROUP_CACHE: usize = 1024;
 
-/// A bind group's identity: its layout and, per binding, the buffer (wgpu compares buffers by
-/// identity), offset and size.
-type BindGroupKey = (wgpu::BindGroupLayout, Vec<(wgpu::Buffer, u64, u64)>);
+/// What one binding of a bind group binds: a range of a buffer (offset, size; size 0: the
+/// whole buffer), or a texture view (an input read through a texture, `codegen::texture_reads`).
+#[derive(Clone, Copy)]
+pub(crate) enum BindResource<'a> {
+    Buffer(&'a wgpu::Buffer, u64, u64),
+    Texture(&'a wgpu::TextureView),
+}
+
+/// One binding of a [`BindGroupKey`] (wgpu compares buffers and views by identity).
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum BoundResource {
+    Buffer(wgpu::Buffer, u64, u64),
+    Texture(wgpu::TextureView),
+}
+
+/// A bind group's identity: its layout and what each binding binds.
+type BindGroupKey = (wgpu::BindGroupLayout, Vec<BoundResource>);
 
 /// Bind groups made for executions, reused when the same kernel binds the same buffer ranges
 /// again (pooled buffers come back for the next call of the same shapes, so a jitted function
@@ -512,25 +527,30 @@ impl Device {
         f64::from(self.queue.get_timestamp_period())
     }
 
-    /// The bind group of `layout` over `entries` (buffer, offset, size; size 0: the whole
-    /// buffer), from the cache when it was made before.
+    /// The bind group of `layout` over `entries`, binding `i` from `entries[i]`, from the
+    /// cache when it was made before.
     pub(crate) fn bind_group(
         &self,
         label: &str,
         layout: &wgpu::BindGroupLayout,
-        entries: &[(&wgpu::Buffer, u64, u64)],
+        entries: &[BindResource],
     ) -> wgpu::BindGroup {
         let make = || {
             let list: Vec<wgpu::BindGroupEntry> = entries
                 .iter()
                 .enumerate()
-                .map(|(i, &(buffer, offset, size))| wgpu::BindGroupEntry {
+                .map(|(i, &r)| wgpu::BindGroupEntry {
                     binding: i as u32,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer,
-                        offset,
-                        size: std::num::NonZeroU64::new(size),
-                    }),
+                    resource: match r {
+                        BindResource::Buffer(buffer, offset, size) => {
+                            wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                                buffer,
+                                offset,
+                                size: std::num::NonZeroU64::new(size),
+                            })
+                        }
+                        BindResource::Texture(view) => wgpu::BindingResource::TextureView(view),
+                    },
                 })
                 .collect();
             self.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -546,7 +566,13 @@ impl Device {
         }
         let key: BindGroupKey = (
             layout.clone(),
-            entries.iter().map(|&(b, o, s)| (b.clone(), o, s)).collect(),
+            entries
+                .iter()
+                .map(|&r| match r {
+                    BindResource::Buffer(b, o, s) => BoundResource::Buffer(b.clone(), o, s),
+                    BindResource::Texture(v) => BoundResource::Texture(v.clone()),
+                })
+                .collect(),
         );
         cache.clock += 1;
         let now = cache.clock;
@@ -568,6 +594,49 @@ impl Device {
         let group = make();
         cache.map.insert(key, (group.clone(), now));
         group
+    }
+
+    /// A texture an input is copied into before each launch that reads it through a texture
+    /// (`codegen::texture_reads`), and its view.
+    pub(crate) fn input_texture(
+        &self,
+        input: &TextureInput,
+        label: &str,
+    ) -> Result<(wgpu::Texture, wgpu::TextureView)> {
+        let (width, height) = input.extent();
+        let max = self.limits.max_texture_dimension_2d;
+        if width == 0 || height == 0 || width > max || height > max {
+            return Err(Error::internal(format!(
+                "{label}: a texture of {width} x {height} texels (the adapter allows {max})"
+            )));
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let texture = self.device.create_texture(&wgpu::TextureDescriptor {
+            label: Some(label),
+            size: wgpu::Extent3d {
+                width,
+                height,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: if input.texel_words == 4 {
+                wgpu::TextureFormat::Rgba32Uint
+            } else {
+                wgpu::TextureFormat::R32Uint
+            },
+            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            view_formats: &[],
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::resource_exhausted(format!(
+                "{label}: a texture of {width} x {height} texels on {}: {e}",
+                self.info.name
+            )));
+        }
+        let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        Ok((texture, view))
     }
 
     /// Forgets every cached bind group (their buffers may then be freed).

@@ -11,10 +11,11 @@
 use std::sync::Arc;
 
 use super::buffer::DeviceBuffer;
-use super::device::{Device, GpuBuffer};
+use super::device::{BindResource, Device, GpuBuffer};
 use super::event::Event;
 use super::host_call::{self, HostArg, HostResult};
 use crate::codegen::kernel::Kernel;
+use crate::codegen::texture_reads::{TextureInput, TEXEL_ROW};
 use crate::compile::program::{
     BranchStep, ChunkedStep, HostCallStep, Program, Slot, Step, WhileStep,
 };
@@ -27,6 +28,10 @@ pub struct LoadedKernel {
     pub kernel: Kernel,
     pipeline: Arc<wgpu::ComputePipeline>,
     layout: wgpu::BindGroupLayout,
+    /// Per input read through a texture, the texture each launch copies it into (one per
+    /// executable: launches, concurrent executions included, are ordered on the queue, and
+    /// wgpu orders a texture's copy after the reads of earlier launches).
+    textures: Vec<Option<(wgpu::Texture, wgpu::TextureView)>>,
 }
 
 /// Everything an executable is made of, as the compiler hands it over.
@@ -140,6 +145,62 @@ pub(crate) fn fingerprint(parts: &ExecutableParts) -> String {
     format!("{h:016x}")
 }
 
+/// Records the copy of the first `input.texels` texels of `buffer` into `texture` (rows of
+/// `TEXEL_ROW` texels, the last one shorter).
+fn copy_to_texture(
+    enc: &mut wgpu::CommandEncoder,
+    buffer: &wgpu::Buffer,
+    texture: &wgpu::Texture,
+    input: &TextureInput,
+) {
+    let row = u64::from(TEXEL_ROW);
+    let full = input.texels / row;
+    let rest = input.texels % row;
+    let row_bytes = row * input.texel_bytes();
+    let copy = |enc: &mut wgpu::CommandEncoder, offset: u64, y: u32, width: u32, height: u32| {
+        enc.copy_buffer_to_texture(
+            wgpu::TexelCopyBufferInfo {
+                buffer,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset,
+                    bytes_per_row: Some(row_bytes as u32),
+                    rows_per_image: None,
+                },
+            },
+            wgpu::TexelCopyTextureInfo {
+                texture,
+                mip_level: 0,
+                origin: wgpu::Origin3d { x: 0, y, z: 0 },
+                aspect: wgpu::TextureAspect::All,
+            },
+            wgpu::Extent3d {
+                width,
+                height,
+                depth_or_array_layers: 1,
+            },
+        );
+    };
+    if full > 0 {
+        copy(enc, 0, 0, TEXEL_ROW, full as u32);
+    }
+    if rest > 0 {
+        copy(enc, full * row_bytes, full as u32, rest as u32, 1);
+    }
+}
+
+impl Drop for Executable {
+    fn drop(&mut self) {
+        // Cached bind groups hold the textures of this executable's kernels.
+        if self
+            .kernels
+            .iter()
+            .any(|k| k.textures.iter().any(Option::is_some))
+        {
+            self.device.clear_bind_groups();
+        }
+    }
+}
+
 impl Executable {
     /// Creates every pipeline and uploads the constants.
     pub fn load(device: &Arc<Device>, parts: ExecutableParts) -> Result<Arc<Executable>> {
@@ -147,10 +208,21 @@ impl Executable {
         for k in &parts.kernels {
             let pipeline = device.pipeline(&k.wgsl, &k.name)?;
             let layout = pipeline.get_bind_group_layout(0);
+            let textures = k
+                .texture_inputs
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    t.as_ref()
+                        .map(|t| device.input_texture(t, &format!("{} in{j}", k.name)))
+                        .transpose()
+                })
+                .collect::<Result<Vec<_>>>()?;
             kernels.push(LoadedKernel {
                 kernel: k.clone(),
                 pipeline,
                 layout,
+                textures,
             });
         }
         let mut constants = Vec::new();
@@ -709,6 +781,7 @@ impl Run<'_> {
         let exe = self.exe;
         let lk = &exe.kernels[k];
         let mut entries = Vec::with_capacity(bufs.len());
+        let mut copies = Vec::new();
         for (i, b) in bufs.iter().enumerate() {
             let (offset, size) = match ranges.get(i).copied().flatten() {
                 None => (0, 0),
@@ -722,7 +795,30 @@ impl Run<'_> {
                     (offset, size)
                 }
             };
-            entries.push((&b.buffer, offset, size));
+            match lk.textures.get(i).and_then(Option::as_ref) {
+                Some((texture, view)) => {
+                    let input = lk.kernel.texture_inputs.get(i).copied().flatten();
+                    let input = match (input, offset, size) {
+                        (Some(t), 0, 0) if t.texels * t.texel_bytes() <= b.size => t,
+                        _ => {
+                            return Err(Error::internal(format!(
+                                "{}: kernel {} reads input {i} through a texture but binds                                  {size} bytes at {offset} of a buffer of {}",
+                                exe.parts.name, lk.kernel.name, b.size
+                            )))
+                        }
+                    };
+                    copies.push((&b.buffer, texture, input));
+                    entries.push(BindResource::Texture(view));
+                }
+                None => entries.push(BindResource::Buffer(&b.buffer, offset, size)),
+            }
+        }
+        if !copies.is_empty() {
+            self.end_pass();
+            let enc = self.encoder();
+            for (buffer, texture, input) in copies {
+                copy_to_texture(enc, buffer, texture, &input);
+            }
         }
         let bind_group = exe.device.bind_group(&lk.kernel.name, &lk.layout, &entries);
         let [x, y, z] = lk.kernel.workgroups;

@@ -993,5 +993,6 @@ fn workgroup_kernel(
         outputs,
         workgroups: kernel::grid(groups, target.max_workgroups)?,
         iterations,
+        texture_inputs: Vec::new(),
     })
 }

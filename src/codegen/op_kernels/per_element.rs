@@ -108,5 +108,6 @@ pub fn build(
         outputs: outs,
         workgroups: kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
         iterations: em.iterations(),
+        texture_inputs: Vec::new(),
     })
 }

@@ -339,6 +339,7 @@ fn ranking(
         outputs: outs,
         workgroups: kernel::grid(total.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
         iterations: em.iterations(),
+        texture_inputs: Vec::new(),
     })
 }
 

@@ -1,0 +1,256 @@
+//! Texture reads on CPU adapters. Mesa's llvmpipe (22.x) runs every storage-buffer load as a
+//! loop over its SIMD lanes, one scalar load per lane and component with a bounds check and a
+//! branch each, while a texel fetch computes all lanes' addresses as vectors. On lavapipe (2
+//! cores) a dot over 128x512x512 that loads its operands from storage buffers took 11-12 ms,
+//! 5.7-6.5 ms reading the same operands from textures; `x * 2 + 1` over 2^20 f32 as vec4s
+//! 5.3-7 ms against 1.1-2.2 ms. The copy of a buffer into a texture is a memcpy there (64 MiB
+//! in about 8 ms), paid once per launch.
+//!
+//! So on CPU adapters a kernel's read-only inputs of at least [`MIN_WORDS`] 32-bit words are
+//! read through textures: the declaration `var<storage, read> inJ: array<E>` becomes
+//! `var inJ: texture_2d<u32>` (R32Uint texels for 32-bit `E`, Rgba32Uint for `vec4`s, rows of
+//! [`TEXEL_ROW`] texels), every `inJ[i]` becomes `inJ_at(i)`, which fetches texel `i` and
+//! bit-casts it back to `E`, and the kernel records [`TextureInput`]s so the runtime copies each
+//! such buffer into its texture before the launch. The rewrite works on the finished WGSL, so
+//! every emitter gets it; inputs used in any other way (`arrayLength`, pointers), of other
+//! element types, or too large for the adapter's textures keep their storage binding, and a
+//! rewritten module that fails validation is dropped for the original.
+
+use super::kernel::{self, Kernel};
+use crate::target::Capabilities;
+
+/// Texels per texture row (a power of two: the fetch splits the index with a mask and a shift).
+pub const TEXEL_ROW: u32 = 4096;
+
+/// Inputs smaller than this many 32-bit words keep their storage binding: the copy and the
+/// extra pass break of a launch cost more than their loads.
+pub const MIN_WORDS: u64 = 4096;
+
+/// An input a kernel reads through a texture: the runtime copies the first `texels` texels of
+/// the bound buffer into a texture of [`TextureInput::extent`] before each launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TextureInput {
+    /// 32-bit words per texel: 1 (R32Uint) or 4 (Rgba32Uint).
+    pub texel_words: u32,
+    /// Texels copied from the start of the buffer.
+    pub texels: u64,
+}
+
+impl TextureInput {
+    /// Width and height of the texture: rows of [`TEXEL_ROW`] texels (one shorter row for
+    /// small inputs).
+    pub fn extent(&self) -> (u32, u32) {
+        let row = u64::from(TEXEL_ROW);
+        (
+            self.texels.min(row) as u32,
+            self.texels.div_ceil(row) as u32,
+        )
+    }
+
+    /// Bytes per texel.
+    pub fn texel_bytes(&self) -> u64 {
+        4 * u64::from(self.texel_words)
+    }
+}
+
+/// `WGPU_HLO_TEXTURE_READS`: `0` turns texture reads off, `all` reads every eligible input
+/// through a texture whatever its size (tests use it to run small programs through them).
+pub fn min_words_from_env() -> Option<u64> {
+    match std::env::var("WGPU_HLO_TEXTURE_READS")
+        .as_deref()
+        .map(str::trim)
+    {
+        Ok("0") => None,
+        Ok("all") => Some(1),
+        _ => Some(MIN_WORDS),
+    }
+}
+
+/// Is `c` part of a WGSL identifier?
+fn ident_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// Byte offsets of the whole-word occurrences of `name` in `src`.
+fn occurrences(src: &str, name: &str) -> Vec<usize> {
+    let b = src.as_bytes();
+    src.match_indices(name)
+        .map(|(i, _)| i)
+        .filter(|&i| {
+            let before = i == 0 || !ident_char(b[i - 1]);
+            let end = i + name.len();
+            let after = end >= b.len() || !ident_char(b[end]);
+            before && after
+        })
+        .collect()
+}
+
+/// `src` with every `name[...]` turned into `name_at(...)` (brackets matched), or `None` when
+/// `name` occurs in any other way outside its declaration line `decl`.
+fn rewrite_uses(src: &str, name: &str, decl: &str) -> Option<String> {
+    let decl_at = src.find(decl)?;
+    let decl_end = decl_at + decl.len();
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len() + 64);
+    let mut last = 0;
+    for i in occurrences(src, name) {
+        if i < last {
+            return None;
+        }
+        if (decl_at..decl_end).contains(&i) {
+            continue;
+        }
+        let open = i + name.len();
+        if b.get(open) != Some(&b'[') {
+            return None;
+        }
+        let mut depth = 0usize;
+        let mut close = None;
+        for (j, &c) in b.iter().enumerate().skip(open) {
+            match c {
+                b'[' => depth += 1,
+                b']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = Some(j);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let close = close?;
+        out.push_str(&src[last..i]);
+        out.push_str(name);
+        out.push_str("_at(");
+        out.push_str(&src[open + 1..close]);
+        out.push(')');
+        last = close + 1;
+    }
+    out.push_str(&src[last..]);
+    Some(out)
+}
+
+/// The declaration line of input `j` and its element type, when it is a read-only storage
+/// array of 32-bit words or vec4s of them.
+fn declaration(src: &str, j: usize) -> Option<(String, &'static str, u32)> {
+    let name = format!("var<storage, read> in{j}: array<");
+    let line = src.lines().find(|l| l.contains(&name))?;
+    let rest = line.split(&name).nth(1)?;
+    let elem = rest.split(">;").next()?;
+    let (elem, words) = match elem {
+        "f32" => ("f32", 1),
+        "u32" => ("u32", 1),
+        "i32" => ("i32", 1),
+        "vec4<f32>" => ("vec4<f32>", 4),
+        "vec4<u32>" => ("vec4<u32>", 4),
+        "vec4<i32>" => ("vec4<i32>", 4),
+        _ => return None,
+    };
+    Some((line.to_string(), elem, words))
+}
+
+/// Rewrites `kernel`'s eligible inputs to texture reads (see the module documentation): inputs
+/// of at least `min_words` words whose texture fits `max_dimension`, at most `max_textures` of
+/// them. Returns whether any was.
+pub fn apply(
+    kernel: &mut Kernel,
+    min_words: u64,
+    max_dimension: u32,
+    max_textures: u32,
+    caps: Capabilities,
+) -> bool {
+    let mut wgsl = kernel.wgsl.clone();
+    let mut inputs = vec![None; kernel.inputs.len()];
+    let mut helpers = String::new();
+    for (j, b) in kernel.inputs.iter().enumerate() {
+        if inputs.iter().flatten().count() >= max_textures as usize {
+            break;
+        }
+        let Some((decl, elem, texel_words)) = declaration(&wgsl, j) else {
+            continue;
+        };
+        let words = (b.ty.byte_size() as u64).div_ceil(4);
+        if words < min_words.max(1) || words % u64::from(texel_words) != 0 {
+            continue;
+        }
+        let input = TextureInput {
+            texel_words,
+            texels: words / u64::from(texel_words),
+        };
+        let (_, height) = input.extent();
+        if height > max_dimension {
+            continue;
+        }
+        let name = format!("in{j}");
+        let Some(rewritten) = rewrite_uses(&wgsl, &name, &decl) else {
+            continue;
+        };
+        let (head, comment) = decl.split_once("//").unwrap_or((&decl, ""));
+        let Some(binding) = head.split("var<storage").next() else {
+            continue;
+        };
+        let new_decl = format!(
+            "{binding}var {name}: texture_2d<u32>; //{} (read through a texture of {} x {} texels)",
+            comment.trim_end(),
+            input.extent().0,
+            input.extent().1
+        );
+        wgsl = rewritten.replacen(&decl, &new_decl, 1);
+        let component = if texel_words == 1 { ".x" } else { "" };
+        let shift = TEXEL_ROW.trailing_zeros();
+        helpers.push_str(&format!(
+            "\nfn {name}_at(i: u32) -> {elem} {{\n    return bitcast<{elem}>(textureLoad({name}, \
+             vec2<u32>(i & {}u, i >> {shift}u), 0){component});\n}}\n",
+            TEXEL_ROW - 1
+        ));
+        inputs[j] = Some(input);
+    }
+    if helpers.is_empty() {
+        return false;
+    }
+    wgsl.push_str(&helpers);
+    if let Err(e) = kernel::validate(&kernel.name, &wgsl, caps) {
+        log::warn!(
+            "{}: texture reads dropped, the rewritten kernel does not validate: {e}",
+            kernel.name
+        );
+        return false;
+    }
+    kernel.wgsl = wgsl;
+    kernel.texture_inputs = inputs;
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uses_are_rewritten_with_nested_brackets() {
+        let src = "@group(0) @binding(1) var<storage, read> in1: array<f32>; // %1\n\
+                   fn f() { let a = in1[idx[2] + 1u]; let in10 = 3; let b = in1[0u]; }\n";
+        let decl = src.lines().next().unwrap();
+        let out = rewrite_uses(src, "in1", decl).unwrap();
+        assert!(out.contains("let a = in1_at(idx[2] + 1u);"), "{out}");
+        assert!(out.contains("let b = in1_at(0u);"), "{out}");
+        assert!(out.contains("let in10 = 3;"), "{out}");
+        // Any other use keeps the binding.
+        let other = format!("{src}fn g() -> u32 {{ return arrayLength(&in1); }}\n");
+        assert!(rewrite_uses(&other, "in1", decl).is_none());
+    }
+
+    #[test]
+    fn extents_are_rows_of_texels() {
+        let t = TextureInput {
+            texel_words: 4,
+            texels: 10_000,
+        };
+        assert_eq!(t.extent(), (4096, 3));
+        let t = TextureInput {
+            texel_words: 1,
+            texels: 100,
+        };
+        assert_eq!(t.extent(), (100, 1));
+    }
+}

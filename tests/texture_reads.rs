@@ -1,0 +1,179 @@
+//! Inputs read through textures (`codegen::texture_reads`, CPU adapters): values across the
+//! texture's row boundary and in a partial last row, scalar (R32) and vec4 (RGBA32) texels,
+//! f32 and i32, dots, gathers and row reductions, each against a host computation; and one
+//! executable called from several threads at once with different inputs (its textures are
+//! shared by every execution, so a copy that overtook another execution's reads would show as
+//! a wrong number). On adapters that are not CPUs the kernels keep their storage reads and the
+//! same checks run on them.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{data, device, f32s, upload_f32};
+use wgpu_hlo::codegen::texture_reads::TEXEL_ROW;
+use wgpu_hlo::compile::{compile, CompileOptions};
+use wgpu_hlo::ir::{ElementType, TensorType};
+use wgpu_hlo::runtime::executable::Executable;
+
+fn exe(src: &str) -> Arc<Executable> {
+    compile(&device(), src.as_bytes(), &CompileOptions::default())
+        .unwrap_or_else(|e| panic!("{e}\n{src}"))
+}
+
+/// On a CPU adapter with texture reads on, some kernel of `exe` reads through a texture.
+fn check_textures(exe: &Executable) {
+    let cpu = device().info().device_type == "Cpu";
+    let on = std::env::var("WGPU_HLO_TEXTURE_READS").map_or(true, |v| v.trim() != "0")
+        && std::env::var("WGPU_HLO_ADAPTER_CLASS").map_or(true, |v| v.trim() != "gpu");
+    if cpu && on {
+        assert!(
+            exe.kernels()
+                .iter()
+                .any(|k| k.wgsl.contains("texture_2d<u32>")),
+            "no kernel reads through a texture"
+        );
+    }
+}
+
+#[test]
+fn elementwise_over_row_boundaries() {
+    let row = TEXEL_ROW as usize;
+    // One full row and a bit, three rows and a partial fourth.
+    for n in [row + 1, 3 * row + 17] {
+        let src = format!(
+            "func.func @main(%x: tensor<{n}xf32>, %y: tensor<{n}xf32>) -> tensor<{n}xf32> {{\n  %m = stablehlo.multiply %x, %y : tensor<{n}xf32>\n  %r = stablehlo.add %m, %x : tensor<{n}xf32>\n  return %r : tensor<{n}xf32>\n}}\n"
+        );
+        let e = exe(&src);
+        check_textures(&e);
+        let (x, y) = (data(n, 1), data(n, 2));
+        let out = e
+            .execute_blocking(&[upload_f32(&[n], &x), upload_f32(&[n], &y)])
+            .unwrap();
+        let got = f32s(&out[0].read_to_host_blocking().unwrap());
+        for i in 0..n {
+            let want = x[i] * y[i] + x[i];
+            assert_eq!(got[i].to_bits(), want.to_bits(), "n {n}, element {i}");
+        }
+    }
+}
+
+#[test]
+fn integers_and_gathers() {
+    // An i32 table of 5000 entries gathered at 3000 indices (a texture read at computed
+    // positions), plus an i32 elementwise kernel.
+    let (n, m) = (5000usize, 3000usize);
+    let src = format!(
+        "func.func @main(%t: tensor<{n}xi32>, %i: tensor<{m}x1xi32>) -> tensor<{m}xi32> {{\n  %g = \"stablehlo.gather\"(%t, %i) {{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1>, indices_are_sorted = false}} : (tensor<{n}xi32>, tensor<{m}x1xi32>) -> tensor<{m}xi32>\n  %c = stablehlo.constant dense<3> : tensor<{m}xi32>\n  %r = stablehlo.multiply %g, %c : tensor<{m}xi32>\n  return %r : tensor<{m}xi32>\n}}\n"
+    );
+    let e = exe(&src);
+    check_textures(&e);
+    let table: Vec<i32> = (0..n as i32).map(|v| v * 7 - 1000).collect();
+    let idx: Vec<i32> = (0..m).map(|k| ((k * 7919) % n) as i32).collect();
+    let up = |shape: Vec<i64>, v: &[i32]| {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        device()
+            .upload(&TensorType::new(shape, ElementType::I32), &bytes)
+            .unwrap()
+    };
+    let out = e
+        .execute_blocking(&[up(vec![n as i64], &table), up(vec![m as i64, 1], &idx)])
+        .unwrap();
+    let got: Vec<i32> = out[0]
+        .read_to_host_blocking()
+        .unwrap()
+        .chunks(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    for k in 0..m {
+        assert_eq!(got[k], table[idx[k] as usize] * 3, "index {k}");
+    }
+}
+
+/// `[m, k] x [k, n]` against the host in f64.
+fn dot_src(m: usize, k: usize, n: usize) -> String {
+    format!(
+        "func.func @main(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{\n  %r = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32>\n  return %r : tensor<{m}x{n}xf32>\n}}\n"
+    )
+}
+
+fn dot_host(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f64> {
+    let mut out = vec![0f64; m * n];
+    for i in 0..m {
+        for kk in 0..k {
+            let x = a[i * k + kk] as f64;
+            for j in 0..n {
+                out[i * n + j] += x * b[kk * n + j] as f64;
+            }
+        }
+    }
+    out
+}
+
+fn check_dot(got: &[f32], want: &[f64], k: usize, what: &str) {
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g as f64 - w).abs() <= 2e-6 * k as f64 + 1e-5,
+            "{what}, element {i}: got {g}, want {w}"
+        );
+    }
+}
+
+#[test]
+fn dots_and_row_sums() {
+    let (m, k, n) = (128, 520, 264);
+    let e = exe(&dot_src(m, k, n));
+    check_textures(&e);
+    let (a, b) = (data(m * k, 3), data(k * n, 4));
+    let out = e
+        .execute_blocking(&[upload_f32(&[m, k], &a), upload_f32(&[k, n], &b)])
+        .unwrap();
+    let got = f32s(&out[0].read_to_host_blocking().unwrap());
+    check_dot(&got, &dot_host(&a, &b, m, k, n), k, "dot");
+
+    let (r, c) = (300, 1000);
+    let src = format!(
+        "func.func @main(%x: tensor<{r}x{c}xf32>) -> tensor<{r}xf32> {{\n  %z = stablehlo.constant dense<0.0> : tensor<f32>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [1] : (tensor<{r}x{c}xf32>, tensor<f32>) -> tensor<{r}xf32>\n  return %s : tensor<{r}xf32>\n}}\n"
+    );
+    let e = exe(&src);
+    check_textures(&e);
+    let x = data(r * c, 5);
+    let out = e.execute_blocking(&[upload_f32(&[r, c], &x)]).unwrap();
+    let got = f32s(&out[0].read_to_host_blocking().unwrap());
+    for i in 0..r {
+        let want: f64 = x[i * c..(i + 1) * c].iter().map(|&v| v as f64).sum();
+        assert!(
+            (got[i] as f64 - want).abs() < 1e-3,
+            "row {i}: {} vs {want}",
+            got[i]
+        );
+    }
+}
+
+#[test]
+fn threads_share_an_executable_with_textures() {
+    let (m, k, n) = (64, 256, 128);
+    let e = exe(&dot_src(m, k, n));
+    check_textures(&e);
+    let threads = 6;
+    let calls = 15;
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let e = e.clone();
+            std::thread::spawn(move || {
+                let (a, b) = (data(m * k, 100 + t), data(k * n, 200 + t));
+                let want = dot_host(&a, &b, m, k, n);
+                for c in 0..calls {
+                    let out = e
+                        .execute_blocking(&[upload_f32(&[m, k], &a), upload_f32(&[k, n], &b)])
+                        .unwrap();
+                    let got = f32s(&out[0].read_to_host_blocking().unwrap());
+                    check_dot(&got, &want, k, &format!("thread {t}, call {c}"));
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("a thread's results");
+    }
+}
