@@ -6,7 +6,7 @@
 //!
 //! Each `@binding(i)` gets a buffer of the size its dump comment names (`// %3 tensor<64x32xf32>`)
 //! or the size `--bytes` gives, filled with floats in [-1, 1); a `texture_2d<f32|u32>` binding
-//! commented `// texels WxH` gets an RGBA32 texture of that size. The kernel is dispatched
+//! commented `// texels WxH` gets an RGBA32 texture of that size, `// r32texels WxH` an R32 one. The kernel is dispatched
 //! `--runs` times (default 50), each in its own submission waited for; the median and minimum
 //! wall-clock milliseconds are printed, with GPU timestamps where the adapter has them.
 
@@ -30,9 +30,10 @@ fn tensor_bytes(comment: &str) -> Option<u64> {
     Some((n * size).max(4).div_ceil(4) * 4)
 }
 
-/// `// texels WxH` on a `texture_2d<f32|u32>` binding: an RGBA32 texture of W x H texels.
+/// `// texels WxH` (RGBA32) or `// r32texels WxH` (R32) on a `texture_2d<f32|u32>` binding: a
+/// texture of W x H texels.
 fn texels(line: &str) -> Option<(u32, u32)> {
-    let t = line.split("// texels ").nth(1)?;
+    let t = line.split("texels ").nth(1)?;
     let (w, h) = t.trim().split_once('x')?;
     Some((w.parse().ok()?, h.parse().ok()?))
 }
@@ -133,13 +134,18 @@ fn run() -> Result<(), String> {
         let Some(idx) = rest.split(')').next().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        let format = if line.contains("texture_2d<u32>") {
-            wgpu::TextureFormat::Rgba32Uint
-        } else if line.contains("texture_2d<f32>") {
-            wgpu::TextureFormat::Rgba32Float
-        } else {
-            continue;
+        let r32 = line.contains("r32texels");
+        let format = match (
+            line.contains("texture_2d<u32>"),
+            line.contains("texture_2d<f32>"),
+        ) {
+            (true, _) if r32 => wgpu::TextureFormat::R32Uint,
+            (true, _) => wgpu::TextureFormat::Rgba32Uint,
+            (_, true) if r32 => wgpu::TextureFormat::R32Float,
+            (_, true) => wgpu::TextureFormat::Rgba32Float,
+            _ => continue,
         };
+        let texel_words = if r32 { 1 } else { 4 };
         let (w, h) = texels(line).ok_or(format!("binding {idx}: no `// texels WxH`"))?;
         let tex = device.create_texture(&wgpu::TextureDescriptor {
             label: None,
@@ -155,7 +161,7 @@ fn run() -> Result<(), String> {
             usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
             view_formats: &[],
         });
-        let data: Vec<u8> = (0..w * h * 4)
+        let data: Vec<u8> = (0..w * h * texel_words)
             .flat_map(|i| ((i % 251) as f32 / 251.0).to_le_bytes())
             .collect();
         queue.write_texture(
@@ -163,7 +169,7 @@ fn run() -> Result<(), String> {
             &data,
             wgpu::TexelCopyBufferLayout {
                 offset: 0,
-                bytes_per_row: Some(w * 16),
+                bytes_per_row: Some(w * 4 * texel_words),
                 rows_per_image: None,
             },
             wgpu::Extent3d {

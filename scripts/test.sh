@@ -11,6 +11,14 @@ echo "== conformance (from tests/conformance.rs)"
 cat target/conformance/summary.txt 2>/dev/null || echo "(conformance files not found: skipped)"
 echo "== pytest (JAX on wgpu vs cpu)"
 "$VENV/bin/python" -m pytest -q python/tests
+# CPU adapters read kernel inputs of 4096 words or more through textures; with `all` every
+# eligible input is, so the small programs of the conformance files and of the JAX comparisons
+# run through them too.
+echo "== texture reads on every eligible input (WGPU_HLO_TEXTURE_READS=all)"
+WGPU_HLO_TEXTURE_READS=all cargo test --release --test conformance --test texture_reads
+cat target/conformance/summary.txt 2>/dev/null || true
+WGPU_HLO_TEXTURE_READS=all "$VENV/bin/python" -m pytest -q python/tests/test_jax_vs_cpu.py \
+    python/tests/test_conv.py python/tests/test_matmul_kernels.py python/tests/test_row_fusion.py
 # The kernel shapes a GPU gets (workgroup-memory tiles instead of CPU register blocks), run on
 # this adapter against the same references, so CI checks code no GPU here would otherwise run.
 echo "== GPU kernel choices on this adapter (WGPU_HLO_ADAPTER_CLASS=gpu)"

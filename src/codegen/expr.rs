@@ -97,6 +97,9 @@ pub struct ExprEmitter<'a> {
     /// Values held in a WGSL variable at every index the kernel reads them (a merged row
     /// kernel's per-row results; fusion guarantees they are read at the current row only).
     pub scalars: HashMap<ValueId, String>,
+    /// Transposes being computed that move the innermost dimension: loads under them read
+    /// across rows and are marked so that `texture_reads` keeps their storage binding.
+    transposed: usize,
 }
 
 /// How a kernel launched in chunks reads values larger than the adapter's binding limit: each
@@ -211,6 +214,7 @@ impl<'a> ExprEmitter<'a> {
             contraction_chunk: None,
             window: None,
             scalars: HashMap::new(),
+            transposed: 0,
         }
     }
 
@@ -482,6 +486,9 @@ impl<'a> ExprEmitter<'a> {
         for h in dtype::helpers_for(ty.dtype) {
             self.needs.insert(h.to_string());
         }
+        if self.transposed > 0 {
+            lin = format!("{} {lin}", super::texture_reads::TRANSPOSED_MARK);
+        }
         let e = dtype::load(ty.dtype, &format!("in{b}"), &lin);
         Ok(self.bind(c, &e))
     }
@@ -689,7 +696,13 @@ impl<'a> ExprEmitter<'a> {
                 for (i, &p) in permutation.iter().enumerate() {
                     xi[p as usize] = m[i].clone();
                 }
-                self.value(op.operands[0], &Index::Multi(xi))
+                // Neighbouring invocations read across the operand's rows.
+                let across = rdims.last().is_some_and(|&d| d > 1)
+                    && permutation.last().map(|&p| p as usize) != Some(m.len().wrapping_sub(1));
+                self.transposed += usize::from(across);
+                let r = self.value(op.operands[0], &Index::Multi(xi));
+                self.transposed -= usize::from(across);
+                r
             }
             Op::Slice { start, strides, .. } => {
                 let m = self.multi(idx, &rdims);

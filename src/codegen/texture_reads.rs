@@ -8,16 +8,24 @@
 //!
 //! So on CPU adapters a kernel's read-only inputs of at least [`MIN_WORDS`] 32-bit words are
 //! read through textures: the declaration `var<storage, read> inJ: array<E>` becomes
-//! `var inJ: texture_2d<u32>` (R32Uint texels for 32-bit `E`, Rgba32Uint for `vec4`s, rows of
-//! [`TEXEL_ROW`] texels), every `inJ[i]` becomes `inJ_at(i)`, which fetches texel `i` and
-//! bit-casts it back to `E`, and the kernel records [`TextureInput`]s so the runtime copies each
-//! such buffer into its texture before the launch. The rewrite works on the finished WGSL, so
-//! every emitter gets it; inputs used in any other way (`arrayLength`, pointers), of other
-//! element types, or too large for the adapter's textures keep their storage binding, and a
-//! rewritten module that fails validation is dropped for the original.
+//! `var inJ: texture_2d<u32>` (RGBA32Uint texels, rows of [`TEXEL_ROW`]), every `inJ[i]`
+//! becomes `inJ_at(i)`, which fetches the texel holding element `i` (a `vec4` element is one
+//! texel; a 32-bit one is a component of texel `i / 4`) and bit-casts it back to `E`, and the
+//! kernel records [`TextureInput`]s so the runtime copies each such buffer into its texture
+//! before the launch. RGBA texels, not R32 ones: llvmpipe fetched 4096 x 4096 f32 column sums
+//! from R32 texels no faster than from the storage buffer (69 ms) but in 25 ms from RGBA ones. The rewrite works on the finished WGSL, so
+//! every emitter gets it; inputs used in any other way (`arrayLength`, pointers), read across
+//! the rows of a transpose (marked [`TRANSPOSED_MARK`] by the emitter: slower from a texture),
+//! of other element types, or too large for the adapter's textures keep their storage
+//! binding, and a rewritten module that fails validation is dropped for the original.
 
 use super::kernel::{self, Kernel};
 use crate::target::Capabilities;
+
+/// Marks the index of a load that neighbouring invocations make across the rows of a
+/// transposed operand: such inputs keep their storage binding (a 4096 x 4096 transpose read
+/// through a texture took 174 ms on lavapipe, 120 ms from its storage buffer).
+pub const TRANSPOSED_MARK: &str = "/* transposed */";
 
 /// Texels per texture row (a power of two: the fetch splits the index with a mask and a shift).
 pub const TEXEL_ROW: u32 = 4096;
@@ -26,12 +34,12 @@ pub const TEXEL_ROW: u32 = 4096;
 /// extra pass break of a launch cost more than their loads.
 pub const MIN_WORDS: u64 = 4096;
 
-/// An input a kernel reads through a texture: the runtime copies the first `texels` texels of
-/// the bound buffer into a texture of [`TextureInput::extent`] before each launch.
+/// An input a kernel reads through a texture: the runtime copies the first `texels` texels
+/// (RGBA32Uint, 16 bytes each) of the bound buffer into a texture of [`TextureInput::extent`]
+/// before each launch. Buffers are allocated in multiples of 16 bytes, so the last texel is
+/// whole even when the input's words are not a multiple of 4.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TextureInput {
-    /// 32-bit words per texel: 1 (R32Uint) or 4 (Rgba32Uint).
-    pub texel_words: u32,
     /// Texels copied from the start of the buffer.
     pub texels: u64,
 }
@@ -48,9 +56,7 @@ impl TextureInput {
     }
 
     /// Bytes per texel.
-    pub fn texel_bytes(&self) -> u64 {
-        4 * u64::from(self.texel_words)
-    }
+    pub const TEXEL_BYTES: u64 = 16;
 }
 
 /// `WGPU_HLO_TEXTURE_READS`: `0` turns texture reads off, `all` reads every eligible input
@@ -120,6 +126,9 @@ fn rewrite_uses(src: &str, name: &str, decl: &str) -> Option<String> {
             }
         }
         let close = close?;
+        if src[open..close].contains(TRANSPOSED_MARK) {
+            return None;
+        }
         out.push_str(&src[last..i]);
         out.push_str(name);
         out.push_str("_at(");
@@ -171,12 +180,11 @@ pub fn apply(
             continue;
         };
         let words = (b.ty.byte_size() as u64).div_ceil(4);
-        if words < min_words.max(1) || words % u64::from(texel_words) != 0 {
+        if words < min_words.max(1) {
             continue;
         }
         let input = TextureInput {
-            texel_words,
-            texels: words / u64::from(texel_words),
+            texels: words.div_ceil(4),
         };
         let (_, height) = input.extent();
         if height > max_dimension {
@@ -197,13 +205,20 @@ pub fn apply(
             input.extent().1
         );
         wgsl = rewritten.replacen(&decl, &new_decl, 1);
-        let component = if texel_words == 1 { ".x" } else { "" };
         let shift = TEXEL_ROW.trailing_zeros();
-        helpers.push_str(&format!(
-            "\nfn {name}_at(i: u32) -> {elem} {{\n    return bitcast<{elem}>(textureLoad({name}, \
-             vec2<u32>(i & {}u, i >> {shift}u), 0){component});\n}}\n",
-            TEXEL_ROW - 1
-        ));
+        let mask = TEXEL_ROW - 1;
+        helpers.push_str(&if texel_words == 1 {
+            format!(
+                "\nfn {name}_at(i: u32) -> {elem} {{\n    let t = i >> 2u;\n    return \
+                 bitcast<{elem}>(textureLoad({name}, vec2<u32>(t & {mask}u, t >> {shift}u), \
+                 0)[i & 3u]);\n}}\n"
+            )
+        } else {
+            format!(
+                "\nfn {name}_at(i: u32) -> {elem} {{\n    return bitcast<{elem}>(textureLoad({name}, \
+                 vec2<u32>(i & {mask}u, i >> {shift}u), 0));\n}}\n"
+            )
+        });
         inputs[j] = Some(input);
     }
     if helpers.is_empty() {
@@ -235,22 +250,16 @@ mod tests {
         assert!(out.contains("let a = in1_at(idx[2] + 1u);"), "{out}");
         assert!(out.contains("let b = in1_at(0u);"), "{out}");
         assert!(out.contains("let in10 = 3;"), "{out}");
-        // Any other use keeps the binding.
+        // Any other use keeps the binding, and so does a transposed read.
         let other = format!("{src}fn g() -> u32 {{ return arrayLength(&in1); }}\n");
         assert!(rewrite_uses(&other, "in1", decl).is_none());
+        let across = format!("{src}fn h() -> f32 {{ return in1[{TRANSPOSED_MARK} 5u]; }}\n");
+        assert!(rewrite_uses(&across, "in1", decl).is_none());
     }
 
     #[test]
     fn extents_are_rows_of_texels() {
-        let t = TextureInput {
-            texel_words: 4,
-            texels: 10_000,
-        };
-        assert_eq!(t.extent(), (4096, 3));
-        let t = TextureInput {
-            texel_words: 1,
-            texels: 100,
-        };
-        assert_eq!(t.extent(), (100, 1));
+        assert_eq!(TextureInput { texels: 10_000 }.extent(), (4096, 3));
+        assert_eq!(TextureInput { texels: 100 }.extent(), (100, 1));
     }
 }

@@ -321,8 +321,7 @@ impl W {
         self.u64(k.iterations);
         self.len(k.texture_inputs.len());
         for t in &k.texture_inputs {
-            // 0: a storage binding; else the texel's words and the texels copied.
-            self.u32(t.map_or(0, |t| t.texel_words));
+            // 0: a storage binding; else the texels copied.
             self.u64(t.map_or(0, |t| t.texels));
         }
     }
@@ -576,20 +575,12 @@ impl<'a> R<'a> {
             workgroups: [self.u32()?, self.u32()?, self.u32()?],
             iterations: self.u64()?,
             texture_inputs: {
-                let n = self.count(12)?;
+                let n = self.count(8)?;
                 (0..n)
                     .map(|_| {
-                        let (texel_words, texels) = (self.u32()?, self.u64()?);
-                        match texel_words {
-                            0 => Ok(None),
-                            1 | 4 => Ok(Some(TextureInput {
-                                texel_words,
-                                texels,
-                            })),
-                            w => Err(Error::invalid(format!(
-                                "serialized executable: a texture input of {w} words per texel"
-                            ))),
-                        }
+                        Ok(Some(self.u64()?)
+                            .filter(|&t| t > 0)
+                            .map(|texels| TextureInput { texels }))
                     })
                     .collect::<Result<_>>()?
             },

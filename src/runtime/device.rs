@@ -621,11 +621,7 @@ impl Device {
             mip_level_count: 1,
             sample_count: 1,
             dimension: wgpu::TextureDimension::D2,
-            format: if input.texel_words == 4 {
-                wgpu::TextureFormat::Rgba32Uint
-            } else {
-                wgpu::TextureFormat::R32Uint
-            },
+            format: wgpu::TextureFormat::Rgba32Uint,
             usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
             view_formats: &[],
         });
@@ -737,10 +733,11 @@ impl Device {
         r
     }
 
-    /// A storage buffer of at least `size` bytes (rounded up to 4, at least 4): a pooled one
-    /// of that size when there is one, else a new one.
+    /// A storage buffer of at least `size` bytes (rounded up to 16, at least 16: whole
+    /// RGBA32 texels for inputs read through textures): a pooled one of that size when there
+    /// is one, else a new one.
     pub(crate) fn alloc(self: &Arc<Self>, size: u64, label: &str) -> Result<GpuBuffer> {
-        let size = size.max(4).next_multiple_of(4);
+        let size = size.max(16).next_multiple_of(16);
         if size > self.limits.max_buffer_size {
             return Err(Error::resource_exhausted(format!(
                 "buffer of {size} bytes exceeds the largest buffer {} allows ({} bytes)",

@@ -156,7 +156,7 @@ fn copy_to_texture(
     let row = u64::from(TEXEL_ROW);
     let full = input.texels / row;
     let rest = input.texels % row;
-    let row_bytes = row * input.texel_bytes();
+    let row_bytes = row * TextureInput::TEXEL_BYTES;
     let copy = |enc: &mut wgpu::CommandEncoder, offset: u64, y: u32, width: u32, height: u32| {
         enc.copy_buffer_to_texture(
             wgpu::TexelCopyBufferInfo {
@@ -799,7 +799,7 @@ impl Run<'_> {
                 Some((texture, view)) => {
                     let input = lk.kernel.texture_inputs.get(i).copied().flatten();
                     let input = match (input, offset, size) {
-                        (Some(t), 0, 0) if t.texels * t.texel_bytes() <= b.size => t,
+                        (Some(t), 0, 0) if t.texels * TextureInput::TEXEL_BYTES <= b.size => t,
                         _ => {
                             return Err(Error::internal(format!(
                                 "{}: kernel {} reads input {i} through a texture but binds                                  {size} bytes at {offset} of a buffer of {}",
