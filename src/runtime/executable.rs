@@ -8,6 +8,7 @@
 //! another executable never receives a buffer that unsubmitted work still uses. Every piece of per-call state lives in `Run`: executables
 //! are reentrant.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::buffer::DeviceBuffer;
@@ -490,6 +491,8 @@ impl Executable {
                 pass: None,
                 what,
                 profile: None,
+                filled: HashMap::new(),
+                written: HashMap::new(),
             };
             if profile {
                 run.profile = Some(Profiler {
@@ -593,6 +596,14 @@ struct Run<'a> {
     what: &'a str,
     /// Per-kernel timing, when asked for (`Executable::execute_profiled`): nothing else pays.
     profile: Option<Profiler>,
+    /// Since the last submission: per (kernel, input) read through a texture, the buffer last
+    /// copied into it and how many dispatches had written that buffer then. A launch finding
+    /// the same pair skips the copy (cholesky's column launches read the same matrix 256
+    /// times). Cleared at each submission: another execution's copy into the same texture can
+    /// only come between two submissions.
+    filled: HashMap<(usize, usize), (usize, u64)>,
+    /// Since the last submission: per buffer, the dispatches that bound it as an output.
+    written: HashMap<usize, u64>,
 }
 
 /// Timestamp queries around every dispatch of one execution.
@@ -659,6 +670,8 @@ impl Run<'_> {
             .collect();
         let event = self.exe.device.submit(cmds, self.what);
         self.retired.clear();
+        self.filled.clear();
+        self.written.clear();
         event
     }
 
@@ -807,7 +820,11 @@ impl Run<'_> {
                             )))
                         }
                     };
-                    copies.push((&b.buffer, texture, input));
+                    let id = Arc::as_ptr(b) as usize;
+                    let now = (id, self.written.get(&id).copied().unwrap_or(0));
+                    if self.filled.insert((k, i), now) != Some(now) {
+                        copies.push((&b.buffer, texture, input));
+                    }
                     entries.push(BindResource::Texture(view));
                 }
                 None => entries.push(BindResource::Buffer(&b.buffer, offset, size)),
@@ -821,6 +838,9 @@ impl Run<'_> {
             }
         }
         let bind_group = exe.device.bind_group(&lk.kernel.name, &lk.layout, &entries);
+        for b in bufs.iter().skip(lk.kernel.inputs.len()) {
+            *self.written.entry(Arc::as_ptr(b) as usize).or_insert(0) += 1;
+        }
         let [x, y, z] = lk.kernel.workgroups;
         if let Some(prof) = &mut self.profile {
             let i = prof.kernels.len() as u32;
