@@ -252,15 +252,18 @@ fn full_sum_of_16m_elements_is_accurate() {
 
 #[test]
 fn softmax_is_three_kernels_and_right() {
-    // (530, 1001): on CPU adapters with 8 lanes each lane holds its 126 elements of a row in
-    // registers, the last one guarded (1001 = 125 x 8 + 1); (64, 33) the same under the size
-    // threshold.
+    // On CPU adapters with 8 lanes, rows held in registers: (530, 1001) one element at a time,
+    // 126 per lane, the last guarded (1001 = 125 x 8 + 1); (530, 1012) in groups of four
+    // stored as vec4s, the last group on 5 lanes only (1012 = 31 x 32 + 20); (64, 33) and
+    // (64, 36) the same under the size threshold.
     for (rows, cols) in [
         (1usize, 1usize),
         (3, 1000),
         (5, 5000),
         (64, 33),
+        (64, 36),
         (530, 1001),
+        (530, 1012),
     ] {
         let t = format!("tensor<{rows}x{cols}xf32>");
         let v = format!("tensor<{rows}xf32>");

@@ -79,6 +79,20 @@ pub fn assemble(
     body: &str,
     caps: Capabilities,
 ) -> Result<String> {
+    let s = module_text(comment, inputs, outputs, needs, body)?;
+    validate(name, &s, caps)?;
+    Ok(s)
+}
+
+/// [`assemble`] without the validation, for emitters that change a declaration afterwards
+/// (and validate then).
+pub fn module_text(
+    comment: &str,
+    inputs: &[Binding],
+    outputs: &[Binding],
+    needs: &std::collections::BTreeSet<String>,
+    body: &str,
+) -> Result<String> {
     let mut s = String::new();
     for line in comment.lines() {
         s.push_str("// ");
@@ -110,7 +124,6 @@ pub fn assemble(
     all.extend(called_library_functions(body));
     s.push_str(&library::resolve(all.iter().map(String::as_str))?);
     s.push_str(body);
-    validate(name, &s, caps)?;
     Ok(s)
 }
 
