@@ -39,8 +39,9 @@ fn check_textures(exe: &Executable) {
 #[test]
 fn elementwise_over_row_boundaries() {
     let row = TEXEL_ROW as usize;
-    // One full row and a bit, three rows and a partial fourth.
-    for n in [row + 1, 3 * row + 17] {
+    // One full row and a bit, three rows and a partial fourth; a multiple of 4 elements (on
+    // CPU adapters computed four per invocation and stored as vec4s).
+    for n in [row + 1, 3 * row + 17, 3 * row + 20] {
         let src = format!(
             "func.func @main(%x: tensor<{n}xf32>, %y: tensor<{n}xf32>) -> tensor<{n}xf32> {{\n  %m = stablehlo.multiply %x, %y : tensor<{n}xf32>\n  %r = stablehlo.add %m, %x : tensor<{n}xf32>\n  return %r : tensor<{n}xf32>\n}}\n"
         );
