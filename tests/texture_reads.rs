@@ -3,8 +3,9 @@
 //! f32 and i32, dots, gathers and row reductions, each against a host computation; and one
 //! executable called from several threads at once with different inputs (its textures are
 //! shared by every execution, so a copy that overtook another execution's reads would show as
-//! a wrong number). On adapters that are not CPUs the kernels keep their storage reads and the
-//! same checks run on them.
+//! a wrong number); and a serialized executable that reads through textures, loaded back. On
+//! adapters that are not CPUs the kernels keep their storage reads and the same checks run
+//! on them.
 
 mod common;
 
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 use common::{data, device, f32s, upload_f32};
 use wgpu_hlo::codegen::texture_reads::TEXEL_ROW;
-use wgpu_hlo::compile::{compile, CompileOptions};
+use wgpu_hlo::compile::{compile, deserialize, CompileOptions};
 use wgpu_hlo::ir::{ElementType, TensorType};
 use wgpu_hlo::runtime::executable::Executable;
 
@@ -177,4 +178,20 @@ fn threads_share_an_executable_with_textures() {
     for h in handles {
         h.join().expect("a thread's results");
     }
+}
+
+#[test]
+fn serialized_executables_keep_their_texture_reads() {
+    let (m, k, n) = (128, 520, 264);
+    let e = exe(&dot_src(m, k, n));
+    let blob = e.serialize();
+    let back = deserialize(&device(), &blob, &CompileOptions::default()).unwrap();
+    check_textures(&back);
+    assert_eq!(back.serialize(), blob);
+    let (a, b) = (data(m * k, 7), data(k * n, 8));
+    let out = back
+        .execute_blocking(&[upload_f32(&[m, k], &a), upload_f32(&[k, n], &b)])
+        .unwrap();
+    let got = f32s(&out[0].read_to_host_blocking().unwrap());
+    check_dot(&got, &dot_host(&a, &b, m, k, n), k, "deserialized dot");
 }
