@@ -51,7 +51,15 @@ pub(crate) struct Poller {
     state: Mutex<State>,
     cv: Condvar,
     adapter: String,
+    /// The polling thread, joined by `shutdown`: it holds a `wgpu::Device`, and when its
+    /// clone is the last one, dropping it destroys the Vulkan instance and unloads the driver.
+    /// Left to run past `main`, that unload raced the process's exit handlers, which then
+    /// called into the unmapped driver (a rare SIGSEGV at exit under load, seen in CI).
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
+
+/// How long `shutdown` waits for the polling thread (it may be blocked in a hung driver).
+const JOIN_LIMIT: Duration = Duration::from_secs(5);
 
 impl Poller {
     /// Starts the polling thread for `device`.
@@ -60,12 +68,14 @@ impl Poller {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
             adapter: adapter.to_string(),
+            thread: Mutex::new(None),
         });
         let p = poller.clone();
-        std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("wgpu-hlo-poller".into())
             .spawn(move || p.run(device))
             .map_err(|e| Error::internal(format!("cannot start the poller thread: {e}")))?;
+        *poller.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
         let p = poller.clone();
         std::thread::Builder::new()
             .name("wgpu-hlo-watchdog".into())
@@ -149,7 +159,8 @@ impl Poller {
         }
     }
 
-    /// Stops the thread (pending events fail).
+    /// Stops the thread (pending events fail) and waits, up to `JOIN_LIMIT`, until it has
+    /// exited and dropped its device handle.
     pub(crate) fn shutdown(&self) {
         self.lock().shutdown = true;
         self.cv.notify_all();
@@ -157,6 +168,24 @@ impl Poller {
             ErrorKind::Cancelled,
             format!("the device on {} was closed", self.adapter),
         ));
+        let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(handle) = handle else { return };
+        if handle.thread().id() == std::thread::current().id() {
+            // The last reference was dropped by a callback on the poller thread itself.
+            return;
+        }
+        let start = Instant::now();
+        while !handle.is_finished() {
+            if start.elapsed() > JOIN_LIMIT {
+                log::warn!(
+                    "the poller of {} did not stop within {JOIN_LIMIT:?}; leaving it",
+                    self.adapter
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let _ = handle.join();
     }
 
     fn run(self: Arc<Self>, device: wgpu::Device) {
