@@ -37,7 +37,7 @@ fn a_lost_device_fails_every_later_call() {
     // Dropping the last handle stops the poller thread before the drop returns: left
     // running, its copy of the device unloaded the driver while `main` was already running
     // the exit handlers, a SIGSEGV at exit that CI hit once in a few hundred runs.
-    drop((exe, e, dev));
+    drop((exe, e, dev, outs));
     assert_eq!(threads_named("wgpu-hlo-poller"), 0);
 }
 
