@@ -22,12 +22,16 @@ fn exe(src: &str) -> Arc<Executable> {
         .unwrap_or_else(|e| panic!("{e}\n{src}"))
 }
 
+/// Texture reads are on: a CPU adapter, not switched off.
+fn textures_on() -> bool {
+    device().info().device_type == "Cpu"
+        && std::env::var("WGPU_HLO_TEXTURE_READS").map_or(true, |v| v.trim() != "0")
+        && std::env::var("WGPU_HLO_ADAPTER_CLASS").map_or(true, |v| v.trim() != "gpu")
+}
+
 /// On a CPU adapter with texture reads on, some kernel of `exe` reads through a texture.
 fn check_textures(exe: &Executable) {
-    let cpu = device().info().device_type == "Cpu";
-    let on = std::env::var("WGPU_HLO_TEXTURE_READS").map_or(true, |v| v.trim() != "0")
-        && std::env::var("WGPU_HLO_ADAPTER_CLASS").map_or(true, |v| v.trim() != "gpu");
-    if cpu && on {
+    if textures_on() {
         assert!(
             exe.kernels()
                 .iter()
@@ -194,4 +198,89 @@ fn serialized_executables_keep_their_texture_reads() {
         .unwrap();
     let got = f32s(&out[0].read_to_host_blocking().unwrap());
     check_dot(&got, &dot_host(&a, &b, m, k, n), k, "deserialized dot");
+}
+
+#[test]
+fn executables_take_turns_in_shared_textures() {
+    // Textures are shared device-wide by extent and slot: a chain of two 128x128 dots (two
+    // kernels, each reading two 16384-word inputs) and an elementwise kernel over 16384
+    // elements all read through the same two textures. On a device of its own so the texture
+    // count is this test's; threads run both executables at once, each checked exactly.
+    let dev = wgpu_hlo::runtime::Device::open().expect("a wgpu adapter");
+    let n = 128usize;
+    let chain = format!(
+        "func.func @main(%a: tensor<{n}x{n}xf32>, %b: tensor<{n}x{n}xf32>, %c: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{\n  %s = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>\n  %r = stablehlo.dot_general %s, %c, contracting_dims = [1] x [0] : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>\n  return %r : tensor<{n}x{n}xf32>\n}}\n"
+    );
+    let len = n * n;
+    let ew = format!(
+        "func.func @main(%x: tensor<{len}xf32>, %y: tensor<{len}xf32>) -> tensor<{len}xf32> {{\n  %m = stablehlo.multiply %x, %y : tensor<{len}xf32>\n  %r = stablehlo.subtract %m, %x : tensor<{len}xf32>\n  return %r : tensor<{len}xf32>\n}}\n"
+    );
+    let opts = CompileOptions::default();
+    let a_exe = compile(&dev, chain.as_bytes(), &opts).unwrap();
+    let b_exe = compile(&dev, ew.as_bytes(), &opts).unwrap();
+    check_textures(&a_exe);
+    check_textures(&b_exe);
+    // Three kernels reading two inputs of 64 KiB each: two textures, not six.
+    let input_bytes = (len as u64) * 4;
+    let want = if textures_on() { 2 * input_bytes } else { 0 };
+    assert_eq!(dev.memory_stats().texture_bytes, want);
+    assert_eq!(
+        a_exe.kernels().len(),
+        2,
+        "the chain runs as two dot kernels"
+    );
+    let d = dev.clone();
+    let up = move |shape: Vec<i64>, v: &[f32]| {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        d.upload(&TensorType::new(shape, ElementType::F32), &bytes)
+            .unwrap()
+    };
+    let handles: Vec<_> = (0..6u64)
+        .map(|t| {
+            let (a_exe, b_exe, up) = (a_exe.clone(), b_exe.clone(), up.clone());
+            std::thread::spawn(move || {
+                let (x, y, z) = (data(len, 300 + t), data(len, 400 + t), data(len, 500 + t));
+                let s: Vec<f32> = dot_host(&x, &y, n, n, n)
+                    .iter()
+                    .map(|&v| v as f32)
+                    .collect();
+                let want_chain = dot_host(&s, &z, n, n, n);
+                let sq = vec![n as i64, n as i64];
+                for c in 0..8 {
+                    if (t + c) % 2 == 0 {
+                        let out = a_exe
+                            .execute_blocking(&[
+                                up(sq.clone(), &x),
+                                up(sq.clone(), &y),
+                                up(sq.clone(), &z),
+                            ])
+                            .unwrap();
+                        let got = f32s(&out[0].read_to_host_blocking().unwrap());
+                        for (i, (&g, &w)) in got.iter().zip(&want_chain).enumerate() {
+                            assert!(
+                                (g as f64 - w).abs() <= 1e-3 * (1.0 + w.abs()),
+                                "thread {t}, call {c}, chain element {i}: got {g}, want {w}"
+                            );
+                        }
+                    } else {
+                        let out = b_exe
+                            .execute_blocking(&[up(vec![len as i64], &x), up(vec![len as i64], &y)])
+                            .unwrap();
+                        let got = f32s(&out[0].read_to_host_blocking().unwrap());
+                        for i in 0..len {
+                            let want = x[i] * y[i] - x[i];
+                            assert_eq!(
+                                got[i].to_bits(),
+                                want.to_bits(),
+                                "thread {t}, call {c}, element {i}"
+                            );
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("a thread's results");
+    }
 }

@@ -73,6 +73,17 @@ pub struct MemoryStats {
     pub largest_alloc_size: u64,
     /// Bytes of free buffers kept for reuse (bounded by `WGPU_HLO_POOL_MB`).
     pub pooled_bytes: u64,
+    /// Bytes of the textures inputs are copied into for texture reads
+    /// (`codegen::texture_reads`), shared by every loaded executable.
+    pub texture_bytes: u64,
+}
+
+/// A texture inputs are copied into before the launches that read them through textures
+/// (`codegen::texture_reads`), and its view.
+pub(crate) struct InputTexture {
+    pub(crate) texture: wgpu::Texture,
+    pub(crate) view: wgpu::TextureView,
+    bytes: u64,
 }
 
 fn type_rank(t: wgpu::DeviceType) -> u32 {
@@ -171,6 +182,8 @@ pub struct Device {
     /// Pipelines by WGSL text, held weakly: a pipeline lives as long as an executable uses
     /// it, so dropping executables (`jax.clear_caches()`) frees their driver code.
     pipelines: Mutex<HashMap<String, Weak<wgpu::ComputePipeline>>>,
+    /// Input textures by extent and slot (see `input_texture`), held weakly like pipelines.
+    input_textures: Mutex<HashMap<(u32, u32, usize), Weak<InputTexture>>>,
     /// The driver's pipeline cache, kept on disk (Vulkan only).
     disk_cache: Option<DiskPipelineCache>,
     /// Bind groups by layout and bound buffer ranges (see `BindGroupCache`).
@@ -494,6 +507,7 @@ impl Device {
             num_allocs: AtomicU64::new(0),
             pool: Pool::new(),
             pipelines: Mutex::new(HashMap::new()),
+            input_textures: Mutex::new(HashMap::new()),
             disk_cache,
             bind_groups: Mutex::new(BindGroupCache::new()),
             staging: Arc::new(StagingPool::default()),
@@ -596,13 +610,19 @@ impl Device {
         group
     }
 
-    /// A texture an input is copied into before each launch that reads it through a texture
-    /// (`codegen::texture_reads`), and its view.
+    /// The texture an input of `input`'s extent is copied into before each launch that reads
+    /// it through a texture (`codegen::texture_reads`), for the `slot`-th input of that extent
+    /// of a kernel. One per extent and slot for the whole device, not one per executable:
+    /// a texture only carries data from its copy to the dispatch recorded right after it, and
+    /// the single queue orders every copy after the reads of earlier dispatches, so kernels of
+    /// any executable, run concurrently or not, can take turns in it. A model's textures then
+    /// cost its largest kernel's inputs, not a second copy of all its activations.
     pub(crate) fn input_texture(
         &self,
         input: &TextureInput,
+        slot: usize,
         label: &str,
-    ) -> Result<(wgpu::Texture, wgpu::TextureView)> {
+    ) -> Result<Arc<InputTexture>> {
         let (width, height) = input.extent();
         let max = self.limits.max_texture_dimension_2d;
         if width == 0 || height == 0 || width > max || height > max {
@@ -610,6 +630,14 @@ impl Device {
                 "{label}: a texture of {width} x {height} texels (the adapter allows {max})"
             )));
         }
+        let mut cache = self
+            .input_textures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = cache.get(&(width, height, slot)).and_then(Weak::upgrade) {
+            return Ok(t);
+        }
+        cache.retain(|_, t| t.strong_count() > 0);
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let texture = self.device.create_texture(&wgpu::TextureDescriptor {
             label: Some(label),
@@ -632,7 +660,26 @@ impl Device {
             )));
         }
         let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
-        Ok((texture, view))
+        let t = Arc::new(InputTexture {
+            texture,
+            view,
+            bytes: u64::from(width) * u64::from(height) * TextureInput::TEXEL_BYTES,
+        });
+        cache.insert((width, height, slot), Arc::downgrade(&t));
+        Ok(t)
+    }
+
+    /// Bytes of the input textures some executable (or cached bind group) still holds.
+    fn texture_bytes(&self) -> u64 {
+        let cache = self
+            .input_textures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        cache
+            .values()
+            .filter_map(Weak::upgrade)
+            .map(|t| t.bytes)
+            .sum()
     }
 
     /// Forgets every cached bind group (their buffers may then be freed).
@@ -660,6 +707,7 @@ impl Device {
             num_allocs: self.num_allocs.load(Ordering::Relaxed),
             largest_alloc_size: self.limits.max_buffer_size,
             pooled_bytes: self.pool.bytes(),
+            texture_bytes: self.texture_bytes(),
         }
     }
 

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::buffer::DeviceBuffer;
-use super::device::{BindResource, Device, GpuBuffer};
+use super::device::{BindResource, Device, GpuBuffer, InputTexture};
 use super::event::Event;
 use super::host_call::{self, HostArg, HostResult};
 use crate::codegen::kernel::Kernel;
@@ -29,10 +29,9 @@ pub struct LoadedKernel {
     pub kernel: Kernel,
     pipeline: Arc<wgpu::ComputePipeline>,
     layout: wgpu::BindGroupLayout,
-    /// Per input read through a texture, the texture each launch copies it into (one per
-    /// executable: launches, concurrent executions included, are ordered on the queue, and
-    /// wgpu orders a texture's copy after the reads of earlier launches).
-    textures: Vec<Option<(wgpu::Texture, wgpu::TextureView)>>,
+    /// Per input read through a texture, the texture each launch copies it into (shared
+    /// device-wide, see `Device::input_texture`).
+    textures: Vec<Option<Arc<InputTexture>>>,
 }
 
 /// Everything an executable is made of, as the compiler hands it over.
@@ -209,16 +208,21 @@ impl Executable {
         for k in &parts.kernels {
             let pipeline = device.pipeline(&k.wgsl, &k.name)?;
             let layout = pipeline.get_bind_group_layout(0);
-            let textures = k
-                .texture_inputs
-                .iter()
-                .enumerate()
-                .map(|(j, t)| {
-                    t.as_ref()
-                        .map(|t| device.input_texture(t, &format!("{} in{j}", k.name)))
-                        .transpose()
-                })
-                .collect::<Result<Vec<_>>>()?;
+            // Inputs of one extent take slots 0, 1, ...: one launch never binds a texture
+            // twice.
+            let mut slots: HashMap<(u32, u32), usize> = HashMap::new();
+            let mut textures = Vec::with_capacity(k.texture_inputs.len());
+            for (j, t) in k.texture_inputs.iter().enumerate() {
+                textures.push(match t {
+                    Some(t) => {
+                        let slot = slots.entry(t.extent()).or_insert(0);
+                        let tex = device.input_texture(t, *slot, &format!("{} in{j}", k.name))?;
+                        *slot += 1;
+                        Some(tex)
+                    }
+                    None => None,
+                });
+            }
             kernels.push(LoadedKernel {
                 kernel: k.clone(),
                 pipeline,
@@ -596,12 +600,12 @@ struct Run<'a> {
     what: &'a str,
     /// Per-kernel timing, when asked for (`Executable::execute_profiled`): nothing else pays.
     profile: Option<Profiler>,
-    /// Since the last submission: per (kernel, input) read through a texture, the buffer last
-    /// copied into it and how many dispatches had written that buffer then. A launch finding
-    /// the same pair skips the copy (cholesky's column launches read the same matrix 256
-    /// times). Cleared at each submission: another execution's copy into the same texture can
-    /// only come between two submissions.
-    filled: HashMap<(usize, usize), (usize, u64)>,
+    /// Since the last submission: per input texture, the buffer last copied into it and how
+    /// many dispatches had written that buffer then. A launch finding the same pair skips the
+    /// copy (cholesky's column launches read the same matrix 256 times). Cleared at each
+    /// submission: another execution's copy into the same texture can only come between two
+    /// submissions.
+    filled: HashMap<usize, (usize, u64)>,
     /// Since the last submission: per buffer, the dispatches that bound it as an output.
     written: HashMap<usize, u64>,
 }
@@ -809,7 +813,7 @@ impl Run<'_> {
                 }
             };
             match lk.textures.get(i).and_then(Option::as_ref) {
-                Some((texture, view)) => {
+                Some(tex) => {
                     let input = lk.kernel.texture_inputs.get(i).copied().flatten();
                     let input = match (input, offset, size) {
                         (Some(t), 0, 0) if t.texels * TextureInput::TEXEL_BYTES <= b.size => t,
@@ -822,10 +826,10 @@ impl Run<'_> {
                     };
                     let id = Arc::as_ptr(b) as usize;
                     let now = (id, self.written.get(&id).copied().unwrap_or(0));
-                    if self.filled.insert((k, i), now) != Some(now) {
-                        copies.push((&b.buffer, texture, input));
+                    if self.filled.insert(Arc::as_ptr(tex) as usize, now) != Some(now) {
+                        copies.push((&b.buffer, &tex.texture, input));
                     }
-                    entries.push(BindResource::Texture(view));
+                    entries.push(BindResource::Texture(&tex.view));
                 }
                 None => entries.push(BindResource::Buffer(&b.buffer, offset, size)),
             }
