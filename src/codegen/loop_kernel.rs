@@ -304,8 +304,9 @@ fn elementwise(
     // computed four elements per invocation and stored as vec4s: llvmpipe runs a storage
     // store as a loop over its lanes, and 2^20 scalar stores took 4.4-7 ms against 1.2-1.5 ms
     // as vec4s. `WGPU_HLO_VEC4_STORES=0` turns it off.
+    // Windowed launches too: their windows start at multiples of the elements per invocation
+    // (`windowed_plan`), so a large output's window starts at a whole vec4.
     let vec4 = target.cpu_adapter
-        && !windowed
         && k == 1
         && n >= 4
         && n % 4 == 0
@@ -390,7 +391,8 @@ fn elementwise(
         for (j, o) in outs.iter().enumerate() {
             let t = em.compute(o.ty.dtype)?.wgsl();
             em.line(&format!(
-                "out{j}[tid] = vec4<{t}>({});",
+                "out{j}[{}] = vec4<{t}>({});",
+                shift(o, "tid".to_string(), 4),
                 vec4_values[j].join(", ")
             ));
         }
