@@ -100,6 +100,22 @@ pub struct ExprEmitter<'a> {
     /// Transposes being computed that move the innermost dimension: loads under them read
     /// across rows and are marked so that `texture_reads` keeps their storage binding.
     transposed: usize,
+    /// Positions whose loads come in aligned groups of four (see [`Quads`]).
+    pub quads: Option<Quads>,
+}
+
+/// Aligned groups of four consecutive positions of the innermost dimension (a merged row
+/// kernel's lanes holding groups of a row): a 32-bit tensor of `dims` read at a multi-index
+/// ending in position `p` reads the four elements of `p`'s group as one `vec4` expression
+/// (`positions[p]` = the group's first position and `p`'s place in it), marked
+/// [`super::texture_reads::QUAD_MARK`] so that a texture read fetches them as one texel, not
+/// four. The group's first position must be a multiple of 4 and so must `dims`' innermost size.
+#[derive(Clone, Debug, Default)]
+pub struct Quads {
+    /// The shape of the tensors read this way.
+    pub dims: Vec<usize>,
+    /// Per position name, the first position of its group and its place in the group.
+    pub positions: HashMap<String, (String, usize)>,
 }
 
 /// How a kernel launched in chunks reads values larger than the adapter's binding limit: each
@@ -215,6 +231,7 @@ impl<'a> ExprEmitter<'a> {
             window: None,
             scalars: HashMap::new(),
             transposed: 0,
+            quads: None,
         }
     }
 
@@ -468,6 +485,9 @@ impl<'a> ExprEmitter<'a> {
         let c = self.compute(ty.dtype)?;
         let b = self.input(v)?;
         let dims = ty.dims();
+        if let Some(name) = self.quad_load(v, &ty, c, b, idx) {
+            return Ok(name);
+        }
         let mut lin = self.linear(idx, &dims);
         if let Some(w) = self.window.as_mut().filter(|w| w.is_large(&ty)) {
             if !w.own.contains(&lin) {
@@ -491,6 +511,54 @@ impl<'a> ExprEmitter<'a> {
         }
         let e = dtype::load(ty.dtype, &format!("in{b}"), &lin);
         Ok(self.bind(c, &e))
+    }
+
+    /// A load of input `b` (value `v` of type `ty`) from its group's `vec4` (see [`Quads`]), or
+    /// `None` when `idx` is not at a grouped position or the tensor is not one of 32-bit words
+    /// of the grouped shape.
+    fn quad_load(
+        &mut self,
+        v: ValueId,
+        ty: &TensorType,
+        c: Compute,
+        b: usize,
+        idx: &Index,
+    ) -> Option<String> {
+        let q = self.quads.as_ref()?;
+        let Index::Multi(m) = idx else { return None };
+        let (first, place) = q.positions.get(m.last()?)?.clone();
+        let dims = ty.dims();
+        let elem = dtype::storage_elem(ty.dtype);
+        if dims != q.dims
+            || self.window.is_some()
+            || self.transposed > 0
+            || dtype::per_word(ty.dtype) != 1
+            || !matches!(elem, "f32" | "i32" | "u32")
+            || c.wgsl() != elem
+        {
+            return None;
+        }
+        let mut m0 = m.clone();
+        *m0.last_mut()? = first;
+        let lin0 = self.linear(&Index::Multi(m0), &dims);
+        let key = (v, Index::Linear(format!("quad {lin0}")));
+        let quad = match self.lookup(&key) {
+            Some(n) => n,
+            None => {
+                let n = self.fresh("q");
+                let mark = super::texture_reads::QUAD_MARK;
+                self.line(&format!(
+                    "let {n} = vec4<{elem}>(in{b}[{mark} {lin0}], in{b}[{lin0} + 1u], \
+                     in{b}[{lin0} + 2u], in{b}[{lin0} + 3u]);"
+                ));
+                if let Some(memo) = self.memo.last_mut() {
+                    memo.insert(key, n.clone());
+                }
+                n
+            }
+        };
+        let lane = ["x", "y", "z", "w"].get(place)?;
+        Some(self.bind(c, &format!("{quad}.{lane}")))
     }
 
     fn compute_value(&mut self, v: ValueId, idx: &Index) -> Result<String> {

@@ -18,7 +18,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::dtype::{self, Compute};
-use super::expr::{binding_limits, Binding, ExprEmitter, Index};
+use super::expr::{binding_limits, Binding, ExprEmitter, Index, Quads};
 use super::kernel::{self, Kernel};
 use super::loop_kernel::Target;
 use super::reduce_kernel::{
@@ -160,6 +160,24 @@ pub fn emit(
     let unrolled = unrolled_lanes(&target, rows, cols).map(|s| Lanes::new(s, cols));
     if let Some(l) = &unrolled {
         l.declare(&mut em);
+        // Inputs of the row's shape are read a group of four at a time (one texel fetch from
+        // a texture): a single reduced dimension, so a group is four consecutive elements
+        // starting at a multiple of 4.
+        if l.group == 4 && red_dims.len() == 1 && !switched_off("WGPU_HLO_QUAD_READS") {
+            em.quads = Some(Quads {
+                dims: dims.clone(),
+                positions: l
+                    .groups()
+                    .into_iter()
+                    .flat_map(|(g, _)| {
+                        let first = g[0].clone();
+                        g.into_iter()
+                            .enumerate()
+                            .map(move |(c, p)| (p, (first.clone(), c)))
+                    })
+                    .collect(),
+            });
+        }
     }
     let om = em.multi(&Index::Linear("o".into()), &kept_dims);
     let at = |em: &mut ExprEmitter, r: &str| -> Index {
