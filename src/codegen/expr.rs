@@ -104,12 +104,14 @@ pub struct ExprEmitter<'a> {
     pub quads: Option<Quads>,
 }
 
-/// Aligned groups of four consecutive positions of the innermost dimension (a merged row
-/// kernel's lanes holding groups of a row): a 32-bit tensor of `dims` read at a multi-index
-/// ending in position `p` reads the four elements of `p`'s group as one `vec4` expression
-/// (`positions[p]` = the group's first position and `p`'s place in it), marked
-/// [`super::texture_reads::QUAD_MARK`] so that a texture read fetches them as one texel, not
-/// four. The group's first position must be a multiple of 4 and so must `dims`' innermost size.
+/// Aligned groups of four consecutive positions: of the innermost dimension (a merged row
+/// kernel's lanes holding groups of a row), or linear element offsets (a loop kernel computing
+/// four elements per invocation). A 32-bit tensor of `dims` read at a multi-index ending in
+/// position `p`, or any 32-bit tensor read at linear position `p`, reads the four elements of
+/// `p`'s group as one `vec4` expression (`positions[p]` = the group's first position and `p`'s
+/// place in it), marked [`super::texture_reads::QUAD_MARK`] so that a texture read fetches
+/// them as one texel, not four. The group's first position must be a multiple of 4, and so
+/// must `dims`' innermost size.
 #[derive(Clone, Debug, Default)]
 pub struct Quads {
     /// The shape of the tensors read this way.
@@ -525,12 +527,8 @@ impl<'a> ExprEmitter<'a> {
         idx: &Index,
     ) -> Option<String> {
         let q = self.quads.as_ref()?;
-        let Index::Multi(m) = idx else { return None };
-        let (first, place) = q.positions.get(m.last()?)?.clone();
-        let dims = ty.dims();
         let elem = dtype::storage_elem(ty.dtype);
-        if dims != q.dims
-            || self.window.is_some()
+        if self.window.is_some()
             || self.transposed > 0
             || dtype::per_word(ty.dtype) != 1
             || !matches!(elem, "f32" | "i32" | "u32")
@@ -538,9 +536,20 @@ impl<'a> ExprEmitter<'a> {
         {
             return None;
         }
-        let mut m0 = m.clone();
-        *m0.last_mut()? = first;
-        let lin0 = self.linear(&Index::Multi(m0), &dims);
+        let (lin0, place) = match idx {
+            // A linear position is the element offset itself, whatever the shape.
+            Index::Linear(p) => q.positions.get(p)?.clone(),
+            Index::Multi(m) => {
+                let (first, place) = q.positions.get(m.last()?)?.clone();
+                let dims = ty.dims();
+                if dims != q.dims {
+                    return None;
+                }
+                let mut m0 = m.clone();
+                *m0.last_mut()? = first;
+                (self.linear(&Index::Multi(m0), &dims), place)
+            }
+        };
         let key = (v, Index::Linear(format!("quad {lin0}")));
         let quad = match self.lookup(&key) {
             Some(n) => n,

@@ -318,6 +318,16 @@ fn elementwise(
         })
         && !crate::fusion::switched_off("WGPU_HLO_VEC4_STORES");
     let k = if vec4 { 4 } else { k };
+    // The four elements of an invocation are one aligned group: inputs read at them are read
+    // as one vec4 (one texel fetch from a texture; `WGPU_HLO_QUAD_READS=0` turns it off).
+    if vec4 && !windowed && !crate::fusion::switched_off("WGPU_HLO_QUAD_READS") {
+        em.quads = Some(super::expr::Quads {
+            dims: Vec::new(),
+            positions: (0..4)
+                .map(|e| (format!("l{e}"), ("l0".to_string(), e)))
+                .collect(),
+        });
+    }
     let mut vec4_values: Vec<Vec<String>> = vec![Vec::new(); outs.len()];
     let threads = n.div_ceil(k);
     let limit = target.max_binding_size;
