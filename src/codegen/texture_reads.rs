@@ -96,6 +96,24 @@ fn occurrences(src: &str, name: &str) -> Vec<usize> {
         .collect()
 }
 
+/// The offset of the `]` that closes the `[` at offset `open` of `src`.
+fn closing_bracket(src: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (j, &c) in src.as_bytes().iter().enumerate().skip(open) {
+        match c {
+            b'[' => depth += 1,
+            b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(j);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// `src` with every `name[...]` turned into `name_at(...)` (brackets matched), or `None` when
 /// `name` occurs in any other way outside its declaration line `decl`.
 fn rewrite_uses(src: &str, name: &str, decl: &str) -> Option<String> {
@@ -115,22 +133,7 @@ fn rewrite_uses(src: &str, name: &str, decl: &str) -> Option<String> {
         if b.get(open) != Some(&b'[') {
             return None;
         }
-        let mut depth = 0usize;
-        let mut close = None;
-        for (j, &c) in b.iter().enumerate().skip(open) {
-            match c {
-                b'[' => depth += 1,
-                b']' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        close = Some(j);
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        let close = close?;
+        let close = closing_bracket(src, open)?;
         if src[open..close].contains(TRANSPOSED_MARK) {
             return None;
         }
@@ -156,22 +159,9 @@ fn rewrite_quads(src: &str, name: &str, elem: &str) -> (String, usize) {
     let mut count = 0;
     while let Some(at) = rest.find(&start) {
         let after = &rest[at + start.len()..];
-        // Q ends at the bracket that closes the first load.
-        let mut depth = 1usize;
-        let mut end = None;
-        for (i, ch) in after.char_indices() {
-            match ch {
-                '[' => depth += 1,
-                ']' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = Some(i);
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
+        // Q ends at the bracket that closes the first load's.
+        let open = at + start.find('[').unwrap_or(0);
+        let end = closing_bracket(rest, open).map(|close| close - (at + start.len()));
         let whole = end.and_then(|e| {
             let q = &after[..e];
             let tail = format!(", {name}[{q} + 1u], {name}[{q} + 2u], {name}[{q} + 3u])");
