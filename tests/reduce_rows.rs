@@ -36,6 +36,9 @@ const SHAPES: &[(usize, usize)] = &[
     (40, 1025),
     (17, 5000),
     (1025, 1025),
+    // Rows and kept columns of a multiple of 4: quad reads on CPU adapters.
+    (129, 1028),
+    (2049, 256),
 ];
 
 /// `reduce` of `x` (f32 data, or through `producer` of it) with body op `body` over `dim`;
@@ -227,6 +230,97 @@ fn argmax_over_rows_of_odd_shapes() {
                 (vals[r], idx[r]),
                 (best, at as i32),
                 "{rows}x{cols} row {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn argmax_over_columns_of_odd_shapes() {
+    for &(rows, cols) in SHAPES {
+        let src = format!(
+            r#"func.func @main(%v: tensor<{rows}x{cols}xf32>) -> (tensor<{cols}xf32>, tensor<{cols}xi32>) {{
+  %i = stablehlo.iota dim = 0 : tensor<{rows}x{cols}xi32>
+  %m = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.reduce(%v init: %m), (%i init: %z) across dimensions = [0] : (tensor<{rows}x{cols}xf32>, tensor<{rows}x{cols}xi32>, tensor<f32>, tensor<i32>) -> (tensor<{cols}xf32>, tensor<{cols}xi32>)
+    reducer(%a: tensor<f32>, %b: tensor<f32>) (%ia: tensor<i32>, %ib: tensor<i32>) {{
+      %gt = stablehlo.compare GT, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %eq = stablehlo.compare EQ, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %lt = stablehlo.compare LT, %ia, %ib, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %tie = stablehlo.and %eq, %lt : tensor<i1>
+      %pick = stablehlo.or %gt, %tie : tensor<i1>
+      %mv = stablehlo.select %pick, %a, %b : tensor<i1>, tensor<f32>
+      %mi = stablehlo.select %pick, %ia, %ib : tensor<i1>, tensor<i32>
+      stablehlo.return %mv, %mi : tensor<f32>, tensor<i32>
+    }}
+  return %r#0, %r#1 : tensor<{cols}xf32>, tensor<{cols}xi32>
+}}
+"#
+        );
+        // Few distinct values, so that ties (first index wins) are common.
+        let v: Vec<f32> = data(rows * cols, 10)
+            .iter()
+            .map(|x| (x * 4.0).round())
+            .collect();
+        let out = run(&src, &[upload_f32(&[rows, cols], &v)]);
+        let (vals, idx) = (f32s(&out[0]), i32s(&out[1]));
+        for c in 0..cols {
+            let (mut best, mut at) = (f32::NEG_INFINITY, 0);
+            for r in 0..rows {
+                if v[r * cols + c] > best {
+                    (best, at) = (v[r * cols + c], r);
+                }
+            }
+            assert_eq!(
+                (vals[c], idx[c]),
+                (best, at as i32),
+                "{rows}x{cols} column {c}"
+            );
+        }
+    }
+}
+
+/// On lavapipe with default settings, rows and kept columns whose length is a multiple of 4
+/// read groups of four elements as one texel (quad reads); `f32_reductions_of_odd_shapes` and
+/// the argmax tests check their results.
+#[test]
+fn long_rows_and_wide_columns_read_quads_on_lavapipe() {
+    let lavapipe_defaults = device().info().name.contains("llvmpipe")
+        && [
+            "WGPU_HLO_TEXTURE_READS",
+            "WGPU_HLO_QUAD_READS",
+            "WGPU_HLO_REDUCE",
+        ]
+        .iter()
+        .all(|v| std::env::var(v).is_err())
+        && std::env::var("WGPU_HLO_ADAPTER_CLASS").is_err();
+    if !lavapipe_defaults {
+        return;
+    }
+    for (shape, dim) in [((129, 1028), 1), ((2049, 256), 0), ((300, 4096), 0)] {
+        let abs = format!(
+            "%x = stablehlo.abs %a : tensor<{}x{}xf32>",
+            shape.0, shape.1
+        );
+        let src = source(shape, dim, &abs, "f32", "0.0", "add");
+        let exe = compile(&device(), src.as_bytes(), &CompileOptions::default())
+            .unwrap_or_else(|e| panic!("{e}\n{src}"));
+        assert!(
+            exe.kernels().iter().any(|k| k.wgsl.contains("in0_quad(")),
+            "sum of {shape:?} over {dim}: no quad reads"
+        );
+        let a = data(shape.0 * shape.1, 3);
+        let out = exe
+            .execute_blocking(&[upload_f32(&[shape.0, shape.1], &a)])
+            .unwrap();
+        let got = f32s(&out[0].read_to_host_blocking().unwrap());
+        let abs: Vec<f32> = a.iter().map(|x| x.abs()).collect();
+        let want = host(&abs, shape, dim, 0.0, |p, q| p + q);
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "{shape:?} over {dim}: {g} vs {w}"
             );
         }
     }

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::dtype::{self, Compute};
-use super::expr::{large, linearize, Binding, ExprEmitter, Index, Window};
+use super::expr::{large, linearize, Binding, ExprEmitter, Index, Quads, Window};
 use super::kernel::{self, Kernel, WORKGROUP};
 use super::loop_kernel::Target;
 use super::op_kernels::{Launch, Plan};
@@ -37,6 +37,9 @@ pub(crate) const SUBGROUP_UNROLL: u64 = 8;
 
 /// Invocations per workgroup of the subgroup row reduction.
 pub(crate) const SUBGROUP_WORKGROUP: u32 = 64;
+
+/// Invocations per workgroup of the four-columns-per-thread reduction on CPU adapters.
+const QUAD_COLUMN_WORKGROUP: u32 = 64;
 
 /// Rows at least this long take the subgroup row reduction (shorter ones a thread per row).
 const SUBGROUP_ROWS_MIN: u64 = 32;
@@ -583,6 +586,10 @@ fn emit_stage(
     } else {
         kept_count >= 256 || red_count <= 1024
     };
+    let quad_rows = target.cpu_adapter
+        && trailing
+        && red_count % 4 == 0
+        && !crate::fusion::switched_off("WGPU_HLO_QUAD_READS");
     let use_subgroup_rows = subgroup_rows
         && subgroup_rows_allowed()
         && split.is_none()
@@ -593,6 +600,22 @@ fn emit_stage(
         && trailing
         && red_count >= SUBGROUP_ROWS_MIN
         && enough_rows;
+    // Columns (the innermost input dimension kept, a multiple of 4) on the thread-per-output
+    // path of CPU adapters: four outputs per thread, reading groups of four (quad reads).
+    let quad_columns = target.cpu_adapter
+        && !use_subgroup_rows
+        && !use_workgroup
+        && split.is_none()
+        && windowed.is_none()
+        && !packed
+        && !trailing
+        && red_count > 0
+        && kept.last() == Some(&(dims.len() - 1))
+        && dims.last().is_some_and(|&d| d % 4 == 0)
+        && types
+            .iter()
+            .all(|t| matches!(t, Compute::F32 | Compute::I32 | Compute::U32))
+        && !crate::fusion::switched_off("WGPU_HLO_QUAD_READS");
     // The output and first reduced element of accumulator `o`, and where it is stored (WGSL).
     let chunk_of = |em: &mut ExprEmitter, o: &str| -> (String, String, String) {
         if chunks == 1 {
@@ -674,38 +697,72 @@ fn emit_stage(
             em.line(&format!("var {a}: {} = {init};", t.wgsl()));
             acc.push(a);
         }
-        // SUBGROUP_UNROLL elements per lane and trip (fewer back-edges, more loads in
-        // flight), then the rest; at least 4 lanes per subgroup (WGSL's smallest size).
-        em.line("var r: u32 = sl;");
+        // SUBGROUP_UNROLL elements (groups of four with quad reads) per lane and trip (fewer
+        // back-edges, more loads in flight), then the rest; at least 4 lanes per subgroup
+        // (WGSL's smallest size).
+        //
+        // Quad reads (CPU adapters): a lane reads four consecutive elements at a time, each
+        // 32-bit input as one vec4, which `texture_reads` turns into one texel fetch instead of
+        // four. Rows are consecutive elements (`trailing`) and their length is a multiple of 4,
+        // so a group starting at a multiple of 4 stays within its row.
+        let step = if quad_rows { 4 } else { 1 };
+        em.line(&format!("var r: u32 = sl * {step}u;"));
+        // One group of `step` elements from `first` (a WGSL u32), combined into `acc`.
+        let group = |em: &mut ExprEmitter, first: &str| -> Result<()> {
+            let mut idxs = Vec::new();
+            for p in 0..step {
+                let name = if p == 0 {
+                    first.to_string()
+                } else {
+                    let rp = em.fresh("rp");
+                    em.line(&format!("let {rp} = {first} + {p}u;"));
+                    rp
+                };
+                idxs.push(input_index(em, "o", &name));
+            }
+            if step == 4 {
+                let lin = |i: &Index| match i {
+                    Index::Linear(l) => Some(l.clone()),
+                    Index::Multi(_) => None,
+                };
+                let first = idxs.first().and_then(lin);
+                let quads = em.quads.get_or_insert_with(Quads::default);
+                for (p, i) in idxs.iter().enumerate() {
+                    if let (Some(l), Some(f)) = (lin(i), first.clone()) {
+                        quads.positions.insert(l, (f, p));
+                    }
+                }
+            }
+            for idx in &idxs {
+                let mut vals = Vec::new();
+                for i in 0..n {
+                    vals.push(em.value(op.operands[i], idx)?);
+                }
+                em.line(&combine(fname, n, &acc, &vals));
+            }
+            Ok(())
+        };
         em.open_loop(
             &format!(
-                "for (; r + {}u * w < {red_count}u; r = r + {SUBGROUP_UNROLL}u * w)",
-                SUBGROUP_UNROLL - 1
+                "for (; r + {}u * w < {red_count}u; r = r + {}u * w)",
+                (SUBGROUP_UNROLL - 1) * step,
+                SUBGROUP_UNROLL * step
             ),
-            red_count.div_ceil(4 * SUBGROUP_UNROLL),
+            red_count.div_ceil(4 * SUBGROUP_UNROLL * step),
         );
         for u in 0..SUBGROUP_UNROLL {
             let ru = em.fresh("ru");
-            em.line(&format!("let {ru} = r + {u}u * w;"));
-            let idx = input_index(&mut em, "o", &ru);
-            let mut vals = Vec::new();
-            for i in 0..n {
-                vals.push(em.value(op.operands[i], &idx)?);
-            }
-            em.line(&combine(fname, n, &acc, &vals));
+            em.line(&format!("let {ru} = r + {}u * w;", u * step));
+            group(&mut em, &ru)?;
         }
         em.close(None);
         em.open_loop(
-            &format!("for (; r < {red_count}u; r = r + w)"),
+            &format!("for (; r < {red_count}u; r = r + {step}u * w)"),
             SUBGROUP_UNROLL,
         );
-        let idx = input_index(&mut em, "o", "r");
-        let mut vals = Vec::new();
-        for i in 0..n {
-            vals.push(em.value(op.operands[i], &idx)?);
-        }
-        em.line(&combine(fname, n, &acc, &vals));
+        group(&mut em, "r")?;
         em.close(None);
+        em.quads = None;
         em.open_loop(
             "for (var m: u32 = w >> 1u; m > 0u; m = m >> 1u)",
             u64::from(SUBGROUP_WORKGROUP.trailing_zeros()),
@@ -798,6 +855,68 @@ fn emit_stage(
         em.close(None);
         workgroups = kernel::grid(windowed.unwrap_or(out_count), target.max_workgroups)?;
         main.push_str(&kernel::entry_header(WORKGROUP));
+        main.push_str(&em.body);
+        main.push_str("}\n");
+    } else if quad_columns {
+        // Four consecutive outputs per thread (CPU adapters): the innermost input dimension
+        // is kept and a multiple of 4, so the four outputs' elements of one reduced position
+        // are one aligned group, read as one vec4 of each 32-bit input (one texel fetch from
+        // a texture instead of four). Workgroups of QUAD_COLUMN_WORKGROUP keep the cores busy
+        // with a quarter of the threads.
+        let threads = out_count / 4;
+        let mut accs: Vec<Vec<String>> = Vec::new();
+        for e in 0..4 {
+            em.line(&format!("let o{e} = tid * 4u + {e}u;"));
+            let mut acc = Vec::new();
+            for (i, t) in types.iter().enumerate() {
+                let init = em.value(op.operands[n + i], &Index::scalar())?;
+                let a = em.fresh("acc");
+                em.line(&format!("var {a}: {} = {init};", t.wgsl()));
+                acc.push(a);
+            }
+            accs.push(acc);
+        }
+        em.open_loop(
+            &format!("for (var r: u32 = 0u; r < {red_count}u; r = r + 1u)"),
+            red_count,
+        );
+        let idxs: Vec<Index> = (0..4)
+            .map(|e| input_index(&mut em, &format!("o{e}"), "r"))
+            .collect();
+        let last = |i: &Index| match i {
+            Index::Multi(m) => m.last().cloned(),
+            Index::Linear(_) => None,
+        };
+        let first = idxs.first().and_then(last);
+        em.quads = Some(Quads {
+            dims: dims.clone(),
+            positions: idxs
+                .iter()
+                .enumerate()
+                .filter_map(|(e, i)| Some((last(i)?, (first.clone()?, e))))
+                .collect(),
+        });
+        for (e, idx) in idxs.iter().enumerate() {
+            let mut vals = Vec::new();
+            for i in 0..n {
+                vals.push(em.value(op.operands[i], idx)?);
+            }
+            em.line(&combine(fname, n, &accs[e], &vals));
+        }
+        em.quads = None;
+        em.close(None);
+        for (e, acc) in accs.iter().enumerate() {
+            for (j, a) in acc.iter().enumerate() {
+                em.line(&format!("out{j}[o{e}] = {a};"));
+            }
+        }
+        main.push_str(&kernel::entry_header(QUAD_COLUMN_WORKGROUP));
+        workgroups = kernel::grid(
+            threads.div_ceil(u64::from(QUAD_COLUMN_WORKGROUP)),
+            target.max_workgroups,
+        )?;
+        main.push_str(&kernel::thread_index(QUAD_COLUMN_WORKGROUP));
+        main.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
         main.push_str(&em.body);
         main.push_str("}\n");
     } else {
