@@ -608,6 +608,57 @@ fn embedding_scatter(rows: usize, cols: usize, ids: usize, combiner: &str) -> St
 }
 
 #[test]
+fn embedding_scatters_sort_their_windows_in_one_workgroup_up_to_4096() {
+    // Crowded rows (every third id is 5), ids outside the table (skipped), ties kept in
+    // window order; up to 4096 windows one sorting launch, beyond it one launch per stage.
+    let (rows, cols) = (256usize, 128usize);
+    for n in [65usize, 504, 3000, 4096, 5000] {
+        let ids: Vec<i32> = (0..n)
+            .map(|k| {
+                if k % 3 == 0 {
+                    5
+                } else {
+                    ((k * 7919) % (rows + 9)) as i32 - 4
+                }
+            })
+            .collect();
+        let table = data(rows * cols, 8);
+        let upd = data(n * cols, 9);
+        let it = TensorType::new(vec![n as i64, 1], ElementType::I32);
+        let ib: Vec<u8> = ids.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let args = [
+            upload_f32(&[rows, cols], &table),
+            device().upload(&it, &ib).unwrap(),
+            upload_f32(&[n, cols], &upd),
+        ];
+        let src = embedding_scatter(rows, cols, n, "add");
+        let exe = compile(&device(), src.as_bytes(), &options(None))
+            .unwrap_or_else(|e| panic!("{e}\n{src}"));
+        let sorts_in_one = exe.kernels().iter().any(|k| k.name.ends_with("_sort"));
+        let passes = std::env::var("WGPU_HLO_SCATTER_SORT").is_ok();
+        assert_eq!(sorts_in_one, n <= 4096 && !passes, "{n} ids");
+        let out = exe.execute_blocking(&args).unwrap();
+        let got = f32s(&out[0].read_to_host_blocking().unwrap());
+        let mut want: Vec<f64> = table.iter().map(|&x| x as f64).collect();
+        let mut hits = vec![0usize; rows];
+        for (k, &id) in ids.iter().enumerate() {
+            if id >= 0 && (id as usize) < rows {
+                hits[id as usize] += 1;
+                for c in 0..cols {
+                    want[id as usize * cols + c] += upd[k * cols + c] as f64;
+                }
+            }
+        }
+        for (e, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                close(g, w, hits[e / cols] + 1),
+                "{n} ids, element {e}: got {g}, want {w}"
+            );
+        }
+    }
+}
+
+#[test]
 fn scatter_adds_split_past_the_bound() {
     // Ids crowd a few rows (one row gets about half of them), some fall outside the table
     // (skipped whole), under bounds far below the number of windows.
