@@ -383,7 +383,11 @@ fn one_workgroup_sort(
     };
     // CPU adapters switch between the invocations at every barrier: fewer switch faster
     // (lavapipe, 512 windows: 1.15 -> 0.87 ms).
-    let threads = if target.cpu_adapter { 64 } else { ONE_WORKGROUP_SORT_THREADS };
+    let threads = if target.cpu_adapter {
+        64
+    } else {
+        ONE_WORKGROUP_SORT_THREADS
+    };
     let wg = threads.min(p / 2).max(1);
     let no_fusion = |_: ValueId| false;
     let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
