@@ -9,6 +9,7 @@ pub mod error;
 pub mod frontend;
 pub mod fusion;
 pub mod ir;
+pub mod parallel;
 pub mod passes;
 pub mod runner;
 pub mod runtime;

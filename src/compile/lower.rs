@@ -90,7 +90,8 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
         // Kernels bound to parts of buffers (windows over large tensors) keep storage reads.
         let mut windowed = HashSet::new();
         chunked_kernels(&program, &mut windowed);
-        for (k, kernel) in l.kernels.iter_mut().enumerate() {
+        // Each rewrite re-validates its kernel (a WGSL parse): spread over the cores.
+        crate::parallel::for_each_mut(&mut l.kernels, |k, kernel| {
             if !windowed.contains(&k) {
                 texture_reads::apply(
                     kernel,
@@ -100,7 +101,7 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
                     target.caps,
                 );
             }
-        }
+        });
     }
     Ok(Lowered {
         program,

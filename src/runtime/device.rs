@@ -1048,11 +1048,15 @@ impl Device {
             .skip_while(|l| l.starts_with("//"))
             .collect::<Vec<_>>()
             .join("\n");
-        let mut cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = cache.get(&key).and_then(Weak::upgrade) {
-            return Ok(p);
+        {
+            let mut cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(p) = cache.get(&key).and_then(Weak::upgrade) {
+                return Ok(p);
+            }
+            cache.retain(|_, p| p.strong_count() > 0);
         }
-        cache.retain(|_, p| p.strong_count() > 0);
+        // Created without holding the cache's lock, so that executables' kernels compile on
+        // several threads (two threads creating one text both succeed; the later one is kept).
         // naga's backends panic on a few constructs its validator lets through (e.g. 64-bit
         // bit counts): turn that into an error instead of taking the process down.
         let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1092,7 +1096,10 @@ impl Device {
             }
         };
         let p = Arc::new(pipeline);
-        cache.insert(key, Arc::downgrade(&p));
+        self.pipelines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, Arc::downgrade(&p));
         if let Some(c) = &self.disk_cache {
             c.dirty.store(true, Ordering::Release);
         }
