@@ -8,13 +8,16 @@ use std::collections::{HashMap, HashSet};
 use super::per_element::build;
 use super::Plan;
 use crate::codegen::dtype::{self, Compute};
-use crate::codegen::expr::{Binding, ExprEmitter, Index};
+use crate::codegen::expr::{Binding, ExprEmitter, Index, Quads};
 use crate::codegen::kernel::{self, Kernel};
 use crate::codegen::loop_kernel::Target;
 use crate::codegen::partials;
 use crate::codegen::reduce_kernel::{combine, emit_body_function, region_defs};
 use crate::error::{Error, Result};
 use crate::ir::{Function, Op, Operation, ValueId};
+
+/// Whole windows of at most this many positions are unrolled (no loop, constant offsets).
+const UNROLL_WINDOW: usize = 16;
 
 /// Emits the kernel for a `reduce_window`.
 pub fn emit(
@@ -170,83 +173,193 @@ fn emit_stage(
     let wcount: usize = wdims.iter().product();
     let inputs: Vec<ValueId> = op.operands[..n].to_vec();
     let inits: Vec<ValueId> = op.operands[n..].to_vec();
+    // Four results per thread (CPU adapters): windows that do not span the innermost
+    // dimension (size 1, stride 1, no dilation or padding there), a multiple of 4 long, and
+    // unpacked results (see `window`).
+    let last = rank.wrapping_sub(1);
+    let quad_group = split.is_none()
+        && target.cpu_adapter
+        && rank >= 1
+        && wcount > 0
+        && wdims.get(last) == Some(&1)
+        && get(window_strides, last, 1) == 1
+        && get(base_dilations, last, 1) == 1
+        && get(window_dilations, last, 1) == 1
+        && padding.get(last).is_none_or(|p| p.0 == 0 && p.1 == 0)
+        && xdims.get(last).is_some_and(|&c| c % 4 == 0)
+        && rdims.get(last) == xdims.get(last)
+        && outs.iter().all(|o| dtype::per_word(o.ty.dtype) == 1)
+        && !crate::fusion::switched_off("WGPU_HLO_QUAD_READS");
     // Folds window positions `w0 .. w1` (WGSL `u32` expressions, at most `trips`) of result
-    // element `lin` into new accumulators.
+    // elements `lin` .. `lin + group - 1` into new accumulators (per element, per result).
+    // Elements of a group differ only in the innermost coordinate, which their windows do not
+    // span (`quad_group` checks): they read the same window positions at consecutive
+    // innermost offsets, a group of four as one vec4 (one texel fetch from a texture).
     let window = |em: &mut ExprEmitter,
                   lin: &str,
                   e: u64,
+                  group: u64,
                   (w0, w1, trips): (&str, &str, u64)|
-     -> Result<Vec<String>> {
+     -> Result<Vec<Vec<String>>> {
         let ri = em.multi(&Index::Linear(lin.to_string()), &rdims);
-        let mut acc = Vec::new();
+        let mut accs = Vec::new();
         let mut init_vals = Vec::new();
         for (i, (&init, t)) in inits.iter().zip(&types).enumerate() {
             let v = em.value(init, &Index::scalar())?;
-            let a = format!("acc{e}_{i}");
-            em.line(&format!("var {a}: {} = {v};", t.wgsl()));
             let iv = format!("init{e}_{i}");
             em.line(&format!("let {iv}: {} = {v};", t.wgsl()));
-            acc.push(a);
             init_vals.push(iv);
         }
-        em.open_loop(
-            &format!("for (var w: u32 = {w0}; w < {w1}; w = w + 1u)"),
-            trips,
-        );
-        let wi = em.multi(&Index::Linear("w".into()), &wdims);
-        let mut conds = Vec::new();
-        let mut xi = Vec::new();
-        for d in 0..rank {
-            let stride = get(window_strides, d, 1);
-            let wd = get(window_dilations, d, 1);
-            let bd = get(base_dilations, d, 1).max(1);
-            let low = padding.get(d).map_or(0, |p| p.0);
-            // Position in the padded, dilated input, then in the input.
-            let p = format!(
-                "(i32({}) * {stride}i + i32({}) * {wd}i - {low}i)",
-                ri[d], wi[d]
-            );
-            let pn = format!("p{e}_{d}");
-            em.line(&format!("let {pn}: i32 = {p};"));
-            conds.push(format!("{pn} >= 0i"));
-            if bd > 1 {
-                conds.push(format!("{pn} % {bd}i == 0i"));
+        for g in 0..group {
+            let mut acc = Vec::new();
+            for (i, t) in types.iter().enumerate() {
+                let a = format!("acc{}_{i}", e + g);
+                em.line(&format!("var {a}: {} = {};", t.wgsl(), init_vals[i]));
+                acc.push(a);
             }
-            conds.push(format!("{pn} / {bd}i < {}i", xdims[d]));
-            xi.push(format!("u32({pn} / {bd}i)"));
+            accs.push(acc);
         }
-        let inside = format!("inside{e}");
-        em.line(&format!(
-            "let {inside}: bool = {};",
-            if conds.is_empty() {
-                "true".to_string()
-            } else {
-                conds.join(" && ")
+        // Short whole windows (pooling and its gradients) unrolled: each position's window
+        // offsets are constants, so the index arithmetic folds away and no loop runs.
+        let unrolled = w0 == "0u" && trips == wcount as u64 && wcount <= UNROLL_WINDOW;
+        let positions: Vec<Option<usize>> = if unrolled {
+            (0..wcount).map(Some).collect()
+        } else {
+            vec![None]
+        };
+        for w in positions {
+            let wi = match w {
+                Some(w) => {
+                    em.open("");
+                    let mut rest = w;
+                    let mut wi = vec![String::new(); rank];
+                    for d in (0..rank).rev() {
+                        let size = wdims[d].max(1);
+                        wi[d] = format!("{}u", rest % size);
+                        rest /= size;
+                    }
+                    wi
+                }
+                None => {
+                    em.open_loop(
+                        &format!("for (var w: u32 = {w0}; w < {w1}; w = w + 1u)"),
+                        trips,
+                    );
+                    em.multi(&Index::Linear("w".into()), &wdims)
+                }
+            };
+            let mut conds = Vec::new();
+            let mut xi = Vec::new();
+            for d in 0..rank {
+                let stride = get(window_strides, d, 1);
+                let wd = get(window_dilations, d, 1);
+                let bd = get(base_dilations, d, 1).max(1);
+                let low = padding.get(d).map_or(0, |p| p.0);
+                // Position in the padded, dilated input, then in the input.
+                let p = format!(
+                    "(i32({}) * {stride}i + i32({}) * {wd}i - {low}i)",
+                    ri[d], wi[d]
+                );
+                let pn = format!("p{e}_{d}");
+                em.line(&format!("let {pn}: i32 = {p};"));
+                conds.push(format!("{pn} >= 0i"));
+                if bd > 1 {
+                    conds.push(format!("{pn} % {bd}i == 0i"));
+                }
+                conds.push(format!("{pn} / {bd}i < {}i", xdims[d]));
+                xi.push(format!("u32({pn} / {bd}i)"));
             }
-        ));
-        let mut vals = Vec::new();
-        for (i, t) in types.iter().enumerate() {
-            let v = format!("x{e}_{i}");
-            em.line(&format!("var {v}: {} = {};", t.wgsl(), init_vals[i]));
-            vals.push(v);
+            let inside = format!("inside{e}");
+            em.line(&format!(
+                "let {inside}: bool = {};",
+                if conds.is_empty() {
+                    "true".to_string()
+                } else {
+                    conds.join(" && ")
+                }
+            ));
+            // The group's input positions: the innermost coordinate plus 0 .. group - 1.
+            let xis: Vec<Vec<String>> = (0..group)
+                .map(|g| {
+                    let mut x = xi.clone();
+                    if let Some(last) = x.last_mut().filter(|_| g > 0) {
+                        *last = format!("({last} + {g}u)");
+                    }
+                    x
+                })
+                .collect();
+            if group == 4 {
+                let first = xi.last().cloned().unwrap_or_default();
+                em.quads = Some(Quads {
+                    dims: xdims.clone(),
+                    positions: xis
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(g, x)| Some((x.last()?.clone(), (first.clone(), g))))
+                        .collect(),
+                });
+            }
+            let mut vals = Vec::new();
+            for g in 0..group {
+                let mut v_g = Vec::new();
+                for (i, t) in types.iter().enumerate() {
+                    let v = format!("x{}_{i}", e + g);
+                    em.line(&format!("var {v}: {} = {};", t.wgsl(), init_vals[i]));
+                    v_g.push(v);
+                }
+                vals.push(v_g);
+            }
+            em.open(&format!("if ({inside})"));
+            for (g, x_g) in xis.iter().enumerate() {
+                for (i, &x) in inputs.iter().enumerate() {
+                    let v = em.value(x, &Index::Multi(x_g.clone()))?;
+                    em.line(&format!("{} = {v};", vals[g][i]));
+                }
+            }
+            em.close(None);
+            em.quads = None;
+            for (acc, v) in accs.iter().zip(&vals) {
+                em.line(&combine("k_body", n, acc, v));
+            }
+            em.close(None);
         }
-        em.open(&format!("if ({inside})"));
-        for (i, &x) in inputs.iter().enumerate() {
-            let v = em.value(x, &Index::Multi(xi.clone()))?;
-            em.line(&format!("{} = {v};", vals[i]));
-        }
-        em.close(None);
-        em.line(&combine("k_body", n, &acc, &vals));
-        em.close(None);
-        Ok(acc)
+        Ok(accs)
     };
     let Some(s) = split else {
         let comment = format!(
             "kernel {name}: reduce_window, {wcount} window elements per result\nfuses: stablehlo.reduce_window"
         );
         let all = format!("{wcount}u");
+        if quad_group {
+            // Four results per thread, read as groups of four (CPU adapters).
+            let total = outs.first().map_or(0, |o| o.ty.num_elements() as u64);
+            em.line("let l0 = tid * 4u;");
+            let accs = window(&mut em, "l0", 0, 4, ("0u", &all, wcount as u64))?;
+            for (g, acc) in accs.iter().enumerate() {
+                for (j, a) in acc.iter().enumerate() {
+                    em.line(&format!("out{j}[l0 + {g}u] = {a};"));
+                }
+            }
+            let iterations = em.iterations();
+            let k = kernel::threaded(
+                name,
+                &format!("{comment} (4 per thread)"),
+                em.inputs.clone(),
+                outs,
+                &em.needs,
+                &func,
+                &em.body,
+                total / 4,
+                iterations,
+                target,
+            )?;
+            return Ok((k, func));
+        }
         let k = build(name, em, outs, &func, &comment, target, |em, lin, e| {
-            window(em, lin, e, ("0u", &all, wcount as u64))
+            Ok(window(em, lin, e, 1, ("0u", &all, wcount as u64))?
+                .into_iter()
+                .next()
+                .unwrap_or_default())
         })?;
         return Ok((k, func));
     };
@@ -259,7 +372,10 @@ fn emit_stage(
     em.line(&format!("let o = tid / {}u;", s.chunks));
     em.line(&format!("let w0 = (tid % {}u) * {}u;", s.chunks, s.chunk));
     let end = format!("min(w0 + {}u, {wcount}u)", s.chunk);
-    let acc = window(&mut em, "o", 0, ("w0", &end, s.chunk.min(wcount as u64)))?;
+    let acc = window(&mut em, "o", 0, 1, ("w0", &end, s.chunk.min(wcount as u64)))?
+        .into_iter()
+        .next()
+        .unwrap_or_default();
     for (j, (a, &t)) in acc.iter().zip(&types).enumerate() {
         em.line(&format!("out{j}[tid] = {};", partials::store(t, a)));
     }
