@@ -823,8 +823,10 @@ fn vector(
         }
     }
     body.push_str("    }\n");
-    body.push_str(&store_block(rows, cols, m, n));
+    let (stores, store_row) = store_block(rows, cols, m, n);
+    body.push_str(&stores);
     body.push_str("}\n");
+    body.push_str(&store_row);
     let comment = format!(
         "kernel {name}: vector dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; {rows}x{cols} per thread, reads {ra:?} x {rb:?}, no workgroup memory)\nfuses: stablehlo.dot_general"
     );
@@ -865,19 +867,51 @@ pub(super) fn rhs_columns(rb: Read, q: u64, kk: u64, kx: &str) -> String {
 }
 
 /// The guarded stores of a `rows x cols` block of `vec4` accumulators `acc{i}_{j / 4}` at
-/// rows `m0 + i`, columns `n0 + j` of batch `b` of an `m x n` result.
-pub(super) fn store_block(rows: u64, cols: u64, m: u64, n: u64) -> String {
-    let mut s = String::new();
-    for i in 0..rows {
-        for j in 0..cols {
-            s.push_str(&format!(
-                "    if (m0 + {i}u < {m}u && n0 + {j}u < {n}u) {{ out0[(b * {m}u + m0 + {i}u) * {n}u + n0 + {j}u] = acc{i}_{}.{}; }}\n",
-                j / 4,
-                COMP[(j % 4) as usize]
-            ));
+/// rows `m0 + i`, columns `n0 + j` of batch `b` of an `m x n` result: one call per row in
+/// the entry point, and the module-scope function `store_row` they call (to append after the
+/// entry point). A call per row instead of every store inline keeps the entry point's
+/// expressions few: naga's WGSL front end takes time superlinear in a function's expressions
+/// (a 64x8 block's inline stores were half of a 16k-expression kernel); the driver inlines it.
+///
+/// Blocks of at most [`super::epilogue::MAX_LISTED_STORES`] keep their stores inline: on CPU
+/// adapters an epilogue lists each store of the entry point, run once per invocation.
+pub(super) fn store_block(rows: u64, cols: u64, m: u64, n: u64) -> (String, String) {
+    if rows * cols <= super::epilogue::MAX_LISTED_STORES as u64 {
+        let mut s = String::new();
+        for i in 0..rows {
+            for j in 0..cols {
+                s.push_str(&format!(
+                    "    if (m0 + {i}u < {m}u && n0 + {j}u < {n}u) {{ out0[(b * {m}u + m0 + {i}u) * {n}u + n0 + {j}u] = acc{i}_{}.{}; }}\n",
+                    j / 4,
+                    COMP[(j % 4) as usize]
+                ));
+            }
         }
+        return (s, String::new());
     }
-    s
+    let vecs = cols.div_ceil(4);
+    let mut calls = String::new();
+    for i in 0..rows {
+        let accs: Vec<String> = (0..vecs).map(|q| format!(", acc{i}_{q}")).collect();
+        calls.push_str(&format!(
+            "    store_row(b, m0 + {i}u, n0{});\n",
+            accs.concat()
+        ));
+    }
+    let params: Vec<String> = (0..vecs).map(|q| format!(", a{q}: vec4<f32>")).collect();
+    let mut f = format!(
+        "\nfn store_row(b: u32, row: u32, n0: u32{}) {{\n    if (row >= {m}u) {{ return; }}\n    let base = (b * {m}u + row) * {n}u + n0;\n",
+        params.concat()
+    );
+    for j in 0..cols {
+        f.push_str(&format!(
+            "    if (n0 + {j}u < {n}u) {{ out0[base + {j}u] = a{}.{}; }}\n",
+            j / 4,
+            COMP[(j % 4) as usize]
+        ));
+    }
+    f.push_str("}\n");
+    (calls, f)
 }
 
 /// The kernel of a register-blocked dot: `comment` and the bindings (`vec4` views of the

@@ -217,8 +217,10 @@ pub(super) fn shared_rows(
         }
     }
     body.push_str("    }\n");
-    body.push_str(&store_block(mt, cols_lane, m, n));
+    let (stores, store_row) = store_block(mt, cols_lane, m, n);
+    body.push_str(&stores);
     body.push_str("}\n");
+    body.push_str(&store_row);
     let comment = format!(
         "kernel {name}: shared-rows dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; subgroups of {s} share {mt} rows, {cols_lane} columns per lane, reads {ra:?} x {rb:?})\nfuses: stablehlo.dot_general"
     );

@@ -27,7 +27,7 @@ use crate::ir::{ElementType, Function, Operation, ValueId};
 /// 9.4 s against 1.3 s unfused; 512 entries 69 s against 3.7 s; 1024 entries over ten
 /// minutes, which looked like a hung execution). Larger lists keep the epilogue as a kernel
 /// of its own.
-const MAX_LISTED_STORES: usize = 32;
+pub(crate) const MAX_LISTED_STORES: usize = 32;
 
 /// The dot kernel `dot` (outputs `[d]`) with the loop kernel `epilogue` computed at its
 /// stores, writing `outputs` (the merged group's, in order).
@@ -127,6 +127,11 @@ pub fn apply(
         // end of the kernel runs the epilogue once per element.
         let end = main_end(&rest).ok_or_else(unexpected)?;
         let first = rest.find("wh_ep_d[").ok_or_else(unexpected)?;
+        // Stores in a function main calls (a register block's `store_row`) may run more
+        // than once per invocation: the list would overflow.
+        if rest.match_indices("wh_ep_d[").any(|(at, _)| at > end) {
+            return refuse("the dot kernel stores outside its entry point");
+        }
         if rest[first..end].contains("return") {
             return refuse("the dot kernel returns after its first store");
         }
