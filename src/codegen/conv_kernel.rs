@@ -596,10 +596,11 @@ impl Gemm {
             }
         }
         b.push_str("        }\n    }\n");
-        for i in 0..rows {
-            b.push_str(&format!(
-                "    if (mblk * {rows}u + {i}u < {m}u) {{\n        let orow = o_at(mblk * {rows}u + {i}u);\n"
-            ));
+        // The stores of a row: inline for blocks an epilogue may list (CPU adapters list the
+        // entry point's stores), else one call per row of `store_row` (after the entry
+        // point), which keeps the entry point's expressions few: naga's WGSL front end takes
+        // time superlinear in them (see `dot_kernel::store_block`).
+        let store_row = |b: &mut String, indent: &str, row_acc: &dyn Fn(u64) -> String| {
             for j in 0..cols {
                 let col = format!("nblk * {cols_tile}u + sl * {cols}u + {j}u");
                 let o = format!("orow + (g * {n}u + {col}) * {}u", self.out_feature_stride);
@@ -609,14 +610,46 @@ impl Gemm {
                     o
                 };
                 b.push_str(&format!(
-                    "        if ({col} < {n}u) {{ out0[{at}] = acc{i}_{}.{}; }}\n",
-                    j / 4,
+                    "{indent}if ({col} < {n}u) {{ out0[{at}] = {}.{}; }}\n",
+                    row_acc(j / 4),
                     ["x", "y", "z", "w"][j as usize % 4]
                 ));
             }
+        };
+        let calls = rows * cols > super::epilogue::MAX_LISTED_STORES as u64;
+        let chunk_arg = if partials.is_some() { ", chunk" } else { "" };
+        for i in 0..rows {
+            if calls {
+                let accs: String = (0..cols.div_ceil(4))
+                    .map(|q| format!(", acc{i}_{q}"))
+                    .collect();
+                b.push_str(&format!(
+                    "    store_row(mblk * {rows}u + {i}u, nblk, g, sl{chunk_arg}{accs});\n"
+                ));
+                continue;
+            }
+            b.push_str(&format!(
+                "    if (mblk * {rows}u + {i}u < {m}u) {{\n        let orow = o_at(mblk * {rows}u + {i}u);\n"
+            ));
+            store_row(&mut b, "        ", &|q| format!("acc{i}_{q}"));
             b.push_str("    }\n");
         }
         b.push_str("}\n");
+        if calls {
+            let chunk_param = if partials.is_some() {
+                ", chunk: u32"
+            } else {
+                ""
+            };
+            let params: String = (0..cols.div_ceil(4))
+                .map(|q| format!(", a{q}: vec4<f32>"))
+                .collect();
+            b.push_str(&format!(
+                "\nfn store_row(row: u32, nblk: u32, g: u32, sl: u32{chunk_param}{params}) {{\n    if (row >= {m}u) {{ return; }}\n    let orow = o_at(row);\n"
+            ));
+            store_row(&mut b, "    ", &|q| format!("a{q}"));
+            b.push_str("}\n");
+        }
         let (lt, kt, ot) = (&self.lt, &self.kt, &self.ot);
         let comment = format!(
             "kernel {name}: implicit-GEMM convolution {lt} x {kt} -> {ot} ({} groups of {m}x{n}, contracting {windows} window positions x {cg} features; subgroups of {sg} share {rows} rows, {cols} columns per lane, kernel read {inner:?}, {chunks} chunks of {wchunk} positions x {fchunk} features)\nfuses: stablehlo.convolution",
