@@ -126,6 +126,16 @@ fn cholesky_large_f32() {
     check_cholesky(2, 130, false, ElementType::F32, 1e-4);
 }
 
+/// Up to 512 columns one workgroup per matrix factors ranges of columns per launch (more than
+/// one range at 300 and 512), past it a launch per column: both against the host, batched.
+#[test]
+fn cholesky_in_workgroups_and_by_columns() {
+    check_cholesky(5, 48, true, ElementType::F32, 1e-4);
+    check_cholesky(3, 7, false, ElementType::F32, 1e-5);
+    check_cholesky(1, 512, false, ElementType::F32, 2e-4);
+    check_cholesky(1, 513, true, ElementType::F32, 2e-4);
+}
+
 #[test]
 fn cholesky_large_f64() {
     if !device().caps().f64 {

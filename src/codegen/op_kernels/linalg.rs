@@ -166,6 +166,29 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
         2 * n,
         target,
     )?;
+    // Columns in one workgroup per matrix when the matrices are small enough: a launch per
+    // range of columns instead of one per column.
+    if let Some((columns, ranges)) = columns_in_workgroups(
+        name,
+        (&what, &op.name()),
+        (n, batch, w),
+        (&l, &a),
+        (factor.clone(), input_binding(op, &t)),
+        target,
+    )? {
+        let mut launches = vec![Launch::new(0, Vec::new())];
+        launches.extend(
+            ranges
+                .into_iter()
+                .map(|(j0, j1)| Launch::updating(1, vec![j0 as u32, j1 as u32], 0)),
+        );
+        launches.push(Launch::updating(2, Vec::new(), 0));
+        return Ok(Plan {
+            kernels: vec![zero, columns, check],
+            temps: vec![t],
+            launches,
+        });
+    }
     let mut launches = vec![Launch::new(0, Vec::new())];
     launches.extend((0..n as u32).map(|j| Launch::updating(1, vec![j], 0)));
     launches.push(Launch::updating(2, Vec::new(), 0));
@@ -174,6 +197,107 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
         temps: vec![t],
         launches,
     })
+}
+
+fn input_binding(op: &Operation, t: &TensorType) -> Binding {
+    Binding {
+        value: op.operands[0],
+        ty: t.clone(),
+    }
+}
+
+/// Largest order the one-workgroup Cholesky takes; larger matrices keep a launch per column
+/// (a single workgroup would leave a GPU mostly idle).
+pub const WORKGROUP_CHOLESKY_MAX: u64 = 512;
+
+/// The left-looking Cholesky with one workgroup per matrix: each launch factors the columns
+/// `[j0, j1)` (parameters), its threads striding over the rows of a column, a storage
+/// barrier between columns (the next column reads this one). The ranges keep every thread
+/// within the loop bound. `None` (keep a launch per column) past
+/// [`WORKGROUP_CHOLESKY_MAX`], when one column alone would pass the bound, or with
+/// `WGPU_HLO_CHOLESKY=columns`.
+#[allow(clippy::type_complexity)]
+fn columns_in_workgroups(
+    name: &str,
+    (what, op_name): (&str, &str),
+    (n, batch, w): (u64, u64, &str),
+    (l, a): (&dyn Fn(&str, &str) -> String, &dyn Fn(&str, &str) -> String),
+    (factor, input): (Binding, Binding),
+    target: Target,
+) -> Result<Option<(kernel::Kernel, Vec<(u64, u64)>)>> {
+    let off = std::env::var("WGPU_HLO_CHOLESKY").is_ok_and(|v| v.trim() == "columns");
+    if off || n > WORKGROUP_CHOLESKY_MAX || n == 0 {
+        return Ok(None);
+    }
+    // CPU adapters switch between a workgroup's invocations at every barrier: fewer switch
+    // faster.
+    let wg = if target.cpu_adapter { 64 } else { 256 }.min(n.next_power_of_two());
+    let bound = MAX_ITERATIONS.min(target.max_invocation_iterations);
+    // The busiest thread's loop iterations for column j: its rows, each j long, plus the
+    // column loop's own.
+    let cost = |j: u64| (n - j).div_ceil(wg) * (j + 1) + 1;
+    let mut ranges = Vec::new();
+    let mut j0 = 0;
+    let mut most = 0;
+    while j0 < n {
+        let mut spent = 0;
+        let mut j1 = j0;
+        while j1 < n && spent + cost(j1) <= bound {
+            spent += cost(j1);
+            j1 += 1;
+        }
+        if j1 == j0 {
+            return Ok(None);
+        }
+        most = most.max(spent);
+        ranges.push((j0, j1));
+        j0 = j1;
+    }
+    let nn = n * n;
+    let body = format!(
+        "var<workgroup> range: vec2<u32>;\n\n@compute @workgroup_size({wg})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
+         {zero} = nwg.z >> 16u;\n    let mat = wid.y * nwg.x + wid.x;\n    if (mat >= {batch}u) {{ return; }}\n    let base = mat * {nn}u;\n    \
+         if (lid == 0u) {{ range = vec2<u32>(in1[0], in1[1]); }}\n    let r = workgroupUniformLoad(&range);\n    \
+         for (var j = r.x; j < r.y; j = j + 1u) {{\n        \
+         for (var i = j + lid; i < {n}u; i = i + {wg}u) {{\n            var s: {w} = {ajj};\n            var t: {w} = {aij};\n            \
+         for (var k = 0u; k < j; k = k + 1u) {{\n                let ljk = {ljk};\n                s = s - ljk * ljk;\n                t = t - {lik} * ljk;\n            }}\n            \
+         let d = sqrt(s);\n            if (i == j) {{\n                {ljj} = d;\n            }} else {{\n                {lij} = t / d;\n            }}\n        }}\n        \
+         storageBarrier();\n    }}\n}}\n",
+        zero = kernel::RUNTIME_ZERO,
+        ajj = a("j", "j"),
+        aij = a("i", "j"),
+        ljk = l("j", "k"),
+        lik = l("i", "k"),
+        ljj = l("j", "j"),
+        lij = l("i", "j"),
+    );
+    let inputs = vec![input, params(2)];
+    let outputs = vec![factor];
+    let kname = format!("{name}_columns");
+    let comment = format!(
+        "kernel {kname}: columns j0..j1 (parameters) of a {what}, one workgroup per matrix, left-looking, a storage barrier between columns\nloop iterations per invocation: at most {most}\nfuses: {op_name}"
+    );
+    let wgsl = kernel::assemble(
+        &kname,
+        &comment,
+        &inputs,
+        &outputs,
+        &Default::default(),
+        &body,
+        target.caps,
+    )?;
+    Ok(Some((
+        kernel::Kernel {
+            name: kname,
+            wgsl,
+            inputs,
+            outputs,
+            workgroups: kernel::grid(batch, target.max_workgroups)?,
+            iterations: most,
+            texture_inputs: Vec::new(),
+        },
+        ranges,
+    )))
 }
 
 /// Blocks of rows `[start, end)` (in solving order) such that a thread's iterations over a
