@@ -607,6 +607,34 @@ fn embedding_scatter(rows: usize, cols: usize, ids: usize, combiner: &str) -> St
     )
 }
 
+/// Checks `got`, `table.at[ids].add(upd)` of a `[rows, cols]` table (ids outside it skipped),
+/// against the host's f64 sums, within the rounding of each element's number of terms.
+fn check_embedding_add(
+    got: &[f32],
+    (table, ids, upd): (&[f32], &[i32], &[f32]),
+    cols: usize,
+    what: &str,
+) {
+    let rows = table.len() / cols;
+    let mut want: Vec<f64> = table.iter().map(|&x| x as f64).collect();
+    let mut hits = vec![0usize; rows];
+    for (k, &id) in ids.iter().enumerate() {
+        if id >= 0 && (id as usize) < rows {
+            hits[id as usize] += 1;
+            for c in 0..cols {
+                want[id as usize * cols + c] += upd[k * cols + c] as f64;
+            }
+        }
+    }
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (e, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            close(g, w, hits[e / cols] + 1),
+            "{what}, element {e}: got {g}, want {w}"
+        );
+    }
+}
+
 #[test]
 fn embedding_scatters_sort_their_windows_in_one_workgroup_up_to_4096() {
     // Crowded rows (every third id is 5), ids outside the table (skipped), ties kept in
@@ -639,22 +667,7 @@ fn embedding_scatters_sort_their_windows_in_one_workgroup_up_to_4096() {
         assert_eq!(sorts_in_one, n <= 4096 && !passes, "{n} ids");
         let out = exe.execute_blocking(&args).unwrap();
         let got = f32s(&out[0].read_to_host_blocking().unwrap());
-        let mut want: Vec<f64> = table.iter().map(|&x| x as f64).collect();
-        let mut hits = vec![0usize; rows];
-        for (k, &id) in ids.iter().enumerate() {
-            if id >= 0 && (id as usize) < rows {
-                hits[id as usize] += 1;
-                for c in 0..cols {
-                    want[id as usize * cols + c] += upd[k * cols + c] as f64;
-                }
-            }
-        }
-        for (e, (&g, &w)) in got.iter().zip(&want).enumerate() {
-            assert!(
-                close(g, w, hits[e / cols] + 1),
-                "{n} ids, element {e}: got {g}, want {w}"
-            );
-        }
+        check_embedding_add(&got, (&table, &ids, &upd), cols, &format!("{n} ids"));
     }
 }
 
@@ -690,22 +703,12 @@ fn scatter_adds_split_past_the_bound() {
         let src = embedding_scatter(rows, cols, n, "add");
         let (out, kernels) = run(&src, Some(bound), &args);
         let got = f32s(&out[0]);
-        let mut want: Vec<f64> = table.iter().map(|&x| x as f64).collect();
-        let mut hits = vec![0usize; rows];
-        for (k, &id) in ids.iter().enumerate() {
-            if id >= 0 && (id as usize) < rows {
-                hits[id as usize] += 1;
-                for c in 0..cols {
-                    want[id as usize * cols + c] += upd[k * cols + c] as f64;
-                }
-            }
-        }
-        for (e, (&g, &w)) in got.iter().zip(&want).enumerate() {
-            assert!(
-                close(g, w, hits[e / cols] + 1),
-                "{n} ids, bound {bound}, element {e}: got {g}, want {w}"
-            );
-        }
+        check_embedding_add(
+            &got,
+            (&table, &ids, &upd),
+            cols,
+            &format!("{n} ids, bound {bound}"),
+        );
         // Sort init + passes + partials + at least one fold.
         assert!(
             kernels >= 4,

@@ -188,15 +188,16 @@ fn integer_and_boolean_reductions_of_odd_shapes() {
     }
 }
 
-#[test]
-fn argmax_over_rows_of_odd_shapes() {
-    for &(rows, cols) in SHAPES {
-        let src = format!(
-            r#"func.func @main(%v: tensor<{rows}x{cols}xf32>) -> (tensor<{rows}xf32>, tensor<{rows}xi32>) {{
-  %i = stablehlo.iota dim = 1 : tensor<{rows}x{cols}xi32>
+/// A variadic `reduce` over dimension `dim` of `[rows, cols]` f32 values and their index along
+/// it: the largest value and the first index holding it (argmax).
+fn argmax_source(rows: usize, cols: usize, dim: usize) -> String {
+    let out = if dim == 1 { rows } else { cols };
+    format!(
+        r#"func.func @main(%v: tensor<{rows}x{cols}xf32>) -> (tensor<{out}xf32>, tensor<{out}xi32>) {{
+  %i = stablehlo.iota dim = {dim} : tensor<{rows}x{cols}xi32>
   %m = stablehlo.constant dense<0xFF800000> : tensor<f32>
   %z = stablehlo.constant dense<0> : tensor<i32>
-  %r:2 = stablehlo.reduce(%v init: %m), (%i init: %z) across dimensions = [1] : (tensor<{rows}x{cols}xf32>, tensor<{rows}x{cols}xi32>, tensor<f32>, tensor<i32>) -> (tensor<{rows}xf32>, tensor<{rows}xi32>)
+  %r:2 = stablehlo.reduce(%v init: %m), (%i init: %z) across dimensions = [{dim}] : (tensor<{rows}x{cols}xf32>, tensor<{rows}x{cols}xi32>, tensor<f32>, tensor<i32>) -> (tensor<{out}xf32>, tensor<{out}xi32>)
     reducer(%a: tensor<f32>, %b: tensor<f32>) (%ia: tensor<i32>, %ib: tensor<i32>) {{
       %gt = stablehlo.compare GT, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
       %eq = stablehlo.compare EQ, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
@@ -207,76 +208,47 @@ fn argmax_over_rows_of_odd_shapes() {
       %mi = stablehlo.select %pick, %ia, %ib : tensor<i1>, tensor<i32>
       stablehlo.return %mv, %mi : tensor<f32>, tensor<i32>
     }}
-  return %r#0, %r#1 : tensor<{rows}xf32>, tensor<{rows}xi32>
+  return %r#0, %r#1 : tensor<{out}xf32>, tensor<{out}xi32>
 }}
 "#
-        );
-        // Few distinct values, so that ties (first index wins) are common.
-        let v: Vec<f32> = data(rows * cols, 9)
-            .iter()
-            .map(|x| (x * 4.0).round())
-            .collect();
-        let out = run(&src, &[upload_f32(&[rows, cols], &v)]);
-        let (vals, idx) = (f32s(&out[0]), i32s(&out[1]));
-        for r in 0..rows {
-            let row = &v[r * cols..(r + 1) * cols];
-            let (mut best, mut at) = (f32::NEG_INFINITY, 0);
-            for (j, &x) in row.iter().enumerate() {
-                if x > best {
-                    (best, at) = (x, j);
-                }
-            }
-            assert_eq!(
-                (vals[r], idx[r]),
-                (best, at as i32),
-                "{rows}x{cols} row {r}"
-            );
-        }
-    }
+    )
 }
 
 #[test]
-fn argmax_over_columns_of_odd_shapes() {
+fn argmax_over_rows_and_columns_of_odd_shapes() {
     for &(rows, cols) in SHAPES {
-        let src = format!(
-            r#"func.func @main(%v: tensor<{rows}x{cols}xf32>) -> (tensor<{cols}xf32>, tensor<{cols}xi32>) {{
-  %i = stablehlo.iota dim = 0 : tensor<{rows}x{cols}xi32>
-  %m = stablehlo.constant dense<0xFF800000> : tensor<f32>
-  %z = stablehlo.constant dense<0> : tensor<i32>
-  %r:2 = stablehlo.reduce(%v init: %m), (%i init: %z) across dimensions = [0] : (tensor<{rows}x{cols}xf32>, tensor<{rows}x{cols}xi32>, tensor<f32>, tensor<i32>) -> (tensor<{cols}xf32>, tensor<{cols}xi32>)
-    reducer(%a: tensor<f32>, %b: tensor<f32>) (%ia: tensor<i32>, %ib: tensor<i32>) {{
-      %gt = stablehlo.compare GT, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
-      %eq = stablehlo.compare EQ, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
-      %lt = stablehlo.compare LT, %ia, %ib, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
-      %tie = stablehlo.and %eq, %lt : tensor<i1>
-      %pick = stablehlo.or %gt, %tie : tensor<i1>
-      %mv = stablehlo.select %pick, %a, %b : tensor<i1>, tensor<f32>
-      %mi = stablehlo.select %pick, %ia, %ib : tensor<i1>, tensor<i32>
-      stablehlo.return %mv, %mi : tensor<f32>, tensor<i32>
-    }}
-  return %r#0, %r#1 : tensor<{cols}xf32>, tensor<{cols}xi32>
-}}
-"#
-        );
-        // Few distinct values, so that ties (first index wins) are common.
-        let v: Vec<f32> = data(rows * cols, 10)
-            .iter()
-            .map(|x| (x * 4.0).round())
-            .collect();
-        let out = run(&src, &[upload_f32(&[rows, cols], &v)]);
-        let (vals, idx) = (f32s(&out[0]), i32s(&out[1]));
-        for c in 0..cols {
-            let (mut best, mut at) = (f32::NEG_INFINITY, 0);
-            for r in 0..rows {
-                if v[r * cols + c] > best {
-                    (best, at) = (v[r * cols + c], r);
-                }
-            }
-            assert_eq!(
-                (vals[c], idx[c]),
-                (best, at as i32),
-                "{rows}x{cols} column {c}"
+        for dim in [1, 0] {
+            // Few distinct values, so that ties (first index wins) are common.
+            let v: Vec<f32> = data(rows * cols, 9 + dim as u64)
+                .iter()
+                .map(|x| (x * 4.0).round())
+                .collect();
+            let out = run(
+                &argmax_source(rows, cols, dim),
+                &[upload_f32(&[rows, cols], &v)],
             );
+            let (vals, idx) = (f32s(&out[0]), i32s(&out[1]));
+            let (outer, inner) = if dim == 1 { (rows, cols) } else { (cols, rows) };
+            for o in 0..outer {
+                let at = |r: usize| {
+                    if dim == 1 {
+                        v[o * cols + r]
+                    } else {
+                        v[r * cols + o]
+                    }
+                };
+                let (mut best, mut pos) = (f32::NEG_INFINITY, 0);
+                for r in 0..inner {
+                    if at(r) > best {
+                        (best, pos) = (at(r), r);
+                    }
+                }
+                assert_eq!(
+                    (vals[o], idx[o]),
+                    (best, pos as i32),
+                    "{rows}x{cols} over {dim}, output {o}"
+                );
+            }
         }
     }
 }

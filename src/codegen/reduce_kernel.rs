@@ -600,6 +600,17 @@ fn emit_stage(
         && trailing
         && red_count >= SUBGROUP_ROWS_MIN
         && enough_rows;
+    // Fresh accumulators, one per result, each starting at its init value.
+    let new_accs = |em: &mut ExprEmitter| -> Result<Vec<String>> {
+        let mut acc = Vec::new();
+        for (i, t) in types.iter().enumerate() {
+            let init = em.value(op.operands[n + i], &Index::scalar())?;
+            let a = em.fresh("acc");
+            em.line(&format!("var {a}: {} = {init};", t.wgsl()));
+            acc.push(a);
+        }
+        Ok(acc)
+    };
     // Columns (the innermost input dimension kept, a multiple of 4) on the thread-per-output
     // path of CPU adapters: four outputs per thread, reading groups of four (quad reads).
     let quad_columns = target.cpu_adapter
@@ -867,14 +878,7 @@ fn emit_stage(
         let mut accs: Vec<Vec<String>> = Vec::new();
         for e in 0..4 {
             em.line(&format!("let o{e} = tid * 4u + {e}u;"));
-            let mut acc = Vec::new();
-            for (i, t) in types.iter().enumerate() {
-                let init = em.value(op.operands[n + i], &Index::scalar())?;
-                let a = em.fresh("acc");
-                em.line(&format!("var {a}: {} = {init};", t.wgsl()));
-                acc.push(a);
-            }
-            accs.push(acc);
+            accs.push(new_accs(&mut em)?);
         }
         em.open_loop(
             &format!("for (var r: u32 = 0u; r < {red_count}u; r = r + 1u)"),
@@ -942,13 +946,7 @@ fn emit_stage(
             if guarded {
                 em.open(&format!("if ({ovar} < {out_count}u)"));
             }
-            let mut acc = Vec::new();
-            for (i, t) in types.iter().enumerate() {
-                let init = em.value(op.operands[n + i], &Index::scalar())?;
-                let a = em.fresh("acc");
-                em.line(&format!("var {a}: {} = {init};", t.wgsl()));
-                acc.push(a);
-            }
+            let acc = new_accs(&mut em)?;
             let mut at = ovar.clone();
             if red_count > 0 {
                 let (ko, c0, stored) = chunk_of(&mut em, &ovar);

@@ -132,14 +132,9 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
         &Default::default(),
         "",
         &format!(
-            "    let i = tid % {n}u;\n    let j = in1[0];\n    if (i < j) {{ return; }}\n    let base = (tid / {n}u) * {nn}u;\n    var s: {w} = {ajj};\n    var t: {w} = {aij};\n    for (var k = 0u; k < j; k = k + 1u) {{\n        let ljk = {ljk};\n        s = s - ljk * ljk;\n        t = t - {lik} * ljk;\n    }}\n    let d = sqrt(s);\n    if (i == j) {{\n        {ljj} = d;\n    }} else {{\n        {lij} = t / d;\n    }}\n",
+            "    let i = tid % {n}u;\n    let j = in1[0];\n    if (i < j) {{ return; }}\n    let base = (tid / {n}u) * {nn}u;\n{}",
+            element(w, &l, &a, "    "),
             nn = n * n,
-            ajj = a("j", "j"),
-            aij = a("i", "j"),
-            ljk = l("j", "k"),
-            lik = l("i", "k"),
-            ljj = l("j", "j"),
-            lij = l("i", "j"),
         ),
         batch * n,
         n.saturating_sub(1),
@@ -197,6 +192,33 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
         temps: vec![t],
         launches,
     })
+}
+
+/// The statements computing `L(i, j)` (WGSL `i`, `j`, with `base` the matrix's offset) from
+/// the columns before `j`, left-looking; each thread forms the pivot `L(j, j)` itself in the
+/// same loop, so no thread waits on another's pivot.
+fn element(
+    w: &str,
+    l: &dyn Fn(&str, &str) -> String,
+    a: &dyn Fn(&str, &str) -> String,
+    indent: &str,
+) -> String {
+    let lines = [
+        format!("var s: {w} = {};", a("j", "j")),
+        format!("var t: {w} = {};", a("i", "j")),
+        "for (var k = 0u; k < j; k = k + 1u) {".to_string(),
+        format!("    let ljk = {};", l("j", "k")),
+        "    s = s - ljk * ljk;".to_string(),
+        format!("    t = t - {} * ljk;", l("i", "k")),
+        "}".to_string(),
+        "let d = sqrt(s);".to_string(),
+        "if (i == j) {".to_string(),
+        format!("    {} = d;", l("j", "j")),
+        "} else {".to_string(),
+        format!("    {} = t / d;", l("i", "j")),
+        "}".to_string(),
+    ];
+    lines.iter().map(|x| format!("{indent}{x}\n")).collect()
 }
 
 fn input_binding(op: &Operation, t: &TensorType) -> Binding {
@@ -259,17 +281,10 @@ fn columns_in_workgroups(
          {zero} = nwg.z >> 16u;\n    let mat = wid.y * nwg.x + wid.x;\n    if (mat >= {batch}u) {{ return; }}\n    let base = mat * {nn}u;\n    \
          if (lid == 0u) {{ range = vec2<u32>(in1[0], in1[1]); }}\n    let r = workgroupUniformLoad(&range);\n    \
          for (var j = r.x; j < r.y; j = j + 1u) {{\n        \
-         for (var i = j + lid; i < {n}u; i = i + {wg}u) {{\n            var s: {w} = {ajj};\n            var t: {w} = {aij};\n            \
-         for (var k = 0u; k < j; k = k + 1u) {{\n                let ljk = {ljk};\n                s = s - ljk * ljk;\n                t = t - {lik} * ljk;\n            }}\n            \
-         let d = sqrt(s);\n            if (i == j) {{\n                {ljj} = d;\n            }} else {{\n                {lij} = t / d;\n            }}\n        }}\n        \
+         for (var i = j + lid; i < {n}u; i = i + {wg}u) {{\n{}        }}\n        \
          storageBarrier();\n    }}\n}}\n",
+        element(w, l, a, "            "),
         zero = kernel::RUNTIME_ZERO,
-        ajj = a("j", "j"),
-        aij = a("i", "j"),
-        ljk = l("j", "k"),
-        lik = l("i", "k"),
-        ljj = l("j", "j"),
-        lij = l("i", "j"),
     );
     let inputs = vec![input, params(2)];
     let outputs = vec![factor];
