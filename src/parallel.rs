@@ -45,6 +45,13 @@ pub fn for_each_mut<T: Send>(items: &mut [T], f: impl Fn(usize, &mut T) + Sync) 
     });
 }
 
+/// `f` of every item, in the items' order, computed as [`for_each_mut`] does.
+pub fn map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let mut out: Vec<(Option<&T>, Option<R>)> = items.iter().map(|t| (Some(t), None)).collect();
+    for_each_mut(&mut out, |_, (t, r)| *r = t.take().map(&f));
+    out.into_iter().filter_map(|(_, r)| r).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +64,7 @@ mod tests {
             *x = *x * 2 + 1;
         });
         assert!(v.iter().enumerate().all(|(i, &x)| x == 2 * i as u64 + 1));
+        assert_eq!(map(&v, |x| x + 1)[..3], [2, 4, 6]);
         let mut empty: Vec<u8> = Vec::new();
         for_each_mut(&mut empty, |_, _| unreachable!());
     }

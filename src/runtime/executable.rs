@@ -207,16 +207,9 @@ impl Executable {
         let mut kernels = Vec::with_capacity(parts.kernels.len());
         // Pipelines first, on several threads (each parses, validates and translates its
         // WGSL, and the driver compiles it); the first error in kernel order is returned.
-        let mut pipelines: Vec<Option<Result<Arc<wgpu::ComputePipeline>>>> =
-            parts.kernels.iter().map(|_| None).collect();
-        crate::parallel::for_each_mut(&mut pipelines, |i, slot| {
-            if let Some(k) = parts.kernels.get(i) {
-                *slot = Some(device.pipeline(&k.wgsl, &k.name));
-            }
-        });
+        let pipelines = crate::parallel::map(&parts.kernels, |k| device.pipeline(&k.wgsl, &k.name));
         for (k, pipeline) in parts.kernels.iter().zip(pipelines) {
-            let pipeline = pipeline
-                .ok_or_else(|| Error::internal(format!("kernel {}: no pipeline", k.name)))??;
+            let pipeline = pipeline?;
             let layout = pipeline.get_bind_group_layout(0);
             // Inputs of one extent take slots 0, 1, ...: one launch never binds a texture
             // twice.

@@ -202,7 +202,6 @@ fn emit_stage(
                   (w0, w1, trips): (&str, &str, u64)|
      -> Result<Vec<Vec<String>>> {
         let ri = em.multi(&Index::Linear(lin.to_string()), &rdims);
-        let mut accs = Vec::new();
         let mut init_vals = Vec::new();
         for (i, (&init, t)) in inits.iter().zip(&types).enumerate() {
             let v = em.value(init, &Index::scalar())?;
@@ -210,15 +209,24 @@ fn emit_stage(
             em.line(&format!("let {iv}: {} = {v};", t.wgsl()));
             init_vals.push(iv);
         }
-        for g in 0..group {
-            let mut acc = Vec::new();
-            for (i, t) in types.iter().enumerate() {
-                let a = format!("acc{}_{i}", e + g);
-                em.line(&format!("var {a}: {} = {};", t.wgsl(), init_vals[i]));
-                acc.push(a);
-            }
-            accs.push(acc);
-        }
+        // Variables `{prefix}{element}_{result}` for the group's elements, each starting at its
+        // result's init value.
+        let declare = |em: &mut ExprEmitter, prefix: &str| -> Vec<Vec<String>> {
+            (0..group)
+                .map(|g| {
+                    types
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| {
+                            let v = format!("{prefix}{}_{i}", e + g);
+                            em.line(&format!("var {v}: {} = {};", t.wgsl(), init_vals[i]));
+                            v
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        let accs = declare(em, "acc");
         // Short whole windows (pooling and its gradients) unrolled: each position's window
         // offsets are constants, so the index arithmetic folds away and no loop runs.
         let unrolled = w0 == "0u" && trips == wcount as u64 && wcount <= UNROLL_WINDOW;
@@ -299,16 +307,7 @@ fn emit_stage(
                         .collect(),
                 });
             }
-            let mut vals = Vec::new();
-            for g in 0..group {
-                let mut v_g = Vec::new();
-                for (i, t) in types.iter().enumerate() {
-                    let v = format!("x{}_{i}", e + g);
-                    em.line(&format!("var {v}: {} = {};", t.wgsl(), init_vals[i]));
-                    v_g.push(v);
-                }
-                vals.push(v_g);
-            }
+            let vals = declare(em, "x");
             em.open(&format!("if ({inside})"));
             for (g, x_g) in xis.iter().enumerate() {
                 for (i, &x) in inputs.iter().enumerate() {
