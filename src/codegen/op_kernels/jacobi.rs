@@ -125,18 +125,39 @@ fn sweep_prelude(s: &Shape, extra: &str) -> String {
 
 /// The start of a sweep launch after `sweep_prelude`: reads the status of matrix `mat`
 /// (state stride `stride`, status at `status`) and the launch's rounds `[ctl.y, ctl.z)`.
-fn sweep_start(stride: u64, status: u64) -> String {
+fn sweep_start(stride: u64, status: u64, stat: Status) -> String {
     format!(
-        "    let base = mat * {stride}u;\n    let st = base + {status}u;\n    if (lid == 0u) {{\n        ctl = vec4<u32>(select(0u, 1u, out0[st] != 0.0), in0[0], in0[1], 0u);\n        atomicStore(&worst, bitcast<u32>(out0[st + 1u]));\n    }}\n    let c0 = workgroupUniformLoad(&ctl);\n    if (c0.x != 0u) {{ return; }}\n"
+        "    let base = mat * {stride}u;\n    let st = base + {status}u;\n    if (lid == 0u) {{\n        ctl = vec4<u32>(select(0u, 1u, {flag} != 0.0), in0[0], in0[1], 0u);\n        atomicStore(&worst, bitcast<u32>({worst}));\n    }}\n    let c0 = workgroupUniformLoad(&ctl);\n    if (c0.x != 0u) {{ return; }}\n",
+        flag = stat.word(0),
+        worst = stat.word(1),
     )
+}
+
+/// Where the status record's words are: `f32`s from `st` (the state bound as `array<f32>`) or
+/// the components of the vec4 `st` (bound as `array<vec4<f32>>`).
+#[derive(Clone, Copy)]
+enum Status {
+    Scalars,
+    Vec4,
+}
+
+impl Status {
+    fn word(self, k: usize) -> String {
+        match self {
+            Status::Scalars => format!("out0[st + {k}u]"),
+            Status::Vec4 => format!("out0[st].{}", ["x", "y", "z", "w"][k]),
+        }
+    }
 }
 
 /// The end of a round: at the end of a sweep, converged when the sweep's largest measure is
 /// within the tolerance `tol` (a WGSL f32 expression).
-fn round_end(s: &Shape, measure: &str, tol: &str, tail: &str) -> String {
+fn round_end(s: &Shape, measure: &str, tol: &str, tail: &str, stat: Status) -> String {
     format!(
-        "        if (r == {last}u) {{\n{measure}            if (lid == 0u) {{\n                let done = bitcast<f32>(atomicLoad(&worst)) <= {tol};\n                out0[st] = select(0.0, 1.0, done);\n                ctl.x = select(0u, 1u, done);\n                atomicStore(&worst, 0u);\n            }}\n            let d = workgroupUniformLoad(&ctl);\n            if (d.x != 0u) {{ break; }}\n        }}\n    }}\n    workgroupBarrier();\n{tail}    if (lid == 0u) {{ out0[st + 1u] = bitcast<f32>(atomicLoad(&worst)); }}\n}}\n",
+        "        if (r == {last}u) {{\n{measure}            if (lid == 0u) {{\n                let done = bitcast<f32>(atomicLoad(&worst)) <= {tol};\n                {flag} = select(0.0, 1.0, done);\n                ctl.x = select(0u, 1u, done);\n                atomicStore(&worst, 0u);\n            }}\n            let d = workgroupUniformLoad(&ctl);\n            if (d.x != 0u) {{ break; }}\n        }}\n    }}\n    workgroupBarrier();\n{tail}    if (lid == 0u) {{ {worst} = bitcast<f32>(atomicLoad(&worst)); }}\n}}\n",
         last = s.rounds() - 1,
+        flag = stat.word(0),
+        worst = stat.word(1),
     )
 }
 
@@ -471,7 +492,7 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
             local.decls()
         ),
     );
-    body.push_str(&sweep_start(stride, 2 * nn));
+    body.push_str(&sweep_start(stride, 2 * nn, Status::Scalars));
     body.push_str(&local.copies(wg, true));
     body.push_str(&col_load);
     body.push_str(&format!(
@@ -494,6 +515,7 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         &measure,
         "out0[st + 2u]",
         &(local.copies(wg, false) + &col_store),
+        Status::Scalars,
     ));
     let sweep_k = workgroup_kernel(
         &format!("{name}_sweep"),
@@ -503,6 +525,7 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         &body,
         batch,
         iterations,
+        false,
         target,
     )?;
 
@@ -572,29 +595,7 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
     let (m, n, h, wg, batch) = (s.m, s.n, s.half(), s.wg, s.batch);
     let (mn, nn) = (m * n, n * n);
     let vsize = if uv { nn } else { 0 };
-    let stride = mn + vsize + STATUS;
-    let status = mn + vsize;
-    let state_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
-    let vec_t = TensorType::new(vec![(batch * n) as i64], ElementType::F32);
-    let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
-    let state = binding(temp(0), &state_t);
     let desc = format!("{batch} {m}x{n} f32 matrices");
-
-    let init = kernel::threaded(
-        &format!("{name}_init"),
-        &format!("kernel {name}_init: Jacobi state (matrix, identity, status) of {desc}\nloop iterations per invocation: 0\nfuses: {what}"),
-        vec![binding(op.operands[0], &at)],
-        vec![state.clone()],
-        &Default::default(),
-        "",
-        &format!(
-            "    let mat = tid / {stride}u;\n    let e = tid % {stride}u;\n    var x = 0.0;\n    if (e < {mn}u) {{\n        x = in0[mat * {mn}u + e];\n    }} else if (e < {vend}u) {{\n        let d = e - {mn}u;\n        x = select(0.0, 1.0, d / {n}u == d % {n}u);\n    }}\n    out0[tid] = x;\n",
-            vend = mn + vsize
-        ),
-        batch * stride,
-        0,
-        target,
-    )?;
 
     // The three column products of each pair in `parts` partial sums.
     let parts = (wg / h).max(1);
@@ -605,11 +606,66 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
     if uv {
         by_columns.push(("vc", n, mn));
     }
-    let columns = Columns::new(n, &by_columns, shared, target);
+    // By columns in workgroup memory when they fit, else in the state buffer.
+    let columns = Columns::new(n, &by_columns, shared, target).or_else(|| {
+        let mut arrays = vec![("wc", m)];
+        if uv {
+            arrays.push(("vc", n));
+        }
+        Columns::in_state(n, &arrays)
+    });
+    let global = columns.as_ref().filter(|c| c.global);
+    // The state: the matrix, V (when `uv`) and the status record, row-major or (`global`)
+    // by columns of vec4s; `stride` and `status` in f32s.
+    let (stride, status) = match global {
+        Some(c) => (4 * (c.state_vec4s() + 1), 4 * c.state_vec4s()),
+        None => (mn + vsize + STATUS, mn + vsize),
+    };
+    // Element (i, j) (WGSL expressions) of the matrix and of V in a matrix's state.
+    let w_at = |i: &str, j: &str| match global {
+        Some(c) => format!("({j}) * {}u + ({i})", 4 * c.l(0)),
+        None => format!("({i}) * {n}u + ({j})"),
+    };
+    let v_at = |i: &str, j: &str| match global {
+        Some(c) => format!("{}u + ({j}) * {}u + ({i})", 4 * c.arrays[1].3, 4 * c.l(1)),
+        None => format!("{mn}u + ({i}) * {n}u + ({j})"),
+    };
+    let state_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
+    let vec_t = TensorType::new(vec![(batch * n) as i64], ElementType::F32);
+    let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
+    let state = binding(temp(0), &state_t);
+    let fill = match global {
+        Some(c) => {
+            let (lw4, wend) = (4 * c.l(0), 4 * c.l(0) * n);
+            let vfill = if uv {
+                format!(" else if (e < {status}u) {{\n        let d = e - {wend}u;\n        x = select(0.0, 1.0, d / {lv4}u == d % {lv4}u);\n    }}", lv4 = 4 * c.l(1))
+            } else {
+                String::new()
+            };
+            format!("    if (e < {wend}u) {{\n        let i = e % {lw4}u;\n        if (i < {m}u) {{ x = in0[mat * {mn}u + i * {n}u + e / {lw4}u]; }}\n    }}{vfill}\n")
+        }
+        None => format!(
+            "    if (e < {mn}u) {{\n        x = in0[mat * {mn}u + e];\n    }} else if (e < {vend}u) {{\n        let d = e - {mn}u;\n        x = select(0.0, 1.0, d / {n}u == d % {n}u);\n    }}\n",
+            vend = mn + vsize
+        ),
+    };
+    let init = kernel::threaded(
+        &format!("{name}_init"),
+        &format!("kernel {name}_init: Jacobi state (matrix, identity, status) of {desc}\nloop iterations per invocation: 0\nfuses: {what}"),
+        vec![binding(op.operands[0], &at)],
+        vec![state.clone()],
+        &Default::default(),
+        "",
+        &format!("    let mat = tid / {stride}u;\n    let e = tid % {stride}u;\n    var x = 0.0;\n{fill}    out0[tid] = x;\n"),
+        batch * stride,
+        0,
+        target,
+    )?;
     let in_registers = columns
         .as_ref()
-        .is_some_and(|c| pairs_in_registers(c, target));
-    if in_registers {
+        .is_some_and(|c| !c.global && pairs_in_registers(c, target));
+    let streamed = global.is_some_and(|_| pairs_streamed(target));
+    if in_registers || streamed {
         // One invocation per pair, in whole subgroups of 8 (llvmpipe's 256-bit lanes).
         s.wg = h.next_multiple_of(8);
     }
@@ -621,6 +677,8 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
     };
     let per_round = if in_registers {
         2
+    } else if streamed {
+        2 * rows_w + rows_v + 2
     } else {
         h.div_ceil(wg)
             + 2
@@ -656,13 +714,16 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
     };
     let mut body = sweep_prelude(
         &s,
-        &if in_registers {
+        &if in_registers || streamed {
             decls
         } else {
             format!("var<workgroup> part: array<vec3<f32>, {slots}>;\n{decls}")
         },
     );
-    body.push_str(&sweep_start(stride, status));
+    body.push_str(&match global {
+        Some(_) => sweep_start(stride / 4, status / 4, Status::Vec4),
+        None => sweep_start(stride, status, Status::Scalars),
+    });
     let (load, store) = match &columns {
         Some(c) => (c.copies(wg, true), c.copies(wg, false)),
         None => (local.copies(wg, true), local.copies(wg, false)),
@@ -671,6 +732,8 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
     let mut phases = String::new();
     if let (true, Some(c)) = (in_registers, &columns) {
         phases.push_str(&register_round(&s, c, uv, &tolc));
+    } else if let (true, Some(c)) = (streamed, global) {
+        phases.push_str(&stream_round(&s, c, uv, &tolc));
     } else {
         phases.push_str(&pair_table(&s));
         phases.push_str("        workgroupBarrier();\n");
@@ -678,11 +741,13 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
         let (products, rotate_w, rotate_v) = match &columns {
         Some(c) => (
             format!(
-                "                let pc = p * {lq}u;\n                let qc = q * {lq}u;\n                for (var i = e % {parts}u; i < {lq}u; i = i + {parts}u) {{\n                    let a = wc[pc + i];\n                    let b = wc[qc + i];\n                    acc = acc + vec3<f32>(dot(a, a), dot(b, b), dot(a, b));\n                }}\n",
-                lq = c.l(0)
+                "                let pc = p * {lq}u;\n                let qc = q * {lq}u;\n                for (var i = e % {parts}u; i < {lq}u; i = i + {parts}u) {{\n                    let a = {a};\n                    let b = {b};\n                    acc = acc + vec3<f32>(dot(a, a), dot(b, b), dot(a, b));\n                }}\n",
+                lq = c.l(0),
+                a = c.at(0, "pc + i"),
+                b = c.at(0, "qc + i"),
             ),
-            rotate("wc[p * {l}u + i]", "wc[q * {l}u + i]", c.l(0)),
-            rotate("vc[p * {l}u + i]", "vc[q * {l}u + i]", c.l(1)),
+            rotate(&c.at(0, "p * {l}u + i"), &c.at(0, "q * {l}u + i"), c.l(0)),
+            rotate(&c.at(1, "p * {l}u + i"), &c.at(1, "q * {l}u + i"), c.l(1)),
         ),
         None => (
             format!(
@@ -708,21 +773,32 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
         "    for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n{phases}",
         r1 = s.rounds(),
     ));
-    body.push_str(if columns.is_some() {
+    body.push_str(if columns.is_some() && global.is_none() {
         "        workgroupBarrier();\n"
     } else {
         local.sync()
     });
     // Converged when every pair's cosine stayed within m epsilons during a sweep.
-    body.push_str(&round_end(&s, "", &tolc, &store));
+    let stat = if global.is_some() {
+        Status::Vec4
+    } else {
+        Status::Scalars
+    };
+    body.push_str(&round_end(&s, "", &tolc, &store, stat));
+    let by = if global.is_some() {
+        ", the state by columns of vec4s"
+    } else {
+        ""
+    };
     let sweep_k = workgroup_kernel(
         &format!("{name}_sweep"),
-        &format!("kernel {name}_sweep: rounds (parameters: first and end) of parallel one-sided Jacobi on {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
+        &format!("kernel {name}_sweep: rounds (parameters: first and end) of parallel one-sided Jacobi on {desc}, one workgroup per matrix{by}\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
         vec![params()],
         vec![state.clone()],
         &body,
         batch,
         iterations,
+        global.is_some(),
         target,
     )?;
     let norms = kernel::threaded(
@@ -733,7 +809,8 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
         &Default::default(),
         "",
         &format!(
-            "    let base = (tid / {n}u) * {stride}u;\n    let j = tid % {n}u;\n    var acc = 0.0;\n    for (var i = 0u; i < {m}u; i = i + 1u) {{\n        let a = in0[base + i * {n}u + j];\n        acc = acc + a * a;\n    }}\n    out0[tid] = sqrt(acc);\n"
+            "    let base = (tid / {n}u) * {stride}u;\n    let j = tid % {n}u;\n    var acc = 0.0;\n    for (var i = 0u; i < {m}u; i = i + 1u) {{\n        let a = in0[base + {wij}];\n        acc = acc + a * a;\n    }}\n    out0[tid] = sqrt(acc);\n",
+            wij = w_at("i", "j"),
         ),
         batch * n,
         m,
@@ -768,7 +845,8 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
             &Default::default(),
             "",
             &format!(
-                "    let mat = tid / {mn}u;\n    let row = (tid / {n}u) % {m}u;\n    let col = tid % {n}u;\n    let sv = in1[mat * {n}u + col];\n    let a = in0[mat * {stride}u + tid % {mn}u];\n    out0[mat * {mn}u + row * {n}u + in2[mat * {n}u + col]] = select(a, a / sv, sv > 0.0);\n"
+                "    let mat = tid / {mn}u;\n    let row = (tid / {n}u) % {m}u;\n    let col = tid % {n}u;\n    let sv = in1[mat * {n}u + col];\n    let a = in0[mat * {stride}u + {wrc}];\n    out0[mat * {mn}u + row * {n}u + in2[mat * {n}u + col]] = select(a, a / sv, sv > 0.0);\n",
+                wrc = w_at("row", "col"),
             ),
             batch * mn,
             0,
@@ -782,7 +860,8 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
             &Default::default(),
             "",
             &format!(
-                "    let mat = tid / {nn}u;\n    let row = (tid / {n}u) % {n}u;\n    let col = tid % {n}u;\n    out0[mat * {nn}u + row * {n}u + in1[mat * {n}u + col]] = in0[mat * {stride}u + {mn}u + tid % {nn}u];\n"
+                "    let mat = tid / {nn}u;\n    let row = (tid / {n}u) % {n}u;\n    let col = tid % {n}u;\n    out0[mat * {nn}u + row * {n}u + in1[mat * {n}u + col]] = in0[mat * {stride}u + {vrc}];\n",
+                vrc = v_at("row", "col"),
             ),
             batch * nn,
             0,
@@ -854,6 +933,40 @@ fn register_round(s: &Shape, c: &Columns, uv: bool, tolc: &str) -> String {
     out
 }
 
+/// Whether a one-sided Jacobi round on columns in the state buffer runs one invocation per
+/// pair ([`stream_round`]): on CPU adapters (`WGPU_HLO_JACOBI_STREAM=0`: never).
+fn pairs_streamed(target: Target) -> bool {
+    target.cpu_adapter && std::env::var("WGPU_HLO_JACOBI_STREAM").map_or(true, |v| v != "0")
+}
+
+/// One round of one-sided Jacobi on columns in the state buffer ([`Columns::in_state`]) with
+/// one invocation per pair (`lid < h`): it streams its two columns once for the three
+/// products and, when the pair is not yet orthogonal, once more to rotate them and its
+/// columns of V (when `uv`). Pairs of one round are disjoint, so one barrier per round
+/// suffices, and no invocation reloads the pair table or its rotation per element as the
+/// split round's row tasks do. For CPU adapters only: on a GPU the split round's lanes read
+/// consecutive vec4s of one column, these read one column each.
+fn stream_round(s: &Shape, c: &Columns, uv: bool, tolc: &str) -> String {
+    let (lw, lv) = (c.l(0), c.l(1));
+    let mut out = format!(
+        "        if (lid < {h}u) {{\n            let p = player(r, lid);\n            let q = player(r, {nm1}u - lid);\n            if (p < {n}u && q < {n}u) {{\n                let pc = p * {lw}u;\n                let qc = q * {lw}u;\n                var acc = vec3<f32>(0.0, 0.0, 0.0);\n                for (var i = 0u; i < {lw}u; i = i + 1u) {{\n                    let a = {a};\n                    let b = {b};\n                    acc = acc + vec3<f32>(dot(a, a), dot(b, b), dot(a, b));\n                }}\n                let norms = sqrt(acc.x * acc.y);\n                if (norms > 0.0) {{\n                    atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n                }}\n                // Pairs orthogonal to working precision are skipped (threshold Jacobi).\n                if (abs(acc.z) > {tolc} * norms) {{\n                    let rot = rotation(acc.x, acc.y, acc.z);\n                    for (var i = 0u; i < {lw}u; i = i + 1u) {{\n{rw}                    }}\n",
+        h = s.half(),
+        nm1 = s.rounds(),
+        n = s.n,
+        a = c.at(0, "pc + i"),
+        b = c.at(0, "qc + i"),
+        rw = rotate(&c.at(0, "pc + i"), &c.at(0, "qc + i"), 0).replace("\n    ", "\n        "),
+    );
+    if uv {
+        out.push_str(&format!(
+            "                    let pv = p * {lv}u;\n                    let qv = q * {lv}u;\n                    for (var i = 0u; i < {lv}u; i = i + 1u) {{\n{rv}                    }}\n",
+            rv = rotate(&c.at(1, "pv + i"), &c.at(1, "qv + i"), 0).replace("\n    ", "\n        "),
+        ));
+    }
+    out.push_str("                }\n            }\n        }\n");
+    out
+}
+
 /// The statements rotating the pair of elements `a_at`, `b_at` (WGSL places; `{l}` in them is
 /// replaced by `l`) by the pair's `rot`.
 fn rotate(a_at: &str, b_at: &str, l: u64) -> String {
@@ -866,17 +979,23 @@ fn rotate(a_at: &str, b_at: &str, l: u64) -> String {
     )
 }
 
-/// The one-sided Jacobi state of one matrix in workgroup memory by columns, 4 rows to a vec4
-/// (`wc`: the `m x n` matrix, `vc`: the `n x n` V): a rotation of columns p and q and their
-/// products then read and write whole vec4s, a quarter of the accesses of the row-major
-/// copy (on llvmpipe every workgroup-memory access of an invocation costs about the same
-/// whatever its width). Rows past `m` (or `n`) are zeros, which rotations keep zero. The
-/// state in the storage buffer stays row-major; the copies in and out transpose.
+/// The one-sided Jacobi state of one matrix by columns, 4 rows to a vec4 (`wc`: the `m x n`
+/// matrix, `vc`: the `n x n` V): a rotation of columns p and q and their products then read
+/// and write whole vec4s, a quarter of the accesses of a row-major copy (on llvmpipe every
+/// memory access of an invocation costs about the same whatever its width). Rows past `m`
+/// (or `n`) are zeros, which rotations keep zero.
+///
+/// In workgroup memory when it fits: the state in the storage buffer stays row-major and the
+/// copies in and out transpose. Otherwise (`global`) the columns live in the state buffer
+/// itself, which the sweep kernel binds as `array<vec4<f32>>` (`WGPU_HLO_JACOBI_COLUMNS=0`:
+/// neither).
 struct Columns {
     /// Columns of every array.
     n: u64,
-    /// `(array, vec4s per column, rows, offset of the row-major copy in the state)`.
+    /// `(array, vec4s per column, rows, offset)`: the offset of the row-major copy in the
+    /// state (`f32`s), or when `global` of the array itself (vec4s).
     arrays: Vec<(&'static str, u64, u64, u64)>,
+    global: bool,
 }
 
 impl Columns {
@@ -892,13 +1011,51 @@ impl Columns {
             .iter()
             .map(|&(name, rows, off)| (name, rows.div_ceil(4), rows, off))
             .collect();
-        let allowed = std::env::var("WGPU_HLO_JACOBI_LOCAL").map_or(true, |v| v != "0")
-            && std::env::var("WGPU_HLO_JACOBI_COLUMNS").map_or(true, |v| v != "0");
-        let c = Columns { n, arrays };
+        let allowed =
+            std::env::var("WGPU_HLO_JACOBI_LOCAL").map_or(true, |v| v != "0") && columns_allowed();
+        let c = Columns {
+            n,
+            arrays,
+            global: false,
+        };
         (allowed && c.bytes() + other_bytes <= target.max_workgroup_storage).then_some(c)
     }
 
+    /// The arrays `(name, rows)` one after the other in the state buffer, from vec4 0.
+    fn in_state(n: u64, arrays: &[(&'static str, u64)]) -> Option<Columns> {
+        let mut off = 0;
+        let mut out = Vec::new();
+        for &(name, rows) in arrays {
+            let l = rows.div_ceil(4);
+            out.push((name, l, rows, off));
+            off += l * n;
+        }
+        columns_allowed().then_some(Columns {
+            n,
+            arrays: out,
+            global: true,
+        })
+    }
+
+    /// vec4s of the arrays in the state (`global`).
+    fn state_vec4s(&self) -> u64 {
+        self.arrays.iter().map(|a| a.1 * self.n).sum()
+    }
+
+    /// Element `index` (a WGSL expression, in vec4s) of array `i`.
+    fn at(&self, i: usize, index: &str) -> String {
+        match self.arrays.get(i) {
+            Some(&(_, _, _, off)) if self.global => format!("out0[base + {off}u + {index}]"),
+            Some(&(name, ..)) => format!("{name}[{index}]"),
+            None => format!("out0[{index}]"),
+        }
+    }
+
+    /// Bytes of workgroup memory.
     fn bytes(&self) -> u64 {
+        if self.global {
+            return 0;
+        }
         self.arrays.iter().map(|a| 16 * a.1 * self.n).sum()
     }
 
@@ -908,6 +1065,9 @@ impl Columns {
     }
 
     fn decls(&self) -> String {
+        if self.global {
+            return String::new();
+        }
         self.arrays
             .iter()
             .map(|(name, l, _, _)| {
@@ -920,6 +1080,9 @@ impl Columns {
     fn copies(&self, wg: u64, load: bool) -> String {
         let n = self.n;
         let mut out = String::new();
+        if self.global {
+            return out;
+        }
         for &(name, l, rows, off) in &self.arrays {
             let mut lanes = String::new();
             for (t, c) in ["x", "y", "z", "w"].iter().enumerate() {
@@ -958,6 +1121,9 @@ impl Columns {
 
     /// Loop iterations of loading and storing.
     fn iterations(&self, wg: u64) -> u64 {
+        if self.global {
+            return 0;
+        }
         self.arrays
             .iter()
             .map(|(_, l, _, _)| 2 * (l * self.n).div_ceil(wg))
@@ -965,7 +1131,13 @@ impl Columns {
     }
 }
 
-/// A kernel of `groups` workgroups whose module body (entry point included) is `body`.
+/// Whether the Jacobi states may be kept by columns (`WGPU_HLO_JACOBI_COLUMNS=0`: never).
+fn columns_allowed() -> bool {
+    std::env::var("WGPU_HLO_JACOBI_COLUMNS").map_or(true, |v| v != "0")
+}
+
+/// A kernel of `groups` workgroups whose module body (entry point included) is `body`; with
+/// `vec4_state` its first output is bound as `array<vec4<f32>>`.
 #[allow(clippy::too_many_arguments)]
 fn workgroup_kernel(
     name: &str,
@@ -975,17 +1147,24 @@ fn workgroup_kernel(
     body: &str,
     groups: u64,
     iterations: u64,
+    vec4_state: bool,
     target: Target,
 ) -> Result<kernel::Kernel> {
-    let wgsl = kernel::assemble(
-        name,
-        comment,
-        &inputs,
-        &outputs,
-        &Default::default(),
-        body,
-        target.caps,
-    )?;
+    let mut wgsl = kernel::module_text(comment, &inputs, &outputs, &Default::default(), body)?;
+    if vec4_state {
+        let scalars = "var<storage, read_write> out0: array<f32>;";
+        if !wgsl.contains(scalars) {
+            return Err(Error::internal(format!(
+                "{name}: no `{scalars}` to bind as vec4s"
+            )));
+        }
+        wgsl = wgsl.replacen(
+            scalars,
+            "var<storage, read_write> out0: array<vec4<f32>>;",
+            1,
+        );
+    }
+    kernel::validate(name, &wgsl, target.caps)?;
     Ok(kernel::Kernel {
         name: name.to_string(),
         wgsl,
