@@ -138,6 +138,16 @@ fn eigh_in_global_memory() {
 }
 
 #[test]
+fn eigh_v_by_columns_in_the_state() {
+    // Past workgroup memory V is kept by columns of vec4s in the state: with the matrix in
+    // workgroup memory (80) or not (130, batched, 65 pairs a round, 2 rows of padding per
+    // column; 256). WGPU_HLO_JACOBI_COLUMNS=0: row-major V.
+    check_eigh(1, 80, 23);
+    check_eigh(2, 130, 21);
+    check_eigh(1, 256, 22);
+}
+
+#[test]
 fn svd_small_odd_even_batched() {
     check_svd(1, 1, 1, 6);
     check_svd(2, 5, 3, 7);

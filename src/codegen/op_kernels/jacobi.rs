@@ -139,6 +139,8 @@ fn sweep_start(stride: u64, status: u64, stat: Status) -> String {
 enum Status {
     Scalars,
     Vec4,
+    /// `f32`s from `st` of the state bound as `array<vec4<f32>>`.
+    Packed,
 }
 
 impl Status {
@@ -146,8 +148,15 @@ impl Status {
         match self {
             Status::Scalars => format!("out0[st + {k}u]"),
             Status::Vec4 => format!("out0[st].{}", ["x", "y", "z", "w"][k]),
+            Status::Packed => packed(&format!("st + {k}u")),
         }
     }
+}
+
+/// The `f32` at index `i` (a WGSL expression) of the state bound as `array<vec4<f32>>`: a
+/// place, to read or assign.
+fn packed(i: &str) -> String {
+    format!("out0[({i}) >> 2u][({i}) & 3u]")
 }
 
 /// The end of a round: at the end of a sweep, converged when the sweep's largest measure is
@@ -163,23 +172,39 @@ fn round_end(s: &Shape, measure: &str, tol: &str, tail: &str, stat: Status) -> S
 
 /// The parts of the state a sweep kernel keeps in workgroup memory while it runs, when they
 /// fit (`WGPU_HLO_JACOBI_LOCAL=0`: never): `(array, offset in the state, length)`.
-struct Local(Vec<(&'static str, u64, u64)>);
+struct Local(Vec<(&'static str, u64, u64)>, bool);
 
 impl Local {
-    fn new(arrays: Vec<(&'static str, u64, u64)>, other_bytes: u64, target: Target) -> Local {
+    /// `packed`: the state is bound as `array<vec4<f32>>` (its `f32`s read with [`packed`]).
+    fn new(
+        arrays: Vec<(&'static str, u64, u64)>,
+        other_bytes: u64,
+        packed: bool,
+        target: Target,
+    ) -> Local {
         let bytes: u64 = arrays.iter().map(|a| 4 * a.2).sum::<u64>() + other_bytes;
         let allowed = std::env::var("WGPU_HLO_JACOBI_LOCAL").map_or(true, |v| v != "0");
-        Local(if allowed && bytes <= target.max_workgroup_storage {
+        let arrays = if allowed && bytes <= target.max_workgroup_storage {
             arrays
         } else {
             Vec::new()
-        })
+        };
+        Local(arrays, packed)
+    }
+
+    /// The state's `f32` at `base + i`.
+    fn state(&self, i: &str) -> String {
+        if self.1 {
+            packed(&format!("base + {i}"))
+        } else {
+            format!("out0[base + {i}]")
+        }
     }
     /// Element `(i, j)` (a WGSL expression) of the `cols`-column matrix at `offset`.
     fn at(&self, offset: u64, cols: u64, i: &str, j: &str) -> String {
         match self.0.iter().find(|a| a.1 == offset) {
             Some((name, _, _)) => format!("{name}[({i}) * {cols}u + ({j})]"),
-            None => format!("out0[base + {offset}u + ({i}) * {cols}u + ({j})]"),
+            None => self.state(&format!("{offset}u + ({i}) * {cols}u + ({j})")),
         }
     }
     fn decls(&self) -> String {
@@ -192,9 +217,9 @@ impl Local {
         let mut out = String::new();
         for (name, off, len) in &self.0 {
             let (dst, src) = if load {
-                (format!("{name}[e]"), format!("out0[base + {off}u + e]"))
+                (format!("{name}[e]"), self.state(&format!("{off}u + e")))
             } else {
-                (format!("out0[base + {off}u + e]"), format!("{name}[e]"))
+                (self.state(&format!("{off}u + e")), format!("{name}[e]"))
             };
             out.push_str(&format!(
                 "    for (var e = lid; e < {len}u; e = e + {wg}u) {{ {dst} = {src}; }}\n"
@@ -399,7 +424,18 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
     };
     let (n, h, wg, batch) = (s.n, s.half(), s.wg, s.batch);
     let nn = n * n;
-    let stride = 2 * nn + STATUS;
+    // Iterations: per round the rotations, the rows, the columns (and vectors), the round;
+    // per launch the norm's sum and its tree.
+    // V by columns in workgroup memory when it fits next to the row-major matrix.
+    let other = 16 * h + 4 * wg + 32;
+    let columns = Columns::new(n, &[("vc", n, nn)], other + 4 * nn, target);
+    // Otherwise V by columns of vec4s in the state (bound as `array<vec4<f32>>`, the matrix
+    // and status read as `f32`s of it): its rotations then read and write whole vec4s, not
+    // elements of a row-major V (llvmpipe: 256x256 7.1 -> 4.5 s, 80x80 179 -> 118 ms).
+    let v_global = (columns.is_none() && columns_allowed()).then(|| n.div_ceil(4));
+    // The state: X row-major, V (row-major, or `v_global` by columns of `lv` vec4s), status.
+    let stride = nn + v_global.map_or(nn, |lv| 4 * lv * n) + STATUS;
+    let status = stride - STATUS;
     let state_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
     let rank_t = TensorType::new(vec![(batch * n0) as i64], ElementType::U32);
     let state = binding(temp(0), &state_t);
@@ -413,30 +449,31 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         &Default::default(),
         "",
         &format!(
-            "    let mat = tid / {stride}u;\n    let e = tid % {stride}u;\n    var x = 0.0;\n    if (e < {nn}u) {{\n        let i = e / {n}u;\n        let j = e % {n}u;\n        if (i < {n0}u && j < {n0}u) {{\n            x = in0[mat * {n0n0}u + i * {n0}u + j];\n        }}\n    }} else if (e < {nn2}u) {{\n        let d = e - {nn}u;\n        x = select(0.0, 1.0, d / {n}u == d % {n}u);\n    }}\n    out0[tid] = x;\n",
-            nn2 = 2 * nn,
+            "    let mat = tid / {stride}u;\n    let e = tid % {stride}u;\n    var x = 0.0;\n    if (e < {nn}u) {{\n        let i = e / {n}u;\n        let j = e % {n}u;\n        if (i < {n0}u && j < {n0}u) {{\n            x = in0[mat * {n0n0}u + i * {n0}u + j];\n        }}\n    }} else if (e < {status}u) {{\n        let d = e - {nn}u;\n        x = select(0.0, 1.0, d / {vcol}u == d % {vcol}u);\n    }}\n    out0[tid] = x;\n",
             n0n0 = n0 * n0,
+            vcol = v_global.map_or(n, |lv| 4 * lv),
         ),
         batch * stride,
         0,
         target,
     )?;
 
-    // Iterations: per round the rotations, the rows, the columns (and vectors), the round;
-    // per launch the norm's sum and its tree.
-    // V by columns in workgroup memory when it fits next to the row-major matrix.
-    let other = 16 * h + 4 * wg + 32;
-    let columns = Columns::new(n, &[("vc", n, nn)], other + 4 * nn, target);
     let local = Local::new(
-        if columns.is_some() {
+        if columns.is_some() || v_global.is_some() {
             vec![("wx", 0, nn)]
         } else {
             vec![("wx", 0, nn), ("wv", nn, nn)]
         },
         other + columns.as_ref().map_or(0, Columns::bytes),
+        v_global.is_some(),
         target,
     );
-    let rows_v = columns.as_ref().map_or(n, |c| c.l(0));
+    let stat = if v_global.is_some() {
+        Status::Packed
+    } else {
+        Status::Scalars
+    };
+    let rows_v = columns.as_ref().map_or(v_global.unwrap_or(n), |c| c.l(0));
     let block_tasks = h * (h + 1) / 2;
     let per_round = 2 * h.div_ceil(wg) + block_tasks.div_ceil(wg) + (h * rows_v).div_ceil(wg) + 3;
     let fixed = nn.div_ceil(wg) + 2 * wg.ilog2() as u64 + 2;
@@ -469,9 +506,10 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         xp2q = x("p2", "q"),
         xq2q = x("q2", "q"),
     ));
-    let rotate_v = match &columns {
-        Some(c) => rotate("vc[p * {l}u + i]", "vc[q * {l}u + i]", c.l(0)),
-        None => rotate(&v("i", "p"), &v("i", "q"), 0),
+    let rotate_v = match (&columns, v_global) {
+        (Some(c), _) => rotate("vc[p * {l}u + i]", "vc[q * {l}u + i]", c.l(0)),
+        (None, Some(lv)) => rotate("out0[vb + p * {l}u + i]", "out0[vb + q * {l}u + i]", lv),
+        (None, None) => rotate(&v("i", "p"), &v("i", "q"), 0),
     };
     phases.push_str(&pair_tasks(
         h,
@@ -480,7 +518,11 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         "i",
         &format!("                    if (rot.y != 0.0) {{\n{rotate_v}                    }}\n"),
     ));
-    phases.push_str(local.sync());
+    phases.push_str(if v_global.is_some() {
+        "        storageBarrier();\n        workgroupBarrier();\n"
+    } else {
+        local.sync()
+    });
     let (col_decls, col_load, col_store) = match &columns {
         Some(c) => (c.decls(), c.copies(wg, true), c.copies(wg, false)),
         None => Default::default(),
@@ -492,16 +534,21 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
             local.decls()
         ),
     );
-    body.push_str(&sweep_start(stride, 2 * nn, Status::Scalars));
+    body.push_str(&sweep_start(stride, status, stat));
+    if v_global.is_some() {
+        body.push_str(&format!("    let vb = (base + {nn}u) >> 2u;\n"));
+    }
     body.push_str(&local.copies(wg, true));
     body.push_str(&col_load);
     body.push_str(&format!(
-        "    if (c0.y == 0u) {{\n        // The tolerance: {tol_eps} epsilons of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = out0[base + e];\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ out0[st + 2u] = {tol_eps}.0 * 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n    storageBarrier();\n    // Rotations of elements within the tolerance are skipped (threshold Jacobi).\n    let tol = out0[st + 2u];\n\
+        "    if (c0.y == 0u) {{\n        // The tolerance: {tol_eps} epsilons of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = {xe};\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ {tol_at} = {tol_eps}.0 * 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n    storageBarrier();\n    // Rotations of elements within the tolerance are skipped (threshold Jacobi).\n    let tol = {tol_at};\n\
          for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
 {phases}",
         phases = phases,
         tol_eps = 4,
         half_wg = wg / 2,
+        xe = local.state("e"),
+        tol_at = stat.word(2),
         r1 = s.rounds(),
     ));
     // Converged when no off-diagonal element exceeds the tolerance after a sweep.
@@ -513,9 +560,9 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
     body.push_str(&round_end(
         &s,
         &measure,
-        "out0[st + 2u]",
+        &stat.word(2),
         &(local.copies(wg, false) + &col_store),
-        Status::Scalars,
+        stat,
     ));
     let sweep_k = workgroup_kernel(
         &format!("{name}_sweep"),
@@ -525,7 +572,7 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         &body,
         batch,
         iterations,
-        false,
+        v_global.is_some(),
         target,
     )?;
 
@@ -552,7 +599,11 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         &Default::default(),
         "",
         &format!(
-            "    let mat = tid / {n0n0}u;\n    let row = (tid / {n0}u) % {n0}u;\n    let col = tid % {n0}u;\n    out0[mat * {n0n0}u + row * {n0}u + in1[mat * {n0}u + col]] = in0[mat * {stride}u + {nn}u + row * {n}u + col];\n",
+            "    let mat = tid / {n0n0}u;\n    let row = (tid / {n0}u) % {n0}u;\n    let col = tid % {n0}u;\n    out0[mat * {n0n0}u + row * {n0}u + in1[mat * {n0}u + col]] = in0[mat * {stride}u + {nn}u + {v_rc}];\n",
+            v_rc = match v_global {
+                Some(lv) => format!("col * {}u + row", 4 * lv),
+                None => format!("row * {n}u + col"),
+            },
             n0n0 = n0 * n0
         ),
         batch * n0 * n0,
@@ -699,6 +750,7 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan>
             arrays
         },
         shared,
+        false,
         target,
     );
     let fixed = 2 + match &columns {
