@@ -952,20 +952,13 @@ fn pairs_in_registers(c: &Columns, target: Target) -> bool {
 /// it would leave most of the workgroup idle: the split kernel serves there.
 fn register_round(s: &Shape, c: &Columns, uv: bool, tolc: &str) -> String {
     let (lw, lv) = (c.l(0), c.l(1));
-    let mut out = format!(
-        "        if (lid < {h}u) {{\n            let p = player(r, lid);\n            let q = player(r, {nm1}u - lid);\n            if (p < {n}u && q < {n}u) {{\n                let pc = p * {lw}u;\n                let qc = q * {lw}u;\n                var acc = vec3<f32>(0.0, 0.0, 0.0);\n",
-        h = s.half(),
-        nm1 = s.rounds(),
-        n = s.n,
-    );
+    let mut out = pair_round_start(s, lw);
     for i in 0..lw {
         out.push_str(&format!(
             "                let a{i} = wc[pc + {i}u];\n                let b{i} = wc[qc + {i}u];\n                acc = acc + vec3<f32>(dot(a{i}, a{i}), dot(b{i}, b{i}), dot(a{i}, b{i}));\n"
         ));
     }
-    out.push_str(&format!(
-        "                let norms = sqrt(acc.x * acc.y);\n                if (norms > 0.0) {{\n                    atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n                }}\n                // Pairs orthogonal to working precision are skipped (threshold Jacobi).\n                if (abs(acc.z) > {tolc} * norms) {{\n                    let rot = rotation(acc.x, acc.y, acc.z);\n"
-    ));
+    out.push_str(&pair_rotation(tolc));
     for i in 0..lw {
         out.push_str(&format!(
             "                    wc[pc + {i}u] = rot.x * a{i} - rot.y * b{i};\n                    wc[qc + {i}u] = rot.y * a{i} + rot.x * b{i};\n"
@@ -985,6 +978,23 @@ fn register_round(s: &Shape, c: &Columns, uv: bool, tolc: &str) -> String {
     out
 }
 
+/// The start of a round with one invocation per pair (`lid < h`): its players `p`, `q`, their
+/// columns' first vec4s `pc`, `qc` (`lw` vec4s a column) and the products `acc`, still zero.
+fn pair_round_start(s: &Shape, lw: u64) -> String {
+    format!(
+        "        if (lid < {h}u) {{\n            let p = player(r, lid);\n            let q = player(r, {nm1}u - lid);\n            if (p < {n}u && q < {n}u) {{\n                let pc = p * {lw}u;\n                let qc = q * {lw}u;\n                var acc = vec3<f32>(0.0, 0.0, 0.0);\n",
+        h = s.half(),
+        nm1 = s.rounds(),
+        n = s.n,
+    )
+}
+
+/// After the products `acc` of a pair: the sweep's largest cosine, and when the pair is not
+/// yet orthogonal (`tolc`) the opening of the block that rotates by `rot`.
+fn pair_rotation(tolc: &str) -> String {
+    format!("                let norms = sqrt(acc.x * acc.y);\n                if (norms > 0.0) {{\n                    atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n                }}\n                // Pairs orthogonal to working precision are skipped (threshold Jacobi).\n                if (abs(acc.z) > {tolc} * norms) {{\n                    let rot = rotation(acc.x, acc.y, acc.z);\n")
+}
+
 /// Whether a one-sided Jacobi round on columns in the state buffer runs one invocation per
 /// pair ([`stream_round`]): on CPU adapters (`WGPU_HLO_JACOBI_STREAM=0`: never).
 fn pairs_streamed(target: Target) -> bool {
@@ -1000,15 +1010,17 @@ fn pairs_streamed(target: Target) -> bool {
 /// consecutive vec4s of one column, these read one column each.
 fn stream_round(s: &Shape, c: &Columns, uv: bool, tolc: &str) -> String {
     let (lw, lv) = (c.l(0), c.l(1));
-    let mut out = format!(
-        "        if (lid < {h}u) {{\n            let p = player(r, lid);\n            let q = player(r, {nm1}u - lid);\n            if (p < {n}u && q < {n}u) {{\n                let pc = p * {lw}u;\n                let qc = q * {lw}u;\n                var acc = vec3<f32>(0.0, 0.0, 0.0);\n                for (var i = 0u; i < {lw}u; i = i + 1u) {{\n                    let a = {a};\n                    let b = {b};\n                    acc = acc + vec3<f32>(dot(a, a), dot(b, b), dot(a, b));\n                }}\n                let norms = sqrt(acc.x * acc.y);\n                if (norms > 0.0) {{\n                    atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n                }}\n                // Pairs orthogonal to working precision are skipped (threshold Jacobi).\n                if (abs(acc.z) > {tolc} * norms) {{\n                    let rot = rotation(acc.x, acc.y, acc.z);\n                    for (var i = 0u; i < {lw}u; i = i + 1u) {{\n{rw}                    }}\n",
-        h = s.half(),
-        nm1 = s.rounds(),
-        n = s.n,
+    let mut out = pair_round_start(s, lw);
+    out.push_str(&format!(
+        "                for (var i = 0u; i < {lw}u; i = i + 1u) {{\n                    let a = {a};\n                    let b = {b};\n                    acc = acc + vec3<f32>(dot(a, a), dot(b, b), dot(a, b));\n                }}\n",
         a = c.at(0, "pc + i"),
         b = c.at(0, "qc + i"),
+    ));
+    out.push_str(&pair_rotation(tolc));
+    out.push_str(&format!(
+        "                    for (var i = 0u; i < {lw}u; i = i + 1u) {{\n{rw}                    }}\n",
         rw = rotate(&c.at(0, "pc + i"), &c.at(0, "qc + i"), 0).replace("\n    ", "\n        "),
-    );
+    ));
     if uv {
         out.push_str(&format!(
             "                    let pv = p * {lv}u;\n                    let qv = q * {lv}u;\n                    for (var i = 0u; i < {lv}u; i = i + 1u) {{\n{rv}                    }}\n",
