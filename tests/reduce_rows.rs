@@ -39,6 +39,10 @@ const SHAPES: &[(usize, usize)] = &[
     // Rows and kept columns of a multiple of 4: quad reads on CPU adapters.
     (129, 1028),
     (2049, 256),
+    // Few such columns of many rows (a bias gradient): chunks of rows, four columns per
+    // thread, then a fold of the partials on CPU adapters.
+    (25088, 32),
+    (3001, 4),
 ];
 
 /// `reduce` of `x` (f32 data, or through `producer` of it) with body op `body` over `dim`;
@@ -270,7 +274,12 @@ fn long_rows_and_wide_columns_read_quads_on_lavapipe() {
     if !lavapipe_defaults {
         return;
     }
-    for (shape, dim) in [((129, 1028), 1), ((2049, 256), 0), ((300, 4096), 0)] {
+    for (shape, dim) in [
+        ((129, 1028), 1),
+        ((2049, 256), 0),
+        ((300, 4096), 0),
+        ((25088, 32), 0),
+    ] {
         let abs = format!(
             "%x = stablehlo.abs %a : tensor<{}x{}xf32>",
             shape.0, shape.1

@@ -191,17 +191,21 @@ pub fn plan(
     // Too few outputs to fill the device (a full reduction is one workgroup): cut the reduced
     // elements into more chunks, each still long enough to pay for its partial.
     let spread = red / PARALLEL_CHUNK_MIN >= 2 && out_count < PARALLEL_ACCUMULATORS;
-    if kernel.iterations <= bound && !spread {
-        return single(kernel);
-    }
     // Partials of packed narrow results in their wide types (f32 for bf16/f16): the last
     // fold rounds and packs.
     let Some((wides, types)) = partials::wides(outs) else {
         return single(kernel);
     };
+    // Few columns of many rows on a CPU adapter: chunks of rows, four columns per thread.
+    let quads = quad_split(f, op, &in_ty, dimensions, out_count, target);
+    if kernel.iterations <= bound && !spread && quads.is_none() {
+        return single(kernel);
+    }
     // Shrink the chunk until one invocation's loops fit the bound.
     let mut chunk = red.div_ceil(kernel.iterations.div_ceil(bound).max(2));
-    if spread {
+    if let Some(chunks) = quads {
+        chunk = chunk.min(red.div_ceil(chunks));
+    } else if spread {
         let wanted = PARALLEL_ACCUMULATORS.div_ceil(out_count.max(1));
         let most = red / PARALLEL_CHUNK_MIN;
         chunk = chunk.min(red.div_ceil(wanted.min(most).max(2)));
@@ -219,6 +223,7 @@ pub fn plan(
             chunk,
             partials: temps,
             chunk_major: None,
+            quads: quads.is_some(),
         };
         let (k, _) = emit_stage(
             &format!("{name}_partials"),
@@ -389,6 +394,7 @@ fn windowed(
                 .map(|(i, &w)| partials::binding(i, w, kept * chunks))
                 .collect(),
             chunk_major: column.then_some(kept),
+            quads: false,
         };
         let (k, _) = emit_stage(
             &format!("{name}_partials"),
@@ -470,6 +476,50 @@ fn windowed(
     Ok(plan)
 }
 
+/// Rows reduced per thread at least when [`quad_split`] cuts a reduction into chunks.
+const QUAD_CHUNK_MIN: u64 = 256;
+
+/// On CPU adapters, a reduction over leading dimensions into few columns (the innermost
+/// input dimension kept, a multiple of 4; 32-bit results), such as the bias gradient of a
+/// convolution (25088 rows into 32): the number of chunks of rows that gives the cores
+/// two workgroups of four-columns-per-thread partials each, or `None` when the columns alone
+/// do (or the rows are too few to cut). Without it such a reduction takes a workgroup per
+/// output, reading element by element (`WGPU_HLO_QUAD_READS=0`: never).
+fn quad_split(
+    f: &Function,
+    op: &Operation,
+    in_ty: &crate::ir::TensorType,
+    dimensions: &[i64],
+    out_count: u64,
+    target: Target,
+) -> Option<u64> {
+    use crate::ir::ElementType as E;
+    let dims = in_ty.dims();
+    let last = dims.len().checked_sub(1)?;
+    let words = op.results.iter().all(|&r| {
+        matches!(f.ty(r), crate::ir::Type::Tensor(t) if matches!(t.dtype, E::F32 | E::I32 | E::U32))
+    });
+    if !target.cpu_adapter
+        || !words
+        || dimensions.contains(&(last as i64))
+        || dims[last] % 4 != 0
+        || crate::fusion::switched_off("WGPU_HLO_QUAD_READS")
+    {
+        return None;
+    }
+    let red: u64 = dimensions
+        .iter()
+        .map(|&d| dims[d as usize] as u64)
+        .product();
+    let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
+    let wanted = 2 * u64::from(QUAD_COLUMN_WORKGROUP) * cores;
+    let quads = out_count / 4;
+    if quads == 0 || quads >= wanted || red < 2 * QUAD_CHUNK_MIN {
+        return None;
+    }
+    Some(wanted.div_ceil(quads).min(red / QUAD_CHUNK_MIN).max(2))
+}
+
 /// A chunked stage of a multi-stage reduction: each output's reduced elements are cut into
 /// `chunks` chunks of `chunk`, and partial `c` of output `o` goes to element `o * chunks + c`
 /// of `partials` (one binding per result).
@@ -481,6 +531,8 @@ struct Split {
     /// chunk `o / kept` of output `o % kept`, still stored at `(o % kept) * chunks + o / kept`),
     /// so that consecutive accumulators of a column reduction read consecutive elements.
     chunk_major: Option<u64>,
+    /// The stage reads four columns per thread ([`quad_split`]).
+    quads: bool,
 }
 
 /// The reduce kernel, or with `split` a chunked partials stage; also returns the WGSL of the
@@ -569,9 +621,11 @@ fn emit_stage(
     // Windowed stages keep to workgroups: their chunks, and so their partials, stay fewer.
     let barriers_are_slow = target.cpu_adapter && out_count >= 64 * cores && windowed.is_none();
     // Boolean partials (split `any`/`all`) stay on the thread-per-output path.
+    let quad_stage = split.is_some_and(|s| s.quads);
     let use_workgroup = red_len >= WORKGROUP_REDUCE_MIN
         && !packed
         && !barriers_are_slow
+        && !quad_stage
         && !types.contains(&Compute::Bool);
     // Rows (the reduced dimensions trail the kept ones): a subgroup per row reads it with
     // consecutive lanes and combines through shuffles, no workgroup memory nor barriers.
@@ -616,7 +670,8 @@ fn emit_stage(
     let quad_columns = target.cpu_adapter
         && !use_subgroup_rows
         && !use_workgroup
-        && split.is_none()
+        && (split.is_none() || quad_stage)
+        && major.is_none()
         && windowed.is_none()
         && !packed
         && !trailing
@@ -874,15 +929,24 @@ fn emit_stage(
         // are one aligned group, read as one vec4 of each 32-bit input (one texel fetch from
         // a texture instead of four). Workgroups of QUAD_COLUMN_WORKGROUP keep the cores busy
         // with a quarter of the threads.
-        let threads = out_count / 4;
+        // With a split, thread `tid` takes chunk `tid / quads` of its four columns.
+        let quads = kept_count / 4;
+        let threads = quads * chunks;
+        let (qt, c0) = if chunks > 1 {
+            em.line(&format!("let qt = tid % {quads}u;"));
+            em.line(&format!("let c0 = (tid / {quads}u) * {chunk}u;"));
+            ("qt", "c0")
+        } else {
+            ("tid", "0u")
+        };
         let mut accs: Vec<Vec<String>> = Vec::new();
         for e in 0..4 {
-            em.line(&format!("let o{e} = tid * 4u + {e}u;"));
+            em.line(&format!("let o{e} = {qt} * 4u + {e}u;"));
             accs.push(new_accs(&mut em)?);
         }
         em.open_loop(
-            &format!("for (var r: u32 = 0u; r < {red_count}u; r = r + 1u)"),
-            red_count,
+            &format!("for (var r: u32 = {c0}; r < {}; r = r + 1u)", end(c0)),
+            red_len,
         );
         let idxs: Vec<Index> = (0..4)
             .map(|e| input_index(&mut em, &format!("o{e}"), "r"))
@@ -911,7 +975,14 @@ fn emit_stage(
         em.close(None);
         for (e, acc) in accs.iter().enumerate() {
             for (j, a) in acc.iter().enumerate() {
-                em.line(&format!("out{j}[o{e}] = {a};"));
+                if split.is_some() {
+                    let v = partials::store(types[j], a);
+                    em.line(&format!(
+                        "out{j}[o{e} * {chunks}u + {c0} / {chunk}u] = {v};"
+                    ));
+                } else {
+                    em.line(&format!("out{j}[o{e}] = {a};"));
+                }
             }
         }
         main.push_str(&kernel::entry_header(QUAD_COLUMN_WORKGROUP));
