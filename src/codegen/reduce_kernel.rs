@@ -509,8 +509,8 @@ fn quad_split(
     }
     let red: u64 = dimensions
         .iter()
-        .map(|&d| dims[d as usize] as u64)
-        .product();
+        .map(|&d| dims.get(usize::try_from(d).ok()?).map(|&n| n as u64))
+        .product::<Option<u64>>()?;
     let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
     let wanted = 2 * u64::from(QUAD_COLUMN_WORKGROUP) * cores;
     let quads = out_count / 4;
@@ -932,12 +932,13 @@ fn emit_stage(
         // With a split, thread `tid` takes chunk `tid / quads` of its four columns.
         let quads = kept_count / 4;
         let threads = quads * chunks;
-        let (qt, c0) = if chunks > 1 {
+        let (qt, qc, c0) = if chunks > 1 {
             em.line(&format!("let qt = tid % {quads}u;"));
-            em.line(&format!("let c0 = (tid / {quads}u) * {chunk}u;"));
-            ("qt", "c0")
+            em.line(&format!("let qc = tid / {quads}u;"));
+            em.line(&format!("let c0 = qc * {chunk}u;"));
+            ("qt", "qc", "c0")
         } else {
-            ("tid", "0u")
+            ("tid", "0u", "0u")
         };
         let mut accs: Vec<Vec<String>> = Vec::new();
         for e in 0..4 {
@@ -977,9 +978,7 @@ fn emit_stage(
             for (j, a) in acc.iter().enumerate() {
                 if split.is_some() {
                     let v = partials::store(types[j], a);
-                    em.line(&format!(
-                        "out{j}[o{e} * {chunks}u + {c0} / {chunk}u] = {v};"
-                    ));
+                    em.line(&format!("out{j}[o{e} * {chunks}u + {qc}] = {v};"));
                 } else {
                     em.line(&format!("out{j}[o{e}] = {a};"));
                 }
