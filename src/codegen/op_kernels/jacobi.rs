@@ -111,7 +111,7 @@ fn sweep_prelude(s: &Shape, extra: &str) -> String {
          // Player at seat j in round r (circle method): seat 0 stays, the others rotate.\n\
          fn player(r: u32, j: u32) -> u32 {{\n    if (j == 0u) {{ return 0u; }}\n    return (j - 1u + r) % {r1}u + 1u;\n}}\n\n\
          // Cosine and sine zeroing gamma in [[alpha, gamma], [gamma, beta]].\n\
-         fn rotation(alpha: f32, beta: f32, gamma: f32) -> vec2<f32> {{\n    if (!(abs(gamma) > 1e-37)) {{ return vec2<f32>(1.0, 0.0); }}\n    let zeta = (beta - alpha) / (2.0 * gamma);\n    var t = sign(zeta) / (abs(zeta) + sqrt(zeta * zeta + 1.0));\n    if (zeta == 0.0) {{ t = 1.0; }}\n    let c = 1.0 / sqrt(t * t + 1.0);\n    return vec2<f32>(c, t * c);\n}}\n\n\
+         fn rotation(alpha: f32, beta: f32, gamma: f32) -> vec2<f32> {{\n    if (!(abs(gamma) > 1e-37)) {{ return vec2<f32>(1.0, 0.0); }}\n    let zeta = (beta - alpha) / (2.0 * gamma);\n    var t = sign(zeta) / (abs(zeta) + sqrt(zeta * zeta + 1.0));\n    if (zeta == 0.0) {{ t = 1.0; }}\n    let c = 1.0 / sqrt(t * t + 1.0);\n    let s = t * c;\n    // One Newton step towards c^2 + s^2 = 1: GPUs may divide and take square roots a few\n    // ULP off (Vulkan allows 2.5 and 3), and thousands of slightly non-orthogonal rotations\n    // per column would scale its norm.\n    let f = 1.5 - 0.5 * (c * c + s * s);\n    return vec2<f32>(c * f, s * f);\n}}\n\n\
          @compute @workgroup_size({wg})\n\
          fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
          {RUNTIME_ZERO} = nwg.z >> 16u;\n    \
@@ -541,11 +541,10 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
     body.push_str(&local.copies(wg, true));
     body.push_str(&col_load);
     body.push_str(&format!(
-        "    if (c0.y == 0u) {{\n        // The tolerance: {tol_eps} epsilons of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = {xe};\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ {tol_at} = {tol_eps}.0 * 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n    storageBarrier();\n    // Rotations of elements within the tolerance are skipped (threshold Jacobi).\n    let tol = {tol_at};\n\
+        "    if (c0.y == 0u) {{\n        // The tolerance: one epsilon of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = {xe};\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ {tol_at} = 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n    storageBarrier();\n    // Rotations of elements within the tolerance are skipped (threshold Jacobi).\n    let tol = {tol_at};\n\
          for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
 {phases}",
         phases = phases,
-        tol_eps = 4,
         half_wg = wg / 2,
         xe = local.state("e"),
         tol_at = stat.word(2),
