@@ -185,6 +185,17 @@ fn wh_min_f64(a: f64, b: f64) -> f64 {
     return select(b, a, a < b);
 }
 
+// @fn wh_div_f32
+// IEEE x / y where a driver's fast math would not keep it: NVIDIA's Vulkan compiler folds
+// x / x to 1, so inf/inf, 0/0 and NaN/NaN of one value gave 1. Both zero, or both infinite or
+// NaN, is NaN; every other case is the built-in's quotient.
+fn wh_div_f32(a: f32, b: f32) -> f32 {
+    let ua = bitcast<u32>(a) & 0x7fffffffu;
+    let ub = bitcast<u32>(b) & 0x7fffffffu;
+    let nan = (ua | ub) == 0u || (ua >= 0x7f800000u && ub >= 0x7f800000u);
+    return select(a / b, bitcast<f32>(ua | 0x7fc00000u), nan);
+}
+
 // @fn wh_div_i32
 // XLA integer division: x / 0 = -1, INT_MIN / -1 = INT_MIN.
 fn wh_div_i32(a: i32, b: i32) -> i32 {

@@ -780,6 +780,29 @@ fn wh_erfc_f64(x: f64) -> f64 {
     return c;
 }
 
+// @fn wh_div_f64
+// @requires wh_two_prod_f64
+// IEEE x / y on any driver: NaN where a compiler folds x / x to 1 (see wh_div_f32), and the
+// built-in's quotient (Vulkan lets it be a few ULP off) corrected once with an exact residual
+// where that residual is exact (every magnitude within 2^-900..2^1000).
+fn wh_div_f64(a: f64, b: f64) -> f64 {
+    let ua = bitcast<u64>(a) & 0x7ffffffffffffffflu;
+    let ub = bitcast<u64>(b) & 0x7ffffffffffffffflu;
+    if ((ua | ub) == 0lu || (ua >= 0x7ff0000000000000lu && ub >= 0x7ff0000000000000lu)) {
+        return bitcast<f64>(ua | 0x7ff8000000000000lu);
+    }
+    let q = a / b;
+    let uq = bitcast<u64>(q) & 0x7ffffffffffffffflu;
+    let lo = 0x07b0000000000000lu;
+    let hi = 0x7e70000000000000lu;
+    if (ua < lo || ua >= hi || ub < lo || ub >= hi || uq < lo || uq >= hi) {
+        return q;
+    }
+    let p = wh_two_prod_f64(q, b);
+    let r = (a - p.x) - p.y;
+    return q + r / b;
+}
+
 // @fn wh_sqrt_f64
 // @requires wh_two_prod_f64
 // Correctly rounded square root on any driver: the built-in's result is corrected once with

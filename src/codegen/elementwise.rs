@@ -251,8 +251,9 @@ pub fn binary(
             _ if cx => format!("{}({x}, {y})", math(needs, "mul", c)),
             _ => format!("({x} * {y})"),
         },
+        // Floats through `wh_div_f32` / `wh_div_f64` (helpers.wgsl, math/f64.wgsl): IEEE
+        // results where a driver's fast math folds x / x.
         Divide => match c {
-            Compute::F32 | Compute::F64 => format!("({x} / {y})"),
             _ if cx => format!("{}({x}, {y})", math(needs, "div", c)),
             Compute::Bool => return Err(unsupported("divide", t)),
             _ => format!("{}({x}, {y})", need(needs, format!("wh_div_{}", c.wgsl()))),
