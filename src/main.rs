@@ -129,6 +129,9 @@ fn devices() -> i32 {
             "{mark} {i}: {}  backend={} type={} driver={} {}",
             a.name, a.backend, a.device_type, a.driver, a.driver_info
         );
+        if !a.capabilities.is_empty() {
+            println!("     {}", a.capabilities);
+        }
     }
     0
 }

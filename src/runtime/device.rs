@@ -31,6 +31,9 @@ pub struct AdapterDescription {
     pub vendor: u32,
     /// PCI device id (0 if unknown).
     pub device: u32,
+    /// The limits and features kernels are planned by (`wgpu-hlo devices` prints them); empty
+    /// where only the adapter's info was at hand.
+    pub capabilities: String,
 }
 
 impl AdapterDescription {
@@ -43,6 +46,40 @@ impl AdapterDescription {
             driver_info: i.driver_info.clone(),
             vendor: i.vendor,
             device: i.device,
+            capabilities: String::new(),
+        }
+    }
+
+    fn from_adapter(a: &wgpu::Adapter) -> Self {
+        let info = a.get_info();
+        let l = a.limits();
+        let f = a.features();
+        let named = [
+            (wgpu::Features::SHADER_F64, "f64"),
+            (wgpu::Features::SHADER_F16, "f16"),
+            (wgpu::Features::SHADER_INT64, "i64"),
+            (wgpu::Features::SUBGROUP, "subgroups"),
+            (wgpu::Features::TIMESTAMP_QUERY, "timestamps"),
+        ];
+        let have: Vec<&str> = named
+            .iter()
+            .filter(|(x, _)| f.contains(*x))
+            .map(|(_, n)| *n)
+            .collect();
+        let capabilities = format!(
+            "storage binding {} MiB, buffer {} MiB, workgroup memory {} KiB, {} invocations per \
+             workgroup, subgroups {}..{}; {}",
+            l.max_storage_buffer_binding_size >> 20,
+            l.max_buffer_size >> 20,
+            l.max_compute_workgroup_storage_size >> 10,
+            l.max_compute_invocations_per_workgroup,
+            info.subgroup_min_size,
+            info.subgroup_max_size,
+            have.join(", ")
+        );
+        AdapterDescription {
+            capabilities,
+            ..Self::from_info(&info)
         }
     }
 }
@@ -131,7 +168,7 @@ pub fn list_adapters() -> Vec<AdapterDescription> {
     rank_adapters(&mut adapters);
     adapters
         .iter()
-        .map(|a| AdapterDescription::from_info(&a.get_info()))
+        .map(AdapterDescription::from_adapter)
         .collect()
 }
 
