@@ -145,8 +145,15 @@ fn many_small_kernels_take_several_launches() {
             .into_iter()
             .map(f32::from_le_bytes)
             .collect();
-        let want: Vec<f32> = inputs[i].iter().map(|x| x * x + i as f32).collect();
-        assert_eq!(got, want, "output {i}");
+        // Rounded after the product and the sum, or once after a fused multiply-add: WGSL
+        // lets a driver contract the two (NVIDIA's does).
+        for (j, (g, x)) in got.iter().zip(&inputs[i]).enumerate() {
+            let (two, fused) = (x * x + i as f32, x.mul_add(*x, i as f32));
+            assert!(
+                *g == two || *g == fused,
+                "output {i}[{j}]: {g}, want {two} or {fused}"
+            );
+        }
     }
     let k = exe.kernels().len();
     assert!((3..=5).contains(&k), "{k} kernels for 40 small updates");
