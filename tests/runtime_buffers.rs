@@ -1,6 +1,6 @@
 //! Buffers on a real adapter (lavapipe on CI): uploads, read-backs, copies, deletion.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use wgpu_hlo::ir::{ElementType, TensorType};
 use wgpu_hlo::runtime::Device;
@@ -11,8 +11,15 @@ fn device() -> Arc<Device> {
         .clone()
 }
 
+/// The tests share one device and its pool, and one counts allocations: one at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn upload_read_back_round_trips_every_width() {
+    let _serial = serial();
     let dev = device();
     for (dtype, n) in [
         (ElementType::Pred, 7),
@@ -37,6 +44,7 @@ fn upload_read_back_round_trips_every_width() {
 
 #[test]
 fn wrong_sizes_are_errors() {
+    let _serial = serial();
     let dev = device();
     let ty = TensorType::new(vec![3], ElementType::F32);
     assert!(dev.upload(&ty, &[0u8; 11]).is_err());
@@ -44,6 +52,7 @@ fn wrong_sizes_are_errors() {
 
 #[test]
 fn memory_stats_count_allocations() {
+    let _serial = serial();
     let dev = device();
     let before = dev.memory_stats().num_allocs;
     let ty = TensorType::new(vec![1024], ElementType::F32);
@@ -51,4 +60,37 @@ fn memory_stats_count_allocations() {
     let s = dev.memory_stats();
     assert!(s.num_allocs > before);
     assert!(s.bytes_in_use >= 4096);
+}
+
+/// The pool (256 MiB unless WGPU_HLO_POOL_MB says otherwise) follows the sizes in use now:
+/// a freed buffer that does not fit evicts the least recently pooled ones, so a loop over a
+/// new size reuses its buffer instead of allocating one per iteration.
+#[test]
+fn pool_evicts_the_oldest_for_a_new_size() {
+    let _serial = serial();
+    if std::env::var("WGPU_HLO_POOL_MB").is_ok() {
+        return;
+    }
+    let dev = device();
+    let mib = 1u64 << 20;
+    let small = TensorType::new(vec![(48 * mib / 4) as i64], ElementType::F32);
+    let big = TensorType::new(vec![(96 * mib / 4) as i64], ElementType::F32);
+    let zeros = |t: &TensorType| vec![0u8; t.num_elements() as usize * 4];
+    // Four 48 MiB buffers pooled (192 MiB), then the 96 MiB one, which evicts the oldest.
+    let held: Vec<_> = (0..4)
+        .map(|_| dev.upload(&small, &zeros(&small)).unwrap())
+        .collect();
+    drop(held);
+    drop(dev.upload(&big, &zeros(&big)).unwrap());
+    let pooled = dev.memory_stats().pooled_bytes;
+    assert!(pooled <= 256 * mib, "{pooled} bytes pooled");
+    let allocs = dev.memory_stats().num_allocs;
+    for _ in 0..3 {
+        drop(dev.upload(&big, &zeros(&big)).unwrap());
+    }
+    assert_eq!(
+        dev.memory_stats().num_allocs,
+        allocs,
+        "the 96 MiB buffer was not reused"
+    );
 }
