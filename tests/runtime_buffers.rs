@@ -75,7 +75,7 @@ fn pool_evicts_the_oldest_for_a_new_size() {
     let mib = 1u64 << 20;
     let small = TensorType::new(vec![(48 * mib / 4) as i64], ElementType::F32);
     let big = TensorType::new(vec![(96 * mib / 4) as i64], ElementType::F32);
-    let zeros = |t: &TensorType| vec![0u8; t.num_elements() as usize * 4];
+    let zeros = |t: &TensorType| vec![0u8; t.num_elements() * 4];
     // Four 48 MiB buffers pooled (192 MiB), then the 96 MiB one, which evicts the oldest.
     let held: Vec<_> = (0..4)
         .map(|_| dev.upload(&small, &zeros(&small)).unwrap())
