@@ -76,6 +76,25 @@ fn check(ls: &[usize], rs: &[usize], lb: &[usize], rb: &[usize], lc: &[usize], r
         exe.kernels().iter().any(|k| k.wgsl.contains(marker)),
         "the {mode} kernel was not used for\n{src}"
     );
+    // On GPUs a long contracting dimension over few 64x64 tiles is split into chunks summed
+    // by a fold (`dot_kernel::split_tiles`).
+    let k_len: usize = lc.iter().map(|&d| ls[d]).product();
+    let batch: usize = lb.iter().map(|&d| ls[d]).product();
+    let tiles = batch
+        * lf.iter().map(|&d| ls[d]).product::<usize>().div_ceil(64)
+        * rf.iter().map(|&d| rs[d]).product::<usize>().div_ceil(64);
+    if mode == "tiled"
+        && !wgpu_hlo::compile::target(&dev).cpu_adapter
+        && k_len >= 256
+        && 2 * tiles <= 128
+    {
+        assert!(
+            exe.kernels()
+                .iter()
+                .any(|k| k.wgsl.contains("partial sums over contracting chunks")),
+            "no split-K for\n{src}"
+        );
+    }
     let nl: usize = ls.iter().product();
     let nr: usize = rs.iter().product();
     let (a, b) = (data(nl, 1), data(nr, 2));
@@ -150,6 +169,12 @@ fn tiled_and_register_blocked_kernels() {
         check(&[40, 3, 30], &[30, 3, 50], &[1], &[1], &[2], &[0]);
         // Several free and contracting dimensions.
         check(&[4, 9, 5, 6], &[6, 5, 70], &[], &[], &[2, 3], &[1, 0]);
+        // Long contracting dimensions over few tiles (split-K on GPUs): a dense layer's
+        // 32x128 from 3136, its transposed weights, a batched one and two contracting dims.
+        check(&[32, 3136], &[3136, 128], &[], &[], &[1], &[0]);
+        check(&[32, 3136], &[128, 3136], &[], &[], &[1], &[1]);
+        check(&[3, 70, 300], &[3, 300, 50], &[0], &[0], &[2], &[1]);
+        check(&[4, 9, 16, 20], &[20, 16, 70], &[], &[], &[2, 3], &[1, 0]);
     }
     std::env::remove_var("WGPU_HLO_DOT");
 }

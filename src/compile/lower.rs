@@ -428,7 +428,9 @@ impl<'f, 't> Lowering<'f, 't> {
     ) -> Result<Kernel> {
         let plan = conv_kernel::plan(name, self.f, dot, root, self.target)
             .transpose()
-            .unwrap_or_else(|| dot_kernel::plan(name, self.f, defs, dot, root, self.target))?;
+            .unwrap_or_else(|| {
+                dot_kernel::plan_whole(name, self.f, defs, dot, root, self.target)
+            })?;
         let single = plan.temps.is_empty()
             && plan.launches.len() == 1
             && plan.launches.iter().all(|l| {
