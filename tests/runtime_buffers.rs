@@ -94,3 +94,39 @@ fn pool_evicts_the_oldest_for_a_new_size() {
         "the 96 MiB buffer was not reused"
     );
 }
+
+/// A buffer the full pool releases takes only its own cached bind groups along: an
+/// executable's stay cached (they used to be cleared on every release).
+#[test]
+fn released_buffers_keep_other_bind_groups() {
+    let _serial = serial();
+    if std::env::var("WGPU_HLO_POOL_MB").is_ok() || std::env::var("WGPU_HLO_BIND_GROUPS").is_ok() {
+        return;
+    }
+    let dev = device();
+    let mib = 1u64 << 20;
+    let big = TensorType::new(vec![(60 * mib / 4) as i64], ElementType::F32);
+    let zeros = vec![0u8; big.num_elements() * 4];
+    // Pool four big buffers (the oldest), then run the program (its output pooled after).
+    drop(
+        (0..4)
+            .map(|_| dev.upload(&big, &zeros).unwrap())
+            .collect::<Vec<_>>(),
+    );
+    let src = "func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {\n  %c = stablehlo.constant dense<2.0> : tensor<64xf32>\n  %y = stablehlo.multiply %x, %c : tensor<64xf32>\n  return %y : tensor<64xf32>\n}\n";
+    let exe = wgpu_hlo::compile::compile(&dev, src.as_bytes(), &Default::default()).unwrap();
+    let small = TensorType::new(vec![64], ElementType::F32);
+    let x = dev.upload(&small, &[0u8; 256]).unwrap();
+    drop(exe.execute_blocking(std::slice::from_ref(&x)).unwrap());
+    // A big buffer of another size released past the bound evicts the oldest big one.
+    let other = TensorType::new(vec![(61 * mib / 4) as i64], ElementType::F32);
+    drop(
+        dev.upload(&other, &vec![0u8; other.num_elements() * 4])
+            .unwrap(),
+    );
+    let before = dev.bind_group_stats();
+    drop(exe.execute_blocking(std::slice::from_ref(&x)).unwrap());
+    let after = dev.bind_group_stats();
+    assert_eq!(after.misses, before.misses, "{before:?} -> {after:?}");
+    assert!(after.hits > before.hits, "{before:?} -> {after:?}");
+}

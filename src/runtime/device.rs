@@ -725,6 +725,16 @@ impl Device {
         cache.map.clear();
     }
 
+    /// Forgets the cached bind groups that bind any of `buffers`.
+    pub(crate) fn forget_bind_groups(&self, buffers: &[wgpu::Buffer]) {
+        let mut cache = self.bind_groups.lock().unwrap_or_else(|p| p.into_inner());
+        cache.map.retain(|(_, bound), _| {
+            !bound
+                .iter()
+                .any(|r| matches!(r, BoundResource::Buffer(b, _, _) if buffers.contains(b)))
+        });
+    }
+
     /// Counters of the bind group cache.
     pub fn bind_group_stats(&self) -> BindGroupStats {
         let cache = self.bind_groups.lock().unwrap_or_else(|p| p.into_inner());
@@ -1182,9 +1192,13 @@ impl Drop for GpuBuffer {
             .bytes_in_use
             .fetch_sub(self.size, Ordering::Relaxed);
         // A `wgpu::Buffer` is a handle: the pool's clone keeps the buffer, ours goes.
-        if !self.device.pool.put(self.size, self.buffer.clone()) {
-            // The buffer is given up: cached bind groups must not keep it alive.
-            self.device.clear_bind_groups();
+        let released = self.device.pool.put(self.size, self.buffer.clone());
+        if !released.is_empty() {
+            // Buffers given up: cached bind groups must not keep them alive (only theirs go:
+            // clearing every cached bind group on each release made programs that free
+            // buffers while the pool is full recreate all of theirs on every call).
+            self.device.forget_bind_groups(&released);
+            drop(released);
             self.device.poller.sweep();
         }
     }

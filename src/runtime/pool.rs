@@ -60,29 +60,31 @@ impl Pool {
     }
 
     /// Keeps `buffer` for reuse, releasing the least recently pooled buffers past the bound
-    /// (or `buffer` itself when it alone exceeds it). True when no buffer was released.
-    pub(crate) fn put(&self, size: u64, buffer: wgpu::Buffer) -> bool {
+    /// (or `buffer` itself when it alone exceeds it). Returns the buffers released, whose
+    /// cached bind groups the caller forgets so that their memory goes.
+    pub(crate) fn put(&self, size: u64, buffer: wgpu::Buffer) -> Vec<wgpu::Buffer> {
         if size > self.limit {
-            return false;
+            return vec![buffer];
         }
         let mut g = self.lock();
-        let mut kept_all = true;
+        let mut released = Vec::new();
         while g.bytes + size > self.limit {
             let Some((stamp, old)) = g.order.pop_first() else {
                 break;
             };
             if let Some(list) = g.by_size.get_mut(&old) {
-                list.retain(|(s, _)| *s != stamp);
+                if let Some(i) = list.iter().position(|(s, _)| *s == stamp) {
+                    released.push(list.remove(i).1);
+                }
             }
             g.bytes -= old;
-            kept_all = false;
         }
         let stamp = g.next;
         g.next += 1;
         g.order.insert(stamp, size);
         g.bytes += size;
         g.by_size.entry(size).or_default().push((stamp, buffer));
-        kept_all
+        released
     }
 
     /// Bytes held.
