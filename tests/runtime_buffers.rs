@@ -62,7 +62,7 @@ fn memory_stats_count_allocations() {
     assert!(s.bytes_in_use >= 4096);
 }
 
-/// The pool (256 MiB unless WGPU_HLO_POOL_MB says otherwise) follows the sizes in use now:
+/// The pool (256 MiB on lavapipe, 1 GiB on discrete GPUs, or WGPU_HLO_POOL_MB) follows the sizes in use now:
 /// a freed buffer that does not fit evicts the least recently pooled ones, so a loop over a
 /// new size reuses its buffer instead of allocating one per iteration.
 #[test]

@@ -542,7 +542,7 @@ impl Device {
             bytes_in_use: AtomicU64::new(0),
             peak_bytes: AtomicU64::new(0),
             num_allocs: AtomicU64::new(0),
-            pool: Pool::new(),
+            pool: Pool::new(adapter_info.device_type == wgpu::DeviceType::DiscreteGpu),
             pipelines: Mutex::new(HashMap::new()),
             input_textures: Mutex::new(HashMap::new()),
             disk_cache,
