@@ -11,6 +11,15 @@ fn device() -> Arc<Device> {
         .clone()
 }
 
+/// The pool's default bound in MiB: 1 GiB on discrete GPUs, else 256 (`runtime::pool`).
+fn pool_mib(dev: &Device) -> u64 {
+    if dev.info().device_type == "DiscreteGpu" {
+        1024
+    } else {
+        256
+    }
+}
+
 /// The tests share one device and its pool, and one counts allocations: one at a time.
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -72,18 +81,19 @@ fn pool_evicts_the_oldest_for_a_new_size() {
         return;
     }
     let dev = device();
-    let mib = 1u64 << 20;
-    let small = TensorType::new(vec![(48 * mib / 4) as i64], ElementType::F32);
-    let big = TensorType::new(vec![(96 * mib / 4) as i64], ElementType::F32);
+    // Sizes in 256ths of the bound (MiB on lavapipe).
+    let unit = pool_mib(&dev) << 12;
+    let small = TensorType::new(vec![(48 * unit / 4) as i64], ElementType::F32);
+    let big = TensorType::new(vec![(96 * unit / 4) as i64], ElementType::F32);
     let zeros = |t: &TensorType| vec![0u8; t.num_elements() * 4];
-    // Four 48 MiB buffers pooled (192 MiB), then the 96 MiB one, which evicts the oldest.
+    // Four buffers of 48/256 of the bound pooled, then one of 96/256, which evicts the oldest.
     let held: Vec<_> = (0..4)
         .map(|_| dev.upload(&small, &zeros(&small)).unwrap())
         .collect();
     drop(held);
     drop(dev.upload(&big, &zeros(&big)).unwrap());
     let pooled = dev.memory_stats().pooled_bytes;
-    assert!(pooled <= 256 * mib, "{pooled} bytes pooled");
+    assert!(pooled <= 256 * unit, "{pooled} bytes pooled");
     let allocs = dev.memory_stats().num_allocs;
     for _ in 0..3 {
         drop(dev.upload(&big, &zeros(&big)).unwrap());
@@ -91,7 +101,7 @@ fn pool_evicts_the_oldest_for_a_new_size() {
     assert_eq!(
         dev.memory_stats().num_allocs,
         allocs,
-        "the 96 MiB buffer was not reused"
+        "the larger buffer was not reused"
     );
 }
 
@@ -104,8 +114,8 @@ fn released_buffers_keep_other_bind_groups() {
         return;
     }
     let dev = device();
-    let mib = 1u64 << 20;
-    let big = TensorType::new(vec![(60 * mib / 4) as i64], ElementType::F32);
+    let unit = pool_mib(&dev) << 12;
+    let big = TensorType::new(vec![(60 * unit / 4) as i64], ElementType::F32);
     let zeros = vec![0u8; big.num_elements() * 4];
     // Pool four big buffers (the oldest), then run the program (its output pooled after).
     drop(
@@ -119,7 +129,7 @@ fn released_buffers_keep_other_bind_groups() {
     let x = dev.upload(&small, &[0u8; 256]).unwrap();
     drop(exe.execute_blocking(std::slice::from_ref(&x)).unwrap());
     // A big buffer of another size released past the bound evicts the oldest big one.
-    let other = TensorType::new(vec![(61 * mib / 4) as i64], ElementType::F32);
+    let other = TensorType::new(vec![(61 * unit / 4) as i64], ElementType::F32);
     drop(
         dev.upload(&other, &vec![0u8; other.num_elements() * 4])
             .unwrap(),
