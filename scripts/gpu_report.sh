@@ -4,13 +4,19 @@
 # matmul GFLOP/s 1024..8192 (against an fp32 peak when given), tiny-jit microseconds against
 # the raw-wgpu floor, and the training steps against jax cpu on that machine.
 #
-# Prepare here (once; the device machine has python3 with jax, flax and optax, but no Rust
-# and no Vulkan loader):
-#   cargo build --release -p pjrt-wgpu --lib && mkdir -p .gpu && strip -o .gpu/libpjrt_wgpu.so target/release/libpjrt_wgpu.so
+# Prepare here (once; the device machine has python3 with jax, flax, optax, pytest and
+# pytest-xdist, but no Rust and no Vulkan loader):
+#   cargo build --release --workspace && mkdir -p .gpu && strip -o .gpu/libpjrt_wgpu.so target/release/libpjrt_wgpu.so
 #   echo /.gl/ >> .git/info/exclude; echo /.gpu/ >> .git/info/exclude
 #   mkdir -p .gl /tmp/amd64/partial; o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
 #   apt-get $o update; (cd .gl && apt-get $o download libvulkan1)
+# and, for the correctness checks on the GPU as well (the conformance files and the JAX
+# comparisons; ~70 s on an H200), the CLI and the conformance files (xz keeps them in the
+# 64 MiB a call carries):
+#   strip -o .gpu/wgpu-hlo target/release/wgpu-hlo
+#   tar cf - -C .. shared/conformance/testdata shared/conformance/interpret | xz > .gpu/conformance.tar.xz
 # then run with carry [".gl", ".gpu"]:  bash scripts/gpu_report.sh [--peak-tflops 67]
+# (an H100 or H200 has 67 TFLOP/s of fp32). 2026-11-26 on an H200 it took ~110 s in all.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -33,3 +39,15 @@ PY="${PYTHON:-python3}"
 "$PY" -c "import jax; print(jax.__version__, jax.devices())" 2>&1 | tail -1
 "$PY" examples/bench_jax.py --gpu-report "$@" 2>&1 | tee "$OUT_DIR/gpu_report.txt"
 "$PY" examples/bench_jax.py --no-iree --budget 2 2>&1 | tee "$OUT_DIR/bench_jax.txt"
+if [ -x .gpu/wgpu-hlo ] && [ -f .gpu/conformance.tar.xz ]; then
+    echo "== conformance on $(.gpu/wgpu-hlo devices | head -1)"
+    tar xJf .gpu/conformance.tar.xz -C .gpu
+    .gpu/wgpu-hlo conformance .gpu/shared/conformance/testdata .gpu/shared/conformance/interpret \
+        --jobs 6 --timeout 60 --verbose > "$OUT_DIR/conformance.txt" 2>&1
+    grep -E "FAIL|^conformance:" "$OUT_DIR/conformance.txt" | cut -c1-240
+    echo "== JAX tests against jax cpu (slow ones included)"
+    JAX_WGPU_SLOW_TESTS=1 "$PY" -m pytest -q -n 6 -p no:cacheprovider python/tests \
+        --ignore python/tests/test_torch_xla.py --ignore python/tests/test_tensorflow.py \
+        --ignore python/tests/test_wheel.py -rfE > "$OUT_DIR/pytest.txt" 2>&1
+    tail -5 "$OUT_DIR/pytest.txt"
+fi
