@@ -1160,13 +1160,7 @@ impl Gemm {
             (self.groups * chunks) as u32,
         ];
         let mut b = self.element_functions();
-        b.push_str(
-            "var<workgroup> a_tile: array<f32, 1024>;\nvar<workgroup> b_tile: array<f32, 1024>;\n\n",
-        );
-        b.push_str(
-            "@compute @workgroup_size(16, 16)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
-             @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n",
-        );
+        b.push_str(super::dot_kernel::TILE_ENTRY);
         b.push_str(&format!(
             "    let n0 = wid.x * 64u;\n    let m0 = wid.y * 64u;\n    let g = wid.z / {chunks}u;\n    let chunk = wid.z % {chunks}u;\n    let w0 = (chunk / {fchunks}u) * {wchunk}u;\n    let w1 = min(w0 + {wchunk}u, {windows}u);\n    let f0 = (chunk % {fchunks}u) * {fchunk}u;\n    let flen = min(f0 + {fchunk}u, {cg}u) - f0;\n    let klen = (w1 - w0) * flen;\n"
         ));
@@ -1176,21 +1170,10 @@ impl Gemm {
             }
         }
         b.push_str(&format!(
-            "    for (var k0 = 0u; k0 < klen; k0 = k0 + 16u) {{\n        for (var i = 0u; i < 4u; i = i + 1u) {{\n            let e = li + i * 256u;\n            let akk = e % 16u;\n            let amm = e / 16u;\n            var av = 0.0f;\n            if (m0 + amm < {m}u && k0 + akk < klen) {{\n                let k = k0 + akk;\n                av = a_at(g, m0 + amm, w0 + k / flen, f0 + k % flen);\n            }}\n            a_tile[akk * 64u + amm] = av;\n            let bkk = e / 64u;\n            let bnn = e % 64u;\n            var bv = 0.0f;\n            if (n0 + bnn < {n}u && k0 + bkk < klen) {{\n                let k = k0 + bkk;\n                bv = b_at(g, n0 + bnn, w0 + k / flen, f0 + k % flen);\n            }}\n            b_tile[bkk * 64u + bnn] = bv;\n        }}\n        workgroupBarrier();\n        for (var kk = 0u; kk < 16u; kk = kk + 1u) {{\n"
+            "    for (var k0 = 0u; k0 < klen; k0 = k0 + 16u) {{\n        for (var i = 0u; i < 4u; i = i + 1u) {{\n            let e = li + i * 256u;\n            let akk = e % 16u;\n            let amm = e / 16u;\n            var av = 0.0f;\n            if (m0 + amm < {m}u && k0 + akk < klen) {{\n                let k = k0 + akk;\n                av = a_at(g, m0 + amm, w0 + k / flen, f0 + k % flen);\n            }}\n            a_tile[akk * 64u + amm] = av;\n            let bkk = e / 64u;\n            let bnn = e % 64u;\n            var bv = 0.0f;\n            if (n0 + bnn < {n}u && k0 + bkk < klen) {{\n                let k = k0 + bkk;\n                bv = b_at(g, n0 + bnn, w0 + k / flen, f0 + k % flen);\n            }}\n            b_tile[bkk * 64u + bnn] = bv;\n        }}\n        workgroupBarrier();\n"
         ));
-        for i in 0..4 {
-            b.push_str(&format!(
-                "            let a{i} = a_tile[kk * 64u + lid.y * 4u + {i}u];\n            let b{i} = b_tile[kk * 64u + lid.x * 4u + {i}u];\n"
-            ));
-        }
-        for i in 0..4 {
-            for j in 0..4 {
-                b.push_str(&format!(
-                    "            acc{i}{j} = acc{i}{j} + a{i} * b{j};\n"
-                ));
-            }
-        }
-        b.push_str("        }\n        workgroupBarrier();\n    }\n");
+        b.push_str(&super::dot_kernel::tile_products());
+        b.push_str("        workgroupBarrier();\n    }\n");
         for i in 0..4 {
             b.push_str(&format!(
                 "    {{\n        let m = m0 + lid.y * 4u + {i}u;\n        if (m < {m}u) {{\n            let orow = o_at(m);\n"

@@ -620,7 +620,24 @@ fn finish(
     iterations: u64,
     target: Target,
 ) -> Result<Kernel> {
-    let inputs = vec![
+    let output = Binding {
+        value: op.results[0],
+        ty: ot.clone(),
+    };
+    finish_with(
+        name,
+        comment,
+        (operand_bindings(op, lt, rt), vec![output]),
+        body,
+        workgroups,
+        iterations,
+        target,
+    )
+}
+
+/// The bindings of a dot's two operands.
+fn operand_bindings(op: &Operation, lt: &TensorType, rt: &TensorType) -> Vec<Binding> {
+    vec![
         Binding {
             value: op.operands[0],
             ty: lt.clone(),
@@ -629,11 +646,19 @@ fn finish(
             value: op.operands[1],
             ty: rt.clone(),
         },
-    ];
-    let outputs = vec![Binding {
-        value: op.results[0],
-        ty: ot.clone(),
-    }];
+    ]
+}
+
+/// [`finish`] with the kernel's bindings given.
+fn finish_with(
+    name: &str,
+    comment: &str,
+    (inputs, outputs): (Vec<Binding>, Vec<Binding>),
+    body: &str,
+    workgroups: [u32; 3],
+    iterations: u64,
+    target: Target,
+) -> Result<Kernel> {
     let wgsl = assemble(
         name,
         comment,
@@ -652,6 +677,35 @@ fn finish(
         iterations,
         texture_inputs: Vec::new(),
     })
+}
+
+/// The staged operand tiles and the entry point of the 64x64-tile kernels (dot and
+/// convolution): 16x16 threads.
+pub(super) const TILE_ENTRY: &str =
+    "var<workgroup> a_tile: array<f32, 1024>;\nvar<workgroup> b_tile: array<f32, 1024>;\n\n\
+     @compute @workgroup_size(16, 16)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
+     @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n";
+
+/// The 16 contracting steps of one staged 64x64 tile pair (`a_tile`, `b_tile`) into a
+/// thread's 4x4 block `accIJ`, for the tiled dot and convolution kernels. The block lives in
+/// scalar registers and the loops are unrolled: dynamic indexing of private arrays goes
+/// through scratch memory on some drivers (llvmpipe).
+pub(super) fn tile_products() -> String {
+    let mut out = String::from("        for (var kk = 0u; kk < 16u; kk = kk + 1u) {\n");
+    for i in 0..4 {
+        out.push_str(&format!(
+            "            let a{i} = a_tile[kk * 64u + lid.y * 4u + {i}u];\n            let b{i} = b_tile[kk * 64u + lid.x * 4u + {i}u];\n"
+        ));
+    }
+    for i in 0..4 {
+        for j in 0..4 {
+            out.push_str(&format!(
+                "            acc{i}{j} = acc{i}{j} + a{i} * b{j};\n"
+            ));
+        }
+    }
+    out.push_str("        }\n");
+    out
 }
 
 /// A tiled dot split along its contracting dimension: `parts` chunks of `chunk` (a multiple
@@ -686,13 +740,7 @@ fn tile_kernel(
     let rhs_k_inner = matches!(r.contract.as_slice(), [(_, 1)]);
     let mut body = String::new();
     body.push_str(&operand_offsets(l, r));
-    body.push_str(
-        "var<workgroup> a_tile: array<f32, 1024>;\nvar<workgroup> b_tile: array<f32, 1024>;\n\n",
-    );
-    body.push_str(
-        "@compute @workgroup_size(16, 16)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
-         @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n",
-    );
+    body.push_str(TILE_ENTRY);
     body.push_str(&format!(
         "    let n0 = wid.x * 64u;\n    let m0 = wid.y * 64u;\n{range}    var acc00 = 0.0f;\n    var acc01 = 0.0f;\n    var acc02 = 0.0f;\n    var acc03 = 0.0f;\n    var acc10 = 0.0f;\n    var acc11 = 0.0f;\n    var acc12 = 0.0f;\n    var acc13 = 0.0f;\n    var acc20 = 0.0f;\n    var acc21 = 0.0f;\n    var acc22 = 0.0f;\n    var acc23 = 0.0f;\n    var acc30 = 0.0f;\n    var acc31 = 0.0f;\n    var acc32 = 0.0f;\n    var acc33 = 0.0f;\n    for (var k0 = kb; k0 < ke; k0 = k0 + 16u) {{\n        for (var i = 0u; i < 4u; i = i + 1u) {{\n            let e = li + i * 256u;\n"
     ));
@@ -712,23 +760,9 @@ fn tile_kernel(
     body.push_str(&format!(
         "            let bkk = {bkk};\n            let bnn = {bnn};\n            var bv = 0.0f;\n            if (n0 + bnn < {n}u && k0 + bkk < ke) {{ bv = in1[rhs_off(b, n0 + bnn, k0 + bkk)]; }}\n            b_tile[bkk * 64u + bnn] = bv;\n"
     ));
-    // The 4x4 block lives in scalar registers and the inner loops are unrolled: dynamic
-    // indexing of private arrays goes through scratch memory on some drivers (llvmpipe).
-    let mut inner = String::from("        }\n        workgroupBarrier();\n        for (var kk = 0u; kk < 16u; kk = kk + 1u) {\n");
-    for i in 0..4 {
-        inner.push_str(&format!(
-            "            let a{i} = a_tile[kk * 64u + lid.y * 4u + {i}u];\n            let w{i} = b_tile[kk * 64u + lid.x * 4u + {i}u];\n"
-        ));
-    }
-    for i in 0..4 {
-        for j in 0..4 {
-            inner.push_str(&format!(
-                "            acc{i}{j} = acc{i}{j} + a{i} * w{j};\n"
-            ));
-        }
-    }
-    inner.push_str("        }\n        workgroupBarrier();\n    }\n");
-    body.push_str(&inner);
+    body.push_str("        }\n        workgroupBarrier();\n");
+    body.push_str(&tile_products());
+    body.push_str("        workgroupBarrier();\n    }\n");
     let at = match split {
         Some(TileSplit { parts, .. }) => {
             format!("((b * {m}u + m) * {n}u + n) * {parts}u + wid.z % {parts}u")
@@ -754,42 +788,23 @@ fn tile_kernel(
     let comment = format!(
         "kernel {name}: tiled dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; 64x64 tiles, 4x4 per thread{how})\nfuses: stablehlo.dot_general"
     );
-    let inputs = vec![
-        Binding {
-            value: op.operands[0],
-            ty: lt.clone(),
-        },
-        Binding {
-            value: op.operands[1],
-            ty: rt.clone(),
-        },
-    ];
-    let outputs = vec![match split {
+    let output = match split {
         Some(_) => partials::binding(0, ElementType::F32, batch * m * n * parts),
         None => Binding {
             value: op.results[0],
             ty: ot.clone(),
         },
-    }];
-    let wgsl = assemble(
+    };
+    finish_with(
         name,
         &comment,
-        &inputs,
-        &outputs,
-        &Default::default(),
+        (operand_bindings(op, lt, rt), vec![output]),
         &body,
-        target.caps,
-    )?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs,
-        outputs,
-        workgroups: [gx as u32, gy as u32, (batch * parts) as u32],
+        [gx as u32, gy as u32, (batch * parts) as u32],
         // Steps of 16 along k, each with 4 loads and 16 multiply-adds.
-        iterations: chunk.div_ceil(16) * (1 + 4 + 16),
-        texture_inputs: Vec::new(),
-    })
+        chunk.div_ceil(16) * (1 + 4 + 16),
+        target,
+    )
 }
 
 /// How the vector dot reads one operand: four elements along its contracting dimension or
