@@ -166,9 +166,9 @@ fn split_tiles(
     if gx > max || gy > max || m * n < 1024 || 2 * tiles > GPU_WORKGROUPS || k < 256 {
         return Ok(None);
     }
-    // Chunks of at least 64 (four 16-steps), a multiple of 16.
+    // Chunks of at least 64 (four 16-steps), a multiple of 16; k >= 256 makes parts >= 4.
     let parts = GPU_WORKGROUPS.div_ceil(tiles).min(k / 64);
-    let chunk = k.div_ceil(parts.max(1)).next_multiple_of(16);
+    let chunk = k.div_ceil(parts).next_multiple_of(16);
     let parts = k.div_ceil(chunk);
     let len = batch * m * n * parts;
     if parts < 2
