@@ -205,18 +205,20 @@ impl Event {
 
     /// An event that completes when all of `events` have, with the first error among them.
     pub fn all(events: &[Event]) -> Event {
-        let pending: Vec<&Event> = events.iter().filter(|e| !e.is_ready()).collect();
+        // Each distinct event once: an execution's inputs often share their producer's event.
+        let mut pending: Vec<&Event> = Vec::new();
+        for e in events {
+            if !e.is_ready() && !pending.iter().any(|p| Arc::ptr_eq(&p.0, &e.0)) {
+                pending.push(e);
+            }
+        }
         if let Some(e) = events.iter().find_map(Event::error) {
             return Event::failed(e);
         }
         if pending.is_empty() {
             return Event::ready();
         }
-        let what = pending
-            .iter()
-            .map(|e| e.what())
-            .collect::<Vec<_>>()
-            .join(", ");
+        let what = joined_label(pending.iter().map(|e| e.what()));
         let queued = pending.iter().all(|e| e.is_queued());
         let joined = Event::make(State::Pending(Vec::new()), what, queued);
         let remaining = Arc::new(Mutex::new((pending.len(), None::<Error>)));
@@ -243,10 +245,59 @@ impl Event {
     }
 }
 
+/// Most bytes of a joined event's label. Labels nest (an execution's event joins its inputs'
+/// events, themselves joins of earlier executions): unbounded, a training loop enqueued
+/// ahead grew them geometrically, until one allocation of 409 GB aborted the process.
+const MAX_LABEL: usize = 240;
+
+/// `labels` joined by ", " within [`MAX_LABEL`] bytes, then how many were left out.
+fn joined_label<'a>(labels: impl Iterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    let mut left_out = 0usize;
+    for l in labels {
+        if out.is_empty() {
+            let mut end = l.len().min(MAX_LABEL);
+            while !l.is_char_boundary(end) {
+                end -= 1;
+            }
+            out.push_str(&l[..end]);
+        } else if out.len() + 2 + l.len() <= MAX_LABEL {
+            out.push_str(", ");
+            out.push_str(l);
+        } else {
+            left_out += 1;
+        }
+    }
+    if left_out > 0 {
+        out.push_str(&format!(" and {left_out} more"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn joined_labels_stay_bounded() {
+        // Steps enqueued ahead: each joins its own event with ten pending inputs, all from
+        // the step before.
+        let mut prev = Event::queued("execution of jit_step");
+        for _ in 0..60 {
+            let inputs: Vec<Event> = (0..10)
+                .map(|_| prev.clone())
+                .chain([Event::queued("execution of jit_step")])
+                .collect();
+            prev = Event::all(&inputs);
+            assert!(prev.what().len() <= MAX_LABEL + 32, "{}", prev.what().len());
+        }
+        let many: Vec<Event> = (0..100)
+            .map(|i| Event::queued(format!("run {i}")))
+            .collect();
+        let w = Event::all(&many).what().to_string();
+        assert!(w.starts_with("run 0, run 1") && w.ends_with("more"), "{w}");
+    }
 
     #[test]
     fn callbacks_run_once_and_waiters_wake() {
