@@ -45,12 +45,17 @@ fn check_eigh(batch: usize, n: usize, seed: u64) {
             }
         }
     }
+    check_eigh_of(batch, n, &a);
+}
+
+/// Checks the eigh of the `batch` symmetric `n x n` matrices `a`.
+fn check_eigh_of(batch: usize, n: usize, a: &[f32]) {
     let src = format!(
         "func.func @main(%a: {t}) -> ({w}, {t}) {{\n  %w, %v = stablehlo.custom_call @wgpu_hlo.eigh(%a) : ({t}) -> ({w}, {t})\n  return %w, %v : {w}, {t}\n}}\n",
         t = ty(&[batch, n, n]),
         w = ty(&[batch, n]),
     );
-    let out = run(&src, &[batch, n, n], &a);
+    let out = run(&src, &[batch, n, n], a);
     let (w, v) = (&out[0], &out[1]);
     for b in 0..batch {
         let (a, w, v) = (&a[b * n * n..], &w[b * n..], &v[b * n * n..]);
@@ -129,6 +134,33 @@ fn eigh_small_odd_even_batched() {
     // An odd number of pairs per round (3, 5): every pair of pairs is one block task.
     check_eigh(2, 6, 12);
     check_eigh(1, 10, 13);
+}
+
+#[test]
+fn eigh_special_spectra() {
+    // Spectra where a shift of the spectrum matters (CPU adapters run eigh as one-sided
+    // Jacobi on A + sigma I): the zero matrix, +-3 and a double 0 on the diagonal, a
+    // negative rank one -x x^T (|A|_F = |A|_2), a multiple of the identity, graded values.
+    let n = 6;
+    let diag = |d: &[f32]| {
+        let mut a = vec![0f32; n * n];
+        for (i, &x) in d.iter().enumerate() {
+            a[i * n + i] = x;
+        }
+        a
+    };
+    let x: Vec<f32> = (0..n).map(|i| 1.0 + i as f32 * 0.5).collect();
+    let mut a = vec![0f32; n * n];
+    a.extend(diag(&[3.0, -3.0, 0.0, 0.0, 1e-3, 2.0]));
+    a.extend((0..n * n).map(|e| -x[e / n] * x[e % n]));
+    a.extend(diag(&[2.0; 6]));
+    let mut graded = diag(&[1e3, 1.0, 1e-3, -1e3, -1.0, 5.0]);
+    for i in 0..n - 1 {
+        graded[i * n + i + 1] = 0.25;
+        graded[(i + 1) * n + i] = 0.25;
+    }
+    a.extend(graded);
+    check_eigh_of(5, n, &a);
 }
 
 #[test]
