@@ -212,3 +212,53 @@ fn svd_pairs_in_registers_and_past_them() {
     check_svd(2, 9, 9, 15);
     check_svd(1, 72, 40, 16);
 }
+
+#[test]
+fn extreme_magnitudes() {
+    // Entries near 1e20 and 1e-22, whose squares leave f32's range: eigenvalues and singular
+    // values scale with the matrix (each decomposition scales by a power of two first; before,
+    // eigh returned the diagonal at 1e20 and svd inf at 1e20 and values 32% off at 1e-22).
+    let n = 12;
+    let raw = common::data(n * n, 60);
+    let a: Vec<f32> = (0..n * n)
+        .map(|e| (raw[e] + raw[(e % n) * n + e / n]) / 2.0)
+        .collect();
+    let t = ty(&[n, n]);
+    let w = ty(&[n]);
+    let eigh = format!(
+        "func.func @main(%a: {t}) -> ({w}, {t}) {{\n  %w, %v = stablehlo.custom_call @wgpu_hlo.eigh(%a) : ({t}) -> ({w}, {t})\n  return %w, %v : {w}, {t}\n}}\n"
+    );
+    let svd = format!(
+        "func.func @main(%a: {t}) -> {w} {{\n  %s = stablehlo.custom_call @wgpu_hlo.svd(%a) : ({t}) -> {w}\n  return %s : {w}\n}}\n"
+    );
+    let w1 = &run(&eigh, &[n, n], &a)[0];
+    let s1 = &run(&svd, &[n, n], &a)[0];
+    let top = max_abs(w1.iter().copied());
+    for scale in [1e20f32, 1e-22] {
+        let scaled: Vec<f32> = a.iter().map(|x| x * scale).collect();
+        let out = run(&eigh, &[n, n], &scaled);
+        let s = &run(&svd, &[n, n], &scaled)[0];
+        for i in 0..n {
+            let (wi, si) = (out[0][i] / scale as f64, s[i] / scale as f64);
+            assert!(
+                (wi - w1[i]).abs() < 1e-5 * top,
+                "eigenvalue {i} at {scale}: {wi} vs {}",
+                w1[i]
+            );
+            assert!(
+                (si - s1[i]).abs() < 1e-5 * top,
+                "singular value {i} at {scale}: {si} vs {}",
+                s1[i]
+            );
+            for j in 0..n {
+                let v = &out[1];
+                let vtv: f64 = (0..n).map(|k| v[k * n + i] * v[k * n + j]).sum();
+                let id = if i == j { 1.0 } else { 0.0 };
+                assert!(
+                    (vtv - id).abs() < 1e-4,
+                    "V^T V = I at {i},{j} ({scale}): {vtv}"
+                );
+            }
+        }
+    }
+}

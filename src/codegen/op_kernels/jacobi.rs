@@ -494,7 +494,7 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
     let rows_v = columns.as_ref().map_or(v_global.unwrap_or(n), |c| c.l(0));
     let block_tasks = h * (h + 1) / 2;
     let per_round = 2 * h.div_ceil(wg) + block_tasks.div_ceil(wg) + (h * rows_v).div_ceil(wg) + 3;
-    let fixed = nn.div_ceil(wg) + 2 * wg.ilog2() as u64 + 2;
+    let fixed = 2 * nn.div_ceil(wg) + 4 * wg.ilog2() as u64 + 2;
     let fixed = fixed + local.iterations(wg) + columns.as_ref().map_or(0, |c| c.iterations(wg));
     let (sweeps, iterations) =
         sweep_launches(&s, per_round, nn.div_ceil(wg) + 1, fixed, budget(target))?;
@@ -559,7 +559,7 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
     body.push_str(&local.copies(wg, true));
     body.push_str(&col_load);
     body.push_str(&format!(
-        "    if (c0.y == 0u) {{\n        // The tolerance: one epsilon of the Frobenius norm.\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = {xe};\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ {tol_at} = 1.1920929e-7 * sqrt(red[0]); }}\n    }}\n    storageBarrier();\n    // Rotations of elements within the tolerance are skipped (threshold Jacobi).\n    let tol = {tol_at};\n\
+        "    if (c0.y == 0u) {{\n        // The tolerance: one epsilon of the Frobenius norm, summed over the matrix scaled by\n        // its largest magnitude (squares of entries past 1e19 overflowed: an infinite\n        // tolerance skipped every rotation and returned the diagonal).\n        var top = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            top = max(top, abs({xe}));\n        }}\n        red[lid] = top;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = max(red[lid], red[lid + w]); }}\n        }}\n        workgroupBarrier();\n        top = red[0];\n        workgroupBarrier();\n        let g = select(1.0, 1.0 / top, top > 0.0 && top <= 3.4028235e38);\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = {xe} * g;\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ {tol_at} = 1.1920929e-7 * sqrt(red[0]) / g; }}\n    }}\n    storageBarrier();\n    // Rotations of elements within the tolerance are skipped (threshold Jacobi).\n    let tol = {tol_at};\n\
          for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
 {phases}",
         phases = phases,
@@ -911,21 +911,6 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
         m,
         target,
     )?;
-    let values = kernel::threaded(
-        &format!("{name}_values"),
-        &format!("kernel {name}_values: singular values of {desc}, descending, and their ranks\nloop iterations per invocation: at most {n}\nfuses: {what}"),
-        vec![binding(temp(1), &vec_t)],
-        vec![binding(op.results[0], &res[0]), binding(temp(2), &rank_t)],
-        &Default::default(),
-        "",
-        &format!(
-            "    let mat = tid / {n}u;\n    let i = tid % {n}u;\n{}    out0[mat * {n}u + rank] = ki;\n    out1[tid] = rank;\n",
-            rank_loop(n, "in0[tid]", &format!("in0[mat * {n}u + j]"), false)
-        ),
-        batch * n,
-        n,
-        target,
-    )?;
     // The normalized columns of the rotated matrix, in the order of the ranks: U, or with
     // `eigh` the eigenvectors.
     let normalized = |kname: &str, vectors: &str| {
@@ -946,8 +931,6 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
         )
     };
     if eigh {
-        // sigma, in the status record's last word.
-        let sigma = format!("{}u", status + 3);
         // The eigenvalues as Rayleigh quotients u^T A u of the unshifted A (the column norms
         // less sigma would carry the rounding of B's larger norm): first the terms
         // `u_ji (A u_i)_j`, then their sums and ranks.
@@ -1037,8 +1020,18 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
             n,
             target,
         )?;
-        let shift = shift_kernel(
-            name, &desc, &what, &state, batch, n, stride, &sigma, &w_at, target,
+        let shift = scale_kernel(
+            name,
+            &desc,
+            &what,
+            &state,
+            batch,
+            (n, n),
+            stride,
+            status + 3,
+            true,
+            &w_at,
+            target,
         )?;
         let mut launches = vec![
             Launch::new(0, Vec::new()),
@@ -1061,11 +1054,40 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
             launches,
         });
     }
+    let values = kernel::threaded(
+        &format!("{name}_values"),
+        &format!("kernel {name}_values: singular values of {desc} (the column norms over the scale), descending, and their ranks\nloop iterations per invocation: at most {n}\nfuses: {what}"),
+        vec![binding(temp(1), &vec_t), state.clone()],
+        vec![binding(op.results[0], &res[0]), binding(temp(2), &rank_t)],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {n}u;\n    let i = tid % {n}u;\n    // 1 / g, exactly: g is a power of two.\n    let inv = bitcast<f32>((254u << 23u) - bitcast<u32>(in1[mat * {stride}u + {scale}u]));\n{}    out0[mat * {n}u + rank] = ki * inv;\n    out1[tid] = rank;\n",
+            rank_loop(n, "in0[tid]", &format!("in0[mat * {n}u + j]"), false),
+            scale = status + 3,
+        ),
+        batch * n,
+        n,
+        target,
+    )?;
     let mut kernels = vec![init, sweep_k, norms, values];
     let mut launches = vec![Launch::new(0, Vec::new())];
     launches.extend(sweeps);
     launches.push(Launch::new(2, Vec::new()));
     launches.push(Launch::new(3, Vec::new()));
+    let scale = scale_kernel(
+        name,
+        &desc,
+        &what,
+        &state,
+        batch,
+        (m, n),
+        stride,
+        status + 3,
+        false,
+        &w_at,
+        target,
+    )?;
     if uv {
         kernels.push(normalized("u", "left singular vectors")?);
         kernels.push(kernel::threaded(
@@ -1086,6 +1108,9 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
         launches.push(Launch::new(4, Vec::new()));
         launches.push(Launch::new(5, Vec::new()));
     }
+    // Scaled right after the state is made.
+    launches.insert(1, Launch::updating(kernels.len(), Vec::new(), 0));
+    kernels.push(scale);
     Ok(Plan {
         kernels,
         temps: vec![state_t, vec_t, rank_t],
@@ -1093,40 +1118,70 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
     })
 }
 
-/// The kernel of the one-sided eigh ([`svd`]) that shifts each `n x n` matrix of the state
-/// (element `(i, j)` at `w_at(i, j)` from the matrix's `stride`) by sigma = [`SHIFT`] times
-/// its Frobenius norm (1 for a zero matrix) and keeps sigma at `sigma` (an offset).
+/// The kernel before the one-sided sweeps ([`svd`]) that scales each `m x n` matrix of the
+/// state (element `(i, j)` at `w_at(i, j)` from the matrix's `stride`) by a power of two `g`
+/// that brings its largest magnitude into [0.5, 1), and keeps `g` at `word` (an offset).
+/// Column products of entries past 1e19 overflowed, and below 1e-19 underflowed: svd values
+/// went to inf, or 32% off, with no error. With `shift` (eigh) it also adds sigma = [`SHIFT`]
+/// times the scaled matrix's Frobenius norm (1 for a zero matrix) to the diagonal.
 #[allow(clippy::too_many_arguments)]
-fn shift_kernel(
+fn scale_kernel(
     name: &str,
     desc: &str,
     what: &str,
     state: &Binding,
     batch: u64,
-    n: u64,
+    (m, n): (u64, u64),
     stride: u64,
-    sigma: &str,
+    word: u64,
+    shift: bool,
     w_at: &dyn Fn(&str, &str) -> String,
     target: Target,
 ) -> Result<kernel::Kernel> {
     const WG: u64 = 64;
-    let nn = n * n;
-    let body = format!(
-        "var<workgroup> red: array<f32, {WG}>;\n\n@compute @workgroup_size({WG})\n\
+    let mn = m * n;
+    let tree = |op: &str| {
+        format!(
+            "    for (var w = {half}u; w > 0u; w = w >> 1u) {{\n        workgroupBarrier();\n        if (lid < w) {{ red[lid] = {op}(red[lid], red[lid + w]); }}\n    }}\n    workgroupBarrier();\n",
+            half = WG / 2
+        )
+    };
+    let we = w_at(&format!("e / {n}u"), &format!("e % {n}u"));
+    let mut body = format!(
+        "var<workgroup> red: array<f32, {WG}>;\n\nfn add(a: f32, b: f32) -> f32 {{ return a + b; }}\n\n@compute @workgroup_size({WG})\n\
          fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
-         {RUNTIME_ZERO} = nwg.z >> 16u;\n    let mat = wid.y * nwg.x + wid.x;\n    if (mat >= {batch}u) {{ return; }}\n    let base = mat * {stride}u;\n    var acc = 0.0;\n    for (var e = lid; e < {nn}u; e = e + {WG}u) {{\n        let x = out0[base + {we}];\n        acc = acc + x * x;\n    }}\n    red[lid] = acc;\n    for (var w = {half}u; w > 0u; w = w >> 1u) {{\n        workgroupBarrier();\n        if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n    }}\n    workgroupBarrier();\n    let norm = sqrt(red[0]);\n    let sigma = select(1.0, {SHIFT:?} * norm, norm > 0.0);\n    for (var j = lid; j < {n}u; j = j + {WG}u) {{\n        out0[base + {wjj}] = out0[base + {wjj}] + sigma;\n    }}\n    if (lid == 0u) {{ out0[base + {sigma}] = sigma; }}\n}}\n",
-        half = WG / 2,
-        we = w_at(&format!("e / {n}u"), &format!("e % {n}u")),
-        wjj = w_at("j", "j"),
+         {RUNTIME_ZERO} = nwg.z >> 16u;\n    let mat = wid.y * nwg.x + wid.x;\n    if (mat >= {batch}u) {{ return; }}\n    let base = mat * {stride}u;\n    var top = 0.0;\n    for (var e = lid; e < {mn}u; e = e + {WG}u) {{\n        top = max(top, abs(out0[base + {we}]));\n    }}\n    red[lid] = top;\n{tmax}    top = red[0];\n    workgroupBarrier();\n    // g = 2^-x with top g in [0.5, 1) (x clamped to keep g normal); 1 for zero, inf, NaN.\n    let biased = i32((bitcast<u32>(top) >> 23u) & 0xffu);\n    let x = clamp(biased - 126, -125, 126);\n    let g = select(1.0, bitcast<f32>(u32(127 - x) << 23u), top > 0.0 && biased < 255);\n",
+        tmax = tree("max"),
     );
+    if shift {
+        body.push_str(&format!(
+            "    var acc = 0.0;\n    for (var e = lid; e < {mn}u; e = e + {WG}u) {{\n        let a = out0[base + {we}] * g;\n        acc = acc + a * a;\n    }}\n    red[lid] = acc;\n{tsum}    let norm = sqrt(red[0]);\n    let sigma = select(1.0, {SHIFT:?} * norm, norm > 0.0);\n",
+            tsum = tree("add"),
+        ));
+    }
+    body.push_str(&format!(
+        "    for (var e = lid; e < {mn}u; e = e + {WG}u) {{\n        let i = e / {n}u;\n        let j = e % {n}u;\n        out0[base + {wij}] = out0[base + {wij}] * g{diag};\n    }}\n    if (lid == 0u) {{ out0[base + {word}u] = g; }}\n}}\n",
+        wij = w_at("i", "j"),
+        diag = if shift { " + select(0.0, sigma, i == j)" } else { "" },
+    ));
+    let passes = if shift { 3 } else { 2 };
+    let iterations = passes * mn.div_ceil(WG) + 2 * WG.ilog2() as u64;
+    let (kname, does) = if shift {
+        (
+            "shift",
+            format!("B = g A + sigma I, sigma = {SHIFT} |g A|_F"),
+        )
+    } else {
+        ("scale", "g A".to_string())
+    };
     workgroup_kernel(
-        &format!("{name}_shift"),
-        &format!("kernel {name}_shift: B = A + sigma I, sigma = {SHIFT} |A|_F, of {desc}, one workgroup per matrix\nloop iterations per invocation: at most {}\nfuses: {what}", nn.div_ceil(WG) + n.div_ceil(WG) + 6),
+        &format!("{name}_{kname}"),
+        &format!("kernel {name}_{kname}: {does}, g a power of two bringing |A|_max into [0.5, 1), of {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
         Vec::new(),
         vec![state.clone()],
         &body,
         batch,
-        nn.div_ceil(WG) + n.div_ceil(WG) + 6,
+        iterations,
         false,
         target,
     )
