@@ -209,3 +209,22 @@ def test_jacobi_kernels_batched(gpu):
 def test_jacobi_kernels_256(gpu):
     check_eigh(gpu, sym((256, 256), 52), 1e-4)
     check_svd(gpu, rand((256, 256), seed=53), 1e-4)
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e-22])
+def test_extreme_magnitudes(gpu, scale):
+    """Entries whose squares leave f32's range: the decompositions scale before they square
+    (R of `qr` was NaN at 1e20 and 4% off at 1e-22, eigh returned the diagonal at 1e20 on GPU
+    kernels, svd's values were inf at 1e20 and 32% off at 1e-22), so results scale with A."""
+    a = rand((12, 12), seed=61)
+    cases = {
+        "qr": (lambda x: jnp.abs(jnp.linalg.qr(x)[1]), a),
+        "eigvalsh": (jnp.linalg.eigvalsh, (a + a.T) / 2),
+        "svd": (lambda x: jnp.linalg.svd(x, compute_uv=False), a),
+    }
+    for name, (f, x) in cases.items():
+        got = on(gpu, f, (x * scale).astype(np.float32)) / scale
+        try:
+            assert_close(got, on(CPU, f, x), 1e-5)
+        except AssertionError as e:
+            raise AssertionError(f"{name}: {e}") from None

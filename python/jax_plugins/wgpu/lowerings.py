@@ -274,6 +274,10 @@ def _householder_qr_2d(a, full_matrices):
             p, v = state
             j = j0 + jj
             col = jnp.where(rows >= j, lax.dynamic_index_in_dim(p, jj, 1, False), 0)
+            # The reflector from the column over its largest magnitude: squares of entries
+            # past 1e19 overflowed and below 1e-19 flushed to zero (R was NaN, or 4% off).
+            top = jnp.max(jnp.abs(col))
+            col = col / jnp.where(top > 0, top, 1)
             x0 = jnp.sum(jnp.where(rows == j, col, 0))
             alpha = jnp.sqrt(jnp.sum(col * col))
             alpha = jnp.where(x0 > 0, -alpha, alpha)
