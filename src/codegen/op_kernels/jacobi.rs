@@ -664,6 +664,10 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
     if eigh && s.m != s.n {
         return Err(Error::invalid(format!("{what} needs square matrices")));
     }
+    if eigh && scale_iterations(s.n * s.n, true) > target.max_invocation_iterations {
+        // The shift kernel would pass the loop bound (WGPU_HLO_MAX_LOOP set low).
+        return self::eigh(name, f, op, target);
+    }
     let uv = !eigh && op.results.len() == 3;
     let mut want = vec![d[..r - 1].to_vec()];
     want[0][r - 2] = d[r - 1];
@@ -1054,17 +1058,43 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
             launches,
         });
     }
+    // Past the loop bound (more than about 4M elements a matrix) the matrix stays unscaled.
+    let scale = (scale_iterations(mn, false) <= target.max_invocation_iterations)
+        .then(|| {
+            scale_kernel(
+                name,
+                &desc,
+                &what,
+                &state,
+                batch,
+                (m, n),
+                stride,
+                status + 3,
+                false,
+                &w_at,
+                target,
+            )
+        })
+        .transpose()?;
     let values = kernel::threaded(
         &format!("{name}_values"),
         &format!("kernel {name}_values: singular values of {desc} (the column norms over the scale), descending, and their ranks\nloop iterations per invocation: at most {n}\nfuses: {what}"),
-        vec![binding(temp(1), &vec_t), state.clone()],
+        if scale.is_some() {
+            vec![binding(temp(1), &vec_t), state.clone()]
+        } else {
+            vec![binding(temp(1), &vec_t)]
+        },
         vec![binding(op.results[0], &res[0]), binding(temp(2), &rank_t)],
         &Default::default(),
         "",
         &format!(
-            "    let mat = tid / {n}u;\n    let i = tid % {n}u;\n    // 1 / g, exactly: g is a power of two.\n    let inv = bitcast<f32>((254u << 23u) - bitcast<u32>(in1[mat * {stride}u + {scale}u]));\n{}    out0[mat * {n}u + rank] = ki * inv;\n    out1[tid] = rank;\n",
+            "    let mat = tid / {n}u;\n    let i = tid % {n}u;\n{inv}{}    out0[mat * {n}u + rank] = ki * inv;\n    out1[tid] = rank;\n",
             rank_loop(n, "in0[tid]", &format!("in0[mat * {n}u + j]"), false),
-            scale = status + 3,
+            inv = if scale.is_some() {
+                format!("    // 1 / g, exactly: g is a power of two.\n    let inv = bitcast<f32>((254u << 23u) - bitcast<u32>(in1[mat * {stride}u + {}u]));\n", status + 3)
+            } else {
+                "    let inv = 1.0;\n".to_string()
+            },
         ),
         batch * n,
         n,
@@ -1075,19 +1105,6 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
     launches.extend(sweeps);
     launches.push(Launch::new(2, Vec::new()));
     launches.push(Launch::new(3, Vec::new()));
-    let scale = scale_kernel(
-        name,
-        &desc,
-        &what,
-        &state,
-        batch,
-        (m, n),
-        stride,
-        status + 3,
-        false,
-        &w_at,
-        target,
-    )?;
     if uv {
         kernels.push(normalized("u", "left singular vectors")?);
         kernels.push(kernel::threaded(
@@ -1108,14 +1125,25 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
         launches.push(Launch::new(4, Vec::new()));
         launches.push(Launch::new(5, Vec::new()));
     }
-    // Scaled right after the state is made.
-    launches.insert(1, Launch::updating(kernels.len(), Vec::new(), 0));
-    kernels.push(scale);
+    if let Some(scale) = scale {
+        // Scaled right after the state is made.
+        launches.insert(1, Launch::updating(kernels.len(), Vec::new(), 0));
+        kernels.push(scale);
+    }
     Ok(Plan {
         kernels,
         temps: vec![state_t, vec_t, rank_t],
         launches,
     })
+}
+
+/// Threads of [`scale_kernel`].
+const SCALE_WG: u64 = 256;
+
+/// Loop iterations per invocation of [`scale_kernel`] on `mn` elements.
+fn scale_iterations(mn: u64, shift: bool) -> u64 {
+    let passes = if shift { 3 } else { 2 };
+    passes * mn.div_ceil(SCALE_WG) + 2 * SCALE_WG.ilog2() as u64
 }
 
 /// The kernel before the one-sided sweeps ([`svd`]) that scales each `m x n` matrix of the
@@ -1138,7 +1166,7 @@ fn scale_kernel(
     w_at: &dyn Fn(&str, &str) -> String,
     target: Target,
 ) -> Result<kernel::Kernel> {
-    const WG: u64 = 64;
+    const WG: u64 = SCALE_WG;
     let mn = m * n;
     let tree = |op: &str| {
         format!(
@@ -1164,8 +1192,7 @@ fn scale_kernel(
         wij = w_at("i", "j"),
         diag = if shift { " + select(0.0, sigma, i == j)" } else { "" },
     ));
-    let passes = if shift { 3 } else { 2 };
-    let iterations = passes * mn.div_ceil(WG) + 2 * WG.ilog2() as u64;
+    let iterations = scale_iterations(mn, shift);
     let (kname, does) = if shift {
         (
             "shift",
