@@ -559,11 +559,12 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
     body.push_str(&local.copies(wg, true));
     body.push_str(&col_load);
     body.push_str(&format!(
-        "    if (c0.y == 0u) {{\n        // The tolerance: one epsilon of the Frobenius norm, summed over the matrix scaled by\n        // its largest magnitude (squares of entries past 1e19 overflowed: an infinite\n        // tolerance skipped every rotation and returned the diagonal).\n        var top = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            top = max(top, abs({xe}));\n        }}\n        red[lid] = top;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = max(red[lid], red[lid + w]); }}\n        }}\n        workgroupBarrier();\n        top = red[0];\n        workgroupBarrier();\n        let g = select(1.0, 1.0 / top, top > 0.0 && top <= 3.4028235e38);\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = {xe} * g;\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n        for (var w = {half_wg}u; w > 0u; w = w >> 1u) {{\n            workgroupBarrier();\n            if (lid < w) {{ red[lid] = red[lid] + red[lid + w]; }}\n        }}\n        workgroupBarrier();\n        if (lid == 0u) {{ {tol_at} = 1.1920929e-7 * sqrt(red[0]) / g; }}\n    }}\n    storageBarrier();\n    // Rotations of elements within the tolerance are skipped (threshold Jacobi).\n    let tol = {tol_at};\n\
+        "    if (c0.y == 0u) {{\n        // The tolerance: one epsilon of the Frobenius norm, summed over the matrix scaled by\n        // its largest magnitude (squares of entries past 1e19 overflowed: an infinite\n        // tolerance skipped every rotation and returned the diagonal).\n        var top = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            top = max(top, abs({xe}));\n        }}\n        red[lid] = top;\n{tmax}        top = red[0];\n        workgroupBarrier();\n        let g = select(1.0, 1.0 / top, top > 0.0 && top <= 3.4028235e38);\n        var acc = 0.0;\n        for (var e = lid; e < {nn}u; e = e + {wg}u) {{\n            let a = {xe} * g;\n            acc = acc + a * a;\n        }}\n        red[lid] = acc;\n{tsum}        if (lid == 0u) {{ {tol_at} = 1.1920929e-7 * sqrt(red[0]) / g; }}\n    }}\n    storageBarrier();\n    // Rotations of elements within the tolerance are skipped (threshold Jacobi).\n    let tol = {tol_at};\n\
          for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n\
 {phases}",
         phases = phases,
-        half_wg = wg / 2,
+        tmax = tree_reduce(wg / 2, MAX, "        "),
+        tsum = tree_reduce(wg / 2, SUM, "        "),
         xe = local.state("e"),
         tol_at = stat.word(2),
         r1 = s.rounds(),
@@ -1137,6 +1138,19 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
     })
 }
 
+/// A tree reduction of `red[0..2 half]` into `red[0]` by `combine` (a WGSL expression of
+/// `red[lid]` and `red[lid + w]`), every invocation of the workgroup taking part, with
+/// `indent` before each line; it ends with a barrier, so `red[0]` may be read at once.
+fn tree_reduce(half: u64, combine: &str, indent: &str) -> String {
+    format!(
+        "{indent}for (var w = {half}u; w > 0u; w = w >> 1u) {{\n{indent}    workgroupBarrier();\n{indent}    if (lid < w) {{ red[lid] = {combine}; }}\n{indent}}}\n{indent}workgroupBarrier();\n"
+    )
+}
+
+/// The combining steps of [`tree_reduce`].
+const MAX: &str = "max(red[lid], red[lid + w])";
+const SUM: &str = "red[lid] + red[lid + w]";
+
 /// Threads of [`scale_kernel`].
 const SCALE_WG: u64 = 256;
 
@@ -1168,23 +1182,17 @@ fn scale_kernel(
 ) -> Result<kernel::Kernel> {
     const WG: u64 = SCALE_WG;
     let mn = m * n;
-    let tree = |op: &str| {
-        format!(
-            "    for (var w = {half}u; w > 0u; w = w >> 1u) {{\n        workgroupBarrier();\n        if (lid < w) {{ red[lid] = {op}(red[lid], red[lid + w]); }}\n    }}\n    workgroupBarrier();\n",
-            half = WG / 2
-        )
-    };
     let we = w_at(&format!("e / {n}u"), &format!("e % {n}u"));
     let mut body = format!(
-        "var<workgroup> red: array<f32, {WG}>;\n\nfn add(a: f32, b: f32) -> f32 {{ return a + b; }}\n\n@compute @workgroup_size({WG})\n\
+        "var<workgroup> red: array<f32, {WG}>;\n\n@compute @workgroup_size({WG})\n\
          fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
          {RUNTIME_ZERO} = nwg.z >> 16u;\n    let mat = wid.y * nwg.x + wid.x;\n    if (mat >= {batch}u) {{ return; }}\n    let base = mat * {stride}u;\n    var top = 0.0;\n    for (var e = lid; e < {mn}u; e = e + {WG}u) {{\n        top = max(top, abs(out0[base + {we}]));\n    }}\n    red[lid] = top;\n{tmax}    top = red[0];\n    workgroupBarrier();\n    // g = 2^-x with top g in [0.5, 1) (x clamped to keep g normal); 1 for zero, inf, NaN.\n    let biased = i32((bitcast<u32>(top) >> 23u) & 0xffu);\n    let x = clamp(biased - 126, -125, 126);\n    let g = select(1.0, bitcast<f32>(u32(127 - x) << 23u), top > 0.0 && biased < 255);\n",
-        tmax = tree("max"),
+        tmax = tree_reduce(WG / 2, MAX, "    "),
     );
     if shift {
         body.push_str(&format!(
             "    var acc = 0.0;\n    for (var e = lid; e < {mn}u; e = e + {WG}u) {{\n        let a = out0[base + {we}] * g;\n        acc = acc + a * a;\n    }}\n    red[lid] = acc;\n{tsum}    let norm = sqrt(red[0]);\n    let sigma = select(1.0, {SHIFT:?} * norm, norm > 0.0);\n",
-            tsum = tree("add"),
+            tsum = tree_reduce(WG / 2, SUM, "    "),
         ));
     }
     body.push_str(&format!(
