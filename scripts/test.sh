@@ -19,6 +19,10 @@ WGPU_HLO_TEXTURE_READS=all cargo test --release --test conformance --test textur
 cat target/conformance/summary.txt 2>/dev/null || true
 WGPU_HLO_TEXTURE_READS=all "$VENV/bin/python" -m pytest -q python/tests/test_jax_vs_cpu.py \
     python/tests/test_conv.py python/tests/test_matmul_kernels.py python/tests/test_row_fusion.py
+# CPU adapters with subgroups run small Jacobi decompositions by blocks of a subgroup's
+# columns; the per-pair rounds they replaced still serve adapters without subgroups.
+echo "== Jacobi without the block sweeps (WGPU_HLO_JACOBI_BLOCKS=0)"
+WGPU_HLO_JACOBI_BLOCKS=0 cargo test --release --test jacobi
 # The kernel shapes a GPU gets (workgroup-memory tiles instead of CPU register blocks), run on
 # this adapter against the same references, so CI checks code no GPU here would otherwise run.
 echo "== GPU kernel choices on this adapter (WGPU_HLO_ADAPTER_CLASS=gpu)"

@@ -205,6 +205,20 @@ fn svd_by_columns_in_the_state_buffer() {
 }
 
 #[test]
+fn jacobi_by_blocks() {
+    // CPU adapters with 4-32 lane subgroups run sweeps by blocks of a subgroup's columns
+    // (WGPU_HLO_JACOBI_BLOCKS=0: never): zero columns pad the last block (47, 17, 1 columns),
+    // rows pad the last vec4 of the matrix's and of V's part of each column (47, 17), V
+    // fills the column up to 24 vec4s (64x32), and eigh's shifted matrix up to 16 (64x64).
+    check_svd(2, 47, 47, 30);
+    check_svd(1, 64, 32, 31);
+    check_svd(3, 17, 17, 32);
+    check_svd(1, 23, 1, 33);
+    check_eigh(2, 64, 34);
+    check_eigh(3, 17, 35);
+}
+
+#[test]
 fn svd_pairs_in_registers_and_past_them() {
     // CPU adapters hold a pair's columns in registers up to 16 vec4s (64 rows), odd pair
     // counts included; 72 rows (18 vec4s) take the split rounds again.

@@ -106,7 +106,8 @@ impl Shape {
 }
 
 /// WGSL shared by the sweep kernels: the tournament schedule and workgroup state.
-fn sweep_prelude(s: &Shape, extra: &str) -> String {
+/// `builtins`: more parameters of the entry point (each starting with ", ").
+fn sweep_prelude(s: &Shape, extra: &str, builtins: &str) -> String {
     format!(
         "var<workgroup> cs: array<vec2<f32>, {h}>;\nvar<workgroup> pairs: array<vec2<u32>, {h}>;\nvar<workgroup> ctl: vec4<u32>;\nvar<workgroup> worst: atomic<u32>;\n{extra}\n\
          // Player at seat j in round r (circle method): seat 0 stays, the others rotate.\n\
@@ -114,7 +115,7 @@ fn sweep_prelude(s: &Shape, extra: &str) -> String {
          // Cosine and sine zeroing gamma in [[alpha, gamma], [gamma, beta]].\n\
          fn rotation(alpha: f32, beta: f32, gamma: f32) -> vec2<f32> {{\n    if (!(abs(gamma) > 1e-37)) {{ return vec2<f32>(1.0, 0.0); }}\n    let zeta = (beta - alpha) / (2.0 * gamma);\n    var t = sign(zeta) / (abs(zeta) + sqrt(zeta * zeta + 1.0));\n    if (zeta == 0.0) {{ t = 1.0; }}\n    let c = 1.0 / sqrt(t * t + 1.0);\n    let s = t * c;\n    // One Newton step towards c^2 + s^2 = 1: GPUs may divide and take square roots a few\n    // ULP off (Vulkan allows 2.5 and 3), and thousands of slightly non-orthogonal rotations\n    // per column would scale its norm.\n    let f = 1.5 - 0.5 * (c * c + s * s);\n    return vec2<f32>(c * f, s * f);\n}}\n\n\
          @compute @workgroup_size({wg})\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32{builtins}) {{\n    \
          {RUNTIME_ZERO} = nwg.z >> 16u;\n    \
          let mat = wid.y * nwg.x + wid.x;\n    if (mat >= {b}u) {{ return; }}\n",
         h = s.half(),
@@ -551,6 +552,7 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
             "var<workgroup> red: array<f32, {wg}>;\n{}{col_decls}",
             local.decls()
         ),
+        "",
     );
     body.push_str(&sweep_start(stride, status, stat));
     if v_global.is_some() {
@@ -760,85 +762,96 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
         0,
         target,
     )?;
-    let in_registers = columns
-        .as_ref()
-        .is_some_and(|c| !c.global && pairs_in_registers(c, target));
-    let streamed = global.is_some_and(|_| pairs_streamed(target));
-    if in_registers || streamed {
-        // One invocation per pair, in whole subgroups of 8 (llvmpipe's 256-bit lanes).
-        s.wg = h.next_multiple_of(8);
-    }
-    let (h, wg) = (s.half(), s.wg);
-    // Row tasks per pair: rows of the matrix and of V (vec4s of 4 rows in the column layout).
-    let (rows_w, rows_v) = match &columns {
-        Some(c) => (c.l(0), c.l(1)),
-        None => (m, n),
-    };
-    let per_round = if in_registers {
-        2
-    } else if streamed {
-        2 * rows_w + rows_v + 2
+    let blocks = if global.is_some() || columns.is_none() {
+        None
     } else {
-        h.div_ceil(wg)
-            + 2
-            + slots.div_ceil(wg) * rows_w.div_ceil(parts)
-            + h.div_ceil(wg) * parts
-            + (h * rows_w).div_ceil(wg)
-            + if uv { (h * rows_v).div_ceil(wg) } else { 0 }
-            + 1
+        Blocks::new(m, n, uv, target)
     };
-    let mut arrays = vec![("ww", 0, mn)];
-    if uv {
-        arrays.push(("wv", mn, nn));
-    }
-    let local = Local::new(
-        if columns.is_some() {
-            Vec::new()
-        } else {
-            arrays
-        },
-        shared,
-        false,
-        target,
-    );
-    let fixed = 2 + match &columns {
-        Some(c) => c.iterations(wg),
-        None => local.iterations(wg),
-    };
-    let (sweeps, iterations) = sweep_launches(&s, per_round, 0, fixed, budget(target))?;
-    let w = |i: &str, j: &str| local.at(0, n, i, j);
-    let v = |i: &str, j: &str| local.at(mn, n, i, j);
-    let decls = match &columns {
-        Some(c) => c.decls(),
-        None => local.decls(),
-    };
-    let mut body = sweep_prelude(
-        &s,
-        &if in_registers || streamed {
-            decls
-        } else {
-            format!("var<workgroup> part: array<vec3<f32>, {slots}>;\n{decls}")
-        },
-    );
-    body.push_str(&match global {
-        Some(_) => sweep_start(stride / 4, status / 4, Status::Vec4),
-        None => sweep_start(stride, status, Status::Scalars),
-    });
-    let (load, store) = match &columns {
-        Some(c) => (c.copies(wg, true), c.copies(wg, false)),
-        None => (local.copies(wg, true), local.copies(wg, false)),
-    };
-    body.push_str(&load);
-    let mut phases = String::new();
-    if let (true, Some(c)) = (in_registers, &columns) {
-        phases.push_str(&register_round(&s, c, uv, &tolc));
-    } else if let (true, Some(c)) = (streamed, global) {
-        phases.push_str(&stream_round(&s, c, uv, &tolc));
+    let (sweeps, sweep_k) = if let Some(b) = blocks {
+        block_sweep(
+            name, &desc, &what, &s, b, &state, stride, status, &tolc, target,
+        )?
     } else {
-        phases.push_str(&pair_table(&s));
-        phases.push_str("        workgroupBarrier();\n");
-        // One partial sum: the products of rows `i` of columns p and q.
-        let (products, rotate_w, rotate_v) = match &columns {
+        let in_registers = columns
+            .as_ref()
+            .is_some_and(|c| !c.global && pairs_in_registers(c, target));
+        let streamed = global.is_some_and(|_| pairs_streamed(target));
+        if in_registers || streamed {
+            // One invocation per pair, in whole subgroups of 8 (llvmpipe's 256-bit lanes).
+            s.wg = h.next_multiple_of(8);
+        }
+        let (h, wg) = (s.half(), s.wg);
+        // Row tasks per pair: rows of the matrix and of V (vec4s of 4 rows in the column layout).
+        let (rows_w, rows_v) = match &columns {
+            Some(c) => (c.l(0), c.l(1)),
+            None => (m, n),
+        };
+        let per_round = if in_registers {
+            2
+        } else if streamed {
+            2 * rows_w + rows_v + 2
+        } else {
+            h.div_ceil(wg)
+                + 2
+                + slots.div_ceil(wg) * rows_w.div_ceil(parts)
+                + h.div_ceil(wg) * parts
+                + (h * rows_w).div_ceil(wg)
+                + if uv { (h * rows_v).div_ceil(wg) } else { 0 }
+                + 1
+        };
+        let mut arrays = vec![("ww", 0, mn)];
+        if uv {
+            arrays.push(("wv", mn, nn));
+        }
+        let local = Local::new(
+            if columns.is_some() {
+                Vec::new()
+            } else {
+                arrays
+            },
+            shared,
+            false,
+            target,
+        );
+        let fixed = 2 + match &columns {
+            Some(c) => c.iterations(wg),
+            None => local.iterations(wg),
+        };
+        let (sweeps, iterations) = sweep_launches(&s, per_round, 0, fixed, budget(target))?;
+        let w = |i: &str, j: &str| local.at(0, n, i, j);
+        let v = |i: &str, j: &str| local.at(mn, n, i, j);
+        let decls = match &columns {
+            Some(c) => c.decls(),
+            None => local.decls(),
+        };
+        let mut body = sweep_prelude(
+            &s,
+            &if in_registers || streamed {
+                decls
+            } else {
+                format!("var<workgroup> part: array<vec3<f32>, {slots}>;\n{decls}")
+            },
+            "",
+        );
+        body.push_str(&match global {
+            Some(_) => sweep_start(stride / 4, status / 4, Status::Vec4),
+            None => sweep_start(stride, status, Status::Scalars),
+        });
+        let (load, store) = match &columns {
+            Some(c) => (c.copies(wg, true), c.copies(wg, false)),
+            None => (local.copies(wg, true), local.copies(wg, false)),
+        };
+        body.push_str(&load);
+        let mut phases = String::new();
+        if let (true, Some(c)) = (in_registers, &columns) {
+            phases.push_str(&register_round(&s, c, uv, &tolc));
+        } else if let (true, Some(c)) = (streamed, global) {
+            phases.push_str(&stream_round(&s, c, uv, &tolc));
+        } else {
+            phases.push_str(&pair_table(&s));
+            phases.push_str("        workgroupBarrier();\n");
+            // One partial sum: the products of rows `i` of columns p and q.
+            let (products, rotate_w, rotate_v) = match &columns {
         Some(c) => (
             format!(
                 "                let pc = p * {lq}u;\n                let qc = q * {lq}u;\n                for (var i = e % {parts}u; i < {lq}u; i = i + {parts}u) {{\n                    let a = {a};\n                    let b = {b};\n                    acc = acc + vec3<f32>(dot(a, a), dot(b, b), dot(a, b));\n                }}\n",
@@ -859,38 +872,38 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
             rotate(&v("i", "p"), &v("i", "q"), 0),
         ),
     };
-        phases.push_str(&format!(
+            phases.push_str(&format!(
         "        for (var e = lid; e < {slots}u; e = e + {wg}u) {{\n            let pq = pairs[e / {parts}u];\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            if (pq.y != 0xffffffffu) {{\n                let p = pq.x;\n                let q = pq.y;\n{products}            }}\n            part[e] = acc;\n        }}\n        workgroupBarrier();\n\
          for (var k = lid; k < {h}u; k = k + {wg}u) {{\n            var acc = vec3<f32>(0.0, 0.0, 0.0);\n            for (var t = 0u; t < {parts}u; t = t + 1u) {{\n                acc = acc + part[k * {parts}u + t];\n            }}\n            let norms = sqrt(acc.x * acc.y);\n            if (norms > 0.0) {{\n                atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n            }}\n            // Pairs orthogonal to working precision are skipped (threshold Jacobi).\n            if (abs(acc.z) > {tolc} * norms) {{\n                cs[k] = rotation(acc.x, acc.y, acc.z);\n            }} else {{\n                pairs[k] = vec2<u32>(0u, 0xffffffffu);\n            }}\n        }}\n        workgroupBarrier();\n",
         tolc = tolc,
     ));
-        phases.push_str(&pair_tasks(h, rows_w, wg, "i", &rotate_w));
-        if uv {
-            phases.push_str(&pair_tasks(h, rows_v, wg, "i", &rotate_v));
+            phases.push_str(&pair_tasks(h, rows_w, wg, "i", &rotate_w));
+            if uv {
+                phases.push_str(&pair_tasks(h, rows_v, wg, "i", &rotate_v));
+            }
         }
-    }
-    body.push_str(&format!(
-        "    for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n{phases}",
-        r1 = s.rounds(),
-    ));
-    body.push_str(if columns.is_some() && global.is_none() {
-        "        workgroupBarrier();\n"
-    } else {
-        local.sync()
-    });
-    // Converged when every pair's cosine stayed within m epsilons during a sweep.
-    let stat = if global.is_some() {
-        Status::Vec4
-    } else {
-        Status::Scalars
-    };
-    body.push_str(&round_end(&s, "", &tolc, &store, stat));
-    let by = if global.is_some() {
-        ", the state by columns of vec4s"
-    } else {
-        ""
-    };
-    let sweep_k = workgroup_kernel(
+        body.push_str(&format!(
+            "    for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {r1}u;\n{phases}",
+            r1 = s.rounds(),
+        ));
+        body.push_str(if columns.is_some() && global.is_none() {
+            "        workgroupBarrier();\n"
+        } else {
+            local.sync()
+        });
+        // Converged when every pair's cosine stayed within m epsilons during a sweep.
+        let stat = if global.is_some() {
+            Status::Vec4
+        } else {
+            Status::Scalars
+        };
+        body.push_str(&round_end(&s, "", &tolc, &store, stat));
+        let by = if global.is_some() {
+            ", the state by columns of vec4s"
+        } else {
+            ""
+        };
+        let sweep_k = workgroup_kernel(
         &format!("{name}_sweep"),
         &format!("kernel {name}_sweep: rounds (parameters: first and end) of parallel one-sided Jacobi on {desc}, one workgroup per matrix{by}\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
         vec![params()],
@@ -901,6 +914,8 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
         global.is_some(),
         target,
     )?;
+        (sweeps, sweep_k)
+    };
     let norms = kernel::threaded(
         &format!("{name}_norms"),
         &format!("kernel {name}_norms: column norms of the rotated {desc}\nloop iterations per invocation: at most {m}\nfuses: {what}"),
@@ -1286,6 +1301,278 @@ fn pair_round_start(s: &Shape, lw: u64) -> String {
 /// yet orthogonal (`tolc`) the opening of the block that rotates by `rot`.
 fn pair_rotation(tolc: &str) -> String {
     format!("                let norms = sqrt(acc.x * acc.y);\n                if (norms > 0.0) {{\n                    atomicMax(&worst, bitcast<u32>(abs(acc.z) / norms));\n                }}\n                // Pairs orthogonal to working precision are skipped (threshold Jacobi).\n                if (abs(acc.z) > {tolc} * norms) {{\n                    let rot = rotation(acc.x, acc.y, acc.z);\n")
+}
+
+/// The block schedule of one-sided Jacobi for CPU adapters ([`block_sweep`]): `players`
+/// blocks of one subgroup's `lanes` columns (zero columns pad `n`), two blocks a subgroup,
+/// `l` vec4s a column.
+#[derive(Clone, Copy)]
+struct Blocks {
+    lanes: u64,
+    players: u64,
+    l: u64,
+    /// vec4s of V's rows below the matrix's in each column (0 without V).
+    lv: u64,
+}
+
+/// Most vec4s of a column, V's included, for [`block_sweep`]: each lane holds two columns in
+/// registers, and llvmpipe's compile time grows with them (48x48 with V: 24).
+const BLOCK_VEC4S: u64 = 24;
+
+impl Blocks {
+    /// On CPU adapters with one subgroup size of 4 to 32 lanes, for columns of at most
+    /// [`REGISTER_VEC4S`] vec4s ([`BLOCK_VEC4S`] with V's, when `uv`) whose padded matrix
+    /// fits in workgroup memory (`WGPU_HLO_JACOBI_BLOCKS=0`: never).
+    fn new(m: u64, n: u64, uv: bool, target: Target) -> Option<Blocks> {
+        let lanes = u64::from(target.caps.subgroup_size);
+        let l = m.div_ceil(4);
+        let lv = if uv { n.div_ceil(4) } else { 0 };
+        let players = n.div_ceil(lanes.max(1)).next_multiple_of(2);
+        let allowed = std::env::var("WGPU_HLO_JACOBI_BLOCKS").map_or(true, |v| v != "0");
+        (allowed
+            && target.cpu_adapter
+            && target.caps.subgroup
+            && matches!(lanes, 4 | 8 | 16 | 32)
+            && l <= REGISTER_VEC4S
+            && l + lv <= BLOCK_VEC4S
+            && players / 2 * lanes <= 256
+            && 16 * players * lanes * (l + lv) + 24 * players + 32 <= target.max_workgroup_storage)
+            .then_some(Blocks {
+                lanes,
+                players,
+                l,
+                lv,
+            })
+    }
+}
+
+/// The sweep kernel of one-sided Jacobi by blocks, for CPU adapters, and its launches.
+///
+/// The round-robin schedule of the other kernels gives each invocation one pair a round and
+/// moves both columns through workgroup memory, where on llvmpipe every access is a loop over
+/// the 8 lanes: 48 vec4 accesses per pair. Here the columns are cut into blocks of one
+/// subgroup's `lanes` columns, and the blocks meet in a round-robin of their own: in a block
+/// round each subgroup loads two blocks X and Y, one column of each per lane, and pairs every
+/// column of X with every column of Y while Y's columns turn around the subgroup by
+/// `subgroupShuffle` (a register move on llvmpipe); in the first block round of a sweep each
+/// subgroup also pairs the columns within its two blocks, half the lanes each, on a round
+/// robin of shuffles. Every pair meets once a sweep, and each column crosses workgroup memory
+/// twice per `lanes` pairs (llvmpipe, 48x48, 8 sweeps: 7.9 -> 1.3 ms).
+#[allow(clippy::too_many_arguments)]
+fn block_sweep(
+    name: &str,
+    desc: &str,
+    what: &str,
+    s: &Shape,
+    b: Blocks,
+    state: &Binding,
+    stride: u64,
+    status: u64,
+    tolc: &str,
+    target: Target,
+) -> Result<(Vec<Launch>, kernel::Kernel)> {
+    let (lanes, l, m, n) = (b.lanes, b.l, s.m, s.n);
+    // vec4s a column: the matrix's, then V's.
+    let lc = l + b.lv;
+    let half = lanes / 2;
+    let bs = Shape {
+        batch: s.batch,
+        m,
+        n,
+        players: b.players,
+        wg: b.players / 2 * lanes,
+    };
+    let (wg, last) = (bs.wg, bs.players - 1);
+    let total = b.players * lanes * lc;
+    let fixed = 2 + 2 * total.div_ceil(wg);
+    let (launches, iterations) = sweep_launches(&bs, 2 * lanes, 0, fixed, budget(target))?;
+    let mut body = sweep_prelude(
+        &bs,
+        &format!("var<workgroup> wc: array<vec4<f32>, {total}>;\n"),
+        ", @builtin(subgroup_invocation_id) c: u32, @builtin(subgroup_id) sg: u32",
+    );
+    body.push_str(&sweep_start(stride, status, Status::Scalars));
+    // The state is row-major (the matrix, then V); `wc` holds it by columns of `lc` vec4s,
+    // each the matrix's rows then V's, and then the zero columns. Element e of `wc`: column
+    // `p`, rows from `i` of the matrix (`k < l`) or of V.
+    let rows = |load: bool, ind: &str| {
+        let mut out = String::new();
+        for (array, off, count, cond) in [("the matrix", 0, m, "k < {l}u"), ("V", m * n, n, "")] {
+            if off > 0 && b.lv == 0 {
+                continue;
+            }
+            out.push_str(&if cond.is_empty() {
+                format!("{ind}}} else {{\n")
+            } else {
+                format!("{ind}if ({}) {{\n", cond.replace("{l}", &l.to_string()))
+            });
+            out.push_str(&format!(
+                "{ind}    // Rows of {array}.\n{ind}    let i = {};\n",
+                if off == 0 {
+                    "k * 4u"
+                } else {
+                    "(k - {l}u) * 4u"
+                }
+                .replace("{l}", &l.to_string())
+            ));
+            for t in 0..4 {
+                let at = format!("out0[base + {off}u + (i + {t}u) * {n}u + p]");
+                let stmt = if load {
+                    format!("x[{t}] = {at};")
+                } else {
+                    format!("{at} = x[{t}];")
+                };
+                out.push_str(&if count % 4 == 0 || t == 0 {
+                    format!("{ind}    {stmt}\n")
+                } else {
+                    format!("{ind}    if (i + {t}u < {count}u) {{ {stmt} }}\n")
+                });
+            }
+        }
+        out.push_str(&format!("{ind}}}\n"));
+        out
+    };
+    body.push_str(&format!(
+        "    for (var e = lid; e < {total}u; e = e + {wg}u) {{\n        let p = e / {lc}u;\n        let k = e % {lc}u;\n        var x = vec4<f32>();\n        if (p < {n}u) {{\n{}        }}\n        wc[e] = x;\n    }}\n    workgroupBarrier();\n",
+        rows(true, "            ")
+    ));
+    // Lane c of the within-block round robin: the half of the subgroup it serves (X: the low
+    // lanes, Y: the high), its seat `cc` in that half and the lanes its slots come from.
+    body.push_str(&format!(
+        "    let lo = c < {half}u;\n    let cc = c % {half}u;\n    let h0 = c - cc;\n    let src_a = select(h0 + cc - 1u, h0, cc == 0u);\n    let src_b = select(c + 1u, c, cc == {hm1}u);\n    let next = (c + 1u) % {lanes}u;\n    var wl = 0.0;\n",
+        hm1 = half - 1
+    ));
+    let decl = |v: &str| {
+        (0..lc)
+            .map(|i| format!("    var {v}{i}: vec4<f32>;\n"))
+            .collect::<String>()
+    };
+    body.push_str(&decl("a"));
+    body.push_str(&decl("b"));
+    // The pair (a, b) of this lane: its products, cosine and rotation (identity when
+    // orthogonal to working precision).
+    let pair = |ind: &str| {
+        let mut o = format!("{ind}{{\n{ind}    var acc = vec3<f32>();\n");
+        for i in 0..l {
+            o.push_str(&format!(
+                "{ind}    acc = acc + vec3<f32>(dot(a{i}, a{i}), dot(b{i}, b{i}), dot(a{i}, b{i}));\n"
+            ));
+        }
+        o.push_str(&format!(
+            "{ind}    let norms = sqrt(acc.x * acc.y);\n{ind}    wl = max(wl, select(0.0, abs(acc.z) / norms, norms > 0.0));\n{ind}    let rot = select(vec2<f32>(1.0, 0.0), rotation(acc.x, acc.y, acc.z), abs(acc.z) > {tolc} * norms);\n"
+        ));
+        for i in 0..lc {
+            o.push_str(&format!(
+                "{ind}    let t{i} = a{i};\n{ind}    a{i} = rot.x * t{i} - rot.y * b{i};\n{ind}    b{i} = rot.y * t{i} + rot.x * b{i};\n"
+            ));
+        }
+        o.push_str(&format!("{ind}}}\n"));
+        o
+    };
+    // Both slots at once from other lanes: `new_a`, `new_b` are WGSL expressions of `{a}` and
+    // `{b}` (this lane's vec4 i of each slot).
+    let shuffle = |ind: &str, new_a: &str, new_b: &str| {
+        let inner = format!("{ind}    ");
+        let stmts = (0..lc)
+            .map(|i| {
+                let (ai, bi) = (format!("a{i}"), format!("b{i}"));
+                let f = |e: &str| e.replace("{a}", &ai).replace("{b}", &bi);
+                format!(
+                    "{inner}let na{i} = {};\n{inner}let nb{i} = {};\n{inner}a{i} = na{i};\n{inner}b{i} = nb{i};\n",
+                    f(new_a),
+                    f(new_b)
+                )
+            })
+            .collect::<String>();
+        format!("{ind}{{\n{stmts}{ind}}}\n")
+    };
+    let sh = |v: &str, lane: &str| format!("subgroupShuffle({v}, ({lane}) % {lanes}u)");
+    let mut round = format!(
+        "    for (var g = c0.y; g < c0.z; g = g + 1u) {{\n        let r = g % {last}u;\n        let xb = player(r, sg) * {bl}u + c * {lc}u;\n        let yb = player(r, {last}u - sg) * {bl}u + c * {lc}u;\n",
+        bl = lanes * lc
+    );
+    for i in 0..lc {
+        round.push_str(&format!(
+            "        a{i} = wc[xb + {i}u];\n        b{i} = wc[yb + {i}u];\n"
+        ));
+    }
+    // Within the blocks, at the first block round of a sweep (each block is in one subgroup
+    // then): the low lanes hold X's columns c and lanes - 1 - c, the high ones Y's, and each
+    // half runs the circle method on its `lanes` columns (seat cc in slot a, its opponent in b).
+    round.push_str("        if (r == 0u) {\n");
+    round.push_str(&shuffle(
+        "            ",
+        &format!("select({}, {{a}}, lo)", sh("{b}", "cc")),
+        &format!(
+            "select({}, {}, lo)",
+            sh("{b}", &format!("{} - cc", lanes - 1)),
+            sh("{a}", &format!("{} - cc", lanes - 1))
+        ),
+    ));
+    round.push_str(&format!(
+        "            for (var t = 0u; t < {}u; t = t + 1u) {{\n",
+        lanes - 1
+    ));
+    round.push_str(&pair("                "));
+    round.push_str(&shuffle(
+        "                ",
+        &format!(
+            "select(select({}, {}, cc == 1u), {{a}}, cc == 0u)",
+            sh("{a}", "src_a"),
+            sh("{b}", "h0")
+        ),
+        &format!("select({}, {{a}}, cc == {}u)", sh("{b}", "src_b"), half - 1),
+    ));
+    round.push_str("            }\n");
+    round.push_str(&shuffle(
+        "            ",
+        &format!(
+            "select({}, {{a}}, lo)",
+            sh("{b}", &format!("{} - c", lanes - 1))
+        ),
+        &format!(
+            "select({}, {}, lo)",
+            sh("{b}", &format!("{} - c", half + lanes - 1)),
+            sh("{a}", &format!("{half}u + c"))
+        ),
+    ));
+    round.push_str("        }\n");
+    // Across the blocks: X's column c meets Y's columns c, c + 1, ... as they turn.
+    round.push_str(&format!(
+        "        for (var t = 0u; t < {lanes}u; t = t + 1u) {{\n"
+    ));
+    round.push_str(&pair("            "));
+    for i in 0..lc {
+        round.push_str(&format!(
+            "            b{i} = subgroupShuffle(b{i}, next);\n"
+        ));
+    }
+    round.push_str("        }\n");
+    for i in 0..lc {
+        round.push_str(&format!(
+            "        wc[xb + {i}u] = a{i};\n        wc[yb + {i}u] = b{i};\n"
+        ));
+    }
+    round.push_str("        atomicMax(&worst, bitcast<u32>(wl));\n        wl = 0.0;\n        workgroupBarrier();\n");
+    body.push_str(&round);
+    let store = format!(
+        "    for (var e = lid; e < {nl}u; e = e + {wg}u) {{\n        let p = e / {lc}u;\n        let k = e % {lc}u;\n        let x = wc[e];\n{}    }}\n",
+        rows(false, "        "),
+        nl = n * lc
+    );
+    body.push_str(&round_end(&bs, "", tolc, &store, Status::Scalars));
+    let k = workgroup_kernel(
+        &format!("{name}_sweep"),
+        &format!("kernel {name}_sweep: block rounds (parameters: first and end) of one-sided Jacobi on {desc}, blocks of {lanes} columns, one workgroup per matrix\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
+        vec![params()],
+        vec![state.clone()],
+        &body,
+        s.batch,
+        iterations,
+        false,
+        target,
+    )?;
+    Ok((launches, k))
 }
 
 /// Whether a one-sided Jacobi round on columns in the state buffer runs one invocation per
