@@ -1385,7 +1385,7 @@ fn block_sweep(
     let (wg, last) = (bs.wg, bs.players - 1);
     let total = b.players * lanes * lc;
     let fixed = 2 + 2 * total.div_ceil(wg);
-    let (launches, iterations) = sweep_launches(&bs, 2 * lanes, 0, fixed, budget(target))?;
+    let (launches, iterations) = sweep_launches(&bs, 2 * lanes + 1, 0, fixed, budget(target))?;
     let mut body = sweep_prelude(
         &bs,
         &format!("var<workgroup> wc: array<vec4<f32>, {total}>;\n"),
