@@ -228,3 +228,30 @@ def test_extreme_magnitudes(gpu, scale):
             assert_close(got, on(CPU, f, x), 1e-5)
         except AssertionError as e:
             raise AssertionError(f"{name}: {e}") from None
+
+
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr_matches_lapack_signs(gpu, mode):
+    # QR is unique up to the signs of R's rows; jax cpu and numpy follow LAPACK: a column
+    # already zero below the diagonal (the last of a square matrix) is not reflected, and a
+    # zero diagonal entry gets a negative R entry. wgpu flipped the last row of R (JAX's own
+    # linalg_test, testNumpyQrModes, found it). Empty matrices raised in tracing.
+    rng = np.random.default_rng(5)
+    cases = [
+        rng.standard_normal((3, 3)),
+        np.triu(rng.standard_normal((4, 4))),
+        np.array([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0, 9.0]]),
+        np.array([[0.0, 1.0], [0.0, 2.0]]),
+        rng.standard_normal((5, 3)),
+        rng.standard_normal((3, 5)),
+        rng.standard_normal((2, 4, 4)),
+        np.zeros((2, 0)),
+        np.zeros((0, 2)),
+    ]
+    for a in cases:
+        a = a.astype(np.float32)
+        f = lambda x: jnp.linalg.qr(x, mode=mode)
+        got, want = on(gpu, f, a), on(CPU, f, a)
+        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            assert g.shape == w.shape, (a.shape, mode)
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{a.shape} {mode}")

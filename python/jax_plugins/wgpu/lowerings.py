@@ -258,6 +258,10 @@ def _householder_qr_2d(a, full_matrices):
     m, n = a.shape
     k = min(m, n)
     dtype = a.dtype
+    if k == 0:
+        # An empty matrix: Q is the identity (or has no columns), R is empty.
+        q = jnp.eye(m, dtype=dtype) if full_matrices else jnp.zeros((m, 0), dtype)
+        return q, jnp.zeros((m if full_matrices else 0, n), dtype)
     b = min(_PANEL, max(k, 1))
     panels = -(-k // b)
     width = max(n, panels * b)
@@ -280,10 +284,14 @@ def _householder_qr_2d(a, full_matrices):
             col = col / jnp.where(top > 0, top, 1)
             x0 = jnp.sum(jnp.where(rows == j, col, 0))
             alpha = jnp.sqrt(jnp.sum(col * col))
-            alpha = jnp.where(x0 > 0, -alpha, alpha)
+            # LAPACK's conventions (what jax cpu and numpy return): R's diagonal entry is
+            # -sign(x0) |col| with sign(0) = +1, and a column already zero below the diagonal
+            # (the last one of a square matrix) is left alone, not reflected to -x0.
+            alpha = jnp.where(x0 >= 0, -alpha, alpha)
+            below = jnp.any((rows > j) & (col != 0))
             u = col - jnp.where(rows == j, alpha, 0)
             un = jnp.sqrt(jnp.sum(u * u))
-            u = jnp.where(un > 0, u / jnp.where(un > 0, un, 1), 0)
+            u = jnp.where((un > 0) & below, u / jnp.where(un > 0, un, 1), 0)
             p = p - 2 * u[:, None] * jnp.sum(u[:, None] * p, axis=0)[None, :]
             v = lax.dynamic_update_index_in_dim(v, u, jj, 1)
             return p, v
