@@ -692,15 +692,12 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
     // The three column products of each pair in `parts` partial sums.
     let parts = (wg / h).max(1);
     let slots = h * parts;
-    // Pairs count as orthogonal below these cosines: m epsilons for the svd; for eigh 4, or
-    // sqrt(m) / 4 past 256 rows where the products' rounding grows: the cosines of B's columns
-    // are about sigma / |A| times coarser than A's own (m epsilons: residuals 1.7e-5 at 48x48,
-    // 3e-4 at 256x256; these: 1.6e-6 and 7e-6, one sweep more at most).
-    let tol_eps = if eigh {
-        4f32.max((m as f32).sqrt() / 4.0)
-    } else {
-        m as f32
-    };
+    // Pairs count as orthogonal below these cosines: 4 epsilons, or sqrt(m) / 4 past 256 rows
+    // where the products' rounding grows. U (or eigh's vectors) is orthogonal to about this
+    // much: the m epsilons used before left eigh residuals of 1.7e-5 at 48x48 and 3e-4 at
+    // 256x256 (now 1.6e-6 and 7e-6), and svd's U at 256x256 orthogonal to 3e-5 (now 9e-7; pinv
+    // 2.6e-4 -> 1.1e-5 of |pinv|, jax cpu 1.5e-6), for one sweep more at most.
+    let tol_eps = 4f32.max((m as f32).sqrt() / 4.0);
     let tolc = format!("{:e}", tol_eps * f32::EPSILON);
     let shared = 16 * h + 16 * slots + 32;
     let mut by_columns = vec![("wc", m, 0)];
