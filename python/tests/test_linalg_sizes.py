@@ -257,6 +257,21 @@ def test_qr_matches_lapack_signs(gpu, mode):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{a.shape} {mode}")
 
 
+def test_tall_qr_svd_pinv(gpu):
+    # A reduced QR of a tall matrix builds only its k columns of Q (an m x m Q of 20000 rows
+    # would be 1.6 GB), and the svd of a tall matrix starts with that QR: Jacobi rounds over
+    # columns of 10^5 rows pass the loop bound (JAX's linalg_test testPinv: 400000 x 2).
+    a = rand((20000, 3), seed=40)
+    q, r = on(gpu, lambda x: jnp.linalg.qr(x), a)
+    qc, rc = on(CPU, lambda x: jnp.linalg.qr(x), a)
+    assert q.shape == qc.shape and r.shape == rc.shape
+    np.testing.assert_allclose(r, rc, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(q, qc, rtol=1e-4, atol=1e-5)
+    for f in (jnp.linalg.pinv, lambda x: jnp.linalg.svd(x, compute_uv=False)):
+        got, want = on(gpu, f, a), on(CPU, f, a)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
 @pytest.mark.parametrize("shape", [(1000, 50), (200, 120)])
 def test_pinv_accuracy(gpu, shape):
     # pinv = V S^-1 U^T is as accurate as U is orthogonal: with Jacobi's old m-epsilon cosine

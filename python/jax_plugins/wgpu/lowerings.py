@@ -271,7 +271,7 @@ def _householder_qr_2d(a, full_matrices):
     t_diag = jnp.eye(b, dtype=dtype) / 2
 
     def panel(i, state):
-        r, q = state
+        r, vs, t_invs = state
         j0 = i * b
 
         def step(jj, state):
@@ -304,13 +304,30 @@ def _householder_qr_2d(a, full_matrices):
         )
         r = jnp.where(cols[None, :] >= j0 + b, r - v @ y, r)
         r = lax.dynamic_update_slice_in_dim(r, p, j0, 1)
-        z = lax.linalg.triangular_solve(t_inv, q @ v, left_side=False, lower=False)
-        return r, q - z @ v.T
+        vs = lax.dynamic_update_slice_in_dim(vs, v, j0, 1)
+        return r, vs, lax.dynamic_update_index_in_dim(t_invs, t_inv, i, 0)
 
-    r, q = lax.fori_loop(0, panels, panel, (r, jnp.eye(m, dtype=dtype)))
+    r, vs, t_invs = lax.fori_loop(
+        0,
+        panels,
+        panel,
+        (r, jnp.zeros((m, width), dtype), jnp.zeros((panels, b, b), dtype)),
+    )
     r = jnp.triu(r[:, :n])
+
+    # Q = P_0 P_1 ... (P_i = I - V_i T_i V_i^T, panel i's reflectors) applied to the first
+    # columns of the identity, last panel first: only the k columns a reduced Q keeps (a tall
+    # m x k matrix no longer builds an m x m Q).
+    def back(t, q):
+        i = panels - 1 - t
+        v = lax.dynamic_slice_in_dim(vs, i * b, b, 1)
+        t_inv = lax.dynamic_index_in_dim(t_invs, i, 0, False)
+        y = lax.linalg.triangular_solve(t_inv, v.T @ q, left_side=True, lower=False)
+        return q - v @ y
+
+    q = lax.fori_loop(0, panels, back, jnp.eye(m, m if full_matrices else k, dtype=dtype))
     if not full_matrices:
-        q, r = q[:, :k], r[:k, :]
+        r = r[:k, :]
     return q, r
 
 
@@ -411,10 +428,22 @@ def _svd_impl(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, *
     if _use_kernel(x.dtype, min(m, n)):
         a = jnp.swapaxes(x, -1, -2) if wide else x
         prim = _kernel_primitive("svd")
-        if not compute_uv:
-            return list(prim.bind(a, compute_uv=False))
-        s, u, v = prim.bind(a, compute_uv=True)
         rows, cols = a.shape[-2:]
+        if _svd_qr_first(rows, cols):
+            # Tall: A = Q R, then the Jacobi kernel on the small R (U = Q U_R). Jacobi rounds
+            # over columns of 10^5 rows pass the loop bound (pinv of 400000 x 2 failed).
+            thin = lambda a: _householder_qr_2d(a, False)
+            for _ in range(x.ndim - 2):
+                thin = jax.vmap(thin)
+            q, r = thin(a)
+            if not compute_uv:
+                return list(prim.bind(r, compute_uv=False))
+            s, u, v = prim.bind(r, compute_uv=True)
+            u = q @ u
+        elif not compute_uv:
+            return list(prim.bind(a, compute_uv=False))
+        else:
+            s, u, v = prim.bind(a, compute_uv=True)
         if full_matrices and rows > cols:
             qr = lambda u: _householder_qr_2d(u, True)[0]
             for _ in range(x.ndim - 2):
@@ -434,6 +463,17 @@ def _svd_impl(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, *
     for _ in range(x.ndim - 2):
         fn = jax.vmap(fn)
     return list(fn(x))
+
+
+def _svd_qr_first(rows, cols) -> bool:
+    """Whether the svd of a `rows x cols` matrix (rows >= cols) starts with a QR: for tall
+    matrices, past 256 rows and twice the columns (`WGPU_HLO_SVD_QR_FIRST=0|1` forces it)."""
+    import os
+
+    forced = os.environ.get("WGPU_HLO_SVD_QR_FIRST")
+    if forced in ("0", "1"):
+        return forced == "1" and rows > cols
+    return rows > 256 and rows > 2 * cols
 
 
 def _real(aval) -> bool:
