@@ -460,6 +460,14 @@ pub fn compare(
             _ => format!("(({x} {op} {y}) && !{n}({x}) && !{n}({y}))"),
         });
     }
+    if c == Compute::I64 && !matches!(dir, ComparisonDirection::Eq | ComparisonDirection::Ne) {
+        // Signed 64-bit order as unsigned order with the sign bits flipped: Mesa 22.3's
+        // llvmpipe got `i64(u) < k` wrong for a u32 `u` and a constant `k` (every
+        // `iota(i64) >= 300` was true), while its u64 compares are right.
+        return Ok(format!(
+            "((bitcast<u64>({x}) ^ 0x8000000000000000lu) {op} (bitcast<u64>({y}) ^ 0x8000000000000000lu))"
+        ));
+    }
     Ok(format!("({x} {op} {y})"))
 }
 
