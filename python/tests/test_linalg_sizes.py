@@ -280,3 +280,17 @@ def test_pinv_accuracy(gpu, shape):
     want = np.linalg.pinv(a.astype(np.float64))
     got = on(gpu, jnp.linalg.pinv, a)
     assert np.abs(got - want).max() < 1e-5 * np.abs(want).max()
+
+
+def test_cholesky_blocked(gpu):
+    # From 256 columns cholesky runs by blocks of 64 (a loop of block factor, panel and
+    # trailing product; n padded to whole blocks with the identity): batched, upper, n not a
+    # multiple of 64, and a matrix that is not positive definite, which is NaN as a whole.
+    a = spd(300, (2,), seed=7)
+    f = lambda a: jsl.cholesky(a, lower=False)
+    assert_close(on(gpu, f, a), on(CPU, f, a), 1e-5)
+    bad = spd(300, seed=8)
+    bad[270, 270] = -10.0
+    g, c = on(gpu, jnp.linalg.cholesky, bad), on(CPU, jnp.linalg.cholesky, bad)
+    assert np.isnan(c).any()
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(c))

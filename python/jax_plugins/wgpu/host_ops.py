@@ -231,13 +231,14 @@ def _is(dtype, kinds) -> bool:
 _NARROW = ("float16", "bfloat16")
 
 
-def _narrow_or_complex(prim, name: str, host_fn):
+def _narrow_or_complex(prim, name: str, host_fn, default=None):
     """A rule for `prim` on wgpu: f16/bf16 through f32, complex on the host, everything else
-    through JAX's own rule."""
+    through `default` (JAX's own rule when None)."""
     from jax._src.interpreters import mlir
 
-    default = mlir._lowerings[prim]  # noqa: SLF001 - the platform-independent rule
-    default = getattr(default, "rule", default)  # a LoweringRuleEntry from jax 0.11 on
+    if default is None:
+        default = mlir._lowerings[prim]  # noqa: SLF001 - the platform-independent rule
+        default = getattr(default, "rule", default)  # a LoweringRuleEntry from jax 0.11 on
 
     def rule(ctx, *args, **params):
         dtype = ctx.avals_in[0].dtype
@@ -271,8 +272,17 @@ def register_solvers(platform: str) -> None:
     from jax._src.interpreters import mlir
     from jax._src.lax import linalg
 
-    for prim, name, host_fn in [
-        (linalg.cholesky_p, "cholesky", lambda a, **p: _host_cholesky(a, lower=True)),
-        (linalg.triangular_solve_p, "triangular_solve", _host_triangular_solve),
+    from . import lowerings
+
+    for prim, name, host_fn, default in [
+        (
+            linalg.cholesky_p,
+            "cholesky",
+            lambda a, **p: _host_cholesky(a, lower=True),
+            lowerings.cholesky_rule(),
+        ),
+        (linalg.triangular_solve_p, "triangular_solve", _host_triangular_solve, None),
     ]:
-        mlir.register_lowering(prim, _narrow_or_complex(prim, name, host_fn), platform=platform)
+        mlir.register_lowering(
+            prim, _narrow_or_complex(prim, name, host_fn, default), platform=platform
+        )
