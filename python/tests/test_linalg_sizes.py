@@ -294,3 +294,25 @@ def test_cholesky_blocked(gpu):
     g, c = on(gpu, jnp.linalg.cholesky, bad), on(CPU, jnp.linalg.cholesky, bad)
     assert np.isnan(c).any()
     np.testing.assert_array_equal(np.isnan(g), np.isnan(c))
+
+
+def test_geqrf_and_householder_product(gpu):
+    # lax.linalg.geqrf (LAPACK's compact form: R above, unit-leading reflectors below, taus)
+    # and householder_product (orgqr) were refused as UNIMPLEMENTED custom calls; they back
+    # slogdet(method="qr"), scipy's qr_multiply and ormqr.
+    from jax._src.lax import linalg as lax_linalg
+
+    rng = np.random.default_rng(9)
+    for shape in [(3, 3), (70, 33), (3, 5), (2, 6, 4)]:
+        a = rng.standard_normal(shape).astype(np.float32)
+        got, want = on(gpu, lax_linalg.geqrf, a), on(CPU, lax_linalg.geqrf, a)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
+        if shape[-2] >= shape[-1]:
+            f = lambda a: lax_linalg.householder_product(*lax_linalg.geqrf(a))
+            np.testing.assert_allclose(on(gpu, f, a), on(CPU, f, a), rtol=1e-4, atol=1e-5)
+    a = rand((40, 40), seed=10)
+    f = lambda a: jnp.linalg.slogdet(a, method="qr")
+    g, c = on(gpu, f, a), on(CPU, f, a)
+    assert g[0] == c[0]
+    np.testing.assert_allclose(g[1], c[1], rtol=1e-5)

@@ -246,24 +246,21 @@ _PANEL = 32
 """Columns per panel of the blocked Householder QR."""
 
 
-def _householder_qr_2d(a, full_matrices):
-    """Blocked Householder QR: each panel of `_PANEL` columns is factored one reflection at a
-    time (work on the panel only), then applied to the trailing columns and accumulated into
-    Q at once in compact WY form, `H_1 ... H_b = I - V T V^T` with
+def _householder_factor(a):
+    """Blocked Householder QR of one `m x n` matrix (min(m, n) > 0): each panel of `_PANEL`
+    columns is factored one reflection at a time (work on the panel only), then applied to
+    the trailing columns at once in compact WY form, `H_1 ... H_b = I - V T V^T` with
     `T^-1 = triu(V^T V, 1) + I / 2` (unit-norm reflectors `I - 2 u u^T`): matrix products
     instead of one pass over the whole matrix per column. Panels run in a loop (one set of
     kernels); the columns are padded to whole panels with zeros, whose reflectors are the
-    identity."""
+    identity. Returns R (`m x n`, upper), the reflectors `u` by columns, the panels' `T^-1`
+    and the panel width."""
     import jax.numpy as jnp
     from jax import lax
 
     m, n = a.shape
     k = min(m, n)
     dtype = a.dtype
-    if k == 0:
-        # An empty matrix: Q is the identity (or has no columns), R is empty.
-        q = jnp.eye(m, dtype=dtype) if full_matrices else jnp.zeros((m, 0), dtype)
-        return q, jnp.zeros((m if full_matrices else 0, n), dtype)
     b = min(_PANEL, max(k, 1))
     panels = -(-k // b)
     width = max(n, panels * b)
@@ -315,7 +312,23 @@ def _householder_qr_2d(a, full_matrices):
         panel,
         (r, jnp.zeros((m, width), dtype), jnp.zeros((panels, b, b), dtype)),
     )
-    r = jnp.triu(r[:, :n])
+    return jnp.triu(r[:, :n]), vs, t_invs, b
+
+
+def _householder_qr_2d(a, full_matrices):
+    """Q and R of one matrix by `_householder_factor`: Q full (`m x m`) or reduced."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    m, n = a.shape
+    k = min(m, n)
+    dtype = a.dtype
+    if k == 0:
+        # An empty matrix: Q is the identity (or has no columns), R is empty.
+        q = jnp.eye(m, dtype=dtype) if full_matrices else jnp.zeros((m, 0), dtype)
+        return q, jnp.zeros((m if full_matrices else 0, n), dtype)
+    r, vs, t_invs, b = _householder_factor(a)
+    panels = t_invs.shape[0]
 
     # Q = P_0 P_1 ... (P_i = I - V_i T_i V_i^T, panel i's reflectors) applied to the first
     # columns of the identity, last panel first: only the k columns a reduced Q keeps (a tall
@@ -331,6 +344,68 @@ def _householder_qr_2d(a, full_matrices):
     if not full_matrices:
         r = r[:k, :]
     return q, r
+
+
+def _geqrf_impl(x):
+    """`geqrf` as LAPACK returns it: R on and above the diagonal, below it the reflectors
+    `v` scaled to a unit first entry (implicit), and `tau` (`H = I - tau v v^T`), from the
+    unit-norm reflectors `u` of `_householder_factor` (`v = u / u_j`, `tau = 2 u_j^2`)."""
+    import jax
+    import jax.numpy as jnp
+
+    if jnp.iscomplexobj(x):
+        raise NotImplementedError("geqrf of complex matrices is not implemented on wgpu")
+    m, n = x.shape[-2:]
+    k = min(m, n)
+
+    def fn(a):
+        if k == 0:
+            return a, jnp.zeros((0,), a.dtype)
+        r, vs, _, _ = _householder_factor(a)
+        u = vs[:, :k]
+        uj = jnp.diagonal(u)
+        v = u / jnp.where(uj != 0, uj, 1)[None, :]
+        v = jnp.zeros((m, n), a.dtype).at[:, :k].set(v)
+        rows, cols = jnp.arange(m)[:, None], jnp.arange(n)[None, :]
+        return jnp.where((rows > cols) & (cols < k), v, r), 2 * uj * uj
+
+    for _ in range(x.ndim - 2):
+        fn = jax.vmap(fn)
+    return list(fn(x))
+
+
+def _householder_product_impl(a, taus):
+    """`householder_product` (LAPACK's orgqr): the first n columns of `H_1 ... H_k`,
+    `H_i = I - tau_i v_i v_i^T` with `v_i` below the diagonal of column i of `a` and a unit
+    first entry, applied to the identity's columns last reflector first (any `tau`)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    if jnp.iscomplexobj(a):
+        raise NotImplementedError(
+            "householder_product of complex matrices is not implemented on wgpu"
+        )
+    m, n = a.shape[-2:]
+    k = taus.shape[-1]
+
+    def fn(a, taus):
+        if k == 0 or n == 0:
+            return jnp.eye(m, n, dtype=a.dtype)
+        rows = jnp.arange(m)
+
+        def step(t, q):
+            i = k - 1 - t
+            col = lax.dynamic_index_in_dim(a, i, 1, False)
+            v = jnp.where(rows > i, col, 0) + jnp.where(rows == i, 1, 0).astype(a.dtype)
+            tau = lax.dynamic_index_in_dim(taus, i, 0, False)
+            return q - tau * v[:, None] * (v @ q)[None, :]
+
+        return lax.fori_loop(0, k, step, jnp.eye(m, n, dtype=a.dtype))
+
+    for _ in range(a.ndim - 2):
+        fn = jax.vmap(fn)
+    return [fn(a, taus)]
 
 
 def _qr_impl(x, *, pivoting=False, full_matrices=True, **_):
@@ -617,6 +692,12 @@ def _rules():
         (linalg.qr_p, _device_or_host("qr", _qr_impl, _qr_on_device)),
         (linalg.svd_p, _device_or_host("svd", _svd_impl, _svd_on_device)),
     ]
+    from jax._src.interpreters import mlir
+
+    for name, impl in [("geqrf", _geqrf_impl), ("householder_product", _householder_product_impl)]:
+        prim = getattr(linalg, f"{name}_p", None)
+        if prim is not None:
+            rules.append((prim, mlir.lower_fun(impl, multiple_results=True)))
     for name in ["eig", "schur", "hessenberg", "tridiagonal"]:
         prim = getattr(linalg, f"{name}_p", None)
         if prim is not None:
