@@ -26,31 +26,31 @@ def _refuse_if_asked(name: str) -> None:
         )
 
 
-def _batched(fn: Callable[[np.ndarray], tuple], x: np.ndarray, out_avals) -> tuple:
-    """Applies `fn` to every matrix of `x` (batch dimensions first), casting each result to
-    its aval's dtype."""
-    batch = x.shape[:-2]
+def _batched(fn: Callable[..., tuple], xs: list, out_avals) -> tuple:
+    """Applies `fn` to every matrix of `xs[0]` with the matching entries of the other operands
+    (batch dimensions first, the same for all), casting each result to its aval's dtype."""
+    batch = xs[0].shape[:-2]
     outs = [np.empty(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
     for idx in np.ndindex(*batch):
-        for out, r in zip(outs, fn(x[idx])):
+        for out, r in zip(outs, fn(*(x[idx] for x in xs))):
             out[idx] = np.asarray(r).astype(out.dtype, copy=False)
     return tuple(outs)
 
 
-def host_rule(name: str, compute: Callable[..., Callable[[np.ndarray], tuple]]):
+def host_rule(name: str, compute: Callable[..., Callable[..., tuple]]):
     """A lowering rule running `name` on the host: `compute(**params)` gives the function of
-    one matrix."""
+    one matrix (and the matching entries of any further operands)."""
 
-    def rule(ctx, x, **params):
+    def rule(ctx, *xs, **params):
         _refuse_if_asked(name)
         per_matrix = compute(**params)
         out_avals = list(ctx.avals_out)
 
-        def fn(a):
-            return _batched(per_matrix, a, out_avals)
+        def fn(*arrays):
+            return _batched(per_matrix, list(arrays), out_avals)
 
         results, _ = callbacks.emit_host_call(
-            ctx, fn, None, [x], ctx.avals_in, out_avals, has_side_effect=False,
+            ctx, fn, None, list(xs), ctx.avals_in, out_avals, has_side_effect=False,
             name=name, host_op=name,
         )
         return results
@@ -162,7 +162,39 @@ def _qr(*, pivoting=False, full_matrices=True, **_):
     return one
 
 
+def _geqrf(**_):
+    import scipy.linalg.lapack
+
+    def one(a):
+        (geqrf,) = scipy.linalg.lapack.get_lapack_funcs(("geqrf",), (a,))
+        qr, tau, _, info = geqrf(a)
+        if info != 0:
+            raise ValueError(f"LAPACK geqrf failed: info {info}")
+        return qr, tau
+
+    return one
+
+
+def _householder_product(**_):
+    import scipy.linalg.lapack
+
+    def one(a, taus):
+        m, n = a.shape
+        complex_ = np.iscomplexobj(a)
+        (orgqr,) = scipy.linalg.lapack.get_lapack_funcs(("ungqr" if complex_ else "orgqr",), (a,))
+        if n == 0 or taus.shape[0] == 0:
+            return (np.eye(m, n, dtype=a.dtype),)
+        q, _, info = orgqr(a, taus)
+        if info != 0:
+            raise ValueError(f"LAPACK orgqr failed: info {info}")
+        return (q[:, :n],)
+
+    return one
+
+
 HOST_RULES: dict[str, Callable[..., Any]] = {
+    "geqrf": _geqrf,
+    "householder_product": _householder_product,
     "eig": _eig,
     "schur": _schur,
     "hessenberg": _hessenberg,

@@ -674,10 +674,10 @@ def _device_or_host(name, impl, on_device):
     device = mlir.lower_fun(impl, multiple_results=True)
     host = host_ops.rule(name)
 
-    def rule(ctx, x, **params):
+    def rule(ctx, *xs, **params):
         if on_device(ctx.avals_in[0], **params):
-            return device(ctx, x, **params)
-        return host(ctx, x, **params)
+            return device(ctx, *xs, **params)
+        return host(ctx, *xs, **params)
 
     return rule
 
@@ -692,12 +692,11 @@ def _rules():
         (linalg.qr_p, _device_or_host("qr", _qr_impl, _qr_on_device)),
         (linalg.svd_p, _device_or_host("svd", _svd_impl, _svd_on_device)),
     ]
-    from jax._src.interpreters import mlir
-
+    # Real on the device, complex on the host (LAPACK through scipy).
     for name, impl in [("geqrf", _geqrf_impl), ("householder_product", _householder_product_impl)]:
         prim = getattr(linalg, f"{name}_p", None)
         if prim is not None:
-            rules.append((prim, mlir.lower_fun(impl, multiple_results=True)))
+            rules.append((prim, _device_or_host(name, impl, lambda aval, **_: _real(aval))))
     for name in ["eig", "schur", "hessenberg", "tridiagonal"]:
         prim = getattr(linalg, f"{name}_p", None)
         if prim is not None:
