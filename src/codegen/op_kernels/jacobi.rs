@@ -765,11 +765,10 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
         0,
         target,
     )?;
-    let blocks = if global.is_some() || columns.is_none() {
-        None
-    } else {
-        Blocks::new(m, n, uv, target)
-    };
+    let blocks = columns
+        .as_ref()
+        .filter(|c| !c.global)
+        .and_then(|_| Blocks::new(m, n, uv, target));
     let (sweeps, sweep_k) = if let Some(b) = blocks {
         block_sweep(
             name, &desc, &what, &s, b, &state, stride, status, &tolc, target,
@@ -1399,25 +1398,9 @@ fn block_sweep(
     // each the matrix's rows then V's, and then the zero columns. Element e of `wc`: column
     // `p`, rows from `i` of the matrix (`k < l`) or of V.
     let rows = |load: bool, ind: &str| {
-        let mut out = String::new();
-        for (array, off, count, cond) in [("the matrix", 0, m, "k < {l}u"), ("V", m * n, n, "")] {
-            if off > 0 && b.lv == 0 {
-                continue;
-            }
-            out.push_str(&if cond.is_empty() {
-                format!("{ind}}} else {{\n")
-            } else {
-                format!("{ind}if ({}) {{\n", cond.replace("{l}", &l.to_string()))
-            });
-            out.push_str(&format!(
-                "{ind}    // Rows of {array}.\n{ind}    let i = {};\n",
-                if off == 0 {
-                    "k * 4u"
-                } else {
-                    "(k - {l}u) * 4u"
-                }
-                .replace("{l}", &l.to_string())
-            ));
+        // Rows `i..i + 4` of the part at `off` (f32s into the state) with `count` rows.
+        let part = |off: u64, count: u64, first: &str| {
+            let mut out = format!("{ind}    let i = {first};\n");
             for t in 0..4 {
                 let at = format!("out0[base + {off}u + (i + {t}u) * {n}u + p]");
                 let stmt = if load {
@@ -1431,9 +1414,15 @@ fn block_sweep(
                     format!("{ind}    if (i + {t}u < {count}u) {{ {stmt} }}\n")
                 });
             }
+            out
+        };
+        let matrix = part(0, m, "k * 4u");
+        if b.lv == 0 {
+            matrix
+        } else {
+            let v = part(m * n, n, &format!("(k - {l}u) * 4u"));
+            format!("{ind}if (k < {l}u) {{\n{matrix}{ind}}} else {{\n{v}{ind}}}\n")
         }
-        out.push_str(&format!("{ind}}}\n"));
-        out
     };
     body.push_str(&format!(
         "    for (var e = lid; e < {total}u; e = e + {wg}u) {{\n        let p = e / {lc}u;\n        let k = e % {lc}u;\n        var x = vec4<f32>();\n        if (p < {n}u) {{\n{}        }}\n        wc[e] = x;\n    }}\n    workgroupBarrier();\n",
