@@ -164,6 +164,48 @@ fn eigh_special_spectra() {
 }
 
 #[test]
+fn eigh_tridiagonal_spectra() {
+    // Past 64 columns CPU adapters reduce to tridiagonal form and run QL iterations
+    // (WGPU_HLO_EIGH_TRIDIAGONAL=0: never, =1: every eigh here, on any adapter with f64):
+    // the zero matrix, a multiple of the identity (already tridiagonal: no reflections),
+    // H diag(d) H with values repeated 30 times (H a reflection: a full matrix), a negative
+    // rank one, graded diagonal values with small couplings, Wilkinson's W+ (pairs of
+    // eigenvalues equal to 14 digits).
+    let n = 67;
+    let mut a = vec![0f32; n * n];
+    let diag = |d: &dyn Fn(usize) -> f32| {
+        let mut m = vec![0f32; n * n];
+        for i in 0..n {
+            m[i * n + i] = d(i);
+        }
+        m
+    };
+    a.extend(diag(&|_| 2.0));
+    let v: Vec<f64> = (0..n).map(|i| ((i * 7 % 11) as f64) - 4.5).collect();
+    let vv: f64 = v.iter().map(|x| x * x).sum();
+    let d = |i: usize| [1.0, -2.0, 3.5][(i / 30).min(2)];
+    // (I - 2 v v^T / v^T v) diag(d) (I - 2 v v^T / v^T v), element by element.
+    let h = |i: usize, j: usize| f64::from(u8::from(i == j)) - 2.0 * v[i] * v[j] / vv;
+    a.extend((0..n * n).map(|e| {
+        let (i, j) = (e / n, e % n);
+        (0..n).map(|k| h(i, k) * d(k) * h(k, j)).sum::<f64>() as f32
+    }));
+    let x: Vec<f32> = (0..n).map(|i| 1.0 + (i % 5) as f32 * 0.25).collect();
+    a.extend((0..n * n).map(|e| -x[e / n] * x[e % n]));
+    let mut graded = diag(&|i| 10f32.powi(i as i32 % 7 - 3) * if i % 2 == 0 { 1.0 } else { -1.0 });
+    let mut wilkinson = diag(&|i| (i as f32 - (n / 2) as f32).abs());
+    for i in 0..n - 1 {
+        graded[i * n + i + 1] = 1e-3;
+        graded[(i + 1) * n + i] = 1e-3;
+        wilkinson[i * n + i + 1] = 1.0;
+        wilkinson[(i + 1) * n + i] = 1.0;
+    }
+    a.extend(graded);
+    a.extend(wilkinson);
+    check_eigh_of(6, n, &a);
+}
+
+#[test]
 fn eigh_in_global_memory() {
     // 2 * 120^2 f32 is more workgroup memory than adapters give: the state stays global.
     check_eigh(1, 120, 5);

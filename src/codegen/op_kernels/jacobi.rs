@@ -55,7 +55,7 @@ pub fn handles(c: &CustomCall) -> bool {
     c.call_target_name == EIGH_TARGET || c.call_target_name == SVD_TARGET
 }
 
-fn f32_tensor(f: &Function, v: ValueId, what: &str) -> Result<TensorType> {
+pub(super) fn f32_tensor(f: &Function, v: ValueId, what: &str) -> Result<TensorType> {
     match f.ty(v) {
         Type::Tensor(t) if t.is_static() && t.dtype == ElementType::F32 && t.rank() >= 2 => {
             Ok(t.clone())
@@ -66,7 +66,7 @@ fn f32_tensor(f: &Function, v: ValueId, what: &str) -> Result<TensorType> {
     }
 }
 
-fn binding(value: ValueId, ty: &TensorType) -> Binding {
+pub(super) fn binding(value: ValueId, ty: &TensorType) -> Binding {
     Binding {
         value,
         ty: ty.clone(),
@@ -322,7 +322,7 @@ fn budget(target: Target) -> u64 {
 
 /// Counted rank of index `i` among `count` keys `key(j)` (ascending or descending), NaNs last,
 /// ties by index: `rank` ends up as a WGSL `var`.
-fn rank_loop(count: u64, key_i: &str, key_j: &str, ascending: bool) -> String {
+pub(super) fn rank_loop(count: u64, key_i: &str, key_j: &str, ascending: bool) -> String {
     let cmp = if ascending { "<" } else { ">" };
     format!(
         "    let ki = {key_i};\n    let ni = (bitcast<u32>(ki) & 0x7fffffffu) > 0x7f800000u;\n    var rank = 0u;\n    for (var j = 0u; j < {count}u; j = j + 1u) {{\n        let kj = {key_j};\n        let nj = (bitcast<u32>(kj) & 0x7fffffffu) > 0x7f800000u;\n        let before = select(select(kj {cmp} ki || (kj == ki && j < i), true, ni), ni && j < i, nj);\n        if (before) {{ rank = rank + 1u; }}\n    }}\n"
@@ -351,7 +351,7 @@ fn pair_table(s: &Shape) -> String {
     )
 }
 
-fn params() -> Binding {
+pub(super) fn params() -> Binding {
     Binding {
         value: PARAMS,
         ty: TensorType::new(vec![2], ElementType::U32),
@@ -368,6 +368,8 @@ pub fn plan(
 ) -> Result<Plan> {
     if c.call_target_name != EIGH_TARGET {
         svd(name, f, op, target, false)
+    } else if let Some(p) = super::tridiagonal::plan(name, f, op, target)? {
+        Ok(p)
     } else if eigh_one_sided(target) {
         svd(name, f, op, target, true)
     } else {
@@ -390,7 +392,7 @@ fn eigh_one_sided(target: Target) -> bool {
 /// the normalized columns of `B V` lose at most a few epsilons.
 const SHIFT: f32 = 1.5;
 
-fn check_results(
+pub(super) fn check_results(
     f: &Function,
     op: &Operation,
     want: &[Vec<usize>],
@@ -1158,15 +1160,15 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
 /// A tree reduction of `red[0..2 half]` into `red[0]` by `combine` (a WGSL expression of
 /// `red[lid]` and `red[lid + w]`), every invocation of the workgroup taking part, with
 /// `indent` before each line; it ends with a barrier, so `red[0]` may be read at once.
-fn tree_reduce(half: u64, combine: &str, indent: &str) -> String {
+pub(super) fn tree_reduce(half: u64, combine: &str, indent: &str) -> String {
     format!(
         "{indent}for (var w = {half}u; w > 0u; w = w >> 1u) {{\n{indent}    workgroupBarrier();\n{indent}    if (lid < w) {{ red[lid] = {combine}; }}\n{indent}}}\n{indent}workgroupBarrier();\n"
     )
 }
 
 /// The combining steps of [`tree_reduce`].
-const MAX: &str = "max(red[lid], red[lid + w])";
-const SUM: &str = "red[lid] + red[lid + w]";
+pub(super) const MAX: &str = "max(red[lid], red[lid + w])";
+pub(super) const SUM: &str = "red[lid] + red[lid + w]";
 
 /// Threads of [`scale_kernel`].
 const SCALE_WG: u64 = 256;
@@ -1184,7 +1186,7 @@ fn scale_iterations(mn: u64, shift: bool) -> u64 {
 /// went to inf, or 32% off, with no error. With `shift` (eigh) it also adds sigma = [`SHIFT`]
 /// times the scaled matrix's Frobenius norm (1 for a zero matrix) to the diagonal.
 #[allow(clippy::too_many_arguments)]
-fn scale_kernel(
+pub(super) fn scale_kernel(
     name: &str,
     desc: &str,
     what: &str,
@@ -1773,9 +1775,9 @@ fn columns_allowed() -> bool {
 }
 
 /// A kernel of `groups` workgroups whose module body (entry point included) is `body`; with
-/// `vec4_state` its first output is bound as `array<vec4<f32>>`.
+/// `vec4_state` its first output (f32 or f64) is bound as an array of vec4s.
 #[allow(clippy::too_many_arguments)]
-fn workgroup_kernel(
+pub(super) fn workgroup_kernel(
     name: &str,
     comment: &str,
     inputs: Vec<Binding>,
@@ -1788,15 +1790,17 @@ fn workgroup_kernel(
 ) -> Result<kernel::Kernel> {
     let mut wgsl = kernel::module_text(comment, &inputs, &outputs, &Default::default(), body)?;
     if vec4_state {
-        let scalars = "var<storage, read_write> out0: array<f32>;";
-        if !wgsl.contains(scalars) {
+        let Some(scalar) = ["f32", "f64"]
+            .into_iter()
+            .find(|t| wgsl.contains(&format!("var<storage, read_write> out0: array<{t}>;")))
+        else {
             return Err(Error::internal(format!(
-                "{name}: no `{scalars}` to bind as vec4s"
+                "{name}: no f32 or f64 `out0` to bind as vec4s"
             )));
-        }
+        };
         wgsl = wgsl.replacen(
-            scalars,
-            "var<storage, read_write> out0: array<vec4<f32>>;",
+            &format!("var<storage, read_write> out0: array<{scalar}>;"),
+            &format!("var<storage, read_write> out0: array<vec4<{scalar}>>;"),
             1,
         );
     }

@@ -18,6 +18,7 @@ pub mod scan;
 pub mod scatter;
 pub mod select_and_scatter;
 pub mod sort;
+pub mod tridiagonal;
 pub mod update;
 
 use std::collections::HashMap;

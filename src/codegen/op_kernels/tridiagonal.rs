@@ -1,0 +1,682 @@
+//! `custom_call @wgpu_hlo.eigh` by reduction to tridiagonal form, f32, batched, on the device
+//! (the LAPACK route: `ssytrd`, `ssteqr`, `sormtr`), instead of Jacobi sweeps. Jacobi costs
+//! about ten sweeps of n^3 work, each a chain of n - 1 barrier-separated rounds; this costs
+//! one n^3 reduction, a tridiagonal QL iteration whose chains are short scalar loops, and one
+//! n^3 back-transformation (llvmpipe, 256x256: 2.5 s -> 0.38 s; 128x128: 0.31 s -> 53 ms),
+//! and its eigenvalues and vectors come out as accurate as LAPACK's.
+//!
+//! 1. `_tri`: one workgroup per matrix reduces the scaled matrix (`g A`, `g` a power of two
+//!    bringing `|A|_max` into [0.5, 1)) to a symmetric tridiagonal `T = Q^T A Q` by Householder
+//!    reflections `H_k = I - 2 u_k u_k^T`, `Q = H_0 ... H_{n-3}`: for column k, `p = A u`,
+//!    `w = 2 (p - (u^T p) u)`, then `A <- A - u w^T - w u^T` on the trailing block. Thread j
+//!    owns column j of the row-major matrix (the rows it streams through are read across the
+//!    threads). `u_k` replaces row k right of the diagonal; the subdiagonal goes to `e`.
+//! 2. `_ql`: one workgroup per matrix runs the implicit QL iteration with Wilkinson-like
+//!    shifts (EISPACK's tql2, as in Numerical Recipes' `tqli`): one thread chases each
+//!    bulge through `d` and `e` in workgroup memory and records the rotations, then every
+//!    thread applies them to its rows of `Z` (`Z` by columns: a rotation's two columns are
+//!    read across the threads). Launches resume where the last one stopped; a matrix whose
+//!    eigenvalue needs more than 30 iterations, or that is not done after the last launch,
+//!    gets NaN results: never a wrong answer without a sign.
+//! 3. `_values` ranks the eigenvalues (ascending), `_vectors` writes `Z`'s columns in that
+//!    order, row-major, and `_back` applies the reflectors to them (`V = Q Z`), one thread per
+//!    column, the last reflectors first.
+
+use super::jacobi::{
+    binding, check_results, f32_tensor, params, rank_loop, scale_kernel, tree_reduce,
+    workgroup_kernel, EIGH_TARGET, SUM,
+};
+use super::{temp, Launch, Plan};
+use crate::codegen::kernel::{self, RUNTIME_ZERO};
+use crate::codegen::loop_kernel::Target;
+use crate::error::{Error, Result};
+use crate::ir::{ElementType, Function, Operation, TensorType};
+
+/// Words of a tridiagonal state's status after the matrix and `e`: the scale `g`, unused.
+const TRI_STATUS: u64 = 4;
+/// Words of a QL state's status after `Z`, `d` and `e`: the first eigenvalue not yet
+/// converged, the iterations spent on it, the state (0 running, 1 done, 2 failed), unused.
+const QL_STATUS: u64 = 4;
+/// Most QL iterations on one eigenvalue (EISPACK's 30).
+const MAX_ITERATIONS: u64 = 30;
+/// QL iterations per eigenvalue the launches leave room for, on average (about 1.5 are
+/// usual); past them the results are NaN.
+const PLANNED_ITERATIONS: u64 = 4;
+/// Threads per workgroup of the back-transformation (several workgroups per matrix).
+const BACK_WG: u64 = 16;
+
+/// Smallest n the tridiagonal route takes by default on CPU adapters: up to 64 columns the
+/// block-Jacobi kernels are faster (llvmpipe, 64x64: 4.1 against 11.8 ms), past them slower
+/// (96x96: 106 against 31 ms).
+const CPU_MIN_N: u64 = 65;
+
+/// Loop iterations one invocation may run per launch.
+fn budget(target: Target) -> u64 {
+    (target.max_invocation_iterations / 2).max(1)
+}
+
+/// Whether `custom_call @wgpu_hlo.eigh` of `n x n` matrices takes the tridiagonal route
+/// (which needs f64 for the QL iteration): `WGPU_HLO_EIGH_TRIDIAGONAL=0` never, `=1` always
+/// (where its steps fit the loop budget), otherwise on CPU adapters from [`CPU_MIN_N`].
+fn chosen(n: u64, target: Target) -> bool {
+    target.caps.f64
+        && match std::env::var("WGPU_HLO_EIGH_TRIDIAGONAL").as_deref() {
+            Ok("0") => false,
+            Ok("1") => true,
+            _ => target.cpu_adapter && n >= CPU_MIN_N,
+        }
+}
+
+/// The shape of the plan: order, threads per workgroup of the reduction and QL kernels.
+/// Rows of the matrices are padded to whole vec4s (`ld` elements).
+#[derive(Clone, Copy)]
+struct Dims {
+    n: u64,
+    wg: u64,
+}
+
+impl Dims {
+    /// Vec4s per padded row.
+    fn n4(self) -> u64 {
+        self.n.div_ceil(4)
+    }
+    fn ld(self) -> u64 {
+        4 * self.n4()
+    }
+    /// Padded rows of a matrix.
+    fn size(self) -> u64 {
+        self.n * self.ld()
+    }
+    /// Vec4s per thread across a row.
+    fn per_thread(self) -> u64 {
+        self.n4().div_ceil(self.wg)
+    }
+    /// Loop iterations of reduction step k.
+    fn tri_step(self, k: u64) -> u64 {
+        let r = self.n - 1 - k;
+        let c = self.ld().div_ceil(self.wg);
+        2 * self.per_thread() * r + 3 * c + 2 * self.wg.ilog2() as u64 + 4
+    }
+    /// Worst-case loop iterations of one QL iteration (the search, the chase, the rotations
+    /// of the thread's rows).
+    fn ql_step(self) -> u64 {
+        3 * self.n + 4
+    }
+    /// The reduction's state (f32): the matrix, `e`, status.
+    fn tri_stride(self) -> u64 {
+        self.size() + self.ld() + TRI_STATUS
+    }
+    /// Words of one of the QL state's two copies of `d`, `e` and the status.
+    fn ql_slot(self) -> u64 {
+        2 * self.ld() + QL_STATUS
+    }
+    /// The QL state (f64): Z by columns, then `d`, `e` and status twice (the launches read one
+    /// copy and write the other).
+    fn ql_stride(self) -> u64 {
+        self.size() + 2 * self.ql_slot()
+    }
+    /// Workgroups per matrix of the QL kernel: each repeats the (cheap, scalar) QL iteration
+    /// and rotates its own rows of Z, so the rotations, which are the work, use every core.
+    fn ql_groups(self) -> u64 {
+        self.n4().div_ceil(self.ql_rows())
+    }
+    /// Vec4s of rows per QL workgroup (one per thread): a power of two (llvmpipe computed
+    /// wrong eigenvalues with 10 or 12 threads).
+    fn ql_rows(self) -> u64 {
+        16.min(self.n4().next_power_of_two()).max(8)
+    }
+}
+
+/// `template` with each `(key, value)` substituted (keys are `$NAME` tokens).
+fn fill(template: &str, subs: &[(&str, String)]) -> String {
+    let mut out = template.to_string();
+    // Longest keys first: `$NN` before `$N`.
+    let mut subs: Vec<_> = subs.iter().collect();
+    subs.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
+    for (k, v) in subs {
+        out = out.replace(k, v);
+    }
+    out
+}
+
+/// The plan for `custom_call @wgpu_hlo.eigh` when the tridiagonal route is chosen for it,
+/// else `None` (the Jacobi kernels take it).
+pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Option<Plan>> {
+    let what = format!("custom_call @{EIGH_TARGET}");
+    let Some(&a) = op.operands.first() else {
+        return Err(Error::invalid(format!("{what} without operand")));
+    };
+    let at = f32_tensor(f, a, &what)?;
+    let d = at.dims();
+    let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
+    if m != n || n == 0 || !chosen(n, target) {
+        return Ok(None);
+    }
+    let batch = at.num_elements() as u64 / (n * n);
+    let budget = budget(target);
+    // Fewer threads cost fewer barrier switches on CPU adapters; more, where a step needs them
+    // to stay within the loop budget.
+    let first = if target.cpu_adapter { 64 } else { 256 };
+    let Some(wg) = [first, 256]
+        .into_iter()
+        .map(|wg| wg.min(n.div_ceil(4).next_power_of_two()).max(8))
+        .find(|&wg| {
+            let s = Dims { n, wg };
+            s.tri_step(0) <= budget && s.ql_step() <= budget && 2 * n < budget
+        })
+    else {
+        return Ok(None);
+    };
+    let s = Dims { n, wg };
+    // Workgroup memory: the reduction's u, w and tree; QL's d, e and rotations (f64).
+    let bytes = (4 * (2 * s.ld() + wg)).max(8 * (4 * n) + 32);
+    if bytes > target.max_workgroup_storage
+        || batch > target.max_workgroups as u64 * target.max_workgroups as u64
+    {
+        return Ok(None);
+    }
+    let res = check_results(f, op, &[d[..d.len() - 1].to_vec(), d.clone()], &what)?;
+    let desc = format!("{batch} symmetric {n}x{n} f32 matrices");
+    let (ld, n4, size) = (s.ld(), s.n4(), s.size());
+    let tri_t = TensorType::new(vec![(batch * s.tri_stride()) as i64], ElementType::F32);
+    let ql_t = TensorType::new(vec![(batch * s.ql_stride()) as i64], ElementType::F64);
+    let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
+    let z_t = TensorType::new(vec![(batch * size) as i64], ElementType::F32);
+    let tri = binding(temp(0), &tri_t);
+    let ql = binding(temp(1), &ql_t);
+    let ranks = binding(temp(2), &rank_t);
+    let zs = binding(temp(3), &z_t);
+    let subs = |extra: &[(&'static str, String)]| -> Vec<(&'static str, String)> {
+        let mut v = vec![
+            ("$N", n.to_string()),
+            ("$N4", n4.to_string()),
+            ("$LD", ld.to_string()),
+            ("$SIZE", size.to_string()),
+            ("$NN", (n * n).to_string()),
+            ("$WG", wg.to_string()),
+            ("$B", batch.to_string()),
+            ("$TS", s.tri_stride().to_string()),
+            ("$QS", s.ql_stride().to_string()),
+            ("$RZ", RUNTIME_ZERO.to_string()),
+        ];
+        v.extend(extra.iter().cloned());
+        v
+    };
+    let threaded = |kname: &str,
+                    does: &str,
+                    inputs: Vec<crate::codegen::expr::Binding>,
+                    outputs: Vec<crate::codegen::expr::Binding>,
+                    body: &str,
+                    threads: u64,
+                    iterations: u64| {
+        kernel::threaded(
+            &format!("{name}_{kname}"),
+            &format!("kernel {name}_{kname}: {does} of {desc}\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
+            inputs,
+            outputs,
+            &Default::default(),
+            "",
+            &fill(body, &subs(&[])),
+            threads,
+            iterations,
+            target,
+        )
+    };
+
+    let mut kernels = Vec::new();
+    let mut launches = Vec::new();
+    // The matrix into the reduction's state (rows padded to LD), scaled.
+    kernels.push(threaded(
+        "init",
+        "the reduction state (padded matrix, e, status)",
+        vec![binding(a, &at)],
+        vec![tri.clone()],
+        "    let mat = tid / $TSu;\n    let e = tid % $TSu;\n    var x = 0.0;\n    if (e < $SIZEu && e % $LDu < $Nu) { x = in0[mat * $NNu + e / $LDu * $Nu + e % $LDu]; }\n    out0[tid] = x;\n",
+        batch * s.tri_stride(),
+        0,
+    )?);
+    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+    let at_ij = |i: &str, j: &str| format!("({i}) * {ld}u + ({j})");
+    kernels.push(scale_kernel(
+        name,
+        &desc,
+        &what,
+        &tri,
+        batch,
+        (n, ld),
+        s.tri_stride(),
+        size + ld,
+        false,
+        &at_ij,
+        target,
+    )?);
+    launches.push(Launch::updating(kernels.len() - 1, Vec::new(), 0));
+
+    // The reduction, as many steps per launch as the budget allows.
+    let steps = n.saturating_sub(2);
+    if steps > 0 {
+        let tree = tree_reduce(wg / 2, SUM, "        ");
+        let body = fill(TRI_KERNEL, &subs(&[("$TREE", tree)]));
+        let mut tri_iters = 0;
+        let mut k0 = 0;
+        while k0 < steps {
+            let mut cost = s.tri_step(k0);
+            let mut k1 = k0 + 1;
+            while k1 < steps && cost + s.tri_step(k1) <= budget {
+                cost += s.tri_step(k1);
+                k1 += 1;
+            }
+            tri_iters = tri_iters.max(cost);
+            launches.push(Launch::updating(
+                kernels.len(),
+                vec![k0 as u32, k1 as u32],
+                0,
+            ));
+            k0 = k1;
+        }
+        kernels.push(workgroup_kernel(
+            &format!("{name}_tri"),
+            &format!("kernel {name}_tri: Householder reduction to tridiagonal form (parameters: first and end column) of {desc}, one workgroup per matrix\nloop iterations per invocation: at most {tri_iters}\nfuses: {what}"),
+            vec![params()],
+            vec![tri.clone()],
+            &body,
+            batch,
+            tri_iters,
+            true,
+            target,
+        )?);
+    }
+
+    // The QL state (f64): Z = I by columns, d, e (e[n-1] = 0), status in the first copy.
+    kernels.push(threaded(
+        "ql_init",
+        "the QL state (Z = I, d, e, status; f64)",
+        vec![tri.clone()],
+        vec![ql.clone()],
+        "    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu;\n    var x = 0.0lf;\n    if (e < $SIZEu) {\n        x = select(0.0lf, 1.0lf, e / $LDu == e % $LDu);\n    } else if (e < $SIZEu + $LDu) {\n        let i = e - $SIZEu;\n        if (i < $Nu) { x = f64(in0[sb + i * $LDu + i]); }\n    } else if (e < $SIZEu + 2u * $LDu) {\n        let i = e - $SIZEu - $LDu;\n        if (i + 2u < $Nu) {\n            x = f64(in0[sb + $SIZEu + i]);\n        } else if (i + 2u == $Nu) {\n            x = f64(in0[sb + i * $LDu + i + 1u]);\n        }\n    }\n    out0[tid] = x;\n",
+        batch * s.ql_stride(),
+        0,
+    )?);
+    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+    let ql_iters = budget.min(s.ql_step() * (n + 1));
+    let ql_body = fill(
+        QL_KERNEL,
+        &subs(&[
+            ("$SLOT", s.ql_slot().to_string()),
+            ("$G", s.ql_groups().to_string()),
+            ("$R", s.ql_rows().to_string()),
+            ("$STEP", s.ql_step().to_string()),
+            ("$ROWS", s.per_thread().to_string()),
+            ("$BUDGET", budget.to_string()),
+            ("$MAXIT", MAX_ITERATIONS.to_string()),
+        ]),
+    );
+    kernels.push(workgroup_kernel(
+        &format!("{name}_ql"),
+        &format!("kernel {name}_ql: implicit QL iterations (f64; parameter: the launch's index) on the tridiagonal matrices of {desc}, resumed where the last launch stopped, {} workgroups per matrix\nloop iterations per invocation: at most {ql_iters}\nfuses: {what}", s.ql_groups()),
+        vec![params()],
+        vec![ql.clone()],
+        &ql_body,
+        batch * s.ql_groups(),
+        ql_iters,
+        true,
+        target,
+    )?);
+    // Room for PLANNED_ITERATIONS iterations per eigenvalue, each over the rest of the matrix.
+    let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
+    let ql_launches = (rotations * 3).div_ceil(budget - s.ql_step()) + 1;
+    let k_ql = kernels.len() - 1;
+    for t in 0..ql_launches {
+        launches.push(Launch::updating(k_ql, vec![t as u32, 0], 1));
+    }
+    // The copy the last launch wrote.
+    let last = size + (ql_launches % 2) * s.ql_slot();
+
+    // Eigenvalues ascending (NaN unless the QL iteration finished), their ranks.
+    let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2);
+    kernels.push(threaded(
+        "values",
+        "eigenvalues, ascending, and their ranks",
+        vec![ql.clone(), tri.clone()],
+        vec![binding(op.results[0], &res[0]), ranks.clone()],
+        &format!(
+            "    let mat = tid / $Nu;\n    let i = tid % $Nu;\n    let qb = mat * $QSu;\n    let g = in1[mat * $TSu + $SIZEu + $LDu];\n{rank}    out0[mat * $Nu + rank] = select(bitcast<f32>(0x7fc00000u), ki / g, {ok});\n    out1[tid] = rank;\n",
+            rank = rank_loop(n, &format!("f32(in0[qb + {last}u + i])"), &format!("f32(in0[qb + {last}u + j])"), true),
+        ),
+        batch * n,
+        n,
+    )?);
+    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+    // Z's columns in eigenvalue order, row-major (rows padded to LD with zeros).
+    kernels.push(threaded(
+        "vectors",
+        "eigenvectors of the tridiagonal matrices, in the order of their eigenvalues",
+        vec![ql.clone(), ranks.clone()],
+        vec![zs.clone()],
+        &format!(
+            "    let mat = tid / $SIZEu;\n    let row = (tid / $LDu) % $Nu;\n    let col = tid % $LDu;\n    let qb = mat * $QSu;\n    if (col >= $Nu) {{\n        out0[tid] = 0.0;\n        return;\n    }}\n    out0[mat * $SIZEu + row * $LDu + in1[mat * $Nu + col]] = select(bitcast<f32>(0x7fc00000u), f32(in0[qb + col * $LDu + row]), {ok});\n"
+        ),
+        batch * size,
+        0,
+    )?);
+    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+
+    // V = Q Z: reflectors k from the last, as many per launch as the budget allows; each
+    // thread takes a vec4 of columns.
+    if steps > 0 {
+        let cost = |k: u64| 2 * (n - 1 - k) + 1;
+        let mut ranges = Vec::new();
+        let mut hi = steps;
+        let mut back_iters = 0;
+        while hi > 0 {
+            let mut lo = hi - 1;
+            let mut c = cost(lo);
+            while lo > 0 && c + cost(lo - 1) <= budget {
+                lo -= 1;
+                c += cost(lo);
+            }
+            back_iters = back_iters.max(c);
+            ranges.push((hi, lo));
+            hi = lo;
+        }
+        let threads = batch * n4;
+        kernels.push(workgroup_kernel(
+            &format!("{name}_back"),
+            &format!("kernel {name}_back: the reflections (parameters: end and first) applied to the tridiagonal matrices' eigenvectors of {desc}, a vec4 of columns per thread\nloop iterations per invocation: at most {back_iters}\nfuses: {what}"),
+            vec![params(), tri.clone()],
+            vec![zs.clone()],
+            &fill(BACK_KERNEL, &subs(&[("$BWG", BACK_WG.to_string()), ("$T", threads.to_string())])),
+            threads.div_ceil(BACK_WG),
+            back_iters,
+            true,
+            target,
+        )?);
+        let k_back = kernels.len() - 1;
+        for (hi, lo) in ranges {
+            launches.push(Launch::updating(k_back, vec![hi as u32, lo as u32], 3));
+        }
+    }
+    // The vectors without the row padding.
+    kernels.push(threaded(
+        "out",
+        "eigenvectors",
+        vec![zs.clone()],
+        vec![binding(op.results[1], &res[1])],
+        "    let mat = tid / $NNu;\n    let e = tid % $NNu;\n    out0[tid] = in0[mat * $SIZEu + e / $Nu * $LDu + e % $Nu];\n",
+        batch * n * n,
+        0,
+    )?);
+    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+    Ok(Some(Plan {
+        kernels,
+        temps: vec![tri_t, ql_t, rank_t, z_t],
+        launches,
+    }))
+}
+
+/// The back-transformation (see the module comment): `out0` the padded row-major vectors by
+/// vec4s, `in1` the reduction's state (the reflectors in its rows), `in0` the reflectors'
+/// end and first index.
+const BACK_KERNEL: &str = r#"@compute @workgroup_size($BWG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    $RZ = nwg.z >> 16u;
+    let tid = (wid.y * nwg.x + wid.x) * $BWGu + lid;
+    if (tid >= $Tu) { return; }
+    let mat = tid / $N4u;
+    let sb = mat * $TSu;
+    let zb = mat * ($SIZEu / 4u) + tid % $N4u;
+    for (var kk = in0[0]; kk > in0[1]; kk = kk - 1u) {
+        let k = kk - 1u;
+        let ub = sb + k * $LDu;
+        var dot = vec4<f32>(0.0);
+        for (var i = k + 1u; i < $Nu; i = i + 1u) {
+            dot = dot + in1[ub + i] * out0[zb + i * $N4u];
+        }
+        dot = 2.0 * dot;
+        for (var i = k + 1u; i < $Nu; i = i + 1u) {
+            out0[zb + i * $N4u] = out0[zb + i * $N4u] - in1[ub + i] * dot;
+        }
+    }
+}
+"#;
+
+/// The reduction kernel (see the module comment): `out0` the state by vec4s (its scalars
+/// read as components), `in0` the first and end column.
+const TRI_KERNEL: &str = r#"var<workgroup> red: array<f32, $WG>;
+var<workgroup> uu: array<f32, $LD>;
+var<workgroup> ww: array<f32, $LD>;
+
+@compute @workgroup_size($WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    $RZ = nwg.z >> 16u;
+    let mat = wid.y * nwg.x + wid.x;
+    if (mat >= $Bu) { return; }
+    let base = mat * $TSu;
+    let b4 = base >> 2u;
+    for (var k = in0[0]; k < in0[1]; k = k + 1u) {
+        let r0 = k + 1u;
+        let row = base + k * $LDu;
+        // Column k below the diagonal (row k right of it): its squared norm past the first.
+        var acc = 0.0;
+        for (var i = lid; i < $LDu; i = i + $WGu) {
+            var x = 0.0;
+            if (i >= r0 && i < $Nu) { x = out0[(row + i) >> 2u][(row + i) & 3u]; }
+            uu[i] = x;
+            if (i > r0) { acc = acc + x * x; }
+        }
+        red[lid] = acc;
+$TREE        let tail = red[0];
+        let x0 = uu[r0];
+        workgroupBarrier();
+        // u = (x - alpha e_1) / |x - alpha e_1|, alpha = -sign(x0) |x|; none (u = 0) when the
+        // column is already reduced (entries below 1e-18 of the scaled matrix count as zero).
+        let live = tail > 1e-36;
+        let root = sqrt(tail + x0 * x0);
+        let alpha = select(root, -root, x0 >= 0.0);
+        let v0 = x0 - alpha;
+        let vv = tail + v0 * v0;
+        var inv = 1.0 / sqrt(vv);
+        // A Newton step: GPUs may take square roots a few ULP off, and every reflection's
+        // error stays in the eigenvectors.
+        inv = inv * (1.5 - 0.5 * inv * inv * vv);
+        inv = select(0.0, inv, live);
+        for (var i = r0 + lid; i < $Nu; i = i + $WGu) {
+            let u = select(uu[i], v0, i == r0) * inv;
+            uu[i] = u;
+            out0[(row + i) >> 2u][(row + i) & 3u] = u;
+        }
+        if (lid == 0u) {
+            let ei = base + $SIZEu + k;
+            out0[ei >> 2u][ei & 3u] = select(x0, alpha, live);
+        }
+        workgroupBarrier();
+        // p = A u on the trailing block (a vec4 of columns per thread), K = u^T p.
+        var kp = 0.0;
+        for (var j4 = (r0 >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
+            var p = vec4<f32>(0.0);
+            for (var i = r0; i < $Nu; i = i + 1u) {
+                p = p + out0[b4 + i * $N4u + j4] * uu[i];
+            }
+            let j = 4u * j4;
+            kp = kp + dot(p, vec4<f32>(uu[j], uu[j + 1u], uu[j + 2u], uu[j + 3u]));
+            ww[j] = p.x;
+            ww[j + 1u] = p.y;
+            ww[j + 2u] = p.z;
+            ww[j + 3u] = p.w;
+        }
+        red[lid] = kp;
+$TREE        let kk = red[0];
+        // w = 2 (p - K u) (zero outside the trailing block); A <- A - u w^T - w u^T.
+        for (var j = lid; j < $LDu; j = j + $WGu) {
+            ww[j] = select(0.0, 2.0 * (ww[j] - kk * uu[j]), j >= r0 && j < $Nu);
+        }
+        workgroupBarrier();
+        for (var j4 = (r0 >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
+            let j = 4u * j4;
+            let u4 = vec4<f32>(uu[j], uu[j + 1u], uu[j + 2u], uu[j + 3u]);
+            let w4 = vec4<f32>(ww[j], ww[j + 1u], ww[j + 2u], ww[j + 3u]);
+            for (var i = r0; i < $Nu; i = i + 1u) {
+                let e = b4 + i * $N4u + j4;
+                out0[e] = out0[e] - uu[i] * w4 - ww[i] * u4;
+            }
+        }
+        storageBarrier();
+        workgroupBarrier();
+    }
+}
+"#;
+
+/// The QL kernel (see the module comment): `out0` the f64 state by vec4s (Z's rows by
+/// fours; the scalars read as components).
+const QL_KERNEL: &str = r#"var<workgroup> dd: array<f64, $N>;
+var<workgroup> ee: array<f64, $N>;
+var<workgroup> rot: array<vec2<f64>, $N>;
+var<workgroup> ctl: vec4<u32>;
+var<workgroup> chain: vec4<u32>;
+
+// sqrt(a^2 + b^2) without overflow.
+fn hyp(a: f64, b: f64) -> f64 {
+    let x = abs(a);
+    let y = abs(b);
+    let big = max(x, y);
+    if (!(big > 0.0lf)) { return x + y; }
+    let q = min(x, y) / big;
+    return big * sqrt(1.0lf + q * q);
+}
+
+@compute @workgroup_size($R)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    $RZ = nwg.z >> 16u;
+    let gid = wid.y * nwg.x + wid.x;
+    let mat = gid / $Gu;
+    let part = gid % $Gu;
+    if (mat >= $Bu) { return; }
+    let base = mat * $QSu;
+    let b4 = base >> 2u;
+    // This launch's copy of d, e and the status, and the copy it writes (its first
+    // workgroup, when all have read theirs).
+    let src = base + $SIZEu + (in0[0] & 1u) * $SLOTu;
+    let dst = base + $SIZEu + (1u - (in0[0] & 1u)) * $SLOTu;
+    for (var i = lid; i < $Nu; i = i + $Ru) {
+        dd[i] = out0[(src + i) >> 2u][(src + i) & 3u];
+        ee[i] = out0[(src + $LDu + i) >> 2u][(src + $LDu + i) & 3u];
+    }
+    if (lid == 0u) {
+        let s = out0[(src + 2u * $LDu) >> 2u];
+        ctl = vec4<u32>(u32(s.x), u32(s.y), u32(s.z), 0u);
+    }
+    let c0 = workgroupUniformLoad(&ctl);
+    if (c0.z == 0u) {
+    var used = 0u;
+    loop {
+        if (lid == 0u) {
+            var l = ctl.x;
+            var it = ctl.y;
+            var state = 0u;
+            var lo = 0u;
+            var m = 0u;
+            var spent = used;
+            loop {
+                if (l >= $Nu) { state = 1u; break; }
+                // Out of this launch's budget: the next launch goes on from here.
+                if (spent + $STEPu > $BUDGETu) { state = 3u; break; }
+                // The first negligible e from l (far below f32's precision): [l, m] is an
+                // unreduced block.
+                m = l;
+                loop {
+                    if (m + 1u >= $Nu) { break; }
+                    let e = abs(ee[m]);
+                    if (e <= 1e-12lf * (abs(dd[m]) + abs(dd[m + 1u])) || e < 1e-30lf) { break; }
+                    m = m + 1u;
+                }
+                spent = spent + m - l + 1u;
+                if (m == l) {
+                    l = l + 1u;
+                    it = 0u;
+                    continue;
+                }
+                if (it >= $MAXITu) { state = 2u; break; }
+                it = it + 1u;
+                // One QL iteration on [l, m], shifted by the eigenvalue of the leading 2x2
+                // block nearer d[l]; rotations m-1 down to l.
+                let el = ee[l];
+                var g = (dd[l + 1u] - dd[l]) / (2.0lf * el);
+                var r = hyp(g, 1.0lf);
+                g = dd[m] - dd[l] + el / (g + select(-r, r, g >= 0.0lf));
+                var s = 1.0lf;
+                var c = 1.0lf;
+                var p = 0.0lf;
+                var i = m;
+                var under = false;
+                loop {
+                    if (i == l) { break; }
+                    i = i - 1u;
+                    let f = s * ee[i];
+                    let b = c * ee[i];
+                    r = hyp(f, g);
+                    ee[i + 1u] = r;
+                    if (r == 0.0lf) {
+                        // Underflow: the rotations so far stand, the iteration restarts.
+                        dd[i + 1u] = dd[i + 1u] - p;
+                        ee[m] = 0.0lf;
+                        under = true;
+                        break;
+                    }
+                    s = f / r;
+                    c = g / r;
+                    g = dd[i + 1u] - p;
+                    r = (dd[i] - g) * s + 2.0lf * c * b;
+                    p = s * r;
+                    dd[i + 1u] = g + p;
+                    g = c * r - b;
+                    rot[i] = vec2<f64>(c, s);
+                }
+                if (under) {
+                    lo = i + 1u;
+                } else {
+                    dd[l] = dd[l] - p;
+                    ee[l] = g;
+                    ee[m] = 0.0lf;
+                    lo = l;
+                }
+                spent = spent + m - l;
+                break;
+            }
+            ctl = vec4<u32>(l, it, state, 0u);
+            chain = vec4<u32>(lo, m, spent, 0u);
+        }
+        let c = workgroupUniformLoad(&ctl);
+        let ch = workgroupUniformLoad(&chain);
+        if (c.z != 0u) { break; }
+        // Rotations lo..m-1, from m-1 down, on this workgroup's rows of Z (a vec4 of rows
+        // per thread).
+        let r4 = part * $Ru + lid;
+        if (r4 < $N4u) {
+            var carry = out0[b4 + ch.y * $N4u + r4];
+            var i = ch.y;
+            loop {
+                if (i == ch.x) { break; }
+                i = i - 1u;
+                let cs = rot[i];
+                let zi = out0[b4 + i * $N4u + r4];
+                out0[b4 + (i + 1u) * $N4u + r4] = cs.y * zi + cs.x * carry;
+                carry = cs.x * zi - cs.y * carry;
+            }
+            out0[b4 + ch.x * $N4u + r4] = carry;
+        }
+        used = ch.z + (ch.y - ch.x);
+        workgroupBarrier();
+    }
+    }
+    if (part != 0u) { return; }
+    workgroupBarrier();
+    for (var i = lid; i < $Nu; i = i + $Ru) {
+        out0[(dst + i) >> 2u][(dst + i) & 3u] = dd[i];
+        out0[(dst + $LDu + i) >> 2u][(dst + $LDu + i) & 3u] = ee[i];
+    }
+    if (lid == 0u) {
+        let c = ctl;
+        out0[(dst + 2u * $LDu) >> 2u] = vec4<f64>(f64(c.x), f64(c.y), f64(select(c.z, 0u, c.z == 3u)), 0.0lf);
+    }
+}
+"#;
