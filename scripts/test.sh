@@ -23,11 +23,12 @@ WGPU_HLO_TEXTURE_READS=all "$VENV/bin/python" -m pytest -q python/tests/test_jax
 # columns; the per-pair rounds they replaced still serve adapters without subgroups.
 echo "== Jacobi without the block sweeps (WGPU_HLO_JACOBI_BLOCKS=0)"
 WGPU_HLO_JACOBI_BLOCKS=0 cargo test --release --test jacobi
-# Past 64 columns CPU adapters run eigh by reduction to tridiagonal form: every eigh test
-# once more that way (small and odd orders included), and once by Jacobi only.
-echo "== eigh by tridiagonal reduction everywhere, and by Jacobi only"
-WGPU_HLO_EIGH_TRIDIAGONAL=1 cargo test --release --test jacobi eigh
-WGPU_HLO_EIGH_TRIDIAGONAL=0 cargo test --release --test jacobi eigh
+# Past 64 columns CPU adapters run eigh by reduction to tridiagonal form, and svd without
+# U and V by reduction to bidiagonal form: every test once more that way (small and odd
+# orders included), and once by Jacobi only.
+echo "== eigh and values-only svd by tridiagonal/bidiagonal reduction everywhere, and by Jacobi only"
+WGPU_HLO_EIGH_TRIDIAGONAL=1 WGPU_HLO_SVD_BIDIAGONAL=1 cargo test --release --test jacobi
+WGPU_HLO_EIGH_TRIDIAGONAL=0 WGPU_HLO_SVD_BIDIAGONAL=0 cargo test --release --test jacobi
 # The kernel shapes a GPU gets (workgroup-memory tiles instead of CPU register blocks), run on
 # this adapter against the same references, so CI checks code no GPU here would otherwise run.
 echo "== GPU kernel choices on this adapter (WGPU_HLO_ADAPTER_CLASS=gpu)"

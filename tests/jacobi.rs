@@ -206,6 +206,60 @@ fn eigh_tridiagonal_spectra() {
 }
 
 #[test]
+fn svd_values_bidiagonal_spectra() {
+    // Past 64 columns CPU adapters find singular values alone by bidiagonal reduction and QL
+    // iterations (WGPU_HLO_SVD_BIDIAGONAL=0: never, =1: every values-only svd here, on any
+    // adapter with f64). Matrices H1 diag(sigma) H2 (reflections H1, H2) with known values:
+    // half of them zero, all zero, all equal (orthonormal columns), graded over 7 decades.
+    let (m, n) = (90, 70);
+    let reflection = |len: usize, seed: usize| {
+        let v: Vec<f64> = (0..len)
+            .map(|i| ((i * seed + 3) % 13) as f64 - 6.0)
+            .collect();
+        let vv: f64 = v.iter().map(|x| x * x).sum();
+        move |i: usize, j: usize| f64::from(u8::from(i == j)) - 2.0 * v[i] * v[j] / vv
+    };
+    let (h1, h2) = (reflection(m, 5), reflection(n, 7));
+    let spectra: Vec<Vec<f64>> = vec![
+        (0..n)
+            .map(|i| {
+                if i < n / 2 {
+                    3.0 - i as f64 * 0.05
+                } else {
+                    0.0
+                }
+            })
+            .collect(),
+        vec![0.0; n],
+        vec![1.0; n],
+        (0..n).map(|i| 10f64.powf(-(i as f64) / 10.0)).collect(),
+    ];
+    let mut a = Vec::new();
+    for sigma in &spectra {
+        for i in 0..m {
+            for j in 0..n {
+                let x: f64 = (0..n).map(|k| h1(i, k) * sigma[k] * h2(k, j)).sum();
+                a.push(x as f32);
+            }
+        }
+    }
+    let batch = spectra.len();
+    let src = format!(
+        "func.func @main(%a: {t}) -> {s} {{\n  %s = stablehlo.custom_call @wgpu_hlo.svd(%a) : ({t}) -> {s}\n  return %s : {s}\n}}\n",
+        t = ty(&[batch, m, n]),
+        s = ty(&[batch, n]),
+    );
+    let s = &run(&src, &[batch, m, n], &a)[0];
+    for (b, sigma) in spectra.iter().enumerate() {
+        let mut want = sigma.clone();
+        want.sort_by(|x, y| y.total_cmp(x));
+        let got = &s[b * n..(b + 1) * n];
+        let err = max_abs(got.iter().zip(&want).map(|(x, y)| x - y));
+        assert!(err <= 2e-6 * want[0].max(1e-30), "matrix {b}: {got:?}");
+    }
+}
+
+#[test]
 fn eigh_in_global_memory() {
     // 2 * 120^2 f32 is more workgroup memory than adapters give: the state stays global.
     check_eigh(1, 120, 5);

@@ -367,7 +367,10 @@ pub fn plan(
     target: Target,
 ) -> Result<Plan> {
     if c.call_target_name != EIGH_TARGET {
-        svd(name, f, op, target, false)
+        match super::tridiagonal::plan_svd_values(name, f, op, target)? {
+            Some(p) => Ok(p),
+            None => svd(name, f, op, target, false),
+        }
     } else if let Some(p) = super::tridiagonal::plan(name, f, op, target)? {
         Ok(p)
     } else if eigh_one_sided(target) {

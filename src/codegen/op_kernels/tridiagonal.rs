@@ -24,7 +24,7 @@
 
 use super::jacobi::{
     binding, check_results, f32_tensor, params, rank_loop, scale_kernel, tree_reduce,
-    workgroup_kernel, EIGH_TARGET, SUM,
+    workgroup_kernel, EIGH_TARGET, SUM, SVD_TARGET,
 };
 use super::{temp, Launch, Plan};
 use crate::codegen::kernel::{self, RUNTIME_ZERO};
@@ -55,12 +55,13 @@ fn budget(target: Target) -> u64 {
     (target.max_invocation_iterations / 2).max(1)
 }
 
-/// Whether `custom_call @wgpu_hlo.eigh` of `n x n` matrices takes the tridiagonal route
-/// (which needs f64 for the QL iteration): `WGPU_HLO_EIGH_TRIDIAGONAL=0` never, `=1` always
-/// (where its steps fit the loop budget), otherwise on CPU adapters from [`CPU_MIN_N`].
-fn chosen(n: u64, target: Target) -> bool {
+/// Whether eigh (`var` = `WGPU_HLO_EIGH_TRIDIAGONAL`) or values-only svd
+/// (`WGPU_HLO_SVD_BIDIAGONAL`) of `n`-column matrices takes the route of this module (which
+/// needs f64 for the QL iteration): `var=0` never, `=1` always (where its steps fit the loop
+/// budget and workgroup memory), otherwise on CPU adapters from [`CPU_MIN_N`].
+fn chosen(var: &str, n: u64, target: Target) -> bool {
     target.caps.f64
-        && match std::env::var("WGPU_HLO_EIGH_TRIDIAGONAL").as_deref() {
+        && match std::env::var(var).as_deref() {
             Ok("0") => false,
             Ok("1") => true,
             _ => target.cpu_adapter && n >= CPU_MIN_N,
@@ -149,7 +150,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
     let at = f32_tensor(f, a, &what)?;
     let d = at.dims();
     let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
-    if m != n || n == 0 || !chosen(n, target) {
+    if m != n || n == 0 || !chosen("WGPU_HLO_EIGH_TRIDIAGONAL", n, target) {
         return Ok(None);
     }
     let batch = at.num_elements() as u64 / (n * n);
@@ -298,39 +299,24 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         0,
     )?);
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
-    let ql_iters = budget.min(s.ql_step() * (n + 1));
-    let ql_body = fill(
-        QL_KERNEL,
-        &subs(&[
-            ("$SLOT", s.ql_slot().to_string()),
-            ("$G", s.ql_groups().to_string()),
-            ("$R", s.ql_rows().to_string()),
-            ("$STEP", s.ql_step().to_string()),
-            ("$ROWS", s.per_thread().to_string()),
-            ("$BUDGET", budget.to_string()),
-            ("$MAXIT", MAX_ITERATIONS.to_string()),
-        ]),
-    );
-    kernels.push(workgroup_kernel(
-        &format!("{name}_ql"),
-        &format!("kernel {name}_ql: implicit QL iterations (f64; parameter: the launch's index) on the tridiagonal matrices of {desc}, resumed where the last launch stopped, {} workgroups per matrix\nloop iterations per invocation: at most {ql_iters}\nfuses: {what}", s.ql_groups()),
-        vec![params()],
-        vec![ql.clone()],
-        &ql_body,
-        batch * s.ql_groups(),
-        ql_iters,
-        true,
+    let last = ql_stage(
+        &Ql {
+            name,
+            desc: &desc,
+            what: &what,
+            state: &ql,
+            batch,
+            order: n,
+            z: Some((s.ql_groups(), s.ql_rows())),
+            stride: s.ql_stride(),
+            slot: s.ql_slot(),
+            budget,
+        },
         target,
-    )?);
-    // Room for PLANNED_ITERATIONS iterations per eigenvalue, each over the rest of the matrix.
-    let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
-    let ql_launches = (rotations * 3).div_ceil(budget - s.ql_step()) + 1;
-    let k_ql = kernels.len() - 1;
-    for t in 0..ql_launches {
-        launches.push(Launch::updating(k_ql, vec![t as u32, 0], 1));
-    }
-    // The copy the last launch wrote.
-    let last = size + (ql_launches % 2) * s.ql_slot();
+        &mut kernels,
+        &mut launches,
+        1,
+    )?;
 
     // Eigenvalues ascending (NaN unless the QL iteration finished), their ranks.
     let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2);
@@ -412,6 +398,378 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         temps: vec![tri_t, ql_t, rank_t, z_t],
         launches,
     }))
+}
+
+/// The plan for `custom_call @wgpu_hlo.svd` with the singular values only (`a: [..., m, n]`,
+/// `m >= n`), when this route is chosen for it, else `None`: one workgroup per matrix
+/// reduces it to upper bidiagonal form `B` (Golub-Kahan: a reflection from the left zeroes
+/// column k below the diagonal, one from the right row k past the superdiagonal), then the
+/// QL kernel finds the eigenvalues of the `2n x 2n` tridiagonal with zero diagonal and
+/// off-diagonal `d_0, e_0, d_1, e_1, ..., d_(n-1)` (B's entries interleaved; its eigenvalues
+/// are `+-sigma_i`), and the `n` largest are the singular values.
+pub fn plan_svd_values(
+    name: &str,
+    f: &Function,
+    op: &Operation,
+    target: Target,
+) -> Result<Option<Plan>> {
+    let what = format!("custom_call @{SVD_TARGET}");
+    let Some(&a) = op.operands.first() else {
+        return Err(Error::invalid(format!("{what} without operand")));
+    };
+    let at = f32_tensor(f, a, &what)?;
+    let d = at.dims();
+    let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
+    if op.results.len() != 1 || m < n || n < 2 || !chosen("WGPU_HLO_SVD_BIDIAGONAL", n, target) {
+        return Ok(None);
+    }
+    let batch = at.num_elements() as u64 / (m * n);
+    let budget = budget(target);
+    let n4 = n.div_ceil(4);
+    let ld = 4 * n4;
+    let size = m * ld;
+    let first = if target.cpu_adapter { 64 } else { 256 };
+    let cost = |wg: u64, k: u64| {
+        let c = |x: u64| x.div_ceil(wg);
+        2 * c(m) + 2 * c(n4) * (m - k) + c(ld) + c(n) + 2 * c(m) * n4 + 4 * wg.ilog2() as u64 + 8
+    };
+    let order = 2 * n;
+    let Some(wg) = [first, 256]
+        .into_iter()
+        .map(|wg| wg.min(m.next_power_of_two()).max(8))
+        .find(|&wg| cost(wg, 0) <= budget && 3 * order + 4 < budget)
+    else {
+        return Ok(None);
+    };
+    let ld2 = 4 * order.div_ceil(4);
+    let bytes = (4 * (m + ld + wg)).max(8 * (4 * order) + 32);
+    if bytes > target.max_workgroup_storage
+        || batch > target.max_workgroups as u64 * target.max_workgroups as u64
+    {
+        return Ok(None);
+    }
+    let mut want = d[..d.len() - 2].to_vec();
+    want.push(n as usize);
+    let res = check_results(f, op, &[want], &what)?;
+    let desc = format!("{batch} {m}x{n} f32 matrices");
+    let stride = size + 2 * ld + 4;
+    let slot = 2 * ld2 + QL_STATUS;
+    let q_stride = 2 * slot;
+    let bi_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
+    let ql_t = TensorType::new(vec![(batch * q_stride) as i64], ElementType::F64);
+    let bi = binding(temp(0), &bi_t);
+    let ql = binding(temp(1), &ql_t);
+    let subs = vec![
+        ("$M", m.to_string()),
+        ("$MN", (m * n).to_string()),
+        ("$N", n.to_string()),
+        ("$N4", n4.to_string()),
+        ("$LD", ld.to_string()),
+        ("$SIZE", size.to_string()),
+        ("$WG", wg.to_string()),
+        ("$B", batch.to_string()),
+        ("$TS", stride.to_string()),
+        ("$QS", q_stride.to_string()),
+        ("$L2", ld2.to_string()),
+        ("$RZ", RUNTIME_ZERO.to_string()),
+        ("$TREE", tree_reduce(wg / 2, SUM, "        ")),
+    ];
+    let threaded = |kname: &str,
+                    does: &str,
+                    inputs: Vec<crate::codegen::expr::Binding>,
+                    outputs: Vec<crate::codegen::expr::Binding>,
+                    body: &str,
+                    threads: u64,
+                    iterations: u64| {
+        kernel::threaded(
+            &format!("{name}_{kname}"),
+            &format!("kernel {name}_{kname}: {does} of {desc}\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
+            inputs,
+            outputs,
+            &Default::default(),
+            "",
+            &fill(body, &subs),
+            threads,
+            iterations,
+            target,
+        )
+    };
+    let mut kernels = Vec::new();
+    let mut launches = Vec::new();
+    kernels.push(threaded(
+        "init",
+        "the reduction state (padded matrix, d, e, status)",
+        vec![binding(a, &at)],
+        vec![bi.clone()],
+        "    let mat = tid / $TSu;\n    let e = tid % $TSu;\n    var x = 0.0;\n    if (e < $SIZEu && e % $LDu < $Nu) { x = in0[mat * $MNu + e / $LDu * $Nu + e % $LDu]; }\n    out0[tid] = x;\n",
+        batch * stride,
+        0,
+    )?);
+    launches.push(Launch::new(0, Vec::new()));
+    let at_ij = |i: &str, j: &str| format!("({i}) * {ld}u + ({j})");
+    kernels.push(scale_kernel(
+        name,
+        &desc,
+        &what,
+        &bi,
+        batch,
+        (m, ld),
+        stride,
+        size + 2 * ld,
+        false,
+        &at_ij,
+        target,
+    )?);
+    launches.push(Launch::updating(1, Vec::new(), 0));
+    let mut iters = 0;
+    let mut k0 = 0;
+    while k0 < n {
+        let mut c = cost(wg, k0);
+        let mut k1 = k0 + 1;
+        while k1 < n && c + cost(wg, k1) <= budget {
+            c += cost(wg, k1);
+            k1 += 1;
+        }
+        iters = iters.max(c);
+        launches.push(Launch::updating(2, vec![k0 as u32, k1 as u32], 0));
+        k0 = k1;
+    }
+    kernels.push(workgroup_kernel(
+        &format!("{name}_bidiag"),
+        &format!("kernel {name}_bidiag: Householder reduction to bidiagonal form (parameters: first and end column) of {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}"),
+        vec![params()],
+        vec![bi.clone()],
+        &fill(BIDIAG_KERNEL, &subs),
+        batch,
+        iters,
+        true,
+        target,
+    )?);
+    kernels.push(threaded(
+        "ql_init",
+        "the QL state of B's Golub-Kahan tridiagonal (d = 0, e interleaving B's diagonal and superdiagonal; f64)",
+        vec![bi.clone()],
+        vec![ql.clone()],
+        "    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu + $SIZEu;\n    var x = 0.0lf;\n    if (e >= $L2u && e < 2u * $L2u) {\n        let j = e - $L2u;\n        if (j + 1u < 2u * $Nu) {\n            x = f64(in0[sb + select(j / 2u, $LDu + j / 2u, j % 2u == 1u)]);\n        }\n    }\n    out0[tid] = x;\n",
+        batch * q_stride,
+        0,
+    )?);
+    launches.push(Launch::new(3, Vec::new()));
+    let last = ql_stage(
+        &Ql {
+            name,
+            desc: &desc,
+            what: &what,
+            state: &ql,
+            batch,
+            order,
+            z: None,
+            stride: q_stride,
+            slot,
+            budget,
+        },
+        target,
+        &mut kernels,
+        &mut launches,
+        1,
+    )?;
+    let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld2 + 2);
+    kernels.push(threaded(
+        "values",
+        "singular values, descending (the largest half of the tridiagonal's eigenvalues)",
+        vec![ql.clone(), bi.clone()],
+        vec![binding(op.results[0], &res[0])],
+        &format!(
+            "    let mat = tid / {order}u;\n    let i = tid % {order}u;\n    let qb = mat * $QSu;\n    let g = in1[mat * $TSu + $SIZEu + 2u * $LDu];\n{rank}    if (rank < $Nu) {{\n        out0[mat * $Nu + rank] = select(bitcast<f32>(0x7fc00000u), abs(ki) / g, {ok});\n    }}\n",
+            rank = rank_loop(order, &format!("f32(in0[qb + {last}u + i])"), &format!("f32(in0[qb + {last}u + j])"), false),
+        ),
+        batch * order,
+        order,
+    )?);
+    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+    Ok(Some(Plan {
+        kernels,
+        temps: vec![bi_t, ql_t],
+        launches,
+    }))
+}
+
+/// The bidiagonal reduction ([`plan_svd_values`]): `out0` the state by vec4s (the matrix's
+/// rows padded to `LD`, then d, e and the scale), `in0` the first and end column.
+const BIDIAG_KERNEL: &str = r#"var<workgroup> red: array<f32, $WG>;
+var<workgroup> cc: array<f32, $M>;
+var<workgroup> rr: array<f32, $LD>;
+
+// The reflection of x = (x0, rest) with |rest|^2 = tail: (live, alpha, v0, 1 / |v|), v = x -
+// alpha e_1, alpha = -sign(x0) |x|; none when rest is zero (below 1e-18 of the scaled matrix).
+fn reflection(x0: f32, tail: f32) -> vec4<f32> {
+    let root = sqrt(tail + x0 * x0);
+    let alpha = select(root, -root, x0 >= 0.0);
+    let v0 = x0 - alpha;
+    let vv = tail + v0 * v0;
+    var inv = 1.0 / sqrt(vv);
+    inv = inv * (1.5 - 0.5 * inv * inv * vv);
+    let live = tail > 1e-36;
+    return vec4<f32>(select(x0, alpha, live), v0, select(0.0, inv, live), 0.0);
+}
+
+@compute @workgroup_size($WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    $RZ = nwg.z >> 16u;
+    let mat = wid.y * nwg.x + wid.x;
+    if (mat >= $Bu) { return; }
+    let base = mat * $TSu;
+    let b4 = base >> 2u;
+    for (var k = in0[0]; k < in0[1]; k = k + 1u) {
+        // From the left: column k from row k.
+        var acc = 0.0;
+        for (var i = k + lid; i < $Mu; i = i + $WGu) {
+            let at = base + i * $LDu + k;
+            let x = out0[at >> 2u][at & 3u];
+            cc[i] = x;
+            if (i > k) { acc = acc + x * x; }
+        }
+        red[lid] = acc;
+$TREE        let h = reflection(cc[k], red[0]);
+        workgroupBarrier();
+        for (var i = k + lid; i < $Mu; i = i + $WGu) {
+            cc[i] = select(cc[i], h.y, i == k) * h.z;
+        }
+        if (lid == 0u) {
+            let at = base + $SIZEu + k;
+            out0[at >> 2u][at & 3u] = h.x;
+        }
+        workgroupBarrier();
+        // On the columns right of k (a vec4 of them per thread; k and left of it untouched).
+        for (var j4 = (k >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
+            let cols = 4u * j4 + vec4<u32>(0u, 1u, 2u, 3u);
+            var s = vec4<f32>(0.0);
+            for (var i = k; i < $Mu; i = i + 1u) {
+                s = s + cc[i] * out0[b4 + i * $N4u + j4];
+            }
+            s = select(vec4<f32>(0.0), 2.0 * s, cols > vec4<u32>(k));
+            for (var i = k; i < $Mu; i = i + 1u) {
+                let e = b4 + i * $N4u + j4;
+                out0[e] = out0[e] - cc[i] * s;
+            }
+        }
+        storageBarrier();
+        workgroupBarrier();
+        if (k + 1u < $Nu) {
+            // From the right: row k from column k + 1 (at the last but one column nothing to
+            // zero: e_k is the entry itself).
+            let row = base + k * $LDu;
+            var acc2 = 0.0;
+            for (var j = lid; j < $LDu; j = j + $WGu) {
+                var y = 0.0;
+                if (j > k && j < $Nu) { y = out0[(row + j) >> 2u][(row + j) & 3u]; }
+                rr[j] = y;
+                if (j > k + 1u) { acc2 = acc2 + y * y; }
+            }
+            red[lid] = acc2;
+$TREE            let g = reflection(rr[k + 1u], red[0]);
+            workgroupBarrier();
+            for (var j = k + 1u + lid; j < $Nu; j = j + $WGu) {
+                rr[j] = select(rr[j], g.y, j == k + 1u) * g.z;
+            }
+            if (lid == 0u) {
+                let at = base + $SIZEu + $LDu + k;
+                out0[at >> 2u][at & 3u] = g.x;
+            }
+            workgroupBarrier();
+            // On the rows below k (a row per thread, by vec4s).
+            for (var i = k + 1u + lid; i < $Mu; i = i + $WGu) {
+                let rb = b4 + i * $N4u;
+                var s = 0.0;
+                for (var j4 = (k + 1u) >> 2u; j4 < $N4u; j4 = j4 + 1u) {
+                    let j = 4u * j4;
+                    s = s + dot(out0[rb + j4], vec4<f32>(rr[j], rr[j + 1u], rr[j + 2u], rr[j + 3u]));
+                }
+                s = 2.0 * s;
+                for (var j4 = (k + 1u) >> 2u; j4 < $N4u; j4 = j4 + 1u) {
+                    let j = 4u * j4;
+                    out0[rb + j4] = out0[rb + j4] - s * vec4<f32>(rr[j], rr[j + 1u], rr[j + 2u], rr[j + 3u]);
+                }
+            }
+            storageBarrier();
+            workgroupBarrier();
+        }
+    }
+}
+"#;
+
+/// A QL stage ([`ql_stage`]): the state `state` (f64) holds, per matrix (`stride` words), Z
+/// by columns when `z` is `Some((workgroups per matrix, vec4s of rows per workgroup))`, then
+/// two copies (`slot` words each) of `d`, `e` (each `ld = slot / 2 - 2` words) and status.
+struct Ql<'a> {
+    name: &'a str,
+    desc: &'a str,
+    what: &'a str,
+    state: &'a crate::codegen::expr::Binding,
+    batch: u64,
+    order: u64,
+    z: Option<(u64, u64)>,
+    stride: u64,
+    slot: u64,
+    budget: u64,
+}
+
+/// The QL kernel and its launches (updating temporary `t`, the state); returns the offset
+/// of the copy of `d`, `e` and status the last launch wrote.
+fn ql_stage(
+    q: &Ql,
+    target: Target,
+    kernels: &mut Vec<kernel::Kernel>,
+    launches: &mut Vec<Launch>,
+    t: usize,
+) -> Result<u64> {
+    let n = q.order;
+    let ld = (q.slot - QL_STATUS) / 2;
+    let (groups, rows) = q.z.unwrap_or((1, 8));
+    let (n4, size) = if q.z.is_some() {
+        (ld / 4, n * ld)
+    } else {
+        (0, 0)
+    };
+    let step = 3 * n + 4;
+    let iters = q.budget.min(step * (n + 1));
+    let body = fill(
+        QL_KERNEL,
+        &[
+            ("$N", n.to_string()),
+            ("$N4", n4.to_string()),
+            ("$LD", ld.to_string()),
+            ("$SIZE", size.to_string()),
+            ("$B", q.batch.to_string()),
+            ("$QS", q.stride.to_string()),
+            ("$RZ", RUNTIME_ZERO.to_string()),
+            ("$SLOT", q.slot.to_string()),
+            ("$G", groups.to_string()),
+            ("$R", rows.to_string()),
+            ("$STEP", step.to_string()),
+            ("$BUDGET", q.budget.to_string()),
+            ("$MAXIT", MAX_ITERATIONS.to_string()),
+        ],
+    );
+    kernels.push(workgroup_kernel(
+        &format!("{}_ql", q.name),
+        &format!("kernel {}_ql: implicit QL iterations (f64; parameter: the launch's index) on the tridiagonal matrices of {}, resumed where the last launch stopped, {groups} workgroups per matrix\nloop iterations per invocation: at most {iters}\nfuses: {}", q.name, q.desc, q.what),
+        vec![params()],
+        vec![q.state.clone()],
+        &body,
+        q.batch * groups,
+        iters,
+        true,
+        target,
+    )?);
+    // Room for PLANNED_ITERATIONS iterations per eigenvalue, each over the rest of the matrix.
+    let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
+    let count = (rotations * 3).div_ceil(q.budget - step) + 1;
+    let k = kernels.len() - 1;
+    for i in 0..count {
+        launches.push(Launch::updating(k, vec![i as u32, 0], t));
+    }
+    Ok(size + (count % 2) * q.slot)
 }
 
 /// The back-transformation (see the module comment): `out0` the padded row-major vectors by
