@@ -731,7 +731,9 @@ fn ql_stage(
     } else {
         (0, 0)
     };
-    let step = 3 * n + 4;
+    // Loop iterations per rotation: the search and the chase, and applying it to Z.
+    let per_rotation = if q.z.is_some() { 3 } else { 2 };
+    let step = per_rotation * n + 4;
     let iters = q.budget.min(step * (n + 1));
     let body = fill(
         QL_KERNEL,
@@ -764,7 +766,7 @@ fn ql_stage(
     )?);
     // Room for PLANNED_ITERATIONS iterations per eigenvalue, each over the rest of the matrix.
     let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
-    let count = (rotations * 3).div_ceil(q.budget - step) + 1;
+    let count = (rotations * per_rotation).div_ceil(q.budget - step) + 1;
     let k = kernels.len() - 1;
     for i in 0..count {
         launches.push(Launch::updating(k, vec![i as u32, 0], t));
