@@ -30,7 +30,7 @@ use super::{temp, Launch, Plan};
 use crate::codegen::kernel::{self, RUNTIME_ZERO};
 use crate::codegen::loop_kernel::Target;
 use crate::error::{Error, Result};
-use crate::ir::{ElementType, Function, Operation, TensorType};
+use crate::ir::{ElementType, Function, Operation, TensorType, ValueId};
 
 /// Words of a tridiagonal state's status after the matrix and `e`: the scale `g`, unused.
 const TRI_STATUS: u64 = 4;
@@ -140,6 +140,88 @@ fn fill(template: &str, subs: &[(&str, String)]) -> String {
     out
 }
 
+/// What the kernels of one op's plan share: its name, description, the op, the `$` names of
+/// their WGSL templates, the target.
+struct Ctx<'a> {
+    name: &'a str,
+    desc: &'a str,
+    what: &'a str,
+    subs: Vec<(&'static str, String)>,
+    target: Target<'a>,
+}
+
+impl Ctx<'_> {
+    /// A kernel of `threads` threads whose body is the template `body`, filled in.
+    #[allow(clippy::too_many_arguments)]
+    fn threaded(
+        &self,
+        kname: &str,
+        does: &str,
+        inputs: Vec<crate::codegen::expr::Binding>,
+        outputs: Vec<crate::codegen::expr::Binding>,
+        body: &str,
+        threads: u64,
+        iterations: u64,
+    ) -> Result<kernel::Kernel> {
+        let (name, desc, what) = (self.name, self.desc, self.what);
+        kernel::threaded(
+            &format!("{name}_{kname}"),
+            &format!("kernel {name}_{kname}: {does} of {desc}\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
+            inputs,
+            outputs,
+            &Default::default(),
+            "",
+            &fill(body, &self.subs),
+            threads,
+            iterations,
+            self.target,
+        )
+    }
+
+    /// The start of a reduction (kernels 0 and 1): the `m x n` matrices `a` into `state`
+    /// (`stride` words each; rows padded to `ld` with zeros), then scaled by a power of two
+    /// `g`, kept at word `g_word`.
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        &self,
+        (a, at): (ValueId, &TensorType),
+        state: &crate::codegen::expr::Binding,
+        batch: u64,
+        (m, ld): (u64, u64),
+        stride: u64,
+        g_word: u64,
+        kernels: &mut Vec<kernel::Kernel>,
+        launches: &mut Vec<Launch>,
+    ) -> Result<()> {
+        kernels.push(self.threaded(
+            "init",
+            "the reduction state (padded matrix, then zeros)",
+            vec![binding(a, at)],
+            vec![state.clone()],
+            "    let mat = tid / $TSu;\n    let e = tid % $TSu;\n    var x = 0.0;\n    if (e < $SIZEu && e % $LDu < $Nu) { x = in0[mat * $MNu + e / $LDu * $Nu + e % $LDu]; }\n    out0[tid] = x;\n",
+            batch * stride,
+            0,
+        )?);
+        launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+        let at_ij = |i: &str, j: &str| format!("({i}) * {ld}u + ({j})");
+        kernels.push(scale_kernel(
+            self.name,
+            self.desc,
+            self.what,
+            state,
+            batch,
+            (m, ld),
+            stride,
+            g_word,
+            false,
+            &at_ij,
+            self.target,
+        )?);
+        launches.push(Launch::updating(kernels.len() - 1, Vec::new(), 0));
+        Ok(())
+    }
+}
+
 /// The plan for `custom_call @wgpu_hlo.eigh` when the tridiagonal route is chosen for it,
 /// else `None` (the Jacobi kernels take it).
 pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Option<Plan>> {
@@ -187,77 +269,46 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
     let ql = binding(temp(1), &ql_t);
     let ranks = binding(temp(2), &rank_t);
     let zs = binding(temp(3), &z_t);
-    let subs = |extra: &[(&'static str, String)]| -> Vec<(&'static str, String)> {
-        let mut v = vec![
+    let cx = Ctx {
+        name,
+        desc: &desc,
+        what: &what,
+        subs: vec![
             ("$N", n.to_string()),
             ("$N4", n4.to_string()),
             ("$LD", ld.to_string()),
             ("$SIZE", size.to_string()),
             ("$NN", (n * n).to_string()),
+            ("$MN", (n * n).to_string()),
             ("$WG", wg.to_string()),
             ("$B", batch.to_string()),
             ("$TS", s.tri_stride().to_string()),
             ("$QS", s.ql_stride().to_string()),
             ("$RZ", RUNTIME_ZERO.to_string()),
-        ];
-        v.extend(extra.iter().cloned());
-        v
+        ],
+        target,
     };
-    let threaded = |kname: &str,
-                    does: &str,
-                    inputs: Vec<crate::codegen::expr::Binding>,
-                    outputs: Vec<crate::codegen::expr::Binding>,
-                    body: &str,
-                    threads: u64,
-                    iterations: u64| {
-        kernel::threaded(
-            &format!("{name}_{kname}"),
-            &format!("kernel {name}_{kname}: {does} of {desc}\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
-            inputs,
-            outputs,
-            &Default::default(),
-            "",
-            &fill(body, &subs(&[])),
-            threads,
-            iterations,
-            target,
-        )
-    };
-
     let mut kernels = Vec::new();
     let mut launches = Vec::new();
-    // The matrix into the reduction's state (rows padded to LD), scaled.
-    kernels.push(threaded(
-        "init",
-        "the reduction state (padded matrix, e, status)",
-        vec![binding(a, &at)],
-        vec![tri.clone()],
-        "    let mat = tid / $TSu;\n    let e = tid % $TSu;\n    var x = 0.0;\n    if (e < $SIZEu && e % $LDu < $Nu) { x = in0[mat * $NNu + e / $LDu * $Nu + e % $LDu]; }\n    out0[tid] = x;\n",
-        batch * s.tri_stride(),
-        0,
-    )?);
-    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
-    let at_ij = |i: &str, j: &str| format!("({i}) * {ld}u + ({j})");
-    kernels.push(scale_kernel(
-        name,
-        &desc,
-        &what,
+    cx.start(
+        (a, &at),
         &tri,
         batch,
         (n, ld),
         s.tri_stride(),
         size + ld,
-        false,
-        &at_ij,
-        target,
-    )?);
-    launches.push(Launch::updating(kernels.len() - 1, Vec::new(), 0));
+        &mut kernels,
+        &mut launches,
+    )?;
 
     // The reduction, as many steps per launch as the budget allows.
     let steps = n.saturating_sub(2);
     if steps > 0 {
         let tree = tree_reduce(wg / 2, SUM, "        ");
-        let body = fill(TRI_KERNEL, &subs(&[("$TREE", tree)]));
+        let body = fill(
+            TRI_KERNEL,
+            &[cx.subs.clone(), vec![("$TREE", tree)]].concat(),
+        );
         let mut tri_iters = 0;
         let mut k0 = 0;
         while k0 < steps {
@@ -289,7 +340,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
     }
 
     // The QL state (f64): Z = I by columns, d, e (e[n-1] = 0), status in the first copy.
-    kernels.push(threaded(
+    kernels.push(cx.threaded(
         "ql_init",
         "the QL state (Z = I, d, e, status; f64)",
         vec![tri.clone()],
@@ -320,7 +371,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
 
     // Eigenvalues ascending (NaN unless the QL iteration finished), their ranks.
     let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2);
-    kernels.push(threaded(
+    kernels.push(cx.threaded(
         "values",
         "eigenvalues, ascending, and their ranks",
         vec![ql.clone(), tri.clone()],
@@ -334,7 +385,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
     )?);
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
     // Z's columns in eigenvalue order, row-major (rows padded to LD with zeros).
-    kernels.push(threaded(
+    kernels.push(cx.threaded(
         "vectors",
         "eigenvectors of the tridiagonal matrices, in the order of their eigenvalues",
         vec![ql.clone(), ranks.clone()],
@@ -371,7 +422,14 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
             &format!("kernel {name}_back: the reflections (parameters: end and first) applied to the tridiagonal matrices' eigenvectors of {desc}, a vec4 of columns per thread\nloop iterations per invocation: at most {back_iters}\nfuses: {what}"),
             vec![params(), tri.clone()],
             vec![zs.clone()],
-            &fill(BACK_KERNEL, &subs(&[("$BWG", BACK_WG.to_string()), ("$T", threads.to_string())])),
+            &fill(
+                BACK_KERNEL,
+                &[
+                    cx.subs.clone(),
+                    vec![("$BWG", BACK_WG.to_string()), ("$T", threads.to_string())],
+                ]
+                .concat(),
+            ),
             threads.div_ceil(BACK_WG),
             back_iters,
             true,
@@ -383,7 +441,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         }
     }
     // The vectors without the row padding.
-    kernels.push(threaded(
+    kernels.push(cx.threaded(
         "out",
         "eigenvectors",
         vec![zs.clone()],
@@ -459,68 +517,39 @@ pub fn plan_svd_values(
     let ql_t = TensorType::new(vec![(batch * q_stride) as i64], ElementType::F64);
     let bi = binding(temp(0), &bi_t);
     let ql = binding(temp(1), &ql_t);
-    let subs = vec![
-        ("$M", m.to_string()),
-        ("$MN", (m * n).to_string()),
-        ("$N", n.to_string()),
-        ("$N4", n4.to_string()),
-        ("$LD", ld.to_string()),
-        ("$SIZE", size.to_string()),
-        ("$WG", wg.to_string()),
-        ("$B", batch.to_string()),
-        ("$TS", stride.to_string()),
-        ("$QS", q_stride.to_string()),
-        ("$L2", ld2.to_string()),
-        ("$RZ", RUNTIME_ZERO.to_string()),
-        ("$TREE", tree_reduce(wg / 2, SUM, "        ")),
-    ];
-    let threaded = |kname: &str,
-                    does: &str,
-                    inputs: Vec<crate::codegen::expr::Binding>,
-                    outputs: Vec<crate::codegen::expr::Binding>,
-                    body: &str,
-                    threads: u64,
-                    iterations: u64| {
-        kernel::threaded(
-            &format!("{name}_{kname}"),
-            &format!("kernel {name}_{kname}: {does} of {desc}\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
-            inputs,
-            outputs,
-            &Default::default(),
-            "",
-            &fill(body, &subs),
-            threads,
-            iterations,
-            target,
-        )
+    let cx = Ctx {
+        name,
+        desc: &desc,
+        what: &what,
+        subs: vec![
+            ("$M", m.to_string()),
+            ("$MN", (m * n).to_string()),
+            ("$N", n.to_string()),
+            ("$N4", n4.to_string()),
+            ("$LD", ld.to_string()),
+            ("$SIZE", size.to_string()),
+            ("$WG", wg.to_string()),
+            ("$B", batch.to_string()),
+            ("$TS", stride.to_string()),
+            ("$QS", q_stride.to_string()),
+            ("$L2", ld2.to_string()),
+            ("$RZ", RUNTIME_ZERO.to_string()),
+            ("$TREE", tree_reduce(wg / 2, SUM, "        ")),
+        ],
+        target,
     };
     let mut kernels = Vec::new();
     let mut launches = Vec::new();
-    kernels.push(threaded(
-        "init",
-        "the reduction state (padded matrix, d, e, status)",
-        vec![binding(a, &at)],
-        vec![bi.clone()],
-        "    let mat = tid / $TSu;\n    let e = tid % $TSu;\n    var x = 0.0;\n    if (e < $SIZEu && e % $LDu < $Nu) { x = in0[mat * $MNu + e / $LDu * $Nu + e % $LDu]; }\n    out0[tid] = x;\n",
-        batch * stride,
-        0,
-    )?);
-    launches.push(Launch::new(0, Vec::new()));
-    let at_ij = |i: &str, j: &str| format!("({i}) * {ld}u + ({j})");
-    kernels.push(scale_kernel(
-        name,
-        &desc,
-        &what,
+    cx.start(
+        (a, &at),
         &bi,
         batch,
         (m, ld),
         stride,
         size + 2 * ld,
-        false,
-        &at_ij,
-        target,
-    )?);
-    launches.push(Launch::updating(1, Vec::new(), 0));
+        &mut kernels,
+        &mut launches,
+    )?;
     let mut iters = 0;
     let mut k0 = 0;
     while k0 < n {
@@ -539,13 +568,13 @@ pub fn plan_svd_values(
         &format!("kernel {name}_bidiag: Householder reduction to bidiagonal form (parameters: first and end column) of {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}"),
         vec![params()],
         vec![bi.clone()],
-        &fill(BIDIAG_KERNEL, &subs),
+        &fill(BIDIAG_KERNEL, &cx.subs),
         batch,
         iters,
         true,
         target,
     )?);
-    kernels.push(threaded(
+    kernels.push(cx.threaded(
         "ql_init",
         "the QL state of B's Golub-Kahan tridiagonal (d = 0, e interleaving B's diagonal and superdiagonal; f64)",
         vec![bi.clone()],
@@ -574,7 +603,7 @@ pub fn plan_svd_values(
         1,
     )?;
     let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld2 + 2);
-    kernels.push(threaded(
+    kernels.push(cx.threaded(
         "values",
         "singular values, descending (the largest half of the tridiagonal's eigenvalues)",
         vec![ql.clone(), bi.clone()],
