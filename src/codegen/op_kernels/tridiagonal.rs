@@ -1,26 +1,31 @@
-//! `custom_call @wgpu_hlo.eigh` by reduction to tridiagonal form, f32, batched, on the device
-//! (the LAPACK route: `ssytrd`, `ssteqr`, `sormtr`), instead of Jacobi sweeps. Jacobi costs
-//! about ten sweeps of n^3 work, each a chain of n - 1 barrier-separated rounds; this costs
-//! one n^3 reduction, a tridiagonal QL iteration whose chains are short scalar loops, and one
-//! n^3 back-transformation (llvmpipe, 256x256: 2.5 s -> 0.38 s; 128x128: 0.31 s -> 53 ms),
-//! and its eigenvalues and vectors come out as accurate as LAPACK's.
+//! Real symmetric eigendecompositions and singular values by reduction to condensed form,
+//! f32, batched, on the device, instead of Jacobi sweeps (LAPACK's route): plans for
+//! `custom_call @wgpu_hlo.eigh` ([`plan`]: `ssytrd`, `ssteqr`, `sormtr`) and for
+//! `@wgpu_hlo.svd` without U and V ([`plan_svd_values`]: `sgebrd`, then the eigenvalues of
+//! the Golub-Kahan tridiagonal). Jacobi costs about ten sweeps of n^3 work, each a chain of
+//! n - 1 barrier-separated rounds; this costs one n^3 reduction, a QL iteration whose chains
+//! are short scalar loops, and for eigh one n^3 back-transformation (llvmpipe, eigh 256x256:
+//! 2.5 s -> 0.36 s; svd values 256x256: 2.8 s -> 0.41 s), and the results come out as
+//! accurate as LAPACK's.
 //!
-//! 1. `_tri`: one workgroup per matrix reduces the scaled matrix (`g A`, `g` a power of two
-//!    bringing `|A|_max` into [0.5, 1)) to a symmetric tridiagonal `T = Q^T A Q` by Householder
-//!    reflections `H_k = I - 2 u_k u_k^T`, `Q = H_0 ... H_{n-3}`: for column k, `p = A u`,
-//!    `w = 2 (p - (u^T p) u)`, then `A <- A - u w^T - w u^T` on the trailing block. Thread j
-//!    owns column j of the row-major matrix (the rows it streams through are read across the
-//!    threads). `u_k` replaces row k right of the diagonal; the subdiagonal goes to `e`.
-//! 2. `_ql`: one workgroup per matrix runs the implicit QL iteration with Wilkinson-like
-//!    shifts (EISPACK's tql2, as in Numerical Recipes' `tqli`): one thread chases each
-//!    bulge through `d` and `e` in workgroup memory and records the rotations, then every
-//!    thread applies them to its rows of `Z` (`Z` by columns: a rotation's two columns are
-//!    read across the threads). Launches resume where the last one stopped; a matrix whose
-//!    eigenvalue needs more than 30 iterations, or that is not done after the last launch,
-//!    gets NaN results: never a wrong answer without a sign.
-//! 3. `_values` ranks the eigenvalues (ascending), `_vectors` writes `Z`'s columns in that
-//!    order, row-major, and `_back` applies the reflectors to them (`V = Q Z`), one thread per
-//!    column, the last reflectors first.
+//! 1. `_tri` (`_bidiag` for svd): one workgroup per matrix reduces the scaled matrix (`g A`,
+//!    `g` a power of two bringing `|A|_max` into [0.5, 1); rows padded to whole vec4s) by
+//!    Householder reflections. For eigh `H_k = I - 2 u_k u_k^T`, `Q = H_0 ... H_{n-3}`,
+//!    `T = Q^T A Q`: for column k, `p = A u`, `w = 2 (p - (u^T p) u)`, then
+//!    `A <- A - u w^T - w u^T` on the trailing block, a vec4 of columns per thread (the rows
+//!    it streams are read across the threads); `u_k` replaces row k right of the diagonal,
+//!    the subdiagonal goes to `e`.
+//! 2. `_ql`: the implicit QL iteration with Wilkinson-like shifts (EISPACK's tql2), in f64:
+//!    one thread chases each bulge through `d` and `e` in workgroup memory and records the
+//!    rotations, then every thread applies them to its vec4 of `Z`'s rows (`Z` by columns);
+//!    several workgroups per matrix repeat the chase and rotate their own rows. Launches
+//!    resume where the last one stopped (`d`, `e` and the status alternate between two
+//!    copies); a matrix whose eigenvalue needs more than 30 iterations, or that is not done
+//!    after the last launch, gets NaN results: never a wrong answer without a sign.
+//! 3. eigh: `_values` ranks the eigenvalues (ascending), `_vectors` writes `Z`'s columns in
+//!    that order, row-major, `_back` applies the reflectors to them (`V = Q Z`, a vec4 of
+//!    columns per thread, the last reflectors first) and `_out` drops the padding. svd:
+//!    `_values` keeps the n largest eigenvalues, descending.
 
 use super::jacobi::{
     binding, check_results, f32_tensor, params, rank_loop, scale_kernel, tree_reduce,
@@ -97,11 +102,6 @@ impl Dims {
         let r = self.n - 1 - k;
         let c = self.ld().div_ceil(self.wg);
         2 * self.per_thread() * r + 3 * c + 2 * self.wg.ilog2() as u64 + 4
-    }
-    /// Worst-case loop iterations of one QL iteration (the search, the chase, the rotations
-    /// of the thread's rows).
-    fn ql_step(self) -> u64 {
-        3 * self.n + 4
     }
     /// The reduction's state (f32): the matrix, `e`, status.
     fn tri_stride(self) -> u64 {
@@ -245,7 +245,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         .map(|wg| wg.min(n.div_ceil(4).next_power_of_two()).max(8))
         .find(|&wg| {
             let s = Dims { n, wg };
-            s.tri_step(0) <= budget && s.ql_step() <= budget && 2 * n < budget
+            s.tri_step(0) <= budget && ql_step(n, true) <= budget && 2 * n < budget
         })
     else {
         return Ok(None);
@@ -350,11 +350,9 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         0,
     )?);
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
-    let last = ql_stage(
+    let (last, ok) = ql_stage(
         &Ql {
-            name,
-            desc: &desc,
-            what: &what,
+            cx: &cx,
             state: &ql,
             batch,
             order: n,
@@ -363,14 +361,12 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
             slot: s.ql_slot(),
             budget,
         },
-        target,
         &mut kernels,
         &mut launches,
         1,
     )?;
 
     // Eigenvalues ascending (NaN unless the QL iteration finished), their ranks.
-    let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2);
     kernels.push(cx.threaded(
         "values",
         "eigenvalues, ascending, and their ranks",
@@ -495,7 +491,7 @@ pub fn plan_svd_values(
     let Some(wg) = [first, 256]
         .into_iter()
         .map(|wg| wg.min(m.next_power_of_two()).max(8))
-        .find(|&wg| cost(wg, 0) <= budget && 3 * order + 4 < budget)
+        .find(|&wg| cost(wg, 0) <= budget && ql_step(order, false) < budget)
     else {
         return Ok(None);
     };
@@ -584,11 +580,9 @@ pub fn plan_svd_values(
         0,
     )?);
     launches.push(Launch::new(3, Vec::new()));
-    let last = ql_stage(
+    let (last, ok) = ql_stage(
         &Ql {
-            name,
-            desc: &desc,
-            what: &what,
+            cx: &cx,
             state: &ql,
             batch,
             order,
@@ -597,12 +591,10 @@ pub fn plan_svd_values(
             slot,
             budget,
         },
-        target,
         &mut kernels,
         &mut launches,
         1,
     )?;
-    let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld2 + 2);
     kernels.push(cx.threaded(
         "values",
         "singular values, descending (the largest half of the tridiagonal's eigenvalues)",
@@ -731,9 +723,7 @@ $TREE            let g = reflection(rr[k + 1u], red[0]);
 /// by columns when `z` is `Some((workgroups per matrix, vec4s of rows per workgroup))`, then
 /// two copies (`slot` words each) of `d`, `e` (each `ld = slot / 2 - 2` words) and status.
 struct Ql<'a> {
-    name: &'a str,
-    desc: &'a str,
-    what: &'a str,
+    cx: &'a Ctx<'a>,
     state: &'a crate::codegen::expr::Binding,
     batch: u64,
     order: u64,
@@ -743,15 +733,31 @@ struct Ql<'a> {
     budget: u64,
 }
 
-/// The QL kernel and its launches (updating temporary `t`, the state); returns the offset
-/// of the copy of `d`, `e` and status the last launch wrote.
+/// Loop iterations per QL rotation: the search and the chase, and with `z` a thread's
+/// rotation of its rows.
+fn ql_per_rotation(z: bool) -> u64 {
+    if z {
+        3
+    } else {
+        2
+    }
+}
+
+/// Worst-case loop iterations of one QL iteration on order `n`.
+fn ql_step(n: u64, z: bool) -> u64 {
+    ql_per_rotation(z) * n + 4
+}
+
+/// The QL kernel and its launches (updating temporary `t`, the state); returns the offset of
+/// the copy of `d`, `e` and status the last launch wrote, and the WGSL test that the matrix
+/// at `qb` of the state bound as `in0` finished.
 fn ql_stage(
     q: &Ql,
-    target: Target,
     kernels: &mut Vec<kernel::Kernel>,
     launches: &mut Vec<Launch>,
     t: usize,
-) -> Result<u64> {
+) -> Result<(u64, String)> {
+    let (name, desc, what, target) = (q.cx.name, q.cx.desc, q.cx.what, q.cx.target);
     let n = q.order;
     let ld = (q.slot - QL_STATUS) / 2;
     let (groups, rows) = q.z.unwrap_or((1, 8));
@@ -760,9 +766,7 @@ fn ql_stage(
     } else {
         (0, 0)
     };
-    // Loop iterations per rotation: the search and the chase, and applying it to Z.
-    let per_rotation = if q.z.is_some() { 3 } else { 2 };
-    let step = per_rotation * n + 4;
+    let step = ql_step(n, q.z.is_some());
     let iters = q.budget.min(step * (n + 1));
     let body = fill(
         QL_KERNEL,
@@ -783,8 +787,8 @@ fn ql_stage(
         ],
     );
     kernels.push(workgroup_kernel(
-        &format!("{}_ql", q.name),
-        &format!("kernel {}_ql: implicit QL iterations (f64; parameter: the launch's index) on the tridiagonal matrices of {}, resumed where the last launch stopped, {groups} workgroups per matrix\nloop iterations per invocation: at most {iters}\nfuses: {}", q.name, q.desc, q.what),
+        &format!("{name}_ql"),
+        &format!("kernel {name}_ql: implicit QL iterations (f64; parameter: the launch's index) on the tridiagonal matrices of {desc}, resumed where the last launch stopped, {groups} workgroups per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}"),
         vec![params()],
         vec![q.state.clone()],
         &body,
@@ -795,12 +799,13 @@ fn ql_stage(
     )?);
     // Room for PLANNED_ITERATIONS iterations per eigenvalue, each over the rest of the matrix.
     let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
-    let count = (rotations * per_rotation).div_ceil(q.budget - step) + 1;
+    let count = (rotations * ql_per_rotation(q.z.is_some())).div_ceil(q.budget - step) + 1;
     let k = kernels.len() - 1;
     for i in 0..count {
         launches.push(Launch::updating(k, vec![i as u32, 0], t));
     }
-    Ok(size + (count % 2) * q.slot)
+    let last = size + (count % 2) * q.slot;
+    Ok((last, format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2)))
 }
 
 /// The back-transformation (see the module comment): `out0` the padded row-major vectors by
