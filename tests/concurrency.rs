@@ -295,3 +295,90 @@ fn results_survive_later_calls() {
         assert!(close(&got, &(programs()[2].2)(&x)));
     }
 }
+
+/// Callbacks of completed work that themselves run more work and block on it, nested four
+/// deep (more than the polling threads a device starts with), on several threads at once:
+/// each must finish with the right numbers, not deadlock. A completion's callbacks run on the
+/// polling thread the device woke (no hand-off), so this checks that another thread keeps
+/// polling while they block, and that more start when every one is blocked.
+#[test]
+fn completion_callbacks_may_block_on_more_work() {
+    use std::sync::mpsc::channel;
+    let dev = device();
+    let exe = compile(&dev, ELEMENTWISE.as_bytes(), &CompileOptions::default()).expect("compile");
+    let ty = TensorType::new(vec![N as i64], ElementType::F32);
+    // Runs x -> 2x + 1 on the device; when `depth` > 0, its completion callback runs the
+    // next level (blocking on it) before reporting: the value after depth + 1 applications.
+    fn level(
+        dev: Arc<Device>,
+        exe: Arc<Executable>,
+        ty: TensorType,
+        x: Vec<f32>,
+        depth: usize,
+        report: std::sync::mpsc::Sender<wgpu_hlo::Result<Vec<f32>>>,
+    ) {
+        let r = (|| {
+            let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let arg = dev.upload(&ty, &bytes)?;
+            let (outs, done) = exe.execute(&[arg], &[])?;
+            Ok((outs, done))
+        })();
+        let (outs, done) = match r {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = report.send(Err(e));
+                return;
+            }
+        };
+        done.on_ready(move |r| {
+            let got = r.and_then(|()| {
+                let out = outs
+                    .first()
+                    .ok_or_else(|| wgpu_hlo::Error::internal("no output"))?
+                    .read_to_host_blocking()?;
+                Ok(out
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect::<Vec<f32>>())
+            });
+            match got {
+                Ok(y) if depth > 0 => {
+                    let (tx, rx) = channel();
+                    level(dev, exe, ty, y, depth - 1, tx);
+                    // Blocks this callback until the deeper level has finished.
+                    let deeper = rx
+                        .recv_timeout(std::time::Duration::from_secs(60))
+                        .unwrap_or_else(|_| Err(wgpu_hlo::Error::internal("deadlocked")));
+                    let _ = report.send(deeper);
+                }
+                other => {
+                    let _ = report.send(other);
+                }
+            }
+        });
+    }
+    let (tx, rx) = channel();
+    for t in 0..3 {
+        let x = input(t, 0, 0);
+        level(dev.clone(), exe.clone(), ty.clone(), x, 4, tx.clone());
+    }
+    drop(tx);
+    let mut done = 0;
+    for t in 0..3 {
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("a chain of blocking callbacks finished")
+            .expect("no error");
+        // Chains finish in any order: check against all three inputs.
+        let matches = (0..3).any(|s| {
+            let want: Vec<f32> = input(s, 0, 0)
+                .iter()
+                .map(|&v| (0..5).fold(v, |v, _| v * 2.0 + 1.0))
+                .collect();
+            close(&got, &want)
+        });
+        assert!(matches, "chain {t} gave wrong numbers");
+        done += 1;
+    }
+    assert_eq!(done, 3);
+}

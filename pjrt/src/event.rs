@@ -1,5 +1,6 @@
-//! `PJRT_Event`: a handle on a runtime [`Event`]. Callers' callbacks run on one callback
-//! thread, never on the device's poller, which completes most events.
+//! `PJRT_Event`: a handle on a runtime [`Event`]. Callers' callbacks run on a polling thread
+//! that has given up its turn at the device, or on one callback thread, never inside
+//! `device.poll` (see [`run_off_the_poller`]).
 
 use std::ffi::c_void;
 
@@ -140,13 +141,19 @@ fn on_ready(a: &Args<PJRT_Event_OnReady_Args>) -> Result<()> {
 /// A caller's callback with its outcome, ready to run.
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
-/// The thread that runs callers' `PJRT_Event_OnReady` callbacks, in the order their events
-/// completed. Events are mostly completed by the device's poller thread, the only thread that
-/// polls the device; a caller's callback runs code we do not control (jaxlib's future
-/// continuations), and one that blocked on anything needing the poller (another event, a
-/// read-back) would stop every completion in the process until the watchdog fails them all.
-/// Here such a callback only holds up later callbacks.
+/// Runs a caller's `PJRT_Event_OnReady` callback where it cannot stop completions. A caller's
+/// callback runs code we do not control (jaxlib's future continuations), and one that blocked
+/// on anything needing the device poll (another event, a read-back) while the thread it runs
+/// on held the poll would stop every completion in the process until the watchdog fails them
+/// all. A polling thread that has given up its turn (`completing_off_the_poll`) runs it at
+/// once: the waiter it wakes is one thread hop from the device's signal. Every other thread
+/// (inside `device.poll`, where read-backs complete, or a caller's own) hands it to one
+/// callback thread, which runs them in order; there such a callback only holds up later ones.
 fn run_off_the_poller(job: Job) {
+    if wgpu_hlo::runtime::completing_off_the_poll() {
+        job();
+        return;
+    }
     use std::sync::mpsc::{channel, Sender};
     use std::sync::OnceLock;
     static RUNNER: OnceLock<Option<Sender<Job>>> = OnceLock::new();

@@ -17,7 +17,14 @@
 //!   since the poller itself may be blocked in the driver; if polling fails or panics, or the
 //!   deadline passes, every pending event completes with the error and every later submission
 //!   fails with it: nothing waits forever.
+//! - a few threads take turns at it (leader and followers): one polls; when its wait returns
+//!   it gives up the turn, waking a follower only if more work is pending, and then completes
+//!   the event itself, running its callbacks on this thread. A framework's callback (jaxlib
+//!   sets the future a blocked thread waits on) therefore runs on the thread the device woke,
+//!   without a hand-off to another thread first, and a callback that blocks holds up no
+//!   completion: another thread polls meanwhile, and one is started when none is idle.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -27,6 +34,24 @@ use crate::error::{Error, ErrorKind};
 
 /// How often the watchdog looks at the oldest submission.
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(200);
+
+/// Polling threads started with the device, and the most there may be (more start only
+/// while every one is inside callbacks).
+const FIRST_THREADS: usize = 2;
+const MAX_THREADS: usize = 16;
+
+thread_local! {
+    /// Set while a polling thread completes events after giving up its turn.
+    static COMPLETING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True on a polling thread while it completes events, after it gave up its turn at the
+/// device: a callback run here may block (even on other events) without stopping
+/// completions, because another thread polls meanwhile. False on every other thread, and
+/// inside `device.poll` (where `map_async` callbacks run).
+pub fn completing_off_the_poll() -> bool {
+    COMPLETING.with(|c| c.get())
+}
 
 struct Pending {
     index: wgpu::SubmissionIndex,
@@ -44,6 +69,12 @@ struct State {
     /// Set once polling failed for good; every later submission fails with it.
     broken: Option<Error>,
     shutdown: bool,
+    /// A thread holds the turn at `device.poll`.
+    leader: bool,
+    /// Threads waiting for the turn.
+    idle: usize,
+    /// Polling threads started.
+    threads: usize,
 }
 
 /// Completion tracking for one device (see the module comment).
@@ -51,37 +82,61 @@ pub(crate) struct Poller {
     state: Mutex<State>,
     cv: Condvar,
     adapter: String,
-    /// The polling thread, joined by `shutdown`: it holds a `wgpu::Device`, and when its
+    /// The polling threads, joined by `shutdown`: each holds a `wgpu::Device`, and when its
     /// clone is the last one, dropping it destroys the Vulkan instance and unloads the driver.
     /// Left to run past `main`, that unload raced the process's exit handlers, which then
     /// called into the unmapped driver (a rare SIGSEGV at exit under load, seen in CI).
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// How long `shutdown` waits for the polling thread (it may be blocked in a hung driver).
 const JOIN_LIMIT: Duration = Duration::from_secs(5);
 
 impl Poller {
-    /// Starts the polling thread for `device`.
+    /// Starts the polling threads for `device`.
     pub(crate) fn start(device: wgpu::Device, adapter: &str) -> crate::Result<Arc<Poller>> {
         let poller = Arc::new(Poller {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
             adapter: adapter.to_string(),
-            thread: Mutex::new(None),
+            threads: Mutex::new(Vec::new()),
         });
-        let p = poller.clone();
-        let handle = std::thread::Builder::new()
-            .name("wgpu-hlo-poller".into())
-            .spawn(move || p.run(device))
-            .map_err(|e| Error::internal(format!("cannot start the poller thread: {e}")))?;
-        *poller.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        for _ in 0..FIRST_THREADS {
+            poller.lock().threads += 1;
+            if let Err(e) = poller.spawn(device.clone()) {
+                poller.shutdown();
+                return Err(e);
+            }
+        }
         let p = poller.clone();
         std::thread::Builder::new()
             .name("wgpu-hlo-watchdog".into())
             .spawn(move || p.watch())
             .map_err(|e| Error::internal(format!("cannot start the watchdog thread: {e}")))?;
         Ok(poller)
+    }
+
+    /// Starts one more polling thread (counted in `threads` by the caller).
+    fn spawn(self: &Arc<Self>, device: wgpu::Device) -> crate::Result<()> {
+        let p = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("wgpu-hlo-poller".into())
+            .spawn(move || p.run(device));
+        match spawned {
+            Ok(handle) => {
+                self.threads
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(handle);
+                Ok(())
+            }
+            Err(e) => {
+                self.lock().threads -= 1;
+                Err(Error::internal(format!(
+                    "cannot start a poller thread: {e}"
+                )))
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -133,14 +188,14 @@ impl Poller {
             since: Instant::now(),
         });
         drop(st);
-        self.cv.notify_all();
+        self.cv.notify_one();
         event
     }
 
     /// Counts a `map_async` whose callback is still to come (the poller keeps polling).
     pub(crate) fn map_started(&self) {
         self.lock().maps += 1;
-        self.cv.notify_all();
+        self.cv.notify_one();
     }
 
     /// The callback of a `map_async` has run.
@@ -155,12 +210,12 @@ impl Poller {
         if !st.sweep {
             st.sweep = true;
             drop(st);
-            self.cv.notify_all();
+            self.cv.notify_one();
         }
     }
 
-    /// Stops the thread (pending events fail) and waits, up to `JOIN_LIMIT`, until it has
-    /// exited and dropped its device handle.
+    /// Stops the threads (pending events fail) and waits, up to `JOIN_LIMIT` in all, until
+    /// they have exited and dropped their device handles.
     pub(crate) fn shutdown(&self) {
         self.lock().shutdown = true;
         self.cv.notify_all();
@@ -168,36 +223,45 @@ impl Poller {
             ErrorKind::Cancelled,
             format!("the device on {} was closed", self.adapter),
         ));
-        let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let Some(handle) = handle else { return };
-        if handle.thread().id() == std::thread::current().id() {
-            // The last reference was dropped by a callback on the poller thread itself.
-            return;
-        }
+        let handles = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
         let start = Instant::now();
-        while !handle.is_finished() {
-            if start.elapsed() > JOIN_LIMIT {
-                log::warn!(
-                    "the poller of {} did not stop within {JOIN_LIMIT:?}; leaving it",
-                    self.adapter
-                );
-                return;
+        for handle in handles {
+            if handle.thread().id() == std::thread::current().id() {
+                // The last reference was dropped by a callback on a polling thread itself.
+                continue;
             }
-            std::thread::sleep(Duration::from_micros(200));
+            while !handle.is_finished() {
+                if start.elapsed() > JOIN_LIMIT {
+                    log::warn!(
+                        "a poller of {} did not stop within {JOIN_LIMIT:?}; leaving it",
+                        self.adapter
+                    );
+                    return;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            let _ = handle.join();
         }
-        let _ = handle.join();
     }
 
+    /// One polling thread: waits for the turn, polls, gives the turn up, then completes
+    /// what the poll finished (see the module comment).
     fn run(self: Arc<Self>, device: wgpu::Device) {
         loop {
             let target = {
                 let mut st = self.lock();
-                while !st.shutdown && st.queue.is_empty() && st.maps == 0 && !st.sweep {
+                st.idle += 1;
+                while !st.shutdown
+                    && st.broken.is_none()
+                    && (st.leader || (st.queue.is_empty() && st.maps == 0 && !st.sweep))
+                {
                     st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
                 }
-                if st.shutdown {
+                st.idle -= 1;
+                if st.shutdown || st.broken.is_some() {
                     return;
                 }
+                st.leader = true;
                 st.sweep = false;
                 st.queue.front().map(|p| p.index.clone())
             };
@@ -208,7 +272,32 @@ impl Poller {
                 },
                 None => wgpu::PollType::Poll,
             };
-            match self.poll(&device, poll_type) {
+            let polled = self.poll(&device, poll_type);
+            if target.is_none() && matches!(polled, Some(Ok(_))) {
+                // Only map callbacks are due: they fire on a later poll. The turn is kept
+                // meanwhile, so the threads do not take turns at polling idly.
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            let (done, more, spawn) = {
+                let mut st = self.lock();
+                st.leader = false;
+                let done = match (&polled, &target) {
+                    (Some(Ok(_)), Some(_)) => st.queue.pop_front(),
+                    _ => None,
+                };
+                let more = !st.queue.is_empty() || st.maps > 0 || st.sweep;
+                // Every other thread is inside callbacks, any of which may block: one more
+                // keeps the device polled while this one runs its own.
+                let spawn = done.is_some() && st.idle == 0 && st.threads < MAX_THREADS;
+                if spawn {
+                    st.threads += 1;
+                }
+                (done, more, spawn)
+            };
+            if more {
+                self.cv.notify_one();
+            }
+            match polled {
                 None => return,
                 Some(Err(e)) => {
                     self.break_with(Error::new(
@@ -217,16 +306,20 @@ impl Poller {
                     ));
                     return;
                 }
-                Some(Ok(_)) => {
-                    if target.is_some() {
-                        let done = self.lock().queue.pop_front();
-                        if let Some(p) = done {
-                            p.event.set(Ok(()));
-                        }
-                    } else {
-                        // Only map callbacks are due: they fire on a later poll.
-                        std::thread::sleep(Duration::from_micros(200));
-                    }
+                Some(Ok(_)) => {}
+            }
+            if spawn {
+                if let Err(e) = self.spawn(device.clone()) {
+                    log::warn!("{e}");
+                }
+            }
+            if let Some(p) = done {
+                COMPLETING.with(|c| c.set(true));
+                let set =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.event.set(Ok(()))));
+                COMPLETING.with(|c| c.set(false));
+                if set.is_err() {
+                    log::error!("a completion callback panicked on {}", self.adapter);
                 }
             }
         }
