@@ -185,6 +185,11 @@ fn run_once(dev: &Arc<Device>, exe: &Executable, x: &[f32]) -> wgpu_hlo::Result<
     let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     let arg = dev.upload(&ty, &bytes)?;
     let (outs, _done) = exe.execute(&[arg], &[])?;
+    first_result(&outs)
+}
+
+/// The first result of a call, read back as f32s.
+fn first_result(outs: &[wgpu_hlo::runtime::DeviceBuffer]) -> wgpu_hlo::Result<Vec<f32>> {
     let out = outs
         .first()
         .ok_or_else(|| wgpu_hlo::Error::internal("no output"))?
@@ -331,16 +336,7 @@ fn completion_callbacks_may_block_on_more_work() {
             }
         };
         done.on_ready(move |r| {
-            let got = r.and_then(|()| {
-                let out = outs
-                    .first()
-                    .ok_or_else(|| wgpu_hlo::Error::internal("no output"))?
-                    .read_to_host_blocking()?;
-                Ok(out
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect::<Vec<f32>>())
-            });
+            let got = r.and_then(|()| first_result(&outs));
             match got {
                 Ok(y) if depth > 0 => {
                     let (tx, rx) = channel();
