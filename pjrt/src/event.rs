@@ -1,6 +1,7 @@
-//! `PJRT_Event`: a handle on a runtime [`Event`]. Callers' callbacks run on a polling thread
-//! that has given up its turn at the device, or on one callback thread, never inside
-//! `device.poll` (see [`run_off_the_poller`]).
+//! `PJRT_Event`: a handle on a runtime [`Event`]. Callers' callbacks run on the thread that
+//! completes the event, or at once in `PJRT_Event_OnReady` when it has completed, but never
+//! inside `device.poll` or `Queue::submit`: from there they go to one callback thread (see
+//! [`run_off_the_poller`]).
 
 use std::ffi::c_void;
 
@@ -102,8 +103,8 @@ pub(crate) unsafe extern "C" fn PJRT_Event_Await(
     })
 }
 
-/// A caller's callback and argument, called once on the callback thread after the event
-/// completes (see [`run_off_the_poller`]).
+/// A caller's callback and argument, called once after the event completes (where: see
+/// [`run_off_the_poller`]).
 struct Callback {
     f: unsafe extern "C" fn(error: *mut PJRT_Error, user_arg: *mut c_void),
     user_arg: *mut c_void,
@@ -145,12 +146,14 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 /// callback runs code we do not control (jaxlib's future continuations), and one that blocked
 /// on anything needing the device poll (another event, a read-back) while the thread it runs
 /// on held the poll would stop every completion in the process until the watchdog fails them
-/// all. A polling thread that has given up its turn (`completing_off_the_poll`) runs it at
-/// once: the waiter it wakes is one thread hop from the device's signal. Every other thread
-/// (inside `device.poll`, where read-backs complete, or a caller's own) hands it to one
-/// callback thread, which runs them in order; there such a callback only holds up later ones.
+/// all. A thread outside `device.poll` and `Queue::submit` (`inside_device_call`) runs it at
+/// once: a polling thread that has given up its turn, so the waiter it wakes is one thread
+/// hop from the device's signal; a caller's own thread, in `PJRT_Event_OnReady` on an event
+/// already complete (as XLA's own plugins do), so the caller finds its future set with no hop
+/// at all. A thread inside a device call (where read-backs complete) hands it to one callback
+/// thread, which runs them in order; there such a callback only holds up later ones.
 fn run_off_the_poller(job: Job) {
-    if wgpu_hlo::runtime::completing_off_the_poll() {
+    if !wgpu_hlo::runtime::inside_device_call() {
         job();
         return;
     }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use super::event::Event;
 use super::poller::Poller;
@@ -521,7 +522,11 @@ impl Device {
             }
             _ => None,
         };
-        let poller = Poller::start(device.clone(), &info.name)?;
+        let poller = Poller::start(
+            device.clone(),
+            &info.name,
+            adapter_info.device_type == wgpu::DeviceType::Cpu,
+        )?;
         log::info!(
             "opened {info} with {caps:?}, pipeline cache: {}",
             disk_cache
@@ -873,7 +878,25 @@ impl Device {
     /// Submits command buffers and returns an event that completes when the GPU has run
     /// them; `what` names the work in errors (`execution of jit_f`).
     pub(crate) fn submit(&self, cmds: Vec<wgpu::CommandBuffer>, what: &str) -> Event {
-        self.poller.submit(&self.queue, cmds, what)
+        self.poller.submit(&self.queue, cmds, what, Duration::ZERO)
+    }
+
+    /// `submit`, then polls for the work's completion on this thread for up to `spin` (capped
+    /// by `spin_limit`): the event comes back completed if the work finished meanwhile.
+    pub(crate) fn submit_spinning(
+        &self,
+        cmds: Vec<wgpu::CommandBuffer>,
+        what: &str,
+        spin: Duration,
+    ) -> Event {
+        self.poller.submit(&self.queue, cmds, what, spin)
+    }
+
+    /// The longest a submission may spin for its completion: `WGPU_HLO_SPIN_US`
+    /// (microseconds) if set, else 250 µs on a CPU adapter, where a wake-up costs more than
+    /// a small kernel runs, and none on others.
+    pub(crate) fn spin_limit(&self) -> Duration {
+        self.poller.spin_limit()
     }
 
     /// Copies `len` bytes of `src` into a new read-back buffer, submits, and hands the bytes

@@ -9,7 +9,9 @@
 //! are reentrant.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::buffer::DeviceBuffer;
 use super::device::{BindResource, Device, GpuBuffer, InputTexture};
@@ -73,6 +75,10 @@ pub struct Executable {
     times_dump: std::sync::OnceLock<std::path::PathBuf>,
     /// Executions profiled for `times_dump` so far.
     times_dumped: std::sync::atomic::AtomicUsize,
+    /// Nanoseconds from the last execution's final submission to its completion as this
+    /// process saw it (`u64::MAX` before one completed): how long its next one may spin
+    /// for completion (`spin_budget`).
+    last_device_ns: Arc<AtomicU64>,
 }
 
 /// Executions whose per-kernel times the dump records.
@@ -253,7 +259,23 @@ impl Executable {
             constants,
             times_dump: std::sync::OnceLock::new(),
             times_dumped: std::sync::atomic::AtomicUsize::new(0),
+            last_device_ns: Arc::new(AtomicU64::new(u64::MAX)),
         }))
+    }
+
+    /// How long the next execution may spin for its completion before leaving it to the
+    /// polling threads: twice the last one's time from submission to completion, if that
+    /// was within the device's `spin_limit` (none before one completed, or on an adapter
+    /// without a limit). An executable that ran longer than the limit, or had to queue
+    /// behind other work, does not spin; one that spins in vain soon stops, since its
+    /// measured time then includes the spin.
+    fn spin_budget(&self) -> Duration {
+        let limit = self.device.spin_limit();
+        let last = Duration::from_nanos(self.last_device_ns.load(Ordering::Relaxed));
+        if limit.is_zero() || last > limit {
+            return Duration::ZERO;
+        }
+        (last * 2).min(limit)
     }
 
     /// The executable's name.
@@ -564,7 +586,24 @@ impl Executable {
                 )),
                 None => None,
             };
-            let event = run.submit();
+            // Spinning helps only a call whose arguments are ready: one that waits for
+            // earlier work leaves that work's completion to the polling threads.
+            let spin = if producers.is_empty() && timing.is_none() {
+                self.spin_budget()
+            } else {
+                Duration::ZERO
+            };
+            let submitted = Instant::now();
+            let event = run.submit_spinning(spin);
+            if !self.device.spin_limit().is_zero() {
+                let last = self.last_device_ns.clone();
+                event.on_ready(move |r| {
+                    if r.is_ok() {
+                        let ns = u64::try_from(submitted.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                        last.store(ns, Ordering::Relaxed);
+                    }
+                });
+            }
             Ok((outs, event, timing))
         })?;
         let event = if producers.is_empty() {
@@ -668,6 +707,11 @@ impl Run<'_> {
 
     /// Submits everything recorded so far; buffers retired before it may be reused now.
     fn submit(&mut self) -> Event {
+        self.submit_spinning(Duration::ZERO)
+    }
+
+    /// `submit`, then polls up to `spin` for its completion (`Device::submit_spinning`).
+    fn submit_spinning(&mut self, spin: Duration) -> Event {
         self.end_pass();
         let cmds = self
             .encoder
@@ -675,7 +719,7 @@ impl Run<'_> {
             .map(|e| e.finish())
             .into_iter()
             .collect();
-        let event = self.exe.device.submit(cmds, self.what);
+        let event = self.exe.device.submit_spinning(cmds, self.what, spin);
         self.retired.clear();
         self.filled.clear();
         self.written.clear();

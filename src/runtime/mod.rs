@@ -13,7 +13,7 @@ pub use buffer::DeviceBuffer;
 pub use device::{list_adapters, AdapterDescription, BindGroupStats, Device, MemoryStats};
 pub use event::{set_wait_timeout, wait_timeout, Event};
 pub use executable::KernelTimes;
-pub use poller::completing_off_the_poll;
+pub use poller::inside_device_call;
 
 /// The environment variable to set, before any Vulkan instance exists, so that a headless
 /// process prints nothing: Mesa's implicit `VK_LAYER_MESA_device_select` layer asks the Wayland

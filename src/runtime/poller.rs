@@ -1,5 +1,5 @@
-//! The one owner of `device.poll`: a thread that completes submission events and drives
-//! `map_async` callbacks.
+//! The owner of `device.poll`: polling threads that complete submission events and drive
+//! `map_async` callbacks, and the bounded non-blocking polls of a submitting thread.
 //!
 //! Why it is built this way:
 //! - it only ever waits for a submission index that `Queue::submit` has already returned,
@@ -23,6 +23,10 @@
 //!   sets the future a blocked thread waits on) therefore runs on the thread the device woke,
 //!   without a hand-off to another thread first, and a callback that blocks holds up no
 //!   completion: another thread polls meanwhile, and one is started when none is idle.
+//! - a short execution may instead be completed by the thread that submitted it: it polls
+//!   without blocking for a bounded time (`spin`), so on a CPU adapter, where each thread
+//!   wake-up costs more than a small kernel runs, a tiny call returns with its event already
+//!   complete and nobody waits for a wake-up.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -31,6 +35,15 @@ use std::time::{Duration, Instant};
 
 use super::event::{deadline_error, wait_timeout, Event};
 use crate::error::{Error, ErrorKind};
+
+/// See `Poller::spin_limit`.
+fn spin_limit(cpu: bool) -> Duration {
+    let us = std::env::var("WGPU_HLO_SPIN_US")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(if cpu { 250 } else { 0 });
+    Duration::from_micros(us.min(100_000))
+}
 
 /// How often the watchdog looks at the oldest submission.
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(200);
@@ -41,16 +54,30 @@ const FIRST_THREADS: usize = 2;
 const MAX_THREADS: usize = 16;
 
 thread_local! {
-    /// Set while a polling thread completes events after giving up its turn.
-    static COMPLETING: Cell<bool> = const { Cell::new(false) };
+    /// Set while this thread is inside `device.poll` or `Queue::submit` (see
+    /// `inside_device_call`).
+    static IN_DEVICE_CALL: Cell<bool> = const { Cell::new(false) };
 }
 
-/// True on a polling thread while it completes events, after it gave up its turn at the
-/// device: a callback run here may block (even on other events) without stopping
-/// completions, because another thread polls meanwhile. False on every other thread, and
-/// inside `device.poll` (where `map_async` callbacks run).
-pub fn completing_off_the_poll() -> bool {
-    COMPLETING.with(|c| c.get())
+/// True while this thread is inside `device.poll` or `Queue::submit`, where wgpu runs
+/// `map_async` callbacks: a read-back completes there, and a framework callback run there
+/// that blocked on more device work would hold the poll it needs. Anywhere else (a polling
+/// thread that has given up its turn, a caller's own thread) such a callback may run at once,
+/// even block: another thread polls meanwhile.
+pub fn inside_device_call() -> bool {
+    IN_DEVICE_CALL.with(|c| c.get())
+}
+
+/// Runs `f` marked as inside a device call (see `inside_device_call`).
+fn in_device_call<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_DEVICE_CALL.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(IN_DEVICE_CALL.with(|c| c.replace(true)));
+    f()
 }
 
 struct Pending {
@@ -82,6 +109,10 @@ pub(crate) struct Poller {
     state: Mutex<State>,
     cv: Condvar,
     adapter: String,
+    /// The device, for the non-blocking polls of `spin`.
+    device: wgpu::Device,
+    /// The longest a submission may spin for its completion (`spin_limit`).
+    spin_limit: Duration,
     /// The polling threads, joined by `shutdown`: each holds a `wgpu::Device`, and when its
     /// clone is the last one, dropping it destroys the Vulkan instance and unloads the driver.
     /// Left to run past `main`, that unload raced the process's exit handlers, which then
@@ -94,11 +125,19 @@ const JOIN_LIMIT: Duration = Duration::from_secs(5);
 
 impl Poller {
     /// Starts the polling threads for `device`.
-    pub(crate) fn start(device: wgpu::Device, adapter: &str) -> crate::Result<Arc<Poller>> {
+    /// Starts the polling threads for `device`; `cpu` says the adapter is a CPU (see
+    /// `spin_limit`).
+    pub(crate) fn start(
+        device: wgpu::Device,
+        adapter: &str,
+        cpu: bool,
+    ) -> crate::Result<Arc<Poller>> {
         let poller = Arc::new(Poller {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
             adapter: adapter.to_string(),
+            device: device.clone(),
+            spin_limit: spin_limit(cpu),
             threads: Mutex::new(Vec::new()),
         });
         for _ in 0..FIRST_THREADS {
@@ -164,22 +203,31 @@ impl Poller {
     }
 
     /// Submits `cmds` with `queue` and returns the event completed when the device has run
-    /// them; `what` names the work in errors.
+    /// them; `what` names the work in errors. With a nonzero `spin` (at most `spin_limit`),
+    /// this thread first polls for the work's completion for up to that long, and returns
+    /// the event completed if it saw it finish (see `spin`).
     pub(crate) fn submit(
         &self,
         queue: &wgpu::Queue,
         cmds: Vec<wgpu::CommandBuffer>,
         what: &str,
+        spin: Duration,
     ) -> Event {
         if let Some(e) = self.broken() {
             return Event::failed(e);
         }
-        let index = queue.submit(cmds);
+        let index = in_device_call(|| queue.submit(cmds));
         let event = Event::queued(what);
+        let done = !spin.is_zero() && self.spin(spin.min(self.spin_limit));
         let mut st = self.lock();
         if let Some(e) = st.broken.clone() {
             drop(st);
             event.set(Err(e));
+            return event;
+        }
+        if done && st.queue.is_empty() {
+            drop(st);
+            event.set(Ok(()));
             return event;
         }
         st.queue.push_back(Pending {
@@ -190,6 +238,40 @@ impl Poller {
         drop(st);
         self.cv.notify_one();
         event
+    }
+
+    /// The longest `submit` may spin for a submission's completion: `WGPU_HLO_SPIN_US`
+    /// (microseconds) if set, else 250 µs on a CPU adapter and none on others.
+    pub(crate) fn spin_limit(&self) -> Duration {
+        self.spin_limit
+    }
+
+    /// Polls without blocking, yielding the CPU between polls, until no submission is in
+    /// flight (true) or `budget` has passed (false). Only when no event of ours is pending
+    /// when it starts: then an empty queue means the submission just made has finished.
+    ///
+    /// Why: a short execution's event is otherwise completed by a polling thread that the
+    /// driver wakes, and the caller waiting on it is woken by that thread in turn. On a CPU
+    /// adapter (lavapipe) each wake-up costs 10-30 µs of a core the device's own threads
+    /// need, more than a small kernel runs: the caller that sees the work finish itself gets
+    /// its event completed, and no thread has to wake (a non-blocking poll is what every
+    /// `Queue::submit` runs too, so it cannot race the polling threads' waits).
+    fn spin(&self, budget: Duration) -> bool {
+        if !self.lock().queue.is_empty() {
+            return false;
+        }
+        let start = Instant::now();
+        loop {
+            match self.poll(&self.device, wgpu::PollType::Poll) {
+                Some(Ok(wgpu::PollStatus::QueueEmpty)) => return true,
+                Some(Ok(_)) => {}
+                _ => return false,
+            }
+            if start.elapsed() >= budget {
+                return false;
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// Counts a `map_async` whose callback is still to come (the poller keeps polling).
@@ -314,10 +396,8 @@ impl Poller {
                 }
             }
             if let Some(p) = done {
-                COMPLETING.with(|c| c.set(true));
                 let set =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.event.set(Ok(()))));
-                COMPLETING.with(|c| c.set(false));
                 if set.is_err() {
                     log::error!("a completion callback panicked on {}", self.adapter);
                 }
@@ -356,8 +436,9 @@ impl Poller {
         device: &wgpu::Device,
         poll_type: wgpu::PollType,
     ) -> Option<Result<wgpu::PollStatus, wgpu::PollError>> {
-        let polled =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(poll_type)));
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            in_device_call(|| device.poll(poll_type))
+        }));
         match polled {
             Ok(r) => Some(r),
             Err(panic) => {
