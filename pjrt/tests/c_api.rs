@@ -361,18 +361,18 @@ fn eventually(f: impl Fn() -> bool) -> bool {
 }
 
 #[test]
-fn ready_callbacks_run_off_the_poller_and_may_wait_on_the_device() {
-    // jaxlib's continuations run inside these callbacks. One that waited for device work on
-    // the poller thread (the only thread that polls) would stop every completion.
+fn ready_callbacks_may_wait_on_the_device() {
+    // jaxlib's continuations run inside these callbacks. One run inside `device.poll` that
+    // waited for device work would stop every completion; they run on the thread that
+    // completed the event (a polling thread that gave up its turn) or, on an event already
+    // complete, on the caller's thread, and may wait there.
     static SEEN: AtomicUsize = AtomicUsize::new(0);
     unsafe extern "C" fn on_ready(error: *mut PJRT_Error, _: *mut c_void) {
-        let on_callback_thread =
-            std::thread::current().name() == Some("wgpu-hlo-callbacks") && error.is_null();
-        // A read-back: completed by the poller, waited for here.
+        // A read-back: completed by a polling thread, waited for here.
         let b = upload(PJRT_Buffer_Type::S32, &[4], &[7u8; 16], None);
         let back = download(b);
         destroy_buffer(b);
-        let bit = if on_callback_thread && back == [7u8; 16] {
+        let bit = if error.is_null() && back == [7u8; 16] {
             1
         } else {
             2
@@ -392,6 +392,32 @@ fn ready_callbacks_run_off_the_poller_and_may_wait_on_the_device() {
     await_event(r.event);
     assert!(eventually(|| SEEN.load(Ordering::SeqCst) != 0));
     assert_eq!(SEEN.load(Ordering::SeqCst), 1);
+    // On the completed event a callback runs at once, on this thread (as in XLA's own
+    // plugins): a caller waiting on the future it sets needs no other thread to wake it.
+    static INLINE: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn mark(error: *mut PJRT_Error, arg: *mut c_void) {
+        let here = arg as usize == thread_tag();
+        INLINE.store(
+            if here && error.is_null() { 1 } else { 2 },
+            Ordering::SeqCst,
+        );
+    }
+    fn thread_tag() -> usize {
+        thread_local!(static TAG: u8 = const { 0 });
+        TAG.with(|t| t as *const u8 as usize)
+    }
+    let mut r: PJRT_Buffer_ReadyEvent_Args = args();
+    r.buffer = b;
+    // SAFETY: valid args.
+    ok(unsafe { (api().PJRT_Buffer_ReadyEvent.unwrap())(&mut r) });
+    let mut o: PJRT_Event_OnReady_Args = args();
+    o.event = r.event;
+    o.callback = Some(mark);
+    o.user_arg = thread_tag() as *mut c_void;
+    // SAFETY: valid args.
+    ok(unsafe { (api().PJRT_Event_OnReady.unwrap())(&mut o) });
+    assert_eq!(INLINE.load(Ordering::SeqCst), 1);
+    await_event(r.event);
     destroy_buffer(b);
 }
 
