@@ -1281,13 +1281,17 @@ fn wh_digamma_f32(x: f32) -> f32 {
 }
 
 // @fn wh_bessel_i1e_f32
-// @requires wh_exp_f32 wh_is_nan_f32 wh_copysign_f32
+// @requires wh_exp_f32 wh_is_nan_f32 wh_is_inf_f32 wh_copysign_f32
 // Exponentially scaled modified Bessel function of the first kind, order 1: I1(x) exp(-|x|).
 // |x| <= 8: x (I1(x)/x as a polynomial in x^2) exp(-|x|); beyond, a fit of
 // I1(x) exp(-x) sqrt(x) in 1/x.
 fn wh_bessel_i1e_f32(x: f32) -> f32 {
     if (wh_is_nan_f32(x)) {
         return x;
+    }
+    if (wh_is_inf_f32(x)) {
+        // h / sqrt(a) below gave inf at a = inf on one lavapipe host (AMD EPYC with AVX-512).
+        return wh_copysign_f32(0.0, x);
     }
     let a = abs(x);
     if (a <= 8.0) {
