@@ -165,6 +165,31 @@ def test_eigh_svd_qr_128_batched(gpu):
     check_qr(gpu, a[:, :, :100], 1e-4)
 
 
+def test_svd_qr_first_rule(monkeypatch):
+    """Which tall svds start with a QR: by cost on CPU adapters (lavapipe timings in
+    `_svd_qr_first`), from 256 rows and twice the columns on GPUs, always past the rows the
+    Jacobi kernel takes."""
+    from jax_plugins.wgpu.lowerings import _SVD_JACOBI_MAX_ROWS, _svd_qr_first
+
+    monkeypatch.delenv("WGPU_HLO_SVD_QR_FIRST", raising=False)
+    monkeypatch.setenv("WGPU_HLO_ADAPTER_CLASS", "cpu")
+    assert not _svd_qr_first(300, 100, True) and not _svd_qr_first(300, 100, False)
+    assert _svd_qr_first(1000, 100, True) and not _svd_qr_first(1000, 100, False)
+    assert not _svd_qr_first(5000, 10, True)
+    assert _svd_qr_first(4096, 256, True) and _svd_qr_first(4096, 256, False)
+    assert _svd_qr_first(_SVD_JACOBI_MAX_ROWS + 1, 2, False)
+    assert not _svd_qr_first(64, 64, True)
+    monkeypatch.setenv("WGPU_HLO_ADAPTER_CLASS", "gpu")
+    assert _svd_qr_first(300, 100, True) and not _svd_qr_first(256, 10, True)
+
+
+@pytest.mark.parametrize("rows", [12288, 12289])
+def test_svd_tall_either_side_of_the_jacobi_row_limit(gpu, rows):
+    # 12288 rows: Jacobi directly (a round loops over ~6150 rows per invocation, within the
+    # 8192 bound); one more: QR first. Both match cpu.
+    check_svd(gpu, rand((rows, 3), seed=17), 1e-4)
+
+
 def test_qr_512(gpu):
     check_qr(gpu, rand((512, 512), seed=16), 1e-4)
 

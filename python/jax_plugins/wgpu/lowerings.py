@@ -506,7 +506,7 @@ def _svd_impl(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, *
         a = jnp.swapaxes(x, -1, -2) if wide else x
         prim = _kernel_primitive("svd")
         rows, cols = a.shape[-2:]
-        if _svd_qr_first(rows, cols):
+        if _svd_qr_first(rows, cols, compute_uv):
             # Tall: A = Q R, then the Jacobi kernel on the small R (U = Q U_R). Jacobi rounds
             # over columns of 10^5 rows pass the loop bound (pinv of 400000 x 2 failed).
             thin = lambda a: _householder_qr_2d(a, False)
@@ -542,15 +542,48 @@ def _svd_impl(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, *
     return list(fn(x))
 
 
-def _svd_qr_first(rows, cols) -> bool:
-    """Whether the svd of a `rows x cols` matrix (rows >= cols) starts with a QR: for tall
-    matrices, past 256 rows and twice the columns (`WGPU_HLO_SVD_QR_FIRST=0|1` forces it)."""
+_SVD_JACOBI_MAX_ROWS = 12288
+"""Most rows the Jacobi kernel takes directly: a round loops over about half the rows in one
+invocation on CPU adapters, within 8192 iterations (65536 x 4 is refused; 16000 x 100 runs)."""
+
+
+def _svd_qr_first(rows, cols, compute_uv) -> bool:
+    """Whether the svd of a `rows x cols` matrix (rows > cols) starts with a QR (then Jacobi on
+    the `cols x cols` R; `WGPU_HLO_SVD_QR_FIRST=0|1` forces it either way). Always past
+    `_SVD_JACOBI_MAX_ROWS`. Otherwise by cost on CPU adapters: the QR launches per panel of
+    columns, so it pays only where Jacobi's work (rows x cols^2, more when it also rotates U)
+    is large and the matrix is tall. lavapipe, ms direct / QR first, values and U V:
+    300x100 32 / 236 and 105 / 228; 1000x100 86 / 195 and 356 / 257; 2000x50 123 / 123 and
+    178 / 132; 5000x10 12 / 32 and 18 / 37; 4096x256 2050 / 1039 and 9111 / 1547. On GPUs
+    (not measured) from 256 rows and twice the columns."""
     import os
 
     forced = os.environ.get("WGPU_HLO_SVD_QR_FIRST")
     if forced in ("0", "1"):
         return forced == "1" and rows > cols
-    return rows > 256 and rows > 2 * cols
+    if rows <= cols:
+        return False
+    if rows > _SVD_JACOBI_MAX_ROWS:
+        return True
+    if not _cpu_adapter():
+        return rows > 256 and rows > 2 * cols
+    return rows >= 4 * cols and rows * cols * cols >= (4e6 if compute_uv else 3e7)
+
+
+def _cpu_adapter() -> bool:
+    """Whether the wgpu device is a CPU adapter (lavapipe), as the compiler decides it:
+    `WGPU_HLO_ADAPTER_CLASS=cpu|gpu` overrides the adapter's own type."""
+    import os
+
+    import jax
+
+    forced = os.environ.get("WGPU_HLO_ADAPTER_CLASS", "").strip().lower()
+    if forced in ("cpu", "gpu"):
+        return forced == "cpu"
+    try:
+        return getattr(jax.devices("wgpu")[0], "device_type", "") == "Cpu"
+    except RuntimeError:
+        return False
 
 
 def _real(aval) -> bool:
