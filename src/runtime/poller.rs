@@ -109,12 +109,13 @@ pub(crate) struct Poller {
     state: Mutex<State>,
     cv: Condvar,
     adapter: String,
-    /// The device, for the non-blocking polls of `spin`.
+    /// The device, polled by the polling threads and by `spin`.
     device: wgpu::Device,
     /// The longest a submission may spin for its completion (`spin_limit`).
     spin_limit: Duration,
-    /// The polling threads, joined by `shutdown`: each holds a `wgpu::Device`, and when its
-    /// clone is the last one, dropping it destroys the Vulkan instance and unloads the driver.
+    /// The polling threads, joined by `shutdown`: each holds the poller and so its device,
+    /// and when that is the last clone, dropping it destroys the Vulkan instance and unloads
+    /// the driver.
     /// Left to run past `main`, that unload raced the process's exit handlers, which then
     /// called into the unmapped driver (a rare SIGSEGV at exit under load, seen in CI).
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -124,7 +125,6 @@ pub(crate) struct Poller {
 const JOIN_LIMIT: Duration = Duration::from_secs(5);
 
 impl Poller {
-    /// Starts the polling threads for `device`.
     /// Starts the polling threads for `device`; `cpu` says the adapter is a CPU (see
     /// `spin_limit`).
     pub(crate) fn start(
@@ -136,13 +136,13 @@ impl Poller {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
             adapter: adapter.to_string(),
-            device: device.clone(),
+            device,
             spin_limit: spin_limit(cpu),
             threads: Mutex::new(Vec::new()),
         });
         for _ in 0..FIRST_THREADS {
             poller.lock().threads += 1;
-            if let Err(e) = poller.spawn(device.clone()) {
+            if let Err(e) = poller.spawn() {
                 poller.shutdown();
                 return Err(e);
             }
@@ -156,11 +156,11 @@ impl Poller {
     }
 
     /// Starts one more polling thread (counted in `threads` by the caller).
-    fn spawn(self: &Arc<Self>, device: wgpu::Device) -> crate::Result<()> {
+    fn spawn(self: &Arc<Self>) -> crate::Result<()> {
         let p = self.clone();
         let spawned = std::thread::Builder::new()
             .name("wgpu-hlo-poller".into())
-            .spawn(move || p.run(device));
+            .spawn(move || p.run());
         match spawned {
             Ok(handle) => {
                 self.threads
@@ -262,7 +262,7 @@ impl Poller {
         }
         let start = Instant::now();
         loop {
-            match self.poll(&self.device, wgpu::PollType::Poll) {
+            match self.poll(wgpu::PollType::Poll) {
                 Some(Ok(wgpu::PollStatus::QueueEmpty)) => return true,
                 Some(Ok(_)) => {}
                 _ => return false,
@@ -297,7 +297,7 @@ impl Poller {
     }
 
     /// Stops the threads (pending events fail) and waits, up to `JOIN_LIMIT` in all, until
-    /// they have exited and dropped their device handles.
+    /// they have exited and dropped their hold on the device.
     pub(crate) fn shutdown(&self) {
         self.lock().shutdown = true;
         self.cv.notify_all();
@@ -328,7 +328,7 @@ impl Poller {
 
     /// One polling thread: waits for the turn, polls, gives the turn up, then completes
     /// what the poll finished (see the module comment).
-    fn run(self: Arc<Self>, device: wgpu::Device) {
+    fn run(self: Arc<Self>) {
         loop {
             let target = {
                 let mut st = self.lock();
@@ -354,7 +354,7 @@ impl Poller {
                 },
                 None => wgpu::PollType::Poll,
             };
-            let polled = self.poll(&device, poll_type);
+            let polled = self.poll(poll_type);
             if target.is_none() && matches!(polled, Some(Ok(_))) {
                 // Only map callbacks are due: they fire on a later poll. The turn is kept
                 // meanwhile, so the threads do not take turns at polling idly.
@@ -391,7 +391,7 @@ impl Poller {
                 Some(Ok(_)) => {}
             }
             if spawn {
-                if let Err(e) = self.spawn(device.clone()) {
+                if let Err(e) = self.spawn() {
                     log::warn!("{e}");
                 }
             }
@@ -431,13 +431,9 @@ impl Poller {
     }
 
     /// One `device.poll`; `None` when it panicked (the poller is then broken).
-    fn poll(
-        &self,
-        device: &wgpu::Device,
-        poll_type: wgpu::PollType,
-    ) -> Option<Result<wgpu::PollStatus, wgpu::PollError>> {
+    fn poll(&self, poll_type: wgpu::PollType) -> Option<Result<wgpu::PollStatus, wgpu::PollError>> {
         let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            in_device_call(|| device.poll(poll_type))
+            in_device_call(|| self.device.poll(poll_type))
         }));
         match polled {
             Ok(r) => Some(r),
