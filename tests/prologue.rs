@@ -1,9 +1,9 @@
 //! Prologue fusion (`fusion::prologue`, `codegen::prologue`): cheap loop kernels computing a
 //! dot's operands run inside the dot's kernel, where it reads them, and compute what they
 //! compute apart. A producer read elsewhere too, or one with transcendental functions, stays a
-//! kernel of its own, and on CPU adapters one reading two buffers. The CPU-class run covers
-//! the shared-rows kernel's `vec4` reads, the GPU-class run (`scripts/test.sh`) the tiled
-//! kernel's tile loads.
+//! kernel of its own, and on CPU adapters one reading two buffers or rounding floats for a
+//! large dot. The CPU-class run covers the shared-rows kernel's `vec4` reads, the GPU-class
+//! run (`scripts/test.sh`) the tiled kernel's tile loads.
 
 mod common;
 
@@ -98,6 +98,38 @@ fn producers_run_inside_the_dot() {
             && exe.kernels()[0].wgsl.contains("fn wh_operand1("),
         "{}",
         exe.kernels()[0].wgsl
+    );
+
+    // A larger bf16 matmul (16.8M multiply-adds): on CPU adapters the rounding converts
+    // run as kernels of their own, since the register-tiled dot would round every operand
+    // element at each of its many reads; GPU-class kernels round once per tile load.
+    let (m, k, n) = (256, 256, 256);
+    let src = format!(
+        "func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{\n\
+  %xb = stablehlo.convert %x : (tensor<{m}x{k}xf32>) -> tensor<{m}x{k}xbf16>\n\
+  %wb = stablehlo.convert %w : (tensor<{k}x{n}xf32>) -> tensor<{k}x{n}xbf16>\n\
+  %d = stablehlo.dot_general %xb, %wb, contracting_dims = [1] x [0] : (tensor<{m}x{k}xbf16>, tensor<{k}x{n}xbf16>) -> tensor<{m}x{n}xf32>\n\
+  return %d : tensor<{m}x{n}xf32>\n}}\n"
+    );
+    let exe = build(&src);
+    let (x, w) = (data(m * k, 10), data(k * n, 11));
+    let got = run(&exe, &[upload_f32(&[m, k], &x), upload_f32(&[k, n], &w)]);
+    let xr: Vec<f32> = x.iter().map(|&v| bf16(v)).collect();
+    close(
+        "bf16 256^3",
+        &got[0],
+        &matmul(&xr, m, k, n, |kk, j| bf16(w[kk * n + j]) as f64),
+        k,
+    );
+    let fused = exe
+        .kernels()
+        .iter()
+        .any(|k| k.wgsl.contains("fn wh_operand"));
+    assert_eq!(
+        fused,
+        !cpu,
+        "{:?}",
+        exe.kernels().iter().map(|k| &k.name).collect::<Vec<_>>()
     );
 
     // A masked gradient (relu's derivative) times a transposed weight: two reads per element,

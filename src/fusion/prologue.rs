@@ -15,6 +15,13 @@
 //! 128x512x512 8.1 against 6.9 ms. GPU-class kernels load operand tiles once per workgroup
 //! and take producers of up to two buffers (not measured on a GPU).
 //!
+//! A narrowing float convert (f32 to bf16 or f16, the rounding `narrow_dots` leaves in a
+//! bf16 matmul) is a dozen operations per read: on CPU adapters, whose register-tiled dot
+//! reads each operand element once per 8 multiply-adds, it fuses only into a dot of at most
+//! `CPU_ROUNDING_MAX_MACS` multiply-adds. Measured on lavapipe (bf16 matmul, both converts
+//! fused against as kernels of their own): 64x2048x64 1.07 against 1.15 ms, but 128x1024x128
+//! 2.17 against 1.59, 256x512x256 3.97 against 3.54 and 1024^3 78 against 55 ms.
+//!
 //! The merged group (kind [`KernelKind::Prologue`]) keeps its `parts`: the producers, then the
 //! dot (kind `Dot`, or `Epilogue` with its own epilogue) last. The compile driver lowers them
 //! separately when the dot's emitter cannot take the prologue.
@@ -48,6 +55,68 @@ fn cheap(op: &Op) -> bool {
     }
 }
 
+/// A convert from a float type to a narrower one (rounding, not a widening shift).
+fn rounds(f: &Function, op: &crate::ir::Operation) -> bool {
+    let ty = |v: &ValueId| {
+        f.values
+            .get(v.index())
+            .and_then(|t| t.as_tensor())
+            .map(|t| t.dtype)
+    };
+    if !matches!(op.op, Op::Convert) {
+        return false;
+    }
+    match (
+        op.operands.first().and_then(ty),
+        op.results.first().and_then(ty),
+    ) {
+        (Some(from), Some(to)) => {
+            from.is_float() && to.is_float() && to.byte_size() < from.byte_size()
+        }
+        _ => false,
+    }
+}
+
+/// Multiply-adds of a `dot_general` or `convolution` (each result element times the
+/// contracted size), saturating; `None` for other ops or unknown shapes.
+fn macs(f: &Function, op: &crate::ir::Operation) -> Option<u64> {
+    let shape = |v: &ValueId| {
+        f.values
+            .get(v.index())
+            .and_then(|t| t.as_tensor())
+            .map(|t| t.shape.clone())
+    };
+    let result = shape(op.results.first()?)?;
+    let rhs = shape(op.operands.get(1)?)?;
+    let elems = |dims: &[i64]| {
+        dims.iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?))
+    };
+    let contracted = match &op.op {
+        Op::DotGeneral {
+            dimension_numbers, ..
+        } => {
+            let lhs = shape(op.operands.first()?)?;
+            let dims: Vec<i64> = dimension_numbers
+                .lhs_contracting_dimensions
+                .iter()
+                .map(|&d| lhs.get(usize::try_from(d).ok()?).copied())
+                .collect::<Option<_>>()?;
+            elems(&dims)?
+        }
+        Op::Convolution(c) => {
+            let out = usize::try_from(c.dimension_numbers.kernel_output_feature_dimension).ok()?;
+            elems(&rhs)? / u64::try_from(*rhs.get(out)?).ok()?.max(1)
+        }
+        _ => return None,
+    };
+    Some(elems(&result)?.saturating_mul(contracted))
+}
+
+/// The largest dot (in multiply-adds) a rounding convert fuses into on a CPU adapter (see
+/// the module comment).
+const CPU_ROUNDING_MAX_MACS: u64 = 1 << 23;
+
 /// Buffers a producer may read on GPU-class and on CPU adapters: each is read again at
 /// every read of the operand.
 const MAX_PRODUCER_READS: usize = 2;
@@ -78,7 +147,15 @@ pub fn fuse(
             .iter()
             .map(|n| node_reads(region, &def, &p.materialized, n))
             .collect();
-        match candidate(f, region, &def, &p, &infos, a, (max_bindings, max_reads)) {
+        match candidate(
+            f,
+            region,
+            &def,
+            &p,
+            &infos,
+            a,
+            (max_bindings, max_reads, cpu_adapter),
+        ) {
             Some((b, merged, operand)) => {
                 p.materialized.remove(&operand);
                 p.nodes[a] = merged;
@@ -92,18 +169,20 @@ pub fn fuse(
     p
 }
 
-/// The dot group inside node `g` (the group itself, the dot of an epilogue, or the last part
-/// of a prologue) and its root's operands, when `g` is a dot or convolution kernel.
-fn dot_root<'r>(region: &'r Region, g: &Group) -> Option<&'r [ValueId]> {
+/// The dot group inside node `g`: the group itself, the dot of an epilogue, or the last part
+/// of a prologue.
+fn dot_part(g: &Group) -> Option<&Group> {
     let inner = match g.kind {
         KernelKind::Dot | KernelKind::Epilogue => g,
         KernelKind::Prologue => g.parts.last()?,
         _ => return None,
     };
-    if !matches!(inner.kind, KernelKind::Dot | KernelKind::Epilogue) {
-        return None;
-    }
-    let op = region.ops.get(inner.root)?;
+    matches!(inner.kind, KernelKind::Dot | KernelKind::Epilogue).then_some(inner)
+}
+
+/// The operands of the dot inside node `g` (`dot_part`), when it is a dot or convolution.
+fn dot_root<'r>(region: &'r Region, g: &Group) -> Option<&'r [ValueId]> {
+    let op = region.ops.get(dot_part(g)?.root)?;
     matches!(op.op, Op::DotGeneral { .. } | Op::Convolution(_)).then_some(op.operands.as_slice())
 }
 
@@ -116,7 +195,7 @@ fn candidate(
     p: &Partition,
     infos: &[NodeInfo],
     a: usize,
-    (max_bindings, max_reads): (usize, usize),
+    (max_bindings, max_reads, cpu_adapter): (usize, usize, bool),
 ) -> Option<(usize, Node, ValueId)> {
     let Some(Node::Kernel(ga)) = p.nodes.get(a) else {
         return None;
@@ -162,6 +241,20 @@ fn candidate(
         }
         if infos[b].reads.len() > max_reads {
             continue;
+        }
+        if cpu_adapter {
+            let dot = dot_part(ga).and_then(|g| region.ops.get(g.root));
+            let big = dot
+                .and_then(|op| macs(f, op))
+                .is_none_or(|m| m > CPU_ROUNDING_MAX_MACS);
+            let rounding = gb.members.iter().any(|v| {
+                def.get(v)
+                    .and_then(|&i| region.ops.get(i))
+                    .is_some_and(|op| rounds(f, op))
+            });
+            if big && rounding {
+                continue;
+            }
         }
         let reads: HashSet<ValueId> = infos[a]
             .reads
