@@ -8,19 +8,30 @@
 //!
 //! A dot kernel reads each operand element many times (once per tile of the other operand),
 //! so the producer runs that many times: only cheap ops fuse, reading few buffers. On CPU
-//! adapters (llvmpipe, where every load is a loop over the lanes) one buffer: measured with
-//! `wgpu-hlo bench`, a bf16 matmul 256x512x256 (both converts fused) took 5.9 ms against
-//! 6.9 ms with the converts as kernels of their own, `(g * 0.125)^T @ w` at 512x128x512 5.75
-//! against 6.03 ms, but a masked gradient `select(h > 0, g, 0) @ w^T` (two buffers) at
-//! 128x512x512 8.1 against 6.9 ms. GPU-class kernels load operand tiles once per workgroup
-//! and take producers of up to two buffers (not measured on a GPU).
+//! adapters (llvmpipe, where every load is a loop over the lanes) one buffer: a masked
+//! gradient `select(h > 0, g, 0) @ w^T` (two buffers) at 128x512x512 took 8.1 ms fused
+//! against 6.9 ms apart. GPU-class kernels load operand tiles once per workgroup and take
+//! producers of up to two buffers (not measured on a GPU).
 //!
-//! A narrowing float convert (f32 to bf16 or f16, the rounding `narrow_dots` leaves in a
-//! bf16 matmul) is a dozen operations per read: on CPU adapters, whose register-tiled dot
-//! reads each operand element once per 8 multiply-adds, it fuses only into a dot of at most
-//! `CPU_ROUNDING_MAX_MACS` multiply-adds. Measured on lavapipe (bf16 matmul, both converts
-//! fused against as kernels of their own): 64x2048x64 1.07 against 1.15 ms, but 128x1024x128
-//! 2.17 against 1.59, 256x512x256 3.97 against 3.54 and 1024^3 78 against 55 ms.
+//! On CPU adapters the register-tiled dot reads an lhs element once per few columns and an
+//! rhs element once per few rows, so a producer runs in it only when that is rare enough:
+//! always in a dot of at most 2^22 multiply-adds (launches dominate), else when the other
+//! operand's free extent is small (`fuses_on_cpu`). A narrowing float convert (f32 to bf16 or
+//! f16, the rounding `narrow_dots` leaves in a bf16 matmul) is a dozen operations per read
+//! and fuses under a stricter limit. Measured on lavapipe, fused against the producers as
+//! kernels of their own, in ms:
+//!
+//! | dot m x k x n | `(a * 0.125) @ b` | `a @ (b * 0.125)` | bf16 `a @ b` |
+//! |---|---|---|---|
+//! | 128x256x128 | 0.47 / 0.51 | | |
+//! | 128x1024x128 | 1.60 / 2.07 | | 2.17 / 1.59 |
+//! | 64x2048x64 | | | 1.04 / 1.15 |
+//! | 256x256x256 | 1.22 / 1.18 | 1.23 / 1.22 | |
+//! | 512x128x512 | 2.36 / 2.19 | | |
+//! | 64x512x1024 | | 2.16 / 2.38 | |
+//! | 128x256x1024 | | 2.38 / 2.17 | |
+//! | 1024x512x64 | | 2.63 / 2.12 | |
+//! | 1024^3 | 64.0 / 52.0 | | 78 / 55 |
 //!
 //! The merged group (kind [`KernelKind::Prologue`]) keeps its `parts`: the producers, then the
 //! dot (kind `Dot`, or `Epilogue` with its own epilogue) last. The compile driver lowers them
@@ -77,44 +88,84 @@ fn rounds(f: &Function, op: &crate::ir::Operation) -> bool {
     }
 }
 
-/// Multiply-adds of a `dot_general` or `convolution` (each result element times the
-/// contracted size), saturating; `None` for other ops or unknown shapes.
-fn macs(f: &Function, op: &crate::ir::Operation) -> Option<u64> {
+/// The extents of a `dot_general` or `convolution`, all saturating: multiply-adds (each
+/// result element times the contracted size), and for a `dot_general` the free extents of
+/// its two operands (`m`, `n`: rows of the lhs and columns of the rhs, batch apart).
+struct DotSize {
+    macs: u64,
+    free: Option<(u64, u64)>,
+}
+
+fn dot_size(f: &Function, op: &crate::ir::Operation) -> Option<DotSize> {
     let shape = |v: &ValueId| {
         f.values
             .get(v.index())
             .and_then(|t| t.as_tensor())
             .map(|t| t.shape.clone())
     };
-    let result = shape(op.results.first()?)?;
-    let rhs = shape(op.operands.get(1)?)?;
     let elems = |dims: &[i64]| {
         dims.iter()
             .try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?))
     };
-    let contracted = match &op.op {
+    let at = |s: &[i64], ds: &[i64]| -> Option<Vec<i64>> {
+        ds.iter()
+            .map(|&d| s.get(usize::try_from(d).ok()?).copied())
+            .collect()
+    };
+    let result = elems(&shape(op.results.first()?)?)?;
+    let lhs = shape(op.operands.first()?)?;
+    let rhs = shape(op.operands.get(1)?)?;
+    match &op.op {
         Op::DotGeneral {
-            dimension_numbers, ..
+            dimension_numbers: d,
+            ..
         } => {
-            let lhs = shape(op.operands.first()?)?;
-            let dims: Vec<i64> = dimension_numbers
-                .lhs_contracting_dimensions
-                .iter()
-                .map(|&d| lhs.get(usize::try_from(d).ok()?).copied())
-                .collect::<Option<_>>()?;
-            elems(&dims)?
+            let k = elems(&at(&lhs, &d.lhs_contracting_dimensions)?)?.max(1);
+            let batch = elems(&at(&lhs, &d.lhs_batching_dimensions)?)?.max(1);
+            let m = elems(&lhs)? / (k * batch);
+            let n = elems(&rhs)? / (k * batch);
+            Some(DotSize {
+                macs: result.saturating_mul(k),
+                free: Some((m, n)),
+            })
         }
         Op::Convolution(c) => {
             let out = usize::try_from(c.dimension_numbers.kernel_output_feature_dimension).ok()?;
-            elems(&rhs)? / u64::try_from(*rhs.get(out)?).ok()?.max(1)
+            let per_output = elems(&rhs)? / u64::try_from(*rhs.get(out)?).ok()?.max(1);
+            Some(DotSize {
+                macs: result.saturating_mul(per_output),
+                free: None,
+            })
         }
-        _ => return None,
-    };
-    Some(elems(&result)?.saturating_mul(contracted))
+        _ => None,
+    }
 }
 
-/// The largest dot (in multiply-adds) a rounding convert fuses into on a CPU adapter (see
-/// the module comment).
+/// Dots of at most this many multiply-adds take any cheap producer on a CPU adapter: their
+/// launches cost more than the recomputation (see the module comment).
+const CPU_SMALL_DOT_MACS: u64 = 1 << 22;
+
+/// Whether, on a CPU adapter, the producer of operand `operand` (0: lhs, 1: rhs) of `dot`
+/// runs inside it: a small dot always; a larger `dot_general` when the other operand's free
+/// extent, which sets how often the kernel reads each element of this one, is small (at most
+/// 128 columns for an lhs producer, 64 rows for an rhs producer, 64 either way for a
+/// rounding producer); a larger convolution unless the producer rounds, up to
+/// `CPU_ROUNDING_MAX_MACS`.
+fn fuses_on_cpu(size: &DotSize, operand: usize, rounding: bool) -> bool {
+    if size.macs <= CPU_SMALL_DOT_MACS {
+        return true;
+    }
+    match size.free {
+        Some((m, n)) => {
+            let (other, limit) = if operand == 0 { (n, 128) } else { (m, 64) };
+            other <= if rounding { 64 } else { limit }
+        }
+        None => !rounding || size.macs <= CPU_ROUNDING_MAX_MACS,
+    }
+}
+
+/// The largest convolution (in multiply-adds) a rounding producer fuses into on a CPU
+/// adapter.
 const CPU_ROUNDING_MAX_MACS: u64 = 1 << 23;
 
 /// Buffers a producer may read on GPU-class and on CPU adapters: each is read again at
@@ -201,7 +252,7 @@ fn candidate(
         return None;
     };
     let operands = dot_root(region, ga)?;
-    for &o in operands {
+    for (index, &o) in operands.iter().enumerate() {
         if !p.materialized.contains(&o)
             || f.values
                 .get(o.index())
@@ -243,16 +294,15 @@ fn candidate(
             continue;
         }
         if cpu_adapter {
-            let dot = dot_part(ga).and_then(|g| region.ops.get(g.root));
-            let big = dot
-                .and_then(|op| macs(f, op))
-                .is_none_or(|m| m > CPU_ROUNDING_MAX_MACS);
+            let size = dot_part(ga)
+                .and_then(|g| region.ops.get(g.root))
+                .and_then(|op| dot_size(f, op));
             let rounding = gb.members.iter().any(|v| {
                 def.get(v)
                     .and_then(|&i| region.ops.get(i))
                     .is_some_and(|op| rounds(f, op))
             });
-            if big && rounding {
+            if !size.is_some_and(|size| fuses_on_cpu(&size, index, rounding)) {
                 continue;
             }
         }
@@ -289,4 +339,42 @@ fn candidate(
         ));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dot(m: u64, k: u64, n: u64) -> DotSize {
+        DotSize {
+            macs: m * k * n,
+            free: Some((m, n)),
+        }
+    }
+
+    /// The CPU rule against the measurements in the module comment.
+    #[test]
+    fn cpu_rule_follows_the_measurements() {
+        // (a * 0.125) @ b: an lhs producer.
+        assert!(fuses_on_cpu(&dot(128, 256, 128), 0, false));
+        assert!(fuses_on_cpu(&dot(128, 1024, 128), 0, false));
+        assert!(!fuses_on_cpu(&dot(512, 128, 512), 0, false));
+        assert!(!fuses_on_cpu(&dot(1024, 1024, 1024), 0, false));
+        // a @ (b * 0.125): an rhs producer.
+        assert!(fuses_on_cpu(&dot(64, 512, 1024), 1, false));
+        assert!(!fuses_on_cpu(&dot(128, 256, 1024), 1, false));
+        assert!(!fuses_on_cpu(&dot(1024, 512, 64), 1, false));
+        // bf16 a @ b: rounding producers on both sides.
+        assert!(fuses_on_cpu(&dot(64, 2048, 64), 0, true));
+        assert!(fuses_on_cpu(&dot(64, 2048, 64), 1, true));
+        assert!(!fuses_on_cpu(&dot(128, 1024, 128), 0, true));
+        assert!(!fuses_on_cpu(&dot(128, 1024, 128), 1, true));
+        // Small dots take any cheap producer.
+        assert!(fuses_on_cpu(&dot(70, 96, 130), 0, true));
+        // Convolutions: rounding producers up to 2^23 multiply-adds.
+        let conv = |macs| DotSize { macs, free: None };
+        assert!(fuses_on_cpu(&conv(1 << 30), 0, false));
+        assert!(fuses_on_cpu(&conv(1 << 23), 0, true));
+        assert!(!fuses_on_cpu(&conv(1 << 24), 0, true));
+    }
 }
