@@ -33,6 +33,10 @@
 //! | 1024x512x64 | | 2.63 / 2.12 | |
 //! | 1024^3 | 64.0 / 52.0 | | 78 / 55 |
 //!
+//! A bf16 3x3 convolution (`NHWC` f32 input and weights, both converted) over 8x56x56x64 -> 64
+//! took 51-62 ms with the converts fused and 42-43 ms apart; 8x28x28x32 -> 32 8.2 / 4.7
+//! against 7.6 / 4.4 ms in two runs each.
+//!
 //! The merged group (kind [`KernelKind::Prologue`]) keeps its `parts`: the producers, then the
 //! dot (kind `Dot`, or `Epilogue` with its own epilogue) last. The compile driver lowers them
 //! separately when the dot's emitter cannot take the prologue.
