@@ -171,7 +171,7 @@ def cases():
     a = normal((1024, 1024), 6)
     yield "matmul 1024", jax.jit(lambda a, b: a @ b), (a, a.T.copy())
     bf = jnp.bfloat16
-    yield ("matmul 1024 bf16 (f32 in, converts fused)",
+    yield ("matmul 1024 bf16 (f32 in, converts in jit)",
            jax.jit(lambda a, b: jnp.dot(a.astype(bf), b.astype(bf), preferred_element_type=jnp.float32)),
            (a, a.T.copy()))
     a = normal((64, 128, 128), 7)
