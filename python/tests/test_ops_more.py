@@ -209,3 +209,29 @@ def test_collectives_over_one_device(gpu):
     for a, b in zip(run(gpu), run(CPU)):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_array_equal(a, b)
+
+
+def _same_or_both_nan(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return (np.isnan(a) & np.isnan(b)) | (a.view(np.uint32) == b.view(np.uint32))
+
+
+def test_max_min_ieee(gpu):
+    """max / min / relu on every pair of NaN, signed zeros, infinities and normals, and max /
+    min reductions over rows, columns and all of a matrix holding them: the same bits as
+    jax cpu (any NaN for NaN). Subnormals are left out: jax cpu flushes them."""
+    vals = np.array([np.nan, -np.nan, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, 3.5], np.float32)
+    a = np.repeat(vals, len(vals))
+    b = np.tile(vals, len(vals))
+    for f in (jnp.maximum, jnp.minimum, lambda x, y: jax.nn.relu(x) + 0 * y):
+        g, c = on(gpu, f, a, b), on(CPU, f, a, b)
+        bad = ~_same_or_both_nan(g, c)
+        assert not bad.any(), (a[bad], b[bad], g[bad], c[bad])
+    rows = np.array([[0.0, -0.0, -1.0], [-0.0, -0.0, -5.0], [np.nan, 1.0, 2.0],
+                     [1.0, np.nan, -np.inf], [-np.inf, -np.inf, -np.inf], [-0.0, 0.0, -0.0]],
+                    np.float32)
+    rows = np.tile(rows, (1, 50))
+    for f in (lambda x: x.max(axis=1), lambda x: x.min(axis=1), lambda x: x.max(axis=0),
+              lambda x: x.min(axis=0), lambda x: x.max(), lambda x: x.min()):
+        g, c = on(gpu, f, rows), on(CPU, f, rows)
+        assert _same_or_both_nan(g, c).all(), (g, c)
