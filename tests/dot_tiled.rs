@@ -155,10 +155,14 @@ fn check(ls: &[usize], rs: &[usize], lb: &[usize], rb: &[usize], lc: &[usize], r
     }
 }
 
+/// The kernel choices are environment variables read at compile time: one test at a time.
+static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Every case with the tiled and the register-blocked kernel (one test: the kernel choice is
 /// an environment variable read at compile time).
 #[test]
 fn tiled_and_register_blocked_kernels() {
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
     for mode in ["tiled", "direct"] {
         std::env::set_var("WGPU_HLO_DOT", mode);
         // Plain matmul with ragged edges.
@@ -176,5 +180,35 @@ fn tiled_and_register_blocked_kernels() {
         check(&[3, 70, 300], &[3, 300, 50], &[0], &[0], &[2], &[1]);
         check(&[4, 9, 16, 20], &[20, 16, 70], &[], &[], &[2, 3], &[1, 0]);
     }
+    std::env::remove_var("WGPU_HLO_DOT");
+}
+
+/// The tiled kernel with every workgroup tile (`WGPU_HLO_GPU_TILE`, read at compile time):
+/// ragged edges in every direction, contracting lengths off the staging step, transposed
+/// operands, batches, and split-K.
+#[test]
+fn every_gpu_tile() {
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    std::env::set_var("WGPU_HLO_DOT", "tiled");
+    for tile in [
+        "64x64x16",
+        "64x64x8",
+        "128x64x8",
+        "64x128x16",
+        "128x128x8",
+        "128x128x16",
+    ] {
+        std::env::set_var("WGPU_HLO_GPU_TILE", tile);
+        check(&[70, 33], &[33, 90], &[], &[], &[1], &[0]);
+        check(&[200, 37], &[37, 131], &[], &[], &[1], &[0]);
+        check(&[37, 200], &[131, 37], &[], &[], &[0], &[1]);
+        check(&[40, 3, 30], &[30, 3, 150], &[1], &[1], &[2], &[0]);
+        check(&[4, 9, 5, 6], &[6, 5, 70], &[], &[], &[2, 3], &[1, 0]);
+        check(&[32, 3136], &[128, 3136], &[], &[], &[1], &[1]);
+        check(&[3, 130, 300], &[3, 300, 50], &[0], &[0], &[2], &[1]);
+    }
+    std::env::remove_var("WGPU_HLO_GPU_TILE");
+    // The default choice for a large dot: 128x128 tiles.
+    check(&[2048, 24], &[24, 2048], &[], &[], &[1], &[0]);
     std::env::remove_var("WGPU_HLO_DOT");
 }

@@ -1,8 +1,10 @@
 //! The `dot_general` emitters.
 //!
-//! * **Tiled** (f32 operands and result): each workgroup of 16×16 threads computes a 64×64
-//!   tile of one batch of the output, each thread a 4×4 block held in registers; both operand
-//!   tiles are staged through workgroup memory 16 contracting steps at a time. Operands may
+//! * **Tiled** (f32 operands and result, GPUs): each workgroup of 16×16 threads computes a
+//!   64×64, 128×64 or 128×128 tile of one batch of the output ([`GemmTile`]), each thread a
+//!   4×4 to 8×8 block held in `vec4` registers; both operand tiles are staged through
+//!   workgroup memory as `vec4`s, 8 or 16 contracting steps at a time, the next tile's loads
+//!   issued before the current tile's products. Operands may
 //!   have any layout: batch, free and contracting dimensions in any order and any number
 //!   (offsets are separable per dimension group, so an element's offset is a sum of three
 //!   decompositions). Tile loads follow the operand's contiguous dimension.
@@ -161,14 +163,15 @@ fn split_tiles(
         return Ok(None);
     };
     let max = target.max_workgroups as u64;
-    let (gx, gy) = (n.div_ceil(TILE), m.div_ceil(TILE));
+    let tile = GemmTile::choose(batch, m, n);
+    let (gx, gy) = (n.div_ceil(tile.bn), m.div_ceil(tile.bm));
     let tiles = gx * gy * batch;
     if gx > max || gy > max || m * n < 1024 || 2 * tiles > GPU_WORKGROUPS || k < 256 {
         return Ok(None);
     }
     // Chunks of at least 64 (four 16-steps), a multiple of 16; k >= 256 makes parts >= 4.
     let parts = GPU_WORKGROUPS.div_ceil(tiles).min(k / 64);
-    let chunk = k.div_ceil(parts).next_multiple_of(16);
+    let chunk = k.div_ceil(parts).next_multiple_of(tile.bk.max(16));
     let parts = k.div_ceil(chunk);
     let len = batch * m * n * parts;
     if parts < 2
@@ -185,6 +188,7 @@ fn split_tiles(
         (&l, &r),
         (batch, m, n, k),
         Some(TileSplit { parts, chunk }),
+        tile,
         target,
     )?;
     if first.iterations > target.max_invocation_iterations {
@@ -296,8 +300,6 @@ fn contraction_space(f: &Function, op: &Operation) -> Option<ContractionSpace> {
         _ => None,
     }
 }
-
-const TILE: u64 = 64;
 
 /// WGSL vector component names.
 pub(super) const COMP: [&str; 4] = ["x", "y", "z", "w"];
@@ -468,7 +470,8 @@ fn tiled(
         return Ok(None);
     };
     let max = target.max_workgroups as u64;
-    let (gx, gy) = (n.div_ceil(TILE), m.div_ceil(TILE));
+    let tile = GemmTile::choose(batch, m, n);
+    let (gx, gy) = (n.div_ceil(tile.bn), m.div_ceil(tile.bm));
     let tiles_fit = gx <= max && gy <= max && batch <= max && k >= 8 && m * n >= 1024;
     let dims = (batch, m, n, k);
     // CPU adapters with subgroups: the shared-rows kernel (`dot_subgroup`).
@@ -499,7 +502,17 @@ fn tiled(
         }
         _ => {}
     }
-    tile_kernel(name, op, (&lt, &rt, &ot), (&l, &r), dims, None, target).map(Some)
+    tile_kernel(
+        name,
+        op,
+        (&lt, &rt, &ot),
+        (&l, &r),
+        dims,
+        None,
+        tile,
+        target,
+    )
+    .map(Some)
 }
 
 /// Rows x columns of results per thread of the register-blocked dot. Larger blocks need fewer
@@ -709,16 +722,113 @@ pub(super) fn tile_products() -> String {
 }
 
 /// A tiled dot split along its contracting dimension: `parts` chunks of `chunk` (a multiple
-/// of the 16-step), each workgroup summing one chunk into a partials temporary that a fold
-/// adds up.
+/// of the tile's contracting step), each workgroup summing one chunk into a partials
+/// temporary that a fold adds up.
 #[derive(Clone, Copy)]
 struct TileSplit {
     parts: u64,
     chunk: u64,
 }
 
-/// The workgroup-tiled kernel (see the module comment), whole or over one contracting chunk
-/// per workgroup (`split`).
+/// The workgroup tile of the GPU dot: `bm` x `bn` results per workgroup of 16x16 threads
+/// (each thread `bm / 16` x `bn / 16`, in 4x4 quarters 64 rows or columns apart), operands
+/// staged `bk` contracting steps at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct GemmTile {
+    pub bm: u64,
+    pub bn: u64,
+    pub bk: u64,
+}
+
+impl GemmTile {
+    const SMALL: GemmTile = GemmTile {
+        bm: 64,
+        bn: 64,
+        bk: 16,
+    };
+
+    /// `WGPU_HLO_GPU_TILE=BMxBNxBK` (each of BM, BN 64 or 128; BK 8 or 16) forces a tile, for
+    /// experiments.
+    fn forced() -> Option<GemmTile> {
+        let s = std::env::var("WGPU_HLO_GPU_TILE").ok()?;
+        let v: Vec<u64> = s
+            .split('x')
+            .map(|p| p.trim().parse().ok())
+            .collect::<Option<_>>()?;
+        let [bm, bn, bk] = v.as_slice() else {
+            return None;
+        };
+        let ok = |t: u64| t == 64 || t == 128;
+        (ok(*bm) && ok(*bn) && (*bk == 8 || *bk == 16)).then_some(GemmTile {
+            bm: *bm,
+            bn: *bn,
+            bk: *bk,
+        })
+    }
+
+    /// The tile for a dot of `batch` x `m` x `n` results: the largest whose workgroups still
+    /// cover the device ([`GPU_WORKGROUPS`]), else 64x64.
+    fn choose(batch: u64, m: u64, n: u64) -> GemmTile {
+        if let Some(t) = Self::forced() {
+            return t;
+        }
+        let count = |t: &GemmTile| batch * m.div_ceil(t.bm) * n.div_ceil(t.bn);
+        [
+            GemmTile {
+                bm: 128,
+                bn: 128,
+                bk: 8,
+            },
+            GemmTile {
+                bm: 128,
+                bn: 64,
+                bk: 8,
+            },
+        ]
+        .into_iter()
+        .find(|t| count(t) >= 2 * GPU_WORKGROUPS && m >= t.bm && n >= t.bn)
+        .unwrap_or(Self::SMALL)
+    }
+}
+
+/// WGSL loading one operand's tile for contracting steps from `k0` (a WGSL name) into the registers
+/// `p{x}{r}`: each of the `bk * rows / 4` slots is four consecutive rows (or columns) at one
+/// step, taken by thread `li` and every 256th after it, zero outside the operand. `x` is `a`
+/// (lhs, rows `m0..`, bound `rows_bound`) or `b` (rhs, columns `n0..`).
+fn gemm_load(x: &str, rows: u64, bk: u64, bound: u64, k0: &str) -> String {
+    let (input, off, origin) = match x {
+        "a" => ("in0", "lhs_off", "m0"),
+        _ => ("in1", "rhs_off", "n0"),
+    };
+    let slots = bk * rows / 4;
+    let mut s = String::new();
+    for r in 0..slots.div_ceil(256) {
+        let guard = if (r + 1) * 256 > slots {
+            format!("{x}_s{r} < {slots}u && ")
+        } else {
+            String::new()
+        };
+        s.push_str(&format!(
+            "        {{\n            let gk = {k0} + {x}_kk{r};\n            let g0 = {origin} + {x}_mm{r} * 4u;\n            var v = vec4<f32>(0.0);\n            if ({guard}gk < ke) {{\n"
+        ));
+        for (q, c) in COMP.iter().enumerate() {
+            s.push_str(&format!(
+                "                if (g0 + {q}u < {bound}u) {{ v.{c} = {input}[{off}(b, g0 + {q}u, gk)]; }}\n"
+            ));
+        }
+        s.push_str(&format!(
+            "            }}\n            p{x}{r} = v;\n        }}\n"
+        ));
+    }
+    s
+}
+
+/// The GPU's workgroup-tiled dot (see the module comment and [`GemmTile`]), whole or over one
+/// contracting chunk per workgroup (`split`). Operand tiles are staged in workgroup memory as
+/// `vec4`s of four rows (columns) at one contracting step, read by each thread as one `vec4`
+/// per 4x4 quarter and step; the next tile's global loads are issued into registers before
+/// the products of the current one.
+#[allow(clippy::too_many_arguments)]
 fn tile_kernel(
     name: &str,
     op: &Operation,
@@ -726,9 +836,15 @@ fn tile_kernel(
     (l, r): (&Layout, &Layout),
     (batch, m, n, k): (u64, u64, u64, u64),
     split: Option<TileSplit>,
+    tile: GemmTile,
     target: Target,
 ) -> Result<Kernel> {
-    let (gx, gy) = (n.div_ceil(TILE), m.div_ceil(TILE));
+    let GemmTile { bm, bn, bk } = tile;
+    let (hm, hn) = (bm / 64, bn / 64);
+    // Workgroup rows of `rows / 4 + 1` vec4s: the padding spreads a step's stores over the
+    // banks when the loads walk the contracting dimension.
+    let (ra, rb) = (bm / 4 + 1, bn / 4 + 1);
+    let (gx, gy) = (n.div_ceil(bn), m.div_ceil(bm));
     let range = match split {
         Some(TileSplit { parts, chunk }) => format!(
             "    let b = wid.z / {parts}u;\n    let kb = (wid.z % {parts}u) * {chunk}u;\n    let ke = min(kb + {chunk}u, {k}u);\n"
@@ -740,40 +856,105 @@ fn tile_kernel(
     let rhs_k_inner = matches!(r.contract.as_slice(), [(_, 1)]);
     let mut body = String::new();
     body.push_str(&operand_offsets(l, r));
-    body.push_str(TILE_ENTRY);
     body.push_str(&format!(
-        "    let n0 = wid.x * 64u;\n    let m0 = wid.y * 64u;\n{range}    var acc00 = 0.0f;\n    var acc01 = 0.0f;\n    var acc02 = 0.0f;\n    var acc03 = 0.0f;\n    var acc10 = 0.0f;\n    var acc11 = 0.0f;\n    var acc12 = 0.0f;\n    var acc13 = 0.0f;\n    var acc20 = 0.0f;\n    var acc21 = 0.0f;\n    var acc22 = 0.0f;\n    var acc23 = 0.0f;\n    var acc30 = 0.0f;\n    var acc31 = 0.0f;\n    var acc32 = 0.0f;\n    var acc33 = 0.0f;\n    for (var k0 = kb; k0 < ke; k0 = k0 + 16u) {{\n        for (var i = 0u; i < 4u; i = i + 1u) {{\n            let e = li + i * 256u;\n"
-    ));
-    let (akk, amm) = if lhs_k_inner {
-        ("e % 16u", "e / 16u")
-    } else {
-        ("e / 64u", "e % 64u")
-    };
-    let (bkk, bnn) = if rhs_k_inner {
-        ("e % 16u", "e / 16u")
-    } else {
-        ("e / 64u", "e % 64u")
-    };
-    body.push_str(&format!(
-        "            let akk = {akk};\n            let amm = {amm};\n            var av = 0.0f;\n            if (m0 + amm < {m}u && k0 + akk < ke) {{ av = in0[lhs_off(b, m0 + amm, k0 + akk)]; }}\n            a_tile[akk * 64u + amm] = av;\n"
+        "var<workgroup> a_tile: array<vec4<f32>, {}>;\nvar<workgroup> b_tile: array<vec4<f32>, {}>;\n\n\
+         @compute @workgroup_size(16, 16)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
+         @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{\n",
+        bk * ra,
+        bk * rb
     ));
     body.push_str(&format!(
-        "            let bkk = {bkk};\n            let bnn = {bnn};\n            var bv = 0.0f;\n            if (n0 + bnn < {n}u && k0 + bkk < ke) {{ bv = in1[rhs_off(b, n0 + bnn, k0 + bkk)]; }}\n            b_tile[bkk * 64u + bnn] = bv;\n"
+        "    let n0 = wid.x * {bn}u;\n    let m0 = wid.y * {bm}u;\n{range}"
     ));
-    body.push_str("        }\n        workgroupBarrier();\n");
-    body.push_str(&tile_products());
-    body.push_str("        workgroupBarrier();\n    }\n");
+    // Each slot's step and group of four rows (columns), fixed for the whole loop.
+    for (x, rows, k_inner) in [("a", bm, lhs_k_inner), ("b", bn, rhs_k_inner)] {
+        for s in 0..(bk * rows / 4).div_ceil(256) {
+            let (kk, mm) = if k_inner {
+                (format!("{x}_s{s} % {bk}u"), format!("{x}_s{s} / {bk}u"))
+            } else {
+                let q = rows / 4;
+                (format!("{x}_s{s} / {q}u"), format!("{x}_s{s} % {q}u"))
+            };
+            body.push_str(&format!(
+                "    let {x}_s{s} = li + {}u;\n    let {x}_kk{s} = {kk};\n    let {x}_mm{s} = {mm};\n    var p{x}{s} = vec4<f32>(0.0);\n",
+                s * 256
+            ));
+        }
+    }
+    for h in 0..hm {
+        for q in 0..4 {
+            for g in 0..hn {
+                body.push_str(&format!("    var acc{h}{q}_{g} = vec4<f32>(0.0);\n"));
+            }
+        }
+    }
+    body.push_str(&gemm_load("a", bm, bk, m, "kb"));
+    body.push_str(&gemm_load("b", bn, bk, n, "kb"));
+    body.push_str(&format!(
+        "    for (var k0 = kb; k0 < ke; k0 = k0 + {bk}u) {{\n        workgroupBarrier();\n"
+    ));
+    for (x, rows, stride) in [("a", bm, ra), ("b", bn, rb)] {
+        let slots = bk * rows / 4;
+        for s in 0..slots.div_ceil(256) {
+            let store = format!("{x}_tile[{x}_kk{s} * {stride}u + {x}_mm{s}] = p{x}{s};");
+            if (s + 1) * 256 > slots {
+                body.push_str(&format!("        if ({x}_s{s} < {slots}u) {{ {store} }}\n"));
+            } else {
+                body.push_str(&format!("        {store}\n"));
+            }
+        }
+    }
+    body.push_str(&format!(
+        "        workgroupBarrier();\n        let kn = k0 + {bk}u;\n        if (kn < ke) {{\n"
+    ));
+    body.push_str(&gemm_load("a", bm, bk, m, "kn"));
+    body.push_str(&gemm_load("b", bn, bk, n, "kn"));
+    body.push_str(&format!(
+        "        }}\n        for (var kk = 0u; kk < {bk}u; kk = kk + 1u) {{\n"
+    ));
+    for h in 0..hm {
+        body.push_str(&format!(
+            "            let a{h} = a_tile[kk * {ra}u + {}u + lid.y];\n",
+            h * 16
+        ));
+    }
+    for g in 0..hn {
+        body.push_str(&format!(
+            "            let b{g} = b_tile[kk * {rb}u + {}u + lid.x];\n",
+            g * 16
+        ));
+    }
+    for h in 0..hm {
+        for (q, c) in COMP.iter().enumerate() {
+            for g in 0..hn {
+                body.push_str(&format!(
+                    "            acc{h}{q}_{g} = acc{h}{q}_{g} + a{h}.{c} * b{g};\n"
+                ));
+            }
+        }
+    }
+    body.push_str("        }\n    }\n");
     let at = match split {
         Some(TileSplit { parts, .. }) => {
             format!("((b * {m}u + m) * {n}u + n) * {parts}u + wid.z % {parts}u")
         }
         None => format!("(b * {m}u + m) * {n}u + n"),
     };
-    for i in 0..4 {
-        for j in 0..4 {
+    for h in 0..hm {
+        for (q, _) in COMP.iter().enumerate() {
             body.push_str(&format!(
-                "    {{\n        let m = m0 + lid.y * 4u + {i}u;\n        let n = n0 + lid.x * 4u + {j}u;\n        if (m < {m}u && n < {n}u) {{\n            out0[{at}] = acc{i}{j};\n        }}\n    }}\n"
+                "    {{\n        let m = m0 + {}u + lid.y * 4u + {q}u;\n        if (m < {m}u) {{\n",
+                h * 64
             ));
+            for g in 0..hn {
+                for (j, c) in COMP.iter().enumerate() {
+                    body.push_str(&format!(
+                        "            {{\n                let n = n0 + {}u + lid.x * 4u + {j}u;\n                if (n < {n}u) {{ out0[{at}] = acc{h}{q}_{g}.{c}; }}\n            }}\n",
+                        g * 64
+                    ));
+                }
+            }
+            body.push_str("        }\n    }\n");
         }
     }
     body.push_str("}\n");
@@ -786,7 +967,9 @@ fn tile_kernel(
         None => String::new(),
     };
     let comment = format!(
-        "kernel {name}: tiled dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; 64x64 tiles, 4x4 per thread{how})\nfuses: stablehlo.dot_general"
+        "kernel {name}: tiled dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; {bm}x{bn} tiles staged {bk} steps at a time, {}x{} per thread{how})\nfuses: stablehlo.dot_general",
+        bm / 16,
+        bn / 16
     );
     let output = match split {
         Some(_) => partials::binding(0, ElementType::F32, batch * m * n * parts),
@@ -801,8 +984,8 @@ fn tile_kernel(
         (operand_bindings(op, lt, rt), vec![output]),
         &body,
         [gx as u32, gy as u32, (batch * parts) as u32],
-        // Steps of 16 along k, each with 4 loads and 16 multiply-adds.
-        chunk.div_ceil(16) * (1 + 4 + 16),
+        // Steps of `bk` along k, each one loop of `bk` products.
+        chunk.div_ceil(bk) * (1 + bk) + 1,
         target,
     )
 }
