@@ -15,6 +15,23 @@ func.func @main(%x: tensor<256xf32>) -> tensor<256xf32> {
 
 #[test]
 fn a_lost_device_fails_every_later_call() {
+    // A healthy device dropped after a call stops every thread that holds it (its pollers
+    // and its watchdog) before the drop returns. The watchdog was not joined, and on an H200
+    // it dropped the last handle after `main` had returned: it destroyed the device inside
+    // NVIDIA's driver while the exit handlers tore that down, a SIGSEGV at the exit of most
+    // JAX processes. On lavapipe only the thread count shows it.
+    {
+        let dev = Device::open().expect("a wgpu adapter");
+        let exe = compile(&dev, ADD.as_bytes(), &CompileOptions::default()).expect("compile");
+        let ty = TensorType::new(vec![256], ElementType::F32);
+        let arg = dev.upload(&ty, &[0u8; 1024]).expect("upload");
+        let (outs, _) = exe.execute(&[arg], &[]).expect("execute");
+        assert!(outs[0].read_to_host_blocking().is_ok());
+        assert_eq!(threads_named("wgpu-hlo-watchd"), 1);
+    }
+    assert_eq!(threads_named("wgpu-hlo-watchd"), 0);
+    assert_eq!(threads_named("wgpu-hlo-poller"), 0);
+
     // Lost device: every later call is UNAVAILABLE.
     let dev = Device::open().expect("a wgpu adapter");
     let exe = compile(&dev, ADD.as_bytes(), &CompileOptions::default()).expect("compile");
@@ -39,6 +56,7 @@ fn a_lost_device_fails_every_later_call() {
     // the exit handlers, a SIGSEGV at exit that CI hit once in a few hundred runs.
     drop((exe, e, dev, outs));
     assert_eq!(threads_named("wgpu-hlo-poller"), 0);
+    assert_eq!(threads_named("wgpu-hlo-watchd"), 0);
 }
 
 /// Threads of this process with `name` (Linux; 0 elsewhere).

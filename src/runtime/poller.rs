@@ -108,16 +108,22 @@ struct State {
 pub(crate) struct Poller {
     state: Mutex<State>,
     cv: Condvar,
+    /// Wakes the watchdog at shutdown (its own: a `notify_one` meant for a polling thread
+    /// must never wake it instead).
+    watchdog_cv: Condvar,
     adapter: String,
     /// The device, polled by the polling threads and by `spin`.
     device: wgpu::Device,
     /// The longest a submission may spin for its completion (`spin_limit`).
     spin_limit: Duration,
-    /// The polling threads, joined by `shutdown`: each holds the poller and so its device,
-    /// and when that is the last clone, dropping it destroys the Vulkan instance and unloads
-    /// the driver.
+    /// The polling threads and the watchdog, joined by `shutdown`: each holds the poller and
+    /// so its device, and when that is the last clone, dropping it destroys the Vulkan
+    /// instance and unloads the driver.
     /// Left to run past `main`, that unload raced the process's exit handlers, which then
-    /// called into the unmapped driver (a rare SIGSEGV at exit under load, seen in CI).
+    /// called into the unmapped driver (a rare SIGSEGV at exit under load, seen in CI). The
+    /// watchdog was not joined until 2026-11-27: on an H200 it woke after jaxlib had
+    /// destroyed the client, dropped the last clone and died inside NVIDIA's driver during
+    /// the exit of most JAX processes.
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
@@ -135,6 +141,7 @@ impl Poller {
         let poller = Arc::new(Poller {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
+            watchdog_cv: Condvar::new(),
             adapter: adapter.to_string(),
             device,
             spin_limit: spin_limit(cpu),
@@ -148,10 +155,23 @@ impl Poller {
             }
         }
         let p = poller.clone();
-        std::thread::Builder::new()
+        let watchdog = std::thread::Builder::new()
             .name("wgpu-hlo-watchdog".into())
-            .spawn(move || p.watch())
-            .map_err(|e| Error::internal(format!("cannot start the watchdog thread: {e}")))?;
+            .spawn(move || p.watch());
+        match watchdog {
+            // Joined by `shutdown` with the polling threads: it holds the poller too.
+            Ok(handle) => poller
+                .threads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(handle),
+            Err(e) => {
+                poller.shutdown();
+                return Err(Error::internal(format!(
+                    "cannot start the watchdog thread: {e}"
+                )));
+            }
+        }
         Ok(poller)
     }
 
@@ -301,6 +321,7 @@ impl Poller {
     pub(crate) fn shutdown(&self) {
         self.lock().shutdown = true;
         self.cv.notify_all();
+        self.watchdog_cv.notify_all();
         self.break_with(Error::new(
             ErrorKind::Cancelled,
             format!("the device on {} was closed", self.adapter),
@@ -408,10 +429,16 @@ impl Poller {
     /// The watchdog: fails everything once the oldest submission is older than the deadline.
     fn watch(&self) {
         loop {
-            std::thread::sleep(WATCHDOG_PERIOD);
             let limit = wait_timeout();
             let overdue = {
                 let st = self.lock();
+                // Woken early by `shutdown`.
+                let (st, _) = self
+                    .watchdog_cv
+                    .wait_timeout_while(st, WATCHDOG_PERIOD, |st| {
+                        !st.shutdown && st.broken.is_none()
+                    })
+                    .unwrap_or_else(|p| p.into_inner());
                 if st.shutdown || st.broken.is_some() {
                     return;
                 }
