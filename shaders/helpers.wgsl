@@ -149,21 +149,25 @@ fn wh_f32_to_narrow_float(x: f32, e: u32, m: u32, bias: u32, kind: u32) -> u32 {
 // @fn wh_max_f32
 // @requires wh_is_nan_f32
 // IEEE maximum: NaN if either is NaN, +0 > -0. Selects, not branches: a SIMD driver
-// (llvmpipe) runs a branch under a lane mask, and relu is this function. A NaN `a` needs no
-// test of its own: `b > a` is false then, so `a` is kept (3 selects, one NaN test).
+// (llvmpipe) runs a branch under a lane mask, and relu is this function. Both NaN tests are
+// needed: `select(a, b, b > a)` alone keeps a NaN `a` in IEEE arithmetic, but NVIDIA's
+// driver makes a maximum instruction of it that returns `b` (max(NaN, inf) gave inf on an
+// H200), so a NaN is chosen explicitly, last.
 fn wh_max_f32(a: f32, b: f32) -> f32 {
-    var m = select(a, b, b > a);
+    var m = select(b, a, a > b);
     m = select(m, bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)), a == b);
-    return select(m, b, wh_is_nan_f32(b));
+    m = select(m, b, wh_is_nan_f32(b));
+    return select(m, a, wh_is_nan_f32(a));
 }
 
 // @fn wh_min_f32
 // @requires wh_is_nan_f32
-// IEEE minimum: NaN if either is NaN, -0 < +0.
+// IEEE minimum: NaN if either is NaN, -0 < +0 (both NaN tests needed, as in `wh_max_f32`).
 fn wh_min_f32(a: f32, b: f32) -> f32 {
-    var m = select(a, b, b < a);
+    var m = select(b, a, a < b);
     m = select(m, bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b)), a == b);
-    return select(m, b, wh_is_nan_f32(b));
+    m = select(m, b, wh_is_nan_f32(b));
+    return select(m, a, wh_is_nan_f32(a));
 }
 
 // @fn wh_max_f64
