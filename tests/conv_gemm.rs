@@ -13,7 +13,7 @@ use common::conv::Conv;
 fn gemm(c: &Conv, max_loop: Option<u64>, inner: &str) {
     let wgsl = c.check_kernels(max_loop);
     let marker = match inner {
-        "tiled" => "64x64 workgroup tiles",
+        "tiled" => "workgroup tiles staged",
         "shared" => "share",
         _ => "per invocation",
     };
@@ -120,6 +120,19 @@ fn implicit_gemm_convolutions() {
             }
         }
     }
-    std::env::remove_var("WGPU_HLO_CONV_INNER");
+    // The tiled kernel with the dot's other workgroup tiles (`WGPU_HLO_GPU_TILE`; by default
+    // only large convolutions take them), whole and split.
+    std::env::set_var("WGPU_HLO_CONV_INNER", "tiled");
     std::env::remove_var("WGPU_HLO_CONV_BLOCK");
+    for tile in ["128x128x8", "128x64x16", "64x128x8", "64x64x8"] {
+        std::env::set_var("WGPU_HLO_GPU_TILE", tile);
+        for (i, c) in cases().iter().enumerate() {
+            gemm(c, None, "tiled");
+            if i == 4 || i == 5 || i == 7 {
+                gemm(c, Some(64), "tiled");
+            }
+        }
+    }
+    std::env::remove_var("WGPU_HLO_GPU_TILE");
+    std::env::remove_var("WGPU_HLO_CONV_INNER");
 }

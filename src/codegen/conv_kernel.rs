@@ -22,6 +22,7 @@
 //! Other element types, fused producers and empty shapes are left to the per-element
 //! emitter (`expr.rs`) through [`super::dot_kernel`].
 
+use super::dot_kernel::{gemm_main, GemmSpec, GemmTile};
 use super::dtype::Compute;
 use super::expr::Binding;
 use super::kernel::{self, Kernel};
@@ -35,9 +36,6 @@ use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type};
 
 /// Invocations per workgroup of the register-blocked kernel.
 const WORKGROUP: u64 = 64;
-
-/// Rows and columns of a workgroup tile of the tiled kernel.
-const TILE: u64 = 64;
 
 /// `WGPU_HLO_CONV=naive` leaves every convolution to the per-element emitter (comparisons).
 fn disabled() -> bool {
@@ -164,9 +162,9 @@ impl Inner {
 /// How the work is cut: rows × columns of results per invocation, the inner loop, window
 /// positions and input features per chunk of the contraction.
 struct Tiling {
-    /// Workgroup tiles in workgroup memory (64×64 results of 16×16 invocations, `rows` and
-    /// `cols` 64) rather than independent register blocks.
-    tiled: bool,
+    /// Workgroup tiles in workgroup memory (the dot's GPU kernel, `rows` x `cols` results of
+    /// 16×16 invocations) rather than independent register blocks.
+    tiled: Option<GemmTile>,
     /// Shared rows (CPU adapters with one subgroup size, this size): a workgroup is one
     /// subgroup computing `rows` rows and `cols` columns per lane; see [`Gemm::shared`].
     shared: u64,
@@ -311,7 +309,7 @@ impl Gemm {
         let inner = self.inner(cols, target);
         let (wchunk, fchunk) = self.chunks((rows, cols), inner, bound, target)?;
         Some(Tiling {
-            tiled: false,
+            tiled: None,
             shared: 0,
             rows,
             cols,
@@ -333,34 +331,35 @@ impl Gemm {
         if !wanted {
             return None;
         }
-        // Steps of 16 along K, each 1 + 4 + 16 back-edges; a chunk is whole window positions
+        let tile = GemmTile::choose(self.groups, self.m, self.n);
+        // Steps of `bk` along K, each 1 + bk back-edges; a chunk is whole window positions
         // of `fchunk` features (all of them unless one position is already too long).
-        let kmax = bound.checked_sub(2)? / 21 * 16;
-        if kmax < 16 {
+        let kmax = bound.checked_sub(2)? / (1 + tile.bk) * tile.bk;
+        if kmax < tile.bk {
             return None;
         }
         let fchunk = self.cg.div_ceil(self.cg.div_ceil(kmax));
         let wmax = (kmax / fchunk).clamp(1, self.windows);
         let mut wchunks = self.windows.div_ceil(wmax);
         let fchunks = self.cg.div_ceil(fchunk);
-        let tiles = self.groups * self.m.div_ceil(TILE) * self.n.div_ceil(TILE);
+        let tiles = self.groups * self.m.div_ceil(tile.bm) * self.n.div_ceil(tile.bn);
         while tiles * wchunks * fchunks * 256 < 1 << 15
             && self.windows.div_ceil(wchunks * 2) * fchunk >= 256
         {
             wchunks *= 2;
         }
         let max = target.max_workgroups as u64;
-        if self.m.div_ceil(TILE) > max
-            || self.n.div_ceil(TILE) > max
+        if self.m.div_ceil(tile.bm) > max
+            || self.n.div_ceil(tile.bn) > max
             || self.groups * wchunks * fchunks > max
         {
             return None;
         }
         Some(Tiling {
-            tiled: true,
+            tiled: Some(tile),
             shared: 0,
-            rows: TILE,
-            cols: TILE,
+            rows: tile.bm,
+            cols: tile.bn,
             inner: Inner::Scalar,
             wchunk: self.windows.div_ceil(wchunks),
             fchunk,
@@ -419,7 +418,7 @@ impl Gemm {
         // Chunks as for a register block of `rows` x `cols` (one feature per step).
         let (wchunk, fchunk) = self.chunks((rows, cols), Inner::Scalar, bound, target)?;
         Some(Tiling {
-            tiled: false,
+            tiled: None,
             shared: s,
             rows,
             cols,
@@ -780,7 +779,7 @@ impl Gemm {
         partials: Option<Binding>,
         target: Target,
     ) -> Result<Kernel> {
-        if tiling.tiled {
+        if tiling.tiled.is_some() {
             return self.tiled_kernel(name, op, tiling, partials, target);
         }
         if tiling.shared > 0 {
@@ -1138,10 +1137,8 @@ impl Gemm {
         a + &b + &o
     }
 
-    /// The workgroup-tiled kernel (GPUs): each workgroup of 16×16 invocations computes a
-    /// 64×64 tile of one group's GEMM over one chunk of the contraction, staging 64×16
-    /// input and 16×64 kernel values in workgroup memory per step of 16 along K (window
-    /// position-major, feature-minor); each invocation keeps a 4×4 block in registers.
+    /// The workgroup-tiled kernel (GPUs): the dot's tiled GEMM ([`gemm_main`]) over one group
+    /// and one chunk of the contraction (window position-major, feature-minor) per workgroup.
     fn tiled_kernel(
         &self,
         name: &str,
@@ -1152,56 +1149,59 @@ impl Gemm {
     ) -> Result<Kernel> {
         let (m, n, cg, windows) = (self.m, self.n, self.cg, self.windows);
         let (wchunk, fchunk) = (tiling.wchunk, tiling.fchunk);
+        let tile = tiling.tiled.unwrap_or(GemmTile::choose(self.groups, m, n));
         let (wchunks, fchunks) = (windows.div_ceil(wchunk), cg.div_ceil(fchunk));
         let chunks = wchunks * fchunks;
         let workgroups = [
-            n.div_ceil(TILE) as u32,
-            m.div_ceil(TILE) as u32,
+            n.div_ceil(tile.bn) as u32,
+            m.div_ceil(tile.bm) as u32,
             (self.groups * chunks) as u32,
         ];
+        // With every feature in one chunk the feature count is a constant: the step's
+        // division into (window position, feature) is then by a constant.
+        let features = if fchunks == 1 {
+            format!("    let f0 = 0u;\n    let flen = {cg}u;\n")
+        } else {
+            format!("    let f0 = (chunk % {fchunks}u) * {fchunk}u;\n    let flen = min(f0 + {fchunk}u, {cg}u) - f0;\n")
+        };
+        let prelude = format!(
+            "    let g = wid.z / {chunks}u;\n    let chunk = wid.z % {chunks}u;\n    let w0 = (chunk / {fchunks}u) * {wchunk}u;\n    let w1 = min(w0 + {wchunk}u, {windows}u);\n{features}    let kb = 0u;\n    let ke = (w1 - w0) * flen;\n"
+        );
+        let lhs = |row: &str, k: &str| format!("a_at(g, {row}, w0 + {k} / flen, f0 + {k} % flen)");
+        let rhs = |col: &str, k: &str| format!("b_at(g, {col}, w0 + {k} / flen, f0 + {k} % flen)");
+        let o = format!("orow + (g * {n}u + n) * {}u", self.out_feature_stride);
+        let at = if partials.is_some() {
+            format!("({o}) * {chunks}u + chunk")
+        } else {
+            o
+        };
+        let store = |value: &str| format!("out0[{at}] = {value};");
         let mut b = self.element_functions();
-        b.push_str(super::dot_kernel::TILE_ENTRY);
-        b.push_str(&format!(
-            "    let n0 = wid.x * 64u;\n    let m0 = wid.y * 64u;\n    let g = wid.z / {chunks}u;\n    let chunk = wid.z % {chunks}u;\n    let w0 = (chunk / {fchunks}u) * {wchunk}u;\n    let w1 = min(w0 + {wchunk}u, {windows}u);\n    let f0 = (chunk % {fchunks}u) * {fchunk}u;\n    let flen = min(f0 + {fchunk}u, {cg}u) - f0;\n    let klen = (w1 - w0) * flen;\n"
-        ));
-        for i in 0..4 {
-            for j in 0..4 {
-                b.push_str(&format!("    var acc{i}{j} = 0.0f;\n"));
-            }
-        }
-        b.push_str(&format!(
-            "    for (var k0 = 0u; k0 < klen; k0 = k0 + 16u) {{\n        for (var i = 0u; i < 4u; i = i + 1u) {{\n            let e = li + i * 256u;\n            let akk = e % 16u;\n            let amm = e / 16u;\n            var av = 0.0f;\n            if (m0 + amm < {m}u && k0 + akk < klen) {{\n                let k = k0 + akk;\n                av = a_at(g, m0 + amm, w0 + k / flen, f0 + k % flen);\n            }}\n            a_tile[akk * 64u + amm] = av;\n            let bkk = e / 64u;\n            let bnn = e % 64u;\n            var bv = 0.0f;\n            if (n0 + bnn < {n}u && k0 + bkk < klen) {{\n                let k = k0 + bkk;\n                bv = b_at(g, n0 + bnn, w0 + k / flen, f0 + k % flen);\n            }}\n            b_tile[bkk * 64u + bnn] = bv;\n        }}\n        workgroupBarrier();\n"
-        ));
-        b.push_str(&super::dot_kernel::tile_products());
-        b.push_str("        workgroupBarrier();\n    }\n");
-        for i in 0..4 {
-            b.push_str(&format!(
-                "    {{\n        let m = m0 + lid.y * 4u + {i}u;\n        if (m < {m}u) {{\n            let orow = o_at(m);\n"
-            ));
-            for j in 0..4 {
-                let o = format!(
-                    "orow + (g * {n}u + n0 + lid.x * 4u + {j}u) * {}u",
-                    self.out_feature_stride
-                );
-                let at = if partials.is_some() {
-                    format!("({o}) * {chunks}u + chunk")
-                } else {
-                    o
-                };
-                b.push_str(&format!(
-                    "            if (n0 + lid.x * 4u + {j}u < {n}u) {{ out0[{at}] = acc{i}{j}; }}\n"
-                ));
-            }
-            b.push_str("        }\n    }\n");
-        }
-        b.push_str("}\n");
+        b.push_str(&gemm_main(&GemmSpec {
+            tile,
+            m_bound: m,
+            n_bound: n,
+            prelude,
+            lhs: &lhs,
+            rhs: &rhs,
+            // Tile loads walk the features when they are the operand's contiguous dimension.
+            lhs_k_inner: self.in_feature_stride == 1,
+            rhs_k_inner: self.k_in_stride == 1,
+            row: "            let orow = o_at(m);\n".to_string(),
+            store: &store,
+        }));
         let (lt, kt, ot) = (&self.lt, &self.kt, &self.ot);
         let comment = format!(
-            "kernel {name}: implicit-GEMM convolution {lt} x {kt} -> {ot} ({} groups of {m}x{n}, contracting {windows} window positions x {cg} features; 64x64 workgroup tiles, 4x4 per invocation, {chunks} chunks of {wchunk} positions x {fchunk} features)\nfuses: stablehlo.convolution",
-            self.groups
+            "kernel {name}: implicit-GEMM convolution {lt} x {kt} -> {ot} ({} groups of {m}x{n}, contracting {windows} window positions x {cg} features; {}x{} workgroup tiles staged {} steps at a time, {}x{} per invocation, {chunks} chunks of {wchunk} positions x {fchunk} features)\nfuses: stablehlo.convolution",
+            self.groups,
+            tile.bm,
+            tile.bn,
+            tile.bk,
+            tile.bm / 16,
+            tile.bn / 16
         );
-        // Steps of 16 along the chunk's K, each with 4 loads and 16 multiply-adds.
-        let iterations = (wchunk * fchunk).div_ceil(16) * (1 + 4 + 16) + 1;
+        // Steps of `bk` along the chunk's K, each one loop of `bk` products.
+        let iterations = (wchunk * fchunk).div_ceil(tile.bk) * (1 + tile.bk) + 1;
         self.module(
             name,
             op,

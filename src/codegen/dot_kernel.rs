@@ -692,35 +692,6 @@ fn finish_with(
     })
 }
 
-/// The staged operand tiles and the entry point of the 64x64-tile kernels (dot and
-/// convolution): 16x16 threads.
-pub(super) const TILE_ENTRY: &str =
-    "var<workgroup> a_tile: array<f32, 1024>;\nvar<workgroup> b_tile: array<f32, 1024>;\n\n\
-     @compute @workgroup_size(16, 16)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
-     @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n";
-
-/// The 16 contracting steps of one staged 64x64 tile pair (`a_tile`, `b_tile`) into a
-/// thread's 4x4 block `accIJ`, for the tiled dot and convolution kernels. The block lives in
-/// scalar registers and the loops are unrolled: dynamic indexing of private arrays goes
-/// through scratch memory on some drivers (llvmpipe).
-pub(super) fn tile_products() -> String {
-    let mut out = String::from("        for (var kk = 0u; kk < 16u; kk = kk + 1u) {\n");
-    for i in 0..4 {
-        out.push_str(&format!(
-            "            let a{i} = a_tile[kk * 64u + lid.y * 4u + {i}u];\n            let b{i} = b_tile[kk * 64u + lid.x * 4u + {i}u];\n"
-        ));
-    }
-    for i in 0..4 {
-        for j in 0..4 {
-            out.push_str(&format!(
-                "            acc{i}{j} = acc{i}{j} + a{i} * b{j};\n"
-            ));
-        }
-    }
-    out.push_str("        }\n");
-    out
-}
-
 /// A tiled dot split along its contracting dimension: `parts` chunks of `chunk` (a multiple
 /// of the tile's contracting step), each workgroup summing one chunk into a partials
 /// temporary that a fold adds up.
@@ -768,7 +739,7 @@ impl GemmTile {
 
     /// The tile for a dot of `batch` x `m` x `n` results: the largest whose workgroups still
     /// cover the device ([`GPU_WORKGROUPS`]), else 64x64.
-    fn choose(batch: u64, m: u64, n: u64) -> GemmTile {
+    pub(super) fn choose(batch: u64, m: u64, n: u64) -> GemmTile {
         if let Some(t) = Self::forced() {
             return t;
         }
@@ -791,15 +762,43 @@ impl GemmTile {
     }
 }
 
-/// WGSL loading one operand's tile for contracting steps from `k0` (a WGSL name) into the registers
-/// `p{x}{r}`: each of the `bk * rows / 4` slots is four consecutive rows (or columns) at one
-/// step, taken by thread `li` and every 256th after it, zero outside the operand. `x` is `a`
-/// (lhs, rows `m0..`, bound `rows_bound`) or `b` (rhs, columns `n0..`).
-fn gemm_load(x: &str, rows: u64, bk: u64, bound: u64, k0: &str) -> String {
-    let (input, off, origin) = match x {
-        "a" => ("in0", "lhs_off", "m0"),
-        _ => ("in1", "rhs_off", "n0"),
-    };
+/// What the GPU's workgroup-tiled GEMM kernel ([`gemm_main`]) computes, for the dot and the
+/// implicit-GEMM convolution alike: `out[m][n] = sum over k in kb..ke of lhs(m, k) * rhs(n, k)`
+/// for `m < m_bound`, `n < n_bound`.
+pub(super) struct GemmSpec<'a> {
+    pub tile: GemmTile,
+    pub m_bound: u64,
+    pub n_bound: u64,
+    /// WGSL statements after `m0` and `n0` (the tile's first row and column) defining `kb` and
+    /// `ke` (the contraction range) and whatever the reads and stores use.
+    pub prelude: String,
+    /// The WGSL f32 of the lhs at (row, step) or of the rhs at (column, step), given as WGSL
+    /// u32 expressions; they are only evaluated in range.
+    pub lhs: &'a dyn Fn(&str, &str) -> String,
+    pub rhs: &'a dyn Fn(&str, &str) -> String,
+    /// Whether the step is each operand's contiguous dimension: tile loads walk it.
+    pub lhs_k_inner: bool,
+    pub rhs_k_inner: bool,
+    /// A WGSL statement at the top of each row's stores (it may use `m`), and the store of
+    /// `value` at row `m`, column `n` (a plain `out0[...] = value;`, which the epilogue
+    /// rewrites).
+    pub row: String,
+    pub store: &'a dyn Fn(&str) -> String,
+}
+
+/// WGSL loading one operand's tile for contracting steps from `k0` (a WGSL name) into the
+/// registers `p{x}{r}`: each of the `bk * rows / 4` slots is four consecutive rows (or
+/// columns) at one step, taken by thread `li` and every 256th after it, zero outside the
+/// operand. `x` is `a` (lhs, rows `m0..` below `bound`) or `b` (rhs, columns `n0..`).
+fn gemm_load(
+    x: &str,
+    rows: u64,
+    bk: u64,
+    bound: u64,
+    k0: &str,
+    read: &dyn Fn(&str, &str) -> String,
+) -> String {
+    let origin = if x == "a" { "m0" } else { "n0" };
     let slots = bk * rows / 4;
     let mut s = String::new();
     for r in 0..slots.div_ceil(256) {
@@ -812,8 +811,9 @@ fn gemm_load(x: &str, rows: u64, bk: u64, bound: u64, k0: &str) -> String {
             "        {{\n            let gk = {k0} + {x}_kk{r};\n            let g0 = {origin} + {x}_mm{r} * 4u;\n            var v = vec4<f32>(0.0);\n            if ({guard}gk < ke) {{\n"
         ));
         for (q, c) in COMP.iter().enumerate() {
+            let value = read(&format!("g0 + {q}u"), "gk");
             s.push_str(&format!(
-                "                if (g0 + {q}u < {bound}u) {{ v.{c} = {input}[{off}(b, g0 + {q}u, gk)]; }}\n"
+                "                if (g0 + {q}u < {bound}u) {{ v.{c} = {value}; }}\n"
             ));
         }
         s.push_str(&format!(
@@ -823,51 +823,31 @@ fn gemm_load(x: &str, rows: u64, bk: u64, bound: u64, k0: &str) -> String {
     s
 }
 
-/// The GPU's workgroup-tiled dot (see the module comment and [`GemmTile`]), whole or over one
-/// contracting chunk per workgroup (`split`). Operand tiles are staged in workgroup memory as
-/// `vec4`s of four rows (columns) at one contracting step, read by each thread as one `vec4`
-/// per 4x4 quarter and step; the next tile's global loads are issued into registers before
-/// the products of the current one.
-#[allow(clippy::too_many_arguments)]
-fn tile_kernel(
-    name: &str,
-    op: &Operation,
-    (lt, rt, ot): (&TensorType, &TensorType, &TensorType),
-    (l, r): (&Layout, &Layout),
-    (batch, m, n, k): (u64, u64, u64, u64),
-    split: Option<TileSplit>,
-    tile: GemmTile,
-    target: Target,
-) -> Result<Kernel> {
-    let GemmTile { bm, bn, bk } = tile;
+/// The GPU's workgroup-tiled GEMM (see the module comment and [`GemmTile`]): the workgroup
+/// memory and entry point, for the grid `[n / bn, m / bm, anything]`. Operand tiles are
+/// staged in workgroup memory as `vec4`s of four rows (columns) at one contracting step, read
+/// by each thread as one `vec4` per 4x4 quarter and step; the next tile's global loads are
+/// issued into registers before the products of the current one.
+pub(super) fn gemm_main(spec: &GemmSpec) -> String {
+    let GemmTile { bm, bn, bk } = spec.tile;
+    let (m, n) = (spec.m_bound, spec.n_bound);
     let (hm, hn) = (bm / 64, bn / 64);
     // Workgroup rows of `rows / 4 + 1` vec4s: the padding spreads a step's stores over the
     // banks when the loads walk the contracting dimension.
     let (ra, rb) = (bm / 4 + 1, bn / 4 + 1);
-    let (gx, gy) = (n.div_ceil(bn), m.div_ceil(bm));
-    let range = match split {
-        Some(TileSplit { parts, chunk }) => format!(
-            "    let b = wid.z / {parts}u;\n    let kb = (wid.z % {parts}u) * {chunk}u;\n    let ke = min(kb + {chunk}u, {k}u);\n"
-        ),
-        None => format!("    let b = wid.z;\n    let kb = 0u;\n    let ke = {k}u;\n"),
-    };
-    // Which way tile loads walk: along the contracting dimension when it is the contiguous one.
-    let lhs_k_inner = matches!(l.contract.as_slice(), [(_, 1)]);
-    let rhs_k_inner = matches!(r.contract.as_slice(), [(_, 1)]);
-    let mut body = String::new();
-    body.push_str(&operand_offsets(l, r));
-    body.push_str(&format!(
+    let mut body = format!(
         "var<workgroup> a_tile: array<vec4<f32>, {}>;\nvar<workgroup> b_tile: array<vec4<f32>, {}>;\n\n\
          @compute @workgroup_size(16, 16)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
          @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{\n",
         bk * ra,
         bk * rb
-    ));
+    );
     body.push_str(&format!(
-        "    let n0 = wid.x * {bn}u;\n    let m0 = wid.y * {bm}u;\n{range}"
+        "    let n0 = wid.x * {bn}u;\n    let m0 = wid.y * {bm}u;\n{}",
+        spec.prelude
     ));
     // Each slot's step and group of four rows (columns), fixed for the whole loop.
-    for (x, rows, k_inner) in [("a", bm, lhs_k_inner), ("b", bn, rhs_k_inner)] {
+    for (x, rows, k_inner) in [("a", bm, spec.lhs_k_inner), ("b", bn, spec.rhs_k_inner)] {
         for s in 0..(bk * rows / 4).div_ceil(256) {
             let (kk, mm) = if k_inner {
                 (format!("{x}_s{s} % {bk}u"), format!("{x}_s{s} / {bk}u"))
@@ -888,8 +868,8 @@ fn tile_kernel(
             }
         }
     }
-    body.push_str(&gemm_load("a", bm, bk, m, "kb"));
-    body.push_str(&gemm_load("b", bn, bk, n, "kb"));
+    body.push_str(&gemm_load("a", bm, bk, m, "kb", spec.lhs));
+    body.push_str(&gemm_load("b", bn, bk, n, "kb", spec.rhs));
     body.push_str(&format!(
         "    for (var k0 = kb; k0 < ke; k0 = k0 + {bk}u) {{\n        workgroupBarrier();\n"
     ));
@@ -907,8 +887,8 @@ fn tile_kernel(
     body.push_str(&format!(
         "        workgroupBarrier();\n        let kn = k0 + {bk}u;\n        if (kn < ke) {{\n"
     ));
-    body.push_str(&gemm_load("a", bm, bk, m, "kn"));
-    body.push_str(&gemm_load("b", bn, bk, n, "kn"));
+    body.push_str(&gemm_load("a", bm, bk, m, "kn", spec.lhs));
+    body.push_str(&gemm_load("b", bn, bk, n, "kn", spec.rhs));
     body.push_str(&format!(
         "        }}\n        for (var kk = 0u; kk < {bk}u; kk = kk + 1u) {{\n"
     ));
@@ -934,23 +914,19 @@ fn tile_kernel(
         }
     }
     body.push_str("        }\n    }\n");
-    let at = match split {
-        Some(TileSplit { parts, .. }) => {
-            format!("((b * {m}u + m) * {n}u + n) * {parts}u + wid.z % {parts}u")
-        }
-        None => format!("(b * {m}u + m) * {n}u + n"),
-    };
     for h in 0..hm {
         for (q, _) in COMP.iter().enumerate() {
             body.push_str(&format!(
-                "    {{\n        let m = m0 + {}u + lid.y * 4u + {q}u;\n        if (m < {m}u) {{\n",
-                h * 64
+                "    {{\n        let m = m0 + {}u + lid.y * 4u + {q}u;\n        if (m < {m}u) {{\n{}",
+                h * 64,
+                spec.row
             ));
             for g in 0..hn {
                 for (j, c) in COMP.iter().enumerate() {
                     body.push_str(&format!(
-                        "            {{\n                let n = n0 + {}u + lid.x * 4u + {j}u;\n                if (n < {n}u) {{ out0[{at}] = acc{h}{q}_{g}.{c}; }}\n            }}\n",
-                        g * 64
+                        "            {{\n                let n = n0 + {}u + lid.x * 4u + {j}u;\n                if (n < {n}u) {{ {} }}\n            }}\n",
+                        g * 64,
+                        (spec.store)(&format!("acc{h}{q}_{g}.{c}"))
                     ));
                 }
             }
@@ -958,6 +934,53 @@ fn tile_kernel(
         }
     }
     body.push_str("}\n");
+    body
+}
+
+/// The GPU's workgroup-tiled dot ([`gemm_main`]), whole or over one contracting chunk per
+/// workgroup (`split`).
+#[allow(clippy::too_many_arguments)]
+fn tile_kernel(
+    name: &str,
+    op: &Operation,
+    (lt, rt, ot): (&TensorType, &TensorType, &TensorType),
+    (l, r): (&Layout, &Layout),
+    (batch, m, n, k): (u64, u64, u64, u64),
+    split: Option<TileSplit>,
+    tile: GemmTile,
+    target: Target,
+) -> Result<Kernel> {
+    let GemmTile { bm, bn, bk } = tile;
+    let (gx, gy) = (n.div_ceil(bn), m.div_ceil(bm));
+    let prelude = match split {
+        Some(TileSplit { parts, chunk }) => format!(
+            "    let b = wid.z / {parts}u;\n    let kb = (wid.z % {parts}u) * {chunk}u;\n    let ke = min(kb + {chunk}u, {k}u);\n"
+        ),
+        None => format!("    let b = wid.z;\n    let kb = 0u;\n    let ke = {k}u;\n"),
+    };
+    let at = match split {
+        Some(TileSplit { parts, .. }) => {
+            format!("((b * {m}u + m) * {n}u + n) * {parts}u + wid.z % {parts}u")
+        }
+        None => format!("(b * {m}u + m) * {n}u + n"),
+    };
+    let lhs = |row: &str, step: &str| format!("in0[lhs_off(b, {row}, {step})]");
+    let rhs = |col: &str, step: &str| format!("in1[rhs_off(b, {col}, {step})]");
+    let store = |value: &str| format!("out0[{at}] = {value};");
+    let mut body = operand_offsets(l, r);
+    body.push_str(&gemm_main(&GemmSpec {
+        tile,
+        m_bound: m,
+        n_bound: n,
+        prelude,
+        lhs: &lhs,
+        rhs: &rhs,
+        // Tile loads walk the contracting dimension when it is the contiguous one.
+        lhs_k_inner: matches!(l.contract.as_slice(), [(_, 1)]),
+        rhs_k_inner: matches!(r.contract.as_slice(), [(_, 1)]),
+        row: String::new(),
+        store: &store,
+    }));
     let (parts, chunk) = split.map_or((1, k), |s| (s.parts, s.chunk));
     let how = match split {
         Some(s) => format!(
