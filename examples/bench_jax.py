@@ -1,6 +1,7 @@
 """Times JAX programs on `wgpu` and on `cpu` in the same run and prints their ratio.
 
-    python examples/bench_jax.py [--repeat N] [--budget S] [--only SUBSTR ...] [--no-iree]
+    python examples/bench_jax.py [--repeat N] [--budget S] [--only SUBSTR ...] [--no-iree | --iree-dir DIR]
+    python examples/bench_jax.py --iree-export DIR [--only SUBSTR ...]
 
 Each case is compiled and run once first (not timed); then the median of up to N timed runs
 (fewer for slow cases: as many as fit in --budget seconds, at least 3), each ending with
@@ -14,11 +15,19 @@ baselines are measured in the same process:
 * `iree`: IREE's Vulkan HAL running the same StableHLO (lowered for wgpu) on the same Vulkan
   adapter, when `iree-base-compiler` and `iree-base-runtime` are installed (`-` where IREE
   cannot compile the program), each program in a child process that holds only IREE.
+
+For a machine without the IREE compiler, `--iree-export DIR` compiles every case here (nothing is
+timed) into DIR/<slug>.vmfb, plus DIR/<slug>.nv.vmfb tuned for NVIDIA
+(`--iree-vulkan-target=IREE_NV_TARGET`); `--iree-dir DIR` there then needs only
+`iree-base-runtime`, times both builds of each case and reports the faster (`-` where there is
+neither).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import statistics
 import sys
 import time
@@ -196,57 +205,163 @@ def cases():
         yield f"cholesky {n}x{n}", jax.jit(jnp.linalg.cholesky), (spd(n, 22 + n),)
 
 
+# iree-compile 3.13 knows no Hopper Vulkan target; the A100 (sm_80, with its SM count) is the
+# nearest datacenter part, and what it enables (subgroups of 32, NV MMA, 163 KiB workgroup
+# memory) an H100/H200 has too.
+IREE_NV_TARGET = "a100"
+
+
+def slug(name):
+    """`name` as a file name: letters, digits, `.`, `_` and `-` only."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
+
+
+def first_error(text):
+    """The first `error:` line of `text`, else the first that mentions an error, else its last."""
+    lines = text.splitlines()
+    err = ([line for line in lines if "error:" in line.lower()]
+           or [line for line in lines if "error" in line.lower()] or lines[-1:])
+    return err[0][:160] if err else ""
+
+
+def iree_stablehlo(f, gpu_args):
+    """The StableHLO text jax lowers `f` to for these (wgpu) arguments, as IREE takes it."""
+    # IREE has no Shardy dialect: lower with the older sharding attributes for it.
+    shardy = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", False)
+    try:
+        return f.lower(*gpu_args).as_text()
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", shardy)
+
+
+def iree_compile(text, target=None):
+    """`text` compiled by IREE for its Vulkan HAL (for `--iree-vulkan-target=target` if given)."""
+    import iree.compiler as ic
+
+    extra = [f"--iree-vulkan-target={target}"] if target else []
+    return ic.compile_str(text, target_backends=["vulkan-spirv"], input_type="stablehlo", extra_args=extra)
+
+
+def iree_export(d, dev, only):
+    """Writes d/<slug>.vmfb and d/<slug>.nv.vmfb for every case (see the module docstring),
+    lowered on `dev`; a variant IREE cannot compile is left out with the reason printed."""
+    os.makedirs(d, exist_ok=True)
+    total = 0
+    for name, f, host_args in cases():
+        if only and not any(s in name for s in only):
+            continue
+        try:
+            text = iree_stablehlo(f, jax.device_put(host_args, dev))
+        except Exception as e:  # noqa: BLE001 - report and go on
+            print(f"{name}: not lowered: {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
+            continue
+        done = []
+        for suffix, target in ((".vmfb", None), (".nv.vmfb", IREE_NV_TARGET)):
+            path = os.path.join(d, slug(name) + suffix)
+            if os.path.exists(path):
+                os.remove(path)
+            try:
+                vm = iree_compile(text, target)
+            except Exception as e:  # noqa: BLE001 - report and go on
+                print(f"{name}: {suffix} not compiled: {first_error(str(e)) or type(e).__name__}", flush=True)
+                continue
+            with open(path, "wb") as fh:
+                fh.write(vm)
+            total += len(vm)
+            done.append(f"{os.path.basename(path)} {len(vm) / 1024:.0f} KiB")
+        if done:
+            print(f"{name}: {', '.join(done)}", flush=True)
+    print(f"{d}: {total / 2**20:.2f} MiB of vmfb in all")
+    return 0
+
+
 class Iree:
     """IREE's Vulkan HAL on the same adapter, fed the StableHLO jax lowers for wgpu.
 
     Each program runs in a child process (`--iree-child`) holding only IREE: a live IREE Vulkan
     runtime in this process slowed jax cpu and wgpu alike by about 2x on lavapipe, so the
-    three are timed one at a time with nothing else resident."""
+    three are timed one at a time with nothing else resident. With `vmfb_dir` (`--iree-dir`) the
+    programs come precompiled from there and only `iree.runtime` is needed."""
 
-    def __init__(self):
+    def __init__(self, vmfb_dir=None):
         import importlib.util
 
-        for mod in ("iree.compiler", "iree.runtime"):
+        self.dir = vmfb_dir
+        self.said = set()
+        for mod in ("iree.runtime",) if vmfb_dir else ("iree.compiler", "iree.runtime"):
             if importlib.util.find_spec(mod) is None:
                 raise ImportError(f"{mod} is not installed")
+        if vmfb_dir and not os.path.isdir(vmfb_dir):
+            raise FileNotFoundError(f"no directory {vmfb_dir}")
 
-    def time(self, f, host_args, gpu_args, repeat, budget):
-        import os
-        import subprocess
+    def time(self, name, f, host_args, gpu_args, repeat, budget):
         import tempfile
 
-        # IREE has no Shardy dialect: lower with the older sharding attributes for it.
-        shardy = jax.config.jax_use_shardy_partitioner
-        jax.config.update("jax_use_shardy_partitioner", False)
-        try:
-            text = f.lower(*gpu_args).as_text()
-        finally:
-            jax.config.update("jax_use_shardy_partitioner", shardy)
+        if self.dir:
+            vmfbs = [os.path.join(self.dir, slug(name) + s) for s in (".nv.vmfb", ".vmfb")]
+            vmfbs = [v for v in vmfbs if os.path.exists(v)]
+            if not vmfbs:
+                raise FileNotFoundError(f"no {slug(name)}.vmfb in {self.dir}")
+        else:
+            text = iree_stablehlo(f, gpu_args)
         leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(host_args)]
         with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "program.mlir"), "w") as fh:
-                fh.write(text)
             np.savez(os.path.join(d, "args.npz"), *leaves)
-            p = subprocess.run([sys.executable, __file__, "--iree-child", d, str(repeat), str(budget)],
-                               capture_output=True, text=True, timeout=1800)
+            if not self.dir:
+                with open(os.path.join(d, "program.mlir"), "w") as fh:
+                    fh.write(text)
+                return self._child(d, repeat, budget)
+            # Every variant there is, and IREE's best: the tuned one is not always the faster
+            # (on lavapipe the a100 build took 8-11 ms for x + 1 against 0.1 ms).
+            errors, best = [], None
+            for vmfb in vmfbs:
+                try:
+                    t = self._child(d, repeat, budget, vmfb)
+                except RuntimeError as e:
+                    errors.append(f"{os.path.basename(vmfb)}: {e}")
+                    continue
+                if best is None or t < best[0]:
+                    best = (t, vmfb)
+            if best is not None:
+                t, vmfb = best
+                variant = "nv" if vmfb.endswith(".nv.vmfb") else "default"
+                if errors:
+                    print(f"  (iree: {errors[0]})", file=sys.stderr)
+                if len(vmfbs) > 1 or variant not in self.said:
+                    self.said.add(variant)
+                    print(f"  (iree: fastest of {len(vmfbs) - len(errors)} builds: {os.path.basename(vmfb)})",
+                          file=sys.stderr)
+                return t
+            raise RuntimeError("; ".join(errors))
+
+    @staticmethod
+    def _child(d, repeat, budget, *vmfb):
+        import subprocess
+
+        # The child imports this file, hence jax: keep it to jax cpu, off the Vulkan device.
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        p = subprocess.run([sys.executable, __file__, "--iree-child", d, str(repeat), str(budget), *vmfb],
+                           capture_output=True, text=True, timeout=1800, env=env)
         if p.returncode != 0:
-            err = [line for line in p.stderr.splitlines() if "error" in line.lower()] or p.stderr.splitlines()[-1:]
-            raise RuntimeError(err[0][:160] if err else f"exit {p.returncode}")
+            raise RuntimeError(first_error(p.stderr) or f"exit {p.returncode}")
         return float(p.stdout.split()[-1])
 
 
-def iree_child(d, repeat, budget):
-    """Compiles d/program.mlir with IREE for Vulkan, times it on d/args.npz, prints seconds."""
-    import os
-
-    import iree.compiler as ic
+def iree_child(d, repeat, budget, vmfb=None):
+    """Compiles d/program.mlir with IREE for Vulkan (or loads the precompiled `vmfb`, with no
+    IREE compiler imported), times it on d/args.npz, prints seconds."""
     import iree.runtime as ir
 
-    with open(os.path.join(d, "program.mlir")) as fh:
-        text = fh.read()
+    if vmfb is None:
+        with open(os.path.join(d, "program.mlir")) as fh:
+            vm = iree_compile(fh.read())
+    else:
+        with open(vmfb, "rb") as fh:
+            vm = fh.read()
     npz = np.load(os.path.join(d, "args.npz"))
     leaves = [npz[f"arr_{i}"] for i in range(len(npz.files))]
-    vm = ic.compile_str(text, target_backends=["vulkan-spirv"], input_type="stablehlo")
+    # The first Vulkan device IREE enumerates: the GPU where it is the only one.
     config = ir.Config("vulkan")
     ctx = ir.SystemContext(config=config)
     ctx.add_vm_module(ir.VmModule.copy_buffer(ctx.instance, vm))
@@ -320,14 +435,17 @@ def gpu_report(gpu, cpu, args):
 
 
 def main():
-    if len(sys.argv) == 5 and sys.argv[1] == "--iree-child":
-        iree_child(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "--iree-child":
+        iree_child(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), *sys.argv[5:])
         return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--budget", type=float, default=3.0, help="seconds of timed runs per case and backend")
     ap.add_argument("--only", nargs="*", help="run only cases whose name contains one of these")
     ap.add_argument("--no-iree", action="store_true")
+    ap.add_argument("--iree-dir", metavar="DIR", help="run IREE from the vmfbs --iree-export wrote to DIR")
+    ap.add_argument("--iree-export", metavar="DIR",
+                    help="only compile every case for IREE into DIR (see the module docstring), time nothing")
     ap.add_argument("--gpu-report", action="store_true",
                     help="copy GB/s, fused GB/s, matmul GFLOP/s, tiny-jit us, training steps (see gpu_report)")
     ap.add_argument("--max-n", type=int, default=8192, help="largest matmul of --gpu-report")
@@ -336,15 +454,21 @@ def main():
     try:
         gpu = jax.devices("wgpu")[0]
     except RuntimeError as e:
+        if args.iree_export:
+            # Same programs save the linalg ones, which lower to lapack calls IREE cannot compile.
+            print(f"(no wgpu device, lowering for cpu instead: {e})", file=sys.stderr)
+            return iree_export(args.iree_export, jax.devices("cpu")[0], args.only)
         print(f"no wgpu device: {e}", file=sys.stderr)
         return 2
+    if args.iree_export:
+        return iree_export(args.iree_export, gpu, args.only)
     cpu = jax.devices("cpu")[0]
     if args.gpu_report:
         return gpu_report(gpu, cpu, args)
     iree = None
     if not args.no_iree:
         try:
-            iree = Iree()
+            iree = Iree(args.iree_dir)
         except Exception as e:  # noqa: BLE001 - IREE is optional
             print(f"(IREE not available: {type(e).__name__}: {e})", file=sys.stderr)
     print(f"wgpu device: {gpu.device_kind}")
@@ -372,7 +496,7 @@ def main():
             line += f" {tw * 1e3 / floor:8.1f}"
         if iree is not None:
             try:
-                ti = iree.time(f, host_args, gpu_args, args.repeat, args.budget)
+                ti = iree.time(name, f, host_args, gpu_args, args.repeat, args.budget)
                 line += f" {ti * 1e3:10.3f} {tw / ti:9.2f}"
             except Exception as e:  # noqa: BLE001 - report and go on
                 line += f" {'-':>10} {'-':>9}"

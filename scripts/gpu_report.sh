@@ -2,21 +2,33 @@
 # The GPU figures of issue 11 in one command, for a machine with a real GPU (the `device`
 # tool's NVIDIA machines): copy_buffer_to_buffer GB/s, fused elementwise GB/s against it,
 # matmul GFLOP/s 1024..8192 (against an fp32 peak when given), tiny-jit microseconds against
-# the raw-wgpu floor, and the training steps against jax cpu on that machine.
+# the raw-wgpu floor, the training steps against jax cpu on that machine, the whole bench
+# (against IREE on the same GPU when its runtime and precompiled programs came along), and
+# per-kernel GPU times of the StableHLO files in .gpu/ (against a previous build's CLI when
+# .gpu/wgpu-hlo.old is there).
 #
 # Prepare here (once; the device machine has python3 with jax, flax, optax, pytest and
-# pytest-xdist, but no Rust and no Vulkan loader):
+# pytest-xdist, but no Rust and no Vulkan loader; NVIDIA's Vulkan driver there needs
+# glvnd's libraries as well as the loader):
 #   cargo build --release --workspace && mkdir -p .gpu && strip -o .gpu/libpjrt_wgpu.so target/release/libpjrt_wgpu.so
-#   echo /.gl/ >> .git/info/exclude; echo /.gpu/ >> .git/info/exclude
+#   printf '/.gl/\n/.gpu/\n/.iree/\n/.whl/\n' >> .git/info/exclude
 #   mkdir -p .gl /tmp/amd64/partial; o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
-#   apt-get $o update; (cd .gl && apt-get $o download libvulkan1)
-# and, for the correctness checks on the GPU as well (the conformance files and the JAX
+#   apt-get $o update; (cd .gl && apt-get $o download libvulkan1 libglvnd0 libglx0 libgl1 libegl1 libopengl0 libgles2)
+# for the correctness checks on the GPU as well (the conformance files and the JAX
 # comparisons; ~70 s on an H200), the CLI and the conformance files (xz keeps them in the
 # 64 MiB a call carries):
 #   strip -o .gpu/wgpu-hlo target/release/wgpu-hlo
 #   tar cf - -C .. shared/conformance/testdata shared/conformance/interpret | xz > .gpu/conformance.tar.xz
-# then run with carry [".gl", ".gpu"]:  bash scripts/gpu_report.sh [--peak-tflops 67]
-# (an H100 or H200 has 67 TFLOP/s of fp32). 2026-11-26 on an H200 it took ~110 s in all.
+# for IREE on the GPU (its compiler is too large to carry: compile here, run there), with
+# iree-base-compiler installed here:
+#   python examples/bench_jax.py --iree-export .iree
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux_2_28_x86_64 -d .whl iree-base-runtime==3.13.0
+# then run with carry [".gl", ".gpu"] (plus ".iree", ".whl"):
+#   bash scripts/gpu_report.sh [--peak-tflops 67]
+# (an H100 or H200 has 67 TFLOP/s of fp32). BENCH=0 leaves out the whole bench, CHECKS=0 the
+# correctness checks. On an H200 it took ~110 s in all (2026-11-26), ~215 s with IREE and
+# the per-kernel comparisons (2026-11-27).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -25,6 +37,10 @@ if [ -d .gl ] && ! ldconfig -p | grep -q libvulkan; then
     ldconfig
 fi
 ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+EGL=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+if [ -z "${__EGL_VENDOR_LIBRARY_FILENAMES:-}" ] && [ -f "$EGL" ]; then
+    export __EGL_VENDOR_LIBRARY_FILENAMES="$EGL"
+fi
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$ICD" ]; then
     export VK_DRIVER_FILES="$ICD"
 fi
@@ -38,8 +54,27 @@ OUT_DIR="${OUT:-/tmp}"
 PY="${PYTHON:-python3}"
 "$PY" -c "import jax; print(jax.__version__, jax.devices())" 2>&1 | tail -1
 "$PY" examples/bench_jax.py --gpu-report "$@" 2>&1 | tee "$OUT_DIR/gpu_report.txt"
-"$PY" examples/bench_jax.py --no-iree --budget 2 2>&1 | tee "$OUT_DIR/bench_jax.txt"
-if [ -x .gpu/wgpu-hlo ] && [ -f .gpu/conformance.tar.xz ]; then
+IREE=(--no-iree)
+if [ -d .iree ] && ls .whl/iree_base_runtime-*.whl > /dev/null 2>&1; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/iree-site .whl/iree_base_runtime-*.whl \
+        && export PYTHONPATH="$PYTHONPATH:/tmp/iree-site" && IREE=(--iree-dir .iree)
+fi
+if [ "${BENCH:-1}" != 0 ]; then
+    "$PY" examples/bench_jax.py "${IREE[@]}" --budget 2 2>&1 | tee "$OUT_DIR/bench_jax.txt"
+fi
+# Per-kernel GPU times (timestamp queries) of the programs in .gpu/, this build against the
+# previous one's CLI when it came along.
+if [ -x .gpu/wgpu-hlo ]; then
+    for f in .gpu/*.mlir; do
+        [ -f "$f" ] || continue
+        for cli in .gpu/wgpu-hlo.old .gpu/wgpu-hlo; do
+            [ -x "$cli" ] || continue
+            echo "== $f with $cli"
+            timeout 120 "$cli" bench "$f" --runs 20 --per-kernel 2>&1 | grep -v "^compile\|^/" | head -8
+        done
+    done 2>&1 | tee "$OUT_DIR/per_kernel.txt"
+fi
+if [ "${CHECKS:-1}" != 0 ] && [ -x .gpu/wgpu-hlo ] && [ -f .gpu/conformance.tar.xz ]; then
     echo "== conformance on $(.gpu/wgpu-hlo devices | head -1)"
     tar xJf .gpu/conformance.tar.xz -C .gpu
     .gpu/wgpu-hlo conformance .gpu/shared/conformance/testdata .gpu/shared/conformance/interpret \
