@@ -1175,7 +1175,6 @@ impl Gemm {
         } else {
             o
         };
-        let store = |value: &str| format!("out0[{at}] = {value};");
         let mut b = self.element_functions();
         b.push_str(&gemm_main(&GemmSpec {
             tile,
@@ -1188,7 +1187,7 @@ impl Gemm {
             lhs_k_inner: self.in_feature_stride == 1,
             rhs_k_inner: self.k_in_stride == 1,
             row: "            let orow = o_at(m);\n".to_string(),
-            store: &store,
+            at,
         }));
         let (lt, kt, ot) = (&self.lt, &self.kt, &self.ot);
         let comment = format!(

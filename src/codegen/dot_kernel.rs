@@ -779,11 +779,11 @@ pub(super) struct GemmSpec<'a> {
     /// Whether the step is each operand's contiguous dimension: tile loads walk it.
     pub lhs_k_inner: bool,
     pub rhs_k_inner: bool,
-    /// A WGSL statement at the top of each row's stores (it may use `m`), and the store of
-    /// `value` at row `m`, column `n` (a plain `out0[...] = value;`, which the epilogue
-    /// rewrites).
+    /// A WGSL statement at the top of each row's stores (it may use `m`), and the offset in
+    /// `out0` of the result at row `m`, column `n` (stored as a plain `out0[at] = value;`,
+    /// the form the epilogue rewrites).
     pub row: String,
-    pub store: &'a dyn Fn(&str) -> String,
+    pub at: String,
 }
 
 /// WGSL loading one operand's tile for contracting steps from `k0` (a WGSL name) into the
@@ -924,9 +924,9 @@ pub(super) fn gemm_main(spec: &GemmSpec) -> String {
             for g in 0..hn {
                 for (j, c) in COMP.iter().enumerate() {
                     body.push_str(&format!(
-                        "            {{\n                let n = n0 + {}u + lid.x * 4u + {j}u;\n                if (n < {n}u) {{ {} }}\n            }}\n",
+                        "            {{\n                let n = n0 + {}u + lid.x * 4u + {j}u;\n                if (n < {n}u) {{ out0[{}] = acc{h}{q}_{g}.{c}; }}\n            }}\n",
                         g * 64,
-                        (spec.store)(&format!("acc{h}{q}_{g}.{c}"))
+                        spec.at
                     ));
                 }
             }
@@ -966,7 +966,6 @@ fn tile_kernel(
     };
     let lhs = |row: &str, step: &str| format!("in0[lhs_off(b, {row}, {step})]");
     let rhs = |col: &str, step: &str| format!("in1[rhs_off(b, {col}, {step})]");
-    let store = |value: &str| format!("out0[{at}] = {value};");
     let mut body = operand_offsets(l, r);
     body.push_str(&gemm_main(&GemmSpec {
         tile,
@@ -979,7 +978,7 @@ fn tile_kernel(
         lhs_k_inner: matches!(l.contract.as_slice(), [(_, 1)]),
         rhs_k_inner: matches!(r.contract.as_slice(), [(_, 1)]),
         row: String::new(),
-        store: &store,
+        at,
     }));
     let (parts, chunk) = split.map_or((1, k), |s| (s.parts, s.chunk));
     let how = match split {
