@@ -737,8 +737,13 @@ impl GemmTile {
         })
     }
 
-    /// The tile for a dot of `batch` x `m` x `n` results: the largest whose workgroups still
-    /// cover the device ([`GPU_WORKGROUPS`]), else 64x64.
+    /// The tile for a dot of `batch` x `m` x `n` results: the largest that still gives two
+    /// workgroups per [`GPU_WORKGROUPS`], else 64x64 staged 16 steps at a time. On an H200
+    /// (tile sweep of 3192ca9, `scripts/gpu_tiles.sh`) 128x128x8 was fastest from 2048³ up
+    /// (27.5-29.2 TFLOP/s against 21-23 for 64x64x16), 64x64x16 for the batched, skinny and
+    /// 512-row shapes, and at 1024³ the two were level; 128x64 and BK 16 on the large tiles
+    /// never won against both; 128x64 is kept as the step between them, for dots where
+    /// 128x128 leaves too few workgroups (not measured as such).
     pub(super) fn choose(batch: u64, m: u64, n: u64) -> GemmTile {
         if let Some(t) = Self::forced() {
             return t;
