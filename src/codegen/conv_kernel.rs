@@ -779,8 +779,8 @@ impl Gemm {
         partials: Option<Binding>,
         target: Target,
     ) -> Result<Kernel> {
-        if tiling.tiled.is_some() {
-            return self.tiled_kernel(name, op, tiling, partials, target);
+        if let Some(tile) = tiling.tiled {
+            return self.tiled_kernel(name, op, tiling, tile, partials, target);
         }
         if tiling.shared > 0 {
             return self.shared_kernel(name, op, tiling, partials, target);
@@ -1144,12 +1144,12 @@ impl Gemm {
         name: &str,
         op: &Operation,
         tiling: &Tiling,
+        tile: GemmTile,
         partials: Option<Binding>,
         target: Target,
     ) -> Result<Kernel> {
         let (m, n, cg, windows) = (self.m, self.n, self.cg, self.windows);
         let (wchunk, fchunk) = (tiling.wchunk, tiling.fchunk);
-        let tile = tiling.tiled.unwrap_or(GemmTile::choose(self.groups, m, n));
         let (wchunks, fchunks) = (windows.div_ceil(wchunk), cg.div_ceil(fchunk));
         let chunks = wchunks * fchunks;
         let workgroups = [
