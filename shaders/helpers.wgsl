@@ -170,6 +170,22 @@ fn wh_min_f32(a: f32, b: f32) -> f32 {
     return select(m, a, wh_is_nan_f32(a));
 }
 
+// @fn wh_max_fold_f32
+// The maximum of a reduction's accumulator `a` and element `b` without NaN tests, +0 > -0:
+// the caller keeps its own NaN test (`reduce_kernel::Fold`), so a compiler that makes a
+// maximum instruction of the compare and select changes nothing.
+fn wh_max_fold_f32(a: f32, b: f32) -> f32 {
+    let m = select(b, a, a > b);
+    return select(m, bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)), a == b);
+}
+
+// @fn wh_min_fold_f32
+// The minimum counterpart of `wh_max_fold_f32`, -0 < +0.
+fn wh_min_fold_f32(a: f32, b: f32) -> f32 {
+    let m = select(b, a, a < b);
+    return select(m, bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b)), a == b);
+}
+
 // @fn wh_max_f64
 // @requires wh_is_nan_f64
 fn wh_max_f64(a: f64, b: f64) -> f64 {

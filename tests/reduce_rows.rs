@@ -138,6 +138,112 @@ fn f32_reductions_of_odd_shapes() {
     }
 }
 
+/// IEEE maximum / minimum as XLA defines them: NaN if either is NaN, +0 > -0.
+fn ieee_extremum(max: bool) -> impl Fn(f32, f32) -> f32 {
+    move |a: f32, b: f32| {
+        if a.is_nan() || b.is_nan() {
+            f32::NAN
+        } else if a == b {
+            let (x, y) = (a.to_bits(), b.to_bits());
+            f32::from_bits(if max { x & y } else { x | y })
+        } else if (a > b) == max {
+            a
+        } else {
+            b
+        }
+    }
+}
+
+/// `data` of `shape` with special values per output of a reduction over `dim` (output `o`
+/// by `o % 6`): none, a NaN, a NaN with its sign bit set, only signed zeros (one +0 among
+/// -0s), only -0, and both infinities.
+fn specials((rows, cols): (usize, usize), dim: usize, seed: u64) -> Vec<f32> {
+    let mut v = data(rows * cols, seed);
+    let (outs, len) = if dim == 1 { (rows, cols) } else { (cols, rows) };
+    let at = |o: usize, r: usize| if dim == 1 { o * cols + r } else { r * cols + o };
+    for o in 0..outs {
+        let p = (o * 7 + 3) % len;
+        match o % 6 {
+            1 => v[at(o, p)] = f32::NAN,
+            2 => v[at(o, p)] = f32::from_bits(0xffc0_0001),
+            3 | 4 => {
+                for r in 0..len {
+                    v[at(o, r)] = -0.0;
+                }
+                if o % 6 == 3 {
+                    v[at(o, p)] = 0.0;
+                }
+            }
+            5 => {
+                v[at(o, p)] = f32::INFINITY;
+                v[at(o, (p + 1) % len)] = f32::NEG_INFINITY;
+            }
+            _ => {}
+        }
+    }
+    v
+}
+
+/// Equal bits, or both NaN.
+fn same_f32(got: &[f32], want: &[f32]) -> bool {
+    got.len() == want.len()
+        && got
+            .iter()
+            .zip(want)
+            .all(|(g, w)| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()))
+}
+
+/// Maximum and minimum reductions (whose folds test for NaN once per accumulator, not per
+/// element: `reduce_kernel::Fold`) keep every NaN, either sign of NaN, and the order of
+/// signed zeros, through every strategy: `SHAPES` over rows and columns, an init that is NaN,
+/// and the merged row kernel (the row's maximum next to an output over the row).
+#[test]
+fn max_and_min_keep_nans_and_zero_signs() {
+    for &shape in SHAPES {
+        let (rows, cols) = shape;
+        let t = format!("tensor<{rows}x{cols}xf32>");
+        for dim in [1, 0] {
+            let a = specials(shape, dim, 17);
+            let arg = [upload_f32(&[rows, cols], &a)];
+            let negated: Vec<f32> = a.iter().map(|x| -x).collect();
+            let neg = format!("%x = stablehlo.negate %a : {t}");
+            for (body, max) in [("maximum", true), ("minimum", false)] {
+                for (init, init_f) in [
+                    (
+                        if max { "0xFF800000" } else { "0x7F800000" },
+                        if max {
+                            f32::NEG_INFINITY
+                        } else {
+                            f32::INFINITY
+                        },
+                    ),
+                    ("0x7FC00000", f32::NAN),
+                ] {
+                    let got = f32s(&run(&source(shape, dim, &neg, "f32", init, body), &arg)[0]);
+                    let want = host(&negated, shape, dim, init_f, ieee_extremum(max));
+                    assert!(
+                        same_f32(&got, &want),
+                        "{body} {shape:?} over {dim} from {init}: got {got:?}, want {want:?}"
+                    );
+                }
+            }
+        }
+        // The row kernel: each row's maximum, and x minus it.
+        let a = specials(shape, 1, 19);
+        let v = format!("tensor<{rows}xf32>");
+        let src = format!(
+            "func.func @main(%x: {t}) -> ({v}, {t}) {{\n  %m = stablehlo.constant dense<0xFF800000> : tensor<f32>\n  %mx = stablehlo.reduce(%x init: %m) applies stablehlo.maximum across dimensions = [1] : ({t}, tensor<f32>) -> {v}\n  %bm = stablehlo.broadcast_in_dim %mx, dims = [0] : ({v}) -> {t}\n  %d = stablehlo.subtract %x, %bm : {t}\n  return %mx, %d : {v}, {t}\n}}\n"
+        );
+        let out = run(&src, &[upload_f32(&[rows, cols], &a)]);
+        let want = host(&a, shape, 1, f32::NEG_INFINITY, ieee_extremum(true));
+        let got = f32s(&out[0]);
+        assert!(
+            same_f32(&got, &want),
+            "row maximum {shape:?}: got {got:?}, want {want:?}"
+        );
+    }
+}
+
 #[test]
 fn integer_and_boolean_reductions_of_odd_shapes() {
     for &shape in SHAPES {

@@ -16,7 +16,7 @@ use super::partials;
 use super::windows;
 use crate::error::{Error, Result};
 use crate::fusion::Group;
-use crate::ir::{Function, Op, Operation, Region, ValueId};
+use crate::ir::{BinaryOp, Function, Op, Operation, Region, ValueId};
 
 /// Reductions at least this long use a workgroup per output.
 const WORKGROUP_REDUCE_MIN: u64 = 128;
@@ -102,6 +102,110 @@ pub fn emit_body_function(
         sig.join(", ")
     ));
     Ok(s)
+}
+
+/// A reduction whose body is the IEEE maximum or minimum of its two f32 parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Extremum {
+    Max,
+    Min,
+}
+
+impl Extremum {
+    /// The extremum `body` computes, if it is one (`types`: the reduction's compute types).
+    pub(crate) fn of(body: &Region, types: &[Compute]) -> Option<Extremum> {
+        let [a, b] = body.args[..] else {
+            return None;
+        };
+        let [op, ret] = &body.ops[..] else {
+            return None;
+        };
+        if types != [Compute::F32]
+            || ret.op != Op::Return
+            || ret.operands != op.results
+            || op.results.len() != 1
+            || !(op.operands == [a, b] || op.operands == [b, a])
+        {
+            return None;
+        }
+        match op.op {
+            Op::Binary(BinaryOp::Maximum) => Some(Extremum::Max),
+            Op::Binary(BinaryOp::Minimum) => Some(Extremum::Min),
+            _ => None,
+        }
+    }
+}
+
+/// How a reduction kernel's element loops fold elements into its accumulators.
+///
+/// Most reductions call the body function (`combine`). An f32 maximum or minimum
+/// ([`Extremum`]) folds each element with the NaN test left out (`wh_max_fold_f32`: compare,
+/// select, signed-zero fix) and keeps a word per accumulator, the largest magnitude bits seen
+/// (`ACC_nan`), which says at the end whether a NaN was among them ([`Fold::finish`]). The
+/// full IEEE maximum tests both operands for NaN (a compiler may turn a compare and select
+/// into a maximum instruction that drops NaNs, as NVIDIA's does), 11 operations an element
+/// against 7: lavapipe's softmax 1024 x 1024 kernel 2.34 -> 2.11 ms. Combining partial results
+/// (shuffles, workgroup memory) keeps the body function, after `finish`.
+pub(crate) struct Fold {
+    /// The body function's name.
+    pub f: String,
+    /// Accumulators (results) of the reduction.
+    pub n: usize,
+    pub extremum: Option<Extremum>,
+}
+
+impl Fold {
+    pub(crate) fn new(f: &str, body: &Region, types: &[Compute]) -> Fold {
+        Fold {
+            f: f.to_string(),
+            n: types.len(),
+            extremum: Extremum::of(body, types),
+        }
+    }
+
+    /// Helper functions the folds call.
+    pub(crate) fn helpers(&self) -> &'static [&'static str] {
+        match self.extremum {
+            Some(Extremum::Max) => &["wh_max_fold_f32"],
+            Some(Extremum::Min) => &["wh_min_fold_f32"],
+            None => &[],
+        }
+    }
+
+    /// The declarations that follow those of the accumulators `acc` (initialized).
+    pub(crate) fn declare(&self, acc: &[String]) -> Option<String> {
+        self.extremum?;
+        let a = &acc[0];
+        Some(format!(
+            "var {a}_nan: u32 = bitcast<u32>({a}) & 0x7fffffffu;"
+        ))
+    }
+
+    /// Statements folding elements `vals` into `acc`.
+    pub(crate) fn element(&self, acc: &[String], vals: &[String]) -> String {
+        let Some(e) = self.extremum else {
+            return combine(&self.f, self.n, acc, vals);
+        };
+        let (a, v) = (&acc[0], &vals[0]);
+        let fold = match e {
+            Extremum::Max => "wh_max_fold_f32",
+            Extremum::Min => "wh_min_fold_f32",
+        };
+        format!(
+            "{{ let e = {v}; {a} = {fold}({a}, e); {a}_nan = max({a}_nan, bitcast<u32>(e) & \
+             0x7fffffffu); }}"
+        )
+    }
+
+    /// Statements after the element loops, before `acc` is combined or stored: a NaN seen
+    /// makes the accumulator NaN.
+    pub(crate) fn finish(&self, acc: &[String]) -> Option<String> {
+        self.extremum?;
+        let a = &acc[0];
+        Some(format!(
+            "{a} = select({a}, bitcast<f32>({a}_nan), {a}_nan > 0x7f800000u);"
+        ))
+    }
 }
 
 /// Statements combining `acc` with `vals` through body function `f` (assigning `acc`).
@@ -608,6 +712,10 @@ fn emit_stage(
 
     let fname = "reducer";
     let func = emit_body_function(&mut em, fname, body, &types)?;
+    let fold = Fold::new(fname, body, &types);
+    for h in fold.helpers() {
+        em.needs.insert(h.to_string());
+    }
     for o in &outs {
         for h in dtype::helpers_for(o.ty.dtype) {
             em.needs.insert(h.to_string());
@@ -662,6 +770,9 @@ fn emit_stage(
             let a = em.fresh("acc");
             em.line(&format!("var {a}: {} = {init};", t.wgsl()));
             acc.push(a);
+        }
+        if let Some(d) = fold.declare(&acc) {
+            em.line(&d);
         }
         Ok(acc)
     };
@@ -763,6 +874,9 @@ fn emit_stage(
             em.line(&format!("var {a}: {} = {init};", t.wgsl()));
             acc.push(a);
         }
+        if let Some(d) = fold.declare(&acc) {
+            em.line(&d);
+        }
         // SUBGROUP_UNROLL elements (groups of four with quad reads) per lane and trip (fewer
         // back-edges, more loads in flight), then the rest; at least 4 lanes per subgroup
         // (WGSL's smallest size).
@@ -804,7 +918,7 @@ fn emit_stage(
                 for i in 0..n {
                     vals.push(em.value(op.operands[i], idx)?);
                 }
-                em.line(&combine(fname, n, &acc, &vals));
+                em.line(&fold.element(&acc, &vals));
             }
             Ok(())
         };
@@ -829,6 +943,9 @@ fn emit_stage(
         group(&mut em, "r")?;
         em.close(None);
         em.quads = None;
+        if let Some(f) = fold.finish(&acc) {
+            em.line(&f);
+        }
         em.open_loop(
             "for (var m: u32 = w >> 1u; m > 0u; m = m >> 1u)",
             u64::from(SUBGROUP_WORKGROUP.trailing_zeros()),
@@ -878,6 +995,9 @@ fn emit_stage(
             em.line(&format!("var {a}: {} = {init};", t.wgsl()));
             acc.push(a);
         }
+        if let Some(d) = fold.declare(&acc) {
+            em.line(&d);
+        }
         let (ko, c0, at) = chunk_of(&mut em, "o");
         em.open_loop(
             &format!(
@@ -891,8 +1011,11 @@ fn emit_stage(
         for i in 0..n {
             vals.push(em.value(op.operands[i], &idx)?);
         }
-        em.line(&combine(fname, n, &acc, &vals));
+        em.line(&fold.element(&acc, &vals));
         em.close(None);
+        if let Some(f) = fold.finish(&acc) {
+            em.line(&f);
+        }
         for i in 0..n {
             em.line(&format!("sh{i}[lid] = acc{i};"));
         }
@@ -970,10 +1093,15 @@ fn emit_stage(
             for i in 0..n {
                 vals.push(em.value(op.operands[i], idx)?);
             }
-            em.line(&combine(fname, n, &accs[e], &vals));
+            em.line(&fold.element(&accs[e], &vals));
         }
         em.quads = None;
         em.close(None);
+        for acc in &accs {
+            if let Some(f) = fold.finish(acc) {
+                em.line(&f);
+            }
+        }
         for (e, acc) in accs.iter().enumerate() {
             for (j, a) in acc.iter().enumerate() {
                 if split.is_some() {
@@ -1030,8 +1158,11 @@ fn emit_stage(
                 for i in 0..n {
                     vals.push(em.value(op.operands[i], &idx)?);
                 }
-                em.line(&combine(fname, n, &acc, &vals));
+                em.line(&fold.element(&acc, &vals));
                 em.close(None);
+                if let Some(f) = fold.finish(&acc) {
+                    em.line(&f);
+                }
             }
             for (j, o) in outs.iter().enumerate() {
                 let p = dtype::per_word(o.ty.dtype) as u64;

@@ -22,7 +22,7 @@ use super::expr::{binding_limits, Binding, ExprEmitter, Index, Quads};
 use super::kernel::{self, Kernel};
 use super::loop_kernel::Target;
 use super::reduce_kernel::{
-    combine, emit_body_function, region_defs, subgroup_rows_allowed, SUBGROUP_ROWS,
+    combine, emit_body_function, region_defs, subgroup_rows_allowed, Fold, SUBGROUP_ROWS,
     SUBGROUP_UNROLL, SUBGROUP_WORKGROUP,
 };
 use crate::error::{Error, Result};
@@ -100,6 +100,7 @@ pub fn emit(
     // One reducer function per reduction.
     let mut funcs = String::new();
     let mut types: Vec<Vec<Compute>> = Vec::new();
+    let mut folds: Vec<Fold> = Vec::new();
     let mut k = 0usize;
     for p in &reduces {
         for op in p {
@@ -118,12 +119,13 @@ pub fn emit(
             {
                 return refuse("reduction types without shuffles");
             }
-            funcs.push_str(&emit_body_function(
-                &mut em,
-                &format!("reducer{k}"),
-                body,
-                &ts,
-            )?);
+            let fname = format!("reducer{k}");
+            funcs.push_str(&emit_body_function(&mut em, &fname, body, &ts)?);
+            let fold = Fold::new(&fname, body, &ts);
+            for h in fold.helpers() {
+                em.needs.insert(h.to_string());
+            }
+            folds.push(fold);
             types.push(ts);
             k += 1;
         }
@@ -198,6 +200,9 @@ pub fn emit(
                 em.line(&format!("var {name}: {} = {init};", t.wgsl()));
                 a.push(name);
             }
+            if let Some(d) = folds[k + j].declare(&a) {
+                em.line(&d);
+            }
             accs.push(a);
         }
         let body = |em: &mut ExprEmitter, r: &str| -> Result<()> {
@@ -208,11 +213,16 @@ pub fn emit(
                 for i in 0..n {
                     vals.push(em.value(op.operands[i], &idx)?);
                 }
-                em.line(&combine(&format!("reducer{}", k + j), n, &accs[j], &vals));
+                em.line(&folds[k + j].element(&accs[j], &vals));
             }
             Ok(())
         };
         over_row(&mut em, cols, unrolled.as_ref(), &body)?;
+        for j in 0..p.len() {
+            if let Some(f) = folds[k + j].finish(&accs[j]) {
+                em.line(&f);
+            }
+        }
         em.open_loop(
             "for (var m: u32 = w >> 1u; m > 0u; m = m >> 1u)",
             u64::from(SUBGROUP_WORKGROUP.trailing_zeros()),
