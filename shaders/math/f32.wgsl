@@ -106,25 +106,27 @@ fn wh_exp_poly_f32(r: f32) -> f32 {
 }
 
 // @fn wh_exp_f32
-// @requires wh_exp_poly_f32 wh_inf_f32 wh_is_nan_f32 wh_opaque_f32
+// @requires wh_exp_poly_f32 wh_is_nan_f32 wh_opaque_f32
 // Without branches (a SIMD driver such as llvmpipe runs every branch under a lane mask, and
-// a kernel inlines this many times): the argument is clamped for k, 2^k1 is added to the
-// exponent bits of m = e^r in [0.7, 1.5) (exact), and 2^k2 multiplied in only for results
-// outside the normal range (one rounding), the special cases chosen by selects. In straight-
-// line code lavapipe reassociated 1 + (r + r^2 p) (up to 1.7 ULP): the polynomial goes through
-// wh_opaque_f32.
+// a kernel inlines this many times): the argument is clamped, 2^k1 is added to the exponent
+// bits of m = e^r in [0.7, 1.5) (exact), and 2^k2 multiplied in only for results outside the
+// normal range (one rounding). The clamp's ends need no selects of their own: at the upper
+// one (just above ln FLT_MAX) m > 1 and k = 128, so the product overflows to inf; at the lower
+// one it is under half the smallest subnormal and rounds to 0 (a select each cost 6 % of the
+// lavapipe softmax kernel). Only NaN, which the clamp may not keep, is chosen by a select.
+// In straight-line code lavapipe reassociated 1 + (r + r^2 p) (up to 1.7 ULP): the polynomial
+// goes through wh_opaque_f32.
 fn wh_exp_f32(x: f32) -> f32 {
-    let k = round(clamp(x, -104.0, 88.72283935546875) * 1.4426950216293335);
+    let c = clamp(x, -104.0, 88.72283935546875);
+    let k = round(c * 1.4426950216293335);
     // ln2_hi has 16 significant bits, so k * ln2_hi and the first step are exact.
-    let r = fma(-k, 1.428606765330187e-6, fma(-k, 0.693145751953125, x));
+    let r = fma(-k, 1.428606765330187e-6, fma(-k, 0.693145751953125, c));
     let m = 1.0 + wh_opaque_f32(wh_exp_poly_f32(r));
     let ki = i32(k);
     let k1 = clamp(ki, -125, 127);
     let k2 = ki - k1;
     let y = bitcast<f32>(bitcast<i32>(m) + (k1 << 23u)) * bitcast<f32>(u32(k2 + 127) << 23u);
-    var e = select(y, wh_inf_f32(1.0), x > 88.72283935546875);
-    e = select(e, 0.0, x < -104.0);
-    return select(e, x, wh_is_nan_f32(x));
+    return select(y, x, wh_is_nan_f32(x));
 }
 
 // @fn wh_expm1_f32
