@@ -41,17 +41,41 @@ fn check_textures(exe: &Executable) {
     }
 }
 
+/// On a CPU adapter with texture reads on, some kernel of `exe` reads an input as vec4s from its
+/// buffer (groups of four that neighbouring lanes stream through, `QUAD_STREAM_MARK`) and none
+/// through a texture.
+fn check_vec4_reads(exe: &Executable) {
+    if textures_on() {
+        assert!(
+            exe.kernels()
+                .iter()
+                .any(|k| k.wgsl.contains("(read as vec4s)")),
+            "no kernel reads an input as vec4s"
+        );
+        assert!(
+            exe.kernels()
+                .iter()
+                .all(|k| !k.wgsl.contains("texture_2d<u32>")),
+            "a kernel reads through a texture"
+        );
+    }
+}
+
 #[test]
 fn elementwise_over_row_boundaries() {
     let row = TEXEL_ROW as usize;
-    // One full row and a bit, three rows and a partial fourth; a multiple of 4 elements (on
-    // CPU adapters computed four per invocation and stored as vec4s).
+    // One full row and a bit, three rows and a partial fourth, through textures; a multiple of
+    // 4 elements (on CPU adapters computed four per invocation, read and stored as vec4s).
     for n in [row + 1, 3 * row + 17, 3 * row + 20] {
         let src = format!(
             "func.func @main(%x: tensor<{n}xf32>, %y: tensor<{n}xf32>) -> tensor<{n}xf32> {{\n  %m = stablehlo.multiply %x, %y : tensor<{n}xf32>\n  %r = stablehlo.add %m, %x : tensor<{n}xf32>\n  return %r : tensor<{n}xf32>\n}}\n"
         );
         let e = exe(&src);
-        check_textures(&e);
+        if n % 4 == 0 {
+            check_vec4_reads(&e);
+        } else {
+            check_textures(&e);
+        }
         let (x, y) = (data(n, 1), data(n, 2));
         let out = e
             .execute_blocking(&[upload_f32(&[n], &x), upload_f32(&[n], &y)])
@@ -142,7 +166,8 @@ fn dots_and_row_sums() {
         "func.func @main(%x: tensor<{r}x{c}xf32>) -> tensor<{r}xf32> {{\n  %z = stablehlo.constant dense<0.0> : tensor<f32>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [1] : (tensor<{r}x{c}xf32>, tensor<f32>) -> tensor<{r}xf32>\n  return %s : tensor<{r}xf32>\n}}\n"
     );
     let e = exe(&src);
-    check_textures(&e);
+    // Rows of a multiple of 4: each lane streams through groups of four of its row.
+    check_vec4_reads(&e);
     let x = data(r * c, 5);
     let out = e.execute_blocking(&[upload_f32(&[r, c], &x)]).unwrap();
     let got = f32s(&out[0].read_to_host_blocking().unwrap());
@@ -204,7 +229,8 @@ fn serialized_executables_keep_their_texture_reads() {
 fn executables_take_turns_in_shared_textures() {
     // Textures are shared device-wide by extent and slot: a chain of two 128x128 dots (two
     // kernels, each reading two 16384-word inputs) and an elementwise kernel over 16384
-    // elements all read through the same two textures. On a device of its own so the texture
+    // elements (its `x` read reversed as well: through a texture; its `y` streamed as vec4s)
+    // all read through the same two textures. On a device of its own so the texture
     // count is this test's; threads run both executables at once, each checked exactly.
     let dev = wgpu_hlo::runtime::Device::open().expect("a wgpu adapter");
     let n = 128usize;
@@ -213,13 +239,19 @@ fn executables_take_turns_in_shared_textures() {
     );
     let len = n * n;
     let ew = format!(
-        "func.func @main(%x: tensor<{len}xf32>, %y: tensor<{len}xf32>) -> tensor<{len}xf32> {{\n  %m = stablehlo.multiply %x, %y : tensor<{len}xf32>\n  %r = stablehlo.subtract %m, %x : tensor<{len}xf32>\n  return %r : tensor<{len}xf32>\n}}\n"
+        "func.func @main(%x: tensor<{len}xf32>, %y: tensor<{len}xf32>) -> tensor<{len}xf32> {{\n  %v = stablehlo.reverse %x, dims = [0] : tensor<{len}xf32>\n  %m = stablehlo.multiply %v, %y : tensor<{len}xf32>\n  %r = stablehlo.subtract %m, %x : tensor<{len}xf32>\n  return %r : tensor<{len}xf32>\n}}\n"
     );
     let opts = CompileOptions::default();
     let a_exe = compile(&dev, chain.as_bytes(), &opts).unwrap();
     let b_exe = compile(&dev, ew.as_bytes(), &opts).unwrap();
     check_textures(&a_exe);
     check_textures(&b_exe);
+    if textures_on() {
+        assert!(
+            b_exe.kernels()[0].wgsl.contains("(read as vec4s)"),
+            "the elementwise kernel streams y as vec4s"
+        );
+    }
     // Three kernels reading two inputs of 64 KiB each: two textures, not six.
     let input_bytes = (len as u64) * 4;
     let want = if textures_on() { 2 * input_bytes } else { 0 };
@@ -268,7 +300,7 @@ fn executables_take_turns_in_shared_textures() {
                             .unwrap();
                         let got = f32s(&out[0].read_to_host_blocking().unwrap());
                         for i in 0..len {
-                            let want = x[i] * y[i] - x[i];
+                            let want = x[len - 1 - i] * y[i] - x[i];
                             assert_eq!(
                                 got[i].to_bits(),
                                 want.to_bits(),

@@ -118,6 +118,11 @@ pub struct Quads {
     pub dims: Vec<usize>,
     /// Per position name, the first position of its group and its place in the group.
     pub positions: HashMap<String, (String, usize)>,
+    /// Neighbouring lanes read neighbouring groups and each invocation sweeps on through
+    /// memory (a loop kernel's four elements, a row's groups): the groups are marked
+    /// [`super::texture_reads::QUAD_STREAM_MARK`], and an input read only that way is bound
+    /// as `vec4`s instead of through a texture (see `texture_reads`).
+    pub streaming: bool,
 }
 
 /// How a kernel launched in chunks reads values larger than the adapter's binding limit: each
@@ -527,6 +532,7 @@ impl<'a> ExprEmitter<'a> {
         idx: &Index,
     ) -> Option<String> {
         let q = self.quads.as_ref()?;
+        let streaming = q.streaming;
         let elem = dtype::storage_elem(ty.dtype);
         if self.window.is_some()
             || self.transposed > 0
@@ -555,7 +561,11 @@ impl<'a> ExprEmitter<'a> {
             Some(n) => n,
             None => {
                 let n = self.fresh("q");
-                let mark = super::texture_reads::QUAD_MARK;
+                let mark = if streaming {
+                    super::texture_reads::QUAD_STREAM_MARK
+                } else {
+                    super::texture_reads::QUAD_MARK
+                };
                 self.line(&format!(
                     "let {n} = vec4<{elem}>(in{b}[{mark} {lin0}], in{b}[{lin0} + 1u], \
                      in{b}[{lin0} + 2u], in{b}[{lin0} + 3u]);"

@@ -326,6 +326,7 @@ fn elementwise(
             positions: (0..4)
                 .map(|e| (format!("l{e}"), ("l0".to_string(), e)))
                 .collect(),
+            streaming: true,
         });
     }
     let mut vec4_values: Vec<Vec<String>> = vec![Vec::new(); outs.len()];

@@ -178,6 +178,7 @@ pub fn emit(
                             .map(move |(c, p)| (p, (first.clone(), c)))
                     })
                     .collect(),
+                streaming: true,
             });
         }
     }

@@ -305,6 +305,8 @@ fn emit_stage(
                         .enumerate()
                         .filter_map(|(g, x)| Some((x.last()?.clone(), (first.clone(), g))))
                         .collect(),
+                    // Overlapping windows read each element several times: from textures.
+                    streaming: false,
                 });
             }
             let vals = declare(em, "x");
