@@ -18,6 +18,10 @@
 //! the rows of a transpose (marked [`TRANSPOSED_MARK`] by the emitter: slower from a texture),
 //! of other element types, or too large for the adapter's textures keep their storage
 //! binding, and a rewritten module that fails validation is dropped for the original.
+//!
+//! An input read only in streaming groups of four ([`QUAD_STREAM_MARK`]) needs no texture: it
+//! is bound as `array<vec4<E>>` and each group is one `vec4` load from the buffer, at any size
+//! (the `x * 2 + 1` figure above is four scalar loads gathered into a vec4, not one vec4 load).
 
 use super::kernel::{self, Kernel};
 use crate::target::Capabilities;
@@ -219,7 +223,8 @@ fn declaration(src: &str, j: usize) -> Option<(String, &'static str, u32)> {
 
 /// Rewrites `kernel`'s eligible inputs to texture reads (see the module documentation): inputs
 /// of at least `min_words` words whose texture fits `max_dimension`, at most `max_textures` of
-/// them. Returns whether any was.
+/// them; inputs read only in streaming groups of four to `vec4` storage reads, whatever their
+/// size. Returns whether any was rewritten.
 pub fn apply(
     kernel: &mut Kernel,
     min_words: u64,
