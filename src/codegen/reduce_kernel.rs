@@ -163,15 +163,6 @@ impl Fold {
         }
     }
 
-    /// Helper functions the folds call.
-    pub(crate) fn helpers(&self) -> &'static [&'static str] {
-        match self.extremum {
-            Some(Extremum::Max) => &["wh_max_fold_f32"],
-            Some(Extremum::Min) => &["wh_min_fold_f32"],
-            None => &[],
-        }
-    }
-
     /// The declarations that follow those of the accumulators `acc` (initialized).
     pub(crate) fn declare(&self, acc: &[String]) -> Option<String> {
         self.extremum?;
@@ -713,9 +704,6 @@ fn emit_stage(
     let fname = "reducer";
     let func = emit_body_function(&mut em, fname, body, &types)?;
     let fold = Fold::new(fname, body, &types);
-    for h in fold.helpers() {
-        em.needs.insert(h.to_string());
-    }
     for o in &outs {
         for h in dtype::helpers_for(o.ty.dtype) {
             em.needs.insert(h.to_string());

@@ -121,11 +121,7 @@ pub fn emit(
             }
             let fname = format!("reducer{k}");
             funcs.push_str(&emit_body_function(&mut em, &fname, body, &ts)?);
-            let fold = Fold::new(&fname, body, &ts);
-            for h in fold.helpers() {
-                em.needs.insert(h.to_string());
-            }
-            folds.push(fold);
+            folds.push(Fold::new(&fname, body, &ts));
             types.push(ts);
             k += 1;
         }
