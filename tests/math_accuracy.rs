@@ -27,7 +27,8 @@ mod gpu;
 mod reference;
 
 use conformance::{Check, Dtype};
-use wgpu_hlo::codegen::math::{has_function, math_library};
+// The resolver kernels use: the math library and the helpers (`wh_div_f32`).
+use wgpu_hlo::codegen::library::{has_function, resolve as math_library};
 
 /// Runs `wh_<base>_f32` over the argument columns.
 fn run_f32(g: &gpu::Gpu, base: &str, args: &[Vec<f32>]) -> Vec<f32> {

@@ -131,6 +131,32 @@ mod tests {
     }
 
     #[test]
+    fn every_requirement_is_defined() {
+        for (name, f) in library() {
+            for d in &f.requires {
+                assert!(library().contains_key(d), "{name} requires unknown {d}");
+            }
+        }
+    }
+
+    /// Every function, pulled in alone with its dependencies, is a valid WGSL module (a
+    /// missing `@requires` shows here, not in some kernel).
+    #[test]
+    fn every_function_validates_alone() {
+        for name in library().keys() {
+            let src = resolve([name.as_str()]).unwrap();
+            let module = naga::front::wgsl::parse_str(&src)
+                .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&src)));
+            naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::all(),
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&src)));
+        }
+    }
+
+    #[test]
     fn every_helper_validates_with_naga() {
         let names: Vec<&str> = library().keys().map(String::as_str).collect();
         let src = resolve(names).unwrap();

@@ -5,9 +5,11 @@
 //! The functions live in `shaders/math/*.wgsl`. Each one is preceded by a marker line
 //! `// @fn NAME` and optionally `// @requires DEP1 DEP2` naming the other library functions it
 //! calls; everything from a marker up to the next one belongs to that function. Names follow
-//! `wh_<fn>_<f32|f64>` (`wh_c<fn>_<f32|f64>` for complex arguments). The code generator asks
-//! for the functions a kernel calls with [`math_library`] and pastes the returned text into the
-//! module.
+//! `wh_<fn>_<f32|f64>` (`wh_c<fn>_<f32|f64>` for complex arguments). Kernels get the
+//! functions they call, with their dependencies, from [`super::library::resolve`], the one
+//! resolver of these files and `shaders/helpers.wgsl` (a math function may call a helper such
+//! as `wh_div_f32`, and the other way round); this module holds the library's conventions and
+//! the tests that every promised function exists.
 //!
 //! Functions, each as `_f32` and `_f64`: exp, expm1, log, log1p, sin, cos, tan, tanh, atan,
 //! atan2(y, x), asin, acos, sinh, cosh, asinh, acosh, atanh, erf, erfc, erf_inv, lgamma,
@@ -35,159 +37,9 @@
 //! and `trunc` return their argument unrounded from 2^31 on, so the f64 code rounds with
 //! `floor` or the 2^52 trick.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
-use crate::{Error, Result};
-
-/// The library sources, in the order their functions are listed.
-const SOURCES: [(&str, &str); 3] = [
-    ("f32.wgsl", include_str!("../../shaders/math/f32.wgsl")),
-    ("f64.wgsl", include_str!("../../shaders/math/f64.wgsl")),
-    (
-        "complex.wgsl",
-        include_str!("../../shaders/math/complex.wgsl"),
-    ),
-];
-
-/// One library function: its WGSL text (marker lines included) and the functions it calls.
-#[derive(Debug)]
-struct Entry {
-    text: &'static str,
-    requires: Vec<&'static str>,
-}
-
-/// The parsed library, keyed by function name, plus the names in source order.
-#[derive(Debug)]
-struct Library {
-    entries: HashMap<&'static str, Entry>,
-    names: Vec<&'static str>,
-}
-
-static LIBRARY: OnceLock<std::result::Result<Library, String>> = OnceLock::new();
-
-fn library() -> Result<&'static Library> {
-    LIBRARY
-        .get_or_init(|| parse(&SOURCES))
-        .as_ref()
-        .map_err(|e| Error::internal(format!("math library: {e}")))
-}
-
-/// Splits the sources at `// @fn` markers. Text before the first marker of a file is a file
-/// comment and is dropped.
-fn parse(sources: &[(&str, &'static str)]) -> std::result::Result<Library, String> {
-    let mut entries = HashMap::new();
-    let mut names = Vec::new();
-    for (file, src) in sources {
-        let mut starts: Vec<(usize, &'static str)> = Vec::new();
-        let mut offset = 0;
-        for line in src.split_inclusive('\n') {
-            if let Some(name) = line.trim().strip_prefix("// @fn ") {
-                starts.push((offset, name.trim()));
-            }
-            offset += line.len();
-        }
-        for (k, &(start, name)) in starts.iter().enumerate() {
-            let end = starts.get(k + 1).map_or(src.len(), |s| s.0);
-            let text = &src[start..end];
-            let requires = text
-                .lines()
-                .filter_map(|l| l.trim().strip_prefix("// @requires "))
-                .flat_map(str::split_whitespace)
-                .collect();
-            if entries.insert(name, Entry { text, requires }).is_some() {
-                return Err(format!("{file}: function `{name}` defined twice"));
-            }
-            names.push(name);
-        }
-    }
-    for name in &names {
-        for dep in &entries[name].requires {
-            if !entries.contains_key(dep) {
-                return Err(format!("`{name}` requires unknown function `{dep}`"));
-            }
-        }
-    }
-    Ok(Library { entries, names })
-}
-
-/// Whether the math library defines a function of this name.
-pub fn has_function(name: &str) -> bool {
-    library().is_ok_and(|lib| lib.entries.contains_key(name))
-}
-
-/// Every function name the library defines, in source order.
-pub fn function_names() -> Result<Vec<&'static str>> {
-    Ok(library()?.names.clone())
-}
-
-/// WGSL source text of the requested functions and everything they call, each once,
-/// dependencies before their callers. An unknown name is an internal error: the code generator
-/// should only ask for functions it knows exist.
-pub fn math_library<'a>(used: impl IntoIterator<Item = &'a str>) -> Result<String> {
-    let lib = library()?;
-    let mut out = String::new();
-    // 0 = unvisited, 1 = on the stack, 2 = emitted.
-    let mut state: HashMap<&str, u8> = HashMap::new();
-    for name in used {
-        let Some((&key, _)) = lib.entries.get_key_value(name) else {
-            return Err(Error::internal(format!(
-                "math library has no function `{name}`"
-            )));
-        };
-        emit(lib, key, &mut state, &mut out)?;
-    }
-    Ok(out)
-}
-
-fn emit(
-    lib: &'static Library,
-    name: &'static str,
-    state: &mut HashMap<&'static str, u8>,
-    out: &mut String,
-) -> Result<()> {
-    match state.get(name) {
-        Some(2) => return Ok(()),
-        Some(_) => {
-            return Err(Error::internal(format!(
-                "math library: dependency cycle through `{name}`"
-            )))
-        }
-        None => {}
-    }
-    state.insert(name, 1);
-    let entry = &lib.entries[name];
-    for dep in &entry.requires {
-        emit(lib, dep, state, out)?;
-    }
-    out.push_str(entry.text);
-    if !entry.text.ends_with('\n') {
-        out.push('\n');
-    }
-    state.insert(name, 2);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn validate(src: &str) -> std::result::Result<(), String> {
-        let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
-        let caps = naga::valid::Capabilities::FLOAT64 | naga::valid::Capabilities::SHADER_INT64;
-        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
-            .validate(&module)
-            .map_err(|e| e.emit_to_string(src))?;
-        Ok(())
-    }
-
-    #[test]
-    fn library_parses() {
-        let names = function_names().unwrap();
-        assert!(names.len() > 10);
-        assert!(has_function("wh_exp_f32"));
-        assert!(!has_function("wh_nonexistent_f32"));
-    }
+    use super::super::library::has_function;
 
     /// The functions the code generator relies on exist in both precisions.
     #[test]
@@ -241,45 +93,5 @@ mod tests {
             }
         }
         assert!(has_function("wh_round_even_f64") && has_function("wh_trunc_f64"));
-    }
-
-    #[test]
-    fn unknown_name_is_an_error() {
-        let err = math_library(["wh_nonexistent_f32"]).unwrap_err();
-        assert_eq!(err.kind, crate::ErrorKind::Internal);
-    }
-
-    #[test]
-    fn dependencies_come_first_and_once() {
-        let lib = library().unwrap();
-        let (&name, _) = lib
-            .entries
-            .iter()
-            .find(|(_, e)| !e.requires.is_empty())
-            .unwrap();
-        let dep = lib.entries[name].requires[0];
-        let src = math_library([name, dep, name]).unwrap();
-        let marker = |n: &str| format!("// @fn {n}\n");
-        let d = src.find(&marker(dep)).unwrap();
-        let f = src.find(&marker(name)).unwrap();
-        assert!(d < f);
-        assert_eq!(src.matches(&marker(name)).count(), 1);
-    }
-
-    #[test]
-    fn parse_rejects_unknown_dependency() {
-        let src = "// @fn a\n// @requires b\nfn a() {}\n";
-        assert!(parse(&[("t.wgsl", src)]).is_err());
-    }
-
-    /// Every function, pulled in alone with its dependencies, is a valid WGSL module.
-    #[test]
-    fn every_function_validates_alone() {
-        for name in function_names().unwrap() {
-            let src = math_library([name]).unwrap();
-            if let Err(e) = validate(&src) {
-                panic!("{name}: {e}");
-            }
-        }
     }
 }
