@@ -13,6 +13,7 @@ pub struct Gpu {
     /// Adapter name and backend, for reports.
     pub name: String,
     lock: Mutex<()>,
+    flushes: OnceLock<(bool, bool)>,
 }
 
 static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
@@ -50,6 +51,32 @@ impl Gpu {
             f64: features.contains(wgpu::Features::SHADER_F64),
             name: format!("{} ({:?}, {})", info.name, info.backend, info.driver_info),
             lock: Mutex::new(()),
+            flushes: OnceLock::new(),
+        })
+    }
+
+    /// Whether the adapter's compute shaders flush f32 (first) and f64 (second) subnormals to
+    /// zero, as inputs or results (NVIDIA's Vulkan driver flushes f32 ones; lavapipe keeps both):
+    /// FLT_MIN / 2 and a subnormal times 2, each computed from loaded values.
+    pub fn flushes_subnormals(&self) -> (bool, bool) {
+        *self.flushes.get_or_init(|| {
+            let a = [f32::MIN_POSITIVE.to_bits(), (f32::MIN_POSITIVE / 2.0).to_bits()];
+            let b = [0.5f32.to_bits(), 2.0f32.to_bits()];
+            let body = "  out[i] = bitcast<u32>(bitcast<f32>(in0[i]) * bitcast<f32>(in1[i]));";
+            let got = self.run("", body, &[&a, &b], 2, 2);
+            let f32_flushes = got != [a[1], a[0]];
+            let f64_flushes = self.f64 && {
+                let words = |v: [f64; 2]| -> Vec<u32> {
+                    v.iter()
+                        .flat_map(|x| [x.to_bits() as u32, (x.to_bits() >> 32) as u32])
+                        .collect()
+                };
+                let (m, h) = (f64::MIN_POSITIVE, f64::MIN_POSITIVE / 2.0);
+                let (a, b) = (words([m, h]), words([0.5, 2.0]));
+                let body = "  let x = bitcast<f64>(u64(in0[2u * i]) | (u64(in0[2u * i + 1u]) << 32u)) * bitcast<f64>(u64(in1[2u * i]) | (u64(in1[2u * i + 1u]) << 32u));\n  let w = bitcast<u64>(x);\n  out[2u * i] = u32(w & 0xfffffffflu);\n  out[2u * i + 1u] = u32(w >> 32u);";
+                self.run("", body, &[&a, &b], 2, 4) != words([h, m])
+            };
+            (f32_flushes, f64_flushes)
         })
     }
 
