@@ -594,7 +594,7 @@ fn wh_acos_f32(x: f32) -> f32 {
 }
 
 // @fn wh_sinh_f32
-// @requires wh_expm1_f32 wh_exp_f32 wh_copysign_f32 wh_is_nan_f32 wh_inf_f32
+// @requires wh_expm1_f32 wh_exp_f32 wh_copysign_f32 wh_is_nan_f32 wh_inf_f32 wh_opaque_f32
 fn wh_sinh_f32(x: f32) -> f32 {
     let a = abs(x);
     if (wh_is_nan_f32(x)) {
@@ -619,14 +619,17 @@ fn wh_sinh_f32(x: f32) -> f32 {
     } else if (a < 88.0) {
         r = 0.5 * wh_exp_f32(a);
     } else {
+        // e^a / 2 past FLT_MAX's logarithm as (e^(a/2) / 2) e^(a/2); the half goes through
+        // wh_opaque_f32 so that no compiler reorders it to (e^(a/2))^2 / 2, which overflows (the
+        // NVIDIA H200's Vulkan driver gave inf for sinh(89.009) before it was opaque).
         let t = wh_exp_f32(0.5 * a);
-        r = (0.5 * t) * t;
+        r = wh_opaque_f32(0.5 * t) * t;
     }
     return wh_copysign_f32(r, x);
 }
 
 // @fn wh_cosh_f32
-// @requires wh_expm1_f32 wh_exp_f32 wh_is_nan_f32 wh_inf_f32
+// @requires wh_expm1_f32 wh_exp_f32 wh_is_nan_f32 wh_inf_f32 wh_opaque_f32
 fn wh_cosh_f32(x: f32) -> f32 {
     let a = abs(x);
     if (wh_is_nan_f32(x)) {
@@ -649,8 +652,9 @@ fn wh_cosh_f32(x: f32) -> f32 {
     if (a < 88.0) {
         return 0.5 * wh_exp_f32(a);
     }
+    // As in wh_sinh_f32: the half is opaque, so that the product cannot overflow first.
     let t = wh_exp_f32(0.5 * a);
-    return (0.5 * t) * t;
+    return wh_opaque_f32(0.5 * t) * t;
 }
 
 // @fn wh_tanh_f32

@@ -571,7 +571,7 @@ fn wh_acos_f64(x: f64) -> f64 {
 }
 
 // @fn wh_sinh_f64
-// @requires wh_expm1_f64 wh_exp_f64 wh_copysign_f64 wh_is_nan_f64 wh_inf_f64
+// @requires wh_expm1_f64 wh_exp_f64 wh_copysign_f64 wh_is_nan_f64 wh_inf_f64 wh_opaque_f64
 fn wh_sinh_f64(x: f64) -> f64 {
     let a = abs(x);
     if (wh_is_nan_f64(x)) {
@@ -595,13 +595,14 @@ fn wh_sinh_f64(x: f64) -> f64 {
         r = 0.5 * wh_exp_f64(a);
     } else {
         let t = wh_exp_f64(0.5 * a);
-        r = (0.5 * t) * t;
+        // The half is opaque, as in wh_sinh_f32: (e^(a/2))^2 / 2 would overflow first.
+        r = wh_opaque_f64(0.5 * t) * t;
     }
     return wh_copysign_f64(r, x);
 }
 
 // @fn wh_cosh_f64
-// @requires wh_expm1_f64 wh_exp_f64 wh_is_nan_f64 wh_inf_f64
+// @requires wh_expm1_f64 wh_exp_f64 wh_is_nan_f64 wh_inf_f64 wh_opaque_f64
 fn wh_cosh_f64(x: f64) -> f64 {
     let a = abs(x);
     if (wh_is_nan_f64(x)) {
@@ -625,7 +626,7 @@ fn wh_cosh_f64(x: f64) -> f64 {
         return 0.5 * wh_exp_f64(a);
     }
     let t = wh_exp_f64(0.5 * a);
-    return (0.5 * t) * t;
+    return wh_opaque_f64(0.5 * t) * t;
 }
 
 // @fn wh_tanh_f64
