@@ -437,6 +437,80 @@ fn sweep_f64() {
     reference::print_and_check("f64", &report);
 }
 
+/// The adapter's built-in f32 and f64 division (WGSL `/`) against the host's, over the
+/// sweep's operands: printed, not checked (Vulkan lets it be 2.5 ULP off, and leaves it
+/// undefined for divisors past 2^126); `wh_div_*` are what the sweeps check.
+#[test]
+fn builtin_division() {
+    let Some(g) = gpu::gpu() else {
+        eprintln!("no wgpu adapter: skipping");
+        return;
+    };
+    let (flush32, flush64) = g.flushes_subnormals();
+    let case = reference::cases_f32()
+        .into_iter()
+        .find(|c| c.name == "div")
+        .expect("the div case");
+    let args = reference::inputs_f32(&case);
+    let cols: Vec<Vec<u32>> = args
+        .iter()
+        .map(|c| c.iter().map(|v| v.to_bits()).collect())
+        .collect();
+    let n = args[0].len();
+    let body = "  out[i] = bitcast<u32>(bitcast<f32>(in0[i]) / bitcast<f32>(in1[i]));";
+    let got: Vec<f32> = g
+        .run("", body, &[&cols[0], &cols[1]], n, n)
+        .into_iter()
+        .map(f32::from_bits)
+        .collect();
+    // Quotients only where Vulkan bounds the built-in's error: divisors within 2^+-126.
+    let in_range = |args: &[Vec<f32>], got: &[f32]| -> (Vec<Vec<f32>>, Vec<f32>) {
+        let keep: Vec<usize> = (0..got.len())
+            .filter(|&k| {
+                (args[1][k].abs() >= f32::MIN_POSITIVE) && args[1][k].abs() <= 2f32.powi(126)
+            })
+            .collect();
+        (
+            args.iter()
+                .map(|c| keep.iter().map(|&k| c[k]).collect())
+                .collect(),
+            keep.iter().map(|&k| got[k]).collect(),
+        )
+    };
+    let all = reference::worst_f32(&case, &args, &got, flush32);
+    let (a2, g2) = in_range(&args, &got);
+    let bounded = reference::worst_f32(&case, &a2, &g2, flush32);
+    println!(
+        "built-in f32 division on {}: {:.3} ULP over divisors within 2^+-126 (worst at {:?}), {:.3e} over all (worst at {:?}: got {:e}, want {:e})",
+        g.name, bounded.ulp, bounded.args, all.ulp, all.args, all.got, all.want
+    );
+    if g.f64 {
+        let case = reference::cases_f64()
+            .into_iter()
+            .find(|c| c.name == "div")
+            .expect("the div case");
+        let args = reference::inputs_f64(&case);
+        let words = |c: &Vec<f64>| -> Vec<u32> {
+            c.iter()
+                .flat_map(|v| [v.to_bits() as u32, (v.to_bits() >> 32) as u32])
+                .collect()
+        };
+        let (w0, w1) = (words(&args[0]), words(&args[1]));
+        let n = args[0].len();
+        let body = "  let q = bitcast<f64>(u64(in0[2u * i]) | (u64(in0[2u * i + 1u]) << 32u)) / bitcast<f64>(u64(in1[2u * i]) | (u64(in1[2u * i + 1u]) << 32u));\n  let w = bitcast<u64>(q);\n  out[2u * i] = u32(w & 0xfffffffflu);\n  out[2u * i + 1u] = u32(w >> 32u);";
+        let out = g.run("", body, &[&w0, &w1], n, 2 * n);
+        let got: Vec<f64> = out
+            .chunks_exact(2)
+            .map(|w| f64::from_bits(u64::from(w[0]) | (u64::from(w[1]) << 32)))
+            .collect();
+        let w = reference::worst_f64(&case, &args, &got, flush64);
+        println!(
+            "built-in f64 division: {:.3e} ULP over {} operand pairs (worst at {:?}: got {:e}, want {:e})",
+            w.ulp, w.count, w.args, w.got, w.want
+        );
+    }
+}
+
 /// Evaluates `WGPU_HLO_MATH_EVAL="name x [y]"` (f64 and f32) and prints the results: a
 /// debugging aid, ignored by default.
 #[test]
@@ -460,7 +534,7 @@ fn eval() {
 }
 
 /// Every pair of special values through the two-argument functions, against the C semantics
-/// of Rust's std / libm (exact match, NaN for NaN, zero signs included; atan2 and pow within
+/// of Rust's std / libm (exact match, NaN for NaN, zero signs included; atan2, pow and div within
 /// 2 ULP for finite non-zero results).
 #[test]
 fn special_pairs() {
@@ -498,7 +572,7 @@ fn special_pairs() {
         }
     }
     type F = fn(f64, f64) -> f64;
-    let cases: [(&str, F, F); 4] = [
+    let cases: [(&str, F, F); 5] = [
         (
             "pow",
             |x, y| (x as f32).powf(y as f32) as f64,
@@ -510,6 +584,9 @@ fn special_pairs() {
             |x, y| x.atan2(y),
         ),
         ("rem", |x, y| (x as f32 % y as f32) as f64, |x, y| x % y),
+        // 3e38 / 3e38 was 0 on NVIDIA: its quotient is the reciprocal (flushed past 2^126)
+        // times the dividend.
+        ("div", |x, y| (x as f32 / y as f32) as f64, |x, y| x / y),
         (
             "next_after",
             |x, y| libm::nextafterf(x as f32, y as f32) as f64,
@@ -535,7 +612,7 @@ fn special_pairs() {
             {
                 continue;
             }
-            let close = name == "atan2" || name == "pow";
+            let close = name == "atan2" || name == "pow" || name == "div";
             let same = (r.is_nan() && want.is_nan())
                 || r.to_bits() == want.to_bits()
                 || (close && r != 0.0 && (r - want).abs() <= 2.0 * f32::EPSILON * want.abs());
@@ -558,7 +635,7 @@ fn special_pairs() {
                 {
                     continue;
                 }
-                let close = name == "atan2" || name == "pow";
+                let close = name == "atan2" || name == "pow" || name == "div";
                 let same = (r.is_nan() && want.is_nan())
                     || r.to_bits() == want.to_bits()
                     || (close && r != 0.0 && (r - want).abs() <= 2.0 * f64::EPSILON * want.abs());

@@ -502,7 +502,7 @@ fn wh_atan_f32(x: f32) -> f32 {
 }
 
 // @fn wh_atan2_f32
-// @requires wh_atan_pos_f32 wh_copysign_f32 wh_is_nan_f32 wh_is_inf_f32 wh_opaque_f32
+// @requires wh_atan_pos_f32 wh_copysign_f32 wh_is_nan_f32 wh_is_inf_f32 wh_opaque_f32 wh_div_f32
 fn wh_atan2_f32(y: f32, x: f32) -> f32 {
     if (wh_is_nan_f32(x) || wh_is_nan_f32(y)) {
         return x + y;
@@ -522,7 +522,8 @@ fn wh_atan2_f32(y: f32, x: f32) -> f32 {
     } else if (wh_is_inf_f32(y)) {
         a = 1.5707963705062866;
     } else {
-        let t = wh_atan_pos_f32(abs(y) / abs(x));
+        // wh_div_f32: NVIDIA's built-in quotient was 0 for divisors past 2^126.
+        let t = wh_atan_pos_f32(wh_div_f32(abs(y), abs(x)));
         if (xneg) {
             a = 3.1415927410125732 - wh_opaque_f32(t + 8.742277657347586e-8);
         } else {

@@ -277,6 +277,9 @@ pub fn cases_f32() -> Vec<Case> {
             2.0,
         ),
         case2("pow", |a| a[0].powf(a[1]), -100.0, 100.0, 1.5),
+        // wh_div_f32, every HLO f32 division: operands over the whole range (NVIDIA's
+        // built-in gave 0 for divisors past 2^126)
+        case2("div", |a| a[0] / a[1], f64::MIN, f64::MAX, 0.5),
         // f32 erf_inv mirrors XLA's (Giles) approximation, inaccurate as |x| -> 1
         case("erf_inv", |a| erf_inv(a[0]), -1.0, 1.0, 100.0),
         // lgamma and digamma lose relative accuracy right next to their zeros on the negative
@@ -304,6 +307,8 @@ pub fn cases_f64() -> Vec<Case> {
         c.bound = match c.name {
             "erfc" => 4.0,
             "erf_inv" => 3.0,
+            // exact on the host: wh_div_f64 corrects the built-in's quotient
+            "div" => 0.5,
             // the host's power series for I1 loses ~10 ULP itself between 8 and 25
             "bessel_i1e" => 10.0,
             "digamma" => 1024.0,
