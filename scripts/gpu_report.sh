@@ -24,6 +24,13 @@
 #   python examples/bench_jax.py --iree-export .iree
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux_2_28_x86_64 -d .whl iree-base-runtime==3.13.0
+# for the Rust integration tests on the GPU as well (needs the conformance files above for
+# math_accuracy; the binaries are ~9 MB each stripped, so carry a few):
+#   mkdir -p /tmp/tb && cargo test --release --test jacobi --test math_accuracy --no-run --message-format=json \
+#       | python3 -c 'import sys, json; [print(m["target"]["name"], m["executable"]) for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["kind"] == ["test"]]' \
+#       | while read n p; do strip -o /tmp/tb/$n $p; done && tar cf - -C /tmp/tb . | xz > .gpu/tests.tar.xz
+# .gpu/libpjrt_wgpu.so.xz and .gpu/wgpu-hlo.xz (xz of the stripped files) are unpacked first,
+# which keeps the library, the CLI, the tests and IREE's runtime within the 64 MiB.
 # then run with carry [".gl", ".gpu"] (plus ".iree", ".whl"):
 #   bash scripts/gpu_report.sh [--peak-tflops 67]
 # (an H100 or H200 has 67 TFLOP/s of fp32). BENCH=0 leaves out the whole bench, CHECKS=0 the
@@ -44,6 +51,9 @@ fi
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$ICD" ]; then
     export VK_DRIVER_FILES="$ICD"
 fi
+for f in .gpu/libpjrt_wgpu.so .gpu/wgpu-hlo; do
+    if [ -f "$f.xz" ] && [ ! -f "$f" ]; then xz -d -k "$f.xz" && chmod +x "$f"; fi
+done
 LIB="${WGPU_PJRT_LIBRARY_PATH:-$ROOT/.gpu/libpjrt_wgpu.so}"
 [ -f "$LIB" ] || LIB="$ROOT/target/release/libpjrt_wgpu.so"
 export WGPU_PJRT_LIBRARY_PATH="$LIB" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
@@ -74,9 +84,19 @@ if [ -x .gpu/wgpu-hlo ]; then
         done
     done 2>&1 | tee "$OUT_DIR/per_kernel.txt"
 fi
-if [ "${CHECKS:-1}" != 0 ] && [ -x .gpu/wgpu-hlo ] && [ -f .gpu/conformance.tar.xz ]; then
+[ -f .gpu/conformance.tar.xz ] && tar xJf .gpu/conformance.tar.xz -C .gpu
+if [ "${CHECKS:-1}" != 0 ] && [ -f .gpu/tests.tar.xz ]; then
+    echo "== Rust integration tests"
+    mkdir -p /tmp/wgpu-hlo-tests && tar xJf .gpu/tests.tar.xz -C /tmp/wgpu-hlo-tests
+    export WGPU_HLO_CONFORMANCE="$ROOT/.gpu/shared/conformance"
+    for t in /tmp/wgpu-hlo-tests/*; do
+        echo "-- $(basename "$t")"
+        timeout 300 "$t" --nocapture --test-threads 4 2>&1
+    done > "$OUT_DIR/rust_tests.txt"
+    grep -E "^-- |^test result|panicked|over the bound" "$OUT_DIR/rust_tests.txt" | cut -c1-240
+fi
+if [ "${CHECKS:-1}" != 0 ] && [ -x .gpu/wgpu-hlo ] && [ -d .gpu/shared/conformance ]; then
     echo "== conformance on $(.gpu/wgpu-hlo devices | head -1)"
-    tar xJf .gpu/conformance.tar.xz -C .gpu
     .gpu/wgpu-hlo conformance .gpu/shared/conformance/testdata .gpu/shared/conformance/interpret \
         --jobs 6 --timeout 60 --verbose > "$OUT_DIR/conformance.txt" 2>&1
     grep -E "FAIL|^conformance:" "$OUT_DIR/conformance.txt" | cut -c1-240
