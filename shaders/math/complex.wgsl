@@ -222,7 +222,7 @@ fn wh_ccos_f32(z: vec2<f32>) -> vec2<f32> {
 }
 
 // @fn wh_ctanh_f32
-// @requires wh_sinh_f32 wh_tan_f32 wh_sin_f32 wh_cos_f32 wh_exp_f32 wh_copysign_f32 wh_is_nan_f32
+// @requires wh_sinh_f32 wh_tan_f32 wh_sin_f32 wh_cos_f32 wh_exp_f32 wh_copysign_f32 wh_is_nan_f32 wh_is_inf_f32 wh_nan_f32
 // tanh z (Kahan): with t = tan y, s = sinh x, b = 1 + t^2:
 // ((b sqrt(1 + s^2) s, t) / (1 + b s^2)); for large |x|, (+-1, 4 sin y cos y e^(-2|x|)).
 fn wh_ctanh_f32(z: vec2<f32>) -> vec2<f32> {
@@ -233,6 +233,14 @@ fn wh_ctanh_f32(z: vec2<f32>) -> vec2<f32> {
         return z + z;
     }
     if (abs(z.x) > 9.1) {
+        if (wh_is_inf_f32(z.y)) {
+            // C99: tanh(+-inf + i inf) = +-1 + i0, tanh(x + i inf) = NaN + i NaN for finite x
+            // (tan(-inf + 1.7e23 i) gave NaN + 1i).
+            if (wh_is_inf_f32(z.x)) {
+                return vec2<f32>(wh_copysign_f32(1.0, z.x), wh_copysign_f32(0.0, z.y));
+            }
+            return vec2<f32>(wh_nan_f32(z.y), wh_nan_f32(z.y));
+        }
         let e = wh_exp_f32(-2.0 * abs(z.x));
         return vec2<f32>(wh_copysign_f32(1.0, z.x), 4.0 * wh_sin_f32(z.y) * wh_cos_f32(z.y) * e);
     }
@@ -623,7 +631,7 @@ fn wh_ccos_f64(z: vec2<f64>) -> vec2<f64> {
 }
 
 // @fn wh_ctanh_f64
-// @requires wh_sinh_f64 wh_tan_f64 wh_sin_f64 wh_cos_f64 wh_exp_f64 wh_copysign_f64 wh_is_nan_f64
+// @requires wh_sinh_f64 wh_tan_f64 wh_sin_f64 wh_cos_f64 wh_exp_f64 wh_copysign_f64 wh_is_nan_f64 wh_is_inf_f64 wh_nan_f64
 // tanh z (Kahan): with t = tan y, s = sinh x, b = 1 + t^2:
 // ((b sqrt(1 + s^2) s, t) / (1 + b s^2)); for large |x|, (+-1, 4 sin y cos y e^(-2|x|)).
 fn wh_ctanh_f64(z: vec2<f64>) -> vec2<f64> {
@@ -634,6 +642,14 @@ fn wh_ctanh_f64(z: vec2<f64>) -> vec2<f64> {
         return z + z;
     }
     if (abs(z.x) > 19.1) {
+        if (wh_is_inf_f64(z.y)) {
+            // C99: tanh(+-inf + i inf) = +-1 + i0, tanh(x + i inf) = NaN + i NaN for finite x
+            // (tan(-inf + 1.7e23 i) gave NaN + 1i).
+            if (wh_is_inf_f64(z.x)) {
+                return vec2<f64>(wh_copysign_f64(1.0, z.x), wh_copysign_f64(0.0, z.y));
+            }
+            return vec2<f64>(wh_nan_f64(z.y), wh_nan_f64(z.y));
+        }
         let e = wh_exp_f64(-2.0 * abs(z.x));
         return vec2<f64>(wh_copysign_f64(1.0, z.x), 4.0 * wh_sin_f64(z.y) * wh_cos_f64(z.y) * e);
     }
