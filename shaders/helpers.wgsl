@@ -359,6 +359,25 @@ fn wh_cmul_f32(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }
 
+// @fn wh_csquare_f32
+// @requires wh_opaque_f32
+// z^2 = (x^2 - y^2, 2 x y). Not as wh_cmul_f32(z, z): Mesa factored x*y + y*x into
+// y*(x + x), which overflows for x = FLT_MAX (square(3.4e38 + 1e-15i) gave inf for the
+// imaginary part, not 6.9e23) and rounds a subnormal x y differently; the product goes
+// through wh_opaque_f32 and is doubled after.
+fn wh_csquare_f32(z: vec2<f32>) -> vec2<f32> {
+    let p = wh_opaque_f32(z.x * z.y);
+    return vec2<f32>(z.x * z.x - z.y * z.y, p + p);
+}
+
+// @fn wh_csquare_f64
+// @requires wh_opaque_f64
+// As wh_csquare_f32.
+fn wh_csquare_f64(z: vec2<f64>) -> vec2<f64> {
+    let p = wh_opaque_f64(z.x * z.y);
+    return vec2<f64>(z.x * z.x - z.y * z.y, p + p);
+}
+
 // @fn wh_cmul_f64
 fn wh_cmul_f64(a: vec2<f64>, b: vec2<f64>) -> vec2<f64> {
     return vec2<f64>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);

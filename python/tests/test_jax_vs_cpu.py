@@ -308,6 +308,24 @@ def test_fft(gpu):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * max(1.0, float(np.abs(b).max())))
 
 
+def test_complex_square_and_tan_at_the_extremes(gpu):
+    # JAX's own lax_test testSuccessOnComplexPlane_{square,tan}: jaxlib expands square's
+    # imaginary part as 2 * (re * im), which Mesa rewrote to im * (re + re) (inf for
+    # re = FLT_MAX, 1e-45 where the product underflows to 0); tan(-inf + y i) gave NaN + 1i
+    # (C99: NaN + NaN i).
+    big, tiny = np.float32(3.4028234663852886e38), np.float32(1.1754943508222875e-38)
+    z = np.array([big + 1.0202490673854366e-15j, big + tiny * 1j, tiny + 4.517187335295603e-08j,
+                  2.3043281796057088e-23 + 2.3043281796057088e-23j, 1.5 - 2.5j], np.complex64)
+    g, c = on(gpu, jnp.square, z), on(CPU, jnp.square, z)
+    np.testing.assert_array_equal(g, c)
+    w = np.array([-np.inf + 1.7e23j, -np.inf + 88550680j, np.inf - 2.0j, 0.5 + 0.25j], np.complex64)
+    g, c = on(gpu, jnp.tan, w), on(CPU, jnp.tan, w)
+    assert np.array_equal(np.isnan(g.real), np.isnan(c.real)), (g, c)
+    assert np.array_equal(np.isnan(g.imag), np.isnan(c.imag)), (g, c)
+    ok = ~np.isnan(c)
+    np.testing.assert_allclose(g[ok], c[ok], rtol=2e-6)
+
+
 @pytest.mark.parametrize("name,fn", [
     ("cumsum", lambda x: jnp.cumsum(x, axis=0)),
     ("sort", lambda x: jnp.sort(x, axis=1)),

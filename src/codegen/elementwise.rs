@@ -179,7 +179,7 @@ pub fn unary(u: UnaryOp, t: ElementType, c: Compute, x: &str, needs: &mut Needs)
             _ => x.to_string(),
         },
         Square => match c {
-            Compute::C64 | Compute::C128 => format!("{}({x}, {x})", math(needs, "mul", c)),
+            Compute::C64 | Compute::C128 => format!("{}({x})", math(needs, "square", c)),
             _ => format!("({x} * {x})"),
         },
         Cbrt if c.is_complex() => {

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::dtype::{self, Compute};
 use super::elementwise::{self, Needs};
 use crate::error::{Error, Result};
-use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type, ValueId};
+use crate::ir::{BinaryOp, ElementType, Function, Op, Operation, TensorType, Type, ValueId};
 use crate::target::Capabilities;
 
 /// An index into a tensor: a row-major linear offset, or one `u32` expression per dimension.
@@ -580,6 +580,27 @@ impl<'a> ExprEmitter<'a> {
         Some(self.bind(c, &format!("{quad}.{lane}")))
     }
 
+    /// Whether `v` is a fused constant whose every element is 2 (or -2).
+    fn is_two(&self, v: ValueId) -> bool {
+        (self.fused)(v)
+            && self.defs.get(&v).is_some_and(|op| match &op.op {
+                Op::Constant(lit) => {
+                    !lit.is_empty() && lit.is_splat() && lit.get(0).as_f64().abs() == 2.0
+                }
+                Op::BroadcastInDim { .. } => op.operands.first().is_some_and(|&o| self.is_two(o)),
+                _ => false,
+            })
+    }
+
+    /// Whether `v` is a fused float product.
+    fn is_product(&self, v: ValueId) -> bool {
+        (self.fused)(v)
+            && self
+                .defs
+                .get(&v)
+                .is_some_and(|op| matches!(op.op, Op::Binary(BinaryOp::Multiply)))
+    }
+
     fn compute_value(&mut self, v: ValueId, idx: &Index) -> Result<String> {
         if !(self.fused)(v) {
             return self.load(v, idx);
@@ -637,8 +658,22 @@ impl<'a> ExprEmitter<'a> {
             Op::Binary(b) => {
                 let xt = operand_ty(self, 0)?;
                 let xc = self.compute(xt.dtype)?;
-                let x = at(self, 0, idx)?;
-                let y = at(self, 1, idx)?;
+                let mut x = at(self, 0, idx)?;
+                let mut y = at(self, 1, idx)?;
+                if *b == BinaryOp::Multiply && matches!(xc, Compute::F32 | Compute::F64) {
+                    // 2 * (a * b), jaxlib's imaginary part of a complex square: Mesa rewrites
+                    // c * 2 to c + c and then a*b + a*b to b * (a + a), which overflows for
+                    // a = FLT_MAX (square(3.4e38 + 1e-15i) gave inf, not 6.9e23). The product
+                    // goes through wh_opaque_*, which no rewrite looks through.
+                    let opaque = format!("wh_opaque_{}", xc.wgsl());
+                    if self.is_two(op.operands[0]) && self.is_product(op.operands[1]) {
+                        self.needs.insert(opaque.clone());
+                        y = format!("{opaque}({y})");
+                    } else if self.is_two(op.operands[1]) && self.is_product(op.operands[0]) {
+                        self.needs.insert(opaque.clone());
+                        x = format!("{opaque}({x})");
+                    }
+                }
                 let e =
                     elementwise::binary(*b, xt.dtype, xc, &x, &y, &mut self.needs).map_err(ctx)?;
                 for h in dtype::helpers_for(rt.dtype) {
