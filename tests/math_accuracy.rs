@@ -511,6 +511,108 @@ fn builtin_division() {
     }
 }
 
+/// The error-free transformations the library's extra-precision steps stand on, over random
+/// operands of moderate magnitude: wh_two_prod_f32 and wh_fast_two_sum_f32 exactly (p + e
+/// equals the product or sum, held exactly by an f64), wh_two_prod_f64 within 2^-104 of the
+/// product (the host's fused multiply-add gives the exact error). A compiler that regroups
+/// their operations breaks them silently; the division correction that measured worse on the
+/// NVIDIA H200 (see wh_div_f32) is the reason to check them on every adapter.
+#[test]
+fn error_free_transformations() {
+    let Some(g) = gpu::gpu() else {
+        eprintln!("no wgpu adapter: skipping");
+        return;
+    };
+    let mut rng = reference::Rng(0x51ed_2701_a3b9_c4d5);
+    let n = 20000;
+    let f32s = |rng: &mut reference::Rng| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                let m = (rng.next() as u32) & 0x807f_ffff;
+                let e = 127 - 40 + (rng.next() % 81) as u32;
+                f32::from_bits(m | (e << 23))
+            })
+            .collect()
+    };
+    let (a, b) = (f32s(&mut rng), f32s(&mut rng));
+    let words = |v: &[f32]| -> Vec<u32> { v.iter().map(|x| x.to_bits()).collect() };
+    let (wa, wb) = (words(&a), words(&b));
+    let mut bad = Vec::new();
+    for (name, exact) in [
+        (
+            "wh_two_prod_f32",
+            (|x: f64, y: f64| x * y) as fn(f64, f64) -> f64,
+        ),
+        ("wh_fast_two_sum_f32", |x, y| x + y),
+    ] {
+        let lib = math_library([name]).expect("library");
+        // fast_two_sum wants |a| >= |b|.
+        let body = format!(
+            "  var x = bitcast<f32>(in0[i]);\n  var y = bitcast<f32>(in1[i]);\n  if (abs(y) > abs(x)) {{ let t = x; x = y; y = t; }}\n  let r = {name}(x, y);\n  out[2u * i] = bitcast<u32>(r.x);\n  out[2u * i + 1u] = bitcast<u32>(r.y);"
+        );
+        let out = g.run(&lib, &body, &[&wa, &wb], n, 2 * n);
+        for k in 0..n {
+            let (x, y) = if b[k].abs() > a[k].abs() {
+                (b[k], a[k])
+            } else {
+                (a[k], b[k])
+            };
+            let (hi, lo) = (f32::from_bits(out[2 * k]), f32::from_bits(out[2 * k + 1]));
+            let want = exact(x as f64, y as f64);
+            if hi as f64 + lo as f64 != want || hi != want as f32 {
+                bad.push(format!(
+                    "{name}({x:e}, {y:e}) = ({hi:e}, {lo:e}), exact {want:e}"
+                ));
+            }
+        }
+    }
+    if g.f64 {
+        let f64s = |rng: &mut reference::Rng| -> Vec<f64> {
+            (0..n)
+                .map(|_| {
+                    let m = rng.next() & 0x800f_ffff_ffff_ffff;
+                    let e = 1023 - 300 + rng.next() % 601;
+                    f64::from_bits(m | (e << 52))
+                })
+                .collect()
+        };
+        let (a, b) = (f64s(&mut rng), f64s(&mut rng));
+        let words = |v: &[f64]| -> Vec<u32> {
+            v.iter()
+                .flat_map(|x| [x.to_bits() as u32, (x.to_bits() >> 32) as u32])
+                .collect()
+        };
+        let (wa, wb) = (words(&a), words(&b));
+        let mut lib = math_library(["wh_two_prod_f64"]).expect("library");
+        lib.push_str(
+            "fn ld64(lo: u32, hi: u32) -> f64 { return bitcast<f64>(u64(lo) | (u64(hi) << 32u)); }\n",
+        );
+        let body = "  let r = wh_two_prod_f64(ld64(in0[2u * i], in0[2u * i + 1u]), ld64(in1[2u * i], in1[2u * i + 1u]));\n  let p = bitcast<u64>(r.x);\n  let e = bitcast<u64>(r.y);\n  out[4u * i] = u32(p & 0xfffffffflu);\n  out[4u * i + 1u] = u32(p >> 32u);\n  out[4u * i + 2u] = u32(e & 0xfffffffflu);\n  out[4u * i + 3u] = u32(e >> 32u);";
+        let out = g.run(&lib, body, &[&wa, &wb], n, 4 * n);
+        let at = |k: usize| f64::from_bits(u64::from(out[k]) | (u64::from(out[k + 1]) << 32));
+        for k in 0..n {
+            let (p, e) = (at(4 * k), at(4 * k + 2));
+            let want = a[k] * b[k];
+            let exact_e = a[k].mul_add(b[k], -want);
+            if p != want || (e - exact_e).abs() > 2f64.powi(-104) * want.abs() {
+                bad.push(format!(
+                    "wh_two_prod_f64({:e}, {:e}) = ({p:e}, {e:e}), want ({want:e}, {exact_e:e})",
+                    a[k], b[k]
+                ));
+            }
+        }
+    }
+    for b in bad.iter().take(10) {
+        println!("{b}");
+    }
+    assert!(
+        bad.is_empty(),
+        "{} inexact results on {}",
+        bad.len(),
+        g.name
+    );
+}
+
 /// Evaluates `WGPU_HLO_MATH_EVAL="name x [y]"` (f64 and f32) and prints the results: a
 /// debugging aid, ignored by default.
 #[test]
