@@ -53,34 +53,10 @@ fn run_f32(g: &gpu::Gpu, base: &str, args: &[Vec<f32>]) -> Vec<f32> {
 /// Runs `wh_<base>_f64` over the argument columns.
 fn run_f64(g: &gpu::Gpu, base: &str, args: &[Vec<f64>]) -> Vec<f64> {
     let func = format!("wh_{base}_f64");
-    let mut lib = math_library([func.as_str()]).expect("library");
-    lib.push_str(
-        "fn ld64(lo: u32, hi: u32) -> f64 { return bitcast<f64>(u64(lo) | (u64(hi) << 32u)); }\n",
-    );
-    let n = args[0].len();
-    let call: Vec<String> = (0..args.len())
-        .map(|k| format!("ld64(in{k}[2u * i], in{k}[2u * i + 1u])"))
-        .collect();
-    let body = format!(
-        "  let w = bitcast<u64>({func}({}));\n  out[2u * i] = u32(w & 0xfffffffflu);\n  out[2u * i + 1u] = u32(w >> 32u);",
-        call.join(", ")
-    );
-    let cols: Vec<Vec<u32>> = args
-        .iter()
-        .map(|c| {
-            c.iter()
-                .flat_map(|v| {
-                    let b = v.to_bits();
-                    [b as u32, (b >> 32) as u32]
-                })
-                .collect()
-        })
-        .collect();
-    let refs: Vec<&[u32]> = cols.iter().map(|c| c.as_slice()).collect();
-    let out = g.run(&lib, &body, &refs, n, 2 * n);
-    out.chunks_exact(2)
-        .map(|w| f64::from_bits(w[0] as u64 | ((w[1] as u64) << 32)))
-        .collect()
+    let lib = math_library([func.as_str()]).expect("library");
+    let xs: Vec<String> = (0..args.len()).map(|k| format!("x{k}")).collect();
+    let cols: Vec<&[f64]> = args.iter().map(|c| c.as_slice()).collect();
+    g.run_f64(&lib, &format!("{func}({})", xs.join(", ")), &cols)
 }
 
 /// Runs the complex function `wh_c<base>_<f32|f64>` over columns of interleaved (re, im) bit
@@ -490,19 +466,7 @@ fn builtin_division() {
             .find(|c| c.name == "div")
             .expect("the div case");
         let args = reference::inputs_f64(&case);
-        let words = |c: &Vec<f64>| -> Vec<u32> {
-            c.iter()
-                .flat_map(|v| [v.to_bits() as u32, (v.to_bits() >> 32) as u32])
-                .collect()
-        };
-        let (w0, w1) = (words(&args[0]), words(&args[1]));
-        let n = args[0].len();
-        let body = "  let q = bitcast<f64>(u64(in0[2u * i]) | (u64(in0[2u * i + 1u]) << 32u)) / bitcast<f64>(u64(in1[2u * i]) | (u64(in1[2u * i + 1u]) << 32u));\n  let w = bitcast<u64>(q);\n  out[2u * i] = u32(w & 0xfffffffflu);\n  out[2u * i + 1u] = u32(w >> 32u);";
-        let out = g.run("", body, &[&w0, &w1], n, 2 * n);
-        let got: Vec<f64> = out
-            .chunks_exact(2)
-            .map(|w| f64::from_bits(u64::from(w[0]) | (u64::from(w[1]) << 32)))
-            .collect();
+        let got = g.run_f64("", "x0 / x1", &[&args[0], &args[1]]);
         let w = reference::worst_f64(&case, &args, &got, flush64);
         println!(
             "built-in f64 division: {:.3e} ULP over {} operand pairs (worst at {:?}: got {:e}, want {:e})",
@@ -577,21 +541,11 @@ fn error_free_transformations() {
                 .collect()
         };
         let (a, b) = (f64s(&mut rng), f64s(&mut rng));
-        let words = |v: &[f64]| -> Vec<u32> {
-            v.iter()
-                .flat_map(|x| [x.to_bits() as u32, (x.to_bits() >> 32) as u32])
-                .collect()
-        };
-        let (wa, wb) = (words(&a), words(&b));
-        let mut lib = math_library(["wh_two_prod_f64"]).expect("library");
-        lib.push_str(
-            "fn ld64(lo: u32, hi: u32) -> f64 { return bitcast<f64>(u64(lo) | (u64(hi) << 32u)); }\n",
-        );
-        let body = "  let r = wh_two_prod_f64(ld64(in0[2u * i], in0[2u * i + 1u]), ld64(in1[2u * i], in1[2u * i + 1u]));\n  let p = bitcast<u64>(r.x);\n  let e = bitcast<u64>(r.y);\n  out[4u * i] = u32(p & 0xfffffffflu);\n  out[4u * i + 1u] = u32(p >> 32u);\n  out[4u * i + 2u] = u32(e & 0xfffffffflu);\n  out[4u * i + 3u] = u32(e >> 32u);";
-        let out = g.run(&lib, body, &[&wa, &wb], n, 4 * n);
-        let at = |k: usize| f64::from_bits(u64::from(out[k]) | (u64::from(out[k + 1]) << 32));
+        let lib = math_library(["wh_two_prod_f64"]).expect("library");
+        let hi = g.run_f64(&lib, "wh_two_prod_f64(x0, x1).x", &[&a, &b]);
+        let lo = g.run_f64(&lib, "wh_two_prod_f64(x0, x1).y", &[&a, &b]);
         for k in 0..n {
-            let (p, e) = (at(4 * k), at(4 * k + 2));
+            let (p, e) = (hi[k], lo[k]);
             let want = a[k] * b[k];
             let exact_e = a[k].mul_add(b[k], -want);
             if p != want || (e - exact_e).abs() > 2f64.powi(-104) * want.abs() {

@@ -60,24 +60,55 @@ impl Gpu {
     /// FLT_MIN / 2 and a subnormal times 2, each computed from loaded values.
     pub fn flushes_subnormals(&self) -> (bool, bool) {
         *self.flushes.get_or_init(|| {
-            let a = [f32::MIN_POSITIVE.to_bits(), (f32::MIN_POSITIVE / 2.0).to_bits()];
+            let a = [
+                f32::MIN_POSITIVE.to_bits(),
+                (f32::MIN_POSITIVE / 2.0).to_bits(),
+            ];
             let b = [0.5f32.to_bits(), 2.0f32.to_bits()];
             let body = "  out[i] = bitcast<u32>(bitcast<f32>(in0[i]) * bitcast<f32>(in1[i]));";
             let got = self.run("", body, &[&a, &b], 2, 2);
             let f32_flushes = got != [a[1], a[0]];
             let f64_flushes = self.f64 && {
-                let words = |v: [f64; 2]| -> Vec<u32> {
-                    v.iter()
-                        .flat_map(|x| [x.to_bits() as u32, (x.to_bits() >> 32) as u32])
-                        .collect()
-                };
                 let (m, h) = (f64::MIN_POSITIVE, f64::MIN_POSITIVE / 2.0);
-                let (a, b) = (words([m, h]), words([0.5, 2.0]));
-                let body = "  let x = bitcast<f64>(u64(in0[2u * i]) | (u64(in0[2u * i + 1u]) << 32u)) * bitcast<f64>(u64(in1[2u * i]) | (u64(in1[2u * i + 1u]) << 32u));\n  let w = bitcast<u64>(x);\n  out[2u * i] = u32(w & 0xfffffffflu);\n  out[2u * i + 1u] = u32(w >> 32u);";
-                self.run("", body, &[&a, &b], 2, 4) != words([h, m])
+                let got = self.run_f64("", "x0 * x1", &[&[m, h], &[0.5, 2.0]]);
+                got.iter()
+                    .map(|x| x.to_bits())
+                    .ne([h, m].iter().map(|x| x.to_bits()))
             };
             (f32_flushes, f64_flushes)
         })
+    }
+
+    /// Evaluates the f64 WGSL expression `expr` of `x0..xK` (the elements of `args`) once per
+    /// element, after `library`; f64s travel as pairs of u32 words, low first.
+    pub fn run_f64(&self, library: &str, expr: &str, args: &[&[f64]]) -> Vec<f64> {
+        let n = args.first().map_or(0, |a| a.len());
+        let mut lib = library.to_string();
+        lib.push_str(
+            "fn ld64(lo: u32, hi: u32) -> f64 { return bitcast<f64>(u64(lo) | (u64(hi) << 32u)); }\n",
+        );
+        let mut body = String::new();
+        for k in 0..args.len() {
+            body.push_str(&format!(
+                "  let x{k} = ld64(in{k}[2u * i], in{k}[2u * i + 1u]);\n"
+            ));
+        }
+        body.push_str(&format!(
+            "  let w = bitcast<u64>({expr});\n  out[2u * i] = u32(w & 0xfffffffflu);\n  out[2u * i + 1u] = u32(w >> 32u);"
+        ));
+        let cols: Vec<Vec<u32>> = args
+            .iter()
+            .map(|c| {
+                c.iter()
+                    .flat_map(|v| [v.to_bits() as u32, (v.to_bits() >> 32) as u32])
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<&[u32]> = cols.iter().map(|c| c.as_slice()).collect();
+        self.run(&lib, &body, &refs, n, 2 * n)
+            .chunks_exact(2)
+            .map(|w| f64::from_bits(u64::from(w[0]) | (u64::from(w[1]) << 32)))
+            .collect()
     }
 
     /// Runs `body` (WGSL statements using `i`, the element index, reading `in0..inK` and writing
