@@ -3,8 +3,9 @@
 //! small tensors take the same paths as lavapipe's 256 MiB ones. Elementwise kernels (fused
 //! chains, broadcast operands, packed narrow types, views) and full, row and column
 //! reductions are launched a window at a time and match a host reference; kernels that read a
-//! large tensor at other elements than their own (transposes, reductions of middle
-//! dimensions, dots) are refused with RESOURCE_EXHAUSTED naming the tensor and the limit.
+//! large tensor at other elements than their own (gathers, transposes, slices, reductions of
+//! middle dimensions, dots) bind it in parts and match too; what cannot be bound either way is
+//! refused with RESOURCE_EXHAUSTED naming the tensor and the limit.
 
 mod common;
 
@@ -244,19 +245,239 @@ fn refused(src: &str) -> String {
     e.message
 }
 
+/// Asserts some kernel binds an input in parts.
+fn assert_bound_in_parts(listing: &str) {
+    assert!(
+        listing.contains(" parts)"),
+        "no input was bound in parts:\n{listing}"
+    );
+}
+
+/// The `r x c` row-major matrix `x` at (i, j).
+fn at(x: &[f32], c: usize, i: usize, j: usize) -> f32 {
+    x[i * c + j]
+}
+
 #[test]
-fn kernels_that_cannot_be_split_are_refused() {
-    // A transpose, a reduction of a middle dimension and a dot of a 40,000-byte tensor.
+fn transposes_and_slices_read_large_tensors_in_parts() {
+    // 40 x 50 f32 (8,000 bytes): the transpose's result goes in windows and its operand is
+    // bound in two parts; x + x^T reads x both at its own elements and across, so x is bound
+    // whole (in parts) there too; a reversed slice reads anywhere.
+    let (r, c) = (40usize, 50usize);
+    let t = format!("tensor<{r}x{c}xf32>");
+    let tt = format!("tensor<{c}x{r}xf32>");
+    let src = format!(
+        r#"func.func @main(%x: {t}, %y: tensor<{c}x{c}xf32>) -> ({tt}, tensor<{c}x{c}xf32>, tensor<8x40xf32>) {{
+  %t = stablehlo.transpose %x, dims = [1, 0] : ({t}) -> {tt}
+  %yt = stablehlo.transpose %y, dims = [1, 0] : (tensor<{c}x{c}xf32>) -> tensor<{c}x{c}xf32>
+  %s = stablehlo.add %y, %yt : tensor<{c}x{c}xf32>
+  %v = stablehlo.slice %x [3:11, 5:45] : ({t}) -> tensor<8x40xf32>
+  %w = stablehlo.reverse %v, dims = [0, 1] : tensor<8x40xf32>
+  return %t, %s, %w : {tt}, tensor<{c}x{c}xf32>, tensor<8x40xf32>
+}}
+"#
+    );
+    let (x, y) = (data(r * c, 11), data(c * c, 12));
+    let (out, listing) = run(
+        &src,
+        None,
+        &[upload_f32(&[r, c], &x), upload_f32(&[c, c], &y)],
+    );
+    assert_bound_in_parts(&listing);
+    assert_parts(&listing);
+    let (t, s, w) = (f32s(&out[0]), f32s(&out[1]), f32s(&out[2]));
+    for i in 0..c {
+        for j in 0..r {
+            assert_eq!(t[i * r + j], at(&x, c, j, i), "transpose ({i}, {j})");
+        }
+        for j in 0..c {
+            assert_eq!(
+                s[i * c + j],
+                at(&y, c, i, j) + at(&y, c, j, i),
+                "x + x^T ({i}, {j})"
+            );
+        }
+    }
+    for i in 0..8 {
+        for j in 0..40 {
+            assert_eq!(
+                w[i * 40 + j],
+                at(&x, c, 10 - i, 44 - j),
+                "reversed slice ({i}, {j})"
+            );
+        }
+    }
+}
+
+#[test]
+fn gathers_reductions_and_dots_read_large_tensors_in_parts() {
+    // An embedding lookup from a 60 x 40 table (9,600 bytes: three parts), ids at both ends;
+    // the softmax of a slice of it (a row kernel reading across); a sum over the middle
+    // dimension of a 10 x 30 x 10 tensor; and a dot of a 30 x 50 operand.
+    let src = r#"func.func @main(%table: tensor<60x40xf32>, %ids: tensor<7xi32>, %m: tensor<10x30x10xf32>, %a: tensor<30x50xf32>, %b: tensor<50x4xf32>) -> (tensor<7x40xf32>, tensor<8x30xf32>, tensor<10x10xf32>, tensor<30x4xf32>) {
+  %i = stablehlo.broadcast_in_dim %ids, dims = [0] : (tensor<7xi32>) -> tensor<7x1xi32>
+  %g = "stablehlo.gather"(%table, %i) <{dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1, 40>}> : (tensor<60x40xf32>, tensor<7x1xi32>) -> tensor<7x40xf32>
+  %v = stablehlo.slice %table [3:11, 5:35] : (tensor<60x40xf32>) -> tensor<8x30xf32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %mx = stablehlo.reduce(%v init: %ninf) applies stablehlo.maximum across dimensions = [1] : (tensor<8x30xf32>, tensor<f32>) -> tensor<8xf32>
+  %mb = stablehlo.broadcast_in_dim %mx, dims = [0] : (tensor<8xf32>) -> tensor<8x30xf32>
+  %d = stablehlo.subtract %v, %mb : tensor<8x30xf32>
+  %e = stablehlo.exponential %d : tensor<8x30xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %sum = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<8x30xf32>, tensor<f32>) -> tensor<8xf32>
+  %sb = stablehlo.broadcast_in_dim %sum, dims = [0] : (tensor<8xf32>) -> tensor<8x30xf32>
+  %sm = stablehlo.divide %e, %sb : tensor<8x30xf32>
+  %mid = stablehlo.reduce(%m init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<10x30x10xf32>, tensor<f32>) -> tensor<10x10xf32>
+  %dot = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<30x50xf32>, tensor<50x4xf32>) -> tensor<30x4xf32>
+  return %g, %sm, %mid, %dot : tensor<7x40xf32>, tensor<8x30xf32>, tensor<10x10xf32>, tensor<30x4xf32>
+}
+"#;
+    let table = data(60 * 40, 21);
+    let ids: [i32; 7] = [59, 0, 31, 7, 59, 25, 1];
+    let id_bytes: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let (m, a, b) = (data(3000, 22), data(1500, 23), data(200, 24));
+    let (out, listing) = run(
+        src,
+        None,
+        &[
+            upload_f32(&[60, 40], &table),
+            upload(&[7], ElementType::I32, &id_bytes),
+            upload_f32(&[10, 30, 10], &m),
+            upload_f32(&[30, 50], &a),
+            upload_f32(&[50, 4], &b),
+        ],
+    );
+    assert_bound_in_parts(&listing);
+    let (g, sm, mid, dot) = (f32s(&out[0]), f32s(&out[1]), f32s(&out[2]), f32s(&out[3]));
+    for (k, &id) in ids.iter().enumerate() {
+        for j in 0..40 {
+            assert_eq!(
+                g[k * 40 + j],
+                at(&table, 40, id as usize, j),
+                "gather ({k}, {j})"
+            );
+        }
+    }
+    for i in 0..8 {
+        let row: Vec<f64> = (5..35).map(|j| at(&table, 40, 3 + i, j) as f64).collect();
+        let mx = row.iter().cloned().fold(f64::MIN, f64::max);
+        let total: f64 = row.iter().map(|v| (v - mx).exp()).sum();
+        for (j, v) in row.iter().enumerate() {
+            let want = (v - mx).exp() / total;
+            let got = sm[i * 30 + j] as f64;
+            assert!(
+                (got - want).abs() <= 1e-6,
+                "softmax ({i}, {j}): {got} vs {want}"
+            );
+        }
+    }
+    for i in 0..10 {
+        for k in 0..10 {
+            let want: f64 = (0..30).map(|j| m[i * 300 + j * 10 + k] as f64).sum();
+            let got = mid[i * 10 + k] as f64;
+            assert!(
+                (got - want).abs() <= 1e-4,
+                "middle sum ({i}, {k}): {got} vs {want}"
+            );
+        }
+    }
+    for i in 0..30 {
+        for k in 0..4 {
+            let want: f64 = (0..50)
+                .map(|j| a[i * 50 + j] as f64 * b[j * 4 + k] as f64)
+                .sum();
+            let got = dot[i * 4 + k] as f64;
+            assert!(
+                (got - want).abs() <= 1e-4,
+                "dot ({i}, {k}): {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn large_results_written_anywhere_are_bound_in_parts() {
+    // A scatter into a 100 x 100 result (40,000 bytes: ten parts) at rows 0, 57 and 99, with
+    // a repeated row; a dynamic_update_slice into it (updated in place or on a copy); a dot
+    // whose 60 x 50 result is written tile by tile.
     let t = "tensor<100x100xf32>";
+    let src = format!(
+        r#"func.func @main(%x: {t}, %i: tensor<4x1xi32>, %u: tensor<4x100xf32>, %a: tensor<60x8xf32>, %b: tensor<8x50xf32>) -> ({t}, {t}, tensor<60x50xf32>) {{
+  %s = "stablehlo.scatter"(%x, %i, %u) <{{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}}> ({{
+  ^bb0(%p: tensor<f32>, %q: tensor<f32>):
+    %r = stablehlo.add %p, %q : tensor<f32>
+    stablehlo.return %r : tensor<f32>
+  }}) : ({t}, tensor<4x1xi32>, tensor<4x100xf32>) -> {t}
+  %r0 = stablehlo.constant dense<83> : tensor<i32>
+  %c0 = stablehlo.constant dense<10> : tensor<i32>
+  %blk = stablehlo.slice %u [0:2, 0:20] : (tensor<4x100xf32>) -> tensor<2x20xf32>
+  %d = stablehlo.dynamic_update_slice %x, %blk, %r0, %c0 : ({t}, tensor<2x20xf32>, tensor<i32>, tensor<i32>) -> {t}
+  %dot = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<60x8xf32>, tensor<8x50xf32>) -> tensor<60x50xf32>
+  return %s, %d, %dot : {t}, {t}, tensor<60x50xf32>
+}}
+"#
+    );
+    let (x, u, a, b) = (
+        data(10_000, 31),
+        data(400, 32),
+        data(480, 33),
+        data(400, 34),
+    );
+    let rows: [i32; 4] = [57, 0, 99, 57];
+    let row_bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let (out, listing) = run(
+        &src,
+        None,
+        &[
+            upload_f32(&[100, 100], &x),
+            upload(&[4, 1], ElementType::I32, &row_bytes),
+            upload_f32(&[4, 100], &u),
+            upload_f32(&[60, 8], &a),
+            upload_f32(&[8, 50], &b),
+        ],
+    );
+    assert!(listing.contains("(out0 bound in "), "{listing}");
+    let (s, d, dot) = (f32s(&out[0]), f32s(&out[1]), f32s(&out[2]));
+    let mut want = x.clone();
+    for (k, &r) in rows.iter().enumerate() {
+        for j in 0..100 {
+            want[r as usize * 100 + j] += u[k * 100 + j];
+        }
+    }
+    for (e, (&g, &w)) in s.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-6 * (1.0 + w.abs()),
+            "scatter element {e}: {g} vs {w}"
+        );
+    }
+    let mut want = x.clone();
+    for i in 0..2 {
+        for j in 0..20 {
+            want[(83 + i) * 100 + 10 + j] = u[i * 100 + j];
+        }
+    }
+    assert_eq!(d, want, "dynamic_update_slice");
+    for i in 0..60 {
+        for k in 0..50 {
+            let w: f64 = (0..8)
+                .map(|j| a[i * 8 + j] as f64 * b[j * 50 + k] as f64)
+                .sum();
+            let g = dot[i * 50 + k] as f64;
+            assert!((g - w).abs() <= 1e-5, "dot ({i}, {k}): {g} vs {w}");
+        }
+    }
+}
+
+#[test]
+fn kernels_that_cannot_be_bound_are_refused() {
+    // A transpose of 1000 x 1000 f32 (4 MB): its operand would take 977 parts of 4 KiB, far
+    // more storage buffers than a kernel may bind.
+    let t = "tensor<1000x1000xf32>";
     let m = refused(&format!(
         "func.func @main(%x: {t}) -> {t} {{\n  %y = stablehlo.transpose %x, dims = [1, 0] : ({t}) -> {t}\n  return %y : {t}\n}}\n"
     ));
-    assert!(m.contains("100x100xf32"), "{m}");
-    let t3 = "tensor<10x100x10xf32>";
-    refused(&format!(
-        "func.func @main(%x: {t3}) -> tensor<10x10xf32> {{\n  %z = stablehlo.constant dense<0.0> : tensor<f32>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [1] : ({t3}, tensor<f32>) -> tensor<10x10xf32>\n  return %s : tensor<10x10xf32>\n}}\n"
-    ));
-    refused(&format!(
-        "func.func @main(%x: {t}, %w: tensor<100x4xf32>) -> tensor<100x4xf32> {{\n  %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : ({t}, tensor<100x4xf32>) -> tensor<100x4xf32>\n  return %y : tensor<100x4xf32>\n}}\n"
-    ));
+    assert!(
+        m.contains("1000x1000xf32") && m.contains("storage buffers"),
+        "{m}"
+    );
 }

@@ -214,28 +214,22 @@ fn unsplittable_work_is_refused() {
 }
 
 #[test]
-fn tensors_over_the_binding_limit_are_refused() {
+fn tensors_over_the_binding_limit_are_bound_in_parts() {
     // A transpose of 256 MiB of f32: over lavapipe's 128 MiB binding limit, and not read at
-    // its own elements, so it cannot be bound in parts (sums and elementwise kernels of such
-    // tensors can: tests/big_tensors.rs).
+    // its own elements, so its operand is bound in parts and its result in windows (running
+    // it against cpu: python/tests/test_sizes.py; small tensors at a low limit:
+    // tests/big_tensors.rs).
     let n = 8192usize;
     let limit = device().limits().max_storage_buffer_binding_size;
     let t = format!("tensor<{n}x{n}xf32>");
     let src = format!(
         "func.func @main(%x: {t}) -> {t} {{\n  %y = stablehlo.transpose %x, dims = [1, 0] : ({t}) -> {t}\n  return %y : {t}\n}}\n"
     );
-    if (n * n) as u64 * 4 <= limit {
-        // A GPU with larger bindings: it must compile (running it is left to the GPU tests).
-        compile(&device(), src.as_bytes(), &options(None)).unwrap();
-        return;
+    let exe = compile(&device(), src.as_bytes(), &options(None)).unwrap();
+    let listing = exe.program_listing();
+    if (n * n) as u64 * 4 > limit {
+        assert!(listing.contains(" bound in 2 parts)"), "{listing}");
     }
-    let e = compile_error(&src, None);
-    assert_eq!(e.kind, ErrorKind::ResourceExhausted, "{e}");
-    assert!(
-        e.message.contains("max_storage_buffer_binding_size")
-            && e.message.contains(&format!("{n}x{n}xf32")),
-        "{e}"
-    );
 }
 
 #[test]

@@ -154,6 +154,37 @@ fn round_trip_gives_identical_results_without_compiling() {
     );
 }
 
+#[test]
+fn tensors_bound_in_parts_round_trip() {
+    // At a 512-byte binding limit the 16 x 16 operands (1 KiB) are bound in windows and
+    // parts: the blob carries which bindings are parted and how.
+    let dev = device();
+    let exe = compile(
+        &dev,
+        PROGRAM.as_bytes(),
+        &CompileOptions {
+            max_binding_bytes: Some(512),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let listing = exe.program_listing();
+    assert!(listing.contains(" bound in 2 parts)"), "{listing}");
+    let back = deserialize(&dev, &exe.serialize(), &CompileOptions::default()).unwrap();
+    assert_eq!(back.program_listing(), listing);
+    let (x, y) = inputs(1.5);
+    let got = run(&dev, &exe, &x, &y);
+    assert_eq!(run(&dev, &back, &x, &y), got);
+    // Against the program bound whole: sums in windows may round differently.
+    for (g, w) in got.iter().zip(run(&dev, &compiled(), &x, &y)) {
+        for (a, b) in g.chunks(4).zip(w.chunks(4)) {
+            let a = f32::from_le_bytes([a[0], a[1], a[2], a[3]]);
+            let b = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+        }
+    }
+}
+
 fn err(blob: &[u8]) -> wgpu_hlo::Error {
     match deserialize(&device(), blob, &CompileOptions::default()) {
         Ok(_) => panic!("a bad blob of {} bytes loaded", blob.len()),

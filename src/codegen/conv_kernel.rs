@@ -1077,6 +1077,7 @@ impl Gemm {
             workgroups,
             iterations,
             texture_inputs: Vec::new(),
+            parted: Vec::new(),
         })
     }
 

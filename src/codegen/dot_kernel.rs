@@ -689,6 +689,7 @@ fn finish_with(
         workgroups,
         iterations,
         texture_inputs: Vec::new(),
+        parted: Vec::new(),
     })
 }
 
@@ -1364,5 +1365,6 @@ pub(super) fn register_kernel(
         workgroups,
         iterations,
         texture_inputs: Vec::new(),
+        parted: Vec::new(),
     })
 }

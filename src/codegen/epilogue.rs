@@ -174,6 +174,7 @@ pub fn apply(
         workgroups: dot.workgroups,
         iterations,
         texture_inputs: Vec::new(),
+        parted: Vec::new(),
     })
 }
 

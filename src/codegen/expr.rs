@@ -139,6 +139,10 @@ pub struct Window {
     pub own: std::collections::HashSet<String>,
     /// Windowed values read so far.
     pub values: BTreeSet<ValueId>,
+    /// `Some`: large values read at other elements than the invocation's own are read whole
+    /// (the compile driver binds them in parts, `super::parted`) and collected here, and those
+    /// already here are read whole wherever they are read. `None`: such reads are refused.
+    pub whole: Option<BTreeSet<ValueId>>,
 }
 
 impl Window {
@@ -149,7 +153,16 @@ impl Window {
             base: base.to_string(),
             own: Default::default(),
             values: BTreeSet::new(),
+            whole: None,
         }
+    }
+
+    /// Whether some value was read both in windows and whole (the kernel must be emitted
+    /// again with it read whole everywhere).
+    pub fn is_read_both_ways(&self) -> bool {
+        self.whole
+            .as_ref()
+            .is_some_and(|w| w.iter().any(|v| self.values.contains(v)))
     }
 
     /// Whether a tensor of type `t` is too large for one binding.
@@ -497,18 +510,26 @@ impl<'a> ExprEmitter<'a> {
         }
         let mut lin = self.linear(idx, &dims);
         if let Some(w) = self.window.as_mut().filter(|w| w.is_large(&ty)) {
-            if !w.own.contains(&lin) {
-                return Err(Error::resource_exhausted(format!(
-                    "a {ty} tensor of {} bytes, more than adapter {}'s \
+            let own = w.own.contains(&lin);
+            match w.whole.as_mut() {
+                Some(whole) if whole.contains(&v) || !own => {
+                    whole.insert(v);
+                }
+                _ if !own => {
+                    return Err(Error::resource_exhausted(format!(
+                        "a {ty} tensor of {} bytes, more than adapter {}'s \
                      max_storage_buffer_binding_size of {} bytes, is read at other elements \
                      than the invocation's own, so it cannot be bound in parts",
-                    ty.byte_size(),
-                    self.adapter,
-                    w.limit
-                )));
+                        ty.byte_size(),
+                        self.adapter,
+                        w.limit
+                    )));
+                }
+                _ => {
+                    w.values.insert(v);
+                    lin = format!("({lin} - {})", w.base);
+                }
             }
-            w.values.insert(v);
-            lin = format!("({lin} - {})", w.base);
         }
         for h in dtype::helpers_for(ty.dtype) {
             self.needs.insert(h.to_string());

@@ -30,6 +30,9 @@ pub struct Kernel {
     /// Per input: read through a texture the runtime fills before each launch
     /// ([`super::texture_reads`]); empty when none is.
     pub texture_inputs: Vec<Option<super::texture_reads::TextureInput>>,
+    /// Tensors larger than one binding, bound in parts ([`super::parted`]); empty when none
+    /// is.
+    pub parted: Vec<super::parted::PartedBinding>,
 }
 
 /// Workgroup counts for `groups` workgroups: x up to the per-dimension limit, the rest in y.
@@ -220,6 +223,7 @@ pub fn threaded(
         workgroups: grid(threads.div_ceil(wg as u64), target.max_workgroups)?,
         iterations,
         texture_inputs: Vec::new(),
+        parted: Vec::new(),
     })
 }
 

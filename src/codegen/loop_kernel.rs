@@ -2,7 +2,7 @@
 //! that write packed narrow types (8/16-bit, `i1`) compute a whole 32-bit word of elements, so
 //! every store is a plain word store.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use super::dtype;
 use super::expr::{large, Binding, ContractionChunk, ExprEmitter, Index, Window};
@@ -148,6 +148,7 @@ fn finish(
         workgroups: kernel::grid(groups, target.max_workgroups)?,
         iterations: em.iterations(),
         texture_inputs: Vec::new(),
+        parted: Vec::new(),
     })
 }
 
@@ -220,13 +221,14 @@ pub fn emit_split(
             .is_some_and(|op| matches!(op.op, Op::Convolution(_)));
         return split_k_stage(name, em, &outs, s, convolution, target);
     }
-    elementwise(name, em, outs, n, target, false).map(|(k, _)| k)
+    elementwise(name, em, outs, n, target, false).map(|(k, _, _)| k)
 }
 
 /// The loop kernel of `group` as a plan when some tensor it reads or writes is larger than
 /// one binding may be: one launch per window of elements (see `codegen::windows`). `None`
-/// when every tensor fits a binding; RESOURCE_EXHAUSTED when a large tensor is read at other
-/// elements than the invocation's own (a transpose, a gather, a slice of it ...).
+/// when every tensor fits a binding. A large tensor read at other elements than the
+/// invocation's own (a transpose, a gather, a slice of it ...) is bound whole in every launch,
+/// in parts (`codegen::parted`, when the compile driver checks the kernel).
 pub fn windowed_plan(
     name: &str,
     f: &Function,
@@ -245,18 +247,30 @@ pub fn windowed_plan(
         return Ok(None);
     }
     let fused = |v: ValueId| group.members.contains(&v);
-    let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
-    em.inputs.push(windows::params_binding());
-    em.window = Some(Window::new(limit, "ebase"));
     let outs = kernel.outputs.clone();
     let n = outs.first().map_or(0, |o| o.ty.num_elements() as u64);
-    let (mut kernel, k) = elementwise(name, em, outs, n, target, true)?;
+    let emit = |whole: BTreeSet<ValueId>| {
+        let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
+        em.inputs.push(windows::params_binding());
+        let mut window = Window::new(limit, "ebase");
+        window.whole = Some(whole);
+        em.window = Some(window);
+        elementwise(name, em, outs.clone(), n, target, true)
+    };
+    let (mut kernel, mut k, mut window) = emit(BTreeSet::new())?;
+    // A value read both at the invocation's own elements and elsewhere: whole everywhere.
+    if let Some(w) = window.as_ref().filter(|w| w.is_read_both_ways()) {
+        (kernel, k, window) = emit(w.whole.clone().unwrap_or_default())?;
+    }
+    let whole = window.and_then(|w| w.whole).unwrap_or_default();
+    let windowed =
+        |b: &Binding| b.value != PARAMS && large(&b.ty, limit) && !whole.contains(&b.value);
     // Launch `c` runs invocations from `c * per_launch / k`, elements `c * per_launch ..`.
     let large_types: Vec<_> = kernel
         .inputs
         .iter()
         .chain(&kernel.outputs)
-        .filter(|b| b.value != PARAMS && large(&b.ty, limit))
+        .filter(|b| windowed(b))
         .map(|b| b.ty.dtype)
         .collect();
     let multiple = windows::element_multiple(&large_types, target.min_binding_offset_alignment, k);
@@ -273,7 +287,7 @@ pub fn windowed_plan(
     while e0 < n {
         let e1 = (e0 + per_launch).min(n);
         let invocations = (e0 / k, e1.div_ceil(k));
-        chunks.push(windows::chunk(&bindings, limit, invocations, (e0, e1))?);
+        chunks.push(windows::chunk(&bindings, &windowed, invocations, (e0, e1))?);
         e0 = e1;
     }
     Ok(Some(Plan {
@@ -294,7 +308,7 @@ fn elementwise(
     n: u64,
     target: Target,
     windowed: bool,
-) -> Result<(Kernel, u64)> {
+) -> Result<(Kernel, u64, Option<Window>)> {
     let k = outs
         .iter()
         .map(|o| dtype::per_word(o.ty.dtype))
@@ -453,6 +467,7 @@ fn elementwise(
     Ok((
         finish(name, &comment, &em, outs, body, groups, target, &vec4_outs)?,
         k,
+        em.window,
     ))
 }
 

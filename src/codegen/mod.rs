@@ -12,6 +12,7 @@ pub mod library;
 pub mod loop_kernel;
 pub mod math;
 pub mod op_kernels;
+pub mod parted;
 pub mod partials;
 pub mod prologue;
 pub mod reduce_kernel;

@@ -11,7 +11,7 @@ use super::dtype::{self, Compute};
 use super::expr::{large, linearize, Binding, ExprEmitter, Index, Quads, Window};
 use super::kernel::{self, Kernel, WORKGROUP};
 use super::loop_kernel::Target;
-use super::op_kernels::{Launch, Plan};
+use super::op_kernels::{Launch, Plan, PARAMS};
 use super::partials;
 use super::windows;
 use crate::error::{Error, Result};
@@ -263,9 +263,17 @@ pub fn plan(
         .iter()
         .any(|b| large(&b.ty, target.max_binding_size))
     {
-        // Windows split the thread- or workgroup-per-output form.
-        let (kernel, func) = emit_stage(name, f, defs, group, op, target, None, None, false)?;
-        return windowed(name, f, defs, group, op, target, kernel, &func);
+        // Windows split the thread- or workgroup-per-output form. Where they cannot (a large
+        // tensor read at other elements than the accumulator's own: a slice or concatenation
+        // of it, reductions over both leading and trailing dimensions), the kernels below
+        // read it whole, bound in parts (`super::parted`).
+        let (wk, wfunc) = emit_stage(name, f, defs, group, op, target, None, None, false)?;
+        match windowed(name, f, defs, group, op, target, wk, &wfunc) {
+            Err(e) if e.kind == crate::error::ErrorKind::ResourceExhausted => {
+                log::debug!("{name}: not in windows, bound in parts: {e}");
+            }
+            plan => return plan,
+        }
     }
     let Op::Reduce { dimensions } = &op.op else {
         return single(kernel);
@@ -540,7 +548,7 @@ fn windowed(
         let (e0, e1) = elements(o0, o1);
         launches.push(windows::chunk(
             &bindings,
-            limit,
+            &|b: &Binding| b.value != PARAMS && large(&b.ty, limit),
             (o0, o1),
             (e0 / multiple * multiple, e1),
         )?);
@@ -1249,6 +1257,7 @@ fn emit_stage(
             workgroups,
             iterations,
             texture_inputs: Vec::new(),
+            parted: Vec::new(),
         },
         func,
     ))

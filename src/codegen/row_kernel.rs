@@ -353,6 +353,7 @@ pub fn emit(
         workgroups: kernel::grid(rows.div_ceil(SUBGROUP_ROWS), target.max_workgroups)?,
         iterations,
         texture_inputs: Vec::new(),
+        parted: Vec::new(),
     })
 }
 

@@ -130,8 +130,44 @@ fn closing_bracket(src: &str, open: usize) -> Option<usize> {
 }
 
 /// `src` with every `name[...]` turned into `name_at(...)` (brackets matched), or `None` when
-/// `name` occurs in any other way outside its declaration line `decl`.
+/// `name` occurs in any other way outside its declaration line `decl`, or is read across the
+/// rows of a transpose.
 fn rewrite_uses(src: &str, name: &str, decl: &str) -> Option<String> {
+    rewrite_indexing(src, name, decl, "_at(", ")", Some(TRANSPOSED_MARK))
+}
+
+/// `src` with every `name[I]` turned into `name` `open` `I` `close` (brackets matched), or
+/// `None` when `name` occurs in any other way outside its declaration line `decl`, or an
+/// index `I` contains `refuse`.
+pub(crate) fn rewrite_indexing(
+    src: &str,
+    name: &str,
+    decl: &str,
+    open_with: &str,
+    close_with: &str,
+    refuse: Option<&str>,
+) -> Option<String> {
+    rewrite_indexed(src, name, decl, |open, close| {
+        if refuse.is_some_and(|m| src[open..close].contains(m)) {
+            return None;
+        }
+        Some((
+            close + 1,
+            format!("{name}{open_with}{}{close_with}", &src[open + 1..close]),
+        ))
+    })
+}
+
+/// `src` with every occurrence of `name` outside its declaration line `decl` replaced: each
+/// must be indexed, `name[...]`, and `replace(open, close)` (the offsets of its brackets)
+/// gives the end of the text it replaces and the replacement, or `None` to give up. `None`
+/// when `name` occurs unindexed or a replacement gives up.
+pub(crate) fn rewrite_indexed(
+    src: &str,
+    name: &str,
+    decl: &str,
+    mut replace: impl FnMut(usize, usize) -> Option<(usize, String)>,
+) -> Option<String> {
     let decl_at = src.find(decl)?;
     let decl_end = decl_at + decl.len();
     let b = src.as_bytes();
@@ -149,15 +185,10 @@ fn rewrite_uses(src: &str, name: &str, decl: &str) -> Option<String> {
             return None;
         }
         let close = closing_bracket(src, open)?;
-        if src[open..close].contains(TRANSPOSED_MARK) {
-            return None;
-        }
+        let (end, with) = replace(open, close)?;
         out.push_str(&src[last..i]);
-        out.push_str(name);
-        out.push_str("_at(");
-        out.push_str(&src[open + 1..close]);
-        out.push(')');
-        last = close + 1;
+        out.push_str(&with);
+        last = end;
     }
     out.push_str(&src[last..]);
     Some(out)
@@ -238,6 +269,10 @@ pub fn apply(
     for (j, b) in kernel.inputs.iter().enumerate() {
         if inputs.iter().flatten().count() >= max_textures as usize {
             break;
+        }
+        // An input bound in parts (`super::parted`) is bound as ranges of its buffer.
+        if kernel.is_parted(j) {
+            continue;
         }
         let Some((decl, elem, texel_words)) = declaration(&wgsl, j) else {
             continue;

@@ -6,7 +6,7 @@
 //! parameter binding, its first invocation and the first element bound (see
 //! [`super::expr::Window`]).
 
-use super::expr::{large, Binding};
+use super::expr::Binding;
 use super::kernel::{self, WORKGROUP};
 use super::loop_kernel::Target;
 use super::op_kernels::{Chunk, PARAMS};
@@ -89,11 +89,11 @@ pub fn byte_range(t: &TensorType, e0: u64, e1: u64) -> (u64, u64) {
 }
 
 /// The launch of a windowed kernel over bindings `bindings` (inputs, then outputs) running
-/// invocations (or accumulators) `first..end`: parameters `[first, e0, end]`, large tensors
-/// bound for their elements `e0..e1`, the others whole.
+/// invocations (or accumulators) `first..end`: parameters `[first, e0, end]`, the tensors
+/// `windowed` says are bound for their elements `e0..e1`, the others whole.
 pub fn chunk(
     bindings: &[Binding],
-    limit: u64,
+    windowed: &dyn Fn(&Binding) -> bool,
     (first, end): (u64, u64),
     (e0, e1): (u64, u64),
 ) -> Result<Chunk> {
@@ -108,7 +108,7 @@ pub fn chunk(
         params: vec![param(first)?, param(e0)?, param(end)?],
         ranges: bindings
             .iter()
-            .map(|b| (b.value != PARAMS && large(&b.ty, limit)).then(|| byte_range(&b.ty, e0, e1)))
+            .map(|b| windowed(b).then(|| byte_range(&b.ty, e0, e1)))
             .collect(),
     })
 }

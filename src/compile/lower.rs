@@ -11,8 +11,8 @@ use super::trip_count::trip_count;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
 use crate::codegen::{
-    conv_kernel, dot_kernel, epilogue, loop_kernel, op_kernels, prologue, reduce_kernel,
-    row_kernel, texture_reads,
+    conv_kernel, dot_kernel, epilogue, expr::large, loop_kernel, op_kernels, parted, prologue,
+    reduce_kernel, row_kernel, texture_reads,
 };
 use crate::error::{Error, Result};
 use crate::fusion::{self, Group, KernelKind, Node};
@@ -304,14 +304,15 @@ impl<'f, 't> Lowering<'f, 't> {
             let plan = plan.map_err(in_context)?;
             return self.launch_plan(plan, root, &name);
         }
-        let kernel = loop_kernel::emit(&name, self.f, defs, g, self.target).map_err(in_context)?;
+        let mut kernel =
+            loop_kernel::emit(&name, self.f, defs, g, self.target).map_err(in_context)?;
         // Tensors larger than one binding: launched a window at a time.
         if let Some(plan) = loop_kernel::windowed_plan(&name, self.f, defs, g, &kernel, self.target)
             .map_err(in_context)?
         {
             return self.launch_plan(plan, root, &name);
         }
-        self.check(&kernel, root)?;
+        self.check(&mut kernel, root)?;
         self.launch(kernel, g, root)
     }
 
@@ -341,12 +342,12 @@ impl<'f, 't> Lowering<'f, 't> {
         name: &str,
     ) -> Result<Vec<Step>> {
         let root = &region.ops[g.root];
-        let kernel = if g.kind == KernelKind::Rows {
+        let mut kernel = if g.kind == KernelKind::Rows {
             row_kernel::emit(name, self.f, defs, &region.ops, g, self.target)?
         } else {
             loop_kernel::emit_horizontal(name, self.f, defs, g, self.target)?
         };
-        self.check(&kernel, root)?;
+        self.check(&mut kernel, root)?;
         self.launch(kernel, g, root)
     }
 
@@ -366,8 +367,8 @@ impl<'f, 't> Lowering<'f, 't> {
         };
         let root = &region.ops[dot.root];
         let kernel = self.single_dot_kernel(dot, root, defs, name)?;
-        let kernel = epilogue::apply(self.f, defs, kernel, ep, &g.outputs, self.target)?;
-        self.check(&kernel, root)?;
+        let mut kernel = epilogue::apply(self.f, defs, kernel, ep, &g.outputs, self.target)?;
+        self.check(&mut kernel, root)?;
         self.launch(kernel, g, root)
     }
 
@@ -396,20 +397,20 @@ impl<'f, 't> Lowering<'f, 't> {
         };
         let root = &region.ops[dot.root];
         let kernel = self.single_dot_kernel(dot, root, defs, name)?;
-        let kernel = prologue::apply(self.f, defs, kernel, producers, self.target)?;
+        let mut kernel = prologue::apply(self.f, defs, kernel, producers, self.target)?;
         let Some(ep) = ep else {
-            self.check(&kernel, root)?;
+            self.check(&mut kernel, root)?;
             return self.launch(kernel, g, root);
         };
         match epilogue::apply(self.f, defs, kernel.clone(), ep, &g.outputs, self.target) {
-            Ok(merged) => {
-                self.check(&merged, root)?;
+            Ok(mut merged) => {
+                self.check(&mut merged, root)?;
                 self.launch(merged, g, root)
             }
             // The dot with its prologue, then the epilogue as a kernel of its own.
             Err(e) => {
                 log::debug!("{name}: epilogue apart: {e}");
-                self.check(&kernel, root)?;
+                self.check(&mut kernel, root)?;
                 let mut steps = self.launch(kernel, dot, root)?;
                 steps.extend(self.kernel(ep, region, defs)?);
                 Ok(steps)
@@ -487,20 +488,44 @@ impl<'f, 't> Lowering<'f, 't> {
     /// Refuses a kernel the target cannot run correctly: one whose invocations loop more than
     /// `max_invocation_iterations` times (drivers would cut the loops short), or that binds a
     /// buffer larger than the adapter's `max_storage_buffer_binding_size`.
-    fn check(&self, kernel: &Kernel, op: &Operation) -> Result<()> {
+    fn check(&self, kernel: &mut Kernel, op: &Operation) -> Result<()> {
         self.check_parts(kernel, op, &[])
     }
 
     /// [`Self::check`] of a kernel whose binding `i` is bound in the byte ranges `parts[i]`
     /// where that is not empty: each range is checked against the binding limit and the
-    /// offset alignment instead of the whole tensor.
+    /// offset alignment instead of the whole tensor. Other inputs larger than one binding are
+    /// bound in parts (`codegen::parted`), which rewrites the kernel.
     fn check_parts(
         &self,
-        kernel: &Kernel,
+        kernel: &mut Kernel,
         op: &Operation,
         parts: &[Vec<(u64, u64)>],
     ) -> Result<()> {
         let t = &self.target;
+        let bindings: Vec<_> = kernel
+            .inputs
+            .iter()
+            .chain(&kernel.outputs)
+            .cloned()
+            .collect();
+        for (j, b) in bindings.iter().enumerate() {
+            let windowed = parts.get(j).is_some_and(|p| !p.is_empty());
+            if !windowed && !kernel.is_parted(j) && large(&b.ty, t.max_binding_size) {
+                parted::apply(
+                    kernel,
+                    j,
+                    (
+                        t.max_binding_size,
+                        t.min_binding_offset_alignment,
+                        t.max_storage_buffers,
+                    ),
+                    t.caps,
+                    t.adapter,
+                )
+                .map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?;
+            }
+        }
         if kernel.iterations > t.max_invocation_iterations {
             return Err(Error::resource_exhausted(format!(
                 "{} at {}: kernel {} would run up to {} loop iterations per invocation, more than \
@@ -514,6 +539,9 @@ impl<'f, 't> Lowering<'f, 't> {
             )));
         }
         for (i, b) in kernel.inputs.iter().chain(&kernel.outputs).enumerate() {
+            if kernel.is_parted(i) {
+                continue;
+            }
             if let Some(parts) = parts.get(i).filter(|p| !p.is_empty()) {
                 let align = t.min_binding_offset_alignment.max(1);
                 if let Some((offset, size)) = parts
@@ -557,7 +585,8 @@ impl<'f, 't> Lowering<'f, 't> {
         name: &str,
     ) -> Result<Vec<Step>> {
         use crate::codegen::op_kernels as k;
-        for (i, kernel) in plan.kernels.iter().enumerate() {
+        let mut plan = plan;
+        for (i, kernel) in plan.kernels.iter_mut().enumerate() {
             // The parts of each binding that chunked launches bind.
             let mut parts = vec![Vec::new(); kernel.inputs.len() + kernel.outputs.len()];
             for c in plan
@@ -808,13 +837,13 @@ impl<'f, 't> Lowering<'f, 't> {
             {
                 use crate::codegen::op_kernels::update;
                 let name = format!("update_{}", self.kernels.len());
-                let kernel = if op.op == Op::DynamicUpdateSlice {
+                let mut kernel = if op.op == Op::DynamicUpdateSlice {
                     update::emit(&name, self.f, &self.all_defs, op, self.target)
                 } else {
                     update::emit_scatter(&name, self.f, &self.all_defs, op, self.target)
                 }
                 .map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?;
-                self.check(&kernel, op)?;
+                self.check(&mut kernel, op)?;
                 let args = kernel
                     .inputs
                     .iter()
@@ -847,18 +876,20 @@ impl<'f, 't> Lowering<'f, 't> {
             }
             _ => {
                 let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());
-                let Some(kernel) = op_kernels::emit(&name, self.f, &self.all_defs, op, self.target)
-                    .map_err(|e| {
-                        if e.message.contains(&op.loc.to_string()) {
-                            e
-                        } else {
-                            e.context(format!("{} at {}", op.name(), op.loc))
-                        }
-                    })?
+                let Some(mut kernel) =
+                    op_kernels::emit(&name, self.f, &self.all_defs, op, self.target).map_err(
+                        |e| {
+                            if e.message.contains(&op.loc.to_string()) {
+                                e
+                            } else {
+                                e.context(format!("{} at {}", op.name(), op.loc))
+                            }
+                        },
+                    )?
                 else {
                     return Err(unsupported());
                 };
-                self.check(&kernel, op)?;
+                self.check(&mut kernel, op)?;
                 let args = kernel
                     .inputs
                     .iter()

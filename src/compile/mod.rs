@@ -366,7 +366,11 @@ fn write_dump(
     }
     write("after_passes.mlir", &print::print_function(f))?;
     write("partition.txt", partitions)?;
-    let names: Vec<String> = parts.kernels.iter().map(|k| k.name.clone()).collect();
+    let names: Vec<String> = parts
+        .kernels
+        .iter()
+        .map(crate::codegen::kernel::Kernel::listed_name)
+        .collect();
     write("program.txt", &parts.program.listing(&names))?;
     for k in &parts.kernels {
         write(&format!("{}.wgsl", k.name), &k.wgsl)?;

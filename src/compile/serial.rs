@@ -16,6 +16,7 @@
 
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel::Kernel;
+use crate::codegen::parted::PartedBinding;
 use crate::codegen::texture_reads::TextureInput;
 use crate::compile::program::{
     BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, WhileStep,
@@ -29,7 +30,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -324,6 +325,12 @@ impl W {
             // 0: a storage binding; else the texels copied.
             self.u64(t.map_or(0, |t| t.texels));
         }
+        self.len(k.parted.len());
+        for p in &k.parted {
+            self.u32(p.binding);
+            self.u64(p.part_bytes);
+            self.u32(p.parts);
+        }
     }
     fn program(&mut self, p: &Program) {
         self.len(p.steps.len());
@@ -581,6 +588,18 @@ impl<'a> R<'a> {
                         Ok(Some(self.u64()?)
                             .filter(|&t| t > 0)
                             .map(|texels| TextureInput { texels }))
+                    })
+                    .collect::<Result<_>>()?
+            },
+            parted: {
+                let n = self.count(16)?;
+                (0..n)
+                    .map(|_| {
+                        Ok(PartedBinding {
+                            binding: self.u32()?,
+                            part_bytes: self.u64()?,
+                            parts: self.u32()?,
+                        })
                     })
                     .collect::<Result<_>>()?
             },

@@ -317,7 +317,11 @@ impl Executable {
     }
     /// The program listing (for dumps).
     pub fn program_listing(&self) -> String {
-        let names: Vec<String> = self.kernels.iter().map(|k| k.kernel.name.clone()).collect();
+        let names: Vec<String> = self
+            .kernels
+            .iter()
+            .map(|k| k.kernel.listed_name())
+            .collect();
         self.parts.program.listing(&names)
     }
     /// The device it runs on.
@@ -879,6 +883,29 @@ impl Run<'_> {
                     entries.push(BindResource::Texture(&tex.view));
                 }
                 None => entries.push(BindResource::Buffer(&b.buffer, offset, size)),
+            }
+        }
+        // Tensors larger than one binding, read or written anywhere: the tensor's own binding
+        // holds the first part, further parts follow all other bindings (`codegen::parted`).
+        for q in &lk.kernel.parted {
+            let j = q.binding as usize;
+            let (Some(b), Some(BindResource::Buffer(_, 0, 0))) = (bufs.get(j), entries.get(j))
+            else {
+                return Err(Error::internal(format!(
+                    "{}: kernel {} binds binding {j} in parts, but not as a whole buffer",
+                    exe.parts.name, lk.kernel.name
+                )));
+            };
+            entries[j] = BindResource::Buffer(&b.buffer, 0, q.range(0, b.size).1);
+            for p in 1..q.parts {
+                let (offset, size) = q.range(p, b.size);
+                if size == 0 {
+                    return Err(Error::internal(format!(
+                        "{}: kernel {} binds part {p} of binding {j}, past its buffer of {} bytes",
+                        exe.parts.name, lk.kernel.name, b.size
+                    )));
+                }
+                entries.push(BindResource::Buffer(&b.buffer, offset, size));
             }
         }
         if !copies.is_empty() {

@@ -1816,5 +1816,6 @@ pub(super) fn workgroup_kernel(
         workgroups: kernel::grid(groups, target.max_workgroups)?,
         iterations,
         texture_inputs: Vec::new(),
+        parted: Vec::new(),
     })
 }

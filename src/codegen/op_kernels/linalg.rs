@@ -310,6 +310,7 @@ fn columns_in_workgroups(
             workgroups: kernel::grid(batch, target.max_workgroups)?,
             iterations: most,
             texture_inputs: Vec::new(),
+            parted: Vec::new(),
         },
         ranges,
     )))

@@ -468,6 +468,7 @@ fn one_workgroup_sort(
         workgroups: [1, 1, 1],
         iterations: em.iterations(),
         texture_inputs: Vec::new(),
+        parted: Vec::new(),
     }))
 }
 

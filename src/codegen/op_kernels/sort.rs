@@ -340,6 +340,7 @@ fn ranking(
         workgroups: kernel::grid(total.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
         iterations: em.iterations(),
         texture_inputs: Vec::new(),
+        parted: Vec::new(),
     })
 }
 
