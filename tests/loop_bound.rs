@@ -186,6 +186,59 @@ fn dots_split_k_under_a_low_bound() {
     check_dot(5, 100, 7, Some(64));
 }
 
+/// A plain `[m, k] x [k, n]` f32 dot (no fused producer: the tiled kernels take it) against
+/// the host's f64 products; returns each kernel's first line (its description).
+fn check_plain_dot(m: usize, k: usize, n: usize, max_loop: Option<u64>) -> Vec<String> {
+    let (lt, rt, ot) = (
+        shape_str(&[m, k], "f32"),
+        shape_str(&[k, n], "f32"),
+        shape_str(&[m, n], "f32"),
+    );
+    let src = format!(
+        "func.func @main(%a: tensor<{lt}>, %b: tensor<{rt}>) -> tensor<{ot}> {{\n  %r = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<{lt}>, tensor<{rt}>) -> tensor<{ot}>\n  return %r : tensor<{ot}>\n}}\n"
+    );
+    let (a, b) = (data(m * k, 4), data(k * n, 5));
+    let exe = compile(&device(), src.as_bytes(), &options(max_loop)).unwrap();
+    let out = exe
+        .execute_blocking(&[upload_f32(&[m, k], &a), upload_f32(&[k, n], &b)])
+        .unwrap();
+    let got = f32s(&out[0].read_to_host_blocking().unwrap());
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k)
+                .map(|kk| a[i * k + kk] as f64 * b[kk * n + j] as f64)
+                .sum();
+            assert!(
+                close(got[i * n + j], want, k),
+                "{m}x{k}x{n} bound {max_loop:?} [{i}, {j}]: got {}, want {want}",
+                got[i * n + j]
+            );
+        }
+    }
+    exe.kernels()
+        .iter()
+        .map(|k| k.wgsl.lines().next().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn tiled_dots_split_k_under_a_low_bound() {
+    // Large enough for the shared-rows kernel on CPU adapters (the tiled one on GPUs): its
+    // partials over contracting chunks, then a fold; k a multiple of 4 (vec4 reads) and odd
+    // (scalar reads, chunks still multiples of 4).
+    let dev = device();
+    let target = wgpu_hlo::compile::target(&dev);
+    let shared_rows = target.cpu_adapter && target.caps.subgroup;
+    for (m, k, n) in [(64, 1024, 64), (96, 1001, 72)] {
+        let kernels = check_plain_dot(m, k, n, Some(64));
+        let split = kernels
+            .iter()
+            .any(|s| s.contains("shared-rows") && s.contains("partial sums over contracting"));
+        assert!(split || !shared_rows, "{m}x{k}x{n}: {kernels:?}");
+        check_plain_dot(m, k, n, None);
+    }
+}
+
 #[test]
 fn default_bound_large_sum_and_long_dot() {
     let src = "func.func @main() -> tensor<f32> {\n  %x = stablehlo.constant dense<1.0> : tensor<4096x4096xf32>\n  %z = stablehlo.constant dense<0.0> : tensor<f32>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0, 1] : (tensor<4096x4096xf32>, tensor<f32>) -> tensor<f32>\n  return %s : tensor<f32>\n}\n";

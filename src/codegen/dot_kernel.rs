@@ -86,6 +86,9 @@ pub fn plan_whole(
     if kernel.iterations <= bound {
         return single(kernel);
     }
+    if let Some(p) = split_shared_rows(name, f, group, op, kernel.iterations, target)? {
+        return Ok(p);
+    }
     let Some(space) = contraction_space(f, op) else {
         return single(kernel);
     };
@@ -138,6 +141,57 @@ pub fn plan_whole(
         }
     }
     single(kernel)
+}
+
+/// On CPU adapters, a shared-rows dot whose contraction is longer than one invocation may
+/// loop (`iterations` steps, past `Target::max_invocation_iterations`) as partial sums over
+/// contracting chunks, one workgroup per tile and chunk, then a fold; `None` where the
+/// shared-rows kernel does not apply. The split-K loop kernel it replaces computes one result
+/// element per thread from storage loads: lavapipe took 4.5 s for the 64 x 768 x 50257
+/// product of a GPT-2-sized output projection's gradient.
+fn split_shared_rows(
+    name: &str,
+    f: &Function,
+    group: &Group,
+    op: &Operation,
+    iterations: u64,
+    target: Target,
+) -> Result<Option<Plan>> {
+    let mode = dot_mode();
+    if !(mode == Some("subgroup") || (mode.is_none() && target.cpu_adapter)) {
+        return Ok(None);
+    }
+    let Some(((lt, rt, ot), (l, r), (batch, m, n, k))) = tiled_operands(f, group, op) else {
+        return Ok(None);
+    };
+    let bound = target.max_invocation_iterations;
+    let reads = read_modes((&l, &lt), (&r, &rt), k);
+    let mut parts = iterations.div_ceil(bound).max(2);
+    while parts <= k / 4 {
+        let chunk = k.div_ceil(parts).next_multiple_of(4);
+        let split = super::dot_subgroup::KSplit {
+            parts: k.div_ceil(chunk),
+            chunk,
+        };
+        let Some(first) = super::dot_subgroup::shared_rows(
+            &format!("{name}_partials"),
+            op,
+            (&lt, &rt, &ot),
+            (&l, &r),
+            reads,
+            (batch, m, n, k),
+            Some(split),
+            target,
+        )?
+        else {
+            return Ok(None);
+        };
+        if first.iterations <= bound {
+            return fold_f32_partials(name, first, op, ot, split.parts, target).map(Some);
+        }
+        parts *= 2;
+    }
+    Ok(None)
 }
 
 /// Workgroups a GPU's tiled dot should launch at least: a few per multiprocessor of a laptop
@@ -194,13 +248,26 @@ fn split_tiles(
     if first.iterations > target.max_invocation_iterations {
         return Ok(None);
     }
+    fold_f32_partials(name, first, op, ot, parts, target).map(Some)
+}
+
+/// The plan of a tiled dot's partials stage `first` (its one output: `parts` f32 partial sums
+/// per element of `op`'s result of type `ot`, element-major), then the folds adding them up.
+fn fold_f32_partials(
+    name: &str,
+    first: Kernel,
+    op: &Operation,
+    ot: TensorType,
+    parts: u64,
+    target: Target,
+) -> Result<Plan> {
     let sums = first.outputs.clone();
     let add = |acc: &[String], vals: &[String]| format!("{0} = {0} + {1};", acc[0], vals[0]);
     partials::fold(
         name,
         first,
         sums,
-        batch * m * n,
+        ot.num_elements() as u64,
         parts,
         vec![Binding {
             value: op.results[0],
@@ -211,7 +278,6 @@ fn split_tiles(
         &add,
         target,
     )
-    .map(Some)
 }
 
 /// The iteration space one output element of a dot or convolution sums over: `steps`
@@ -485,6 +551,7 @@ fn tiled(
             (&l, &r),
             reads,
             dims,
+            None,
             target,
         )?;
         if let Some(kernel) = shared {

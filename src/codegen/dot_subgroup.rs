@@ -21,8 +21,10 @@ use super::dot_kernel::{
 };
 use super::kernel::Kernel;
 use super::loop_kernel::Target;
-use crate::error::Result;
-use crate::ir::{Operation, TensorType};
+use super::partials;
+use super::texture_reads::rewrite_indexing;
+use crate::error::{Error, Result};
+use crate::ir::{ElementType, Operation, TensorType};
 
 /// Multiply-adds below which the shared-rows kernels are not chosen by default (their compile
 /// time would not pay off): 2^22, a 128 x 256 x 128 product.
@@ -59,10 +61,20 @@ fn tile(batch: u64, m: u64, n: u64, k: u64, s: u64, rows_unit: u64) -> (u64, u64
         .map_or((rows_unit, 1), |&&(mt, cv)| (mt.max(rows_unit), cv))
 }
 
+/// A shared-rows dot split along its contracting dimension: `parts` chunks of `chunk` steps
+/// (a multiple of 4), each workgroup summing one chunk of its tile into a partials temporary,
+/// element-major (`element * parts + part`), that a fold adds up.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KSplit {
+    pub parts: u64,
+    pub chunk: u64,
+}
+
 /// The shared-rows kernel, or `None` when it does not apply: no subgroups or no single
 /// subgroup size, or operand layouts it does not read (the left operand must be readable
 /// along k or m in vec4s or as scalars, the right along n or k in vec4s or as scalars: all
-/// layouts are, so only sizes decide).
+/// layouts are, so only sizes decide). With `split`, the partials stage of [`KSplit`]: its
+/// one output is the partials temporary (`op_kernels::temp(0)`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn shared_rows(
     name: &str,
@@ -71,6 +83,7 @@ pub(super) fn shared_rows(
     (l, r): (&Layout, &Layout),
     (ra, rb): (Read, Read),
     (batch, m, n, k): (u64, u64, u64, u64),
+    split: Option<KSplit>,
     target: Target,
 ) -> Result<Option<Kernel>> {
     let s = target.caps.subgroup_size as u64;
@@ -94,14 +107,25 @@ pub(super) fn shared_rows(
         1
     };
     let (mtiles, ntiles) = (m.div_ceil(mt), n.div_ceil(cols_tile));
-    let groups = batch * mtiles * ntiles;
+    let tiles = batch * mtiles * ntiles;
+    let (parts, chunk) = split.map_or((1, k), |s| (s.parts, s.chunk));
+    if split.is_some() && (chunk % 4 != 0 || parts * chunk < k) {
+        return Ok(None);
+    }
+    let groups = tiles * parts;
     let workgroups = super::kernel::grid(groups, target.max_workgroups)?;
     let mut body = operand_offsets(l, r);
+    if split.is_some() {
+        body.push_str("var<private> wh_part: u32;\n");
+    }
     body.push_str(&format!(
         "@compute @workgroup_size({s})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
          @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_invocation_id) sl: u32) {{\n\
-         \x20   let g = wid.y * nwg.x + wid.x;\n\
-         \x20   if (g >= {groups}u) {{ return; }}\n\
+         \x20   let g0 = wid.y * nwg.x + wid.x;\n\
+         \x20   if (g0 >= {groups}u) {{ return; }}\n\
+         \x20   let g = g0 % {tiles}u;\n\
+         \x20   let kb = (g0 / {tiles}u) * {chunk}u;\n\
+         \x20   let ke = min(kb + {chunk}u, {k}u);\n\
          \x20   let b = g / {};\n\
          \x20   let m0 = ((g / {ntiles}u) % {mtiles}u) * {mt}u;\n\
          \x20   let n0 = (g % {ntiles}u) * {cols_tile}u + sl * {cols_lane}u;\n",
@@ -144,8 +168,11 @@ pub(super) fn shared_rows(
             body.push_str(&format!("    var acc{i}_{c} = vec4<f32>();\n"));
         }
     }
+    if split.is_some() {
+        body.push_str(&format!("    wh_part = g0 / {tiles}u;\n"));
+    }
     body.push_str(&format!(
-        "    for (var k = 0u; k < {k}u; k = k + {kstep}u) {{\n"
+        "    for (var k = kb; k < ke; k = k + {kstep}u) {{\n"
     ));
     if ra == Read::AlongK {
         for g in 0..lane_loads {
@@ -221,18 +248,36 @@ pub(super) fn shared_rows(
     body.push_str(&stores);
     body.push_str("}\n");
     body.push_str(&store_row);
+    let how = match split {
+        Some(_) => format!("; {parts} partial sums over contracting chunks of {chunk}"),
+        None => String::new(),
+    };
     let comment = format!(
-        "kernel {name}: shared-rows dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; subgroups of {s} share {mt} rows, {cols_lane} columns per lane, reads {ra:?} x {rb:?})\nfuses: stablehlo.dot_general"
+        "kernel {name}: shared-rows dot_general {lt} x {rt} -> {ot} (batch {batch}, {m}x{n}, contracting {k}; subgroups of {s} share {mt} rows, {cols_lane} columns per lane, reads {ra:?} x {rb:?}{how})\nfuses: stablehlo.dot_general"
     );
-    register_kernel(
+    let mut kernel = register_kernel(
         name,
         &comment,
         op,
         (lt, rt, ot),
         (ra, rb),
         &body,
-        (workgroups, k.div_ceil(kstep)),
+        (workgroups, chunk.div_ceil(kstep)),
         target,
-    )
-    .map(Some)
+    )?;
+    if split.is_some() {
+        // Each result element's partial sums sit together: element * parts + part.
+        let decl = "@group(0) @binding(2) var<storage, read_write> out0: array<f32>;";
+        let close = format!(") * {parts}u + wh_part]");
+        let wgsl = rewrite_indexing(&kernel.wgsl, "out0", decl, "[(", &close, None)
+            .ok_or_else(|| Error::internal(format!("{name}: partial stores not rewritten")))?;
+        super::kernel::validate(name, &wgsl, target.caps)?;
+        kernel.wgsl = wgsl;
+        kernel.outputs = vec![partials::binding(
+            0,
+            ElementType::F32,
+            batch * m * n * parts,
+        )];
+    }
+    Ok(Some(kernel))
 }
