@@ -274,7 +274,10 @@ pub fn windowed_plan(
         .map(|b| b.ty.dtype)
         .collect();
     let multiple = windows::element_multiple(&large_types, target.min_binding_offset_alignment, k);
-    let per_launch = windows::window_elements(name, &large_types, multiple, &target)?;
+    // No more than the elements there are: a kernel whose large tensors are all read whole
+    // (a gather from a large table into a small result) is one launch of its own size.
+    let per_launch = windows::window_elements(name, &large_types, multiple, &target)?
+        .min(n.next_multiple_of(multiple).max(multiple));
     kernel.workgroups = windows::workgroups(per_launch / k, &target)?;
     let bindings: Vec<Binding> = kernel
         .inputs
