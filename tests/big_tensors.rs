@@ -348,6 +348,15 @@ fn gathers_reductions_and_dots_read_large_tensors_in_parts() {
         ],
     );
     assert_bound_in_parts(&listing);
+    // The gather's one launch covers its 280 results (4 per invocation: one workgroup), not
+    // as many elements as a window of the table could hold.
+    let exe = compile(&device(), src.as_bytes(), &options(None)).unwrap();
+    let gather = exe
+        .kernels()
+        .into_iter()
+        .find(|k| k.wgsl.contains("stablehlo.gather"))
+        .expect("a gather kernel");
+    assert_eq!(gather.workgroups, [1, 1, 1], "{}", gather.name);
     let (g, sm, mid, dot) = (f32s(&out[0]), f32s(&out[1]), f32s(&out[2]), f32s(&out[3]));
     for (k, &id) in ids.iter().enumerate() {
         for j in 0..40 {
