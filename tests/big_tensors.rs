@@ -348,15 +348,17 @@ fn gathers_reductions_and_dots_read_large_tensors_in_parts() {
         ],
     );
     assert_bound_in_parts(&listing);
-    // The gather's one launch covers its 280 results (4 per invocation: one workgroup), not
-    // as many elements as a window of the table could hold.
+    // The gather's one launch covers its 280 results (one or two workgroups of 256
+    // invocations, each of 1 or 4 results), not as many elements as a window of the table
+    // could hold (4 or 16 workgroups).
     let exe = compile(&device(), src.as_bytes(), &options(None)).unwrap();
     let gather = exe
         .kernels()
         .into_iter()
         .find(|k| k.wgsl.contains("stablehlo.gather"))
         .expect("a gather kernel");
-    assert_eq!(gather.workgroups, [1, 1, 1], "{}", gather.name);
+    let [x, y, z] = gather.workgroups;
+    assert!(x * y * z <= 2, "{}: {:?}", gather.name, gather.workgroups);
     let (g, sm, mid, dot) = (f32s(&out[0]), f32s(&out[1]), f32s(&out[2]), f32s(&out[3]));
     for (k, &id) in ids.iter().enumerate() {
         for j in 0..40 {
