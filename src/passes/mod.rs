@@ -25,6 +25,10 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     tokens::lower_tokens(&mut f);
     static_shapes::make_static(&mut f);
     canonicalize::canonicalize(&mut f);
+    // Transposes composed away leave dead ones, which would count as uses of a dot's result.
+    if let Some(body) = f.body.as_mut() {
+        dce::eliminate_dead_code(body);
+    }
     dot_transpose::transpose_into_dot(&mut f);
     narrow_dots::upcast_narrow_dots(&mut f);
     if let Some(body) = f.body.as_mut() {
