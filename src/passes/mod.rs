@@ -15,8 +15,8 @@ use crate::error::Result;
 use crate::ir::{verify, Function, Module};
 
 /// Verifies `module`, inlines everything into `entry`, turns tokens into empty tensors, makes
-/// known dynamic shapes static, canonicalizes, folds transposes of dot results into the dots
-/// (`dot_transpose`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`) and
+/// known dynamic shapes static, canonicalizes, folds transposes of dot results and of dot
+/// operands into the dots (`dot_transpose`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`) and
 /// removes dead code,
 /// then verifies the result again.
 pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
@@ -30,6 +30,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
         dce::eliminate_dead_code(body);
     }
     dot_transpose::transpose_into_dot(&mut f);
+    dot_transpose::operand_transposes_into_dot(&mut f);
     narrow_dots::upcast_narrow_dots(&mut f);
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
