@@ -16,6 +16,7 @@
 
 use super::kernel::{self, Kernel};
 use super::texture_reads::{rewrite_indexed, rewrite_indexing};
+use super::windows::gcd;
 use crate::error::{Error, Result};
 use crate::target::Capabilities;
 
@@ -92,31 +93,12 @@ fn stride(elem: &str) -> Option<u64> {
     }
 }
 
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
-}
-
 /// The bytes per part of a buffer of elements of `stride` bytes: the largest multiple of both
 /// the stride and the offset alignment `align` within `limit`.
 pub fn part_bytes(limit: u64, align: u64, stride: u64) -> u64 {
     let align = align.max(4);
     let unit = align / gcd(align, stride) * stride;
     limit / unit * unit
-}
-
-/// How many bindings a tensor of `bytes` bytes takes when bound in parts on a target of
-/// binding limit `limit` and offset alignment `align` (an estimate for emitters that count
-/// bindings: elements of 16 bytes, the widest).
-pub fn bindings_for(bytes: u64, limit: u64, align: u64) -> u32 {
-    if bytes <= limit {
-        return 1;
-    }
-    let part = part_bytes(limit, align, 16).max(1);
-    u32::try_from(bytes.div_ceil(part)).unwrap_or(u32::MAX)
 }
 
 /// `src` with every store `name[I] = V;` turned into `name_put(u32(I), V);`, or `None` when

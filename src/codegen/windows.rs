@@ -30,7 +30,8 @@ pub fn guard(index: &str, total: u64) -> String {
     format!("if ({index} >= {total}u || {index} >= in0[2]) {{ return; }}")
 }
 
-fn gcd(a: u64, b: u64) -> u64 {
+/// The greatest common divisor of `a` and `b`.
+pub(super) fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
         a
     } else {
