@@ -7,12 +7,13 @@
 //!
 //! So the buffer is bound several times, each binding one consecutive part: the binding itself
 //! (`inJ` or `outJ`) holds part 0, and `inJ_p1`, `inJ_p2`, ... the next parts, bound after all
-//! other bindings. Every load `inJ[i]` becomes `inJ_at(u32(i))`, which reads element `i` from
-//! the part holding it; every store `outJ[i] = v;` becomes `outJ_put(u32(i), v);`. Parts start
-//! at multiples of the adapter's `min_storage_buffer_offset_alignment` and of the element size,
-//! so every element lies whole in one part. The rewrite works on the finished WGSL, like
-//! `texture_reads`, so every emitter gets it; a tensor used any other way (an output also
-//! read, `arrayLength`, pointers, atomics) stays refused.
+//! other bindings. Every load `inJ[i]` (or `outJ[i]`, a kernel reading back what it updates)
+//! becomes `inJ_at(u32(i))`, which reads element `i` from the part holding it; every store
+//! `outJ[i] = v;` becomes `outJ_put(u32(i), v);`. Parts start at multiples of the adapter's
+//! `min_storage_buffer_offset_alignment` and of the element size, so every element lies whole
+//! in one part. The rewrite works on the finished WGSL, like `texture_reads`, so every emitter
+//! gets it; a tensor used any other way (compound assignments, `arrayLength`, pointers,
+//! atomics) stays refused.
 
 use super::kernel::{self, Kernel};
 use super::texture_reads::{rewrite_indexed, rewrite_indexing};
@@ -101,16 +102,28 @@ pub fn part_bytes(limit: u64, align: u64, stride: u64) -> u64 {
     limit / unit * unit
 }
 
-/// `src` with every store `name[I] = V;` turned into `name_put(u32(I), V);`, or `None` when
-/// `name` occurs in any other way outside its declaration line `decl` (a read, a compound
-/// assignment, a pointer).
-fn rewrite_stores(src: &str, name: &str, decl: &str) -> Option<String> {
+/// `src` with every store `name[I] = V;` turned into `name_put(u32(I), V);` and every load
+/// `name[I]` into `name_at(u32(I))`, or `None` when `name` occurs in any other way outside its
+/// declaration line `decl` (a compound assignment, a pointer).
+fn rewrite_output(src: &str, name: &str, decl: &str) -> Option<String> {
     let b = src.as_bytes();
     rewrite_indexed(src, name, decl, |open, close| {
+        let index = &src[open + 1..close];
+        let before = src[..open - name.len()].trim_end();
+        if before.ends_with('&') {
+            return None;
+        }
         let rest = &src[close + 1..];
         let value_at = close + 1 + rest.len() - rest.trim_start().len();
-        if b.get(value_at) != Some(&b'=') || b.get(value_at + 1) == Some(&b'=') {
+        let after = &src[value_at..];
+        let compound = [
+            "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--",
+        ];
+        if compound.iter().any(|c| after.starts_with(c)) {
             return None;
+        }
+        if b.get(value_at) != Some(&b'=') || b.get(value_at + 1) == Some(&b'=') {
+            return Some((close + 1, format!("{name}_at(u32({index}))")));
         }
         // The value runs to the `;` outside any parentheses or brackets.
         let mut depth = 0i32;
@@ -120,7 +133,6 @@ fn rewrite_stores(src: &str, name: &str, decl: &str) -> Option<String> {
                 b')' | b']' => depth -= 1,
                 b';' if depth == 0 => {
                     let value = src[value_at + 1..k].trim();
-                    let index = &src[open + 1..close];
                     return Some((k + 1, format!("{name}_put(u32({index}), {value});")));
                 }
                 b'{' | b'}' => return None,
@@ -201,14 +213,18 @@ pub fn apply(
         )));
     }
     let rewritten = if output {
-        rewrite_stores(&kernel.wgsl, &name, &decl)
+        rewrite_output(&kernel.wgsl, &name, &decl)
     } else {
         rewrite_indexing(&kernel.wgsl, &name, &decl, "_at(u32(", "))", None)
     };
     let Some(mut wgsl) = rewritten else {
         return Err(refuse(format!(
             "the kernel uses it other than by {}, so it cannot be bound in parts",
-            if output { "plain stores" } else { "loads" }
+            if output {
+                "loads and plain stores"
+            } else {
+                "loads"
+            }
         )));
     };
     kernel.parted.push(PartedBinding {
@@ -218,42 +234,29 @@ pub fn apply(
     });
     let k = kernel.parted.len() - 1;
     let mut decls = String::new();
-    let mut body = if output {
-        format!("\nfn {name}_put(i: u32, v: {elem}) {{\n")
-    } else {
-        format!("\nfn {name}_at(i: u32) -> {elem} {{\n")
-    };
-    let access_of = |part: &str, from: u64| {
-        if output {
-            format!("{part}[i - {from}u] = v; return;")
-        } else {
-            format!("return {part}[i - {from}u];")
-        }
-    };
     for p in 1..parts {
         let at = kernel.part_binding(k, p);
         decls.push_str(&format!(
             "\n@group(0) @binding({at}) var<storage, {access}> {name}_p{p}: array<{elem}>; // \
              part {p} of {name}"
         ));
-        let source = if p == 1 {
-            name.clone()
-        } else {
-            format!("{name}_p{}", p - 1)
-        };
-        body.push_str(&format!(
-            "    if (i < {}u) {{ {} }}\n",
-            u64::from(p) * part_elems,
-            access_of(&source, u64::from(p - 1) * part_elems)
+    }
+    // Loads for every binding (an output's are used where the kernel reads back what it
+    // updates), stores for outputs.
+    let mut body = accessor(
+        &format!("\nfn {name}_at(i: u32) -> {elem} {{\n"),
+        &name,
+        (parts, part_elems),
+        |part, from| format!("return {part}[i - {from}u];"),
+    );
+    if output {
+        body.push_str(&accessor(
+            &format!("\nfn {name}_put(i: u32, v: {elem}) {{\n"),
+            &name,
+            (parts, part_elems),
+            |part, from| format!("{part}[i - {from}u] = v; return;"),
         ));
     }
-    body.push_str(&format!(
-        "    {}\n}}\n",
-        access_of(
-            &format!("{name}_p{}", parts - 1),
-            u64::from(parts - 1) * part_elems
-        )
-    ));
     let note = if decl.contains("//") { "" } else { " //" };
     wgsl = wgsl.replacen(
         &decl,
@@ -264,6 +267,37 @@ pub fn apply(
     kernel::validate(&kernel.name, &wgsl, caps)?;
     kernel.wgsl = wgsl;
     Ok(())
+}
+
+/// A function (`header` opens it) that does `access(part, first element)` on the part of
+/// binding `name` holding element `i`.
+fn accessor(
+    header: &str,
+    name: &str,
+    (parts, part_elems): (u32, u64),
+    access: impl Fn(&str, u64) -> String,
+) -> String {
+    let mut body = header.to_string();
+    for p in 1..parts {
+        let source = if p == 1 {
+            name.to_string()
+        } else {
+            format!("{name}_p{}", p - 1)
+        };
+        body.push_str(&format!(
+            "    if (i < {}u) {{ {} }}\n",
+            u64::from(p) * part_elems,
+            access(&source, u64::from(p - 1) * part_elems)
+        ));
+    }
+    body.push_str(&format!(
+        "    {}\n}}\n",
+        access(
+            &format!("{name}_p{}", parts - 1),
+            u64::from(parts - 1) * part_elems
+        )
+    ));
+    body
 }
 
 #[cfg(test)]
@@ -374,8 +408,22 @@ mod tests {
             .wgsl
             .contains("if (i < 67108864u) { out0[i - 0u] = v; return; }"));
         assert!(k.wgsl.contains("out0_p1[i - 67108864u] = v; return;"));
-        // An output also read, or updated in place, keeps its one binding.
-        for other in ["let r = out0[1u];", "out0[1u] += 1.0;"] {
+        // An output read back (a scatter updating in place) reads the part holding it.
+        let mut k = kernel("f32", 4);
+        k.outputs[0].ty = large.clone();
+        k.wgsl
+            .push_str("fn h() { let r = out0[1u] + 2.0; out0[1u] = r; let c = out0[2u] == r; }\n");
+        apply(&mut k, 2, (1 << 28, 256, 8), Capabilities::default(), "a").unwrap();
+        assert!(
+            k.wgsl.contains(
+                "let r = out0_at(u32(1u)) + 2.0; out0_put(u32(1u), r); let c = out0_at(u32(2u)) == r;"
+            ),
+            "{}",
+            k.wgsl
+        );
+        assert!(k.wgsl.contains("return out0_p1[i - 67108864u];"));
+        // Compound assignments and pointers keep their one binding.
+        for other in ["out0[1u] += 1.0;", "let p = &out0[1u];"] {
             let mut k = kernel("f32", 4);
             k.outputs[0].ty = large.clone();
             k.wgsl.push_str(&format!("fn h() {{ {other} }}\n"));
