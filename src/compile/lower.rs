@@ -674,15 +674,23 @@ impl<'f, 't> Lowering<'f, 't> {
             }
             // The buffer updated in place, if any: the latest of its temporary.
             let target = match launch.update {
-                Some(t) => {
+                Some(v) => {
                     if outputs.len() != 1 {
                         return Err(Error::internal(format!(
                             "{name}: an updating launch needs one output"
                         )));
                     }
-                    Some(current.get(t).copied().flatten().ok_or_else(|| {
-                        Error::internal(format!("{name}: temporary {t} updated before written"))
-                    })?)
+                    Some(match temp_of(v) {
+                        Some(t) => current.get(t).copied().flatten().ok_or_else(|| {
+                            Error::internal(format!("{name}: temporary {t} updated before written"))
+                        })?,
+                        None if op.operands.contains(&v) => self.slot(v, op)?,
+                        None => {
+                            return Err(Error::internal(format!(
+                                "{name}: an update of {v}, neither a temporary nor an operand"
+                            )))
+                        }
+                    })
                 }
                 None => None,
             };

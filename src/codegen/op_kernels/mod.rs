@@ -79,11 +79,12 @@ pub struct Launch {
     pub kernel: usize,
     /// The contents of the kernel's [`PARAMS`] binding, if it has one.
     pub params: Vec<u32>,
-    /// `Some(t)`: the kernel's one output is temporary `t`'s latest buffer updated in place
-    /// (on a copy when something else still holds it), not a fresh buffer: the kernel writes
-    /// only what changes. Its output binding names `t` (the buffer stays `t`'s latest) or one
-    /// of the op's results (the buffer becomes that result).
-    pub update: Option<usize>,
+    /// `Some(v)`: the kernel's one output is `v`'s buffer updated in place (on a copy when
+    /// something else still holds it), not a fresh buffer: the kernel writes only what
+    /// changes. `v` is a temporary ([`temp`], its latest buffer) or an operand of the op (a
+    /// scatter's input). The output binding names a temporary (the buffer becomes its latest)
+    /// or one of the op's results (the buffer becomes that result).
+    pub update: Option<ValueId>,
     /// Non-empty: the kernel is dispatched once per chunk, all into the same fresh result
     /// buffers, each with its own parameters and parts of its large bindings (see
     /// `codegen::windows`); `params` is then unused.
@@ -122,10 +123,16 @@ impl Launch {
 
     /// A launch of `kernel` with `params` updating temporary `t` in place.
     pub fn updating(kernel: usize, params: Vec<u32>, t: usize) -> Launch {
+        Launch::updating_value(kernel, params, temp(t))
+    }
+
+    /// A launch of `kernel` with `params` updating value `v` (a temporary or an operand of
+    /// the op) in place.
+    pub fn updating_value(kernel: usize, params: Vec<u32>, v: ValueId) -> Launch {
         Launch {
             kernel,
             params,
-            update: Some(t),
+            update: Some(v),
             chunks: Vec::new(),
         }
     }
