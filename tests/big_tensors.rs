@@ -480,6 +480,87 @@ fn large_results_written_anywhere_are_bound_in_parts() {
 }
 
 #[test]
+fn sorted_scatters_update_large_tensors_in_place() {
+    // An embedding-style gradient: 80 rows added into a 100 x 100 table (ten parts) at 23
+    // distinct rows, in runs of up to 4, some indices out of bounds (dropped). Sorted (more
+    // than 64 windows), then each run folded in place into the table: `s` into a copy of the
+    // argument `x` (which is also returned, unchanged), and `g = scatter(0) + x`, which
+    // `scatter_add` turns into a scatter into `x * 2`, updated where it lies.
+    let t = "tensor<100x100xf32>";
+    let scatter = |into: &str, name: &str| {
+        format!(
+            r#"%{name} = "stablehlo.scatter"(%{into}, %i, %u) <{{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}}> ({{
+  ^bb0(%p: tensor<f32>, %q: tensor<f32>):
+    %r = stablehlo.add %p, %q : tensor<f32>
+    stablehlo.return %r : tensor<f32>
+  }}) : ({t}, tensor<80x1xi32>, tensor<80x100xf32>) -> {t}"#
+        )
+    };
+    let src = format!(
+        "func.func @main(%x: {t}, %i: tensor<80x1xi32>, %u: tensor<80x100xf32>) -> ({t}, {t}, {t}) {{
+           {}
+           %z = stablehlo.constant dense<0.0> : tensor<f32>
+           %zb = stablehlo.broadcast_in_dim %z, dims = [] : (tensor<f32>) -> {t}
+           {}
+           %x2 = stablehlo.add %x, %x : {t}
+           %g = stablehlo.add %zs, %x2 : {t}
+           return %s, %g, %x : {t}, {t}, {t}
+}}
+",
+        scatter("x", "s"),
+        scatter("zb", "zs"),
+    );
+    let (x, u) = (data(10_000, 41), data(8_000, 42));
+    let rows: Vec<i32> = (0..80)
+        .map(|k| match k {
+            _ if k % 13 == 5 => 100 + k,
+            _ if k % 17 == 3 => -1,
+            _ => (k * 7) % 23 * 4,
+        })
+        .collect();
+    let row_bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let (out, listing) = run(
+        &src,
+        None,
+        &[
+            upload_f32(&[100, 100], &x),
+            upload(&[80, 1], ElementType::I32, &row_bytes),
+            upload_f32(&[80, 100], &u),
+        ],
+    );
+    let runs = listing
+        .lines()
+        .filter(|l| {
+            l.starts_with("update ") && l.contains("_runs ") && l.contains("(out0 bound in")
+        })
+        .count();
+    assert_eq!(runs, 2, "{listing}");
+    assert!(listing.contains("(in place)"), "{listing}");
+    assert!(!listing.contains("broadcast"), "{listing}");
+    let add_rows = |mut want: Vec<f32>| {
+        for (k, &r) in rows.iter().enumerate() {
+            if (0..100).contains(&r) {
+                for j in 0..100 {
+                    want[r as usize * 100 + j] += u[k * 100 + j];
+                }
+            }
+        }
+        want
+    };
+    let want_s = add_rows(x.clone());
+    let want_g = add_rows(x.iter().map(|v| v + v).collect());
+    for (what, got, want) in [("s", &out[0], &want_s), ("g", &out[1], &want_g)] {
+        for (e, (&g, &w)) in f32s(got).iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                "{what} element {e}: {g} vs {w}"
+            );
+        }
+    }
+    assert_eq!(f32s(&out[2]), x, "the argument was changed");
+}
+
+#[test]
 fn kernels_that_cannot_be_bound_are_refused() {
     // A transpose of 1000 x 1000 f32 (4 MB): its operand would take 977 parts of 4 KiB, far
     // more storage buffers than a kernel may bind.

@@ -8,6 +8,7 @@ pub mod dot_transpose;
 pub mod inline;
 pub mod narrow_dots;
 pub mod rewrite;
+pub mod scatter_add;
 pub mod static_shapes;
 pub mod tokens;
 
@@ -15,7 +16,8 @@ use crate::error::Result;
 use crate::ir::{verify, Function, Module};
 
 /// Verifies `module`, inlines everything into `entry`, turns tokens into empty tensors, makes
-/// known dynamic shapes static, canonicalizes, folds transposes of dot results and of dot
+/// known dynamic shapes static, canonicalizes, adds scatters into zeros into what they are
+/// added to (`scatter_add`), folds transposes of dot results and of dot
 /// operands into the dots (`dot_transpose`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`) and
 /// removes dead code,
 /// then verifies the result again.
@@ -29,6 +31,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
     }
+    scatter_add::scatter_add_into_operand(&mut f);
     dot_transpose::transpose_into_dot(&mut f);
     dot_transpose::operand_transposes_into_dot(&mut f);
     narrow_dots::upcast_narrow_dots(&mut f);
