@@ -837,7 +837,7 @@ impl Device {
     /// RGBA32 texels for inputs read through textures): a pooled one of that size when there
     /// is one, else a new one.
     pub(crate) fn alloc(self: &Arc<Self>, size: u64, label: &str) -> Result<GpuBuffer> {
-        let size = size.max(16).next_multiple_of(16);
+        let size = allocated_size(size);
         if size > self.limits.max_buffer_size {
             return Err(Error::resource_exhausted(format!(
                 "buffer of {size} bytes exceeds the largest buffer {} allows ({} bytes)",
@@ -1225,4 +1225,10 @@ impl Drop for GpuBuffer {
             self.device.poller.sweep();
         }
     }
+}
+
+/// The size of the buffer [`Device::alloc`] gives for a request of `size` bytes: rounded up
+/// to 16, at least 16.
+pub(crate) fn allocated_size(size: u64) -> u64 {
+    size.max(16).next_multiple_of(16)
 }

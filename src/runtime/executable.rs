@@ -730,15 +730,23 @@ impl Run<'_> {
         event
     }
 
-    /// Ends this run's use of `buf` (see `retired`).
+    /// Ends this run's use of `buf` (see `retired`). A buffer is listed once: one retired
+    /// twice (a loop-carried value passed through, an update on a copy whose target stays
+    /// live) held itself, so [`Self::reuse`] never found it alone, and every iteration of a
+    /// loop allocated its temporaries anew (a 4000 x 4000 Cholesky: 8.9 GB).
     fn retire(&mut self, buf: Arc<GpuBuffer>) {
-        self.retired.push(buf);
+        if !self.retired.iter().any(|b| Arc::ptr_eq(b, &buf)) {
+            self.retired.push(buf);
+        }
     }
 
     /// A buffer of `size` bytes this run retired and no one else holds: its later work is
     /// recorded after every earlier use, so the run may write it again at once (a loop
     /// recorded without a submission reuses its temporaries instead of allocating anew).
     fn reuse(&mut self, size: u64) -> Option<Arc<GpuBuffer>> {
+        // Buffers are allocated rounded up (`Device::alloc`): a tensor of 263 x 1001 f32 asked
+        // for 1053052 bytes and never found the 1053056 it had been given.
+        let size = crate::runtime::device::allocated_size(size);
         let i = self
             .retired
             .iter()
