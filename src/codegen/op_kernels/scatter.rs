@@ -641,6 +641,17 @@ pub fn sorted(
     };
     let stages = super::sort::bitonic_stages(p);
     let bound = target.max_invocation_iterations;
+    // Few enough windows: the whole network in one workgroup, one launch instead of one per
+    // stage (45 for 512 windows, each a dispatch and a pipeline barrier).
+    let one = one_workgroup_sort(
+        &format!("{name}_sort"),
+        f,
+        defs,
+        (indices, &scatter_sizes, ivd, irank),
+        count as u64,
+        p,
+        target,
+    )?;
     if let Some(run) = runs_in_place(
         &format!("{name}_runs"),
         f,
@@ -649,26 +660,7 @@ pub fn sorted(
         (&scatter_sizes, ivd, irank),
         target,
     )? {
-        let (mut kernels, mut launches) = match one_workgroup_sort(
-            &format!("{name}_sort"),
-            f,
-            defs,
-            (indices, &scatter_sizes, ivd, irank),
-            count as u64,
-            p,
-            target,
-        )? {
-            Some(sort) => (vec![sort], vec![super::Launch::new(0, Vec::new())]),
-            None => {
-                let mut launches = vec![super::Launch::new(0, Vec::new())];
-                launches.extend(
-                    stages
-                        .iter()
-                        .map(|&(k, j)| super::Launch::new(1, vec![k, j])),
-                );
-                (vec![init, pass], launches)
-            }
-        };
+        let (mut kernels, mut launches) = sort_launches(one, init, pass, &stages);
         launches.push(super::Launch::updating_value(
             kernels.len(),
             Vec::new(),
@@ -682,17 +674,6 @@ pub fn sorted(
         }));
     }
     let scatter = emit_with(name, f, defs, op, target, true, None)?;
-    // Few enough windows: the whole network in one workgroup, one launch instead of one per
-    // stage (45 for 512 windows, each a dispatch and a pipeline barrier).
-    let one = one_workgroup_sort(
-        &format!("{name}_sort"),
-        f,
-        defs,
-        (indices, &scatter_sizes, ivd, irank),
-        count as u64,
-        p,
-        target,
-    )?;
     if scatter.iterations <= bound {
         return Ok(Some(match one {
             Some(sort) => super::Plan::sequential(vec![sort, scatter], vec![perm_type]),
@@ -760,18 +741,7 @@ pub fn sorted(
                 target,
             )?;
             // The sort's launches, then the partials and folds.
-            let (mut kernels, mut launches) = match one {
-                Some(sort) => (vec![sort], vec![super::Launch::new(0, Vec::new())]),
-                None => {
-                    let mut launches = vec![super::Launch::new(0, Vec::new())];
-                    launches.extend(
-                        stages
-                            .into_iter()
-                            .map(|(k, j)| super::Launch::new(1, vec![k, j])),
-                    );
-                    (vec![init, pass], launches)
-                }
-            };
+            let (mut kernels, mut launches) = sort_launches(one, init, pass, &stages);
             let shift = kernels.len();
             launches.extend(
                 fold.launches
@@ -794,6 +764,28 @@ pub fn sorted(
         vec![perm_type],
         stages,
     )))
+}
+
+/// The kernels and launches that sort the windows: the one-workgroup sort when there is one,
+/// else the identity permutation and one pass per bitonic stage.
+fn sort_launches(
+    one: Option<Kernel>,
+    init: Kernel,
+    pass: Kernel,
+    stages: &[(u32, u32)],
+) -> (Vec<Kernel>, Vec<super::Launch>) {
+    match one {
+        Some(sort) => (vec![sort], vec![super::Launch::new(0, Vec::new())]),
+        None => {
+            let mut launches = vec![super::Launch::new(0, Vec::new())];
+            launches.extend(
+                stages
+                    .iter()
+                    .map(|&(k, j)| super::Launch::new(1, vec![k, j])),
+            );
+            (vec![init, pass], launches)
+        }
+    }
 }
 
 /// The last stage of a sorted scatter that updates its input in place, or `None` where it
