@@ -396,6 +396,13 @@ def test_sort_long_rows(gpu):
                             lax.top_k(x[1:], 5), lax.sort((x[1], x[2]), num_keys=1)), x)
     compare(gpu, lambda x: (jnp.sort(x, axis=0), jnp.argsort(x, axis=0, stable=True),
                             jnp.sort(x.astype(jnp.int8), axis=0)), xi)
+    # Rows of 5000 (padded to 8192): global stages for partners 4096 or more apart (2048 with
+    # two operands in a GPU's workgroup memory), the rest in workgroup memory; ties and NaNs.
+    y = rand((3, 5000), "float32", 11)
+    y[0, ::9] = np.nan
+    y[1] = np.round(y[1] * 3)
+    compare(gpu, lambda y: (jnp.sort(y, axis=1), jnp.argsort(y, axis=1, stable=True),
+                            lax.top_k(jnp.nan_to_num(y), 9), jnp.sort(y.T, axis=0)), y)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

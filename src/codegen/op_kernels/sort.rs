@@ -1,6 +1,7 @@
-//! `sort` and `chlo.top_k`. Rows longer than [`BITONIC_FROM`] take a bitonic network in
-//! O(log² n) passes (see [`Bitonic`]; lavapipe: 65536 floats in 0.46 s instead of 45 s, 2^20 in
-//! 7.6 s). Shorter rows sort in one kernel by ranking: the rank of element `p` in its row is the number of
+//! `sort` and `chlo.top_k`. Rows longer than [`BITONIC_FROM`] take a bitonic network
+//! ([`bitonic`]; lavapipe: 65536 floats in 0.46 s instead of 45 s): the stages of partners
+//! closer than a block of up to 4096 run in workgroup memory, one launch per merge size
+//! ([`local_stages`]), the others one global pass each. Shorter rows sort in one kernel by ranking: the rank of element `p` in its row is the number of
 //! elements that must come before it — `q` with `cmp(q, p)`, or equivalent to it and earlier
 //! (which makes every sort stable, as `is_stable` may demand and always allows).
 //!
@@ -564,13 +565,267 @@ pub fn bitonic(
         )?
     };
 
-    Ok(Some(super::Plan::bitonic(
-        init,
-        pass,
-        gather,
-        vec![perm_type],
-        bitonic_stages(p),
-    )))
+    let Some((local, b)) = local_stages(name, f, defs, op, (n, p, rows, inner), target)? else {
+        return Ok(Some(super::Plan::bitonic(
+            init,
+            pass,
+            gather,
+            vec![perm_type],
+            bitonic_stages(p),
+        )));
+    };
+    // Blocks of `b` sorted whole in workgroup memory; then per merge size k past b, the global
+    // stages of partners b or more apart, and the rest of k's stages locally again.
+    let mut launches = vec![
+        super::Launch::new(0, Vec::new()),
+        super::Launch::new(2, vec![2, b as u32, 1]),
+    ];
+    let mut k = 2 * b;
+    while k <= p {
+        let mut j = k / 2;
+        while j >= b {
+            launches.push(super::Launch::new(1, vec![k as u32, j as u32]));
+            j /= 2;
+        }
+        launches.push(super::Launch::new(
+            2,
+            vec![k as u32, k as u32, (b / 2) as u32],
+        ));
+        k *= 2;
+    }
+    launches.push(super::Launch::new(3, Vec::new()));
+    Ok(Some(super::Plan {
+        kernels: vec![init, pass, local, gather],
+        temps: vec![perm_type],
+        launches,
+    }))
+}
+
+/// Most permutation entries one workgroup sorts in its memory.
+const LOCAL_BLOCK_MAX: u64 = 4096;
+
+/// The block of a row's permutation one workgroup sorts in workgroup memory at `entry` bytes
+/// an entry: the largest power of two up to `p`, [`LOCAL_BLOCK_MAX`] and `storage` (the
+/// adapter's workgroup memory), at least 64; `None` below that.
+fn local_block(p: u64, entry: u64, storage: u64) -> Option<u64> {
+    let most = LOCAL_BLOCK_MAX.min(storage / entry.max(1)).min(p);
+    let b = if most == 0 {
+        0
+    } else {
+        1u64 << (63 - most.leading_zeros())
+    };
+    (b >= 64).then_some(b)
+}
+
+/// The local stages of a bitonic sort ([`bitonic`]) and their block `b`: each workgroup
+/// loads block `b` of one row's permutation into workgroup memory, with the sorted values at
+/// those positions when they are 32- or 64-bit numbers, and runs, for each merge size `k`
+/// from `params[0]` to `params[1]` (doubling), the compare-exchanges of partners `j` apart
+/// for `j` from `params[2]` (then `k / 2` for the next `k`) down to 1, a barrier after each;
+/// then stores the permutation back. The stages of partners closer than `b` run in one launch
+/// that compares values in workgroup memory, instead of one launch each over every row that
+/// reads both values through the permutation: a 2048 x 2048 f32 sort along rows took 66
+/// launches, 2.7 s, on lavapipe.
+fn local_stages(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    (n, p, rows, inner): (usize, u64, u64, usize),
+    target: Target,
+) -> Result<Option<(Kernel, u64)>> {
+    let u32s = |value: ValueId, len: u64| Binding {
+        value,
+        ty: crate::ir::TensorType::new(vec![len as i64], crate::ir::ElementType::U32),
+    };
+    let perm_in = u32s(PERM, rows * p);
+    let perm_out = u32s(PERM, rows * p);
+    let element = |row: &str, idx: &str| {
+        format!(
+            "(({row} / {inner}u) * {}u + ({idx}) * {inner}u + ({row} % {inner}u))",
+            n * inner
+        )
+    };
+    with_prepared(
+        f,
+        defs,
+        op,
+        target,
+        &[perm_in, u32s(super::PARAMS, 3)],
+        |mut em, pr| {
+            let call = |a: &[String], c: &[String]| -> String {
+                let args: Vec<String> = a
+                    .iter()
+                    .zip(c)
+                    .flat_map(|(x, y)| [x.clone(), y.clone()])
+                    .collect();
+                format!("k_less({})", args.join(", "))
+            };
+            // The values in workgroup memory too, when they are plain numbers.
+            let sizes: Option<Vec<u64>> = pr
+                .types
+                .iter()
+                .map(|t| match t {
+                    Compute::I32 | Compute::U32 | Compute::F32 => Some(4),
+                    Compute::I64 | Compute::U64 | Compute::F64 => Some(8),
+                    _ => None,
+                })
+                .collect();
+            // CPU adapters emulate workgroup memory: values compared from there took longer
+            // than read through the permutation (lavapipe, 2048 x 2048 f32: 2.5 s against
+            // 2.0). `WGPU_HLO_SORT_CACHE=0` or `1` overrides, for comparisons.
+            let cached = sizes.is_some()
+                && match std::env::var("WGPU_HLO_SORT_CACHE").as_deref() {
+                    Ok("0") => false,
+                    Ok("1") => true,
+                    _ => !target.cpu_adapter,
+                };
+            let entry = 4 + sizes.map_or(0, |s| s.iter().sum());
+            // `WGPU_HLO_SORT_LOCAL=0`: every stage a global pass, for comparisons.
+            let off = std::env::var("WGPU_HLO_SORT_LOCAL").is_ok_and(|v| v.trim() == "0");
+            let Some(b) = local_block(p, entry, target.max_workgroup_storage).filter(|_| !off)
+            else {
+                return Ok(None);
+            };
+            // Lavapipe: 32 to 256 invocations within 15 % (2.05 to 2.34 s), 64 among the best.
+            let wg = if target.cpu_adapter { 64 } else { 256 }.min(b / 2);
+            let blocks = p / b;
+            let groups = rows * blocks;
+            let log = u64::from(b.trailing_zeros());
+            em.line("let g = wid.y * nwg.x + wid.x;");
+            em.line(&format!("if (g >= {groups}u) {{ return; }}"));
+            em.line(&format!("let row = g / {blocks}u;"));
+            em.line(&format!("let base = (g % {blocks}u) * {b}u;"));
+            em.line(&format!("let at = row * {p}u + base;"));
+            em.open_loop(
+                &format!("for (var t = lid; t < {b}u; t = t + {wg}u)"),
+                b / wg,
+            );
+            em.line("let e = in0[at + t];");
+            em.line("perm[t] = e;");
+            if cached {
+                for (o, &v) in pr.operands.iter().enumerate() {
+                    let x = em.value(
+                        v,
+                        &Index::Linear(element("row", &format!("min(e, {}u)", n - 1))),
+                    )?;
+                    em.line(&format!("kv{o}[t] = {x};"));
+                }
+            }
+            em.close(None);
+            em.line("workgroupBarrier();");
+            em.line("var j0 = in1[2];");
+            em.open_loop("for (var k = in1[0]; k <= in1[1]; k = k << 1u)", log);
+            em.open_loop("for (var j = j0; j > 0u; j = j >> 1u)", log);
+            em.open_loop(
+                &format!("for (var t = lid; t < {}u; t = t + {wg}u)", b / 2),
+                (b / 2).div_ceil(wg),
+            );
+            // Pair (i, i | j): t with a zero bit inserted at j's position.
+            em.line("let i = ((t & ~(j - 1u)) << 1u) | (t & (j - 1u));");
+            em.line("let l = i | j;");
+            em.line("let first = perm[i];");
+            em.line("let second = perm[l];");
+            em.line("let ascending = ((base + i) & k) == 0u;");
+            em.line(&format!("let fv = first < {n}u;"));
+            em.line(&format!("let sv = second < {n}u;"));
+            // The two values of each operand: from workgroup memory, or read through the
+            // permutation.
+            let (vf, vs): (Vec<String>, Vec<String>) = if cached {
+                for o in 0..pr.operands.len() {
+                    em.line(&format!("let kf{o} = kv{o}[i];"));
+                    em.line(&format!("let ks{o} = kv{o}[l];"));
+                }
+                (0..pr.operands.len())
+                    .map(|o| (format!("kf{o}"), format!("ks{o}")))
+                    .unzip()
+            } else {
+                let at = |which: &str| element("row", &format!("min({which}, {}u)", n - 1));
+                let mut read = |which: &str| -> Result<Vec<String>> {
+                    pr.operands
+                        .iter()
+                        .map(|&v| em.value(v, &Index::Linear(at(which))))
+                        .collect()
+                };
+                (read("first")?, read("second")?)
+            };
+            // As in the global pass: the second belongs before the first, ties by position.
+            em.line(&format!(
+                "let second_first = sv && (!fv || {} || (!{} && second < first));",
+                call(&vs, &vf),
+                call(&vf, &vs)
+            ));
+            em.open("if (select(!second_first, second_first, ascending))");
+            em.line("perm[i] = second;");
+            em.line("perm[l] = first;");
+            if cached {
+                for o in 0..pr.operands.len() {
+                    em.line(&format!("kv{o}[i] = ks{o};"));
+                    em.line(&format!("kv{o}[l] = kf{o};"));
+                }
+            }
+            em.close(None);
+            em.close(None);
+            em.line("workgroupBarrier();");
+            em.close(None);
+            em.line("j0 = k;");
+            em.close(None);
+            em.open_loop(
+                &format!("for (var t = lid; t < {b}u; t = t + {wg}u)"),
+                b / wg,
+            );
+            em.line("out0[at + t] = perm[t];");
+            em.close(None);
+            if em.iterations() > target.max_invocation_iterations {
+                return Ok(None);
+            }
+            let mut shared = format!("var<workgroup> perm: array<u32, {b}>;\n");
+            if cached {
+                for (o, t) in pr.types.iter().enumerate() {
+                    shared.push_str(&format!(
+                        "var<workgroup> kv{o}: array<{}, {b}>;\n",
+                        t.wgsl()
+                    ));
+                }
+            }
+            let source = format!(
+                "{}{shared}\n{}{}}}\n",
+                pr.functions,
+                crate::codegen::kernel::entry_header(wg as u32),
+                em.body
+            );
+            let lname = format!("{name}_local");
+            let comment = format!(
+                "kernel {lname}: the compare-exchanges of partners closer than {b} of a bitonic {} along dimension {} ({n} elements per row, padded to {p}), a block of {b} per workgroup in its memory\nloop iterations per invocation: at most {}\nfuses: {}",
+                if pr.k.is_some() { "top_k" } else { "sort" },
+                pr.dim,
+                em.iterations(),
+                op.name()
+            );
+            let wgsl = crate::codegen::kernel::assemble(
+                &lname,
+                &comment,
+                &em.inputs,
+                std::slice::from_ref(&perm_out),
+                &em.needs,
+                &source,
+                target.caps,
+            )?;
+            Ok(Some((
+                Kernel {
+                    name: lname,
+                    wgsl,
+                    inputs: em.inputs.clone(),
+                    outputs: vec![perm_out.clone()],
+                    workgroups: kernel::grid(groups, target.max_workgroups)?,
+                    iterations: em.iterations(),
+                    texture_inputs: Vec::new(),
+                    parted: Vec::new(),
+                },
+                b,
+            )))
+        },
+    )
 }
 
 /// The `(k, j)` compare-exchange stages of a bitonic network over `p` (a power of two) items.
@@ -616,4 +871,19 @@ pub(crate) fn identity_kernel(
         0,
         target,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_blocks_fit_workgroup_memory() {
+        // Up to 4096 entries, fewer when each carries values, never past the row.
+        assert_eq!(local_block(8192, 4, 32768), Some(4096));
+        assert_eq!(local_block(8192, 12, 32768), Some(2048));
+        assert_eq!(local_block(1024, 8, 32768), Some(1024));
+        // Too little memory for 64 entries: every stage a global pass.
+        assert_eq!(local_block(8192, 4, 200), None);
+    }
 }
