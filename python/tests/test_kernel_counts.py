@@ -72,6 +72,16 @@ def test_mlp_layer(gpu, tmp_path, monkeypatch):
     assert n == (2 if cpu_kernel_class(gpu) else 1)
 
 
+def test_gram_matrix_epilogue(gpu, tmp_path, monkeypatch):
+    # `x @ x.T` binds x twice; its epilogue was refused as reading the dot's inputs (the
+    # epilogue's input took the second operand's binding), so every Gram matrix of a Gaussian
+    # process kernel wrote the product and read it back in a second kernel. CPU adapters'
+    # register blocks store through a function the epilogue list does not take (two kernels).
+    x, a = normal((64, 32)), normal((64, 64), 1)
+    n = kernels(gpu, tmp_path, monkeypatch, lambda x, a: a - jnp.exp(-(x @ x.T)), x, a)
+    assert n == (2 if cpu_kernel_class(gpu) else 1)
+
+
 def test_bf16_layer(gpu, tmp_path, monkeypatch):
     """A mixed-precision layer: the bf16 converts of both operands run inside the dot
     (prologue fusion), the bias and relu at its stores. Not on CPU adapters: their dot tiles

@@ -54,11 +54,11 @@ pub fn apply(
 
     let fused = |v: ValueId| epilogue.members.contains(&v);
     let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
-    // The dot's inputs (its operands, or a prologue's inputs) keep their bindings; the
-    // epilogue's own inputs follow.
-    for b in &dot.inputs {
-        em.input(b.value)?;
-    }
+    // The dot's inputs (its operands, or a prologue's inputs) keep their bindings, one per
+    // binding even where a value is bound twice (`x @ x.T`); the epilogue's own inputs
+    // follow. Deduplicated, the epilogue's first input took the second operand's binding
+    // number, and the epilogue of every Gram matrix was refused as reading the dot's inputs.
+    em.inputs.extend(dot.inputs.iter().cloned());
     em.scalars.insert(d.value, "d".to_string());
     let idx = Index::Linear("i".into());
     let mut outs = Vec::new();
