@@ -387,6 +387,35 @@ def test_dynamic_update_slice_in_place(gpu):
                             a.at[150].set(1.0), a.at[5, 7].mul(3.0), a.at[2, 3].set(9.0), a), a)
 
 
+def test_sorted_scatters_fold_runs_in_place(gpu):
+    # More than 64 windows: sorted by index, then each run of equal indices folded into the
+    # input where it lies, in the original order. Embedding gradients with repeated ids, points
+    # placed by two indices (the gradient of jnp.diag), dropped out-of-range indices, other
+    # combiners, and scatter-add into zeros plus a dense term (rewritten to add into it).
+    rng = np.random.default_rng(5)
+    table = rand((500, 24), "float32", 12)
+    ids = rng.integers(0, 40, size=(300,)).astype(np.int32)
+    ids[::11] = -2
+    ids[::13] = 600
+    rows = rand((300, 24), "float32", 13)
+    compare(gpu, lambda t, i, r: (t.at[i].add(r, mode="drop"), t.at[i].max(r, mode="drop"),
+                                  t.at[i].multiply(r * 0.1 + 1, mode="drop"),
+                                  jnp.zeros_like(t).at[i].add(r, mode="drop") + t * 2),
+            table, ids, rows)
+    compare(gpu, lambda t, i, r: t.at[i].add(r, mode="drop"), (table * 50).astype(np.int32), ids,
+            (rows * 50).astype(np.int32))
+    ii = rng.integers(0, 40, size=(400,)).astype(np.int32)
+    jj = rng.integers(0, 30, size=(400,)).astype(np.int32)
+    ii[::17] = -1
+    jj[::23] = 31
+    vals = rand((400,), "float32", 14)
+    compare(gpu, lambda t, i, j, v: (t.at[i, j].add(v, mode="drop"),
+                                     jnp.zeros((40, 30, 5)).at[i, j].add(v[:, None] * jnp.arange(5.0),
+                                                                       mode="drop")),
+            table[:40, :30], ii, jj, vals)
+    compare(gpu, jax.grad(lambda a: jnp.log(jnp.diag(a) ** 2 + 1).sum()), rand((200, 200), "float32", 15))
+
+
 def test_sort_long_rows(gpu):
     # Rows over 256 elements take the bitonic network (stable, NaNs last like XLA's).
     x = rand((3, 1000), "float32", 9)

@@ -227,6 +227,7 @@ fn emit_with(
                 ivd,
                 irank,
                 ic,
+                &[],
             )?;
             em.line(&format!(
                 "if ({key} < {want}) {{ lo{e} = mid{e} + 1u; }} else {{ hi{e} = mid{e}; }}"
@@ -249,7 +250,7 @@ fn emit_with(
                 }
             }
             em.line("let s = in0[q];");
-            let key = window_key(em, "s", indices, &scatter_sizes, ivd, irank, ic)?;
+            let key = window_key(em, "s", indices, &scatter_sizes, ivd, irank, ic, &[])?;
             em.line(&format!("if ({key} != {want}) {{ break; }}"));
         }
         // With batching dimensions, only the windows of this element's batch can reach it:
@@ -341,7 +342,11 @@ fn emit_with(
     })
 }
 
-/// The (single) scatter index of update window `s` (a `u32` WGSL name), as an `i32`.
+/// The sort key of update window `s` (a `u32` WGSL name), an `i32`: with at most one entry in
+/// `bounds`, the window's (single) scatter index; with more (the sizes of the operand
+/// dimensions its index vector places it in, all inserted), the row-major position of that
+/// point, or -1 when it lies outside (such a window is skipped whole).
+#[allow(clippy::too_many_arguments)]
 fn window_key(
     em: &mut ExprEmitter,
     s: &str,
@@ -350,9 +355,22 @@ fn window_key(
     ivd: usize,
     irank: usize,
     ic: Compute,
+    bounds: &[i64],
 ) -> Result<String> {
     let si = em.multi(&Index::Linear(s.to_string()), scatter_sizes);
-    index_component(em, indices, &si, 0, ivd, irank, ic)
+    if bounds.len() <= 1 {
+        return index_component(em, indices, &si, 0, ivd, irank, ic);
+    }
+    let mut inside = Vec::new();
+    let mut at = "0i".to_string();
+    for (c, &size) in bounds.iter().enumerate() {
+        let v = index_component(em, indices, &si, c, ivd, irank, ic)?;
+        let name = format!("{s}_k{c}");
+        em.line(&format!("let {name}: i32 = {v};"));
+        inside.push(format!("{name} >= 0i && {name} < {size}i"));
+        at = format!("({at} * {size}i + {name})");
+    }
+    Ok(format!("select(-1i, {at}, {})", inside.join(" && ")))
 }
 
 /// Most windows (padded to a power of two) the one-workgroup sort takes.
@@ -371,7 +389,7 @@ fn one_workgroup_sort(
     name: &str,
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
-    (indices, scatter_sizes, ivd, irank): (ValueId, &[usize], usize, usize),
+    (indices, scatter_sizes, ivd, irank, bounds): (ValueId, &[usize], usize, usize, &[i64]),
     count: u64,
     p: u64,
     target: Target,
@@ -400,7 +418,7 @@ fn one_workgroup_sort(
     );
     em.line("perm[t] = t;");
     em.line(&format!("let s = min(t, {}u);", count - 1));
-    let key = window_key(&mut em, "s", indices, scatter_sizes, ivd, irank, ic)?;
+    let key = window_key(&mut em, "s", indices, scatter_sizes, ivd, irank, ic, bounds)?;
     em.line(&format!("keys[t] = {key};"));
     em.close(None);
     em.line("workgroupBarrier();");
@@ -554,13 +572,40 @@ pub fn sorted(
         return Ok(None);
     };
     let n = op.results.len();
+    // Each window placed by its index in inserted dimensions only: windows with equal
+    // indices coincide, others are disjoint.
     if op.operands.len() != 2 * n + 1
-        || dn.scatter_dims_to_operand_dims.len() != 1
+        || dn.scatter_dims_to_operand_dims.is_empty()
         || !dn
-            .inserted_window_dims
-            .contains(&dn.scatter_dims_to_operand_dims[0])
+            .scatter_dims_to_operand_dims
+            .iter()
+            .all(|d| dn.inserted_window_dims.contains(d))
         || !dn.input_batching_dims.is_empty()
     {
+        return Ok(None);
+    }
+    // The sizes of those dimensions: with several, windows sort by the position of their
+    // point (which must fit an i32), and only the in-place stage serves.
+    let bounds: Vec<i64> = {
+        let rdims = op
+            .results
+            .first()
+            .and_then(|&r| f.ty(r).as_tensor())
+            .map(|t| t.shape.clone())
+            .unwrap_or_default();
+        dn.scatter_dims_to_operand_dims
+            .iter()
+            .map(|&d| {
+                usize::try_from(d)
+                    .ok()
+                    .and_then(|d| rdims.get(d))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect()
+    };
+    let points = bounds.iter().try_fold(1i64, |a, &b| a.checked_mul(b));
+    if bounds.len() > 1 && !points.is_some_and(|p| p > 0 && p < i32::MAX as i64) {
         return Ok(None);
     }
     let indices = op.operands[n];
@@ -612,8 +657,26 @@ pub fn sorted(
         em.line("let ascending = (min(i, l) & k) == 0u;");
         em.line(&format!("let fc = min(first, {}u);", count - 1));
         em.line(&format!("let sc = min(second, {}u);", count - 1));
-        let kf = window_key(&mut em, "fc", indices, &scatter_sizes, ivd, irank, ic)?;
-        let ks = window_key(&mut em, "sc", indices, &scatter_sizes, ivd, irank, ic)?;
+        let kf = window_key(
+            &mut em,
+            "fc",
+            indices,
+            &scatter_sizes,
+            ivd,
+            irank,
+            ic,
+            &bounds,
+        )?;
+        let ks = window_key(
+            &mut em,
+            "sc",
+            indices,
+            &scatter_sizes,
+            ivd,
+            irank,
+            ic,
+            &bounds,
+        )?;
         em.line(&format!(
             "let second_first = second < {count}u && (first >= {count}u || {ks} < {kf} || ({ks} == {kf} && second < first));"
         ));
@@ -647,7 +710,7 @@ pub fn sorted(
         &format!("{name}_sort"),
         f,
         defs,
-        (indices, &scatter_sizes, ivd, irank),
+        (indices, &scatter_sizes, ivd, irank, &bounds),
         count as u64,
         p,
         target,
@@ -657,7 +720,7 @@ pub fn sorted(
         f,
         defs,
         op,
-        (&scatter_sizes, ivd, irank),
+        (&scatter_sizes, ivd, irank, &bounds),
         target,
     )? {
         let (mut kernels, mut launches) = sort_launches(one, init, pass, &stages);
@@ -672,6 +735,9 @@ pub fn sorted(
             temps: vec![perm_type],
             launches,
         }));
+    }
+    if bounds.len() > 1 {
+        return Ok(None);
     }
     let scatter = emit_with(name, f, defs, op, target, true, None)?;
     if scatter.iterations <= bound {
@@ -802,7 +868,7 @@ fn runs_in_place(
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
     op: &Operation,
-    (scatter_sizes, ivd, irank): (&[usize], usize, usize),
+    (scatter_sizes, ivd, irank, bounds): (&[usize], usize, usize, &[i64]),
     target: Target,
 ) -> Result<Option<Kernel>> {
     let Op::Scatter {
@@ -862,10 +928,28 @@ fn runs_in_place(
     em.line(&format!("let p = tid / {w}u;"));
     em.line(&format!("let e = tid % {w}u;"));
     em.line("let s = in0[p];");
-    let key = window_key(&mut em, "s", *indices, scatter_sizes, ivd, irank, ic)?;
+    let key = window_key(
+        &mut em,
+        "s",
+        *indices,
+        scatter_sizes,
+        ivd,
+        irank,
+        ic,
+        bounds,
+    )?;
     em.line(&format!("let key: i32 = {key};"));
     em.line("let sp = in0[max(p, 1u) - 1u];");
-    let before = window_key(&mut em, "sp", *indices, scatter_sizes, ivd, irank, ic)?;
+    let before = window_key(
+        &mut em,
+        "sp",
+        *indices,
+        scatter_sizes,
+        ivd,
+        irank,
+        ic,
+        bounds,
+    )?;
     // The window's element, and where it lands.
     let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
     let si = em.multi(&Index::Linear("s".into()), scatter_sizes);
@@ -893,7 +977,16 @@ fn runs_in_place(
         count as u64,
     );
     em.line("let sq = in0[q];");
-    let kq = window_key(&mut em, "sq", *indices, scatter_sizes, ivd, irank, ic)?;
+    let kq = window_key(
+        &mut em,
+        "sq",
+        *indices,
+        scatter_sizes,
+        ivd,
+        irank,
+        ic,
+        bounds,
+    )?;
     em.line(&format!("if ({kq} != key) {{ break; }}"));
     let sq = em.multi(&Index::Linear("sq".into()), scatter_sizes);
     let mut upd = vec![String::new(); udims.len()];
