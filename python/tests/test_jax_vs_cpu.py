@@ -387,6 +387,30 @@ def test_dynamic_update_slice_in_place(gpu):
                             a.at[150].set(1.0), a.at[5, 7].mul(3.0), a.at[2, 3].set(9.0), a), a)
 
 
+def test_blocked_triangular_solves(gpu):
+    # 256+ rows and 32+ right-hand sides solve by blocks (the plugin's rule): every side,
+    # triangle, transpose and unit diagonal, batched, with NaNs in the triangle (and diagonal)
+    # the solve must not read.
+    import itertools
+
+    k, nrhs = 260, 40
+    rng = np.random.default_rng(21)
+    a = (rng.standard_normal((2, k, k)) / np.sqrt(k) + 2 * np.eye(k)).astype(np.float32)
+    for left, lower, trans, unit in itertools.product([True, False], repeat=4):
+        aa = a.copy()
+        r, c = np.triu_indices(k, 1) if lower else np.tril_indices(k, -1)
+        aa[:, r, c] = np.nan
+        if unit:
+            aa[:, np.arange(k), np.arange(k)] = np.nan
+        b = rng.standard_normal((2, k, nrhs) if left else (2, nrhs, k)).astype(np.float32)
+        g = on(gpu, lambda a, b: lax.linalg.triangular_solve(
+            a, b, left_side=left, lower=lower, transpose_a=trans, unit_diagonal=unit), aa, b)
+        want = on(CPU, lambda a, b: lax.linalg.triangular_solve(
+            a, b, left_side=left, lower=lower, transpose_a=trans, unit_diagonal=unit), aa, b)
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4 * np.abs(want).max(),
+                                   err_msg=f"left={left} lower={lower} T={trans} unit={unit}")
+
+
 def test_sorted_scatters_fold_runs_in_place(gpu):
     # More than 64 windows: sorted by index, then each run of equal indices folded into the
     # input where it lies, in the original order. Embedding gradients with repeated ids, points

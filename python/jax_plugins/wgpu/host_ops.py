@@ -263,14 +263,21 @@ def _is(dtype, kinds) -> bool:
 _NARROW = ("float16", "bfloat16")
 
 
+def _jax_rule(prim):
+    """JAX's platform-independent lowering rule of `prim`."""
+    from jax._src.interpreters import mlir
+
+    rule = mlir._lowerings[prim]  # noqa: SLF001 - the platform-independent rule
+    return getattr(rule, "rule", rule)  # a LoweringRuleEntry from jax 0.11 on
+
+
 def _narrow_or_complex(prim, name: str, host_fn, default=None):
     """A rule for `prim` on wgpu: f16/bf16 through f32, complex on the host, everything else
     through `default` (JAX's own rule when None)."""
     from jax._src.interpreters import mlir
 
     if default is None:
-        default = mlir._lowerings[prim]  # noqa: SLF001 - the platform-independent rule
-        default = getattr(default, "rule", default)  # a LoweringRuleEntry from jax 0.11 on
+        default = _jax_rule(prim)
 
     def rule(ctx, *args, **params):
         dtype = ctx.avals_in[0].dtype
@@ -313,7 +320,12 @@ def register_solvers(platform: str) -> None:
             lambda a, **p: _host_cholesky(a, lower=True),
             lowerings.cholesky_rule(),
         ),
-        (linalg.triangular_solve_p, "triangular_solve", _host_triangular_solve, None),
+        (
+            linalg.triangular_solve_p,
+            "triangular_solve",
+            _host_triangular_solve,
+            lowerings.triangular_solve_rule(_jax_rule(linalg.triangular_solve_p)),
+        ),
     ]:
         mlir.register_lowering(
             prim, _narrow_or_complex(prim, name, host_fn, default), platform=platform
