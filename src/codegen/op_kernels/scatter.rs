@@ -917,7 +917,17 @@ fn runs_in_place(
     let rdims = xt.dims();
     let udims = ut.dims();
     let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
-    let window_sizes: Vec<usize> = window_dims.iter().map(|&d| udims[d]).collect();
+    let Some(window_sizes) = window_dims
+        .iter()
+        .map(|&d| udims.get(d).copied())
+        .collect::<Option<Vec<usize>>>()
+    else {
+        return Err(Error::invalid(format!(
+            "scatter update_window_dims {:?} past the updates' rank {}",
+            dn.update_window_dims,
+            udims.len()
+        )));
+    };
     let w: usize = window_sizes.iter().product();
     let scatter_dims: Vec<usize> = (0..udims.len())
         .filter(|d| !window_dims.contains(d))
