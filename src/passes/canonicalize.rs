@@ -123,6 +123,31 @@ fn trivial_sum(f: &Function, op: &Operation, zeros: &HashSet<ValueId>) -> bool {
         && t.num_elements() == r.num_elements()
 }
 
+/// The branch an `if` or `case` whose selector is one of `consts` runs (a `case` index out of
+/// range runs the last branch, as at run time), when every branch is an argument-less region
+/// returning the op's results.
+fn constant_branch(op: &Operation, consts: &HashMap<ValueId, Scalar>) -> Option<usize> {
+    if !matches!(op.op, Op::If | Op::Case) {
+        return None;
+    }
+    let selector = consts.get(op.operands.first()?)?;
+    let n = op.regions.len();
+    let branch = match (&op.op, selector) {
+        (Op::If, s) => usize::from(s.as_f64() == 0.0),
+        (_, Scalar::Int(i)) => usize::try_from(*i)
+            .ok()
+            .filter(|&i| i < n)
+            .unwrap_or(n.checked_sub(1)?),
+        _ => return None,
+    };
+    let well_formed = op.regions.iter().all(|r| {
+        r.args.is_empty()
+            && r.ops.last().is_some_and(|o| o.op == Op::Return)
+            && r.returned().len() == op.results.len()
+    });
+    (branch < n && well_formed).then_some(branch)
+}
+
 /// Canonicalizes `f`'s body in place.
 pub fn canonicalize(f: &mut Function) {
     let Some(mut body) = f.body.take() else {
@@ -140,6 +165,8 @@ fn canonicalize_region(f: &Function, region: &mut Region) {
     let mut zeros: HashSet<ValueId> = HashSet::new();
     // Transposes defined in this region: result -> (permutation, operand).
     let mut transposes: HashMap<ValueId, (Vec<i64>, ValueId)> = HashMap::new();
+    // Scalar constants defined in this region (candidates for a branch's selector).
+    let mut consts: HashMap<ValueId, Scalar> = HashMap::new();
     let ops = std::mem::take(&mut region.ops);
     let mut out = Vec::with_capacity(ops.len());
     for mut op in ops {
@@ -167,6 +194,26 @@ fn canonicalize_region(f: &Function, region: &mut Region) {
                     *operand = *x;
                 }
             }
+        }
+        // An `if` or `case` on a constant is its branch: the runtime would read the selector
+        // back from the device, a full synchronization, to learn what the compiler knows
+        // (JAX's `cho_solve` and `jnp.diag` gradients emit such cases, chained).
+        if let Some(branch) = constant_branch(&op, &consts) {
+            let mut r = std::mem::take(&mut op.regions[branch]);
+            if let Some(ret) = r.ops.pop() {
+                for (res, v) in op.results.iter().zip(ret.operands) {
+                    subst.insert(*res, v);
+                }
+            }
+            for moved in &r.ops {
+                if let (Op::Constant(l), [v]) = (&moved.op, moved.results.as_slice()) {
+                    if l.len() == 1 {
+                        consts.insert(*v, l.get(0));
+                    }
+                }
+            }
+            out.extend(r.ops);
+            continue;
         }
         let identity = match &op.op {
             Op::OptimizationBarrier => op.operands.len() == op.results.len(),
@@ -213,6 +260,9 @@ fn canonicalize_region(f: &Function, region: &mut Region) {
             };
             if op.results.len() == 1 && l.len() == 1 && zero {
                 zeros.insert(op.results[0]);
+            }
+            if let ([r], 1) = (op.results.as_slice(), l.len()) {
+                consts.insert(*r, l.get(0));
             }
         }
         if trivial_sum(f, &op, &zeros) {
@@ -280,6 +330,61 @@ mod tests {
   return %0 : tensor<512xf32>
 }}"
         )
+    }
+
+    #[test]
+    fn branches_on_constants_are_inlined() {
+        // A case on 1, then a case on its result (2: out of range, the last branch), then an
+        // `if` on a constant false: only the chosen branches' ops remain, and no branch op.
+        let src =
+            "func.func @main(%x: tensor<4xf32>, %p: tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %one = stablehlo.constant dense<1> : tensor<i32>
+  %s = \"stablehlo.case\"(%one) ({
+    %a = stablehlo.constant dense<7> : tensor<i32>
+    stablehlo.return %a : tensor<i32>
+  }, {
+    %b = stablehlo.constant dense<2> : tensor<i32>
+    stablehlo.return %b : tensor<i32>
+  }) : (tensor<i32>) -> tensor<i32>
+  %y = \"stablehlo.case\"(%s) ({
+    %c = stablehlo.negate %x : tensor<4xf32>
+    stablehlo.return %c : tensor<4xf32>
+  }, {
+    %d = stablehlo.exponential %x : tensor<4xf32>
+    stablehlo.return %d : tensor<4xf32>
+  }) : (tensor<i32>) -> tensor<4xf32>
+  %f = stablehlo.constant dense<false> : tensor<i1>
+  %z = \"stablehlo.if\"(%f) ({
+    %e = stablehlo.sine %y : tensor<4xf32>
+    stablehlo.return %e : tensor<4xf32>
+  }, {
+    %g = stablehlo.cosine %y : tensor<4xf32>
+    stablehlo.return %g : tensor<4xf32>
+  }) : (tensor<i1>) -> tensor<4xf32>
+  %w = \"stablehlo.if\"(%p) ({
+    stablehlo.return %x : tensor<4xf32>
+  }, {
+    stablehlo.return %z : tensor<4xf32>
+  }) : (tensor<i1>) -> tensor<4xf32>
+  return %z, %w : tensor<4xf32>, tensor<4xf32>
+}";
+        let names = ops(src);
+        assert!(names.iter().any(|n| n.contains("exponential")), "{names:?}");
+        assert!(names.iter().any(|n| n.contains("cosine")), "{names:?}");
+        assert!(!names.iter().any(|n| n.contains("negate")), "{names:?}");
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.contains("sine") && !n.contains("cosine")),
+            "{names:?}"
+        );
+        assert!(!names.iter().any(|n| n.contains("case")), "{names:?}");
+        // The `if` on an argument stays.
+        assert_eq!(
+            names.iter().filter(|n| n.contains("if")).count(),
+            1,
+            "{names:?}"
+        );
     }
 
     #[test]
