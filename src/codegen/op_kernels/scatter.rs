@@ -937,29 +937,15 @@ fn runs_in_place(
         .collect();
     em.line(&format!("let p = tid / {w}u;"));
     em.line(&format!("let e = tid % {w}u;"));
+    // The sort key of the window whose number WGSL name `s` holds.
+    let key_of = |em: &mut ExprEmitter, s: &str| {
+        window_key(em, s, *indices, scatter_sizes, ivd, irank, ic, bounds)
+    };
     em.line("let s = in0[p];");
-    let key = window_key(
-        &mut em,
-        "s",
-        *indices,
-        scatter_sizes,
-        ivd,
-        irank,
-        ic,
-        bounds,
-    )?;
+    let key = key_of(&mut em, "s")?;
     em.line(&format!("let key: i32 = {key};"));
     em.line("let sp = in0[max(p, 1u) - 1u];");
-    let before = window_key(
-        &mut em,
-        "sp",
-        *indices,
-        scatter_sizes,
-        ivd,
-        irank,
-        ic,
-        bounds,
-    )?;
+    let before = key_of(&mut em, "sp")?;
     // The window's element, and where it lands.
     let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
     let si = em.multi(&Index::Linear("s".into()), scatter_sizes);
@@ -987,16 +973,7 @@ fn runs_in_place(
         count as u64,
     );
     em.line("let sq = in0[q];");
-    let kq = window_key(
-        &mut em,
-        "sq",
-        *indices,
-        scatter_sizes,
-        ivd,
-        irank,
-        ic,
-        bounds,
-    )?;
+    let kq = key_of(&mut em, "sq")?;
     em.line(&format!("if ({kq} != key) {{ break; }}"));
     let sq = em.multi(&Index::Linear("sq".into()), scatter_sizes);
     let mut upd = vec![String::new(); udims.len()];
