@@ -182,6 +182,15 @@ fn emit_with(
             )
         }
     };
+    // The per-element kernel sorts by one index only.
+    let keys = WindowKeys {
+        indices,
+        scatter_sizes: &scatter_sizes,
+        ivd,
+        irank,
+        ic,
+        bounds: &[],
+    };
     build(name, em, outs, &func, &comment, target, |em, lin, e| {
         // The result element, and with a split this invocation's chunk of its windows.
         let elem = match split {
@@ -219,16 +228,7 @@ fn emit_with(
             em.line(&format!("if (lo{e} >= hi{e}) {{ break; }}"));
             em.line(&format!("let mid{e} = (lo{e} + hi{e}) / 2u;"));
             em.line(&format!("let sb{e} = in0[mid{e}];"));
-            let key = window_key(
-                em,
-                &format!("sb{e}"),
-                indices,
-                &scatter_sizes,
-                ivd,
-                irank,
-                ic,
-                &[],
-            )?;
+            let key = keys.key(em, &format!("sb{e}"))?;
             em.line(&format!(
                 "if ({key} < {want}) {{ lo{e} = mid{e} + 1u; }} else {{ hi{e} = mid{e}; }}"
             ));
@@ -250,7 +250,7 @@ fn emit_with(
                 }
             }
             em.line("let s = in0[q];");
-            let key = window_key(em, "s", indices, &scatter_sizes, ivd, irank, ic, &[])?;
+            let key = keys.key(em, "s")?;
             em.line(&format!("if ({key} != {want}) {{ break; }}"));
         }
         // With batching dimensions, only the windows of this element's batch can reach it:
@@ -342,35 +342,46 @@ fn emit_with(
     })
 }
 
-/// The sort key of update window `s` (a `u32` WGSL name), an `i32`: with at most one entry in
-/// `bounds`, the window's (single) scatter index; with more (the sizes of the operand
-/// dimensions its index vector places it in, all inserted), the row-major position of that
-/// point, or -1 when it lies outside (such a window is skipped whole).
-#[allow(clippy::too_many_arguments)]
-fn window_key(
-    em: &mut ExprEmitter,
-    s: &str,
+/// How a sorted scatter keys its update windows: the indices operand, its scatter sizes (its
+/// dimensions but the index vector's), the index vector dimension, its rank, the indices'
+/// compute type, and `bounds`: with at most one entry, a window's key is its (single) scatter
+/// index; with more (the sizes of the operand dimensions the index vector places a window in,
+/// all inserted), the row-major position of that point, or -1 when it lies outside (such a
+/// window is skipped whole).
+#[derive(Clone, Copy)]
+struct WindowKeys<'a> {
     indices: ValueId,
-    scatter_sizes: &[usize],
+    scatter_sizes: &'a [usize],
     ivd: usize,
     irank: usize,
     ic: Compute,
-    bounds: &[i64],
-) -> Result<String> {
-    let si = em.multi(&Index::Linear(s.to_string()), scatter_sizes);
-    if bounds.len() <= 1 {
-        return index_component(em, indices, &si, 0, ivd, irank, ic);
+    bounds: &'a [i64],
+}
+
+impl WindowKeys<'_> {
+    /// The number of update windows.
+    fn count(&self) -> usize {
+        self.scatter_sizes.iter().product()
     }
-    let mut inside = Vec::new();
-    let mut at = "0i".to_string();
-    for (c, &size) in bounds.iter().enumerate() {
-        let v = index_component(em, indices, &si, c, ivd, irank, ic)?;
-        let name = format!("{s}_k{c}");
-        em.line(&format!("let {name}: i32 = {v};"));
-        inside.push(format!("{name} >= 0i && {name} < {size}i"));
-        at = format!("({at} * {size}i + {name})");
+
+    /// The key of update window `s` (a `u32` WGSL name), an `i32`.
+    fn key(&self, em: &mut ExprEmitter, s: &str) -> Result<String> {
+        let (indices, ivd, irank, ic) = (self.indices, self.ivd, self.irank, self.ic);
+        let si = em.multi(&Index::Linear(s.to_string()), self.scatter_sizes);
+        if self.bounds.len() <= 1 {
+            return index_component(em, indices, &si, 0, ivd, irank, ic);
+        }
+        let mut inside = Vec::new();
+        let mut at = "0i".to_string();
+        for (c, &size) in self.bounds.iter().enumerate() {
+            let v = index_component(em, indices, &si, c, ivd, irank, ic)?;
+            let name = format!("{s}_k{c}");
+            em.line(&format!("let {name}: i32 = {v};"));
+            inside.push(format!("{name} >= 0i && {name} < {size}i"));
+            at = format!("({at} * {size}i + {name})");
+        }
+        Ok(format!("select(-1i, {at}, {})", inside.join(" && ")))
     }
-    Ok(format!("select(-1i, {at}, {})", inside.join(" && ")))
 }
 
 /// Most windows (padded to a power of two) the one-workgroup sort takes.
@@ -389,18 +400,15 @@ fn one_workgroup_sort(
     name: &str,
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
-    (indices, scatter_sizes, ivd, irank, bounds): (ValueId, &[usize], usize, usize, &[i64]),
-    count: u64,
+    keys: WindowKeys,
     p: u64,
     target: Target,
 ) -> Result<Option<Kernel>> {
+    let count = keys.count() as u64;
     let passes = std::env::var("WGPU_HLO_SCATTER_SORT").is_ok_and(|v| v.trim() == "passes");
     if passes || p > ONE_WORKGROUP_SORT_MAX || 8 * p > target.max_workgroup_storage {
         return Ok(None);
     }
-    let Some(it) = f.ty(indices).as_tensor() else {
-        return Ok(None);
-    };
     // CPU adapters switch between the invocations at every barrier: fewer switch faster
     // (lavapipe, 512 windows: 1.15 -> 0.87 ms).
     let threads = if target.cpu_adapter {
@@ -411,14 +419,13 @@ fn one_workgroup_sort(
     let wg = threads.min(p / 2).max(1);
     let no_fusion = |_: ValueId| false;
     let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
-    let ic = em.compute(it.dtype)?;
     em.open_loop(
         &format!("for (var t = lid; t < {p}u; t = t + {wg}u)"),
         p.div_ceil(wg),
     );
     em.line("perm[t] = t;");
     em.line(&format!("let s = min(t, {}u);", count - 1));
-    let key = window_key(&mut em, "s", indices, scatter_sizes, ivd, irank, ic, bounds)?;
+    let key = keys.key(&mut em, "s")?;
     em.line(&format!("keys[t] = {key};"));
     em.close(None);
     em.line("workgroupBarrier();");
@@ -621,7 +628,15 @@ pub fn sorted(
         .filter(|&(d, _)| d != ivd)
         .map(|(_, &x)| x)
         .collect();
-    let count: usize = scatter_sizes.iter().product();
+    let keys = WindowKeys {
+        indices,
+        scatter_sizes: &scatter_sizes,
+        ivd,
+        irank,
+        ic: crate::codegen::dtype::compute_type(it.dtype, target.caps, target.adapter)?,
+        bounds: &bounds,
+    };
+    let count = keys.count();
     let results = op
         .results
         .first()
@@ -645,7 +660,6 @@ pub fn sorted(
             value: super::PARAMS,
             ty: crate::ir::TensorType::new(vec![2], crate::ir::ElementType::U32),
         });
-        let ic = em.compute(it.dtype)?;
         em.line("let i = tid;");
         em.line("let k = in1[0];");
         em.line("let j = in1[1];");
@@ -657,26 +671,8 @@ pub fn sorted(
         em.line("let ascending = (min(i, l) & k) == 0u;");
         em.line(&format!("let fc = min(first, {}u);", count - 1));
         em.line(&format!("let sc = min(second, {}u);", count - 1));
-        let kf = window_key(
-            &mut em,
-            "fc",
-            indices,
-            &scatter_sizes,
-            ivd,
-            irank,
-            ic,
-            &bounds,
-        )?;
-        let ks = window_key(
-            &mut em,
-            "sc",
-            indices,
-            &scatter_sizes,
-            ivd,
-            irank,
-            ic,
-            &bounds,
-        )?;
+        let kf = keys.key(&mut em, "fc")?;
+        let ks = keys.key(&mut em, "sc")?;
         em.line(&format!(
             "let second_first = second < {count}u && (first >= {count}u || {ks} < {kf} || ({ks} == {kf} && second < first));"
         ));
@@ -706,23 +702,8 @@ pub fn sorted(
     let bound = target.max_invocation_iterations;
     // Few enough windows: the whole network in one workgroup, one launch instead of one per
     // stage (45 for 512 windows, each a dispatch and a pipeline barrier).
-    let one = one_workgroup_sort(
-        &format!("{name}_sort"),
-        f,
-        defs,
-        (indices, &scatter_sizes, ivd, irank, &bounds),
-        count as u64,
-        p,
-        target,
-    )?;
-    if let Some(run) = runs_in_place(
-        &format!("{name}_runs"),
-        f,
-        defs,
-        op,
-        (&scatter_sizes, ivd, irank, &bounds),
-        target,
-    )? {
+    let one = one_workgroup_sort(&format!("{name}_sort"), f, defs, keys, p, target)?;
+    if let Some(run) = runs_in_place(&format!("{name}_runs"), f, defs, op, keys, target)? {
         let (mut kernels, mut launches) = sort_launches(one, init, pass, &stages);
         launches.push(super::Launch::updating_value(
             kernels.len(),
@@ -868,7 +849,7 @@ fn runs_in_place(
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
     op: &Operation,
-    (scatter_sizes, ivd, irank, bounds): (&[usize], usize, usize, &[i64]),
+    keys: WindowKeys,
     target: Target,
 ) -> Result<Option<Kernel>> {
     let Op::Scatter {
@@ -888,7 +869,7 @@ fn runs_in_place(
     let (Some(xt), Some(ut)) = (f.ty(*x).as_tensor(), f.ty(*updates).as_tensor()) else {
         return Ok(None);
     };
-    let count: usize = scatter_sizes.iter().product();
+    let count = keys.count();
     if !xt.is_static()
         || !ut.is_static()
         || xt.dtype.byte_size() < 4
@@ -912,7 +893,6 @@ fn runs_in_place(
         ),
     });
     let t = em.compute(xt.dtype)?;
-    let ic = em.compute(em.ty(*indices)?.dtype)?;
     let func = emit_body_function(&mut em, "k_update", body, &[t])?;
     let rdims = xt.dims();
     let udims = ut.dims();
@@ -937,19 +917,15 @@ fn runs_in_place(
         .collect();
     em.line(&format!("let p = tid / {w}u;"));
     em.line(&format!("let e = tid % {w}u;"));
-    // The sort key of the window whose number WGSL name `s` holds.
-    let key_of = |em: &mut ExprEmitter, s: &str| {
-        window_key(em, s, *indices, scatter_sizes, ivd, irank, ic, bounds)
-    };
     em.line("let s = in0[p];");
-    let key = key_of(&mut em, "s")?;
+    let key = keys.key(&mut em, "s")?;
     em.line(&format!("let key: i32 = {key};"));
     em.line("let sp = in0[max(p, 1u) - 1u];");
-    let before = key_of(&mut em, "sp")?;
+    let before = keys.key(&mut em, "sp")?;
     // The window's element, and where it lands.
     let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
-    let si = em.multi(&Index::Linear("s".into()), scatter_sizes);
-    let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), ic, "st")?;
+    let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
+    let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), keys.ic, "st")?;
     let mut conds = vec![format!("(p == 0u || {before} != key)")];
     let mut pos = Vec::new();
     for (d, st) in start.iter().enumerate() {
@@ -973,9 +949,9 @@ fn runs_in_place(
         count as u64,
     );
     em.line("let sq = in0[q];");
-    let kq = key_of(&mut em, "sq")?;
+    let kq = keys.key(&mut em, "sq")?;
     em.line(&format!("if ({kq} != key) {{ break; }}"));
-    let sq = em.multi(&Index::Linear("sq".into()), scatter_sizes);
+    let sq = em.multi(&Index::Linear("sq".into()), keys.scatter_sizes);
     let mut upd = vec![String::new(); udims.len()];
     for (k, &d) in scatter_dims.iter().enumerate() {
         upd[d] = sq[k].clone();
