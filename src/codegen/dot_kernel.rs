@@ -582,12 +582,16 @@ fn tiled(
     .map(Some)
 }
 
+/// Multiply-adds below which the register-blocked dot takes blocks of at most 8x8 (see
+/// `block_shape`): 2^22, a 256 x 256 x 64 product.
+const SMALL_DOT_WORK: u64 = 1 << 22;
+
 /// Rows x columns of results per thread of the register-blocked dot. Larger blocks need fewer
 /// loads per multiply-add (lavapipe, 512² f32: 4x4 1.1 GFLOP/s, 8x8 2.2, 16x16 3.7, 32x32 6.1),
 /// but compile time grows faster than the block (naga's typifier and LLVM: 16x16 ~20 ms, 32x16
 /// ~180 ms, 32x32 ~0.7 s), so 16x16 is the largest used; below that the block balances loads
 /// against keeping every CPU core busy. `WGPU_HLO_DOT_BLOCK=RxC` forces one (for experiments).
-fn block_shape(batch: u64, m: u64, n: u64) -> (u64, u64) {
+fn block_shape(batch: u64, m: u64, n: u64, k: u64) -> (u64, u64) {
     let fit = |(r, c): (u64, u64)| (r.clamp(1, 32).min(m.max(1)), c.clamp(1, 32).min(n.max(1)));
     if let Some(forced) = std::env::var("WGPU_HLO_DOT_BLOCK").ok().and_then(|s| {
         let (r, c) = s.split_once('x')?;
@@ -603,8 +607,18 @@ fn block_shape(batch: u64, m: u64, n: u64) -> (u64, u64) {
         let groups = threads.div_ceil(64);
         groups.div_ceil(cores) * threads.min(64).div_ceil(8) * (r + c)
     };
-    [(16, 16), (16, 8), (8, 8), (8, 4), (4, 4)]
-        .into_iter()
+    // Small products take at most 8x8: a larger block compiles for much longer (llvmpipe,
+    // empty caches: 16x16 ~0.55 s, 16x8 ~0.2 s, 8x8 ~0.06 s) and saves little (768 x 64 x 64:
+    // 0.8 ms with each; 256 x 256 x 64: 0.7 ms at 16x16, 1.1 ms at 8x8).
+    let small = batch * m * n * k < SMALL_DOT_WORK;
+    let blocks: &[(u64, u64)] = if small {
+        &[(8, 8), (8, 4), (4, 4)]
+    } else {
+        &[(16, 16), (16, 8), (8, 8), (8, 4), (4, 4)]
+    };
+    blocks
+        .iter()
+        .copied()
         .map(fit)
         .min_by_key(|&b| cost(b))
         .unwrap_or((4, 4))
@@ -628,7 +642,7 @@ fn direct(
     // Every storage load costs a loop over the SIMD lanes on such drivers (no uniform or
     // consecutive-address detection in e.g. Mesa 22's llvmpipe), so blocks are large:
     // R + C loads feed R x C multiply-adds per step of k.
-    let (rows, cols) = block_shape(batch, m, n);
+    let (rows, cols) = block_shape(batch, m, n, k);
     let (mb, nb) = (m.div_ceil(rows), n.div_ceil(cols));
     let threads = batch * mb * nb;
     let workgroups = super::kernel::grid(threads.div_ceil(64), target.max_workgroups)?;
@@ -1163,7 +1177,7 @@ fn vector(
     target: Target,
 ) -> Result<Kernel> {
     let (ra, rb) = read_modes((l, lt), (r, rt), k);
-    let (rows, cols) = block_shape(batch, m, n);
+    let (rows, cols) = block_shape(batch, m, n, k);
     // Columns in whole vec4s; rows in whole vec4s when the left operand is read along m.
     let cols = cols.next_multiple_of(4);
     let rows = if ra == Read::AlongFree {

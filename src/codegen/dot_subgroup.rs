@@ -12,8 +12,10 @@
 //! scalar load per lane and vector component, with a bounds check each; arithmetic runs 8
 //! lanes wide. Measured on lavapipe (2 cores), 1024³ f32: the vector kernel's 16x16 block
 //! 478 ms (4.5 GFLOP/s); shared rows 128 x 8 columns per lane 124 ms (17 GFLOP/s), 128 x 16
-//! 99 ms but 2.5x the compile time. Only chosen on CPU adapters: a GPU's subgroups are 32-64
-//! lanes and its loads are not lane loops (the tiled kernel serves there).
+//! 99 ms but 2.5x the compile time (later, with texture reads, 32 rows x 8 columns per lane
+//! run it in ~50 ms and compile 3x faster than 64 rows: see `tile`). Only chosen on CPU
+//! adapters: a GPU's subgroups are 32-64 lanes and its loads are not lane loops (the tiled
+//! kernel serves there).
 //! `WGPU_HLO_DOT=subgroup` forces it where it applies, `WGPU_HLO_DOT=vec` turns it off.
 
 use super::dot_kernel::{
@@ -31,19 +33,26 @@ use crate::ir::{ElementType, Operation, TensorType};
 pub(super) const MIN_WORK: u64 = 1 << 22;
 
 /// Rows per subgroup tile and vec4 columns per lane for a `batch x m x n` result: the
-/// largest of (128, 2) (large products only), (64, 2), (32, 2), (32, 1), (16, 1), (8, 1) (rows a multiple of `S`,
-/// and of `4S` when the left operand is read along m) that still gives every core two
-/// workgroups, else the smallest.
-fn tile(batch: u64, m: u64, n: u64, k: u64, s: u64, rows_unit: u64) -> (u64, u64) {
+/// largest of (32, 2), (32, 1), (16, 1), (8, 1) (rows a multiple of `S`, and of `4S` when the
+/// left operand is read along m) that still gives every core two workgroups, else the
+/// smallest.
+///
+/// Taller tiles do not pay on llvmpipe (Mesa 22.3, 2 cores, texture reads; cold = the first
+/// call with empty pipeline and shader caches, mostly the driver's compile):
+///
+/// | product | 128 x 2 | 64 x 2 | 32 x 2 | 32 x 1 |
+/// | --- | --- | --- | --- | --- |
+/// | 2048³ steady | 439 ms | 387 ms | 376 ms | 511 ms |
+/// | 1024³ steady | 55 ms | 50 ms | 51 ms | 52-60 ms |
+/// | 4096 x 256 x 1024 | 57 ms | 54 ms | 54 ms | 60 ms |
+/// | 256 x 4096 x 256 | 17 ms | 15 ms | 15 ms | 22 ms |
+/// | cold, any of these | 7-8 s | 2.0-2.5 s | 0.7-1.1 s | 0.35-0.8 s |
+///
+/// (64 rows hold 128 vec4 accumulators per lane, which the driver's register allocator
+/// spills.)
+fn tile(batch: u64, m: u64, n: u64, s: u64, rows_unit: u64) -> (u64, u64) {
     let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
-    // 128-row tiles cost ~0.7 s of driver compile each (llvmpipe: 1024^3 in 124 ms against 161
-    // ms at 64 rows, which compile in ~0.2 s): only for products of 2^31 multiply-adds or more.
-    let large = batch * m * n * k >= 1 << 31;
-    let shapes: &[(u64, u64)] = if large {
-        &[(128, 2), (64, 2), (32, 2), (32, 1), (16, 1), (8, 1)]
-    } else {
-        &[(64, 2), (32, 2), (32, 1), (16, 1), (8, 1)]
-    };
+    let shapes: &[(u64, u64)] = &[(32, 2), (32, 1), (16, 1), (8, 1)];
     let fits = |&&(mt, cv): &&(u64, u64)| mt % rows_unit == 0 && mt >= rows_unit && cv >= 1;
     let usable: Vec<&(u64, u64)> = shapes.iter().filter(fits).collect();
     for &&(mt, cv) in &usable {
@@ -98,7 +107,7 @@ pub(super) fn shared_rows(
         return Ok(None);
     }
     let rows_unit = if ra == Read::AlongFree { 4 * s } else { s };
-    let (mt, cv) = tile(batch, m, n, k, s, rows_unit);
+    let (mt, cv) = tile(batch, m, n, s, rows_unit);
     let cols_lane = 4 * cv;
     let cols_tile = s * cols_lane;
     let kstep = if ra == Read::AlongK || rb == Read::AlongK {
