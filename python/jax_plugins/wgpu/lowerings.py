@@ -640,53 +640,105 @@ def _cholesky_block_primitive():
     return prim
 
 
-def _cholesky_impl(x):
-    """Right-looking blocked Cholesky from `_CHOLESKY_BLOCKED_N` columns: a loop over blocks
-    of `_CHOLESKY_BLOCK` columns, each factoring its diagonal block with the compiler's
-    `stablehlo.cholesky` kernels, inverting it (a triangular solve against the identity),
-    forming the panel below as a product with that inverse, and updating the trailing matrix
-    with one more product. The column kernels alone launch once per column and reread the
-    columns before (lavapipe: 1024 x 1024 2.6 s; by blocks 0.4-0.5 s). As XLA, every matrix
-    with a pivot that is not positive comes back as NaNs."""
+_CHOLESKY_SEGMENTS = 8
+"""Most column segments of the blocked Cholesky factorization (`_cholesky_segments`)."""
+
+_CHOLESKY_SEGMENT_BLOCKS = {"cpu": 16, "gpu": 4}
+"""Fewest blocks per column segment, by adapter class. Each segment compiles its own kernels:
+more segments do less work but cost more to compile, which CPU adapters do slowly (lavapipe,
+2 cores, empty pipeline and shader caches; first call, then each call):
+
+| n | one loop (before) | 16-block segments | 4-block segments |
+| --- | --- | --- | --- |
+| 1000 | 3.0 s, 0.21 s | 3.1 s, 0.18 s | 11.7 s, 0.086 s |
+| 2000 | 4.0 s, 1.30 s | 7.3 s, 0.62 s | 26 s, 0.33 s |
+| 4000 | 11.6 s, 8.3 s | 15.7 s, 2.56 s | 29 s, 1.99 s |
+"""
+
+
+def _cholesky_segments(size, adapter="gpu"):
+    """The column segments `[(c0, c1), ...]` of a padded `size`: whole blocks, at least
+    `_CHOLESKY_SEGMENT_BLOCKS[adapter]` of them each, at most `_CHOLESKY_SEGMENTS` segments
+    (the last may be narrower)."""
+    blocks = size // _CHOLESKY_BLOCK
+    per = max(_CHOLESKY_SEGMENT_BLOCKS[adapter], -(-blocks // _CHOLESKY_SEGMENTS))
+    width = per * _CHOLESKY_BLOCK
+    return [(c0, min(c0 + width, size)) for c0 in range(0, size, width)]
+
+
+def _cholesky_panel(p):
+    """The columns of the factor that panel `p` (`..., m, w`: the rows from its diagonal down
+    of `w` columns whose earlier columns' contributions are already subtracted) holds: a loop
+    over its blocks of `_CHOLESKY_BLOCK` columns, each factoring its diagonal block with the
+    compiler's `stablehlo.cholesky` kernels, inverting it (a triangular solve against the
+    identity), forming the rows below as a product with that inverse, and subtracting their
+    products from the panel's later columns. Every step runs the same kernels on the whole
+    panel."""
     import jax.numpy as jnp
     from jax import lax
 
     block = _cholesky_block_primitive()
+    b = _CHOLESKY_BLOCK
+    m, w = p.shape[-2], p.shape[-1]
+    batch = p.shape[:-2]
+    zero = (0,) * len(batch)
+    rows = jnp.arange(m)[:, None]
+    eye = jnp.broadcast_to(jnp.eye(b, dtype=p.dtype), batch + (b, b))
+
+    def step(j, state):
+        p, out = state
+        j0 = j * b
+        ljj = block.bind(lax.dynamic_slice(p, zero + (j0, j0), batch + (b, b)))
+        col = lax.dynamic_slice(p, zero + (0, j0), batch + (m, b))
+        # L_ij = A_ij L_jj^-T as a product with the block's inverse: a right-side solve
+        # runs one thread per row of the panel (256 x 64: 7 ms on lavapipe, the product 1).
+        inv = lax.linalg.triangular_solve(ljj, eye, left_side=True, lower=True)
+        lij = jnp.matmul(col, jnp.swapaxes(inv, -1, -2), precision=lax.Precision.HIGHEST)
+        lij = jnp.where(rows >= j0 + b, lij, 0)
+        p = p - jnp.matmul(
+            lij, jnp.swapaxes(lij[..., :w, :], -1, -2), precision=lax.Precision.HIGHEST
+        )
+        diag = lax.dynamic_update_slice(jnp.zeros_like(col), ljj, zero + (j0, 0))
+        out = lax.dynamic_update_slice(out, lij + diag, zero + (0, j0))
+        return p, out
+
+    return lax.fori_loop(0, w // b, step, (p, jnp.zeros_like(p)))[1]
+
+
+def _cholesky_impl(x):
+    """Blocked Cholesky from `_CHOLESKY_BLOCKED_N` columns, by column segments
+    (`_cholesky_segments`) of static, shrinking shapes: a segment's panel (its columns, from
+    its diagonal down) loses the contributions of all earlier columns in one product, then is
+    factored by blocks (`_cholesky_panel`). That is about 0.5 n³ flops with 8 segments, where
+    one loop over the whole padded matrix (one segment) updates it all at every block: 2n³.
+    The column kernels alone launch once per column and reread the columns before (lavapipe:
+    1024 x 1024 2.6 s; by blocks 0.2 s). As XLA, every matrix with a pivot that is not
+    positive comes back as NaNs."""
+    import jax.numpy as jnp
+    from jax import lax
+
     n = x.shape[-1]
     b = _CHOLESKY_BLOCK
     if n < _CHOLESKY_BLOCKED_N or not np.issubdtype(np.dtype(x.dtype), np.floating):
-        return [block.bind(x)]
-    # One loop step per block, on whole (padded) matrices: the same kernels every step, where
-    # unrolled steps on shrinking shapes compiled ~10 kernels a block (1024 x 1024: 43 s cold
-    # on lavapipe, against 1-2 s). The padding is the identity, so the padded matrix stays
-    # positive definite.
+        return [_cholesky_block_primitive().bind(x)]
+    # Padded to whole blocks with the identity, so the padded matrix stays positive definite.
     size = -(-n // b) * b
     batch = x.shape[:-2]
     pad = [(0, 0)] * len(batch) + [(0, size - n), (0, size - n)]
     tail = jnp.arange(size) >= n
     eye_tail = tail[:, None] & tail[None, :] & jnp.eye(size, dtype=bool)
     a = jnp.pad(x, pad) + jnp.where(eye_tail, 1, 0).astype(x.dtype)
-    rows = jnp.arange(size)[:, None]
-    zero = (0,) * len(batch)
-
-    def step(k, state):
-        a, factor = state
-        k0 = k * b
-        lkk = block.bind(lax.dynamic_slice(a, zero + (k0, k0), batch + (b, b)))
-        col = lax.dynamic_slice(a, zero + (0, k0), batch + (size, b))
-        below = rows >= k0 + b
-        # L_ik = A_ik L_kk^-T as a product with the block's inverse: a right-side solve
-        # runs one thread per row of the panel (256 x 64: 7 ms on lavapipe, the product 1).
-        eye = jnp.broadcast_to(jnp.eye(b, dtype=x.dtype), lkk.shape)
-        inv = lax.linalg.triangular_solve(lkk, eye, left_side=True, lower=True)
-        lik = jnp.matmul(col, jnp.swapaxes(inv, -1, -2), precision=lax.Precision.HIGHEST)
-        lik = jnp.where(below, lik, 0)
-        a = a - jnp.matmul(lik, jnp.swapaxes(lik, -1, -2), precision=lax.Precision.HIGHEST)
-        diag = lax.dynamic_update_slice(jnp.zeros_like(col), lkk, zero + (k0, 0))
-        factor = lax.dynamic_update_slice(factor, lik + diag, zero + (0, k0))
-        return a, factor
-
-    _, factor = lax.fori_loop(0, size // b, step, (a, jnp.zeros_like(a)))
+    factor = jnp.zeros_like(a)
+    adapter = "cpu" if _cpu_adapter() else "gpu"
+    for c0, c1 in _cholesky_segments(size, adapter):
+        panel = a[..., c0:, c0:c1]
+        if c0:
+            done = factor[..., c0:, :c0]
+            panel = panel - jnp.matmul(
+                done, jnp.swapaxes(done[..., : c1 - c0, :], -1, -2),
+                precision=lax.Precision.HIGHEST,
+            )
+        factor = factor.at[..., c0:, c0:c1].set(_cholesky_panel(panel))
     factor = factor[..., :n, :n]
     diag = jnp.diagonal(factor, axis1=-2, axis2=-1)
     ok = jnp.all(diag > 0, axis=-1)[..., None, None]
