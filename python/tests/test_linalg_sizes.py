@@ -322,7 +322,7 @@ def test_cholesky_blocked(gpu):
 
 
 def test_cholesky_segments():
-    # Column segments of whole 64-column blocks, at least 16 blocks wide on CPU adapters and 4
+    # Column segments of whole 64-column blocks, at least 8 blocks wide on CPU adapters and 4
     # on GPUs, at most 8, the last one narrower where the blocks do not divide evenly.
     from jax_plugins.wgpu.lowerings import _cholesky_segments
 
@@ -330,14 +330,14 @@ def test_cholesky_segments():
     assert _cholesky_segments(320) == [(0, 256), (256, 320)]
     assert _cholesky_segments(1024) == [(c, c + 256) for c in range(0, 1024, 256)]
     assert _cholesky_segments(4032) == [(c, min(c + 512, 4032)) for c in range(0, 4032, 512)]
-    assert _cholesky_segments(1024, "cpu") == [(0, 1024)]
-    assert _cholesky_segments(2048, "cpu") == [(0, 1024), (1024, 2048)]
+    assert _cholesky_segments(512, "cpu") == [(0, 512)]
+    assert _cholesky_segments(2048, "cpu") == [(c, c + 512) for c in range(0, 2048, 512)]
     assert _cholesky_segments(9600, "cpu") == [(c, min(c + 1216, 9600)) for c in range(0, 9600, 1216)]
 
 
 @slow
 def test_cholesky_2000_batched(gpu):
-    # Segments of 1024 columns (256 on GPUs; 2000 padded to 2048 with the identity), two
+    # Segments of 512 columns (256 on GPUs; 2000 padded to 2048 with the identity), two
     # matrices.
     a = spd(2000, (2,), seed=9)
     assert_close(on(gpu, jnp.linalg.cholesky, a), on(CPU, jnp.linalg.cholesky, a), 1e-5)

@@ -643,16 +643,17 @@ def _cholesky_block_primitive():
 _CHOLESKY_SEGMENTS = 8
 """Most column segments of the blocked Cholesky factorization (`_cholesky_segments`)."""
 
-_CHOLESKY_SEGMENT_BLOCKS = {"cpu": 16, "gpu": 4}
+_CHOLESKY_SEGMENT_BLOCKS = {"cpu": 8, "gpu": 4}
 """Fewest blocks per column segment, by adapter class. Each segment compiles its own kernels:
 more segments do less work but cost more to compile, which CPU adapters do slowly (lavapipe,
-2 cores, empty pipeline and shader caches; first call, then each call):
+2 cores, empty pipeline and Mesa shader caches, which keep what a first call compiled for
+later processes; first call, then each call):
 
-| n | one loop (before) | 16-block segments | 4-block segments |
-| --- | --- | --- | --- |
-| 1000 | 3.0 s, 0.21 s | 3.1 s, 0.18 s | 11.7 s, 0.086 s |
-| 2000 | 4.0 s, 1.30 s | 7.3 s, 0.62 s | 26 s, 0.33 s |
-| 4000 | 11.6 s, 8.3 s | 15.7 s, 2.56 s | 29 s, 1.99 s |
+| n | one loop (before) | 16-block segments | 8-block segments | 4-block segments |
+| --- | --- | --- | --- | --- |
+| 1000 | 3.0 s, 0.21 s | 3.1 s, 0.18 s | 5.8 s, 0.11 s | 11.7 s, 0.086 s |
+| 2000 | 4.0 s, 1.30 s | 7.3 s, 0.62 s | 13.1 s, 0.40-0.46 s | 26 s, 0.33 s |
+| 4000 | 11.6 s, 8.3 s | 15.7 s, 2.56 s | 29.4 s, 1.99 s | 29 s, 1.99 s |
 """
 
 
