@@ -308,37 +308,35 @@ def test_pinv_accuracy(gpu, shape):
 
 
 def test_cholesky_blocked(gpu):
-    # From 256 columns cholesky runs by blocks of 64 (a loop of block factor, panel and
-    # trailing product; n padded to whole blocks with the identity): batched, upper, n not a
-    # multiple of 64, and a matrix that is not positive definite, which is NaN as a whole.
-    a = spd(300, (2,), seed=7)
+    # From 256 columns cholesky runs by blocks of 64 (n padded to whole blocks with the
+    # identity), from 576 in column segments (`test_cholesky_segments`; 600 makes two, of 512
+    # and 128 columns): batched, upper, n not a multiple of 64, and matrices that are not
+    # positive definite, in either segment, which are NaN as a whole.
+    a = spd(600, (2,), seed=7)
     f = lambda a: jsl.cholesky(a, lower=False)
     assert_close(on(gpu, f, a), on(CPU, f, a), 1e-5)
-    bad = spd(300, seed=8)
-    bad[270, 270] = -10.0
-    g, c = on(gpu, jnp.linalg.cholesky, bad), on(CPU, jnp.linalg.cholesky, bad)
-    assert np.isnan(c).any()
-    np.testing.assert_array_equal(np.isnan(g), np.isnan(c))
+    for pivot in (270, 570):
+        bad = spd(600, seed=8)
+        bad[pivot, pivot] = -10.0
+        g, c = on(gpu, jnp.linalg.cholesky, bad), on(CPU, jnp.linalg.cholesky, bad)
+        assert np.isnan(c).any()
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(c))
 
 
 def test_cholesky_segments():
-    # Column segments of whole 64-column blocks, at least 8 blocks wide on CPU adapters and 4
-    # on GPUs, at most 8, the last one narrower where the blocks do not divide evenly.
+    # Column segments of whole 64-column blocks, at least 8 blocks wide, at most 8 segments,
+    # the last one narrower where the blocks do not divide evenly.
     from jax_plugins.wgpu.lowerings import _cholesky_segments
 
-    assert _cholesky_segments(256) == [(0, 256)]
-    assert _cholesky_segments(320) == [(0, 256), (256, 320)]
-    assert _cholesky_segments(1024) == [(c, c + 256) for c in range(0, 1024, 256)]
-    assert _cholesky_segments(4032) == [(c, min(c + 512, 4032)) for c in range(0, 4032, 512)]
-    assert _cholesky_segments(512, "cpu") == [(0, 512)]
-    assert _cholesky_segments(2048, "cpu") == [(c, c + 512) for c in range(0, 2048, 512)]
-    assert _cholesky_segments(9600, "cpu") == [(c, min(c + 1216, 9600)) for c in range(0, 9600, 1216)]
+    assert _cholesky_segments(512) == [(0, 512)]
+    assert _cholesky_segments(640) == [(0, 512), (512, 640)]
+    assert _cholesky_segments(2048) == [(c, c + 512) for c in range(0, 2048, 512)]
+    assert _cholesky_segments(9600) == [(c, min(c + 1216, 9600)) for c in range(0, 9600, 1216)]
 
 
 @slow
 def test_cholesky_2000_batched(gpu):
-    # Segments of 512 columns (256 on GPUs; 2000 padded to 2048 with the identity), two
-    # matrices.
+    # Four segments of 512 columns (2000 padded to 2048 with the identity), two matrices.
     a = spd(2000, (2,), seed=9)
     assert_close(on(gpu, jnp.linalg.cholesky, a), on(CPU, jnp.linalg.cholesky, a), 1e-5)
 

@@ -643,26 +643,27 @@ def _cholesky_block_primitive():
 _CHOLESKY_SEGMENTS = 8
 """Most column segments of the blocked Cholesky factorization (`_cholesky_segments`)."""
 
-_CHOLESKY_SEGMENT_BLOCKS = {"cpu": 8, "gpu": 4}
-"""Fewest blocks per column segment, by adapter class. Each segment compiles its own kernels:
-more segments do less work but cost more to compile, which CPU adapters do slowly (lavapipe,
-2 cores, empty pipeline and Mesa shader caches, which keep what a first call compiled for
-later processes; first call, then each call):
+_CHOLESKY_SEGMENT_BLOCKS = 8
+"""Fewest blocks per column segment. Each segment compiles its own kernels: more segments do
+less work but cost more to compile (lavapipe, 2 cores, empty pipeline and Mesa shader caches,
+which keep what a first call compiled for later processes; first call, then each call):
 
 | n | one loop (before) | 16-block segments | 8-block segments | 4-block segments |
 | --- | --- | --- | --- | --- |
 | 1000 | 3.0 s, 0.21 s | 3.1 s, 0.18 s | 5.8 s, 0.11 s | 11.7 s, 0.086 s |
 | 2000 | 4.0 s, 1.30 s | 7.3 s, 0.62 s | 13.1 s, 0.40-0.46 s | 26 s, 0.33 s |
 | 4000 | 11.6 s, 8.3 s | 15.7 s, 2.56 s | 29.4 s, 1.99 s | 29 s, 1.99 s |
-"""
+
+A GPU compiles faster, but its Cholesky is bound by launches more than by flops until n is in
+the thousands (not measured yet): the same rule serves both."""
 
 
-def _cholesky_segments(size, adapter="gpu"):
+def _cholesky_segments(size):
     """The column segments `[(c0, c1), ...]` of a padded `size`: whole blocks, at least
-    `_CHOLESKY_SEGMENT_BLOCKS[adapter]` of them each, at most `_CHOLESKY_SEGMENTS` segments
-    (the last may be narrower)."""
+    `_CHOLESKY_SEGMENT_BLOCKS` of them each, at most `_CHOLESKY_SEGMENTS` segments (the last
+    may be narrower)."""
     blocks = size // _CHOLESKY_BLOCK
-    per = max(_CHOLESKY_SEGMENT_BLOCKS[adapter], -(-blocks // _CHOLESKY_SEGMENTS))
+    per = max(_CHOLESKY_SEGMENT_BLOCKS, -(-blocks // _CHOLESKY_SEGMENTS))
     width = per * _CHOLESKY_BLOCK
     return [(c0, min(c0 + width, size)) for c0 in range(0, size, width)]
 
@@ -730,8 +731,7 @@ def _cholesky_impl(x):
     eye_tail = tail[:, None] & tail[None, :] & jnp.eye(size, dtype=bool)
     a = jnp.pad(x, pad) + jnp.where(eye_tail, 1, 0).astype(x.dtype)
     factor = jnp.zeros_like(a)
-    adapter = "cpu" if _cpu_adapter() else "gpu"
-    for c0, c1 in _cholesky_segments(size, adapter):
+    for c0, c1 in _cholesky_segments(size):
         panel = a[..., c0:, c0:c1]
         if c0:
             done = factor[..., c0:, :c0]
