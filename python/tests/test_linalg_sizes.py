@@ -309,7 +309,7 @@ def test_pinv_accuracy(gpu, shape):
 
 def test_cholesky_blocked(gpu):
     # From 256 columns cholesky runs by blocks of 64 (n padded to whole blocks with the
-    # identity), from 576 in column segments (`test_cholesky_segments`; 600 makes two, of 512
+    # identity), above 512 in column segments (`test_cholesky_segments`; 600 makes two, of 512
     # and 128 columns): batched, upper, n not a multiple of 64, and matrices that are not
     # positive definite, in either segment, which are NaN as a whole.
     a = spd(600, (2,), seed=7)
