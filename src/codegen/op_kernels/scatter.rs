@@ -432,13 +432,7 @@ fn one_workgroup_sort(
     let log = u64::from(p.trailing_zeros());
     em.open_loop(&format!("for (var k = 2u; k <= {p}u; k = k << 1u)"), log);
     em.open_loop("for (var j = k >> 1u; j > 0u; j = j >> 1u)", log);
-    em.open_loop(
-        &format!("for (var t = lid; t < {}u; t = t + {wg}u)", p / 2),
-        (p / 2).div_ceil(wg),
-    );
-    // Pair (i, i | j): t with a zero bit inserted at j's position.
-    em.line("let i = ((t & ~(j - 1u)) << 1u) | (t & (j - 1u));");
-    em.line("let l = i | j;");
+    super::sort::open_pairs(&mut em, p / 2, wg);
     em.line("let a = perm[i];");
     em.line("let b = perm[l];");
     // Window b goes before window a: padding last, then by index, then by window number.

@@ -204,14 +204,6 @@ fn ranking(
         k,
     } = p;
     let xdims = xt.dims();
-    let call = |a: &[String], b: &[String]| -> String {
-        let args: Vec<String> = a
-            .iter()
-            .zip(b)
-            .flat_map(|(x, y)| [x.clone(), y.clone()])
-            .collect();
-        format!("k_less({})", args.join(", "))
-    };
     // Emits `rank` of the element at row position `p` (values `vp`), returning the name.
     let rank_of = |em: &mut ExprEmitter,
                    base: &[String],
@@ -233,8 +225,8 @@ fn ranking(
             .collect::<Result<_>>()?;
         em.line(&format!(
             "if ({} || (q{tag} < {p} && !{})) {{ {rank} = {rank} + 1u; }}",
-            call(&vq, vp),
-            call(vp, &vq)
+            less_call(&vq, vp),
+            less_call(vp, &vq)
         ));
         em.close(None);
         Ok(rank)
@@ -412,14 +404,6 @@ pub fn bitonic(
             n * inner
         )
     };
-    let call = |a: &[String], b: &[String]| -> String {
-        let args: Vec<String> = a
-            .iter()
-            .zip(b)
-            .flat_map(|(x, y)| [x.clone(), y.clone()])
-            .collect();
-        format!("k_less({})", args.join(", "))
-    };
 
     // pass
     let pass = with_prepared(
@@ -468,8 +452,8 @@ pub fn bitonic(
             // second_first: the second element belongs before the first.
             em.line(&format!(
                 "let second_first = sv && (!fv || {} || (!{} && second < first));",
-                call(&vs, &vf),
-                call(&vf, &vs)
+                less_call(&vs, &vf),
+                less_call(&vf, &vs)
             ));
             em.line(
                 "let swap = select(!second_first && first != second, second_first, ascending);",
@@ -653,14 +637,6 @@ fn local_stages(
         target,
         &[perm_in, u32s(super::PARAMS, 3)],
         |mut em, pr| {
-            let call = |a: &[String], c: &[String]| -> String {
-                let args: Vec<String> = a
-                    .iter()
-                    .zip(c)
-                    .flat_map(|(x, y)| [x.clone(), y.clone()])
-                    .collect();
-                format!("k_less({})", args.join(", "))
-            };
             // The values in workgroup memory too, when they are plain numbers.
             let sizes: Option<Vec<u64>> = pr
                 .types
@@ -717,13 +693,7 @@ fn local_stages(
             em.line("var j0 = in1[2];");
             em.open_loop("for (var k = in1[0]; k <= in1[1]; k = k << 1u)", log);
             em.open_loop("for (var j = j0; j > 0u; j = j >> 1u)", log);
-            em.open_loop(
-                &format!("for (var t = lid; t < {}u; t = t + {wg}u)", b / 2),
-                (b / 2).div_ceil(wg),
-            );
-            // Pair (i, i | j): t with a zero bit inserted at j's position.
-            em.line("let i = ((t & ~(j - 1u)) << 1u) | (t & (j - 1u));");
-            em.line("let l = i | j;");
+            open_pairs(&mut em, b / 2, wg);
             em.line("let first = perm[i];");
             em.line("let second = perm[l];");
             em.line("let ascending = ((base + i) & k) == 0u;");
@@ -752,8 +722,8 @@ fn local_stages(
             // As in the global pass: the second belongs before the first, ties by position.
             em.line(&format!(
                 "let second_first = sv && (!fv || {} || (!{} && second < first));",
-                call(&vs, &vf),
-                call(&vf, &vs)
+                less_call(&vs, &vf),
+                less_call(&vf, &vs)
             ));
             em.open("if (select(!second_first, second_first, ascending))");
             em.line("perm[i] = second;");
@@ -871,6 +841,29 @@ pub(crate) fn identity_kernel(
         0,
         target,
     )
+}
+
+/// `k_less(a0, b0, a1, b1, ...)`: whether the element of values `a` sorts before that of `b`.
+fn less_call(a: &[String], b: &[String]) -> String {
+    let args: Vec<String> = a
+        .iter()
+        .zip(b)
+        .flat_map(|(x, y)| [x.clone(), y.clone()])
+        .collect();
+    format!("k_less({})", args.join(", "))
+}
+
+/// Opens the loop of a bitonic stage over its `pairs` compare-exchanges, `wg` threads of a
+/// workgroup at a time (`lid`), inside loops of `k` and `j`: each `t` names the pair
+/// `(i, l)`, `l = i | j`.
+pub(super) fn open_pairs(em: &mut ExprEmitter, pairs: u64, wg: u64) {
+    em.open_loop(
+        &format!("for (var t = lid; t < {pairs}u; t = t + {wg}u)"),
+        pairs.div_ceil(wg),
+    );
+    // Pair (i, i | j): t with a zero bit inserted at j's position.
+    em.line("let i = ((t & ~(j - 1u)) << 1u) | (t & (j - 1u));");
+    em.line("let l = i | j;");
 }
 
 #[cfg(test)]
