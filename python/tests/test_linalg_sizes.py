@@ -113,6 +113,32 @@ def test_triangular_solve_1024(gpu):
     assert_close(on(gpu, f, a, b), on(CPU, f, a, b), 1e-5)
 
 
+def test_blocked_triangular_solve_tree():
+    """The blocked solve's diagonal blocks (64 rows, doubled past 32 of them) and its splits
+    (the largest power of two below the blocks, so left halves keep a few shapes)."""
+    from jax_plugins.wgpu.lowerings import _trsm_leaf, _trsm_split
+
+    assert [_trsm_leaf(k) for k in (256, 1000, 2048, 2049, 4096, 10000)] == [
+        64, 64, 64, 128, 128, 512]
+    assert [_trsm_split(b) for b in (2, 3, 4, 5, 8, 11, 16, 17, 32)] == [
+        1, 2, 2, 4, 4, 8, 8, 16, 16]
+
+
+@pytest.mark.parametrize("k, nrhs", [(700, 48), pytest.param(2100, 40, marks=slow)])
+def test_blocked_triangular_solve_sizes(gpu, k, nrhs):
+    # 700: 11 blocks of 64 (8 + 2 + 1, a padded last block); 2100: 17 blocks of 128. Lower
+    # from the left and upper transposed from the right (flipped and transposed to lower).
+    rng = np.random.default_rng(k)
+    a = (rng.standard_normal((k, k)) / np.sqrt(k) + 2 * np.eye(k)).astype(np.float32)
+    b = rand((k, nrhs), seed=3)
+    for f, x in [
+        (lambda a, b: lax.linalg.triangular_solve(a, b, left_side=True, lower=True), b),
+        (lambda a, b: lax.linalg.triangular_solve(
+            a, b, left_side=False, lower=False, transpose_a=True), b.T),
+    ]:
+        assert_close(on(gpu, f, a, x), on(CPU, f, a, x), 2e-5)
+
+
 def test_lu_and_solve_256(gpu):
     a, b = rand((256, 256), seed=11), rand((256, 2), seed=12)
     f = lambda a, b: (jsl.lu(a)[2], jnp.linalg.solve(a, b))
