@@ -335,6 +335,173 @@ fn row_blocks(k: u64) -> Vec<(u64, u64)> {
     blocks
 }
 
+/// Whether a triangular solve of `k` rows and `vectors` right-hand sides (over the batch) takes
+/// a workgroup per vector rather than a thread. CPU adapters run a workgroup on one core and
+/// switch between its invocations at every barrier, so only a few long vectors gain there
+/// (lavapipe, 1000 rows: 1 vector 15 -> 6-7 ms, 2 matrices of 1: 15-18 -> 6, 4 matrices of
+/// 1: 21 -> 12, 2 vectors of one matrix 14-15 -> 11-12, 3: 16 either way, 4: 17-18 -> 21-23;
+/// 1 vector of 128 rows 0.37 either way, 512: 3.8 -> 1.8, 2000: 52 -> 21). A GPU leaves
+/// most of its lanes idle with a thread per vector (not measured yet).
+fn workgroup_solve(target: Target, k: u64, vectors: u64) -> bool {
+    if target.cpu_adapter {
+        k >= 128 && vectors <= 3
+    } else {
+        k >= 64 && vectors <= 1024
+    }
+}
+
+/// The shape of a triangular solve: `k` rows, `vectors` right-hand sides over the batch, the
+/// WGSL scalar `w`, whether S is lower triangular (rows solved in ascending order) and has a
+/// unit diagonal.
+struct Solve<'a> {
+    k: u64,
+    vectors: u64,
+    w: &'a str,
+    s_lower: bool,
+    unit: bool,
+}
+
+/// WGSL defining `mat`, `col`, `abase` and `bbase` from the vector `tid`, and the words for
+/// the kernels' comments.
+struct Preamble {
+    mats: String,
+    what: String,
+}
+
+/// A triangular solve with one workgroup per right-hand-side vector, right-looking: the rows
+/// still to solve live in workgroup memory; each row's solution is divided out by every
+/// thread, which then subtract its multiples from their strided later rows, a barrier
+/// between rows. Each launch solves rows `[r0, r1)` (parameters, in solving order; it loads
+/// the rows left from the right-hand side in the first launch, else from the output, and
+/// stores those it leaves), and the ranges keep every thread within the loop bound. Two
+/// kernels, writing a temporary and the result. `None` (a thread per vector) where
+/// [`workgroup_solve`] says so, where the rows do not fit in workgroup memory, or with
+/// `WGPU_HLO_TRIANGULAR_SOLVE=threads`.
+#[allow(clippy::type_complexity)]
+fn vectors_in_workgroups(
+    name: &str,
+    op_name: &str,
+    s: Solve,
+    (a_el, el): (&dyn Fn(&str, &str) -> String, &dyn Fn(&str) -> String),
+    (inputs, result): (&[Binding], Binding),
+    pre: Preamble,
+    target: Target,
+) -> Result<Option<(kernel::Kernel, kernel::Kernel, Vec<(u64, u64)>)>> {
+    let off = std::env::var("WGPU_HLO_TRIANGULAR_SOLVE").is_ok_and(|v| v.trim() == "threads");
+    let k = s.k;
+    // f32 systems keep their rows in f64 where the adapter has f64 and workgroup memory
+    // holds them (closer to the exact solution than f32 sums), else in their own type.
+    let bytes = |acc: &str| if acc == "f64" { 8 * k } else { 4 * k };
+    let acc = if target.caps.f64 && bytes("f64") <= target.max_workgroup_storage {
+        "f64"
+    } else {
+        s.w
+    };
+    if off
+        || !workgroup_solve(target, k, s.vectors)
+        || bytes(acc) + 8 > target.max_workgroup_storage
+    {
+        return Ok(None);
+    }
+    // CPU adapters switch between a workgroup's invocations at every barrier: fewer switch
+    // faster.
+    let wg = if target.cpu_adapter { 64 } else { 256 }.min(k.next_power_of_two());
+    let bound = MAX_ITERATIONS.min(target.max_invocation_iterations);
+    // The busiest thread's loop iterations for row ii (in solving order): its later rows,
+    // plus the row loop's own; each launch also loads and stores the rows left.
+    let copy = 2 * k.div_ceil(wg);
+    let cost = |ii: u64| (k - 1 - ii).div_ceil(wg) + 1;
+    let mut ranges = Vec::new();
+    let mut r0 = 0;
+    let mut most = 0;
+    while r0 < k {
+        let mut spent = copy;
+        let mut r1 = r0;
+        while r1 < k && spent + cost(r1) <= bound {
+            spent += cost(r1);
+            r1 += 1;
+        }
+        if r1 == r0 {
+            return Ok(None);
+        }
+        most = most.max(spent);
+        ranges.push((r0, r1));
+        r0 = r1;
+    }
+    let row = |v: &str| {
+        if s.s_lower {
+            v.to_string()
+        } else {
+            format!("({k}u - 1u - {v})")
+        }
+    };
+    let w = s.w;
+    let x = |v: &str| format!("out0[bbase + {}]", el(v));
+    let diag = if s.unit {
+        format!("{acc}(1)")
+    } else {
+        format!("{acc}({})", a_el("i", "i"))
+    };
+    // The rows still to solve live in workgroup memory in `acc`; a launch loads them (from
+    // the right-hand side in the first, else from the output), and stores those it leaves.
+    let body = format!(
+        "var<workgroup> range: vec2<u32>;\nvar<workgroup> rest: array<{acc}, {k}>;\n\n@compute @workgroup_size({wg})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
+         {zero} = nwg.z >> 16u;\n    let tid = wid.y * nwg.x + wid.x;\n    if (tid >= {vectors}u) {{ return; }}\n    {mats}\n    \
+         if (lid == 0u) {{ range = vec2<u32>(in2[0], in2[1]); }}\n    let r = workgroupUniformLoad(&range);\n    \
+         for (var q = r.x + lid; q < {k}u; q = q + {wg}u) {{\n        let p = {rq};\n        \
+         if (r.x == 0u) {{ rest[p] = {acc}(in1[bbase + {elp}]); }} else {{ rest[p] = {acc}({xp}); }}\n    }}\n    workgroupBarrier();\n    \
+         for (var ii = r.x; ii < r.y; ii = ii + 1u) {{\n        let i = {ri};\n        let xi = rest[i] / {diag};\n        if (lid == 0u) {{ {xi} = {w}(xi); }}\n        \
+         for (var q = ii + 1u + lid; q < {k}u; q = q + {wg}u) {{\n            let p = {rq};\n            rest[p] = rest[p] - {acc}({aip}) * xi;\n        }}\n        \
+         workgroupBarrier();\n    }}\n    \
+         for (var q = r.y + lid; q < {k}u; q = q + {wg}u) {{\n        let p = {rq};\n        {xp} = {w}(rest[p]);\n    }}\n}}\n",
+        zero = kernel::RUNTIME_ZERO,
+        vectors = s.vectors,
+        mats = pre.mats,
+        elp = el("p"),
+        ri = row("ii"),
+        xi = x("i"),
+        rq = row("q"),
+        xp = x("p"),
+        aip = a_el("p", "i"),
+    );
+    let kernel_for = |suffix: &str, out: Binding| -> Result<kernel::Kernel> {
+        let kname = format!("{name}{suffix}");
+        let comment = format!(
+            "kernel {kname}: rows r0..r1 (parameters, in solving order) of {}, one workgroup per right-hand side, right-looking, a barrier between rows\nloop iterations per invocation: at most {most}\nfuses: {op_name}",
+            pre.what
+        );
+        let outputs = vec![out];
+        let wgsl = kernel::assemble(
+            &kname,
+            &comment,
+            inputs,
+            &outputs,
+            &Default::default(),
+            &body,
+            target.caps,
+        )?;
+        Ok(kernel::Kernel {
+            name: kname,
+            wgsl,
+            inputs: inputs.to_vec(),
+            outputs,
+            workgroups: kernel::grid(s.vectors, target.max_workgroups)?,
+            iterations: most,
+            texture_inputs: Vec::new(),
+            parted: Vec::new(),
+        })
+    };
+    let rows = kernel_for(
+        "_rows",
+        Binding {
+            value: temp(0),
+            ty: result.ty.clone(),
+        },
+    )?;
+    let last = kernel_for("", result)?;
+    Ok(Some((rows, last, ranges)))
+}
+
 /// The plan of `triangular_solve`: one thread per right-hand-side vector, one launch per
 /// block of rows (`row_blocks`), each updating the solution in place.
 pub fn triangular_solve(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan> {
@@ -418,6 +585,50 @@ pub fn triangular_solve(name: &str, f: &Function, op: &Operation, target: Target
         },
         params(2),
     ];
+    let result = Binding {
+        value: op.results[0],
+        ty: bt.clone(),
+    };
+    if let Some((rows, last, ranges)) = vectors_in_workgroups(
+        name,
+        &op.name(),
+        Solve {
+            k,
+            vectors: batch * vec_count,
+            w,
+            s_lower,
+            unit: *unit_diagonal,
+        },
+        (&a_el, &|v: &str| el.replace('v', v)),
+        (&inputs, result.clone()),
+        Preamble {
+            mats: format!("let mat = tid / {vec_count}u;\n    let col = tid % {vec_count}u;\n    let abase = mat * {k}u * {k}u;\n    let bbase = mat * {m}u * {n}u;"),
+            what: format!(
+                "{batch} triangular systems {k}x{k} {}",
+                bt.dtype.mlir_name()
+            ),
+        },
+        target,
+    )? {
+        let range = |(s, e): (u64, u64)| vec![s as u32, e as u32];
+        if ranges.len() == 1 {
+            return Ok(Plan {
+                kernels: vec![last],
+                temps: Vec::new(),
+                launches: vec![Launch::new(0, range(ranges[0]))],
+            });
+        }
+        let mut launches = vec![Launch::new(0, range(ranges[0]))];
+        for (b, &r) in ranges.iter().enumerate().skip(1) {
+            let kernel = if b + 1 == ranges.len() { 1 } else { 0 };
+            launches.push(Launch::updating(kernel, range(r), 0));
+        }
+        return Ok(Plan {
+            kernels: vec![rows, last],
+            temps: vec![bt],
+            launches,
+        });
+    }
     let blocks = row_blocks(k);
     let most = blocks
         .iter()
@@ -443,10 +654,6 @@ pub fn triangular_solve(name: &str, f: &Function, op: &Operation, target: Target
             most + k,
             target,
         )
-    };
-    let result = Binding {
-        value: op.results[0],
-        ty: bt.clone(),
     };
     let range = |(s, e): (u64, u64)| vec![s as u32, e as u32];
     if blocks.len() == 1 {
