@@ -113,6 +113,17 @@ def test_triangular_solve_1024(gpu):
     assert_close(on(gpu, f, a, b), on(CPU, f, a, b), 1e-5)
 
 
+@pytest.mark.parametrize("lower", [True, False])
+def test_triangular_solve_long_vector(gpu, lower):
+    # One right-hand side of 3000 rows: a workgroup per vector, over several launches (each
+    # loads the rows left into workgroup memory and stores them back).
+    n = 3000
+    a = rand((n, n), seed=11) / n + np.eye(n, dtype=np.float32)
+    b = rand((n, 1), seed=12)
+    f = lambda a, b: jsl.solve_triangular(a, b, lower=lower, trans=1)
+    assert_close(on(gpu, f, a, b), on(CPU, f, a, b), 1e-5)
+
+
 def test_blocked_triangular_solve_tree():
     """The blocked solve's diagonal blocks (64 rows, doubled past 32 of them) and its splits
     (the largest power of two below the blocks, so left halves keep a few shapes)."""
