@@ -3,6 +3,7 @@
 
 pub mod canonicalize;
 pub mod checks;
+pub mod cse;
 pub mod dce;
 pub mod dot_transpose;
 pub mod inline;
@@ -16,7 +17,7 @@ use crate::error::Result;
 use crate::ir::{verify, Function, Module};
 
 /// Verifies `module`, inlines everything into `entry`, turns tokens into empty tensors, makes
-/// known dynamic shapes static, canonicalizes, adds scatters into zeros into what they are
+/// known dynamic shapes static, canonicalizes, merges repeated ops (`cse`), adds scatters into zeros into what they are
 /// added to (`scatter_add`), folds transposes of dot results and of dot
 /// operands into the dots (`dot_transpose`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`) and
 /// removes dead code,
@@ -31,6 +32,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
     }
+    cse::eliminate_common_subexpressions(&mut f);
     scatter_add::scatter_add_into_operand(&mut f);
     dot_transpose::transpose_into_dot(&mut f);
     dot_transpose::operand_transposes_into_dot(&mut f);

@@ -1,0 +1,149 @@
+//! Common-subexpression elimination: an op that repeats an earlier op of its region (the same
+//! op and attributes, the same operands, the same result types) is dropped and its results
+//! replaced by the earlier op's. JAX's autodiff leaves such repeats (the gradient of a
+//! Gaussian process's `cho_solve` solved one system twice); each would be a kernel launch.
+//!
+//! Only ops without regions and without effects take part: not `rng` (each call draws anew),
+//! custom calls (host callbacks), optimization barriers, checks and probes. Each region has
+//! its own table, so an op is only replaced by one that dominates it.
+
+use std::collections::HashMap;
+
+use crate::ir::{Function, Op, Operation, Region, ValueId};
+
+use super::dce::has_side_effects;
+
+/// Whether `op` may be replaced by an identical earlier op.
+fn pure(op: &Operation) -> bool {
+    op.regions.is_empty()
+        && !has_side_effects(op)
+        && !matches!(
+            op.op,
+            Op::Rng { .. }
+                | Op::CustomCall(_)
+                | Op::Composite { .. }
+                | Op::Call { .. }
+                | Op::OptimizationBarrier
+                | Op::AfterAll
+                | Op::CreateToken
+                | Op::Return
+        )
+}
+
+/// Removes repeated ops from the function's body (and from nested regions, each on its own);
+/// returns how many went.
+pub fn eliminate_common_subexpressions(f: &mut Function) -> usize {
+    let Some(mut body) = f.body.take() else {
+        return 0;
+    };
+    let mut replaced = HashMap::new();
+    let removed = region(f, &mut body, &mut replaced);
+    f.body = Some(body);
+    removed
+}
+
+fn region(f: &Function, r: &mut Region, replaced: &mut HashMap<ValueId, ValueId>) -> usize {
+    // Ops kept so far, bucketed by name, operands and result types (printed); within a
+    // bucket the ops are compared whole.
+    let mut seen: HashMap<(String, Vec<ValueId>, String), Vec<usize>> = HashMap::new();
+    let mut kept: Vec<Operation> = Vec::with_capacity(r.ops.len());
+    let mut removed = 0;
+    for mut op in std::mem::take(&mut r.ops) {
+        for v in &mut op.operands {
+            if let Some(&to) = replaced.get(v) {
+                *v = to;
+            }
+        }
+        for nested in &mut op.regions {
+            removed += region(f, nested, replaced);
+        }
+        if !pure(&op) {
+            kept.push(op);
+            continue;
+        }
+        let types = format!(
+            "{:?}",
+            op.results
+                .iter()
+                .map(|v| f.values.get(v.index()))
+                .collect::<Vec<_>>()
+        );
+        let bucket = seen
+            .entry((op.name(), op.operands.clone(), types))
+            .or_default();
+        let same = bucket.iter().copied().find(|&i| {
+            kept.get(i)
+                .is_some_and(|k| k.op == op.op && k.results.len() == op.results.len())
+        });
+        match same {
+            Some(i) => {
+                for (&dup, &first) in op.results.iter().zip(&kept[i].results) {
+                    replaced.insert(dup, first);
+                }
+                removed += 1;
+            }
+            None => {
+                bucket.push(kept.len());
+                kept.push(op);
+            }
+        }
+    }
+    r.ops = kept;
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::frontend::text::parse_module;
+    use crate::passes::prepare;
+
+    fn ops(src: &str) -> Vec<String> {
+        let m = parse_module(src, "t").expect("parse");
+        let f = prepare(&m, "main").expect("prepare");
+        f.body
+            .as_ref()
+            .map(|b| b.ops.iter().map(|o| o.name()).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn repeated_ops_go_and_their_users_follow() {
+        // Two identical solves, then two identical products of their results: one of each.
+        let src = "func.func @main(%a: tensor<8x8xf32>, %b: tensor<8x1xf32>) -> (tensor<8x1xf32>, tensor<8x1xf32>) {
+  %0 = \"stablehlo.triangular_solve\"(%a, %b) {left_side = true, lower = true, transpose_a = #stablehlo<transpose NO_TRANSPOSE>, unit_diagonal = false} : (tensor<8x8xf32>, tensor<8x1xf32>) -> tensor<8x1xf32>
+  %1 = \"stablehlo.triangular_solve\"(%a, %b) {left_side = true, lower = true, transpose_a = #stablehlo<transpose NO_TRANSPOSE>, unit_diagonal = false} : (tensor<8x8xf32>, tensor<8x1xf32>) -> tensor<8x1xf32>
+  %2 = stablehlo.multiply %0, %0 : tensor<8x1xf32>
+  %3 = stablehlo.multiply %1, %1 : tensor<8x1xf32>
+  return %2, %3 : tensor<8x1xf32>, tensor<8x1xf32>
+}";
+        assert_eq!(
+            ops(src),
+            [
+                "stablehlo.triangular_solve",
+                "stablehlo.multiply",
+                "stablehlo.return"
+            ]
+        );
+    }
+
+    #[test]
+    fn different_attributes_operands_or_draws_stay() {
+        // Another attribute (upper), another operand order (a - b, b - a), and two draws of
+        // `rng`: nothing is merged.
+        let src = "func.func @main(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>, %lo: tensor<f32>, %hi: tensor<f32>) -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %0 = \"stablehlo.triangular_solve\"(%a, %b) {left_side = true, lower = true, transpose_a = #stablehlo<transpose NO_TRANSPOSE>, unit_diagonal = false} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %1 = \"stablehlo.triangular_solve\"(%a, %b) {left_side = true, lower = false, transpose_a = #stablehlo<transpose NO_TRANSPOSE>, unit_diagonal = false} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %2 = stablehlo.subtract %a, %b : tensor<8x8xf32>
+  %3 = stablehlo.subtract %b, %a : tensor<8x8xf32>
+  %s = stablehlo.constant dense<4> : tensor<1xi64>
+  %4 = stablehlo.rng %lo, %hi, %s, distribution = UNIFORM : (tensor<f32>, tensor<f32>, tensor<1xi64>) -> tensor<4xf32>
+  %5 = stablehlo.rng %lo, %hi, %s, distribution = UNIFORM : (tensor<f32>, tensor<f32>, tensor<1xi64>) -> tensor<4xf32>
+  return %0, %1, %2, %3, %4, %5 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<4xf32>, tensor<4xf32>
+}";
+        let names = ops(src);
+        let count = |n: &str| names.iter().filter(|o| *o == n).count();
+        assert_eq!(count("stablehlo.triangular_solve"), 2);
+        assert_eq!(count("stablehlo.subtract"), 2);
+        assert_eq!(count("stablehlo.rng"), 2);
+    }
+}
