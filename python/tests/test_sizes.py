@@ -110,6 +110,45 @@ def test_conv_filter_gradient_large_images(gpu):
     compare(gpu, jax.grad(lambda w, x: jnp.sum(jnp.tanh(conv(x, w)))), w, x)
 
 
+def gp_nll(params, x, y):
+    """A Gaussian process's negative log marginal likelihood: RBF kernel with a length scale,
+    signal and noise variances (log parameters), Cholesky, `cho_solve` and log-determinant."""
+    n = x.shape[0]
+    ell, sig, noise = jnp.exp(params["log_ell"]), jnp.exp(params["log_sig"]), jnp.exp(
+        params["log_noise"])
+    sq = jnp.sum(x * x, axis=1)
+    d2 = jnp.maximum(sq[:, None] + sq[None, :] - 2 * x @ x.T, 0)
+    k = sig * jnp.exp(-0.5 * d2 / ell**2) + (noise + 1e-4) * jnp.eye(n)
+    chol = jnp.linalg.cholesky(k)
+    alpha = jax.scipy.linalg.cho_solve((chol, True), y)
+    return 0.5 * y @ alpha + jnp.sum(jnp.log(jnp.diagonal(chol))) + 0.5 * n * jnp.log(2 * jnp.pi)
+
+
+def test_gaussian_process_fit_matches_cpu(gpu):
+    # 600 points: the blocked Cholesky (two column segments), blocked triangular solves of the
+    # gradient (600 right-hand sides), and the cho_solve of y (one vector, a workgroup). Its
+    # likelihood and gradient in the hyperparameters and inputs, then five steps of gradient
+    # descent on the hyperparameters, as a user fits a GP.
+    rng = np.random.default_rng(3)
+    n, d = 600, 8
+    x = rng.uniform(-2, 2, (n, d)).astype(np.float32)
+    y = (np.sin(x.sum(1)) + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    params = {k: np.float32(v) for k, v in
+              {"log_ell": 0.5, "log_sig": 0.0, "log_noise": -2.0}.items()}
+    compare(gpu, gp_nll, params, x, y, rtol=1e-4, atol=1e-4)
+    compare(gpu, jax.grad(gp_nll, argnums=(0, 1)), params, x, y, rtol=2e-4, atol=2e-4)
+
+    def fit(params, x, y):
+        def step(_, p):
+            g = jax.grad(gp_nll)(p, x, y)
+            return jax.tree_util.tree_map(lambda a, b: a - 1e-3 * b, p, g)
+
+        p = lax.fori_loop(0, 5, step, params)
+        return p, gp_nll(p, x, y)
+
+    compare(gpu, fit, params, x, y, rtol=1e-4, atol=1e-4)
+
+
 def test_grouped_conv_gradients(gpu):
     # Depthwise (feature groups) forward and both gradients; batch groups in the filter one.
     rng = np.random.default_rng(3)
