@@ -270,7 +270,7 @@ pub fn compile_function(
         constants: lowered
             .constants
             .into_iter()
-            .map(|(s, l)| (s, l.data.to_vec()))
+            .map(|(s, l)| (s, l.bytes().into_owned()))
             .collect(),
         program: lowered.program,
         params: lowered.params,

@@ -54,12 +54,28 @@ impl fmt::Display for Scalar {
 }
 
 /// A constant tensor: its type and its bytes in host layout.
-#[derive(Clone, PartialEq)]
+#[derive(Clone)]
 pub struct Literal {
     /// Shape and element type (static).
     pub ty: TensorType,
-    /// `ty.byte_size()` bytes, shared cheaply between copies of the IR.
+    /// `ty.byte_size()` bytes, or one element's bytes for a splat of any size (a splat is
+    /// never expanded: JAX's `erf_inv` of 16M elements carries twenty full-shape splats),
+    /// shared cheaply between copies of the IR. [`Literal::bytes`] has every element's.
     pub data: Arc<[u8]>,
+}
+
+impl PartialEq for Literal {
+    /// The same type and elements, however each is stored.
+    fn eq(&self, other: &Literal) -> bool {
+        if self.ty != other.ty {
+            return false;
+        }
+        if self.data.len() == other.data.len() {
+            return self.data == other.data;
+        }
+        let size = self.ty.dtype.byte_size();
+        self.is_splat() && other.is_splat() && self.data.get(..size) == other.data.get(..size)
+    }
 }
 
 impl fmt::Debug for Literal {
@@ -96,19 +112,48 @@ impl Literal {
         }
     }
 
-    /// A tensor with every element equal to `v` (converted to the element type).
+    /// A tensor with every element equal to `v` (converted to the element type), stored as
+    /// one element.
     pub fn splat(ty: TensorType, v: Scalar) -> Literal {
         let mut one = Vec::with_capacity(ty.dtype.byte_size());
         push_scalar(&mut one, ty.dtype, v);
-        let n = ty.num_elements();
-        let mut data = Vec::with_capacity(one.len() * n);
-        for _ in 0..n {
-            data.extend_from_slice(&one);
-        }
         Literal {
             ty,
-            data: data.into(),
+            data: one.into(),
         }
+    }
+
+    /// A tensor with every element's bytes (host layout) equal to `one`, stored as one
+    /// element.
+    pub fn splat_bytes(ty: TensorType, one: Vec<u8>) -> Result<Literal> {
+        if !ty.is_static() {
+            return Err(Error::invalid(format!("constant of dynamic type {ty}")));
+        }
+        if one.len() != ty.dtype.byte_size() {
+            return Err(Error::invalid(format!(
+                "an element of type {ty} needs {} bytes, got {}",
+                ty.dtype.byte_size(),
+                one.len()
+            )));
+        }
+        Ok(Literal {
+            ty,
+            data: one.into(),
+        })
+    }
+
+    /// Every element's bytes in host layout (`ty.byte_size()` of them): a splat expanded.
+    pub fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        let full = self.ty.byte_size();
+        if self.data.len() == full {
+            return std::borrow::Cow::Borrowed(&self.data);
+        }
+        let mut out = Vec::with_capacity(full);
+        while out.len() < full {
+            out.extend_from_slice(&self.data);
+        }
+        out.truncate(full);
+        std::borrow::Cow::Owned(out)
     }
 
     /// A tensor from one value per element, converting each to the element type.
@@ -145,7 +190,12 @@ impl Literal {
     /// Element `i` (row-major linear index). Out-of-range indices read as zero.
     pub fn get(&self, i: usize) -> Scalar {
         let size = self.ty.dtype.byte_size();
-        match self.data.get(i * size..(i + 1) * size) {
+        let at = if self.data.len() == size && i < self.len() {
+            0
+        } else {
+            i
+        };
+        match self.data.get(at * size..(at + 1) * size) {
             Some(bytes) => read_scalar(self.ty.dtype, bytes),
             None => read_scalar(self.ty.dtype, &vec![0u8; size]),
         }
@@ -287,5 +337,22 @@ mod tests {
         let l = Literal::splat(TensorType::new(vec![2, 2], I32), Scalar::Int(7));
         assert!(l.is_splat());
         assert_eq!(l.to_i64s(), vec![7, 7, 7, 7]);
+        assert_eq!(l.get(4), Scalar::Int(0));
+    }
+
+    #[test]
+    fn splats_stay_one_element_and_compare_as_expanded() {
+        let t = TensorType::new(vec![1 << 30], F32);
+        let big = Literal::splat(t.clone(), Scalar::Float(2.0));
+        assert_eq!(big.data.len(), 4);
+        assert_eq!(big.get(123_456_789), Scalar::Float(2.0));
+        let t = TensorType::new(vec![3], F32);
+        let small = Literal::splat(t.clone(), Scalar::Float(2.0));
+        let full = Literal::new(t.clone(), small.bytes().into_owned()).expect("literal");
+        assert_eq!(full.data.len(), 12);
+        assert_eq!(small, full);
+        assert_eq!(full, small);
+        let other = Literal::splat(t, Scalar::Float(3.0));
+        assert_ne!(small, other);
     }
 }

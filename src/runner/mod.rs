@@ -223,7 +223,7 @@ fn run_function(
         let actual = fetch(c.actual)?;
         let expected = match &c.expected {
             checks::Expected::Result(i) => fetch(*i)?,
-            checks::Expected::Const(l) => l.data.to_vec(),
+            checks::Expected::Const(l) => l.bytes().into_owned(),
         };
         match compare::compare(&c.comparison, &ty, &actual, &expected) {
             None => report.checks.1 += 1,

@@ -183,7 +183,7 @@ pub(crate) fn read_attr<'a>(e: &mut Entries<'_, 'a>, cur: &mut Cursor<'a>) -> Re
             let ty = e.read_type(cur)?;
             let tt = static_tensor(&ty, cur)?;
             let blob = read_blob(cur)?;
-            BAttr::Dense(dense::literal(e, tt, blob, BoolPacking::Builtin)?)
+            BAttr::Dense(dense::literal(tt, blob, BoolPacking::Builtin)?)
         }
         code::DENSE_RESOURCE_ELEMENTS
         | code::DENSE_STRING_ELEMENTS

@@ -3,7 +3,6 @@
 //! PJRT's host layout.
 
 use super::cursor::Cursor;
-use super::entries::Entries;
 use crate::error::Result;
 use crate::ir::types::TensorType;
 use crate::ir::{ElementType, Literal};
@@ -39,7 +38,6 @@ pub(crate) fn element_count(shape: &[i64]) -> Option<u64> {
 
 /// Builds the literal of type `ty` from a raw buffer `blob`.
 pub(crate) fn literal(
-    e: &mut Entries<'_, '_>,
     ty: TensorType,
     mut blob: Cursor<'_>,
     packing: BoolPacking,
@@ -53,7 +51,7 @@ pub(crate) fn literal(
     })?;
     let dtype = ty.dtype;
     if dtype == ElementType::Pred {
-        return bool_literal(e, ty, raw, n, packing, &at);
+        return bool_literal(ty, raw, n, packing, &at);
     }
     let width = storage_bytes(dtype);
     let host = dtype.byte_size();
@@ -79,15 +77,12 @@ pub(crate) fn literal(
         }
     };
     let total = n.saturating_mul(host as u64);
-    let data = if splat {
-        e.spend_splat_budget(total, &at)?;
+    if splat {
+        // Kept as one element, however large the tensor (`Literal::splat_bytes`).
         convert(elements, &mut one);
-        let mut data = Vec::with_capacity(total as usize);
-        for _ in 0..n {
-            data.extend_from_slice(&one);
-        }
-        data
-    } else if width == host && dtype.bit_width() >= 8 {
+        return Literal::splat_bytes(ty, one).map_err(|err| at.error(err.message));
+    }
+    let data = if width == host && dtype.bit_width() >= 8 {
         elements.to_vec()
     } else {
         let mut data = Vec::with_capacity(total as usize);
@@ -100,7 +95,6 @@ pub(crate) fn literal(
 }
 
 fn bool_literal(
-    e: &mut Entries<'_, '_>,
     ty: TensorType,
     raw: &[u8],
     n: u64,
@@ -117,9 +111,9 @@ fn bool_literal(
         BoolPacking::Vhlo => splat_value.is_none() && len == packed && len != n,
         BoolPacking::Builtin => len == packed && len != n && len != 1,
     };
+    let one = |v: bool| Literal::splat_bytes(ty.clone(), vec![u8::from(v)]);
     let data: Vec<u8> = if let Some(v) = splat_value {
-        e.spend_splat_budget(n, at)?;
-        vec![u8::from(v); n as usize]
+        return one(v).map_err(|err| at.error(err.message));
     } else if unpack {
         (0..n)
             .map(|i| (raw[(i / 8) as usize] >> (i % 8)) & 1)
@@ -127,8 +121,7 @@ fn bool_literal(
     } else if len == n {
         raw.iter().map(|&b| u8::from(b != 0)).collect()
     } else if len == 1 && n != 0 {
-        e.spend_splat_budget(n, at)?;
-        vec![u8::from(raw[0] != 0); n as usize]
+        return one(raw[0] != 0).map_err(|err| at.error(err.message));
     } else {
         return Err(at.error(format!(
             "{len} bytes of dense data do not fit boolean type {ty}"

@@ -15,9 +15,6 @@ use crate::ir::ElementType;
 /// Deepest chain of entries referring to entries that is decoded.
 const MAX_ENTRY_DEPTH: usize = 96;
 
-/// Total bytes that splat constants may expand to, beyond what the file itself holds.
-pub(crate) const SPLAT_BUDGET_BYTES: u64 = 1 << 30;
-
 #[derive(Clone)]
 enum State<T> {
     Unread,
@@ -40,7 +37,6 @@ pub(crate) struct Entries<'c, 'a> {
     attrs: Vec<State<Rc<BAttr>>>,
     types: Vec<State<Rc<BType>>>,
     depth: usize,
-    splat_budget: u64,
 }
 
 impl<'c, 'a> Entries<'c, 'a> {
@@ -61,7 +57,6 @@ impl<'c, 'a> Entries<'c, 'a> {
             attrs: vec![State::Unread; c.attrs.len()],
             types: vec![State::Unread; c.types.len()],
             depth: 0,
-            splat_budget: SPLAT_BUDGET_BYTES,
         }
     }
 
@@ -214,19 +209,6 @@ impl<'c, 'a> Entries<'c, 'a> {
     /// Reads a string-table reference as text.
     pub fn read_string(&mut self, cur: &mut Cursor<'a>) -> Result<String> {
         Ok(String::from_utf8_lossy(self.c.string(cur, "a string index")?).into_owned())
-    }
-
-    /// Takes `bytes` from the splat expansion budget.
-    pub fn spend_splat_budget(&mut self, bytes: u64, cur: &Cursor<'_>) -> Result<()> {
-        if bytes > self.splat_budget {
-            return Err(Error::resource_exhausted(format!(
-                "{}: splat constants expand to more than {} bytes in total",
-                cur.error("a splat constant").message,
-                SPLAT_BUDGET_BYTES
-            )));
-        }
-        self.splat_budget -= bytes;
-        Ok(())
     }
 }
 

@@ -170,7 +170,7 @@ fn remove_defaults(base: &str, attrs: &mut RawAttrs) {
     let fals = |a: &BAttr| matches!(a, BAttr::Bool(false));
     let empty_array = |a: &BAttr| matches!(a, BAttr::Array(v) if v.is_empty());
     let empty_string = |a: &BAttr| matches!(a, BAttr::String(s) if s.is_empty());
-    let empty_tensor = |a: &BAttr| matches!(a, BAttr::Dense(l) if l.data.is_empty());
+    let empty_tensor = |a: &BAttr| matches!(a, BAttr::Dense(l) if l.is_empty());
     let ones = |a: &BAttr| splat(a, 1);
     let zeros = |a: &BAttr| splat(a, 0);
     let default_precision = |a: &BAttr| matches!(a, BAttr::Array(v) if v.iter().all(|p| matches!(**p, BAttr::Precision(Precision::Default))));

@@ -96,7 +96,7 @@ pub(crate) fn read_attr<'a>(e: &mut Entries<'_, 'a>, cur: &mut Cursor<'a>) -> Re
             let ty = e.read_type(cur)?;
             let tt = static_tensor(&ty, cur)?;
             let blob = read_blob(cur)?;
-            BAttr::Dense(dense::literal(e, tt, blob, BoolPacking::Vhlo)?)
+            BAttr::Dense(dense::literal(tt, blob, BoolPacking::Vhlo)?)
         }
         16 => BAttr::Transpose(enumerated(cur, Transpose::ALL)?),
         17 => BAttr::Type(e.read_type(cur)?),

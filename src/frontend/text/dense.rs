@@ -79,9 +79,14 @@ impl<'a> Parser<'a> {
                 .error_at(type_pos, format!("dense elements of dynamic type {ty}")));
         }
         let data = self.dense_bytes(body, &ty, body_pos)?;
-        Literal::new(ty, data)
-            .map(Attr::Dense)
-            .map_err(|e| self.cur.error_at(body_pos, e.message))
+        let splat = data.len() == ty.dtype.byte_size() && ty.byte_size() != data.len();
+        if splat {
+            Literal::splat_bytes(ty, data)
+        } else {
+            Literal::new(ty, data)
+        }
+        .map(Attr::Dense)
+        .map_err(|e| self.cur.error_at(body_pos, e.message))
     }
 
     /// `dense_resource<name> : tensor<...>` after the keyword.
@@ -211,7 +216,8 @@ impl<'a> Parser<'a> {
                 if bytes.len() == n * size {
                     Ok(bytes)
                 } else if bytes.len() == size {
-                    Ok(bytes.repeat(n))
+                    // A splat stays one element (`Literal::splat_bytes`).
+                    Ok(bytes)
                 } else {
                     Err(self.cur.error_at(
                         pos,
@@ -234,10 +240,11 @@ impl<'a> Parser<'a> {
                 for e in &elems {
                     self.push_elem(&mut one, ty.dtype, e, pos)?;
                 }
-                if exact && !splat {
+                if (exact && !splat) || n > 0 {
+                    // A splat stays one element (`Literal::splat_bytes`).
                     Ok(one)
                 } else {
-                    Ok(one.repeat(n))
+                    Ok(Vec::new())
                 }
             }
         }

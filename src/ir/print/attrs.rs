@@ -458,11 +458,14 @@ pub fn write_dense(out: &mut String, l: &Literal) {
 fn write_dense_value(out: &mut String, l: &Literal) {
     let n = l.len();
     let size = l.ty.dtype.byte_size();
-    if n == 0 || l.data.len() < n * size {
+    if n == 0 {
         return;
     }
     if l.is_splat() {
         write_element(out, l, 0);
+        return;
+    }
+    if l.data.len() < n * size {
         return;
     }
     if n > HEX_THRESHOLD && !l.ty.dtype.is_pred() {
