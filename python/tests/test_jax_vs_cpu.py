@@ -440,6 +440,35 @@ def test_sorted_scatters_fold_runs_in_place(gpu):
     compare(gpu, jax.grad(lambda a: jnp.log(jnp.diag(a) ** 2 + 1).sum()), rand((200, 200), "float32", 15))
 
 
+def test_radix_sorted_scatters(gpu):
+    # 20000 windows: past the one-workgroup sort, so the windows sort by a radix sort (indices
+    # out of range on both sides, many repeats). Every combiner keeps the updates' order.
+    rng = np.random.default_rng(9)
+    n = 20000
+    ids = rng.integers(-50, 1100, n).astype(np.int32)
+    points = rng.integers(0, 40, (n, 2)).astype(np.int32)
+    u = rng.standard_normal(n).astype(np.float32)
+    rows = rng.standard_normal((n, 8)).astype(np.float32)
+    base = rng.standard_normal(1000).astype(np.float32)
+    table = rng.standard_normal((1000, 8)).astype(np.float32)
+    grid = rng.standard_normal((40, 40)).astype(np.float32)
+    cases = [
+        (lambda b, i, u: b.at[i].add(u, mode="drop"), (base, ids, u)),
+        (lambda b, i, u: b.at[i].set(u, mode="drop"), (base, ids, u)),
+        (lambda b, i, u: b.at[i].max(u, mode="drop"), (base, ids, u)),
+        (lambda b, i, u: b.at[i].add(u, mode="clip"), (base, ids, u)),
+        (lambda t, i, r: t.at[i].add(r, mode="drop"), (table, ids, rows)),
+        (lambda t, i, r: t.at[i].set(r, mode="drop"), (table, ids, rows)),
+        (lambda g, i, u: g.at[i[:, 0], i[:, 1]].add(u), (grid, points, u)),
+        (lambda g, i, u: g.at[i[:, 0], i[:, 1]].set(u), (grid, points, u)),
+        (lambda u, i: jax.ops.segment_sum(u, jnp.clip(i, 0, 999), 1000), (u, ids)),
+        (lambda i: jnp.bincount(i % 5000, length=5000), (np.abs(ids) * 7919,)),
+    ]
+    for k, (f, args) in enumerate(cases):
+        np.testing.assert_allclose(on(gpu, f, *args), on(CPU, f, *args), rtol=1e-5,
+                                   atol=1e-5, err_msg=f"case {k}")
+
+
 def test_sort_long_rows(gpu):
     # Rows over 256 elements take the bitonic network (stable, NaNs last like XLA's).
     x = rand((3, 1000), "float32", 9)

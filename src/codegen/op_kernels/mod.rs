@@ -12,6 +12,7 @@ pub mod jacobi;
 pub mod linalg;
 pub mod map;
 pub mod per_element;
+pub mod radix;
 pub mod reduce_window;
 pub mod rng;
 pub mod scan;

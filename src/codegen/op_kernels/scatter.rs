@@ -697,8 +697,43 @@ pub fn sorted(
     // Few enough windows: the whole network in one workgroup, one launch instead of one per
     // stage (45 for 512 windows, each a dispatch and a pipeline barrier).
     let one = one_workgroup_sort(&format!("{name}_sort"), f, defs, keys, p, target)?;
+    // Keys that matter lie in [0, limit): the single index's dimension, or the points.
+    let limit = bounds.iter().map(|&b| b.max(0) as u64).product::<u64>();
+    let bitonic = std::env::var("WGPU_HLO_SCATTER_SORT").is_ok_and(|v| v.trim() == "bitonic");
+    // The sort's kernels, launches and added temporaries (numbered from `base`): the
+    // one-workgroup sort, else a radix sort, else a bitonic pass per stage.
+    let sorter = |base: usize| -> Result<SortParts> {
+        if let Some(sort) = &one {
+            return Ok((
+                vec![sort.clone()],
+                vec![super::Launch::new(0, Vec::new())],
+                Vec::new(),
+            ));
+        }
+        if !bitonic {
+            let key = |em: &mut ExprEmitter, s: &str| keys.key(em, s);
+            let what = "scatter windows";
+            let sorted = super::radix::sort(
+                name,
+                f,
+                defs,
+                &key,
+                count as u64,
+                limit,
+                &perm_type,
+                base,
+                what,
+                target,
+            )?;
+            if let Some(r) = sorted {
+                return Ok((r.kernels, r.launches, r.temps));
+            }
+        }
+        let (kernels, launches) = sort_launches(None, init.clone(), pass.clone(), &stages);
+        Ok((kernels, launches, Vec::new()))
+    };
     if let Some(run) = runs_in_place(&format!("{name}_runs"), f, defs, op, keys, target)? {
-        let (mut kernels, mut launches) = sort_launches(one, init, pass, &stages);
+        let (mut kernels, mut launches, extra) = sorter(1)?;
         launches.push(super::Launch::updating_value(
             kernels.len(),
             Vec::new(),
@@ -707,7 +742,7 @@ pub fn sorted(
         kernels.push(run);
         return Ok(Some(super::Plan {
             kernels,
-            temps: vec![perm_type],
+            temps: [vec![perm_type.clone()], extra].concat(),
             launches,
         }));
     }
@@ -715,22 +750,23 @@ pub fn sorted(
         return Ok(None);
     }
     let scatter = emit_with(name, f, defs, op, target, true, None)?;
+    let then_scatter = |scatter: Kernel| -> Result<super::Plan> {
+        let (mut kernels, mut launches, extra) = sorter(1)?;
+        launches.push(super::Launch::new(kernels.len(), Vec::new()));
+        kernels.push(scatter);
+        Ok(super::Plan {
+            kernels,
+            temps: [vec![perm_type.clone()], extra].concat(),
+            launches,
+        })
+    };
     if scatter.iterations <= bound {
-        return Ok(Some(match one {
-            Some(sort) => super::Plan::sequential(vec![sort, scatter], vec![perm_type]),
-            None => super::Plan::bitonic(init, pass, scatter, vec![perm_type], stages),
-        }));
+        return then_scatter(scatter).map(Some);
     }
     // Too many windows for one invocation: split each element's run into chunks when the
     // updates add (0 is an identity); anything else keeps the kernel the driver refuses.
     let Some(types) = adds(f, op) else {
-        return Ok(Some(super::Plan::bitonic(
-            init,
-            pass,
-            scatter,
-            vec![perm_type],
-            stages,
-        )));
+        return then_scatter(scatter).map(Some);
     };
     let total = scatter
         .outputs
@@ -770,7 +806,7 @@ pub fn sorted(
                     .join(" ")
             };
             let fold = partials::fold_after(
-                vec![perm_type],
+                vec![perm_type.clone()],
                 name,
                 first,
                 split.partials,
@@ -782,7 +818,7 @@ pub fn sorted(
                 target,
             )?;
             // The sort's launches, then the partials and folds.
-            let (mut kernels, mut launches) = sort_launches(one, init, pass, &stages);
+            let (mut kernels, mut launches, extra) = sorter(fold.temps.len())?;
             let shift = kernels.len();
             launches.extend(
                 fold.launches
@@ -792,20 +828,17 @@ pub fn sorted(
             kernels.extend(fold.kernels);
             return Ok(Some(super::Plan {
                 kernels,
-                temps: fold.temps,
+                temps: [fold.temps, extra].concat(),
                 launches,
             }));
         }
         chunk /= 2;
     }
-    Ok(Some(super::Plan::bitonic(
-        init,
-        pass,
-        scatter,
-        vec![perm_type],
-        stages,
-    )))
+    then_scatter(scatter).map(Some)
 }
+
+/// A sort's kernels, launches and the temporaries it adds.
+type SortParts = (Vec<Kernel>, Vec<super::Launch>, Vec<crate::ir::TensorType>);
 
 /// The kernels and launches that sort the windows: the one-workgroup sort when there is one,
 /// else the identity permutation and one pass per bitonic stage.
