@@ -467,6 +467,21 @@ def test_radix_sorted_scatters(gpu):
     for k, (f, args) in enumerate(cases):
         np.testing.assert_allclose(on(gpu, f, *args), on(CPU, f, *args), rtol=1e-5,
                                    atol=1e-5, err_msg=f"case {k}")
+    # More windows than an invocation may loop over, runs of thousands: adds fold in place by
+    # chunks of sorted positions (partial sums in another order: rounding differs).
+    n = 100000
+    ids = rng.integers(0, 50, n).astype(np.int32)
+    u = rng.standard_normal(n).astype(np.float32)
+    rows = rng.standard_normal((n, 3)).astype(np.float32)
+    cases = [
+        (lambda u, i: jax.ops.segment_sum(u, i, 50), (u, ids)),
+        (lambda t, i, r: t.at[i].add(r), (table[:50, :3], ids, rows)),
+        (lambda i: jnp.bincount(i, length=50), (ids,)),
+    ]
+    for k, (f, args) in enumerate(cases):
+        want = on(CPU, f, *args)
+        np.testing.assert_allclose(on(gpu, f, *args), want, rtol=1e-5,
+                                   atol=1e-5 * np.abs(want).max(), err_msg=f"long case {k}")
 
 
 def test_sort_long_rows(gpu):

@@ -732,17 +732,24 @@ pub fn sorted(
         let (kernels, launches) = sort_launches(None, init.clone(), pass.clone(), &stages);
         Ok((kernels, launches, Vec::new()))
     };
-    if let Some(run) = runs_in_place(&format!("{name}_runs"), f, defs, op, keys, target)? {
-        let (mut kernels, mut launches, extra) = sorter(1)?;
-        launches.push(super::Launch::updating_value(
-            kernels.len(),
-            Vec::new(),
-            op.operands[0],
-        ));
-        kernels.push(run);
+    let (mut kernels, mut launches, extra) = sorter(1)?;
+    let partials = 1 + extra.len();
+    if let Some((runs, more)) =
+        runs_in_place(&format!("{name}_runs"), f, defs, op, keys, partials, target)?
+    {
+        // The chunks' partials (if any) fresh, then the runs folded into the input.
+        let last = runs.len() - 1;
+        for (i, run) in runs.into_iter().enumerate() {
+            launches.push(if i == last {
+                super::Launch::updating_value(kernels.len(), Vec::new(), op.operands[0])
+            } else {
+                super::Launch::new(kernels.len(), Vec::new())
+            });
+            kernels.push(run);
+        }
         return Ok(Some(super::Plan {
             kernels,
-            temps: [vec![perm_type.clone()], extra].concat(),
+            temps: [vec![perm_type.clone()], extra, more].concat(),
             launches,
         }));
     }
@@ -862,23 +869,41 @@ fn sort_launches(
     }
 }
 
+/// Sorted positions per chunk of a long scatter-add folded in place ([`runs_in_place`]).
+fn run_chunk(count: u64) -> u64 {
+    let mut c = 1024;
+    while c * c < count {
+        c *= 2;
+    }
+    c
+}
+
 /// The last stage of a sorted scatter that updates its input in place, or `None` where it
-/// cannot: more than one input, elements narrower than 32 bits (packed, so two windows could
-/// share a word) or runs longer than an invocation may loop. Invocation `t` takes window
-/// element `t % W` of sorted window `t / W`; the first window of each run of equal indices
-/// folds the whole run into its element, in the original order (the sort is stable), and the
-/// others do nothing. Windows with different indices are disjoint (the index places them in
-/// an inserted dimension), so no two invocations write one element. Work: the update
-/// elements, not the result's: the gradient of a 64-token lookup in a 50257 x 768 table
-/// searched every one of its 38.6M elements (0.56 s on lavapipe).
+/// cannot: more than one input, or elements narrower than 32 bits (packed, so two windows
+/// could share a word). Invocation `t` takes window element `t % W` of sorted window `t / W`;
+/// the first window of each run of equal indices folds the whole run into its element, in the
+/// original order (the sort is stable), and the others do nothing. Windows with different
+/// indices are disjoint (the index places them in an inserted dimension), so no two
+/// invocations write one element. Work: the update elements, not the result's: the gradient
+/// of a 64-token lookup in a 50257 x 768 table searched every one of its 38.6M elements
+/// (0.56 s on lavapipe).
+///
+/// Runs may be as long as all the windows. Past the loop bound, scatters that add fold by
+/// chunks of sorted positions ([`run_chunk`]): a first kernel sums, for each chunk that
+/// continues the run before it, that run's windows within the chunk into a partial (temporary
+/// `partials`); the run's first window then folds its windows up to the chunk's end and the
+/// partials of the chunks the run goes on through, in order. Other combiners and types
+/// (other than 32-bit) keep `None`.
+/// Returns the kernels, in launch order, and the temporaries they add.
 fn runs_in_place(
     name: &str,
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
     op: &Operation,
     keys: WindowKeys,
+    partials: usize,
     target: Target,
-) -> Result<Option<Kernel>> {
+) -> Result<Option<(Vec<Kernel>, Vec<crate::ir::TensorType>)>> {
     let Op::Scatter {
         dimension_numbers: dn,
         ..
@@ -896,31 +921,30 @@ fn runs_in_place(
     let (Some(xt), Some(ut)) = (f.ty(*x).as_tensor(), f.ty(*updates).as_tensor()) else {
         return Ok(None);
     };
-    let count = keys.count();
+    let count = keys.count() as u64;
+    let long = count > target.max_invocation_iterations;
     if !xt.is_static()
         || !ut.is_static()
         || xt.dtype.byte_size() < 4
         || xt.dtype == crate::ir::ElementType::Pred
         || count == 0
-        || count as u64 > target.max_invocation_iterations
+        || (long
+            && (adds(f, op).is_none()
+                || !matches!(
+                    xt.dtype,
+                    crate::ir::ElementType::F32
+                        | crate::ir::ElementType::I32
+                        | crate::ir::ElementType::U32
+                )))
         || std::env::var("WGPU_HLO_SCATTER_IN_PLACE").is_ok_and(|v| v.trim() == "0")
     {
         return Ok(None);
     }
+    let chunk = if long { run_chunk(count) } else { count };
+    let chunks = count.div_ceil(chunk);
     let mut all_defs = defs.clone();
     let mut body_vals = HashSet::new();
     region_defs(body, &mut all_defs, &mut body_vals);
-    let fused = |v: ValueId| body_vals.contains(&v);
-    let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
-    em.inputs.push(Binding {
-        value: super::temp(0),
-        ty: crate::ir::TensorType::new(
-            vec![(count as u64).next_power_of_two() as i64],
-            crate::ir::ElementType::U32,
-        ),
-    });
-    let t = em.compute(xt.dtype)?;
-    let func = emit_body_function(&mut em, "k_update", body, &[t])?;
     let rdims = xt.dims();
     let udims = ut.dims();
     let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
@@ -935,22 +959,106 @@ fn runs_in_place(
             udims.len()
         )));
     };
-    let w: usize = window_sizes.iter().product();
+    let w = window_sizes.iter().product::<usize>() as u64;
     let scatter_dims: Vec<usize> = (0..udims.len())
         .filter(|d| !window_dims.contains(d))
         .collect();
     let spanned: Vec<usize> = (0..rdims.len())
         .filter(|d| !dn.inserted_window_dims.contains(&(*d as i64)))
         .collect();
+    let perm = Binding {
+        value: super::temp(0),
+        ty: crate::ir::TensorType::new(
+            vec![count.next_power_of_two() as i64],
+            crate::ir::ElementType::U32,
+        ),
+    };
+    let partial_type = crate::ir::TensorType::new(vec![(chunks * w) as i64], xt.dtype);
+    let partial = Binding {
+        value: super::temp(partials),
+        ty: partial_type.clone(),
+    };
+    // The emitter of one kernel, with the permutation as `in0` (and the partials as `in1`),
+    // the update computation as `k_update`, and `e` the window element: its compute type,
+    // the function's text and the window element's coordinates.
+    let fused = |v: ValueId| body_vals.contains(&v);
+    let setup =
+        |em: &mut ExprEmitter, with_partials: bool| -> Result<(Compute, String, Vec<String>)> {
+            em.inputs.push(perm.clone());
+            if with_partials {
+                em.inputs.push(partial.clone());
+            }
+            let t = em.compute(xt.dtype)?;
+            let func = emit_body_function(em, "k_update", body, &[t])?;
+            em.line(&format!("let e = tid % {w}u;"));
+            let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
+            Ok((t, func, wi))
+        };
+    // Folds update window `sq` (a WGSL name), element `e`, into `acc`.
+    let fold = |em: &mut ExprEmitter, wi: &[String]| -> Result<()> {
+        let sq = em.multi(&Index::Linear("sq".into()), keys.scatter_sizes);
+        let mut upd = vec![String::new(); udims.len()];
+        for (k, &d) in scatter_dims.iter().enumerate() {
+            upd[d] = sq[k].clone();
+        }
+        for (k, &d) in window_dims.iter().enumerate() {
+            upd[d] = wi[k].clone();
+        }
+        let u = em.value(*updates, &Index::Multi(upd))?;
+        em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
+        Ok(())
+    };
+    let mut kernels = Vec::new();
+    if long {
+        // The partial of each chunk that continues a run: its windows of that run.
+        let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+        let (t, func, wi) = setup(&mut em, false)?;
+        em.line(&format!("let c = tid / {w}u;"));
+        em.line(&format!("let p = c * {chunk}u;"));
+        em.line(&format!("var acc: {} = {}(0);", t.wgsl(), t.wgsl()));
+        em.line("let s = in0[p];");
+        let key = keys.key(&mut em, "s")?;
+        em.line(&format!("let key: i32 = {key};"));
+        em.line("let sp = in0[max(p, 1u) - 1u];");
+        let before = keys.key(&mut em, "sp")?;
+        em.open(&format!("if (p > 0u && {before} == key)"));
+        em.open_loop(
+            &format!("for (var q: u32 = p; q < min(p + {chunk}u, {count}u); q = q + 1u)"),
+            chunk,
+        );
+        em.line("let sq = in0[q];");
+        let kq = keys.key(&mut em, "sq")?;
+        em.line(&format!("if ({kq} != key) {{ break; }}"));
+        fold(&mut em, &wi)?;
+        em.close(None);
+        em.close(None);
+        em.line("out0[tid] = acc;");
+        let kname = format!("{name}_chunks");
+        let comment = format!(
+            "kernel {kname}: the partial sums of the runs of equal indices that go on into each chunk of {chunk} of {count} sorted scatter windows of {w} elements\nfuses: stablehlo.scatter"
+        );
+        kernels.push(crate::codegen::kernel::threaded(
+            &kname,
+            &comment,
+            em.inputs.clone(),
+            vec![partial.clone()],
+            &em.needs,
+            &func,
+            &em.body,
+            chunks * w,
+            em.iterations(),
+            target,
+        )?);
+    }
+    let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+    let (t, func, wi) = setup(&mut em, long)?;
     em.line(&format!("let p = tid / {w}u;"));
-    em.line(&format!("let e = tid % {w}u;"));
     em.line("let s = in0[p];");
     let key = keys.key(&mut em, "s")?;
     em.line(&format!("let key: i32 = {key};"));
     em.line("let sp = in0[max(p, 1u) - 1u];");
     let before = keys.key(&mut em, "sp")?;
     // The window's element, and where it lands.
-    let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
     let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
     let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), keys.ic, "st")?;
     let mut conds = vec![format!("(p == 0u || {before} != key)")];
@@ -972,23 +1080,28 @@ fn runs_in_place(
     em.line(&format!("let at = {at};"));
     em.line(&format!("var acc: {} = out0[at];", t.wgsl()));
     em.open_loop(
-        &format!("for (var q: u32 = p; q < {count}u; q = q + 1u)"),
-        count as u64,
+        &format!(
+            "for (var q: u32 = p; q < min((p / {chunk}u + 1u) * {chunk}u, {count}u); q = q + 1u)"
+        ),
+        chunk,
     );
     em.line("let sq = in0[q];");
     let kq = keys.key(&mut em, "sq")?;
     em.line(&format!("if ({kq} != key) {{ break; }}"));
-    let sq = em.multi(&Index::Linear("sq".into()), keys.scatter_sizes);
-    let mut upd = vec![String::new(); udims.len()];
-    for (k, &d) in scatter_dims.iter().enumerate() {
-        upd[d] = sq[k].clone();
-    }
-    for (k, &d) in window_dims.iter().enumerate() {
-        upd[d] = wi[k].clone();
-    }
-    let u = em.value(*updates, &Index::Multi(upd))?;
-    em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
+    fold(&mut em, &wi)?;
     em.close(None);
+    if long {
+        // Then the partials of the chunks the run goes on through.
+        em.open_loop(
+            &format!("for (var c: u32 = p / {chunk}u + 1u; c < {chunks}u; c = c + 1u)"),
+            chunks,
+        );
+        em.line(&format!("let sq = in0[c * {chunk}u];"));
+        let kq = keys.key(&mut em, "sq")?;
+        em.line(&format!("if ({kq} != key) {{ break; }}"));
+        em.line(&format!("acc = acc + in1[c * {w}u + e];"));
+        em.close(None);
+    }
     em.line("out0[at] = acc;");
     em.close(None);
     let outs = vec![Binding {
@@ -996,9 +1109,10 @@ fn runs_in_place(
         ty: xt.clone(),
     }];
     let comment = format!(
-        "kernel {name}: scatter of {count} sorted update windows of {w} elements in place into {xt}, each run of equal indices folded by its first window\nfuses: stablehlo.scatter"
+        "kernel {name}: scatter of {count} sorted update windows of {w} elements in place into {xt}, each run of equal indices folded by its first window{}\nfuses: stablehlo.scatter",
+        if long { format!(" (by chunks of {chunk}: its windows in its own, then the partials of the others)") } else { String::new() }
     );
-    let kernel = crate::codegen::kernel::threaded(
+    kernels.push(crate::codegen::kernel::threaded(
         name,
         &comment,
         em.inputs.clone(),
@@ -1006,11 +1120,18 @@ fn runs_in_place(
         &em.needs,
         &func,
         &em.body,
-        (count * w) as u64,
+        count * w,
         em.iterations(),
         target,
-    )?;
-    Ok((kernel.iterations <= target.max_invocation_iterations).then_some(kernel))
+    )?);
+    if kernels
+        .iter()
+        .any(|k| k.iterations > target.max_invocation_iterations)
+    {
+        return Ok(None);
+    }
+    let temps = if long { vec![partial_type] } else { Vec::new() };
+    Ok(Some((kernels, temps)))
 }
 
 /// The compute types of `op`'s results when its update computation is one `add` of the
