@@ -158,6 +158,43 @@ def test_lu_and_solve_256(gpu):
     assert_close(g[1], c[1], 1e-3)
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (5, 3), (3, 5), (3, 7, 7), (130, 100),
+                                   (100, 130), (300, 300)])
+def test_lu_kernel_pivots_as_lapack(gpu, shape):
+    # The device LU (`custom_call @wgpu_hlo.lu`): the same pivots and permutation as LAPACK,
+    # factors to rounding, for square, wide, tall and batched matrices.
+    a = rand(shape, seed=sum(shape))
+    g, c = on(gpu, lax.linalg.lu, a), on(CPU, lax.linalg.lu, a)
+    np.testing.assert_array_equal(g[1], c[1])
+    np.testing.assert_array_equal(g[2], c[2])
+    assert_close(g[0], c[0], 1e-4)
+
+
+def test_lu_kernel_ties_zero_pivots_and_f64(gpu):
+    # Ties in magnitude take the first row (isamax); a zero column leaves its pivot in place
+    # and the column unscaled; f64 keeps f64.
+    a = np.array([[1, -2, 2, 0], [2, 1, -2, 0], [-2, 2, 1, 0], [1, 1, 1, 0]], np.float32)
+    g, c = on(gpu, lax.linalg.lu, a), on(CPU, lax.linalg.lu, a)
+    np.testing.assert_array_equal(g[1], c[1])
+    np.testing.assert_array_equal(g[2], c[2])
+    assert_close(g[0], c[0], 1e-6)
+    with jax.enable_x64(True):
+        a64 = rand((2, 40, 40), seed=5).astype(np.float64)
+        g, c = on(gpu, lax.linalg.lu, a64), on(CPU, lax.linalg.lu, a64)
+        assert g[0].dtype == np.float64
+        np.testing.assert_array_equal(g[1], c[1])
+        assert_close(g[0], c[0], 1e-12)
+
+
+def test_solve_inv_slogdet_300(gpu):
+    a, b = rand((300, 300), seed=13) + 20 * np.eye(300, dtype=np.float32), rand((300,), seed=14)
+    f = lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a), jnp.linalg.slogdet(a)[1],
+                      jnp.linalg.det(a[:8, :8]))
+    g, c = on(gpu, f, a, b), on(CPU, f, a, b)
+    for x, y in zip(g, c):
+        assert_close(x, y, 1e-4)
+
+
 def check_eigh(gpu, a, tol):
     w, v = on(gpu, jnp.linalg.eigh, a)
     wc = on(CPU, jnp.linalg.eigvalsh, a)

@@ -448,7 +448,9 @@ impl<'f, 't> Lowering<'f, 't> {
     /// The steps of an op computed by a multi-kernel plan (long sorts, scatters sorted by index,
     /// long prefix scans, large FFTs, `cholesky`, `triangular_solve`), or `None` for other ops.
     fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
-        use crate::codegen::op_kernels::{fft, jacobi, linalg, reduce_window, scan, scatter, sort};
+        use crate::codegen::op_kernels::{
+            fft, jacobi, linalg, lu, reduce_window, scan, scatter, sort,
+        };
         use crate::fusion::in_place::in_place_scatter;
         if op
             .results
@@ -472,6 +474,7 @@ impl<'f, 't> Lowering<'f, 't> {
             Op::CustomCall(ref c) if jacobi::handles(c) => {
                 jacobi::plan(&name, f, op, c, target).map(Some)
             }
+            Op::CustomCall(ref c) if lu::handles(c) => lu::plan(&name, f, op, target).map(Some),
             // Non-overlapping scatters update in place instead (`op_step`).
             Op::Scatter { .. } if !in_place_scatter(f, op) => {
                 scatter::sorted(&name, f, defs, op, target)

@@ -10,6 +10,7 @@
 pub mod fft;
 pub mod jacobi;
 pub mod linalg;
+pub mod lu;
 pub mod map;
 pub mod per_element;
 pub mod radix;
