@@ -87,6 +87,33 @@ pub fn assemble(
     Ok(s)
 }
 
+/// A kernel whose `body` (its entry point included, workgroup memory and barriers as it
+/// likes) runs `groups` workgroups: the module [`assemble`]d, and the [`Kernel`] around it.
+#[allow(clippy::too_many_arguments)]
+pub fn in_workgroups(
+    name: &str,
+    comment: &str,
+    inputs: Vec<Binding>,
+    outputs: Vec<Binding>,
+    needs: &std::collections::BTreeSet<String>,
+    body: &str,
+    groups: u64,
+    iterations: u64,
+    target: super::loop_kernel::Target,
+) -> Result<Kernel> {
+    let wgsl = assemble(name, comment, &inputs, &outputs, needs, body, target.caps)?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs,
+        outputs,
+        workgroups: grid(groups, target.max_workgroups)?,
+        iterations,
+        texture_inputs: Vec::new(),
+        parted: Vec::new(),
+    })
+}
+
 /// [`assemble`] without the validation, for emitters that change a declaration afterwards
 /// (and validate then).
 pub fn module_text(

@@ -312,15 +312,7 @@ fn canonicalize_region(f: &Function, region: &mut Region) {
 mod tests {
     use crate::frontend::text::parse_module;
     use crate::passes::prepare;
-
-    fn ops(src: &str) -> Vec<String> {
-        let m = parse_module(src, "t").expect("parse");
-        let f = prepare(&m, "main").expect("prepare");
-        f.body
-            .as_ref()
-            .map(|b| b.ops.iter().map(|o| o.name()).collect())
-            .unwrap_or_default()
-    }
+    use crate::passes::prepared_op_names as ops;
 
     fn sum(init: &str, dims: &str, body: &str) -> String {
         format!(

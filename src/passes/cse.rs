@@ -94,17 +94,7 @@ fn region(f: &Function, r: &mut Region, replaced: &mut HashMap<ValueId, ValueId>
 
 #[cfg(test)]
 mod tests {
-    use crate::frontend::text::parse_module;
-    use crate::passes::prepare;
-
-    fn ops(src: &str) -> Vec<String> {
-        let m = parse_module(src, "t").expect("parse");
-        let f = prepare(&m, "main").expect("prepare");
-        f.body
-            .as_ref()
-            .map(|b| b.ops.iter().map(|o| o.name()).collect())
-            .unwrap_or_default()
-    }
+    use crate::passes::prepared_op_names as ops;
 
     #[test]
     fn repeated_ops_go_and_their_users_follow() {

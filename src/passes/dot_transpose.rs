@@ -225,17 +225,7 @@ fn fold_operands(r: &mut Region, transposes: &HashMap<ValueId, (Vec<i64>, ValueI
 
 #[cfg(test)]
 mod tests {
-    use crate::frontend::text::parse_module;
-    use crate::passes::prepare;
-
-    fn ops(src: &str) -> Vec<String> {
-        let m = parse_module(src, "t").expect("parse");
-        let f = prepare(&m, "main").expect("prepare");
-        f.body
-            .as_ref()
-            .map(|b| b.ops.iter().map(|o| o.name()).collect())
-            .unwrap_or_default()
-    }
+    use crate::passes::prepared_op_names as ops;
 
     #[test]
     fn transpose_of_a_weight_gradient_folds_into_the_dot() {

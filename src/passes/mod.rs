@@ -43,3 +43,14 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     verify::verify_function(&f)?;
     Ok(f)
 }
+
+/// The names of the ops `prepare` leaves in `@main` of the module `src` (tests of the passes).
+#[cfg(test)]
+pub(crate) fn prepared_op_names(src: &str) -> Vec<String> {
+    let m = crate::frontend::text::parse_module(src, "t").expect("parse");
+    let f = prepare(&m, "main").expect("prepare");
+    f.body
+        .as_ref()
+        .map(|b| b.ops.iter().map(|o| o.name()).collect())
+        .unwrap_or_default()
+}

@@ -114,17 +114,7 @@ fn rewrite_region(f: &mut Function, region: &mut Region) {
 
 #[cfg(test)]
 mod tests {
-    use crate::frontend::text::parse_module;
-    use crate::passes::prepare;
-
-    fn ops(src: &str) -> Vec<String> {
-        let m = parse_module(src, "t").expect("parse");
-        let f = prepare(&m, "main").expect("prepare");
-        f.body
-            .as_ref()
-            .map(|b| b.ops.iter().map(|o| o.name().to_string()).collect())
-            .unwrap_or_default()
-    }
+    use crate::passes::prepared_op_names as ops;
 
     #[test]
     fn bf16_dot_runs_in_f32_between_converts() {

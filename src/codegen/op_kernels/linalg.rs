@@ -286,32 +286,22 @@ fn columns_in_workgroups(
         element(w, l, a, "            "),
         zero = kernel::RUNTIME_ZERO,
     );
-    let inputs = vec![input, params(2)];
-    let outputs = vec![factor];
     let kname = format!("{name}_columns");
     let comment = format!(
         "kernel {kname}: columns j0..j1 (parameters) of a {what}, one workgroup per matrix, left-looking, a storage barrier between columns\nloop iterations per invocation: at most {most}\nfuses: {op_name}"
     );
-    let wgsl = kernel::assemble(
-        &kname,
-        &comment,
-        &inputs,
-        &outputs,
-        &Default::default(),
-        &body,
-        target.caps,
-    )?;
     Ok(Some((
-        kernel::Kernel {
-            name: kname,
-            wgsl,
-            inputs,
-            outputs,
-            workgroups: kernel::grid(batch, target.max_workgroups)?,
-            iterations: most,
-            texture_inputs: Vec::new(),
-            parted: Vec::new(),
-        },
+        kernel::in_workgroups(
+            &kname,
+            &comment,
+            vec![input, params(2)],
+            vec![factor],
+            &Default::default(),
+            &body,
+            batch,
+            most,
+            target,
+        )?,
         ranges,
     )))
 }
@@ -470,26 +460,17 @@ fn vectors_in_workgroups(
             "kernel {kname}: rows r0..r1 (parameters, in solving order) of {}, one workgroup per right-hand side, right-looking, a barrier between rows\nloop iterations per invocation: at most {most}\nfuses: {op_name}",
             pre.what
         );
-        let outputs = vec![out];
-        let wgsl = kernel::assemble(
+        kernel::in_workgroups(
             &kname,
             &comment,
-            inputs,
-            &outputs,
+            inputs.to_vec(),
+            vec![out],
             &Default::default(),
             &body,
-            target.caps,
-        )?;
-        Ok(kernel::Kernel {
-            name: kname,
-            wgsl,
-            inputs: inputs.to_vec(),
-            outputs,
-            workgroups: kernel::grid(s.vectors, target.max_workgroups)?,
-            iterations: most,
-            texture_inputs: Vec::new(),
-            parted: Vec::new(),
-        })
+            s.vectors,
+            most,
+            target,
+        )
     };
     let rows = kernel_for(
         "_rows",

@@ -189,27 +189,17 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
     let comment = format!(
         "kernel {kname}: columns j0..j1 (parameters) of an {desc}, one workgroup per matrix, right-looking, a storage barrier between steps\nloop iterations per invocation: at most {most}\nfuses: {what}"
     );
-    let inputs = vec![params];
-    let outputs = vec![state.clone()];
-    let wgsl = kernel::assemble(
+    let columns = kernel::in_workgroups(
         &kname,
         &comment,
-        &inputs,
-        &outputs,
+        vec![params],
+        vec![state.clone()],
         &Default::default(),
         &body,
-        target.caps,
+        batch,
+        most,
+        target,
     )?;
-    let columns = kernel::Kernel {
-        name: kname,
-        wgsl,
-        inputs,
-        outputs,
-        workgroups: kernel::grid(batch, target.max_workgroups)?,
-        iterations: most,
-        texture_inputs: Vec::new(),
-        parted: Vec::new(),
-    };
     // The results from the state: one thread per matrix element.
     let lu = Binding {
         value: *lu,

@@ -180,26 +180,17 @@ pub fn sort(
             kernel::entry_header(wg as u32),
             em.body
         );
-        let outputs = vec![out];
-        let wgsl = kernel::assemble(
+        kernel::in_workgroups(
             &kname,
             &comment,
-            &em.inputs,
-            &outputs,
+            em.inputs.clone(),
+            vec![out],
             &em.needs,
             &source,
-            target.caps,
-        )?;
-        Ok(Kernel {
-            name: kname,
-            wgsl,
-            inputs: em.inputs.clone(),
-            outputs,
-            workgroups: kernel::grid(tiles, target.max_workgroups)?,
-            iterations: em.iterations(),
-            texture_inputs: Vec::new(),
-            parted: Vec::new(),
-        })
+            tiles,
+            em.iterations(),
+            target,
+        )
     };
     // The exclusive scan of the digit-major counts: each thread sums its run of slots, one
     // thread scans those sums, each thread writes its run's offsets.
@@ -220,27 +211,17 @@ pub fn sort(
         let comment = format!(
             "kernel {kname}: exclusive scan of the {slots} digit counts (digit-major) of a radix sort of {count} {what}, one workgroup\nloop iterations per invocation: at most {iterations}\nfuses: stablehlo.scatter"
         );
-        let inputs = vec![bind(counts, u32s(slots))];
-        let outputs = vec![bind(offsets, u32s(slots))];
-        let wgsl = kernel::assemble(
+        kernel::in_workgroups(
             &kname,
             &comment,
-            &inputs,
-            &outputs,
+            vec![bind(counts, u32s(slots))],
+            vec![bind(offsets, u32s(slots))],
             &Default::default(),
             &body,
-            target.caps,
-        )?;
-        Kernel {
-            name: kname,
-            wgsl,
-            inputs,
-            outputs,
-            workgroups: [1, 1, 1],
+            1,
             iterations,
-            texture_inputs: Vec::new(),
-            parted: Vec::new(),
-        }
+            target,
+        )?
     };
     // Passes alternate between the two permutations and end in `a`: an odd number starts
     // from `b`.

@@ -1008,6 +1008,19 @@ fn runs_in_place(
         em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
         Ok(())
     };
+    // Folds the windows from sorted position `p` up to `end` while their key is `key`.
+    let walk = |em: &mut ExprEmitter, end: &str, wi: &[String]| -> Result<()> {
+        em.open_loop(
+            &format!("for (var q: u32 = p; q < {end}; q = q + 1u)"),
+            chunk,
+        );
+        em.line("let sq = in0[q];");
+        let kq = keys.key(em, "sq")?;
+        em.line(&format!("if ({kq} != key) {{ break; }}"));
+        fold(em, wi)?;
+        em.close(None);
+        Ok(())
+    };
     let mut kernels = Vec::new();
     if long {
         // The partial of each chunk that continues a run: its windows of that run.
@@ -1022,15 +1035,7 @@ fn runs_in_place(
         em.line("let sp = in0[max(p, 1u) - 1u];");
         let before = keys.key(&mut em, "sp")?;
         em.open(&format!("if (p > 0u && {before} == key)"));
-        em.open_loop(
-            &format!("for (var q: u32 = p; q < min(p + {chunk}u, {count}u); q = q + 1u)"),
-            chunk,
-        );
-        em.line("let sq = in0[q];");
-        let kq = keys.key(&mut em, "sq")?;
-        em.line(&format!("if ({kq} != key) {{ break; }}"));
-        fold(&mut em, &wi)?;
-        em.close(None);
+        walk(&mut em, &format!("min(p + {chunk}u, {count}u)"), &wi)?;
         em.close(None);
         em.line("out0[tid] = acc;");
         let kname = format!("{name}_chunks");
@@ -1079,17 +1084,11 @@ fn runs_in_place(
     em.open(&format!("if ({})", conds.join(" && ")));
     em.line(&format!("let at = {at};"));
     em.line(&format!("var acc: {} = out0[at];", t.wgsl()));
-    em.open_loop(
-        &format!(
-            "for (var q: u32 = p; q < min((p / {chunk}u + 1u) * {chunk}u, {count}u); q = q + 1u)"
-        ),
-        chunk,
-    );
-    em.line("let sq = in0[q];");
-    let kq = keys.key(&mut em, "sq")?;
-    em.line(&format!("if ({kq} != key) {{ break; }}"));
-    fold(&mut em, &wi)?;
-    em.close(None);
+    walk(
+        &mut em,
+        &format!("min((p / {chunk}u + 1u) * {chunk}u, {count}u)"),
+        &wi,
+    )?;
     if long {
         // Then the partials of the chunks the run goes on through.
         em.open_loop(
