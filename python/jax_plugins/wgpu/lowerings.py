@@ -21,9 +21,9 @@ Jacobi kernels: the rules emit `stablehlo.custom_call @wgpu_hlo.eigh` / `@wgpu_h
 the compiler plans as whole sweeps per launch with the convergence test on the device
 (`src/codegen/op_kernels/jacobi.rs`); `WGPU_HLO_LINALG=jax` keeps the plain-JAX rules above.
 
-Real f32/f64 `lu` runs as `custom_call @wgpu_hlo.lu` (`lu_rule`: one workgroup per matrix,
-LAPACK's pivots, `src/codegen/op_kernels/lu.rs`); other dtypes take JAX's rule (a loop over
-columns of StableHLO ops). Real
+Real f32/f64 `lu` of moderate size runs as `custom_call @wgpu_hlo.lu` (`lu_rule`: one
+workgroup per matrix, LAPACK's pivots, `src/codegen/op_kernels/lu.rs`); larger ones and other
+dtypes take JAX's rule (blocked; its panels loop over columns of StableHLO ops). Real
 `cholesky` of 256 columns or more runs by blocks (`_cholesky_impl`, installed by
 `host_ops.register_solvers`), its diagonal blocks and smaller matrices as `stablehlo.cholesky`.
 Real `triangular_solve` of 256 or more rows with 32 or more right-hand sides runs by blocks
@@ -887,12 +887,24 @@ def cholesky_rule():
 _LU_MAX = 8192
 """Largest m and n the device LU kernel takes (`src/codegen/op_kernels/lu.rs`)."""
 
+_LU_KERNEL_WORK = {"cpu": 600**3, "gpu": 2048**3}
+"""Largest m * n * min(m, n) the one-workgroup LU kernel takes per adapter class; JAX's
+blocked rule (a loop over the columns of 128-column panels, products for the rest) does the
+larger ones. lavapipe, square f32, kernel against JAX's rule: 64: 1.9 / 50 ms, 128: 8.9 /
+114, 256: 59 / 268, 384: 203 / 403, 512: 449 / 607, 768: 1750 / 1063 (one workgroup runs on
+one core there). On GPUs one workgroup holds hundreds of lanes and JAX's rule launches ~18
+kernels a column (not measured yet)."""
+
+
+def _lu_on_device(m, n) -> bool:
+    return m * n * min(m, n) <= _LU_KERNEL_WORK["cpu" if _cpu_adapter() else "gpu"]
+
 
 def lu_rule(default):
-    """The rule of `lu` on wgpu: real f32/f64 matrices through `custom_call @wgpu_hlo.lu`
-    (one workgroup per matrix, LAPACK's pivots; JAX's own rule launched ~18 kernels a column:
-    `slogdet` of 512 x 512 0.57 s on lavapipe), everything else through `default` (JAX's
-    loop over columns). `WGPU_HLO_LINALG=jax` keeps `default`."""
+    """The rule of `lu` on wgpu: real f32/f64 matrices up to `_LU_KERNEL_WORK` through
+    `custom_call @wgpu_hlo.lu` (one workgroup per matrix, LAPACK's pivots), everything else
+    through `default` (JAX's blocked rule, whose panels loop over columns with ~18 kernel
+    launches a column). `WGPU_HLO_LINALG=jax` keeps `default`."""
     import os
 
     from jax._src.interpreters import mlir
@@ -904,6 +916,7 @@ def lu_rule(default):
             os.environ.get("WGPU_HLO_LINALG", "") == "jax"
             or np.dtype(av.dtype) not in (np.dtype(np.float32), np.dtype(np.float64))
             or not (1 <= m <= _LU_MAX and 1 <= n <= _LU_MAX)
+            or not _lu_on_device(m, n)
         ):
             return default(ctx, a, **params)
         types = [mlir.aval_to_ir_type(ctx.module_context, v) for v in ctx.avals_out]
