@@ -1,0 +1,106 @@
+"""Everyday JAX ops a user reaches for, beyond `bench_jax.py`'s model steps, timed on `wgpu` and
+on `cpu` in the same run: each result checked against cpu (largest difference relative to the
+largest cpu value), then the median of timed runs, and the ratio.
+
+    python examples/bench_everyday.py [--runs N] [--only SUBSTR ...]
+
+Sorting and scatters of a million elements, segment sums, jax.random at 16M, LU-based
+solve / inv / slogdet, a Gaussian process's likelihood and its gradient at 1000 points, row
+reductions. Ratios, not absolute times, are the point: the machines are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+def gp_nll(x, y):
+    n = x.shape[0]
+    sq = (x * x).sum(1)
+    k = jnp.exp(-0.5 * (sq[:, None] + sq[None, :] - 2 * x @ x.T) / 64) + 1e-2 * jnp.eye(n)
+    chol = jnp.linalg.cholesky(k)
+    alpha = jax.scipy.linalg.cho_solve((chol, True), y)
+    return -0.5 * y @ alpha - jnp.log(jnp.diag(chol)).sum()
+
+
+def cases():
+    rng = np.random.default_rng(0)
+    m = 1 << 20
+    x1 = rng.standard_normal(m).astype(np.float32)
+    i1 = rng.integers(0, m, m).astype(np.int32)
+    a512 = rng.standard_normal((512, 512)).astype(np.float32) + 512**0.5 * np.eye(512, dtype=np.float32)
+    b512 = rng.standard_normal((512,)).astype(np.float32)
+    emb = rng.standard_normal((50000, 128)).astype(np.float32)
+    ids = rng.integers(0, 50000, (8192,)).astype(np.int32)
+    x = rng.standard_normal((4096, 1024)).astype(np.float32)
+    gx = rng.standard_normal((1000, 64)).astype(np.float32)
+    gy = rng.standard_normal((1000,)).astype(np.float32)
+    key = jax.random.key(0)
+    return {
+        "cumsum 1M": (lambda x: jnp.cumsum(x), (x1,)),
+        "sort 1M": (jnp.sort, (x1,)),
+        "argsort 1M": (jnp.argsort, (x1,)),
+        "top_k 1M k=100": (lambda x: lax.top_k(x, 100)[0], (x1,)),
+        "gather 1M": (lambda x, i: x[i], (x1, i1)),
+        "scatter-add 1M at random indices": (lambda x, i: jnp.zeros_like(x).at[i].add(x), (x1, i1)),
+        "segment_sum 1M -> 1000": (lambda x, i: jax.ops.segment_sum(x, i % 1000, 1000), (x1, i1)),
+        "embedding rows 8192x128, summed": (lambda e, i: e[i].sum(0), (emb, ids)),
+        "random.normal 16M": (lambda k: jax.random.normal(k, (1 << 24,)), (key,)),
+        "solve 512 (one vector)": (jnp.linalg.solve, (a512, b512)),
+        "inv 512": (jnp.linalg.inv, (a512,)),
+        "slogdet 512": (lambda a: jnp.linalg.slogdet(a)[1], (a512,)),
+        "GP likelihood n=1000": (gp_nll, (gx, gy)),
+        "GP gradient n=1000": (jax.grad(gp_nll), (gx, gy)),
+        "logsumexp rows 4096x1024": (lambda x: jax.nn.logsumexp(x, axis=1), (x,)),
+        "layernorm 4096x1024": (
+            lambda x: (x - x.mean(1, keepdims=True)) / jnp.sqrt(x.var(1, keepdims=True) + 1e-5),
+            (x,),
+        ),
+    }
+
+
+def run(f, args, device, runs):
+    args = [jax.device_put(a, device) for a in args]
+    jf = jax.jit(f)
+    start = time.perf_counter()
+    out = jax.block_until_ready(jf(*args))
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        jax.block_until_ready(jf(*args))
+        times.append(time.perf_counter() - start)
+    return first, float(np.median(times)), np.asarray(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--only", nargs="*", help="run only cases whose name contains one of these")
+    opts = ap.parse_args()
+    gpu, cpu = jax.devices("wgpu")[0], jax.devices("cpu")[0]
+    print(f"wgpu device: {gpu.device_kind}")
+    print(f"{'case':36s} {'wgpu ms':>9s} {'cpu ms':>9s} {'wgpu/cpu':>9s} {'first s':>8s} {'rel. diff':>9s}")
+    for name, (f, args) in cases().items():
+        if opts.only and not any(o in name for o in opts.only):
+            continue
+        try:
+            first, g_ms, g = run(f, args, gpu, opts.runs)
+            _, c_ms, c = run(f, args, cpu, opts.runs)
+            scale = max(float(np.max(np.abs(c.astype(np.float64)))), 1e-30)
+            diff = float(np.max(np.abs(g.astype(np.float64) - c))) / scale
+            print(f"{name:36s} {g_ms * 1e3:9.2f} {c_ms * 1e3:9.2f} {g_ms / c_ms:9.1f} "
+                  f"{first:8.1f} {diff:9.1e}", flush=True)
+        except Exception as e:  # noqa: BLE001 - a case that fails is reported, the rest go on
+            print(f"{name:36s} ERROR {type(e).__name__}: {str(e)[:160]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
