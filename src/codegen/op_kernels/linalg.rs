@@ -29,6 +29,66 @@ pub const MAX_ITERATIONS: u64 = 16_384;
 /// Loop iterations a triangular-solve thread may spend on one launch's block of rows.
 pub const ROW_BLOCK_ITERATIONS: u64 = 8_192;
 
+/// Consecutive ranges `[a, b)` of `0..len` such that a launch over each keeps its busiest
+/// thread within `bound` loop iterations: `overhead` per launch plus `cost(i)` per step `i`.
+/// Returns them and the most any launch spends, or `None` when one step alone passes `bound`.
+pub(super) fn ranges_within(
+    len: u64,
+    overhead: u64,
+    cost: impl Fn(u64) -> u64,
+    bound: u64,
+) -> Option<(Vec<(u64, u64)>, u64)> {
+    let mut ranges = Vec::new();
+    let mut most = 0;
+    let mut a = 0;
+    while a < len {
+        let (mut b, mut spent) = (a, overhead);
+        while b < len && spent + cost(b) <= bound {
+            spent += cost(b);
+            b += 1;
+        }
+        if b == a {
+            return None;
+        }
+        most = most.max(spent);
+        ranges.push((a, b));
+        a = b;
+    }
+    Some((ranges, most))
+}
+
+/// The plan of a solve by ranges of rows (parameters: first and end): `last` (writing the
+/// result) alone for one range, else `rows` (writing a temporary of type `state`) for the
+/// first and updating it in place for the others, and `last` updating it for the final one.
+fn row_range_plan(
+    rows: impl FnOnce() -> Result<kernel::Kernel>,
+    last: kernel::Kernel,
+    ranges: &[(u64, u64)],
+    state: TensorType,
+) -> Result<Plan> {
+    let range = |&(s, e): &(u64, u64)| vec![s as u32, e as u32];
+    let Some((first, rest)) = ranges.split_first() else {
+        return Err(Error::internal("a solve without rows"));
+    };
+    if rest.is_empty() {
+        return Ok(Plan {
+            kernels: vec![last],
+            temps: Vec::new(),
+            launches: vec![Launch::new(0, range(first))],
+        });
+    }
+    let mut launches = vec![Launch::new(0, range(first))];
+    for (b, r) in rest.iter().enumerate() {
+        let kernel = if b + 1 == rest.len() { 1 } else { 0 };
+        launches.push(Launch::updating(kernel, range(r), 0));
+    }
+    Ok(Plan {
+        kernels: vec![rows()?, last],
+        temps: vec![state],
+        launches,
+    })
+}
+
 fn real_tensor(f: &Function, v: crate::ir::ValueId, what: &str) -> Result<TensorType> {
     match f.ty(v) {
         Type::Tensor(t)
@@ -258,23 +318,9 @@ fn columns_in_workgroups(
     // The busiest thread's loop iterations for column j: its rows, each j long, plus the
     // column loop's own.
     let cost = |j: u64| (n - j).div_ceil(wg) * (j + 1) + 1;
-    let mut ranges = Vec::new();
-    let mut j0 = 0;
-    let mut most = 0;
-    while j0 < n {
-        let mut spent = 0;
-        let mut j1 = j0;
-        while j1 < n && spent + cost(j1) <= bound {
-            spent += cost(j1);
-            j1 += 1;
-        }
-        if j1 == j0 {
-            return Ok(None);
-        }
-        most = most.max(spent);
-        ranges.push((j0, j1));
-        j0 = j1;
-    }
+    let Some((ranges, most)) = ranges_within(n, 0, cost, bound) else {
+        return Ok(None);
+    };
     let nn = n * n;
     let body = format!(
         "var<workgroup> range: vec2<u32>;\n\n@compute @workgroup_size({wg})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
@@ -396,23 +442,9 @@ fn vectors_in_workgroups(
     // plus the row loop's own; each launch also loads and stores the rows left.
     let copy = 2 * k.div_ceil(wg);
     let cost = |ii: u64| (k - 1 - ii).div_ceil(wg) + 1;
-    let mut ranges = Vec::new();
-    let mut r0 = 0;
-    let mut most = 0;
-    while r0 < k {
-        let mut spent = copy;
-        let mut r1 = r0;
-        while r1 < k && spent + cost(r1) <= bound {
-            spent += cost(r1);
-            r1 += 1;
-        }
-        if r1 == r0 {
-            return Ok(None);
-        }
-        most = most.max(spent);
-        ranges.push((r0, r1));
-        r0 = r1;
-    }
+    let Some((ranges, most)) = ranges_within(k, copy, cost, bound) else {
+        return Ok(None);
+    };
     let row = |v: &str| {
         if s.s_lower {
             v.to_string()
@@ -586,24 +618,7 @@ pub fn triangular_solve(name: &str, f: &Function, op: &Operation, target: Target
         },
         target,
     )? {
-        let range = |(s, e): (u64, u64)| vec![s as u32, e as u32];
-        if ranges.len() == 1 {
-            return Ok(Plan {
-                kernels: vec![last],
-                temps: Vec::new(),
-                launches: vec![Launch::new(0, range(ranges[0]))],
-            });
-        }
-        let mut launches = vec![Launch::new(0, range(ranges[0]))];
-        for (b, &r) in ranges.iter().enumerate().skip(1) {
-            let kernel = if b + 1 == ranges.len() { 1 } else { 0 };
-            launches.push(Launch::updating(kernel, range(r), 0));
-        }
-        return Ok(Plan {
-            kernels: vec![rows, last],
-            temps: vec![bt],
-            launches,
-        });
+        return row_range_plan(|| Ok(rows), last, &ranges, bt);
     }
     let blocks = row_blocks(k);
     let most = blocks
@@ -631,33 +646,13 @@ pub fn triangular_solve(name: &str, f: &Function, op: &Operation, target: Target
             target,
         )
     };
-    let range = |(s, e): (u64, u64)| vec![s as u32, e as u32];
-    if blocks.len() == 1 {
-        let only = solve("", result)?;
-        return Ok(Plan {
-            kernels: vec![only],
-            temps: Vec::new(),
-            launches: vec![Launch::new(0, range(blocks[0]))],
-        });
-    }
-    let rows = solve(
-        "_rows",
-        Binding {
-            value: temp(0),
-            ty: bt.clone(),
-        },
-    )?;
-    let last = solve("_last", result)?;
-    let mut launches = vec![Launch::new(0, range(blocks[0]))];
-    for (b, &block) in blocks.iter().enumerate().skip(1) {
-        let kernel = if b + 1 == blocks.len() { 1 } else { 0 };
-        launches.push(Launch::updating(kernel, range(block), 0));
-    }
-    Ok(Plan {
-        kernels: vec![rows, last],
-        temps: vec![bt],
-        launches,
-    })
+    // One launch: the kernel is named as the op's; else a first, middle and last kind.
+    let last = solve(if blocks.len() == 1 { "" } else { "_last" }, result)?;
+    let state = Binding {
+        value: temp(0),
+        ty: bt.clone(),
+    };
+    row_range_plan(|| solve("_rows", state), last, &blocks, bt.clone())
 }
 
 #[cfg(test)]

@@ -132,25 +132,12 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
             + (n - j - 1).div_ceil(wg) * m.saturating_sub(j)
             + 1
     };
-    let mut ranges = Vec::new();
-    let mut most = 0;
-    let mut j0 = 0;
-    while j0 < k {
-        let (mut j1, mut spent) = (j0, 0);
-        while j1 < k && spent + cost(j1) <= bound {
-            spent += cost(j1);
-            j1 += 1;
-        }
-        if j1 == j0 {
-            return Err(Error::resource_exhausted(format!(
-                "{desc}: one column would loop {} times in one invocation (at most {bound})",
-                cost(j0)
-            )));
-        }
-        most = most.max(spent);
-        ranges.push((j0, j1));
-        j0 = j1;
-    }
+    let Some((ranges, most)) = super::linalg::ranges_within(k, 0, cost, bound) else {
+        return Err(Error::resource_exhausted(format!(
+            "{desc}: one column would loop {} times in one invocation (at most {bound})",
+            cost(0)
+        )));
+    };
     let el = |i: &str, c: &str| format!("out0[base + ({i}) * {n}u + ({c})]");
     let body = format!(
         "var<workgroup> range: vec2<u32>;\nvar<workgroup> best: array<{w}, {wg}>;\nvar<workgroup> best_row: array<u32, {wg}>;\n\n{header}    \
