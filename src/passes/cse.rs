@@ -14,7 +14,7 @@ use crate::ir::{Function, Op, Operation, Region, ValueId};
 use super::dce::has_side_effects;
 
 /// Whether `op` may be replaced by an identical earlier op.
-fn pure(op: &Operation) -> bool {
+pub(crate) fn pure(op: &Operation) -> bool {
     op.regions.is_empty()
         && !has_side_effects(op)
         && !matches!(

@@ -20,6 +20,7 @@ pub mod scan;
 pub mod scatter;
 pub mod select_and_scatter;
 pub mod sort;
+pub mod sort_radix;
 pub mod tridiagonal;
 pub mod update;
 

@@ -1,8 +1,9 @@
 //! A stable least-significant-digit radix sort of `count` items (a permutation of `0..count`,
-//! `u32`) by an `i32` key each item's number computes, for keys that matter only in
-//! `[0, limit)`: a key below 0 sorts first and one at or past `limit` last (each such group
-//! in item order), so a binary search for a key in range still finds its run. Keys become
-//! `0..=limit + 1` and sort by [`DIGIT_BITS`] at a time: a pass per digit, each three launches
+//! `u32`) by a key each item's number computes ([`Keys`]): an `i32` that matters only in
+//! `[0, limit)` (a scatter's windows: a key below 0 sorts first and one at or past `limit`
+//! last, each such group in item order, so a binary search for a key in range still finds its
+//! run; keys become `0..=limit + 1`), or a whole `u32` and then the item's row (a `sort` along
+//! a dimension). Keys sort by [`DIGIT_BITS`] at a time: a pass per digit, each three launches
 //! (per-tile digit counts, one workgroup's exclusive scan of them in digit-major order, and a
 //! stable placement: every thread places its own consecutive items in order, after those of
 //! the threads before it). No atomics, so the result is the same on every adapter.
@@ -37,8 +38,30 @@ fn tile(target: Target) -> (u64, u64) {
 /// Threads of the scan kernel.
 const SCAN_THREADS: u64 = 256;
 
-/// The `i32` key of item `s` (a `u32` WGSL name), emitted into `em`.
+/// The key of item `s` (a `u32` WGSL name), emitted into `em`.
 pub type KeyFn<'a> = dyn Fn(&mut ExprEmitter, &str) -> Result<String> + 'a;
+
+/// What the items sort by.
+pub enum Keys<'a> {
+    /// An `i32` key that matters in `[0, limit)` (module doc).
+    Ranged {
+        /// The key.
+        key: &'a KeyFn<'a>,
+        /// The keys in range are below this.
+        limit: u64,
+    },
+    /// A `u32` key (all 32 bits), then the item's row `s / row_len` of `rows` as the more
+    /// significant digits: item `s` is element `s % row_len` of its row, and each row sorts
+    /// on its own.
+    Rows {
+        /// The key.
+        key: &'a KeyFn<'a>,
+        /// Items per row.
+        row_len: u64,
+        /// Rows.
+        rows: u64,
+    },
+}
 
 /// A sort's kernels, launches (kernel indices into its own kernels) and the temporaries it
 /// adds: the sorted permutation ends in temporary 0, whose type (`perm`) the caller owns.
@@ -56,24 +79,33 @@ fn passes(top: u64) -> u32 {
     (64 - top.leading_zeros()).div_ceil(DIGIT_BITS).max(1)
 }
 
-/// The radix sort of `count` items by `key`, keys in `[0, limit)` (module doc): its own
-/// temporaries are numbered from `base` on, the result is temporary 0 (of type `perm`, at
-/// least `count` entries; only the first `count` are written). `None` where it does not serve:
-/// no items, keys past `u32`, or kernels that would loop past the adapter's bound.
+/// The radix sort of `count` items (`what`, for the kernels' comments, which name the op
+/// `fuses`) by `keys` (module doc): its own temporaries are numbered from `base` on, the
+/// result is temporary 0 (of type `perm`, at least `count` entries; only the first `count`
+/// are written). `fused` says which values the key computes inline (a comparator's body)
+/// rather than reads. `None` where it does not serve: no items, keys past `u32`, or kernels
+/// that would loop past the adapter's bound.
 #[allow(clippy::too_many_arguments)]
 pub fn sort(
     name: &str,
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
-    key: &KeyFn,
+    fused: &dyn Fn(ValueId) -> bool,
+    keys: Keys,
     count: u64,
-    limit: u64,
     perm: &TensorType,
     base: usize,
-    what: &str,
+    (what, fuses): (&str, &str),
     target: Target,
 ) -> Result<Option<Sorted>> {
-    if count == 0 || count >= u32::MAX as u64 || limit >= (u32::MAX - 2) as u64 {
+    let n_passes = match keys {
+        Keys::Ranged { limit, .. } if limit < (u32::MAX - 2) as u64 => passes(limit + 1),
+        Keys::Rows { row_len, rows, .. } if row_len * rows == count => {
+            32 / DIGIT_BITS + if rows > 1 { passes(rows - 1) } else { 0 }
+        }
+        _ => return Ok(None),
+    };
+    if count == 0 || count >= u32::MAX as u64 {
         return Ok(None);
     }
     let (wg, per) = tile(target);
@@ -84,21 +116,34 @@ pub fn sort(
     let (a, b, counts, offsets) = (temp(0), temp(base), temp(base + 1), temp(base + 2));
     let temps = vec![perm.clone(), u32s(slots), u32s(slots)];
     let bind = |value, ty: TensorType| Binding { value, ty };
-    let n_passes = passes(limit + 1);
     let digit = |em: &mut ExprEmitter, s: &str| -> Result<String> {
-        let k = key(em, s)?;
-        em.line(&format!("let k_{s}: i32 = {k};"));
-        em.line(&format!(
-            "let t_{s}: u32 = select(select(u32(k_{s}) + 1u, {top}u, k_{s} >= {limit}i), 0u, k_{s} < 0i);",
-            top = limit + 1,
-        ));
-        Ok(format!("((t_{s} >> shift) & {}u)", BUCKETS - 1))
+        match &keys {
+            Keys::Ranged { key, limit } => {
+                let k = key(em, s)?;
+                em.line(&format!("let k_{s}: i32 = {k};"));
+                em.line(&format!(
+                    "let t_{s}: u32 = select(select(u32(k_{s}) + 1u, {top}u, k_{s} >= {limit}i), 0u, k_{s} < 0i);",
+                    top = limit + 1,
+                ));
+                Ok(format!("((t_{s} >> shift) & {}u)", BUCKETS - 1))
+            }
+            Keys::Rows { key, row_len, .. } => {
+                // The key's passes read it; the rows' passes only the item's number.
+                em.line(&format!("var t_{s}: u32;"));
+                em.open("if (shift < 32u)");
+                let k = key(em, s)?;
+                em.line(&format!("t_{s} = ({k}) >> shift;"));
+                em.close(Some("else"));
+                em.line(&format!("t_{s} = ({s} / {row_len}u) >> (shift - 32u);"));
+                em.close(None);
+                Ok(format!("(t_{s} & {}u)", BUCKETS - 1))
+            }
+        }
     };
     // Count (place = false) or place the items of tile `w` from `from` (`to`: the placement's
     // output), with the tile's digit offsets from `offsets` when placing.
     let tile_kernel = |place: bool, from, to| -> Result<Kernel> {
-        let no_fusion = |_: ValueId| false;
-        let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
+        let mut em = ExprEmitter::new(f, defs, fused, target.caps, target.adapter);
         em.inputs.push(bind(from, perm.clone()));
         em.inputs.push(bind(PARAMS, u32s(1)));
         if place {
@@ -170,7 +215,7 @@ pub fn sort(
             if from == a { "" } else { "_back" }
         );
         let comment = format!(
-            "kernel {kname}: {} of a stable radix sort of {count} {what} ({DIGIT_BITS}-bit digit at the shift in the parameters; {tiles} tiles of {tile_items})\nloop iterations per invocation: at most {}\nfuses: stablehlo.scatter",
+            "kernel {kname}: {} of a stable radix sort of {count} {what} ({DIGIT_BITS}-bit digit at the shift in the parameters; {tiles} tiles of {tile_items})\nloop iterations per invocation: at most {}\nfuses: {fuses}",
             if place { "placement pass" } else { "digit counts per tile" },
             em.iterations()
         );
@@ -209,7 +254,7 @@ pub fn sort(
         let iterations = 2 * run + SCAN_THREADS;
         let kname = format!("{name}_radix_scan");
         let comment = format!(
-            "kernel {kname}: exclusive scan of the {slots} digit counts (digit-major) of a radix sort of {count} {what}, one workgroup\nloop iterations per invocation: at most {iterations}\nfuses: stablehlo.scatter"
+            "kernel {kname}: exclusive scan of the {slots} digit counts (digit-major) of a radix sort of {count} {what}, one workgroup\nloop iterations per invocation: at most {iterations}\nfuses: {fuses}"
         );
         kernel::in_workgroups(
             &kname,
@@ -229,7 +274,7 @@ pub fn sort(
     let identity = kernel::threaded(
         &format!("{name}_radix_init"),
         &format!(
-            "kernel {name}_radix_init: the identity permutation of {count} {what} before a radix sort\nfuses: stablehlo.scatter"
+            "kernel {name}_radix_init: the identity permutation of {count} {what} before a radix sort\nfuses: {fuses}"
         ),
         Vec::new(),
         vec![bind(start, perm.clone())],

@@ -717,12 +717,12 @@ pub fn sorted(
                 name,
                 f,
                 defs,
-                &key,
+                &|_| false,
+                super::radix::Keys::Ranged { key: &key, limit },
                 count as u64,
-                limit,
                 &perm_type,
                 base,
-                what,
+                (what, "stablehlo.scatter"),
                 target,
             )?;
             if let Some(r) = sorted {

@@ -341,7 +341,7 @@ fn ranking(
 pub const BITONIC_FROM: usize = 256;
 
 /// The permutation a bitonic plan sorts: temporary 0.
-const PERM: ValueId = super::temp(0);
+pub(super) const PERM: ValueId = super::temp(0);
 
 /// The bitonic plan for `op`, or `None` when its rows are short enough for ranking (and the
 /// ranking kernel fits `target.max_invocation_iterations`). A bitonic
@@ -381,6 +381,9 @@ pub fn bitonic(
     let rows = (total / n) as u64;
     let p = (n as u64).next_power_of_two();
     let inner: usize = xdims[dim + 1..].iter().product();
+    if let Some(plan) = super::sort_radix::plan(name, f, defs, op, (dim, n, inner, rows), target)? {
+        return Ok(Some(plan));
+    }
     let perm_type =
         crate::ir::TensorType::new(vec![(rows * p) as i64], crate::ir::ElementType::U32);
     let u32_binding = |value: ValueId, len: i64| Binding {
@@ -480,74 +483,7 @@ pub fn bitonic(
         },
     )?;
 
-    // gather: its own emitter, without the comparator (whose captured values it does not read:
-    // unused bindings would not match the pipeline's layout).
-    let (operands, k_top): (Vec<ValueId>, Option<usize>) = match &op.op {
-        Op::TopK { k, .. } => (vec![op.operands[0]], Some(*k as usize)),
-        _ => (op.operands.clone(), None),
-    };
-    let gather = {
-        let no_fusion = |_: ValueId| false;
-        let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
-        em.inputs.push(perm_in);
-        let outs: Vec<Binding> = op
-            .results
-            .iter()
-            .map(|&v| {
-                Ok(Binding {
-                    value: v,
-                    ty: em.ty(v)?.clone(),
-                })
-            })
-            .collect::<Result<_>>()?;
-        let rdims = outs[0].ty.dims();
-        let idx_t = outs.get(1).map(|o| o.ty.dtype);
-        let comment = format!(
-            "kernel {name}_gather: results of a bitonic {} through its permutation\nfuses: {}",
-            if k_top.is_some() { "top_k" } else { "sort" },
-            op.name()
-        );
-        let top_k = k_top.is_some();
-        build(
-            &format!("{name}_gather"),
-            em,
-            outs,
-            "",
-            &comment,
-            target,
-            |em, lin, e| {
-                let ri = em.multi(&Index::Linear(lin.to_string()), &rdims);
-                // The row of this result and its position in the row.
-                let rinner: usize = rdims[dim + 1..].iter().product();
-                let before: Vec<String> = (0..dim).map(|d| ri[d].clone()).collect();
-                let mut o = "0u".to_string();
-                for (d, b) in before.iter().enumerate() {
-                    o = format!("({o} * {}u + {b})", rdims[d]);
-                }
-                let mut q = "0u".to_string();
-                for d in dim + 1..rdims.len() {
-                    q = format!("({q} * {}u + {})", rdims[d], ri[d]);
-                }
-                let row = format!("row{e}");
-                em.line(&format!("let {row} = {o} * {rinner}u + {q};"));
-                let src = format!("src{e}");
-                em.line(&format!("let {src} = in0[{row} * {p}u + {}];", ri[dim]));
-                let vals: Vec<String> = operands
-                    .iter()
-                    .map(|&v| em.value(v, &Index::Linear(element(&row, &src))))
-                    .collect::<Result<_>>()?;
-                if top_k {
-                    let index = match idx_t {
-                        Some(crate::ir::ElementType::I64) => format!("i64({src})"),
-                        Some(crate::ir::ElementType::U32) => src.clone(),
-                        _ => format!("i32({src})"),
-                    };
-                    return Ok(vec![vals[0].clone(), index]);
-                }
-                Ok(vals)
-            },
-        )?
-    };
+    let gather = gather(name, f, defs, op, (dim, n, inner), (p, false), target)?;
 
     let Some((local, b)) = local_stages(name, f, defs, op, (n, p, rows, inner), target)? else {
         return Ok(Some(super::Plan::bitonic(
@@ -583,6 +519,111 @@ pub fn bitonic(
         temps: vec![perm_type],
         launches,
     }))
+}
+
+/// The results of a `sort` or `top_k` through its permutation (temporary 0, rows of
+/// `stride` entries, `dim` of length `n` with `inner` elements after it): result `pos` of a
+/// row is the row's element `in0[row * stride + pos]`, less `row * stride` when the entries
+/// are item numbers (`items`, a radix sort's) rather than positions in the row. Its own
+/// emitter, without the comparator (whose captured values it does not read: unused bindings
+/// would not match the pipeline's layout).
+pub(super) fn gather(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    (dim, n, inner): (usize, usize, usize),
+    (stride, items): (u64, bool),
+    target: Target,
+) -> Result<Kernel> {
+    let rows = f
+        .ty(op.operands[0])
+        .as_tensor()
+        .map_or(0, |t| t.num_elements() as u64)
+        / (n as u64).max(1);
+    let perm_in = Binding {
+        value: PERM,
+        ty: crate::ir::TensorType::new(vec![(rows * stride) as i64], crate::ir::ElementType::U32),
+    };
+    let element = |row: &str, idx: &str| {
+        format!(
+            "(({row} / {inner}u) * {}u + ({idx}) * {inner}u + ({row} % {inner}u))",
+            n * inner
+        )
+    };
+    let (operands, k_top): (Vec<ValueId>, Option<usize>) = match &op.op {
+        Op::TopK { k, .. } => (vec![op.operands[0]], Some(*k as usize)),
+        _ => (op.operands.clone(), None),
+    };
+    let no_fusion = |_: ValueId| false;
+    let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
+    em.inputs.push(perm_in);
+    let outs: Vec<Binding> = op
+        .results
+        .iter()
+        .map(|&v| {
+            Ok(Binding {
+                value: v,
+                ty: em.ty(v)?.clone(),
+            })
+        })
+        .collect::<Result<_>>()?;
+    let rdims = outs[0].ty.dims();
+    let idx_t = outs.get(1).map(|o| o.ty.dtype);
+    let comment = format!(
+        "kernel {name}_gather: results of a {} {} through its permutation\nfuses: {}",
+        if items { "radix" } else { "bitonic" },
+        if k_top.is_some() { "top_k" } else { "sort" },
+        op.name()
+    );
+    let top_k = k_top.is_some();
+    build(
+        &format!("{name}_gather"),
+        em,
+        outs,
+        "",
+        &comment,
+        target,
+        |em, lin, e| {
+            let ri = em.multi(&Index::Linear(lin.to_string()), &rdims);
+            // The row of this result and its position in the row.
+            let rinner: usize = rdims[dim + 1..].iter().product();
+            let before: Vec<String> = (0..dim).map(|d| ri[d].clone()).collect();
+            let mut o = "0u".to_string();
+            for (d, b) in before.iter().enumerate() {
+                o = format!("({o} * {}u + {b})", rdims[d]);
+            }
+            let mut q = "0u".to_string();
+            for d in dim + 1..rdims.len() {
+                q = format!("({q} * {}u + {})", rdims[d], ri[d]);
+            }
+            let row = format!("row{e}");
+            em.line(&format!("let {row} = {o} * {rinner}u + {q};"));
+            let src = format!("src{e}");
+            let minus = if items {
+                format!(" - {row} * {stride}u")
+            } else {
+                String::new()
+            };
+            em.line(&format!(
+                "let {src} = in0[{row} * {stride}u + {}]{minus};",
+                ri[dim]
+            ));
+            let vals: Vec<String> = operands
+                .iter()
+                .map(|&v| em.value(v, &Index::Linear(element(&row, &src))))
+                .collect::<Result<_>>()?;
+            if top_k {
+                let index = match idx_t {
+                    Some(crate::ir::ElementType::I64) => format!("i64({src})"),
+                    Some(crate::ir::ElementType::U32) => src.clone(),
+                    _ => format!("i32({src})"),
+                };
+                return Ok(vec![vals[0].clone(), index]);
+            }
+            Ok(vals)
+        },
+    )
 }
 
 /// Most permutation entries one workgroup sorts in its memory.
