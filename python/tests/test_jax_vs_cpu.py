@@ -537,6 +537,35 @@ def test_radix_sorts_match_cpu_bitwise(gpu):
     same(lambda k: (jnp.sort(k, axis=1), jnp.argsort(k, axis=1, descending=True)), k)
 
 
+def test_top_k_selection_matches_cpu_bitwise(gpu):
+    # top_k of 4096+ elements selects the k first by radix selection (digit histograms of the
+    # (key, position) pair) instead of sorting whole rows; order as CHLO's decomposition:
+    # +NaN first, -NaN last, ties by position. Bit-identical to cpu.
+    rng = np.random.default_rng(31)
+
+    def floats(shape):
+        x = rng.standard_normal(shape).astype(np.float32)
+        flat = x.reshape(-1)
+        for v in [np.nan, -np.nan, 0.0, -0.0, np.inf, -np.inf, 1.5]:
+            flat[rng.integers(0, flat.size, max(1, flat.size // 60))] = v
+        return x
+
+    def same(f, x):
+        g, c = on(gpu, f, x), on(CPU, f, x)
+        for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(c)):
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+    x = floats((70000,))
+    for k in [1, 100, 1000]:
+        same(lambda x: lax.top_k(x, k), x)
+    same(lambda x: lax.top_k(-x, 3000), x[:5000])  # -NaN first among the negated
+    same(lambda x: lax.top_k(x, 50), np.zeros(20000, np.float32))  # ties only
+    same(lambda x: lax.top_k(x, 300), rng.integers(0, 5, 30000).astype(np.int32))
+    same(lambda x: lax.top_k(x, 30), rng.integers(-128, 127, 30000).astype(np.int8))
+    same(lambda x: lax.top_k(x, 64), floats((8, 50000)))  # sampling over a vocabulary
+    same(lambda x: lax.top_k(x, 5), floats((1000, 300)))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_conv_net_grad(gpu, dtype):
     x, w = rand((2, 3, 12, 12), dtype, 1, -1, 1), rand((4, 3, 3, 3), dtype, 2, -1, 1)

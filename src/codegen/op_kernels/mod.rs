@@ -21,6 +21,7 @@ pub mod scatter;
 pub mod select_and_scatter;
 pub mod sort;
 pub mod sort_radix;
+pub mod top_k;
 pub mod tridiagonal;
 pub mod update;
 

@@ -26,7 +26,8 @@ use crate::ir::{Function, Op, Operation, ValueId};
 enum Order<'a> {
     /// The comparator region of a `sort`.
     Region(&'a crate::ir::Region),
-    /// Descending (`top_k`): NaN first, then larger values; total order on the bits for floats.
+    /// Descending (`top_k`): larger values first, in IEEE total order for floats (as CHLO's
+    /// decomposition, `compare GT, TOTALORDER`: +NaN first, -NaN last).
     Descending,
 }
 
@@ -137,14 +138,10 @@ fn with_prepared<R>(
             let t = types[0];
             let body = match t {
                 Compute::F32 | Compute::F64 => {
+                    // IEEE total order, as `compare GT, TOTALORDER`: +NaN first, -NaN last.
                     let key = format!("wh_total_order_{}", t.wgsl());
                     em.needs.insert(key.clone());
-                    // NaN (either sign) ranks first, as the largest value.
-                    let nan = format!("wh_is_nan_{}", t.wgsl());
-                    em.needs.insert(nan.clone());
-                    format!(
-                        "    if ({nan}(a) != {nan}(b)) {{ return {nan}(a); }}\n    return {key}(a) > {key}(b);\n"
-                    )
+                    format!("    return {key}(a) > {key}(b);\n")
                 }
                 Compute::C64 | Compute::C128 | Compute::Bool => {
                     return Err(Error::unimplemented(format!("chlo.top_k on {}", xt.dtype)))

@@ -2,7 +2,7 @@
 //! that of one `u32` key per element: a comparator `compare LT` (ascending) or `GT`
 //! (descending) of the same pure function of one operand on both sides, as JAX emits for
 //! `jnp.sort`, `argsort` and `lax.sort` with one key (floats canonicalized, then compared in
-//! total order), or `top_k` (descending, NaN first). The key passes read each element through
+//! total order), or `top_k` (descending in total order). The key passes read each element through
 //! the permutation, so any number of operands ride along; the rows' passes follow, so every
 //! row sorts on its own. A radix sort is stable, as the comparator's `is_stable` may ask.
 //!
@@ -24,7 +24,7 @@ use crate::ir::{ElementType, Function, Op, Operation, TensorType, ValueId};
 
 /// How elements of the sorted operand become ascending `u32` keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     /// Floats in IEEE total order (`TOTALORDER`).
     Float,
     /// Signed integers.
@@ -37,9 +37,9 @@ enum Kind {
 
 /// A sort's order as a key per element.
 #[derive(Debug, PartialEq, Eq)]
-struct RadixKey {
+pub(super) struct RadixKey {
     /// The operand whose elements the key is computed from.
-    operand: usize,
+    pub(super) operand: usize,
     /// The comparator's argument standing for that element and the value it compares
     /// (`None`: `top_k`, the element itself).
     arg: Option<(ValueId, ValueId)>,
@@ -47,8 +47,6 @@ struct RadixKey {
     kind: Kind,
     /// Larger keys first (`GT`, `top_k`).
     descending: bool,
-    /// NaN first, before every other value, ties among them kept in order (`top_k`).
-    nan_first: bool,
 }
 
 /// Whether `a` computes from argument `pa` exactly what `b` computes from `pb`: the same pure
@@ -89,7 +87,7 @@ fn mirrored(
 }
 
 /// The key `op` sorts by, where one serves (module doc).
-fn radix_key(
+pub(super) fn radix_key(
     f: &Function,
     outer: &HashMap<ValueId, &Operation>,
     op: &Operation,
@@ -116,7 +114,6 @@ fn radix_key(
                 arg: None,
                 kind,
                 descending: true,
-                nan_first: kind == Kind::Float,
             })
         }
         Op::Sort { .. } => {
@@ -174,11 +171,52 @@ fn radix_key(
                 arg: Some((r.args[2 * operand], x)),
                 kind,
                 descending,
-                nan_first: false,
             })
         }
         _ => None,
     }
+}
+
+/// Emits the `u32` key of `x`'s element at linear index `at` (a WGSL expression): ascending
+/// in `rk`'s order, named after `tag`.
+pub(super) fn element_key(
+    em: &mut ExprEmitter,
+    rk: &RadixKey,
+    x: ValueId,
+    at: String,
+    tag: &str,
+) -> Result<String> {
+    let v = em.value(x, &Index::Linear(at))?;
+    let xv = format!("x_{tag}");
+    em.line(&format!("let {xv} = {v};"));
+    let kv = match rk.arg {
+        Some((arg, value)) => {
+            em.define(arg, &Index::scalar(), &xv);
+            em.value(value, &Index::scalar())?
+        }
+        None => xv,
+    };
+    let c = em.compute(em.ty(rk.arg.map_or(x, |a| a.1))?.dtype)?;
+    let bits = match (rk.kind, c) {
+        (Kind::Float, Compute::F32) => {
+            em.needs.insert("wh_total_order_f32".into());
+            format!("(bitcast<u32>(wh_total_order_f32({kv})) ^ 0x80000000u)")
+        }
+        (Kind::Signed, Compute::I32) => format!("(bitcast<u32>({kv}) ^ 0x80000000u)"),
+        (Kind::Unsigned, Compute::U32) => kv.clone(),
+        (Kind::Bool, Compute::Bool) => format!("select(0u, 1u, {kv})"),
+        _ => {
+            return Err(crate::error::Error::internal(format!(
+                "radix sort key of {:?} computed as {c:?}",
+                rk.kind
+            )))
+        }
+    };
+    Ok(if rk.descending {
+        format!("(~{bits})")
+    } else {
+        bits
+    })
 }
 
 /// Sorts of at least this many elements in all take the radix sort where a key serves (rows
@@ -205,6 +243,11 @@ pub fn plan(
     if choice.trim() == "bitonic" || (rows * (n as u64) < RADIX_FROM && choice.trim() != "radix") {
         return Ok(None);
     }
+    if matches!(op.op, Op::TopK { .. }) && inner == 1 {
+        if let Some(plan) = super::top_k::plan(name, f, defs, op, (n, rows), target)? {
+            return Ok(Some(plan));
+        }
+    }
     let Some(rk) = radix_key(f, defs, op) else {
         return Ok(None);
     };
@@ -223,43 +266,7 @@ pub fn plan(
             "((({s} / {n}u) / {inner}u) * {}u + ({s} % {n}u) * {inner}u + (({s} / {n}u) % {inner}u))",
             n * inner
         );
-        let v = em.value(x, &Index::Linear(at))?;
-        let xv = format!("x_{s}");
-        em.line(&format!("let {xv} = {v};"));
-        let kv = match rk.arg {
-            Some((arg, value)) => {
-                em.define(arg, &Index::scalar(), &xv);
-                em.value(value, &Index::scalar())?
-            }
-            None => xv,
-        };
-        let c = em.compute(em.ty(rk.arg.map_or(x, |a| a.1))?.dtype)?;
-        let bits = match (rk.kind, c) {
-            (Kind::Float, Compute::F32) => {
-                em.needs.insert("wh_total_order_f32".into());
-                format!("(bitcast<u32>(wh_total_order_f32({kv})) ^ 0x80000000u)")
-            }
-            (Kind::Signed, Compute::I32) => format!("(bitcast<u32>({kv}) ^ 0x80000000u)"),
-            (Kind::Unsigned, Compute::U32) => kv.clone(),
-            (Kind::Bool, Compute::Bool) => format!("select(0u, 1u, {kv})"),
-            _ => {
-                return Err(crate::error::Error::internal(format!(
-                    "radix sort key of {:?} computed as {c:?}",
-                    rk.kind
-                )))
-            }
-        };
-        let bits = if rk.descending {
-            format!("(~{bits})")
-        } else {
-            bits
-        };
-        Ok(if rk.nan_first {
-            em.needs.insert("wh_is_nan_f32".into());
-            format!("select({bits}, 0u, wh_is_nan_f32({kv}))")
-        } else {
-            bits
-        })
+        element_key(em, &rk, x, at, s)
     };
     let perm = TensorType::new(vec![count as i64], ElementType::U32);
     let Some(sorted) = radix::sort(

@@ -1,0 +1,433 @@
+//! `chlo.top_k` of long rows by radix selection: the k elements that come first in top_k's
+//! order (NaN, then larger values; ties by position) are those whose pair (key, position)
+//! is at most the k-th smallest pair, with the `u32` key of [`super::sort_radix`]. Passes of
+//! [`SELECT_BITS`] decide that pair's bits from the top, the key's and then the position's:
+//! each counts, per tile of a row, the elements that agree with the bits decided so far by
+//! their next digit (a histogram in workgroup memory), and one workgroup per row then finds
+//! the digit where the running count reaches the number still to take. The k chosen
+//! elements are then written out in position order (a count per tile, then each tile's
+//! placement after those of the tiles before it), ranked among themselves by their pairs,
+//! and gathered. Nothing depends on the order of atomic operations, so the results are the
+//! same on every adapter, and the same as a full sort's.
+//!
+//! A full radix sort of a million floats sorts all 32 bits in 8 passes of three launches and
+//! moves every element in each; selection reads the row 4 + log256(n) times and moves k.
+
+use std::collections::HashMap;
+
+use super::sort::gather;
+use super::sort_radix::{element_key, radix_key};
+use super::{temp, Launch, Plan, PARAMS};
+use crate::codegen::expr::{Binding, ExprEmitter};
+use crate::codegen::kernel::{self, Kernel};
+use crate::codegen::loop_kernel::Target;
+use crate::error::Result;
+use crate::ir::{ElementType, Function, Op, Operation, TensorType, ValueId};
+
+/// Bits of the (key, position) pair each pass decides.
+const SELECT_BITS: u32 = 8;
+
+/// Digits of a pass.
+const BINS: u64 = 1 << SELECT_BITS;
+
+/// Most `k` that selection serves: the chosen elements rank among themselves in O(k²) per
+/// row, which also bounds `rows * k²` ([`RANK_WORK`]).
+const K_MAX: u64 = 4096;
+
+/// Most comparisons of the ranking of the chosen elements, over all rows.
+const RANK_WORK: u64 = 1 << 28;
+
+/// The selection plan of a `top_k` of `rows` rows of `n` (module doc), or `None` where it
+/// does not serve: `k` past [`K_MAX`] or [`RANK_WORK`], a type without a `u32` key, kernels
+/// that would loop past the adapter's bound. `WGPU_HLO_TOP_K=sort` sorts whole rows instead.
+pub fn plan(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    (n, rows): (usize, u64),
+    target: Target,
+) -> Result<Option<Plan>> {
+    let Op::TopK { k, largest: true } = &op.op else {
+        return Ok(None);
+    };
+    let Ok(k) = u64::try_from(*k) else {
+        return Ok(None);
+    };
+    let n = n as u64;
+    if std::env::var("WGPU_HLO_TOP_K").is_ok_and(|v| v.trim() == "sort")
+        || k == 0
+        || k > n
+        || k > K_MAX
+        || rows.saturating_mul(k * k) > RANK_WORK
+        || rows.saturating_mul(n) >= u32::MAX as u64
+    {
+        return Ok(None);
+    }
+    let Some(rk) = radix_key(f, defs, op) else {
+        return Ok(None);
+    };
+    let Some(&x) = op.operands.first() else {
+        return Ok(None);
+    };
+    let (wg, per): (u64, u64) = if target.cpu_adapter {
+        (64, 16)
+    } else {
+        (256, 8)
+    };
+    let tile = wg * per;
+    let tiles = n.div_ceil(tile);
+    let groups = rows * tiles;
+    let index_bits = 64 - (n - 1).leading_zeros();
+    let index_passes = index_bits.div_ceil(SELECT_BITS);
+
+    let u32s = |len: u64| TensorType::new(vec![len as i64], ElementType::U32);
+    let bind = |value, ty: TensorType| Binding { value, ty };
+    // Temporaries: 0 the chosen positions in order (what `gather` reads), 1 each row's state
+    // (key bits, position bits, elements still to take, unused), 2 the tiles' histograms,
+    // 3 the tiles' counts of chosen elements, 4 the chosen (key, position) pairs.
+    let (perm, state, hist, counts, chosen) = (temp(0), temp(1), temp(2), temp(3), temp(4));
+    let temps = vec![
+        u32s(rows * k),
+        u32s(rows * 4),
+        u32s(groups * BINS),
+        u32s(groups),
+        u32s(rows * k * 2),
+    ];
+    let what = format!("top_k of {rows} rows of {n} by radix selection, k = {k}");
+    let fuses = op.name();
+    let no_fusion = |_: ValueId| false;
+    let emitter = || ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
+    // The key of the element at row position `i` of row `row`, as `key`.
+    let key_line = |em: &mut ExprEmitter| -> Result<()> {
+        let key = element_key(em, &rk, x, format!("row * {n}u + i"), "e")?;
+        em.line(&format!("let key = {key};"));
+        Ok(())
+    };
+    // The start of a tile kernel: its row, tile and this thread's first position.
+    let tile_start = |em: &mut ExprEmitter| {
+        em.line("let g = wid.y * nwg.x + wid.x;");
+        em.line(&format!("if (g >= {groups}u) {{ return; }}"));
+        em.line(&format!("let row = g / {tiles}u;"));
+        em.line(&format!("let t = g % {tiles}u;"));
+        em.line(&format!("let first = t * {tile}u + lid * {per}u;"));
+    };
+    let items_loop = |em: &mut ExprEmitter| {
+        em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
+        em.line("let i = first + e;");
+        em.line(&format!("if (i >= {n}u) {{ break; }}"));
+    };
+    // Whether the element is chosen, once every pass has run.
+    let chosen_test = "(key < tk || (key == tk && i <= ti))";
+    let finish = |em: ExprEmitter,
+                  kname: &str,
+                  about: &str,
+                  outputs: Vec<Binding>,
+                  shared: &str,
+                  wg: u64,
+                  launches: u64|
+     -> Result<Kernel> {
+        let iterations = em.iterations();
+        let comment = format!(
+            "kernel {kname}: {about} of a {what}\nloop iterations per invocation: at most {iterations}\nfuses: {fuses}"
+        );
+        let source = format!(
+            "{shared}\n{}{}}}\n",
+            kernel::entry_header(wg as u32),
+            em.body
+        );
+        kernel::in_workgroups(
+            kname,
+            &comment,
+            em.inputs.clone(),
+            outputs,
+            &em.needs,
+            &source,
+            launches,
+            iterations,
+            target,
+        )
+    };
+
+    let init = kernel::threaded(
+        &format!("{name}_select_init"),
+        &format!("kernel {name}_select_init: the rows' states before a {what}\nfuses: {fuses}"),
+        Vec::new(),
+        vec![bind(state, u32s(rows * 4))],
+        &Default::default(),
+        "",
+        &format!("    out0[tid] = select(0u, {k}u, tid % 4u == 2u);\n"),
+        rows * 4,
+        0,
+        target,
+    )?;
+
+    // Histogram of the next digit among the elements that agree with the decided bits.
+    let histogram = {
+        let mut em = emitter();
+        em.inputs.push(bind(state, u32s(rows * 4)));
+        em.inputs.push(bind(PARAMS, u32s(3)));
+        tile_start(&mut em);
+        em.open_loop(
+            &format!("for (var b = lid; b < {BINS}u; b = b + {wg}u)"),
+            BINS / wg,
+        );
+        em.line("atomicStore(&h[b], 0u);");
+        em.close(None);
+        em.line("workgroupBarrier();");
+        em.line("let shift = in1[0];");
+        em.line("let by_position = in1[1] != 0u;");
+        em.line("let head = in1[2] != 0u;");
+        em.line("let tk = in0[row * 4u];");
+        em.line("let ti = in0[row * 4u + 1u];");
+        // A row whose k-th pair is known already counts nothing.
+        em.line("let done = in0[row * 4u + 3u] != 0u;");
+        em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
+        em.line("let i = first + e;");
+        em.line(&format!("if (i >= {n}u || done) {{ break; }}"));
+        key_line(&mut em)?;
+        em.line("var m: bool;");
+        em.line("var d: u32;");
+        em.open("if (by_position)");
+        em.line("m = key == tk && (head || (i >> (shift + 8u)) == (ti >> (shift + 8u)));");
+        em.line(&format!("d = (i >> shift) & {}u;", BINS - 1));
+        em.close(Some("else"));
+        em.line("m = head || (key >> (shift + 8u)) == (tk >> (shift + 8u));");
+        em.line(&format!("d = (key >> shift) & {}u;", BINS - 1));
+        em.close(None);
+        em.line("if (m) { atomicAdd(&h[d], 1u); }");
+        em.close(None);
+        em.line("workgroupBarrier();");
+        em.open_loop(
+            &format!("for (var b = lid; b < {BINS}u; b = b + {wg}u)"),
+            BINS / wg,
+        );
+        em.line(&format!("out0[g * {BINS}u + b] = atomicLoad(&h[b]);"));
+        em.close(None);
+        finish(
+            em,
+            &format!("{name}_select_histogram"),
+            "digit histograms per tile (shift, phase and first pass in the parameters)",
+            vec![bind(hist, u32s(groups * BINS))],
+            &format!("var<workgroup> h: array<atomic<u32>, {BINS}>;\n"),
+            wg,
+            groups,
+        )?
+    };
+
+    // One workgroup per row: the digit where the running count reaches what is left to take.
+    let choose = {
+        let sw = wg.min(BINS);
+        let mut em = emitter();
+        em.inputs.push(bind(hist, u32s(groups * BINS)));
+        em.inputs.push(bind(state, u32s(rows * 4)));
+        em.inputs.push(bind(PARAMS, u32s(3)));
+        em.line("let row = wid.y * nwg.x + wid.x;");
+        em.line(&format!("if (row >= {rows}u) {{ return; }}"));
+        em.open_loop(
+            &format!("for (var b = lid; b < {BINS}u; b = b + {sw}u)"),
+            BINS / sw,
+        );
+        em.line("var s = 0u;");
+        em.open_loop(
+            &format!("for (var t = 0u; t < {tiles}u; t = t + 1u)"),
+            tiles,
+        );
+        em.line(&format!("s = s + in0[(row * {tiles}u + t) * {BINS}u + b];"));
+        em.close(None);
+        em.line("tot[b] = s;");
+        em.close(None);
+        em.line("workgroupBarrier();");
+        em.open("if (lid == 0u)");
+        em.line("let shift = in2[0];");
+        em.line("var tk = in1[row * 4u];");
+        em.line("var ti = in1[row * 4u + 1u];");
+        em.line("let rem = in1[row * 4u + 2u];");
+        em.line("var done = in1[row * 4u + 3u];");
+        em.open("if (done == 0u)");
+        em.line("var acc = 0u;");
+        em.line(&format!("var pick = {}u;", BINS - 1));
+        em.line("var whole = false;");
+        em.open_loop(&format!("for (var b = 0u; b < {BINS}u; b = b + 1u)"), BINS);
+        em.line("let c = tot[b];");
+        em.line("if (acc + c >= rem) { pick = b; whole = acc + c == rem; break; }");
+        em.line("acc = acc + c;");
+        em.close(None);
+        em.line(
+            "if (in2[1] != 0u) { ti = ti | (pick << shift); } else { tk = tk | (pick << shift); }",
+        );
+        // Every element left with these bits is taken: the pair's remaining bits are all
+        // ones (the largest key with them, any position), and the passes left count nothing.
+        em.open("if (whole)");
+        em.line("let low = select((1u << shift) - 1u, 0u, shift == 0u);");
+        em.line("if (in2[1] != 0u) { ti = ti | low; } else { tk = tk | low; ti = 0xffffffffu; }");
+        em.line("done = 1u;");
+        em.close(None);
+        em.line("out0[row * 4u + 2u] = rem - min(acc, rem);");
+        em.close(Some("else"));
+        em.line("out0[row * 4u + 2u] = rem;");
+        em.close(None);
+        em.line("out0[row * 4u] = tk;");
+        em.line("out0[row * 4u + 1u] = ti;");
+        em.line("out0[row * 4u + 3u] = done;");
+        em.close(None);
+        finish(
+            em,
+            &format!("{name}_select_digit"),
+            "the next digit of each row's k-th (key, position) pair",
+            vec![bind(state, u32s(rows * 4))],
+            &format!("var<workgroup> tot: array<u32, {BINS}>;\n"),
+            sw,
+            rows,
+        )?
+    };
+
+    // The number of chosen elements in each tile.
+    let count = {
+        let mut em = emitter();
+        em.inputs.push(bind(state, u32s(rows * 4)));
+        tile_start(&mut em);
+        em.line("let tk = in0[row * 4u];");
+        em.line("let ti = in0[row * 4u + 1u];");
+        em.line("var c = 0u;");
+        items_loop(&mut em);
+        key_line(&mut em)?;
+        em.line(&format!("if {chosen_test} {{ c = c + 1u; }}"));
+        em.close(None);
+        em.line("part[lid] = c;");
+        em.line("workgroupBarrier();");
+        em.open("if (lid == 0u)");
+        em.line("var s = 0u;");
+        em.open_loop(&format!("for (var q = 0u; q < {wg}u; q = q + 1u)"), wg);
+        em.line("s = s + part[q];");
+        em.close(None);
+        em.line("out0[g] = s;");
+        em.close(None);
+        finish(
+            em,
+            &format!("{name}_select_count"),
+            "the chosen elements per tile",
+            vec![bind(counts, u32s(groups))],
+            &format!("var<workgroup> part: array<u32, {wg}>;\n"),
+            wg,
+            groups,
+        )?
+    };
+
+    // The chosen (key, position) pairs of each row in position order.
+    let place = {
+        let mut em = emitter();
+        em.inputs.push(bind(state, u32s(rows * 4)));
+        em.inputs.push(bind(counts, u32s(groups)));
+        tile_start(&mut em);
+        em.line("let tk = in0[row * 4u];");
+        em.line("let ti = in0[row * 4u + 1u];");
+        // The tile's first slot: the chosen elements of the row's earlier tiles.
+        em.line("var o = 0u;");
+        em.open_loop(
+            &format!("for (var q = lid; q < t; q = q + {wg}u)"),
+            tiles.div_ceil(wg),
+        );
+        em.line(&format!("o = o + in1[row * {tiles}u + q];"));
+        em.close(None);
+        em.line("part[lid] = o;");
+        em.line("workgroupBarrier();");
+        em.open("if (lid == 0u)");
+        em.line("var s = 0u;");
+        em.open_loop(&format!("for (var q = 0u; q < {wg}u; q = q + 1u)"), wg);
+        em.line("s = s + part[q];");
+        em.close(None);
+        em.line("base = s;");
+        em.close(None);
+        em.line("workgroupBarrier();");
+        em.line("var c = 0u;");
+        items_loop(&mut em);
+        key_line(&mut em)?;
+        em.line(&format!("if {chosen_test} {{ c = c + 1u; }}"));
+        em.close(None);
+        em.line("part[lid] = c;");
+        em.line("workgroupBarrier();");
+        em.open("if (lid == 0u)");
+        em.line("var s = base;");
+        em.open_loop(&format!("for (var q = 0u; q < {wg}u; q = q + 1u)"), wg);
+        em.line("let v = part[q];");
+        em.line("part[q] = s;");
+        em.line("s = s + v;");
+        em.close(None);
+        em.close(None);
+        em.line("workgroupBarrier();");
+        em.line("var at = part[lid];");
+        items_loop(&mut em);
+        key_line(&mut em)?;
+        em.open(&format!("if {chosen_test}"));
+        em.line(&format!(
+            "let slot = (row * {k}u + min(at, {}u)) * 2u;",
+            k - 1
+        ));
+        em.line("out0[slot] = key;");
+        em.line("out0[slot + 1u] = i;");
+        em.line("at = at + 1u;");
+        em.close(None);
+        em.close(None);
+        finish(
+            em,
+            &format!("{name}_select_place"),
+            "the chosen (key, position) pairs in position order",
+            vec![bind(chosen, u32s(rows * k * 2))],
+            &format!("var<workgroup> part: array<u32, {wg}>;\nvar<workgroup> base: u32;\n"),
+            wg,
+            groups,
+        )?
+    };
+
+    // Each chosen element's rank among its row's by (key, position): its result's place.
+    let rank = kernel::threaded(
+        &format!("{name}_select_rank"),
+        &format!(
+            "kernel {name}_select_rank: the chosen elements in order of a {what}\nloop iterations per invocation: at most {k}\nfuses: {fuses}"
+        ),
+        vec![bind(chosen, u32s(rows * k * 2))],
+        vec![bind(perm, u32s(rows * k))],
+        &Default::default(),
+        "",
+        &format!(
+            "    let base = (tid / {k}u) * {k}u;\n    let kj = in0[tid * 2u];\n    let ij = in0[tid * 2u + 1u];\n    var r = 0u;\n    for (var q = 0u; q < {k}u; q = q + 1u) {{\n        let kq = in0[(base + q) * 2u];\n        let iq = in0[(base + q) * 2u + 1u];\n        if (kq < kj || (kq == kj && iq < ij)) {{ r = r + 1u; }}\n    }}\n    out0[base + r] = ij;\n"
+        ),
+        rows * k,
+        k,
+        target,
+    )?;
+
+    let dim = f
+        .ty(x)
+        .as_tensor()
+        .map_or(0, |t| t.rank().saturating_sub(1));
+    let gathered = gather(name, f, defs, op, (dim, n as usize, 1), (k, false), target)?;
+    let kernels = vec![init, histogram, choose, count, place, rank, gathered];
+    if kernels
+        .iter()
+        .any(|kn| kn.iterations > target.max_invocation_iterations)
+    {
+        return Ok(None);
+    }
+    let mut launches = vec![Launch::new(0, Vec::new())];
+    let mut pass = |shift: u32, by_position: bool, head: bool| {
+        let p = vec![shift, u32::from(by_position), u32::from(head)];
+        launches.push(Launch::new(1, p.clone()));
+        launches.push(Launch::new(2, p));
+    };
+    for d in 0..32 / SELECT_BITS {
+        pass(32 - SELECT_BITS * (d + 1), false, d == 0);
+    }
+    for d in 0..index_passes {
+        pass(SELECT_BITS * (index_passes - 1 - d), true, d == 0);
+    }
+    for kn in 3..kernels.len() {
+        launches.push(Launch::new(kn, Vec::new()));
+    }
+    Ok(Some(Plan {
+        kernels,
+        temps,
+        launches,
+    }))
+}
