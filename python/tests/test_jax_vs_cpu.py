@@ -564,6 +564,11 @@ def test_top_k_selection_matches_cpu_bitwise(gpu):
     same(lambda x: lax.top_k(x, 30), rng.integers(-128, 127, 30000).astype(np.int8))
     same(lambda x: lax.top_k(x, 64), floats((8, 50000)))  # sampling over a vocabulary
     same(lambda x: lax.top_k(x, 5), floats((1000, 300)))
+    # Rows of 128 or less rank in one kernel: each element writes itself if its rank is
+    # below k (32-bit results), or each result finds its element (packed ones).
+    same(lambda x: lax.top_k(x, 5), floats((1000, 100)))
+    same(lambda x: lax.top_k(x, 7), floats((50, 128)).astype(jnp.bfloat16))
+    same(lambda x: lax.top_k(x, 2), rng.integers(-3, 3, (4096, 8)).astype(np.int32))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
