@@ -888,9 +888,8 @@ _LU_MAX = 8192
 """Largest m and n the device LU kernel takes (`src/codegen/op_kernels/lu.rs`)."""
 
 _LU_KERNEL_WORK = {"cpu": 600**3, "gpu": 2048**3}
-"""Largest m * n * min(m, n) the one-workgroup LU kernel takes per adapter class; JAX's
-blocked rule (a loop over the columns of 128-column panels, products for the rest) does the
-larger ones. lavapipe, square f32, kernel against JAX's rule: 64: 1.9 / 50 ms, 128: 8.9 /
+"""Largest m * n * min(m, n) the one-workgroup LU kernel takes per adapter class; larger
+ones go by panels (`_lu_blocked`). lavapipe, square f32, kernel against JAX's rule: 64: 1.9 / 50 ms, 128: 8.9 /
 114, 256: 59 / 268, 384: 203 / 403, 512: 449 / 607, 768: 1750 / 1063 (one workgroup runs on
 one core there). On GPUs one workgroup holds hundreds of lanes and JAX's rule launches ~18
 kernels a column (not measured yet)."""
@@ -900,14 +899,98 @@ def _lu_on_device(m, n) -> bool:
     return m * n * min(m, n) <= _LU_KERNEL_WORK["cpu" if _cpu_adapter() else "gpu"]
 
 
+_LU_PANEL = 64
+"""Columns of the panels of the blocked LU (`_lu_blocked`). lavapipe, 1024 x 1024 (ms): 32:
+688, 64: 643; the one-workgroup kernel's panels take half the time."""
+
+_LU_BLOCKED_FROM = {"cpu": 320, "gpu": 512}
+"""Smallest min(m, n) that `_lu_blocked` factors (panels through the LU kernel, products for
+the rest) instead of the one-workgroup kernel. lavapipe, square f32, kernel / blocked, ms:
+192: 28 / 30, 256: 59 / 54, 384: 210 / 91, 512: 485 / 150. The GPU value is a guess: not
+measured on a GPU."""
+
+
+def _lu_panel_step(a, perm, piv, j, b):
+    """One panel of `_lu_blocked`: columns `j .. j + b` (`j` may be traced; `b` static)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    m, n = a.shape[-2], a.shape[-1]
+    rows = jnp.arange(m, dtype=jnp.int32)
+    cols = jnp.arange(n, dtype=jnp.int32)
+    # The panel's rows from j down, first, then zeros where the rows above j were: zero rows
+    # at the bottom are never chosen as pivots (LAPACK takes the first of equal magnitudes)
+    # and stay in place, so this factors exactly the rows from j down.
+    panel = lax.dynamic_slice_in_dim(a, j, b, axis=-1)
+    rolled = jnp.take(panel, (rows + j) % m, axis=-2)
+    rolled = jnp.where((rows < m - j)[:, None], rolled, jnp.zeros((), a.dtype))
+    lu_r, piv_r, perm_r = lax.linalg.lu(rolled)
+    piv = lax.dynamic_update_slice_in_dim(piv, piv_r + j, j, axis=-1)
+    # Rows above j stay; row j + t takes row j + perm_r[t].
+    moved = jnp.take_along_axis(perm_r, jnp.broadcast_to((rows - j) % m, perm_r.shape), axis=-1)
+    source = jnp.where(rows < j, rows, j + moved)
+    a = jnp.take_along_axis(a, source[..., :, None], axis=-2)
+    perm = jnp.take_along_axis(perm, source, axis=-1)
+    # The factored panel back in its place.
+    below = (rows >= j)[:, None]
+    factored = jnp.where(below, jnp.take(lu_r, (rows - j) % m, axis=-2),
+                         lax.dynamic_slice_in_dim(a, j, b, axis=-1))
+    a = lax.dynamic_update_slice_in_dim(a, factored, j, axis=-1)
+    if n > b:
+        # The block row of U right of the panel, then the trailing matrix.
+        block = lax.dynamic_slice_in_dim(a, j, b, axis=-2)
+        u = lax.linalg.triangular_solve(lu_r[..., :b, :b], block, left_side=True, lower=True,
+                                        unit_diagonal=True)
+        right = cols >= j + b
+        a = lax.dynamic_update_slice_in_dim(a, jnp.where(right, u, block), j, axis=-2)
+        zero = jnp.zeros((), a.dtype)
+        lower = jnp.where((rows >= j + b)[:, None], factored, zero)
+        update = jnp.matmul(lower, jnp.where(right, u, zero), precision=lax.Precision.HIGHEST)
+        a = jnp.where((rows >= j + b)[:, None] & right, a - update, a)
+    return a, perm, piv
+
+
+def _lu_blocked(a):
+    """LU with partial pivoting of `a` (`..., m, n`) by panels of `_LU_PANEL` columns, as
+    LAPACK's getrf: each panel (its rows from the diagonal down) is factored by
+    `lax.linalg.lu` (whose rule takes the one-workgroup kernel for such narrow matrices), its
+    row interchanges applied to every column, the block row of U solved by the panel's unit
+    lower triangle, and the trailing matrix updated by one product. The panels run in a
+    `fori_loop` over full-height shapes (masks and a rotation of the rows instead of shrinking
+    slices), so one set of kernels serves every panel: unrolled with shrinking shapes, a
+    512 x 512 LU compiled 64 kernels, 8.8 s on lavapipe. Returns JAX's `lu` results."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    *batch, m, n = a.shape
+    k = min(m, n)
+    nb = min(_LU_PANEL, k)
+    perm = jnp.broadcast_to(jnp.arange(m, dtype=jnp.int32), (*batch, m))
+    piv = jnp.zeros((*batch, k), jnp.int32)
+    steps = k // nb
+    a, perm, piv = lax.fori_loop(
+        0, steps, lambda s, c: _lu_panel_step(*c, s * nb, nb), (a, perm, piv)
+    )
+    if k % nb:
+        a, perm, piv = _lu_panel_step(a, perm, piv, steps * nb, k % nb)
+    return [a, piv, perm]
+
+
 def lu_rule(default):
-    """The rule of `lu` on wgpu: real f32/f64 matrices up to `_LU_KERNEL_WORK` through
-    `custom_call @wgpu_hlo.lu` (one workgroup per matrix, LAPACK's pivots), everything else
-    through `default` (JAX's blocked rule, whose panels loop over columns with ~18 kernel
-    launches a column). `WGPU_HLO_LINALG=jax` keeps `default`."""
+    """The rule of `lu` on wgpu, for real f32/f64 matrices: narrow or small ones through
+    `custom_call @wgpu_hlo.lu` (one workgroup per matrix, LAPACK's pivots); wider than a
+    panel and either min(m, n) from `_LU_BLOCKED_FROM` or past the kernel's work bound, by
+    panels (`_lu_blocked`); everything else (complex, past `_LU_MAX`) through `default`
+    (JAX's blocked rule, whose panels loop over columns with ~18 kernel launches a column).
+    `WGPU_HLO_LINALG=jax` keeps `default`; `WGPU_HLO_LU=kernel` never takes panels.
+
+    lavapipe, square f32 (ms; kernel / panels / JAX's rule): 256: 59 / 54 / 268, 512: 485 /
+    150 / 640, 1024: - / 643 / 1600; first calls with empty caches: 512: 0.5 / 1.8 / 1.1 s."""
     import os
 
     from jax._src.interpreters import mlir
+
+    blocked = mlir.lower_fun(_lu_blocked, multiple_results=True)
 
     def rule(ctx, a, **params):
         av = ctx.avals_in[0]
@@ -916,8 +999,18 @@ def lu_rule(default):
             os.environ.get("WGPU_HLO_LINALG", "") == "jax"
             or np.dtype(av.dtype) not in (np.dtype(np.float32), np.dtype(np.float64))
             or not (1 <= m <= _LU_MAX and 1 <= n <= _LU_MAX)
-            or not _lu_on_device(m, n)
         ):
+            return default(ctx, a, **params)
+        cls = "cpu" if _cpu_adapter() else "gpu"
+        # A panel (at most `_LU_PANEL` columns) always takes the kernel: `_lu_blocked`'s own
+        # panels come back here.
+        if (
+            min(m, n) > _LU_PANEL
+            and (min(m, n) >= _LU_BLOCKED_FROM[cls] or not _lu_on_device(m, n))
+            and os.environ.get("WGPU_HLO_LU", "") != "kernel"
+        ):
+            return blocked(ctx, a)
+        if not _lu_on_device(m, n):
             return default(ctx, a, **params)
         types = [mlir.aval_to_ir_type(ctx.module_context, v) for v in ctx.avals_out]
         op = mlir.custom_call("wgpu_hlo.lu", result_types=types, operands=[a], api_version=1)
