@@ -4,7 +4,7 @@ largest cpu value), then the median of timed runs, and the ratio.
 
     python examples/bench_everyday.py [--runs N] [--only SUBSTR ...]
 
-Sorting and scatters of a million elements, segment sums, jax.random at 16M, LU-based
+Sorting, top_k, medians, permutations and scatters of a million elements, segment sums, jax.random at 16M, LU-based
 solve / inv / slogdet, a Gaussian process's likelihood and its gradient at 1000 points, row
 reductions. Ratios, not absolute times, are the point: the machines are noisy.
 """
@@ -48,6 +48,10 @@ def cases():
         "sort 1M": (jnp.sort, (x1,)),
         "argsort 1M": (jnp.argsort, (x1,)),
         "top_k 1M k=100": (lambda x: lax.top_k(x, 100)[0], (x1,)),
+        "top_k 8x50000 k=64": (lambda x: lax.top_k(x, 64)[0], (x1[: 8 * 50000].reshape(8, 50000),)),
+        "median 1M": (jnp.median, (x1,)),
+        "random.permutation 1M": (lambda k: jax.random.permutation(k, 1 << 20), (key,)),
+        "searchsorted 1M into 64k": (lambda a, v: jnp.searchsorted(a, v), (np.sort(x1[: 1 << 16]), x1)),
         "gather 1M": (lambda x, i: x[i], (x1, i1)),
         "scatter-add 1M at random indices": (lambda x, i: jnp.zeros_like(x).at[i].add(x), (x1, i1)),
         "segment_sum 1M -> 1000": (lambda x, i: jax.ops.segment_sum(x, i % 1000, 1000), (x1, i1)),
