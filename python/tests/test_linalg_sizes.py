@@ -186,12 +186,12 @@ def test_lu_kernel_ties_zero_pivots_and_f64(gpu):
         assert_close(g[0], c[0], 1e-12)
 
 
-@pytest.mark.parametrize("shape", [(400, 400), (700, 350), (350, 700), (2, 333, 333)])
+@pytest.mark.parametrize("shape", [(400, 400), (700, 350), (350, 700), (2, 333, 333), (520, 520)])
 def test_lu_panels_pivots_as_lapack(gpu, shape):
-    # min(m, n) of 320 or more on CPU adapters (512 on GPUs): LU by 64-column panels in a
-    # fori_loop (each panel through the kernel, its rows rotated so that one shape serves
-    # every step; a remainder panel for 333), the block row by a triangular solve, the
-    # trailing matrix by a product. The same pivots as LAPACK; factors to f32 rounding (350 x
+    # min(m, n) of 320 or more on CPU adapters (512 on GPUs: 520 x 520 in both runs): LU by
+    # 64-column panels in a fori_loop (each panel through the kernel, its rows rotated so
+    # that one shape serves every step; remainder panels for 333 and 520), the block row by a
+    # triangular solve, the trailing matrix by a product. The same pivots as LAPACK; factors to f32 rounding (350 x
     # 700: wgpu and cpu are 7.2e-5 and 5.5e-5 from an f64 LU, 1.3e-4 from each other).
     a = rand(shape, seed=sum(shape) + 1)
     g, c = on(gpu, lax.linalg.lu, a), on(CPU, lax.linalg.lu, a)
