@@ -169,3 +169,30 @@ def test_mlp_training_step(gpu, tmp_path, monkeypatch):
     # The bias updates (and on GPUs the last weight's) share one launch (horizontal fusion: 17
     # before). CPU adapters keep the 8 epilogues of these dots apart.
     assert n <= (23 if cpu_kernel_class(gpu) else 14)
+
+
+def test_gru_scan_stacks_without_copies(gpu, tmp_path, monkeypatch):
+    # A GRU's value and gradient through `lax.scan`: each step's activations are stacked for
+    # the backward pass by `broadcast_in_dim` ([B, H] to [1, B, H]) and `dynamic_update_slice`.
+    # Such a broadcast is a view, not a copy kernel, and the splat start index is uploaded
+    # once, not written by a kernel each step: 57 kernels before, 50 now (CPU and GPU classes).
+    lax = jax.lax
+    h_, d_, t_, b_ = 32, 16, 10, 4
+    shapes = [(d_, h_), (h_, h_), (d_, h_), (h_, h_), (d_, h_), (h_, h_), (h_, 1)]
+    p = [0.3 * normal(s, k) for k, s in enumerate(shapes)]
+    xs, ys = normal((t_, b_, d_), 10), normal((b_, 1), 11)
+
+    def loss(p, xs, ys):
+        wz, uz, wr, ur, wh, uh, out = p
+
+        def cell(h, x):
+            z = jax.nn.sigmoid(x @ wz + h @ uz)
+            r = jax.nn.sigmoid(x @ wr + h @ ur)
+            return (1 - z) * h + z * jnp.tanh(x @ wh + (r * h) @ uh), None
+
+        h, _ = lax.scan(cell, jnp.zeros((b_, h_)), xs)
+        return jnp.mean((h @ out - ys) ** 2)
+
+    n = kernels(gpu, tmp_path, monkeypatch, jax.value_and_grad(loss), p, xs, ys, rtol=1e-4,
+                atol=1e-5)
+    assert n <= 50

@@ -104,6 +104,9 @@ pub(crate) fn definitions(region: &Region) -> HashMap<ValueId, usize> {
         .collect()
 }
 
+/// Most elements of a splat constant kept as an uploaded constant rather than a kernel.
+const SMALL_SPLAT: usize = 4096;
+
 /// True for ops a loop kernel can compute inline at any index.
 pub fn is_fusible(op: &Operation) -> bool {
     match &op.op {
@@ -144,6 +147,36 @@ fn is_cheap(op: &Operation) -> bool {
             | Op::Reverse { .. }
             | Op::Convert
     )
+}
+
+/// A `broadcast_in_dim` that only adds dimensions of size 1, keeping the operand's in order:
+/// the same elements in the same row-major order, a reshape. `lax.scan` stacks each step's
+/// outputs through one (`[B, H]` to `[1, B, H]`, then `dynamic_update_slice`): as a view it
+/// is no copy kernel.
+fn reshaping_broadcast(f: &Function, op: &Operation) -> bool {
+    let Op::BroadcastInDim { dimensions } = &op.op else {
+        return false;
+    };
+    let (Some(&x), Some(&r)) = (op.operands.first(), op.results.first()) else {
+        return false;
+    };
+    let (Some(xt), Some(rt)) = (f.ty(x).as_tensor(), f.ty(r).as_tensor()) else {
+        return false;
+    };
+    op.operands.len() == 1
+        && op.results.len() == 1
+        && xt.dtype == rt.dtype
+        && xt.is_static()
+        && rt.is_static()
+        && xt.num_elements() == rt.num_elements()
+        && dimensions.len() == xt.shape.len()
+        && dimensions.windows(2).all(|w| w[0] < w[1])
+        && dimensions.iter().zip(&xt.shape).all(|(&d, &n)| {
+            usize::try_from(d)
+                .ok()
+                .and_then(|d| rt.shape.get(d))
+                .is_some_and(|&m| m == n)
+        })
 }
 
 fn same_width_bitcast(f: &Function, op: &Operation) -> bool {
@@ -445,7 +478,8 @@ fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) ->
     // Build nodes in program order.
     let mut nodes = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        let is_view = matches!(op.op, Op::Reshape) || same_width_bitcast(f, op);
+        let is_view =
+            matches!(op.op, Op::Reshape) || same_width_bitcast(f, op) || reshaping_broadcast(f, op);
         match &op.op {
             Op::Reduce { .. } | Op::DotGeneral { .. } | Op::Convolution(_) => {
                 let kind = if matches!(op.op, Op::Reduce { .. }) {
@@ -467,6 +501,16 @@ fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) ->
                 }));
             }
             Op::Constant(l) if !l.is_splat() => nodes.push(Node::Constant(i)),
+            // A small splat that must live in a buffer (a `dynamic_update_slice`'s start index
+            // in a loop body) is uploaded once, not written by a kernel launch every time.
+            Op::Constant(_)
+                if op.results.iter().all(|r| materialized.contains(r))
+                    && f.ty(op.results[0])
+                        .as_tensor()
+                        .is_some_and(|t| t.num_elements() <= SMALL_SPLAT) =>
+            {
+                nodes.push(Node::Constant(i))
+            }
             _ if is_view
                 && op.results.len() == 1
                 && materialized.contains(&op.results[0])
