@@ -99,16 +99,7 @@ fn with_prepared<R>(
         .iter()
         .map(|&v| em.compute(em.ty(v)?.dtype))
         .collect::<Result<_>>()?;
-    let outs: Vec<Binding> = op
-        .results
-        .iter()
-        .map(|&v| {
-            Ok(Binding {
-                value: v,
-                ty: em.ty(v)?.clone(),
-            })
-        })
-        .collect::<Result<_>>()?;
+    let outs = result_bindings(&em, op)?;
 
     // The comparator as a WGSL function `k_less(a0, b0, a1, b1, ...)`.
     let mut functions = String::new();
@@ -170,6 +161,19 @@ fn with_prepared<R>(
             k,
         },
     )
+}
+
+/// The bindings of `op`'s results.
+fn result_bindings(em: &ExprEmitter<'_>, op: &Operation) -> Result<Vec<Binding>> {
+    op.results
+        .iter()
+        .map(|&v| {
+            Ok(Binding {
+                value: v,
+                ty: em.ty(v)?.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Emits the kernel for a `sort` or `chlo.top_k`.
@@ -575,16 +579,7 @@ pub(super) fn gather(
     let no_fusion = |_: ValueId| false;
     let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
     em.inputs.push(perm_in);
-    let outs: Vec<Binding> = op
-        .results
-        .iter()
-        .map(|&v| {
-            Ok(Binding {
-                value: v,
-                ty: em.ty(v)?.clone(),
-            })
-        })
-        .collect::<Result<_>>()?;
+    let outs = result_bindings(&em, op)?;
     let rdims = outs[0].ty.dims();
     let idx_t = outs.get(1).map(|o| o.ty.dtype);
     let comment = format!(

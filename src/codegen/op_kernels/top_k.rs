@@ -119,6 +119,24 @@ pub fn plan(
     };
     // Whether the element is chosen, once every pass has run.
     let chosen_test = "(key < tk || (key == tk && i <= ti))";
+    // This thread's chosen elements, in `part[lid]` for the whole workgroup.
+    let count_mine = |em: &mut ExprEmitter| -> Result<()> {
+        em.line("var c = 0u;");
+        items_loop(em);
+        key_line(em)?;
+        em.line(&format!("if {chosen_test} {{ c = c + 1u; }}"));
+        em.close(None);
+        em.line("part[lid] = c;");
+        em.line("workgroupBarrier();");
+        Ok(())
+    };
+    // `s`: the sum of the workgroup's `part`.
+    let sum_parts = |em: &mut ExprEmitter| {
+        em.line("var s = 0u;");
+        em.open_loop(&format!("for (var q = 0u; q < {wg}u; q = q + 1u)"), wg);
+        em.line("s = s + part[q];");
+        em.close(None);
+    };
     let finish = |em: ExprEmitter,
                   kname: &str,
                   about: &str,
@@ -289,18 +307,9 @@ pub fn plan(
         tile_start(&mut em);
         em.line("let tk = in0[row * 4u];");
         em.line("let ti = in0[row * 4u + 1u];");
-        em.line("var c = 0u;");
-        items_loop(&mut em);
-        key_line(&mut em)?;
-        em.line(&format!("if {chosen_test} {{ c = c + 1u; }}"));
-        em.close(None);
-        em.line("part[lid] = c;");
-        em.line("workgroupBarrier();");
+        count_mine(&mut em)?;
         em.open("if (lid == 0u)");
-        em.line("var s = 0u;");
-        em.open_loop(&format!("for (var q = 0u; q < {wg}u; q = q + 1u)"), wg);
-        em.line("s = s + part[q];");
-        em.close(None);
+        sum_parts(&mut em);
         em.line("out0[g] = s;");
         em.close(None);
         finish(
@@ -333,20 +342,11 @@ pub fn plan(
         em.line("part[lid] = o;");
         em.line("workgroupBarrier();");
         em.open("if (lid == 0u)");
-        em.line("var s = 0u;");
-        em.open_loop(&format!("for (var q = 0u; q < {wg}u; q = q + 1u)"), wg);
-        em.line("s = s + part[q];");
-        em.close(None);
+        sum_parts(&mut em);
         em.line("base = s;");
         em.close(None);
         em.line("workgroupBarrier();");
-        em.line("var c = 0u;");
-        items_loop(&mut em);
-        key_line(&mut em)?;
-        em.line(&format!("if {chosen_test} {{ c = c + 1u; }}"));
-        em.close(None);
-        em.line("part[lid] = c;");
-        em.line("workgroupBarrier();");
+        count_mine(&mut em)?;
         em.open("if (lid == 0u)");
         em.line("var s = base;");
         em.open_loop(&format!("for (var q = 0u; q < {wg}u; q = q + 1u)"), wg);
