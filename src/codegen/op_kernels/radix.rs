@@ -143,18 +143,23 @@ pub fn sort(
             Keys::Rows { key, .. } => key(em, s),
         }
     };
-    // The digit of the item at `i` of a pass, from its key (`keys`) or, in the rows' passes,
-    // its number (`items`): WGSL names of the bound arrays.
+    // Rows sort by their own passes after the key's (item `s` is in row `s / row_len`).
+    let row_len = match keys {
+        Keys::Rows { row_len, rows, .. } if rows > 1 => Some(row_len),
+        _ => None,
+    };
+    let row_passes = row_len.is_some();
+    // The digit of the item at `i` of a pass, from its key (`keys_in`) or, in the rows'
+    // passes, its number (`items`): WGSL names of the bound arrays.
     let digit = |keys_in: &str, items: &str| -> String {
-        match &keys {
-            Keys::Rows { row_len, rows, .. } if *rows > 1 => format!(
+        match row_len {
+            Some(row_len) => format!(
                 "(select(({items}[i] / {row_len}u) >> ((shift - 32u) & 31u), {keys_in}[i] >> shift, shift < 32u) & {}u)",
                 BUCKETS - 1
             ),
-            _ => format!("(({keys_in}[i] >> shift) & {}u)", BUCKETS - 1),
+            None => format!("(({keys_in}[i] >> shift) & {}u)", BUCKETS - 1),
         }
     };
-    let row_passes = matches!(keys, Keys::Rows { rows, .. } if rows > 1);
     // Count (place = false) or place the items of tile `w` from `from` (`to`: the placement's
     // output), with the tile's digit offsets from `offsets` when placing.
     let tile_kernel = |place: bool, from, to| -> Result<Kernel> {
@@ -297,7 +302,7 @@ pub fn sort(
     // Passes alternate between the two permutations and end in `a`: an odd number starts
     // from `b`.
     let start = if n_passes % 2 == 0 { a } else { b };
-    let (kstart, _) = if start == a { (ka, kb) } else { (kb, ka) };
+    let kstart = if start == a { ka } else { kb };
     let init = {
         let mut em = ExprEmitter::new(f, defs, fused, target.caps, target.adapter);
         em.line("let s = tid;");
