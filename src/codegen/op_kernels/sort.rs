@@ -163,6 +163,15 @@ fn with_prepared<R>(
     )
 }
 
+/// The linear index of element `idx` of row `row` (WGSL expressions) of an operand sorted
+/// along a dimension of `n` with `inner` elements after it.
+pub(super) fn row_element(row: &str, idx: &str, n: usize, inner: usize) -> String {
+    format!(
+        "(({row} / {inner}u) * {}u + ({idx}) * {inner}u + ({row} % {inner}u))",
+        n * inner
+    )
+}
+
 /// The bindings of `op`'s results.
 fn result_bindings(em: &ExprEmitter<'_>, op: &Operation) -> Result<Vec<Binding>> {
     op.results
@@ -422,12 +431,7 @@ pub fn bitonic(
     let init = identity_kernel(&format!("{name}_init"), rows, p, target, &op.name())?;
 
     // The linear index of element `idx` of row `row` in the operands.
-    let element = |row: &str, idx: &str| {
-        format!(
-            "(({row} / {inner}u) * {}u + ({idx}) * {inner}u + ({row} % {inner}u))",
-            n * inner
-        )
-    };
+    let element = |row: &str, idx: &str| row_element(row, idx, n, inner);
 
     // pass
     let pass = with_prepared(
@@ -566,12 +570,7 @@ pub(super) fn gather(
         value: PERM,
         ty: crate::ir::TensorType::new(vec![(rows * stride) as i64], crate::ir::ElementType::U32),
     };
-    let element = |row: &str, idx: &str| {
-        format!(
-            "(({row} / {inner}u) * {}u + ({idx}) * {inner}u + ({row} % {inner}u))",
-            n * inner
-        )
-    };
+    let element = |row: &str, idx: &str| row_element(row, idx, n, inner);
     let (operands, k_top): (Vec<ValueId>, Option<usize>) = match &op.op {
         Op::TopK { k, .. } => (vec![op.operands[0]], Some(*k as usize)),
         _ => (op.operands.clone(), None),
@@ -677,12 +676,7 @@ fn local_stages(
     };
     let perm_in = u32s(PERM, rows * p);
     let perm_out = u32s(PERM, rows * p);
-    let element = |row: &str, idx: &str| {
-        format!(
-            "(({row} / {inner}u) * {}u + ({idx}) * {inner}u + ({row} % {inner}u))",
-            n * inner
-        )
-    };
+    let element = |row: &str, idx: &str| row_element(row, idx, n, inner);
     with_prepared(
         f,
         defs,

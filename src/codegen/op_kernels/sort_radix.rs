@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::radix::{self, Keys};
-use super::sort::{gather, PERM};
+use super::sort::{gather, row_element, PERM};
 use crate::codegen::dtype::Compute;
 use crate::codegen::expr::{ExprEmitter, Index};
 use crate::codegen::loop_kernel::Target;
@@ -262,10 +262,7 @@ pub fn plan(
     }
     let fused = |v: ValueId| body_vals.contains(&v);
     let key = |em: &mut ExprEmitter, s: &str| -> Result<String> {
-        let at = format!(
-            "((({s} / {n}u) / {inner}u) * {}u + ({s} % {n}u) * {inner}u + (({s} / {n}u) % {inner}u))",
-            n * inner
-        );
+        let at = row_element(&format!("({s} / {n}u)"), &format!("{s} % {n}u"), n, inner);
         element_key(em, &rk, x, at, s)
     };
     let perm = TensorType::new(vec![count as i64], ElementType::U32);
