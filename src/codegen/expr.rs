@@ -102,6 +102,8 @@ pub struct ExprEmitter<'a> {
     transposed: usize,
     /// Positions whose loads come in aligned groups of four (see [`Quads`]).
     pub quads: Option<Quads>,
+    /// The indices of the loads made across the rows of a transposed operand, in order.
+    pub across_loads: Vec<Index>,
 }
 
 /// Aligned groups of four consecutive positions: of the innermost dimension (a merged row
@@ -123,6 +125,11 @@ pub struct Quads {
     /// [`super::texture_reads::QUAD_STREAM_MARK`], and an input read only that way is bound
     /// as `vec4`s instead of through a texture (see `texture_reads`).
     pub streaming: bool,
+    /// Tensors of any shape whose innermost extent is a multiple of 4 read at a multi-index
+    /// ending in a grouped position are read by groups too (not only those of `dims`), also
+    /// across the rows of a transpose: the positions are then names of a tile's own
+    /// coordinates, the same in every tensor (see `loop_kernel`'s transposing tiles).
+    pub any_shape: bool,
 }
 
 /// How a kernel launched in chunks reads values larger than the adapter's binding limit: each
@@ -252,6 +259,7 @@ impl<'a> ExprEmitter<'a> {
             scalars: HashMap::new(),
             transposed: 0,
             quads: None,
+            across_loads: Vec::new(),
         }
     }
 
@@ -505,6 +513,9 @@ impl<'a> ExprEmitter<'a> {
         let c = self.compute(ty.dtype)?;
         let b = self.input(v)?;
         let dims = ty.dims();
+        if self.transposed > 0 {
+            self.across_loads.push(idx.clone());
+        }
         if let Some(name) = self.quad_load(v, &ty, c, b, idx) {
             return Ok(name);
         }
@@ -556,7 +567,7 @@ impl<'a> ExprEmitter<'a> {
         let streaming = q.streaming;
         let elem = dtype::storage_elem(ty.dtype);
         if self.window.is_some()
-            || self.transposed > 0
+            || (self.transposed > 0 && !q.any_shape)
             || dtype::per_word(ty.dtype) != 1
             || !matches!(elem, "f32" | "i32" | "u32")
             || c.wgsl() != elem
@@ -569,7 +580,8 @@ impl<'a> ExprEmitter<'a> {
             Index::Multi(m) => {
                 let (first, place) = q.positions.get(m.last()?)?.clone();
                 let dims = ty.dims();
-                if dims != q.dims {
+                let rows_of_quads = q.any_shape && dims.last().is_some_and(|&d| d % 4 == 0);
+                if dims != q.dims && !rows_of_quads {
                     return None;
                 }
                 let mut m0 = m.clone();

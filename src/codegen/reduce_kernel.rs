@@ -905,6 +905,7 @@ fn emit_stage(
                 // Lane `l` reads group `l` of its row's stretch, and its next groups further on.
                 let quads = em.quads.get_or_insert_with(|| Quads {
                     streaming: true,
+                    any_shape: false,
                     ..Quads::default()
                 });
                 for (p, i) in idxs.iter().enumerate() {
@@ -1090,6 +1091,7 @@ fn emit_stage(
             // Each thread walks down its four columns, a row apart: from textures (4096 x
             // 4096 column sums, lavapipe: 8.2 ms against 34 ms reading vec4s).
             streaming: false,
+            any_shape: false,
         });
         for (e, idx) in idxs.iter().enumerate() {
             let mut vals = Vec::new();

@@ -175,6 +175,7 @@ pub fn emit(
                     })
                     .collect(),
                 streaming: true,
+                any_shape: false,
             });
         }
     }

@@ -307,6 +307,7 @@ fn emit_stage(
                         .collect(),
                     // Overlapping windows read each element several times: from textures.
                     streaming: false,
+                    any_shape: false,
                 });
             }
             let vals = declare(em, "x");
