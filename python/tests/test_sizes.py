@@ -278,3 +278,18 @@ def test_random_normal_16m(gpu):
     with jax.default_device(CPU):
         c = np.asarray(jax.jit(f)(jax.random.key(0)))
     np.testing.assert_allclose(g, c, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("shape,axis,op", [
+    ((4096, 4096), 0, "sum"), ((64, 8192), 0, "sum"), ((3, 100, 4096), 1, "sum"),
+    ((2048, 4096), 0, "argmax"), ((2048, 4096), 0, "max"), ((1000, 2048), 0, "isum"),
+    ((5, 300, 1024), 1, "min"),
+])
+def test_column_reductions_of_many_columns(gpu, shape, axis, op):
+    # On CPU adapters a thread of a column reduction takes up to 4 groups of four columns,
+    # 8 groups apart, when the columns are many (reduce_kernel's quad columns).
+    x = (np.random.default_rng(7).standard_normal(shape) * 10).astype(np.float32)
+    f = {"sum": lambda x: x.sum(axis), "argmax": lambda x: jnp.argmax(x, axis),
+         "max": lambda x: x.max(axis), "isum": lambda x: x.astype(jnp.int32).sum(axis),
+         "min": lambda x: x.min(axis)}[op]
+    compare(gpu, f, x, rtol=1e-5, atol=1e-5)

@@ -1054,8 +1054,18 @@ fn emit_stage(
         // a texture instead of four). Workgroups of QUAD_COLUMN_WORKGROUP keep the cores busy
         // with a quarter of the threads.
         // With a split, thread `tid` takes chunk `tid / quads` of its four columns.
+        // Where the columns are many, a thread takes `per` groups, 8 groups apart: the 8
+        // lanes of a SIMD batch then read 8 * per consecutive groups of every row, not 8
+        // (4096 x 4096 column sums on lavapipe, hand-written: 14-18 ms with one group per
+        // thread, 10.4 ms with 4; each row the batch reads is a page of its own there).
         let quads = kept_count / 4;
-        let threads = quads * chunks;
+        let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
+        let wanted = 2 * u64::from(QUAD_COLUMN_WORKGROUP) * cores;
+        let per = [4u64, 2]
+            .into_iter()
+            .find(|&p| chunks == 1 && quads % (8 * p) == 0 && quads / p >= wanted)
+            .unwrap_or(1);
+        let threads = quads / per * chunks;
         let (qt, qc, c0) = if chunks > 1 {
             em.line(&format!("let qt = tid % {quads}u;"));
             em.line(&format!("let qc = tid / {quads}u;"));
@@ -1064,41 +1074,56 @@ fn emit_stage(
         } else {
             ("tid", "0u", "0u")
         };
+        if per > 1 {
+            em.line(&format!("let qb = ({qt} / 8u) * {}u + {qt} % 8u;", 8 * per));
+        }
+        let mut outputs: Vec<String> = Vec::new();
         let mut accs: Vec<Vec<String>> = Vec::new();
-        for e in 0..4 {
-            em.line(&format!("let o{e} = {qt} * 4u + {e}u;"));
-            accs.push(new_accs(&mut em)?);
+        for g in 0..per {
+            for e in 0..4 {
+                let o = format!("o{}", g * 4 + e);
+                if per > 1 {
+                    em.line(&format!("let {o} = (qb + {}u) * 4u + {e}u;", 8 * g));
+                } else {
+                    em.line(&format!("let {o} = {qt} * 4u + {e}u;"));
+                }
+                outputs.push(o);
+                accs.push(new_accs(&mut em)?);
+            }
         }
         em.open_loop(
             &format!("for (var r: u32 = {c0}; r < {}; r = r + 1u)", end(c0)),
             red_len,
         );
-        let idxs: Vec<Index> = (0..4)
-            .map(|e| input_index(&mut em, &format!("o{e}"), "r"))
+        let idxs: Vec<Index> = outputs
+            .iter()
+            .map(|o| input_index(&mut em, o, "r"))
             .collect();
         let last = |i: &Index| match i {
             Index::Multi(m) => m.last().cloned(),
             Index::Linear(_) => None,
         };
-        let first = idxs.first().and_then(last);
         em.quads = Some(Quads {
             dims: dims.clone(),
             positions: idxs
                 .iter()
                 .enumerate()
-                .filter_map(|(e, i)| Some((last(i)?, (first.clone()?, e))))
+                .filter_map(|(k, i)| Some((last(i)?, (last(&idxs[k - k % 4])?, k % 4))))
                 .collect(),
             // Each thread walks down its four columns, a row apart: from textures (4096 x
-            // 4096 column sums, lavapipe: 8.2 ms against 34 ms reading vec4s).
-            streaming: false,
+            // 4096 column sums, lavapipe on an AMD host: 8.2 ms against 34 ms reading vec4s).
+            // With several groups per thread a batch reads 8 * per groups of each row, and
+            // then vec4s from the buffer need no texture copy (the same sums on an Intel
+            // host, 4 groups per thread, `bench_jax`: 22 ms through a texture, 11.7 as vec4s).
+            streaming: per > 1,
             any_shape: false,
         });
-        for (e, idx) in idxs.iter().enumerate() {
+        for (k, idx) in idxs.iter().enumerate() {
             let mut vals = Vec::new();
             for i in 0..n {
                 vals.push(em.value(op.operands[i], idx)?);
             }
-            em.line(&fold.element(&accs[e], &vals));
+            em.line(&fold.element(&accs[k], &vals));
         }
         em.quads = None;
         em.close(None);
@@ -1107,13 +1132,13 @@ fn emit_stage(
                 em.line(&f);
             }
         }
-        for (e, acc) in accs.iter().enumerate() {
+        for (o, acc) in outputs.iter().zip(&accs) {
             for (j, a) in acc.iter().enumerate() {
                 if split.is_some() {
                     let v = partials::store(types[j], a);
-                    em.line(&format!("out{j}[o{e} * {chunks}u + {qc}] = {v};"));
+                    em.line(&format!("out{j}[{o} * {chunks}u + {qc}] = {v};"));
                 } else {
-                    em.line(&format!("out{j}[o{e}] = {a};"));
+                    em.line(&format!("out{j}[{o}] = {a};"));
                 }
             }
         }
