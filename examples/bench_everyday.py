@@ -4,9 +4,9 @@ largest cpu value), then the median of timed runs, and the ratio.
 
     python examples/bench_everyday.py [--runs N] [--only SUBSTR ...]
 
-Sorting, top_k, medians, permutations and scatters of a million elements, segment sums, jax.random at 16M, LU-based
-solve / inv / slogdet, a Gaussian process's likelihood and its gradient at 1000 points, row
-reductions. Ratios, not absolute times, are the point: the machines are noisy.
+Sorting, top_k, medians, permutations and scatters of a million elements, segment sums and
+bincounts, jax.random at 16M, LU-based solve / inv / slogdet, a Gaussian process's likelihood
+and its gradient at 1000 points, a GRU's value and gradient through `lax.scan`, row reductions. Ratios, not absolute times, are the point: the machines are noisy.
 """
 
 from __future__ import annotations
@@ -30,6 +30,25 @@ def gp_nll(x, y):
     return -0.5 * y @ alpha - jnp.log(jnp.diag(chol)).sum()
 
 
+def gru_grads(p, xs, ys):
+    """A GRU's loss through `lax.scan` and its gradient, flattened into one array (the training
+    step's work: forward scan, backward scan)."""
+
+    def loss(p):
+        wz, uz, wr, ur, wh, uh, out = p
+
+        def cell(h, x):
+            z = jax.nn.sigmoid(x @ wz + h @ uz)
+            r = jax.nn.sigmoid(x @ wr + h @ ur)
+            return (1 - z) * h + z * jnp.tanh(x @ wh + (r * h) @ uh), None
+
+        h, _ = lax.scan(cell, jnp.zeros((xs.shape[1], uz.shape[0])), xs)
+        return jnp.mean((h @ out - ys) ** 2)
+
+    value, grads = jax.value_and_grad(loss)(p)
+    return jnp.concatenate([value[None]] + [g.ravel() for g in grads])
+
+
 def cases():
     rng = np.random.default_rng(0)
     m = 1 << 20
@@ -43,6 +62,11 @@ def cases():
     gx = rng.standard_normal((1000, 64)).astype(np.float32)
     gy = rng.standard_normal((1000,)).astype(np.float32)
     key = jax.random.key(0)
+    h, d, t, b = 128, 64, 50, 32
+    gru_p = [(0.1 * rng.standard_normal(s)).astype(np.float32)
+             for s in [(d, h), (h, h), (d, h), (h, h), (d, h), (h, h), (h, 1)]]
+    gru_x = rng.standard_normal((t, b, d)).astype(np.float32)
+    gru_y = rng.standard_normal((b, 1)).astype(np.float32)
     return {
         "cumsum 1M": (lambda x: jnp.cumsum(x), (x1,)),
         "sort 1M": (jnp.sort, (x1,)),
@@ -55,6 +79,7 @@ def cases():
         "gather 1M": (lambda x, i: x[i], (x1, i1)),
         "scatter-add 1M at random indices": (lambda x, i: jnp.zeros_like(x).at[i].add(x), (x1, i1)),
         "segment_sum 1M -> 1000": (lambda x, i: jax.ops.segment_sum(x, i % 1000, 1000), (x1, i1)),
+        "bincount 1M -> 256": (lambda i: jnp.bincount(i % 256, length=256), (i1,)),
         "embedding rows 8192x128, summed": (lambda e, i: e[i].sum(0), (emb, ids)),
         "random.normal 16M": (lambda k: jax.random.normal(k, (1 << 24,)), (key,)),
         "solve 512 (one vector)": (jnp.linalg.solve, (a512, b512)),
@@ -62,6 +87,7 @@ def cases():
         "slogdet 512": (lambda a: jnp.linalg.slogdet(a)[1], (a512,)),
         "GP likelihood n=1000": (gp_nll, (gx, gy)),
         "GP gradient n=1000": (jax.grad(gp_nll), (gx, gy)),
+        "GRU value and gradient (H128 D64 T50 B32)": (gru_grads, (gru_p, gru_x, gru_y)),
         "logsumexp rows 4096x1024": (lambda x: jax.nn.logsumexp(x, axis=1), (x,)),
         "layernorm 4096x1024": (
             lambda x: (x - x.mean(1, keepdims=True)) / jnp.sqrt(x.var(1, keepdims=True) + 1e-5),
@@ -71,7 +97,7 @@ def cases():
 
 
 def run(f, args, device, runs):
-    args = [jax.device_put(a, device) for a in args]
+    args = jax.device_put(args, device)
     jf = jax.jit(f)
     start = time.perf_counter()
     out = jax.block_until_ready(jf(*args))

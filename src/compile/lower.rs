@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::program::{
-    BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, WhileStep,
+    BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, UpdatesStep, WhileStep,
 };
 use super::trip_count::trip_count;
 use crate::codegen::kernel::Kernel;
@@ -231,6 +231,10 @@ impl<'f, 't> Lowering<'f, 't> {
                     let dst = self.new_slot(*value)?;
                     program.steps.push(Step::Alias { src, dst });
                 }
+                Node::Updates(ops) => {
+                    let ops: Vec<&Operation> = ops.iter().map(|&i| &region.ops[i]).collect();
+                    program.steps.extend(self.updates_step(&ops)?);
+                }
                 Node::Op(i) => {
                     let op = &region.ops[*i];
                     if let Some(steps) = self.plan_steps(op)? {
@@ -330,6 +334,58 @@ impl<'f, 't> Lowering<'f, 't> {
             args,
             results,
         }])
+    }
+
+    /// In-place `dynamic_update_slice`s merged by fusion (`fusion::updates`) as one step, or,
+    /// when the merged kernel cannot be made, each as its own.
+    fn updates_step(&mut self, ops: &[&'f Operation]) -> Result<Vec<Step>> {
+        use crate::codegen::op_kernels::update;
+        let name = format!("updates_{}", self.kernels.len());
+        let merged = update::emit_many(&name, self.f, &self.all_defs, ops, self.target).and_then(
+            |mut kernel| {
+                let first = ops
+                    .first()
+                    .copied()
+                    .ok_or_else(|| Error::internal("no updates"))?;
+                self.check(&mut kernel, first)?;
+                if !kernel.parted.is_empty() {
+                    return Err(Error::unimplemented("updates of tensors bound in parts"));
+                }
+                Ok(kernel)
+            },
+        );
+        match merged {
+            Ok(kernel) => {
+                let mut args = Vec::with_capacity(kernel.inputs.len());
+                for (b, op) in kernel.inputs.iter().zip(std::iter::repeat(ops[0])) {
+                    args.push(self.slot(b.value, op)?);
+                }
+                let mut targets = Vec::with_capacity(ops.len());
+                let mut results = Vec::with_capacity(ops.len());
+                for op in ops {
+                    targets.push(self.slot(op.operands[0], op)?);
+                    results.push(self.new_slot(op.results[0])?);
+                }
+                self.kernels.push(kernel);
+                Ok(vec![Step::Updates(Box::new(UpdatesStep {
+                    kernel: self.kernels.len() - 1,
+                    args,
+                    takes: vec![false; targets.len()],
+                    targets,
+                    results,
+                }))])
+            }
+            Err(e) => {
+                log::debug!("{name}: {} updates apart: {e}", ops.len());
+                let mut steps = Vec::new();
+                for op in ops {
+                    if let Some(step) = self.op_step(op)? {
+                        steps.push(step);
+                    }
+                }
+                Ok(steps)
+            }
+        }
     }
 
     /// The merged row kernel (kind `Rows`) or horizontal kernel of `g` as one launch, when its

@@ -110,6 +110,10 @@ pub enum Step {
         /// Whether `target` is dead after this step (its buffer may be reused).
         take: bool,
     },
+    /// Several `Update`s as one kernel: its output `j` is `targets[j]`'s buffer updated in
+    /// place (when `takes[j]` and nothing else holds it) or a copy, which becomes
+    /// `results[j]` (`fusion::updates`: a scan step's stacked outputs).
+    Updates(Box<UpdatesStep>),
     /// `dst` holds the same buffer as `src` (a view with another type).
     Alias {
         /// The buffer's slot.
@@ -127,6 +131,21 @@ pub enum Step {
     HostCall(Box<HostCallStep>),
     /// A kernel dispatched in parts over tensors larger than one binding.
     Chunked(Box<ChunkedStep>),
+}
+
+/// See [`Step::Updates`].
+#[derive(Clone, Debug)]
+pub struct UpdatesStep {
+    /// Index into the executable's kernels.
+    pub kernel: usize,
+    /// Slots bound as inputs, in binding order.
+    pub args: Vec<Slot>,
+    /// The buffers updated, in output binding order.
+    pub targets: Vec<Slot>,
+    /// Where each updated buffer goes.
+    pub results: Vec<Slot>,
+    /// Whether each target is dead after this step (its buffer may be reused).
+    pub takes: Vec<bool>,
 }
 
 /// A sequence of steps.
@@ -157,6 +176,11 @@ impl Step {
                 out.extend(args);
                 out.insert(*target);
                 out.insert(*result);
+            }
+            Step::Updates(u) => {
+                out.extend(&u.args);
+                out.extend(&u.targets);
+                out.extend(&u.results);
             }
             Step::While(w) => {
                 out.extend(&w.init);
@@ -196,6 +220,7 @@ impl Step {
             Step::Update { result, .. } => {
                 out.insert(*result);
             }
+            Step::Updates(u) => out.extend(&u.results),
             Step::Alias { dst, .. } => {
                 out.insert(*dst);
             }
@@ -241,10 +266,15 @@ impl Program {
             later[i] = t;
         }
         for (i, step) in self.steps.iter_mut().enumerate() {
-            if let Step::Update { target, take, .. } = step {
-                *take = (defined.contains(target) || args.contains(target))
+            let may_take = |target: &Slot| {
+                (defined.contains(target) || args.contains(target))
                     && !keep.contains(target)
-                    && !later[i + 1].contains(target);
+                    && !later[i + 1].contains(target)
+            };
+            match step {
+                Step::Update { target, take, .. } => *take = may_take(target),
+                Step::Updates(u) => u.takes = u.targets.iter().map(may_take).collect(),
+                _ => {}
             }
         }
     }
@@ -311,6 +341,19 @@ impl Program {
                     "{pad}update {} {args:?} into {target}{} -> {result}",
                     kernels.get(*kernel).map(String::as_str).unwrap_or("?"),
                     if *take { " (in place)" } else { " (copy)" }
+                )?,
+                Step::Updates(u) => writeln!(
+                    f,
+                    "{pad}updates {} {:?} into {:?} ({}) -> {:?}",
+                    kernels.get(u.kernel).map(String::as_str).unwrap_or("?"),
+                    u.args,
+                    u.targets,
+                    u.takes
+                        .iter()
+                        .map(|&t| if t { "in place" } else { "copy" })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    u.results
                 )?,
                 Step::Free(s) => writeln!(f, "{pad}free {s:?}")?,
                 Step::HostCall(h) => writeln!(

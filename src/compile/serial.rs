@@ -19,7 +19,7 @@ use crate::codegen::kernel::Kernel;
 use crate::codegen::parted::PartedBinding;
 use crate::codegen::texture_reads::TextureInput;
 use crate::compile::program::{
-    BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, WhileStep,
+    BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, UpdatesStep, WhileStep,
 };
 use crate::error::{Error, Result};
 use crate::ir::types::{UniformQuantization, ALL_ELEMENT_TYPES};
@@ -30,7 +30,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -205,6 +205,7 @@ fn kernels_in_range(p: &Program, n: usize) -> bool {
     p.steps.iter().all(|s| match s {
         Step::Launch { kernel, .. } | Step::Update { kernel, .. } => *kernel < n,
         Step::Chunked(c) => c.kernel < n,
+        Step::Updates(u) => u.kernel < n,
         Step::While(w) => kernels_in_range(&w.cond, n) && kernels_in_range(&w.body, n),
         Step::Branch(b) => b.branches.iter().all(|(p, _)| kernels_in_range(p, n)),
         Step::Alias { .. } | Step::Free(_) | Step::HostCall(_) => true,
@@ -359,6 +360,17 @@ impl W {
                     self.len(*target);
                     self.len(*result);
                     self.u8(*take as u8);
+                }
+                Step::Updates(u) => {
+                    self.u8(8);
+                    self.len(u.kernel);
+                    self.slots(&u.args);
+                    self.slots(&u.targets);
+                    self.slots(&u.results);
+                    self.len(u.takes.len());
+                    for &t in &u.takes {
+                        self.u8(t as u8);
+                    }
                 }
                 Step::Alias { src, dst } => {
                     self.u8(2);
@@ -691,6 +703,26 @@ impl<'a> R<'a> {
                         kernel,
                         results,
                         chunks,
+                    }))
+                }
+                8 => {
+                    let kernel = self.len()?;
+                    let args = self.slots()?;
+                    let targets = self.slots()?;
+                    let results = self.slots()?;
+                    let n = self.count(1)?;
+                    let takes = (0..n).map(|_| self.bool()).collect::<Result<Vec<_>>>()?;
+                    if results.len() != targets.len() || takes.len() != targets.len() {
+                        return Err(Error::invalid(
+                            "an updates step whose targets, results and takes differ in number",
+                        ));
+                    }
+                    Step::Updates(Box::new(UpdatesStep {
+                        kernel,
+                        args,
+                        targets,
+                        results,
+                        takes,
                     }))
                 }
                 t => return Err(Error::invalid(format!("bad step tag {t}"))),

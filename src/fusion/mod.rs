@@ -15,6 +15,7 @@ pub mod in_place;
 pub mod multi_output;
 pub mod prologue;
 pub mod rows;
+pub mod updates;
 
 /// What kind of kernel a group becomes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +79,9 @@ pub enum Node {
     },
     /// Any other op, run as its own step (control flow, tuples, unsupported ops).
     Op(usize),
+    /// In-place `dynamic_update_slice`s and scatters (op indices, in order), each into a
+    /// buffer of its own, run as one step at this place ([`updates`]).
+    Updates(Vec<usize>),
 }
 
 /// The partition of one region.
@@ -239,7 +243,8 @@ pub fn partition(
             let p = multi_output::fuse(f, region, p, max_bindings);
             let p = epilogue::fuse(f, region, p, max_bindings);
             let p = prologue::fuse(f, region, p, max_bindings, cpu_adapter);
-            return horizontal::fuse(f, region, p, max_bindings, cpu_adapter);
+            let p = horizontal::fuse(f, region, p, max_bindings, cpu_adapter);
+            return updates::fuse(f, region, p, max_bindings);
         }
     }
 }
@@ -347,7 +352,7 @@ pub(crate) fn movable_to(p: &Partition, infos: &[NodeInfo], b: usize) -> Vec<usi
                 }
             }
             Node::Constant(_) | Node::Alias { .. } => {}
-            Node::Op(_) => break,
+            Node::Op(_) | Node::Updates(_) => break,
         }
     }
     out
@@ -394,6 +399,11 @@ pub(crate) fn node_reads(
                 for r in &op.regions {
                     collect_captures(r, &mut reads);
                 }
+            }
+        }
+        Node::Updates(ops) => {
+            for op in ops.iter().filter_map(|&i| region.ops.get(i)) {
+                reads.extend(op.operands.iter().copied());
             }
         }
     }
@@ -651,6 +661,15 @@ impl Partition {
                 Node::Alias { value, source, .. } => {
                     s.push_str(&format!("node {k}: view {value} of {source}\n"))
                 }
+                Node::Updates(ops) => s.push_str(&format!(
+                    "node {k}: {} in-place updates in one step: {}\n",
+                    ops.len(),
+                    ops.iter()
+                        .filter_map(|&i| region.ops.get(i))
+                        .map(|o| format!("{}{}", o.name(), first_result(o)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
                 Node::Op(i) => {
                     let name = match region.ops.get(*i).map(|o| (o, &o.op)) {
                         Some((_, Op::CustomCall(c)))

@@ -796,7 +796,17 @@ impl Run<'_> {
                     target,
                     result,
                     take,
-                } => self.update(*kernel, args, *target, *result, *take)?,
+                } => self.update(*kernel, args, &[(*target, *result, *take)])?,
+                Step::Updates(u) => {
+                    let targets: Vec<(Slot, Slot, bool)> = u
+                        .targets
+                        .iter()
+                        .zip(&u.results)
+                        .zip(&u.takes)
+                        .map(|((&t, &r), &k)| (t, r, k))
+                        .collect();
+                    self.update(u.kernel, &u.args, &targets)?
+                }
                 Step::Free(slots) => {
                     for &s in slots {
                         self.set(s, None);
@@ -958,52 +968,53 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Runs update kernel `k` on `target`'s buffer: in place when this step may take it and
-    /// no one else holds it (no loop state, parameter or later step), else on a copy.
-    fn update(
-        &mut self,
-        k: usize,
-        args: &[Slot],
-        target: Slot,
-        result: Slot,
-        take: bool,
-    ) -> Result<()> {
+    /// Runs update kernel `k` on its targets' buffers, `(target, result, take)` in output
+    /// binding order: each in place when this step may take it and no one else holds it (no
+    /// loop state, parameter or later step), else on a copy; each updated buffer becomes its
+    /// result.
+    fn update(&mut self, k: usize, args: &[Slot], targets: &[(Slot, Slot, bool)]) -> Result<()> {
         let exe = self.exe;
         let lk = &exe.kernels[k];
-        let src = if take {
-            self.slots
-                .get_mut(target)
-                .and_then(Option::take)
-                .ok_or_else(|| {
-                    Error::internal(format!("{}: slot {target} is empty", exe.parts.name))
-                })?
-        } else {
-            self.get(target)?
-        };
-        let buf = if take && Arc::strong_count(&src) == 1 {
-            src
-        } else {
-            let size = src.size;
-            let fresh = match self.reuse(size) {
-                Some(b) => b,
-                None => Arc::new(self.device().alloc(size, "temp")?),
-            };
-            self.end_pass();
-            self.encoder()
-                .copy_buffer_to_buffer(&src.buffer, 0, &fresh.buffer, 0, size);
-            self.retire(src);
-            fresh
-        };
-        let mut bufs = Vec::with_capacity(args.len() + 1);
+        let mut bufs = Vec::with_capacity(args.len() + targets.len());
         for &a in args {
             bufs.push(self.get(a)?);
         }
-        bufs.push(buf.clone());
+        let mut updated = Vec::with_capacity(targets.len());
+        for &(target, result, take) in targets {
+            let src = if take {
+                self.slots
+                    .get_mut(target)
+                    .and_then(Option::take)
+                    .ok_or_else(|| {
+                        Error::internal(format!("{}: slot {target} is empty", exe.parts.name))
+                    })?
+            } else {
+                self.get(target)?
+            };
+            let buf = if take && Arc::strong_count(&src) == 1 {
+                src
+            } else {
+                let size = src.size;
+                let fresh = match self.reuse(size) {
+                    Some(b) => b,
+                    None => Arc::new(self.device().alloc(size, "temp")?),
+                };
+                self.end_pass();
+                self.encoder()
+                    .copy_buffer_to_buffer(&src.buffer, 0, &fresh.buffer, 0, size);
+                self.retire(src);
+                fresh
+            };
+            bufs.push(buf.clone());
+            updated.push((result, buf));
+        }
         if lk.kernel.inputs.iter().all(|i| i.ty.num_elements() > 0) {
             self.dispatch(k, &bufs, &[])?;
         }
         drop(bufs);
-        self.set(result, Some(buf));
+        for (result, buf) in updated {
+            self.set(result, Some(buf));
+        }
         Ok(())
     }
 

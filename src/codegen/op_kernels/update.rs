@@ -24,31 +24,7 @@ pub fn emit(
 ) -> Result<Kernel> {
     let no_fusion = |_: ValueId| false;
     let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
-    let x = op.operands[0];
-    let u = op.operands[1];
-    let xt = em.ty(x)?.clone();
-    let ut = em.ty(u)?.clone();
-    let xdims = xt.dims();
-    let udims = ut.dims();
-    if op.operands.len() != 2 + xdims.len() {
-        return Err(Error::invalid(
-            "dynamic_update_slice needs one start index per dimension",
-        ));
-    }
-    let total = ut.num_elements() as u64;
-    let ui = em.multi(&Index::Linear("tid".into()), &udims);
-    let mut xi = Vec::new();
-    for (d, &s) in op.operands[2..].iter().enumerate() {
-        let st = em.ty(s)?.dtype;
-        let sc = em.compute(st)?;
-        let v = em.value(s, &Index::scalar())?;
-        let max = xdims[d] as i64 - udims[d] as i64;
-        let start = format!("u32(clamp({}, 0i, {}i))", index_i32(&v, sc)?, max.max(0));
-        xi.push(format!("({start} + {})", ui[d]));
-    }
-    let v = em.value(u, &Index::Linear("tid".into()))?;
-    let at = crate::codegen::expr::linearize(&xi, &xdims);
-    em.line(&format!("out0[{at}] = {v};"));
+    let (total, xt) = write_update(&mut em, op, 0, "tid")?;
     let outs = vec![Binding {
         value: op.results[0],
         ty: xt.clone(),
@@ -70,6 +46,141 @@ pub fn emit(
     )
 }
 
+/// Emits the statements of `op` (a `dynamic_update_slice`) writing update element `t` (a WGSL
+/// `u32` name) into output binding `j`, at the spec's clamped start; returns the update's
+/// element count and the operand's type.
+fn write_update(
+    em: &mut ExprEmitter,
+    op: &Operation,
+    j: usize,
+    t: &str,
+) -> Result<(u64, crate::ir::TensorType)> {
+    let x = op.operands[0];
+    let u = op.operands[1];
+    let xt = em.ty(x)?.clone();
+    let ut = em.ty(u)?.clone();
+    let xdims = xt.dims();
+    let udims = ut.dims();
+    if op.operands.len() != 2 + xdims.len() {
+        return Err(Error::invalid(
+            "dynamic_update_slice needs one start index per dimension",
+        ));
+    }
+    let total = ut.num_elements() as u64;
+    let ui = em.multi(&Index::Linear(t.into()), &udims);
+    let mut xi = Vec::new();
+    for (d, &s) in op.operands[2..].iter().enumerate() {
+        let st = em.ty(s)?.dtype;
+        let sc = em.compute(st)?;
+        let v = em.value(s, &Index::scalar())?;
+        let max = xdims[d] as i64 - udims[d] as i64;
+        let start = format!("u32(clamp({}, 0i, {}i))", index_i32(&v, sc)?, max.max(0));
+        xi.push(format!("({start} + {})", ui[d]));
+    }
+    let v = em.value(u, &Index::Linear(t.into()))?;
+    let at = crate::codegen::expr::linearize(&xi, &xdims);
+    em.line(&format!("out{j}[{at}] = {v};"));
+    Ok((total, xt))
+}
+
+/// Several in-place updates (`dynamic_update_slice`s, and scatters [`emit_scatter`] takes)
+/// into buffers of their own in one kernel (`fusion::updates`): update `j` runs in the
+/// workgroups after those of the updates before it (so the branch choosing it is uniform in
+/// a workgroup), each invocation writing one element as the update's own kernel does, into
+/// output binding `j`. Inputs shared by several
+/// updates (a scan's step index) are bound once.
+pub fn emit_many(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    ops: &[&Operation],
+    target: Target,
+) -> Result<Kernel> {
+    let (all_defs, body_vals) = scatter_defs(defs, ops);
+    let fused = |v: ValueId| body_vals.contains(&v);
+    let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+    let w = u64::from(kernel::WORKGROUP);
+    let mut outs = Vec::with_capacity(ops.len());
+    let mut functions = String::new();
+    let (mut groups, mut elements) = (0u64, 0u64);
+    for (j, op) in ops.iter().enumerate() {
+        let scatter = matches!(op.op, Op::Scatter { .. });
+        if !(scatter || op.op == Op::DynamicUpdateSlice) || op.results.len() != 1 {
+            return Err(Error::internal(format!(
+                "{name}: merged updates hold a {}",
+                op.name()
+            )));
+        }
+        // The update's elements: a dynamic_update_slice's operand 1, a scatter's operand 2.
+        let n = op
+            .operands
+            .get(if scatter { 2 } else { 1 })
+            .and_then(|&u| f.ty(u).as_tensor())
+            .map_or(0, |t| t.num_elements() as u64);
+        let end = groups + n.div_ceil(w);
+        let header = format!("if (grp < {end}u)");
+        if j == 0 {
+            em.open(&header);
+        } else {
+            em.close(Some(&format!("else {header}")));
+        }
+        em.line(&format!("let t = (grp - {groups}u) * {w}u + lid;"));
+        em.open(&format!("if (t < {n}u)"));
+        let (total, xt) = if scatter {
+            let (total, xt, func) = write_scatter(&mut em, op, j, "t", &format!("k_update{j}"))?;
+            functions.push_str(&func);
+            (total, xt)
+        } else {
+            write_update(&mut em, op, j, "t")?
+        };
+        em.close(None);
+        outs.push(Binding {
+            value: op.results[0],
+            ty: xt,
+        });
+        groups = end;
+        elements += total;
+    }
+    if groups > 0 {
+        em.close(None);
+    }
+    let bindings = em.inputs.len() + outs.len();
+    if bindings as u32 > target.max_storage_buffers {
+        return Err(Error::unimplemented(format!(
+            "{name}: {bindings} storage buffers, adapter {} allows {}",
+            target.adapter, target.max_storage_buffers
+        )));
+    }
+    let mut body = functions;
+    body.push_str(&kernel::entry_header(kernel::WORKGROUP));
+    body.push_str(&format!(
+        "    let grp = wid.y * nwg.x + wid.x;\n    if (grp >= {groups}u) {{ return; }}\n"
+    ));
+    body.push_str(&em.body);
+    body.push_str("}\n");
+    let comment = format!(
+        "kernel {name}: {} updates in place (dynamic_update_slice, scatter), {elements} elements in all\nfuses: {}",
+        ops.len(),
+        ops.iter()
+            .map(|o| o.name())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    kernel::in_workgroups(
+        name,
+        &comment,
+        em.inputs.clone(),
+        outs,
+        &em.needs,
+        &body,
+        groups,
+        em.iterations(),
+        target,
+    )
+}
+
 /// The in-place scatter kernel: one thread per update element folds it into its target
 /// element of the buffer (the kernel's one output) with the update computation; a window
 /// that does not fit is skipped whole, as the plain scatter does.
@@ -80,75 +191,10 @@ pub fn emit_scatter(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
-    use crate::codegen::reduce_kernel::{combine, emit_body_function, region_defs};
-    use std::collections::HashSet;
-    let Op::Scatter {
-        dimension_numbers: dn,
-        ..
-    } = &op.op
-    else {
-        return Err(Error::internal("scatter emitter on another op"));
-    };
-    let body = op
-        .regions
-        .first()
-        .ok_or_else(|| Error::invalid("scatter without an update computation"))?;
-    let mut all_defs = defs.clone();
-    let mut body_vals = HashSet::new();
-    region_defs(body, &mut all_defs, &mut body_vals);
+    let (all_defs, body_vals) = scatter_defs(defs, &[op]);
     let fused = |v: ValueId| body_vals.contains(&v);
     let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
-    let (x, indices, updates) = (op.operands[0], op.operands[1], op.operands[2]);
-    let xt = em.ty(x)?.clone();
-    let it = em.ty(indices)?.clone();
-    let ut = em.ty(updates)?.clone();
-    let t = em.compute(xt.dtype)?;
-    let ic = em.compute(it.dtype)?;
-    let func = emit_body_function(&mut em, "k_update", body, &[t])?;
-    let rdims = xt.dims();
-    let udims = ut.dims();
-    let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
-    let inserted: Vec<usize> = dn
-        .inserted_window_dims
-        .iter()
-        .map(|&d| d as usize)
-        .collect();
-    let scatter_dims: Vec<usize> = (0..udims.len())
-        .filter(|d| !window_dims.contains(d))
-        .collect();
-    let spanned: Vec<usize> = (0..rdims.len()).filter(|d| !inserted.contains(d)).collect();
-    let total = ut.num_elements() as u64;
-    let ui = em.multi(&Index::Linear("tid".into()), &udims);
-    let si: Vec<String> = scatter_dims.iter().map(|&d| ui[d].clone()).collect();
-    let start = super::scatter::window_starts(&mut em, dn, indices, &si, rdims.len(), ic, "st")?;
-    let mut conds = Vec::new();
-    let mut pos = Vec::new();
-    for d in 0..rdims.len() {
-        let k = spanned.iter().position(|&s| s == d);
-        let wd = k.and_then(|k| window_dims.get(k).copied());
-        let size = wd.map_or(1, |w| udims[w]);
-        let st = &start[d];
-        if dn.scatter_dims_to_operand_dims.contains(&(d as i64)) {
-            conds.push(format!("{st} >= 0i && {st} + {size}i <= {}i", rdims[d]));
-        }
-        let off = wd.map_or("0u".to_string(), |w| ui[w].clone());
-        pos.push(format!("(u32({st}) + {off})"));
-    }
-    let u = em.value(updates, &Index::Linear("tid".into()))?;
-    let at = crate::codegen::expr::linearize(&pos, &rdims);
-    em.open(&format!(
-        "if ({})",
-        if conds.is_empty() {
-            "true".to_string()
-        } else {
-            conds.join(" && ")
-        }
-    ));
-    em.line(&format!("let p = {at};"));
-    em.line(&format!("var acc: {} = out0[p];", t.wgsl()));
-    em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
-    em.line("out0[p] = acc;");
-    em.close(None);
+    let (total, xt, func) = write_scatter(&mut em, op, 0, "tid", "k_update")?;
     let outs = vec![Binding {
         value: op.results[0],
         ty: xt.clone(),
@@ -168,4 +214,106 @@ pub fn emit_scatter(
         em.iterations(),
         target,
     )
+}
+
+/// `defs` with the values of the update computations of `ops` (scatters; others add
+/// nothing), and those values (computed inline).
+fn scatter_defs<'a>(
+    defs: &HashMap<ValueId, &'a Operation>,
+    ops: &[&'a Operation],
+) -> (
+    HashMap<ValueId, &'a Operation>,
+    std::collections::HashSet<ValueId>,
+) {
+    let mut all_defs = defs.clone();
+    let mut body_vals = std::collections::HashSet::new();
+    for op in ops {
+        if let (Op::Scatter { .. }, Some(body)) = (&op.op, op.regions.first()) {
+            crate::codegen::reduce_kernel::region_defs(body, &mut all_defs, &mut body_vals);
+        }
+    }
+    (all_defs, body_vals)
+}
+
+/// Emits the statements of `op` (a `scatter` updating its one input in place) folding update
+/// element `t` (a WGSL `u32` name) into output binding `j` with its update computation, which
+/// becomes the module-scope function `fname`; returns the update elements, the operand's
+/// type and that function's text.
+fn write_scatter(
+    em: &mut ExprEmitter,
+    op: &Operation,
+    j: usize,
+    t: &str,
+    fname: &str,
+) -> Result<(u64, crate::ir::TensorType, String)> {
+    use crate::codegen::reduce_kernel::{combine, emit_body_function};
+    let Op::Scatter {
+        dimension_numbers: dn,
+        ..
+    } = &op.op
+    else {
+        return Err(Error::internal("scatter emitter on another op"));
+    };
+    let body = op
+        .regions
+        .first()
+        .ok_or_else(|| Error::invalid("scatter without an update computation"))?;
+    let (Some(&x), Some(&indices), Some(&updates)) =
+        (op.operands.first(), op.operands.get(1), op.operands.get(2))
+    else {
+        return Err(Error::invalid(
+            "in-place scatter needs an input, indices and updates",
+        ));
+    };
+    let xt = em.ty(x)?.clone();
+    let it = em.ty(indices)?.clone();
+    let ut = em.ty(updates)?.clone();
+    let c = em.compute(xt.dtype)?;
+    let ic = em.compute(it.dtype)?;
+    let func = emit_body_function(em, fname, body, &[c])?;
+    let rdims = xt.dims();
+    let udims = ut.dims();
+    let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
+    let inserted: Vec<usize> = dn
+        .inserted_window_dims
+        .iter()
+        .map(|&d| d as usize)
+        .collect();
+    let scatter_dims: Vec<usize> = (0..udims.len())
+        .filter(|d| !window_dims.contains(d))
+        .collect();
+    let spanned: Vec<usize> = (0..rdims.len()).filter(|d| !inserted.contains(d)).collect();
+    let total = ut.num_elements() as u64;
+    let ui = em.multi(&Index::Linear(t.into()), &udims);
+    let si: Vec<String> = scatter_dims.iter().map(|&d| ui[d].clone()).collect();
+    let start = super::scatter::window_starts(em, dn, indices, &si, rdims.len(), ic, "st")?;
+    let mut conds = Vec::new();
+    let mut pos = Vec::new();
+    for d in 0..rdims.len() {
+        let k = spanned.iter().position(|&s| s == d);
+        let wd = k.and_then(|k| window_dims.get(k).copied());
+        let size = wd.map_or(1, |w| udims[w]);
+        let st = &start[d];
+        if dn.scatter_dims_to_operand_dims.contains(&(d as i64)) {
+            conds.push(format!("{st} >= 0i && {st} + {size}i <= {}i", rdims[d]));
+        }
+        let off = wd.map_or("0u".to_string(), |w| ui[w].clone());
+        pos.push(format!("(u32({st}) + {off})"));
+    }
+    let u = em.value(updates, &Index::Linear(t.into()))?;
+    let at = crate::codegen::expr::linearize(&pos, &rdims);
+    em.open(&format!(
+        "if ({})",
+        if conds.is_empty() {
+            "true".to_string()
+        } else {
+            conds.join(" && ")
+        }
+    ));
+    em.line(&format!("let p = {at};"));
+    em.line(&format!("var acc: {} = out{j}[p];", c.wgsl()));
+    em.line(&combine(fname, 1, &["acc".to_string()], &[u]));
+    em.line(&format!("out{j}[p] = acc;"));
+    em.close(None);
+    Ok((total, xt, func))
 }

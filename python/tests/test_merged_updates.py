@@ -1,0 +1,139 @@
+"""In-place `dynamic_update_slice`s that can run at one point run as one step, one kernel
+(`fusion::updates`): a `lax.scan` stacking several outputs per step, `fori_loop`s setting rows
+of several arrays, updates whose results are read again within the step (which must see the
+update), updates of one array twice in a step, mixed dtypes and shapes. Copies are exact, so
+results must equal those with the updates apart (`WGPU_HLO_MERGE_UPDATES=0`) bit for bit, and
+jax cpu's to rounding (the steps' arithmetic); the dump shows the merged step."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+lax = jax.lax
+
+
+def normal(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def leaves(tree):
+    return [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
+
+
+def same_as_cpu(gpu, f, *args, monkeypatch=None):
+    """`f` on gpu against cpu (to rounding), and, given `monkeypatch`, against itself with the
+    updates apart (exactly)."""
+    got = leaves(jax.jit(f)(*jax.device_put(args, gpu)))
+    want = leaves(jax.jit(f)(*jax.device_put(args, jax.devices("cpu")[0])))
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    if monkeypatch is not None:
+        monkeypatch.setenv("WGPU_HLO_MERGE_UPDATES", "0")
+        # A new function object: JAX's cache would hand back the merged executable.
+        apart = leaves(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu)))
+        monkeypatch.delenv("WGPU_HLO_MERGE_UPDATES")
+        for g, a in zip(got, apart):
+            np.testing.assert_array_equal(g, a)
+
+
+def scan_stacks(xs, h0):
+    def step(h, x):
+        a = jnp.tanh(x @ jnp.ones((16, 32)) * 0.1 + h)
+        b = (a * 3).astype(jnp.int32)
+        c = jnp.sin(a)[:, :8]
+        return a, (a, b, c, a.sum(1), h)
+
+    return lax.scan(step, h0, xs)
+
+
+def rows_of_three(x):
+    def body(i, s):
+        a, b, c = s
+        a = a.at[i].set(x[i] * 2)
+        b = b.at[i].set(x[i].astype(jnp.int32))
+        c = c.at[i, :4].set(x[i, :4] + a[i, :4])  # reads a's update made this step
+        return a, b, c
+
+    z = jnp.zeros_like(x)
+    return lax.fori_loop(0, x.shape[0], body, (z, z.astype(jnp.int32), z))
+
+
+def twice_into_one(x):
+    def body(i, s):
+        a, b = s
+        a = a.at[i].set(x[i])
+        a = a.at[(i + 1) % x.shape[0]].set(-x[i])  # the same array again
+        b = b.at[i].set(x[i] * x[i])
+        return a, b
+
+    return lax.fori_loop(0, x.shape[0], body, (jnp.zeros_like(x), jnp.zeros_like(x)))
+
+
+def nested(xs):
+    def outer(c, x):
+        def inner(d, y):
+            return d + y, (d * y, d - y)
+
+        d, (p, q) = lax.scan(inner, c, x)
+        return d, (p, q, d)
+
+    return lax.scan(outer, jnp.zeros(xs.shape[-1]), xs)
+
+
+def test_scan_stacking_five_outputs(gpu, monkeypatch):
+    same_as_cpu(gpu, scan_stacks, normal((40, 4, 16)), normal((4, 32), 1), monkeypatch=monkeypatch)
+
+
+def test_fori_loop_rows_of_three_arrays(gpu, monkeypatch):
+    same_as_cpu(gpu, rows_of_three, normal((64, 128)), monkeypatch=monkeypatch)
+
+
+def test_two_updates_of_one_array(gpu, monkeypatch):
+    same_as_cpu(gpu, twice_into_one, normal((48, 64)), monkeypatch=monkeypatch)
+
+
+def test_nested_scans(gpu, monkeypatch):
+    same_as_cpu(gpu, nested, normal((6, 20, 24)), monkeypatch=monkeypatch)
+
+
+def test_gradient_of_scan(gpu):
+    def loss(w, xs):
+        def cell(h, x):
+            h = jnp.tanh(x @ w + h)
+            return h, h
+
+        h, hs = lax.scan(cell, jnp.zeros((4, 32)), xs)
+        return (hs ** 2).mean() + h.sum()
+
+    args = (normal((16, 32)) * 0.2, normal((30, 4, 16), 1))
+    cpu = jax.devices("cpu")[0]
+    got = jax.jit(jax.grad(loss))(*jax.device_put(args, gpu))
+    want = jax.jit(jax.grad(loss))(*jax.device_put(args, cpu))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-5, atol=2e-6)
+
+
+def test_scan_updates_run_as_one_step(gpu, tmp_path, monkeypatch):
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    f = jax.jit(lambda xs, h: scan_stacks(xs * 1.0, h))
+    jax.block_until_ready(f(*jax.device_put((normal((40, 4, 16)), normal((4, 32), 1)), gpu)))
+    programs = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.program.txt")))
+    assert "updates updates_" in programs, programs
+    assert "update update_" not in programs, programs
+
+
+def test_switch_off(gpu, tmp_path, monkeypatch):
+    monkeypatch.setenv("WGPU_HLO_MERGE_UPDATES", "0")
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    f = jax.jit(lambda xs, h: scan_stacks(xs * 2.0, h))
+    args = (normal((40, 4, 16)), normal((4, 32), 1))
+    jax.block_until_ready(f(*jax.device_put(args, gpu)))
+    programs = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.program.txt")))
+    assert "updates updates_" not in programs, programs
+    same_as_cpu(gpu, lambda xs, h: scan_stacks(xs * 2.0, h), *args)

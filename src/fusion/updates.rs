@@ -1,0 +1,159 @@
+//! Merged in-place updates: the `dynamic_update_slice`s and scatters that run in place
+//! ([`super::in_place`]) and could run at the same point become one step, one kernel writing
+//! each update into its own buffer. The case: `lax.scan` stacks every step's outputs and residuals into buffers of
+//! `[T, ...]`, one `dynamic_update_slice` each per step (9 in a GRU's forward step), and
+//! `fori_loop`s set rows of several arrays (`x.at[i].set(v)`, a scatter), each a launch of its
+//! own that copies a few thousand elements; a launch costs tens of µs on
+//! llvmpipe whatever its size. `WGPU_HLO_MERGE_UPDATES=0` turns it off.
+//!
+//! An update moves later, to the last update of its group, only past nodes that do not read
+//! what it produces; the buffers it reads stay live until the merged step (the program's
+//! liveness is computed after), so it reads what it would have read in its own place.
+
+use std::collections::HashSet;
+
+use super::{definitions, in_place, node_reads, switched_off, Node, Partition};
+use crate::ir::{Function, Region, ValueId};
+
+/// Most updates one merged step takes (each adds an output and an input binding, and a
+/// branch to its kernel).
+pub const MAX_UPDATES: usize = 16;
+
+/// Merges in-place updates (see the module comment): returns `p` with each group of two or
+/// more replaced by one [`Node::Updates`] at the place of its last member. `max_bindings`
+/// bounds a merged kernel's buffers (inputs and outputs).
+pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize) -> Partition {
+    if switched_off("WGPU_HLO_MERGE_UPDATES") {
+        return p;
+    }
+    let def = definitions(region);
+    // An empty update skips its launch (the runtime's rule for kernels with an empty input),
+    // which a merged one cannot do for one part.
+    let is_update = |node: &Node| match node {
+        Node::Op(i) => region.ops.get(*i).is_some_and(|op| {
+            let update = if in_place::in_place(f, op) {
+                op.operands.get(1)
+            } else if in_place::in_place_scatter(f, op) {
+                op.operands.get(2)
+            } else {
+                None
+            };
+            update
+                .and_then(|&u| f.ty(u).as_tensor())
+                .is_some_and(|t| t.num_elements() > 0)
+        }),
+        _ => false,
+    };
+    // Groups of node indices, each to run at its last member's place.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    // What the open group's members produce, update and read.
+    let mut produced: HashSet<ValueId> = HashSet::new();
+    let mut targets: HashSet<ValueId> = HashSet::new();
+    let mut reads: HashSet<ValueId> = HashSet::new();
+    for (k, node) in p.nodes.iter().enumerate() {
+        let info = node_reads(region, &def, &p.materialized, node);
+        let reads_open = info.reads.iter().any(|v| produced.contains(v));
+        if is_update(node) {
+            let Node::Op(i) = node else { continue };
+            let op = &region.ops[*i];
+            let mut with: HashSet<ValueId> = reads.union(&info.reads).copied().collect();
+            with.extend(op.results.iter().copied());
+            let target = op.operands.first().copied();
+            // Each member updates a buffer of its own (two updates of one value are two
+            // copies, which one step cannot both take).
+            let fits = open.len() < MAX_UPDATES
+                && with.len() + produced.len() < max_bindings
+                && !reads_open
+                && target.is_some_and(|t| !targets.contains(&t));
+            if !fits {
+                groups.push(std::mem::take(&mut open));
+                produced.clear();
+                targets.clear();
+                reads.clear();
+            }
+            open.push(k);
+            produced.extend(op.results.iter().copied());
+            targets.extend(target);
+            reads.extend(info.reads);
+        } else if reads_open {
+            // This node needs an open update's result: the group runs before it.
+            groups.push(std::mem::take(&mut open));
+            produced.clear();
+            targets.clear();
+            reads.clear();
+        }
+    }
+    groups.push(open);
+    let mut remove = HashSet::new();
+    for g in groups.into_iter().filter(|g| g.len() > 1) {
+        let ops: Vec<usize> = g
+            .iter()
+            .filter_map(|&k| match p.nodes[k] {
+                Node::Op(i) => Some(i),
+                _ => None,
+            })
+            .collect();
+        if let Some((&last, earlier)) = g.split_last() {
+            p.nodes[last] = Node::Updates(ops);
+            remove.extend(earlier.iter().copied());
+        }
+    }
+    let nodes = std::mem::take(&mut p.nodes);
+    p.nodes = nodes
+        .into_iter()
+        .enumerate()
+        .filter(|(k, _)| !remove.contains(k))
+        .map(|(_, n)| n)
+        .collect();
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::frontend::text::parse_module;
+    use crate::fusion::{partition, Node};
+
+    fn nodes(src: &str) -> Vec<String> {
+        let m = parse_module(src, "t").expect("parse");
+        let f = m.functions.iter().find(|f| f.name == "main").expect("main");
+        let region = f.body.as_ref().expect("body");
+        let p = partition(f, region, 31, true);
+        p.nodes
+            .iter()
+            .map(|n| match n {
+                Node::Updates(ops) => format!("updates{}", ops.len()),
+                Node::Op(i) => region.ops[*i].name(),
+                Node::Kernel(_) => "kernel".into(),
+                _ => "other".into(),
+            })
+            .collect()
+    }
+
+    /// Three stacks updated at row `i`, one of them read again after its update.
+    const STACKS: &str = r#"
+func.func @main(%a: tensor<64x256xf32>, %b: tensor<64x256xf32>, %c: tensor<64x256xf32>, %x: tensor<1x256xf32>, %i: tensor<i32>) -> (tensor<64x256xf32>, tensor<64x256xf32>, tensor<64x256xf32>, tensor<64x256xf32>) {
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %y = stablehlo.exponential %x : tensor<1x256xf32>
+  %a2 = stablehlo.dynamic_update_slice %a, %x, %i, %z : (tensor<64x256xf32>, tensor<1x256xf32>, tensor<i32>, tensor<i32>) -> tensor<64x256xf32>
+  %b2 = stablehlo.dynamic_update_slice %b, %y, %i, %z : (tensor<64x256xf32>, tensor<1x256xf32>, tensor<i32>, tensor<i32>) -> tensor<64x256xf32>
+  %c2 = stablehlo.dynamic_update_slice %c, %x, %i, %z : (tensor<64x256xf32>, tensor<1x256xf32>, tensor<i32>, tensor<i32>) -> tensor<64x256xf32>
+  %d = stablehlo.add %b2, %b2 : tensor<64x256xf32>
+  return %a2, %b2, %c2, %d : tensor<64x256xf32>, tensor<64x256xf32>, tensor<64x256xf32>, tensor<64x256xf32>
+}"#;
+
+    #[test]
+    fn independent_updates_merge() {
+        let n = nodes(STACKS);
+        assert_eq!(
+            n.iter().filter(|s| s.starts_with("updates")).count(),
+            1,
+            "{n:?}"
+        );
+        assert!(n.contains(&"updates3".to_string()), "{n:?}");
+        // The kernel reading `%b2` comes after the merged step.
+        let u = n.iter().position(|s| s == "updates3");
+        let k = n.iter().rposition(|s| s == "kernel");
+        assert!(u < k, "{n:?}");
+    }
+}
