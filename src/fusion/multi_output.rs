@@ -1,7 +1,8 @@
 //! Multi-output fusion of elementwise kernels: a loop kernel whose results a later loop kernel
-//! of the same shape reads runs inside that kernel, which then writes both kernels' results.
-//! The values still reach their other readers through memory, but the consumer computes them
-//! in registers instead of reading them back, and one launch replaces two. An optimizer
+//! of the same shape reads runs inside that kernel, which then writes both kernels' results
+//! that other nodes read. The values reach their other readers through memory, but the
+//! consumer computes them in registers instead of reading them back, and one launch replaces
+//! two. An optimizer
 //! update (Adam's two moments, each returned as state and read by the parameter update) and
 //! a layer's pre-activation (kept for the backward pass and read by the activation) are the
 //! common cases.
@@ -47,7 +48,23 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
         let (Node::Kernel(ga), Node::Kernel(gb)) = (&p.nodes[a], &p.nodes[b]) else {
             return p;
         };
-        let mut outputs = ga.outputs.clone();
+        // The producer's results that no other node reads (nor returns) need no buffer: the
+        // consumer computes them inline. Keeping them as outputs wrote every intermediate of
+        // a ThreeFry hash (26 of 20M elements for jax.random.bernoulli of 1e7) to memory and
+        // read none back: 2.4 GB for that call, out of memory at 1e8.
+        let needed = |v: &ValueId| {
+            infos
+                .iter()
+                .enumerate()
+                .any(|(k, info)| k != a && k != b && info.reads.contains(v))
+        };
+        let dropped: Vec<ValueId> = ga.outputs.iter().filter(|v| !needed(v)).copied().collect();
+        let mut outputs: Vec<ValueId> = ga
+            .outputs
+            .iter()
+            .filter(|v| !dropped.contains(v))
+            .copied()
+            .collect();
         outputs.extend(gb.outputs.iter().copied());
         let mut members: HashSet<ValueId> = ga.members.clone();
         members.extend(gb.members.iter().copied());
@@ -61,6 +78,9 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
         });
         p.nodes[b] = merged;
         p.nodes.remove(a);
+        for v in &dropped {
+            p.materialized.remove(v);
+        }
     }
 }
 
