@@ -231,9 +231,11 @@ impl<'f, 't> Lowering<'f, 't> {
                     let dst = self.new_slot(*value)?;
                     program.steps.push(Step::Alias { src, dst });
                 }
-                Node::Updates(ops) => {
+                Node::Updates { ops, producers } => {
                     let ops: Vec<&Operation> = ops.iter().map(|&i| &region.ops[i]).collect();
-                    program.steps.extend(self.updates_step(&ops)?);
+                    program
+                        .steps
+                        .extend(self.updates_step(&ops, producers, region, &defs)?);
                 }
                 Node::Op(i) => {
                     let op = &region.ops[*i];
@@ -336,13 +338,24 @@ impl<'f, 't> Lowering<'f, 't> {
         }])
     }
 
-    /// In-place `dynamic_update_slice`s merged by fusion (`fusion::updates`) as one step, or,
-    /// when the merged kernel cannot be made, each as its own.
-    fn updates_step(&mut self, ops: &[&'f Operation]) -> Result<Vec<Step>> {
+    /// In-place updates merged by fusion (`fusion::updates`) as one step, computing the
+    /// values of `producers` inline, or, when the merged kernel cannot be made, the producers'
+    /// kernels and each update as its own step.
+    fn updates_step(
+        &mut self,
+        ops: &[&'f Operation],
+        producers: &[Group],
+        region: &'f Region,
+        defs: &HashMap<ValueId, &Operation>,
+    ) -> Result<Vec<Step>> {
         use crate::codegen::op_kernels::update;
         let name = format!("updates_{}", self.kernels.len());
-        let merged = update::emit_many(&name, self.f, &self.all_defs, ops, self.target).and_then(
-            |mut kernel| {
+        let inline: HashSet<ValueId> = producers
+            .iter()
+            .flat_map(|g| g.members.iter().copied())
+            .collect();
+        let merged = update::emit_many(&name, self.f, &self.all_defs, ops, &inline, self.target)
+            .and_then(|mut kernel| {
                 let first = ops
                     .first()
                     .copied()
@@ -352,8 +365,7 @@ impl<'f, 't> Lowering<'f, 't> {
                     return Err(Error::unimplemented("updates of tensors bound in parts"));
                 }
                 Ok(kernel)
-            },
-        );
+            });
         match merged {
             Ok(kernel) => {
                 let mut args = Vec::with_capacity(kernel.inputs.len());
@@ -378,6 +390,9 @@ impl<'f, 't> Lowering<'f, 't> {
             Err(e) => {
                 log::debug!("{name}: {} updates apart: {e}", ops.len());
                 let mut steps = Vec::new();
+                for g in producers {
+                    steps.extend(self.kernel(g, region, defs)?);
+                }
                 for op in ops {
                     if let Some(step) = self.op_step(op)? {
                         steps.push(step);

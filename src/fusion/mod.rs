@@ -79,9 +79,15 @@ pub enum Node {
     },
     /// Any other op, run as its own step (control flow, tuples, unsupported ops).
     Op(usize),
-    /// In-place `dynamic_update_slice`s and scatters (op indices, in order), each into a
-    /// buffer of its own, run as one step at this place ([`updates`]).
-    Updates(Vec<usize>),
+    /// In-place `dynamic_update_slice`s and scatters (`ops`: op indices, in order), each into
+    /// a buffer of its own, run as one step at this place ([`updates`]), computing the update
+    /// values the loop kernels `producers` made (read by these updates only) inline.
+    Updates {
+        /// The updates' op indices.
+        ops: Vec<usize>,
+        /// Loop kernels whose outputs the updates compute where they read them.
+        producers: Vec<Group>,
+    },
 }
 
 /// The partition of one region.
@@ -352,7 +358,7 @@ pub(crate) fn movable_to(p: &Partition, infos: &[NodeInfo], b: usize) -> Vec<usi
                 }
             }
             Node::Constant(_) | Node::Alias { .. } => {}
-            Node::Op(_) | Node::Updates(_) => break,
+            Node::Op(_) | Node::Updates { .. } => break,
         }
     }
     out
@@ -401,9 +407,18 @@ pub(crate) fn node_reads(
                 }
             }
         }
-        Node::Updates(ops) => {
+        Node::Updates { ops, producers } => {
+            let made: HashSet<ValueId> = producers
+                .iter()
+                .flat_map(|g| g.outputs.iter().copied())
+                .collect();
             for op in ops.iter().filter_map(|&i| region.ops.get(i)) {
-                reads.extend(op.operands.iter().copied());
+                reads.extend(op.operands.iter().filter(|v| !made.contains(v)).copied());
+            }
+            for g in producers {
+                for &v in &g.outputs {
+                    leaves(region, def, g, materialized, v, &mut reads);
+                }
             }
         }
     }
@@ -661,14 +676,26 @@ impl Partition {
                 Node::Alias { value, source, .. } => {
                     s.push_str(&format!("node {k}: view {value} of {source}\n"))
                 }
-                Node::Updates(ops) => s.push_str(&format!(
-                    "node {k}: {} in-place updates in one step: {}\n",
+                Node::Updates { ops, producers } => s.push_str(&format!(
+                    "node {k}: {} in-place updates in one step: {}{}\n",
                     ops.len(),
                     ops.iter()
                         .filter_map(|&i| region.ops.get(i))
                         .map(|o| format!("{}{}", o.name(), first_result(o)))
                         .collect::<Vec<_>>()
-                        .join(", ")
+                        .join(", "),
+                    if producers.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; computing {} inline",
+                            producers
+                                .iter()
+                                .flat_map(|g| g.outputs.iter().map(ToString::to_string))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
                 )),
                 Node::Op(i) => {
                     let name = match region.ops.get(*i).map(|o| (o, &o.op)) {

@@ -88,16 +88,18 @@ fn write_update(
 /// workgroups after those of the updates before it (so the branch choosing it is uniform in
 /// a workgroup), each invocation writing one element as the update's own kernel does, into
 /// output binding `j`. Inputs shared by several
-/// updates (a scan's step index) are bound once.
+/// updates (a scan's step index) are bound once; values in `inline` (the loop kernels that
+/// produced update values, `fusion::updates`) are computed where they are read.
 pub fn emit_many(
     name: &str,
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
     ops: &[&Operation],
+    inline: &std::collections::HashSet<ValueId>,
     target: Target,
 ) -> Result<Kernel> {
     let (all_defs, body_vals) = scatter_defs(defs, ops);
-    let fused = |v: ValueId| body_vals.contains(&v);
+    let fused = |v: ValueId| body_vals.contains(&v) || inline.contains(&v);
     let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
     let w = u64::from(kernel::WORKGROUP);
     let mut outs = Vec::with_capacity(ops.len());
