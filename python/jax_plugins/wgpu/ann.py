@@ -27,11 +27,11 @@ def _exact_top_k(operand, *, k, reduction_dimension, recall_target, is_max_k,
 
 
 def _rule(ctx, operand, **params):
-    from jax._src.interpreters import mlir
-
     dim = params["reduction_dimension"] % len(ctx.avals_in[0].shape)
     out_size = ctx.avals_out[0].shape[dim]
-    return mlir.lower_fun(
+    from .lowerings import lower_fun
+
+    return lower_fun(
         lambda x: _exact_top_k(x, out_size=out_size, **params), multiple_results=True
     )(ctx, operand)
 

@@ -26,20 +26,40 @@ def _refuse_if_asked(name: str) -> None:
         )
 
 
-def _batched(fn: Callable[..., tuple], xs: list, out_avals) -> tuple:
+def _batched(fn: Callable[..., tuple], xs: list, out_avals, screen: bool = True) -> tuple:
     """Applies `fn` to every matrix of `xs[0]` with the matching entries of the other operands
-    (batch dimensions first, the same for all), casting each result to its aval's dtype."""
+    (batch dimensions first, the same for all), casting each result to its aval's dtype.
+
+    A matrix LAPACK fails on (no convergence), and with `screen` one with an infinity or a NaN,
+    gives NaN results (zeros for integer ones), as jax cpu's checks of LAPACK's `info` do, not
+    an exception: scipy's finiteness checks and numpy's LinAlgError made every such call an
+    INTERNAL error on wgpu. Without `screen` LAPACK computes with them (QR, whose R keeps its
+    zeros below the diagonal as on cpu)."""
     batch = xs[0].shape[:-2]
     outs = [np.empty(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
     for idx in np.ndindex(*batch):
-        for out, r in zip(outs, fn(*(x[idx] for x in xs))):
+        results = None
+        # LAPACK is not called at all on such a matrix (its reference routines report NaN
+        # entries as illegal arguments on stderr, and some return finite garbage).
+        if not screen or np.all(np.isfinite(xs[0][idx])):
+            try:
+                results = fn(*(x[idx] for x in xs))
+            except (np.linalg.LinAlgError, ValueError):
+                results = None
+        if results is None:
+            for out in outs:
+                out[idx] = np.nan if np.issubdtype(out.dtype, np.inexact) else 0
+            continue
+        for out, r in zip(outs, results):
             out[idx] = np.asarray(r).astype(out.dtype, copy=False)
     return tuple(outs)
 
 
 def host_rule(name: str, compute: Callable[..., Callable[..., tuple]]):
     """A lowering rule running `name` on the host: `compute(**params)` gives the function of
-    one matrix (and the matching entries of any further operands)."""
+    one matrix (and the matching entries of any further operands). Matrices with non-finite
+    entries give NaN results without calling LAPACK, but for the QR family (see `_batched`)."""
+    screen = name not in ("qr", "geqrf", "householder_product")
 
     def rule(ctx, *xs, **params):
         _refuse_if_asked(name)
@@ -47,7 +67,7 @@ def host_rule(name: str, compute: Callable[..., Callable[..., tuple]]):
         out_avals = list(ctx.avals_out)
 
         def fn(*arrays):
-            return _batched(per_matrix, list(arrays), out_avals)
+            return _batched(per_matrix, list(arrays), out_avals, screen)
 
         results, _ = callbacks.emit_host_call(
             ctx, fn, None, list(xs), ctx.avals_in, out_avals, has_side_effect=False,
@@ -62,7 +82,7 @@ def _eig(*, compute_left_eigenvectors=True, compute_right_eigenvectors=True, **_
     import scipy.linalg
 
     def one(a):
-        w, vl, vr = scipy.linalg.eig(a, left=True, right=True)
+        w, vl, vr = scipy.linalg.eig(a, left=True, right=True, check_finite=False)
         out = [w]
         if compute_left_eigenvectors:
             out.append(vl)
@@ -81,7 +101,7 @@ def _schur(*, compute_schur_vectors=True, sort_eig_vals=False, **_):
 
     def one(a):
         output = "complex" if np.iscomplexobj(a) else "real"
-        t, z = scipy.linalg.schur(a, output=output)
+        t, z = scipy.linalg.schur(a, output=output, check_finite=False)
         return (t, z) if compute_schur_vectors else (t,)
 
     return one
@@ -124,7 +144,7 @@ def _eigh(*, lower=True, sort_eigenvalues=True, subset_by_index=None, **_):
         if subset_by_index is not None and tuple(subset_by_index) not in ((0, n), (0, -1)):
             lo, hi = subset_by_index
             subset = [lo, hi - 1]
-        w, v = scipy.linalg.eigh(a, lower=lower, subset_by_index=subset)
+        w, v = scipy.linalg.eigh(a, lower=lower, subset_by_index=subset, check_finite=False)
         return v, w
 
     return one
@@ -154,9 +174,9 @@ def _qr(*, pivoting=False, full_matrices=True, **_):
     def one(a):
         mode = "full" if full_matrices else "economic"
         if pivoting:
-            q, r, p = scipy.linalg.qr(a, mode=mode, pivoting=True)
+            q, r, p = scipy.linalg.qr(a, mode=mode, pivoting=True, check_finite=False)
             return q, r, p
-        q, r = scipy.linalg.qr(a, mode=mode)
+        q, r = scipy.linalg.qr(a, mode=mode, check_finite=False)
         return q, r
 
     return one
@@ -250,9 +270,11 @@ def _host_triangular_solve(a, b, *, left_side, lower, transpose_a, conjugate_a, 
             t, low = t.T, not lower
         rhs = b[idx]
         if left_side:  # op(a) x = b
-            out[idx] = scipy.linalg.solve_triangular(t, rhs, lower=low)
+            out[idx] = scipy.linalg.solve_triangular(t, rhs, lower=low, check_finite=False)
         else:  # x op(a) = b  <=>  op(a)^T x^T = b^T
-            out[idx] = scipy.linalg.solve_triangular(t.T, rhs.T, lower=not low).T
+            out[idx] = scipy.linalg.solve_triangular(
+                t.T, rhs.T, lower=not low, check_finite=False
+            ).T
     return out
 
 
@@ -274,8 +296,6 @@ def _jax_rule(prim):
 def _narrow_or_complex(prim, name: str, host_fn, default=None):
     """A rule for `prim` on wgpu: f16/bf16 through f32, complex on the host, everything else
     through `default` (JAX's own rule when None)."""
-    from jax._src.interpreters import mlir
-
     if default is None:
         default = _jax_rule(prim)
 
@@ -288,7 +308,9 @@ def _narrow_or_complex(prim, name: str, host_fn, default=None):
                 ys = prim.bind(*[x.astype(jnp.float32) for x in xs], **params)
                 return ys.astype(dtype)
 
-            return mlir.lower_fun(upcast, multiple_results=False)(ctx, *args)
+            from .lowerings import lower_fun
+
+            return lower_fun(upcast, multiple_results=False)(ctx, *args)
         if np.issubdtype(np.dtype(dtype), np.complexfloating):
             _refuse_if_asked(name)
             out_avals = list(ctx.avals_out)
@@ -302,6 +324,122 @@ def _narrow_or_complex(prim, name: str, host_fn, default=None):
             )
             return results
         return default(ctx, *args, **params)
+
+    return rule
+
+
+def _perturbed_pivot(pivot, row, perturb, finfo):
+    """The pivot (and right-hand-side row, scaled together) to divide by in the back
+    substitution of a numerically singular tridiagonal system: a pivot below 1 that would
+    overflow `row / pivot` is pushed away from zero by `perturb`, doubled until it does not;
+    one below the smallest safe number is instead scaled up with its row when the row is
+    small enough (LAPACK xLAGTS's rule, which jax cpu applies)."""
+    safemin = max(finfo.tiny, (1 / finfo.max) * (1 + finfo.eps))
+    bignum = 1 / safemin
+    size = abs(pivot)
+    if size >= 1:
+        return pivot, row
+    step = max(abs(perturb), safemin)
+    step = -step if np.real(pivot) < 0 else step
+    largest = float(np.max(np.abs(row))) if row.size else 0.0
+    while size < 1:
+        if size < safemin:
+            if size == 0 or largest * safemin > size:
+                pivot, step = pivot + step, step * 2
+            else:
+                return pivot * bignum, row * bignum
+        elif largest > size * bignum:
+            pivot, step = pivot + step, step * 2
+        else:
+            break
+        size = abs(pivot)
+    return pivot, row
+
+
+def _tridiagonal_solve_perturbed_one(dl, d, du, b):
+    """`T x = b` for one tridiagonal `T` (`dl[1:]` below, `d` on, `du[:-1]` above the
+    diagonal) and `b` of shape `n x k`: Gaussian elimination with row interchanges chosen by
+    scaled magnitudes (U then has two superdiagonals), then back substitution through
+    [`_perturbed_pivot`], so that a singular `T` (`T' - lambda I` at an eigenvalue, as
+    inverse iteration solves) gives a large finite solution instead of infinities."""
+    n = d.shape[0]
+    dtype = np.result_type(d, b)
+    finfo = np.finfo(np.real(np.zeros((), dtype)).dtype)
+    x = np.array(b, dtype=dtype, copy=True)
+    if n == 0:
+        return x
+    if n == 1:
+        pivot, row = _perturbed_pivot(d[0], x[0], finfo.eps * abs(d[0]), finfo)
+        x[0] = row * (1 / pivot)
+        return x
+    u = np.zeros((n, 3), dtype)
+    u[0, 0], u[0, 1] = d[0], du[0]
+    largest_u = max(abs(u[0, 0]), abs(u[0, 1]))
+    scale = abs(u[0, 0]) + abs(u[0, 1])
+    for k in range(n - 1):
+        u[k + 1, 0] = d[k + 1]
+        next_scale = abs(dl[k + 1]) + abs(u[k + 1, 0]) + (abs(du[k + 1]) if k < n - 2 else 0)
+        if dl[k + 1] == 0:
+            scale = next_scale
+            u[k + 1, 1], u[k, 2] = du[k + 1], 0
+        else:
+            this = 0.0 if u[k, 0] == 0 else abs(u[k, 0]) / scale
+            below = abs(dl[k + 1]) / next_scale
+            if below <= this:
+                scale = next_scale
+                factor = dl[k + 1] / u[k, 0]
+                u[k + 1, 0] -= factor * u[k, 1]
+                u[k + 1, 1], u[k, 2] = du[k + 1], 0
+                x[k + 1] = x[k + 1] - factor * x[k]
+            else:
+                factor = u[k, 0] / dl[k + 1]
+                upper = u[k, 1]
+                u[k, 0], u[k + 1, 0], u[k, 1] = dl[k + 1], upper - factor * d[k + 1], d[k + 1]
+                if k < n - 2:
+                    u[k, 2], u[k + 1, 1] = du[k + 1], -factor * du[k + 1]
+                x[k], x[k + 1] = x[k + 1].copy(), x[k] - factor * x[k + 1]
+                scale = abs(u[k + 1, 0]) + abs(u[k + 1, 1])
+        if k < n - 2:
+            largest_u = max(largest_u, *np.abs(u[k]))
+    largest_u = max(largest_u, abs(u[n - 1, 0]))
+    perturb = finfo.eps * largest_u
+    for k in range(n - 1, -1, -1):
+        row = x[k].copy()
+        if k + 1 < n:
+            row -= u[k, 1] * x[k + 1]
+        if k + 2 < n:
+            row -= u[k, 2] * x[k + 2]
+        pivot, row = _perturbed_pivot(u[k, 0], row, perturb, finfo)
+        x[k] = row * (1 / pivot)
+    return x
+
+
+def _host_tridiagonal_solve_perturbed(dl, d, du, b):
+    out = np.empty(b.shape, b.dtype)
+    for idx in np.ndindex(*b.shape[:-2]):
+        out[idx] = _tridiagonal_solve_perturbed_one(dl[idx], d[idx], du[idx], b[idx])
+    return out
+
+
+def tridiagonal_solve_rule(default):
+    """`tridiagonal_solve` on wgpu: JAX's own rule (`default`, a scan), and with
+    `perturb_singular=True` (inverse iteration in `eigh_tridiagonal`, for which JAX has only
+    LAPACK- and CUDA-backed kernels) on the host."""
+
+    def rule(ctx, dl, d, du, b, *, perturb_singular=False, **params):
+        if not perturb_singular:
+            return default(ctx, dl, d, du, b, perturb_singular=False, **params)
+        _refuse_if_asked("tridiagonal_solve")
+        out_avals = list(ctx.avals_out)
+
+        def fn(*xs):
+            return (np.asarray(_host_tridiagonal_solve_perturbed(*xs)).astype(out_avals[0].dtype),)
+
+        results, _ = callbacks.emit_host_call(
+            ctx, fn, None, [dl, d, du, b], ctx.avals_in, out_avals, has_side_effect=False,
+            name="tridiagonal_solve", host_op="tridiagonal_solve",
+        )
+        return results
 
     return rule
 
@@ -329,4 +467,9 @@ def register_solvers(platform: str) -> None:
     ]:
         mlir.register_lowering(
             prim, _narrow_or_complex(prim, name, host_fn, default), platform=platform
+        )
+    prim = getattr(linalg, "tridiagonal_solve_p", None)
+    if prim is not None:
+        mlir.register_lowering(
+            prim, tridiagonal_solve_rule(_jax_rule(prim)), platform=platform
         )

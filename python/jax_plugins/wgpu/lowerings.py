@@ -41,6 +41,24 @@ import numpy as np
 RULES: list[tuple[Any, Callable[..., Any]]] = []
 """`(primitive, lowering rule)` pairs installed for the `wgpu` platform."""
 
+
+def lower_fun(impl, multiple_results):
+    """`mlir.lower_fun(impl)`, tracing `impl` under the numpy promotion rules the rules here are
+    written for (implicit rank promotion, standard dtype promotion) whatever the user's program
+    set: JAX's own tests run with `jax_numpy_rank_promotion='raise'`, under which the Jacobi
+    rule's `x * own` of a matrix and a vector failed every f64 `eigh` (lobpcg_test)."""
+    import functools
+
+    import jax
+    from jax._src.interpreters import mlir
+
+    @functools.wraps(impl)
+    def as_written(*args, **kwargs):
+        with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
+            return impl(*args, **kwargs)
+
+    return mlir.lower_fun(as_written, multiple_results=multiple_results)
+
 _MAX_SWEEPS = 20
 """Most Jacobi sweeps (each a full round-robin over all index pairs)."""
 
@@ -223,6 +241,26 @@ def _kernel_primitive(kind):
     return prim
 
 
+def _nan_where_not_finite(x, outs, upper=()):
+    """`outs` (results of a decomposition of the matrices `x`) with every matrix of `x` that
+    holds an infinity or a NaN giving NaN results, as LAPACK's do (jax cpu): the Jacobi and
+    Householder iterations otherwise turned NaN input into finite numbers (eigh, svd and qr of
+    an all-NaN matrix returned finite vectors, a silently wrong answer). Results whose index
+    is in `upper` (QR's R) keep zeros below the diagonal."""
+    import jax.numpy as jnp
+
+    ok = jnp.all(jnp.isfinite(x), axis=(-2, -1))
+    batch = ok.ndim
+    fixed = []
+    for i, o in enumerate(outs):
+        mask = ok.reshape(ok.shape + (1,) * (o.ndim - batch))
+        nan = jnp.full_like(o, jnp.nan)
+        if i in upper:
+            nan = jnp.triu(nan)
+        fixed.append(jnp.where(mask, o, nan))
+    return fixed
+
+
 def _eigh_impl(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, **_):
     import jax
     import jax.numpy as jnp
@@ -235,7 +273,7 @@ def _eigh_impl(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, **
     sym = tri + jnp.swapaxes(tri, -1, -2) - jnp.eye(x.shape[-1], dtype=x.dtype) * x
     if _use_kernel(x.dtype, x.shape[-1]):
         w, v = _kernel_primitive("eigh").bind(sym)
-        return [v, w]
+        return _nan_where_not_finite(sym, [v, w])
     fn = _jacobi_eigh_2d
     for _ in range(x.ndim - 2):
         fn = jax.vmap(fn)
@@ -244,7 +282,7 @@ def _eigh_impl(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, **
         order = jnp.argsort(w, axis=-1)
         w = jnp.take_along_axis(w, order, axis=-1)
         v = jnp.take_along_axis(v, order[..., None, :], axis=-1)
-    return [v, w]
+    return _nan_where_not_finite(sym, [v, w])
 
 
 _PANEL = 32
@@ -255,11 +293,15 @@ def _householder_factor(a):
     """Blocked Householder QR of one `m x n` matrix (min(m, n) > 0): each panel of `_PANEL`
     columns is factored one reflection at a time (work on the panel only), then applied to
     the trailing columns at once in compact WY form, `H_1 ... H_b = I - V T V^T` with
-    `T^-1 = triu(V^T V, 1) + I / 2` (unit-norm reflectors `I - 2 u u^T`): matrix products
-    instead of one pass over the whole matrix per column. Panels run in a loop (one set of
-    kernels); the columns are padded to whole panels with zeros, whose reflectors are the
-    identity. Returns R (`m x n`, upper), the reflectors `u` by columns, the panels' `T^-1`
-    and the panel width."""
+    `T^-1 = triu(V^T V, 1) + diag(1 / tau)`. The reflectors are LAPACK's (`dlarfg`):
+    `H = I - tau v v^T` with `v_j = 1`, `tau = (beta - alpha) / beta`, `v = x / (alpha - beta)`
+    below the diagonal and `beta = -sign(alpha) |x|` on it, and a column already zero below
+    the diagonal is left alone (`tau = 0`; its `v` is stored as 0). Unit-norm reflectors
+    `I - 2 u u^T` (until 2026-11-29) rounded where LAPACK is exact: the QR of `[0; I]` gave
+    R = -0.99999994 and Q entries of 6e-8 (JAX's QDWH then returned 1e-4 where cpu gives 0).
+    Panels run in a loop (one set of kernels); the columns are padded to whole panels with
+    zeros, whose reflectors are the identity. Returns R (`m x n`, upper), the reflectors `v`
+    by columns (0 for `tau = 0`), the panels' `T^-1`, the panel width and the `tau`s."""
     import jax.numpy as jnp
     from jax import lax
 
@@ -272,52 +314,70 @@ def _householder_factor(a):
     rows = jnp.arange(m)
     cols = jnp.arange(width)
     r = jnp.zeros((m, width), dtype).at[:, :n].set(a)
-    t_diag = jnp.eye(b, dtype=dtype) / 2
 
     def panel(i, state):
-        r, vs, t_invs = state
+        r, vs, t_invs, taus = state
         j0 = i * b
 
         def step(jj, state):
-            p, v = state
+            p, v, tau_p = state
             j = j0 + jj
-            col = jnp.where(rows >= j, lax.dynamic_index_in_dim(p, jj, 1, False), 0)
-            # The reflector from the column over its largest magnitude: squares of entries
-            # past 1e19 overflowed and below 1e-19 flushed to zero (R was NaN, or 4% off).
+            raw = lax.dynamic_index_in_dim(p, jj, 1, False)
+            col = jnp.where(rows >= j, raw, 0)
+            # Computed over the column's largest magnitude: squares of entries past 1e19
+            # overflowed and below 1e-19 flushed to zero (R was NaN, or 4% off).
             top = jnp.max(jnp.abs(col))
-            col = col / jnp.where(top > 0, top, 1)
-            x0 = jnp.sum(jnp.where(rows == j, col, 0))
-            alpha = jnp.sqrt(jnp.sum(col * col))
-            # LAPACK's conventions (what jax cpu and numpy return): R's diagonal entry is
-            # -sign(x0) |col| with sign(0) = +1, and a column already zero below the diagonal
-            # (the last one of a square matrix) is left alone, not reflected to -x0.
-            alpha = jnp.where(x0 >= 0, -alpha, alpha)
-            below = jnp.any((rows > j) & (col != 0))
-            u = col - jnp.where(rows == j, alpha, 0)
-            un = jnp.sqrt(jnp.sum(u * u))
-            u = jnp.where((un > 0) & below, u / jnp.where(un > 0, un, 1), 0)
-            p = p - 2 * u[:, None] * jnp.sum(u[:, None] * p, axis=0)[None, :]
-            v = lax.dynamic_update_index_in_dim(v, u, jj, 1)
-            return p, v
+            scale = jnp.where(top > 0, top, 1)
+            x = col / scale
+            alpha = jnp.sum(jnp.where(rows == j, x, 0))
+            rest = jnp.where(rows > j, x, 0)
+            xnorm = jnp.sqrt(jnp.sum(rest * rest))
+            # LAPACK's conventions (what jax cpu and numpy return): sign(0) = +1, and no
+            # reflection where the column is already zero below the diagonal.
+            reflect = xnorm > 0
+            norm = jnp.sqrt(alpha * alpha + xnorm * xnorm)
+            beta = jnp.where(alpha >= 0, -norm, norm)
+            safe_beta = jnp.where(reflect, beta, 1)
+            tau = jnp.where(reflect, (beta - alpha) / safe_beta, 0)
+            inv = 1 / jnp.where(reflect, alpha - beta, 1)
+            vcol = jnp.where(reflect, rest * inv + jnp.where(rows == j, 1, 0).astype(dtype), 0)
+            p = p - vcol[:, None] * (tau * (vcol @ p))[None, :]
+            # The column itself: beta on the diagonal and zeros below, as LAPACK stores it.
+            reduced = jnp.where(rows == j, beta * scale, jnp.where(rows > j, 0, raw))
+            p = jnp.where(
+                reflect & (jnp.arange(b) == jj)[None, :], reduced[:, None], p
+            )
+            v = lax.dynamic_update_index_in_dim(v, vcol, jj, 1)
+            tau_p = lax.dynamic_update_index_in_dim(tau_p, tau, jj, 0)
+            return p, v, tau_p
 
         p0 = lax.dynamic_slice_in_dim(r, j0, b, 1)
-        p, v = lax.fori_loop(0, b, step, (p0, jnp.zeros((m, b), dtype)))
-        t_inv = jnp.triu(v.T @ v, 1) + t_diag
+        p, v, tau_p = lax.fori_loop(
+            0, b, step, (p0, jnp.zeros((m, b), dtype), jnp.zeros((b,), dtype))
+        )
+        inv_tau = jnp.where(tau_p != 0, 1 / jnp.where(tau_p != 0, tau_p, 1), 1)
+        t_inv = jnp.triu(v.T @ v, 1) + jnp.diag(inv_tau)
         y = lax.linalg.triangular_solve(
             t_inv, v.T @ r, left_side=True, lower=False, transpose_a=True
         )
         r = jnp.where(cols[None, :] >= j0 + b, r - v @ y, r)
         r = lax.dynamic_update_slice_in_dim(r, p, j0, 1)
         vs = lax.dynamic_update_slice_in_dim(vs, v, j0, 1)
-        return r, vs, lax.dynamic_update_index_in_dim(t_invs, t_inv, i, 0)
+        taus = lax.dynamic_update_slice_in_dim(taus, tau_p, j0, 0)
+        return r, vs, lax.dynamic_update_index_in_dim(t_invs, t_inv, i, 0), taus
 
-    r, vs, t_invs = lax.fori_loop(
+    r, vs, t_invs, taus = lax.fori_loop(
         0,
         panels,
         panel,
-        (r, jnp.zeros((m, width), dtype), jnp.zeros((panels, b, b), dtype)),
+        (
+            r,
+            jnp.zeros((m, width), dtype),
+            jnp.zeros((panels, b, b), dtype),
+            jnp.zeros((width,), dtype),
+        ),
     )
-    return jnp.triu(r[:, :n]), vs, t_invs, b
+    return jnp.triu(r[:, :n]), vs, t_invs, b, taus
 
 
 def _householder_qr_2d(a, full_matrices):
@@ -332,7 +392,7 @@ def _householder_qr_2d(a, full_matrices):
         # An empty matrix: Q is the identity (or has no columns), R is empty.
         q = jnp.eye(m, dtype=dtype) if full_matrices else jnp.zeros((m, 0), dtype)
         return q, jnp.zeros((m if full_matrices else 0, n), dtype)
-    r, vs, t_invs, b = _householder_factor(a)
+    r, vs, t_invs, b, _ = _householder_factor(a)
     panels = t_invs.shape[0]
 
     # Q = P_0 P_1 ... (P_i = I - V_i T_i V_i^T, panel i's reflectors) applied to the first
@@ -353,8 +413,8 @@ def _householder_qr_2d(a, full_matrices):
 
 def _geqrf_impl(x):
     """`geqrf` as LAPACK returns it: R on and above the diagonal, below it the reflectors
-    `v` scaled to a unit first entry (implicit), and `tau` (`H = I - tau v v^T`), from the
-    unit-norm reflectors `u` of `_householder_factor` (`v = u / u_j`, `tau = 2 u_j^2`)."""
+    `v` (a unit first entry, implicit), and `tau` (`H = I - tau v v^T`): what
+    `_householder_factor` computes."""
     import jax
     import jax.numpy as jnp
 
@@ -366,13 +426,10 @@ def _geqrf_impl(x):
     def fn(a):
         if k == 0:
             return a, jnp.zeros((0,), a.dtype)
-        r, vs, _, _ = _householder_factor(a)
-        u = vs[:, :k]
-        uj = jnp.diagonal(u)
-        v = u / jnp.where(uj != 0, uj, 1)[None, :]
-        v = jnp.zeros((m, n), a.dtype).at[:, :k].set(v)
+        r, vs, _, _, taus = _householder_factor(a)
+        v = jnp.zeros((m, n), a.dtype).at[:, :k].set(vs[:, :k])
         rows, cols = jnp.arange(m)[:, None], jnp.arange(n)[None, :]
-        return jnp.where((rows > cols) & (cols < k), v, r), 2 * uj * uj
+        return jnp.where((rows > cols) & (cols < k), v, r), taus[:k]
 
     for _ in range(x.ndim - 2):
         fn = jax.vmap(fn)
@@ -428,7 +485,7 @@ def _qr_impl(x, *, pivoting=False, full_matrices=True, **_):
     for _ in range(x.ndim - 2):
         fn = jax.vmap(fn)
     q, r = fn(x)
-    return [q, r]
+    return _nan_where_not_finite(x, [q, r], upper=(1,))
 
 
 def _jacobi_svd_2d(a, full_matrices, compute_uv):
@@ -490,14 +547,43 @@ def _jacobi_svd_2d(a, full_matrices, compute_uv):
     if not compute_uv:
         return sv, None, None
     w, v = w[:, order], v[:n][:, order]
-    u = w / jnp.where(sv > 0, sv, 1)[None, :]
+    u = _fill_zero_columns(w / jnp.where(sv > 0, sv, 1)[None, :])
     if full_matrices and m > n:
         q, _ = _householder_qr_2d(u, True)
         u = jnp.concatenate([u, q[:, n:]], axis=1)
     return sv, u, v.T
 
 
+def _fill_zero_columns(u):
+    """`u` (`... x m x k`, `m >= k`: left singular vectors by descending singular value) with
+    its zero columns replaced by unit vectors orthogonal to the others and to each other. The
+    Jacobi SVDs divide `A v` by its norm, which leaves the column of a singular value that is
+    exactly 0 (a zero column of A, the zero matrix) zero: U was not orthogonal (LAPACK, and
+    jax cpu, complete the basis). Those columns come last, so the Q of U's reduced QR
+    completes them. Only computed when some column is zero (a `cond`)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    zero = jnp.sum(u * u, axis=-2) < 0.25
+
+    def fill(u):
+        qr = lambda a: _householder_qr_2d(a, False)[0]
+        for _ in range(u.ndim - 2):
+            qr = jax.vmap(qr)
+        return jnp.where(zero[..., None, :], qr(u), u)
+
+    return lax.cond(jnp.any(zero), fill, lambda u: u, u)
+
+
 def _svd_impl(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, **_):
+    outs = _svd_outputs(
+        x, full_matrices=full_matrices, compute_uv=compute_uv, subset_by_index=subset_by_index
+    )
+    return _nan_where_not_finite(x, outs)
+
+
+def _svd_outputs(x, *, full_matrices, compute_uv, subset_by_index):
     import jax
     import jax.numpy as jnp
 
@@ -521,11 +607,12 @@ def _svd_impl(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, *
             if not compute_uv:
                 return list(prim.bind(r, compute_uv=False))
             s, u, v = prim.bind(r, compute_uv=True)
-            u = q @ u
+            u = q @ _fill_zero_columns(u)
         elif not compute_uv:
             return list(prim.bind(a, compute_uv=False))
         else:
             s, u, v = prim.bind(a, compute_uv=True)
+            u = _fill_zero_columns(u)
         if full_matrices and rows > cols:
             qr = lambda u: _householder_qr_2d(u, True)[0]
             for _ in range(x.ndim - 2):
@@ -857,9 +944,7 @@ def triangular_solve_rule(default):
     """The rule of real `triangular_solve` on wgpu: by blocks (`_triangular_solve_impl`) from
     `_TRSM_BLOCKED_K` rows and `_TRSM_BLOCKED_RHS` right-hand sides, else `default` (one
     `stablehlo.triangular_solve`)."""
-    from jax._src.interpreters import mlir
-
-    blocked = mlir.lower_fun(_triangular_solve_impl, multiple_results=True)
+    blocked = lower_fun(_triangular_solve_impl, multiple_results=True)
 
     def rule(ctx, a, b, **params):
         av, bv = ctx.avals_in[0], ctx.avals_in[1]
@@ -879,9 +964,7 @@ def triangular_solve_rule(default):
 def cholesky_rule():
     """The rule of real `cholesky` on wgpu (`host_ops.register_solvers` installs it, with
     f16/bf16 through f32 and complex on the host): blocked, `_cholesky_impl`."""
-    from jax._src.interpreters import mlir
-
-    return mlir.lower_fun(_cholesky_impl, multiple_results=True)
+    return lower_fun(_cholesky_impl, multiple_results=True)
 
 
 _LU_MAX = 8192
@@ -990,7 +1073,7 @@ def lu_rule(default):
 
     from jax._src.interpreters import mlir
 
-    blocked = mlir.lower_fun(_lu_blocked, multiple_results=True)
+    blocked = lower_fun(_lu_blocked, multiple_results=True)
 
     def rule(ctx, a, **params):
         av = ctx.avals_in[0]
@@ -1021,11 +1104,9 @@ def lu_rule(default):
 
 def _device_or_host(name, impl, on_device):
     """The device rule of `impl` where `on_device(operand aval, **params)`, else the host's."""
-    from jax._src.interpreters import mlir
-
     from . import host_ops
 
-    device = mlir.lower_fun(impl, multiple_results=True)
+    device = lower_fun(impl, multiple_results=True)
     host = host_ops.rule(name)
 
     def rule(ctx, *xs, **params):
