@@ -70,10 +70,12 @@ fn is_mul_add(got: f32, a: f32, b: f32, c: f32) -> bool {
 
 #[test]
 fn elementwise_over_row_boundaries() {
-    let row = TEXEL_ROW as usize;
-    // One full row and a bit, three rows and a partial fourth, through textures; a multiple of
-    // 4 elements (on CPU adapters computed four per invocation, read and stored as vec4s).
-    for n in [row + 1, 3 * row + 17, 3 * row + 20] {
+    // A texture row holds TEXEL_ROW texels of four words. Four full rows and a bit, five rows
+    // and a partial sixth, through textures (an elementwise kernel reads each element once,
+    // so its inputs take textures from 65536 words on); a multiple of 4 elements (on CPU
+    // adapters computed four per invocation, read and stored as vec4s).
+    let row = 4 * TEXEL_ROW as usize;
+    for n in [4 * row + 1, 5 * row + 17, 5 * row + 20] {
         let src = format!(
             "func.func @main(%x: tensor<{n}xf32>, %y: tensor<{n}xf32>) -> tensor<{n}xf32> {{\n  %m = stablehlo.multiply %x, %y : tensor<{n}xf32>\n  %r = stablehlo.add %m, %x : tensor<{n}xf32>\n  return %r : tensor<{n}xf32>\n}}\n"
         );
@@ -101,9 +103,10 @@ fn elementwise_over_row_boundaries() {
 
 #[test]
 fn integers_and_gathers() {
-    // An i32 table of 5000 entries gathered at 3000 indices (a texture read at computed
-    // positions), plus an i32 elementwise kernel.
-    let (n, m) = (5000usize, 3000usize);
+    // An i32 table of 70000 entries gathered at 20000 indices (a texture read at computed
+    // positions; a gather of fewer than a quarter of its table reads it from its buffer),
+    // plus an i32 elementwise kernel.
+    let (n, m) = (70000usize, 20000usize);
     let src = format!(
         "func.func @main(%t: tensor<{n}xi32>, %i: tensor<{m}x1xi32>) -> tensor<{m}xi32> {{\n  %g = \"stablehlo.gather\"(%t, %i) {{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1>, indices_are_sorted = false}} : (tensor<{n}xi32>, tensor<{m}x1xi32>) -> tensor<{m}xi32>\n  %c = stablehlo.constant dense<3> : tensor<{m}xi32>\n  %r = stablehlo.multiply %g, %c : tensor<{m}xi32>\n  return %r : tensor<{m}xi32>\n}}\n"
     );
@@ -194,7 +197,8 @@ fn dots_and_row_sums() {
 
 #[test]
 fn threads_share_an_executable_with_textures() {
-    let (m, k, n) = (64, 256, 128);
+    // 2^22 multiply-adds: products below it read their operands from their buffers.
+    let (m, k, n) = (128, 256, 128);
     let e = exe(&dot_src(m, k, n));
     check_textures(&e);
     let threads = 6;
@@ -238,13 +242,13 @@ fn serialized_executables_keep_their_texture_reads() {
 
 #[test]
 fn executables_take_turns_in_shared_textures() {
-    // Textures are shared device-wide by extent and slot: a chain of two 128x128 dots (two
-    // kernels, each reading two 16384-word inputs) and an elementwise kernel over 16384
+    // Textures are shared device-wide by extent and slot: a chain of two 256x256 dots (two
+    // kernels, each reading two 65536-word inputs) and an elementwise kernel over 65536
     // elements (its `x` read reversed as well: through a texture; its `y` streamed as vec4s)
     // all read through the same two textures. On a device of its own so the texture
     // count is this test's; threads run both executables at once, each checked exactly.
     let dev = wgpu_hlo::runtime::Device::open().expect("a wgpu adapter");
-    let n = 128usize;
+    let n = 256usize;
     let chain = format!(
         "func.func @main(%a: tensor<{n}x{n}xf32>, %b: tensor<{n}x{n}xf32>, %c: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{\n  %s = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>\n  %r = stablehlo.dot_general %s, %c, contracting_dims = [1] x [0] : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>\n  return %r : tensor<{n}x{n}xf32>\n}}\n"
     );
@@ -263,7 +267,7 @@ fn executables_take_turns_in_shared_textures() {
             "the elementwise kernel streams y as vec4s"
         );
     }
-    // Three kernels reading two inputs of 64 KiB each: two textures, not six.
+    // Three kernels reading two inputs of 256 KiB each: two textures, not six.
     let input_bytes = (len as u64) * 4;
     let want = if textures_on() { 2 * input_bytes } else { 0 };
     assert_eq!(dev.memory_stats().texture_bytes, want);

@@ -80,7 +80,8 @@ impl TextureInput {
 }
 
 /// `WGPU_HLO_TEXTURE_READS`: `0` turns texture reads off, `all` reads every eligible input
-/// through a texture whatever its size (tests use it to run small programs through them).
+/// through a texture whatever its size (tests use it to run small programs through them), a
+/// number N from N words on.
 pub fn min_words_from_env() -> Option<u64> {
     match std::env::var("WGPU_HLO_TEXTURE_READS")
         .as_deref()
@@ -88,6 +89,12 @@ pub fn min_words_from_env() -> Option<u64> {
     {
         Ok("0") => None,
         Ok("all") => Some(1),
+        Ok(n) => Some(
+            n.parse::<u64>()
+                .ok()
+                .filter(|&n| n > 0)
+                .unwrap_or(MIN_WORDS),
+        ),
         _ => Some(MIN_WORDS),
     }
 }
@@ -262,6 +269,7 @@ pub fn apply(
     max_dimension: u32,
     max_textures: u32,
     caps: Capabilities,
+    windowed: &std::collections::HashSet<usize>,
 ) -> bool {
     let mut wgsl = kernel.wgsl.clone();
     let mut inputs = vec![None; kernel.inputs.len()];
@@ -301,7 +309,9 @@ pub fn apply(
             }
         }
         let words = (b.ty.byte_size() as u64).div_ceil(4);
-        if words < min_words.max(1) {
+        // Too small to pay for its copy, or read only through small windows (the copy is of
+        // the whole input, on every launch).
+        if words < min_words.max(1) || windowed.contains(&j) {
             continue;
         }
         let input = TextureInput {

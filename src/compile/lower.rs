@@ -46,7 +46,31 @@ struct Lowering<'f, 't> {
     kernels: Vec<Kernel>,
     constants: Vec<(Slot, Literal)>,
     partitions: String,
+    /// Per kernel index, what texture reads may take of it (see [`TexturePolicy`]).
+    textures: HashMap<usize, TexturePolicy>,
 }
+
+/// Which inputs of a kernel texture reads (`codegen::texture_reads`, CPU adapters) may take:
+/// not those read only through small windows (`Lowering::windowed_inputs`), and in a kernel
+/// that reads each input element about once (loop kernels: elementwise work, updates) only
+/// from [`READ_ONCE_TEXTURE_WORDS`] words. Each texture input is a copy of the whole buffer
+/// and a pass break before every launch, a fixed cost of tens of µs on llvmpipe that only
+/// many loads of the input repay (a dot's operands); a GRU's scan steps, of 4096-word
+/// tensors, paid it ~20 times a step.
+#[derive(Default)]
+struct TexturePolicy {
+    windowed: HashSet<usize>,
+    read_once: bool,
+}
+
+/// Fewest 32-bit words of an input of a read-once kernel read through a texture (see
+/// [`TexturePolicy`]); `WGPU_HLO_TEXTURE_READS_ONCE=N` sets it for comparisons (0: read-once
+/// kernels take textures as the others do).
+const READ_ONCE_TEXTURE_WORDS: u64 = 1 << 16;
+
+/// Dots and convolutions of fewer multiply-adds count as read-once kernels (their operands
+/// are read a few times each, as a scan step's `[32, 128] @ [128, 128]`).
+const SMALL_DOT_TEXTURE_MACS: u64 = 1 << 22;
 
 fn collect_defs<'f>(r: &'f Region, out: &mut HashMap<ValueId, &'f Operation>) {
     for op in &r.ops {
@@ -76,6 +100,7 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
         kernels: Vec::new(),
         constants: Vec::new(),
         partitions: String::new(),
+        textures: HashMap::new(),
     };
     let params = body
         .args
@@ -91,14 +116,29 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
         let mut windowed = HashSet::new();
         chunked_kernels(&program, &mut windowed);
         // Each rewrite re-validates its kernel (a WGSL parse): spread over the cores.
+        let none = TexturePolicy::default();
+        let policies = &l.textures;
+        let read_once_words = std::env::var("WGPU_HLO_TEXTURE_READS_ONCE")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(READ_ONCE_TEXTURE_WORDS);
         crate::parallel::for_each_mut(&mut l.kernels, |k, kernel| {
             if !windowed.contains(&k) {
+                let policy = policies.get(&k).unwrap_or(&none);
+                // `WGPU_HLO_TEXTURE_READS=all` (min_words 1) keeps every eligible input.
+                // `WGPU_HLO_TEXTURE_READS_ONCE=0`: no read-once policy (for comparisons).
+                let min_words = if policy.read_once && min_words > 1 && read_once_words > 0 {
+                    min_words.max(read_once_words)
+                } else {
+                    min_words
+                };
                 texture_reads::apply(
                     kernel,
                     min_words,
                     target.max_texture_dimension,
                     target.max_sampled_textures,
                     target.caps,
+                    &policy.windowed,
                 );
             }
         });
@@ -330,12 +370,77 @@ impl<'f, 't> Lowering<'f, 't> {
             .map(|b| self.slot(b.value, root))
             .collect::<Result<Vec<_>>>()?;
         let results = self.new_slots(&g.outputs)?;
+        // A small product reads its operands a few times each: like a read-once kernel.
+        let small_dot = crate::fusion::prologue::dot_size(self.f, root)
+            .is_some_and(|d| d.macs < SMALL_DOT_TEXTURE_MACS);
+        let policy = TexturePolicy {
+            windowed: self.windowed_inputs(&kernel, g, root),
+            read_once: matches!(g.kind, KernelKind::Loop | KernelKind::Horizontal) || small_dot,
+        };
+        self.textures.insert(self.kernels.len(), policy);
         self.kernels.push(kernel);
         Ok(vec![Step::Launch {
             kernel: self.kernels.len() - 1,
             args,
             results,
         }])
+    }
+
+    /// The inputs of `kernel` (the kernel of `g`, built around `root`) that it reads only
+    /// through windows of at most a quarter of them: every op of the group reading such an
+    /// input is a `slice`, `dynamic_slice` or `gather` of a small result (a scan step's row of
+    /// its stacked residuals, a lookup in a table). On CPU adapters texture reads copy each
+    /// input whole before every launch: a GRU's backward step copied 400-800 KB stacks per
+    /// kernel to read 16 KB of each (its value and gradient took 326 ms with texture reads,
+    /// 224 ms without, on lavapipe).
+    fn windowed_inputs(&self, kernel: &Kernel, g: &Group, root: &Operation) -> HashSet<usize> {
+        let mut users: Vec<&Operation> = g
+            .members
+            .iter()
+            .filter_map(|m| self.all_defs.get(m).copied())
+            .collect();
+        for part in &g.parts {
+            users.extend(
+                part.members
+                    .iter()
+                    .filter_map(|m| self.all_defs.get(m).copied()),
+            );
+            users.extend(
+                part.outputs
+                    .iter()
+                    .filter_map(|m| self.all_defs.get(m).copied()),
+            );
+        }
+        users.push(root);
+        let mut out = HashSet::new();
+        for (j, b) in kernel.inputs.iter().enumerate() {
+            let Ok(t) = self.tensor(b.value) else {
+                continue;
+            };
+            let size = t.num_elements();
+            let mut readers = users
+                .iter()
+                .filter(|op| op.operands.contains(&b.value))
+                .peekable();
+            if readers.peek().is_none() {
+                continue;
+            }
+            let windows = readers.all(|op| {
+                matches!(
+                    op.op,
+                    Op::Slice { .. } | Op::DynamicSlice { .. } | Op::Gather { .. }
+                ) && op.operands.first() == Some(&b.value)
+                    && op
+                        .results
+                        .first()
+                        .and_then(|&r| self.tensor(r).ok())
+                        .is_some_and(|r| r.num_elements() * 4 <= size)
+            });
+            if windows {
+                out.insert(j);
+            }
+        }
+        out
     }
 
     /// In-place updates merged by fusion (`fusion::updates`) as one step, computing the
@@ -378,6 +483,13 @@ impl<'f, 't> Lowering<'f, 't> {
                     targets.push(self.slot(op.operands[0], op)?);
                     results.push(self.new_slot(op.results[0])?);
                 }
+                self.textures.insert(
+                    self.kernels.len(),
+                    TexturePolicy {
+                        windowed: HashSet::new(),
+                        read_once: true,
+                    },
+                );
                 self.kernels.push(kernel);
                 Ok(vec![Step::Updates(Box::new(UpdatesStep {
                     kernel: self.kernels.len() - 1,
@@ -679,6 +791,20 @@ impl<'f, 't> Lowering<'f, 't> {
         let mut current: Vec<Option<Slot>> = vec![None; plan.temps.len()];
         let temp_of = |v: ValueId| (0..plan.temps.len()).find(|&t| k::temp(t) == v);
         let first = self.kernels.len();
+        // A small product's operands are read a few times each (see `TexturePolicy`).
+        if crate::fusion::prologue::dot_size(self.f, op)
+            .is_some_and(|d| d.macs < SMALL_DOT_TEXTURE_MACS)
+        {
+            for k in first..first + plan.kernels.len() {
+                self.textures.insert(
+                    k,
+                    TexturePolicy {
+                        windowed: HashSet::new(),
+                        read_once: true,
+                    },
+                );
+            }
+        }
         let kernels: Vec<(Vec<ValueId>, Vec<ValueId>)> = plan
             .kernels
             .iter()

@@ -95,12 +95,12 @@ fn rounds(f: &Function, op: &crate::ir::Operation) -> bool {
 /// The extents of a `dot_general` or `convolution`, all saturating: multiply-adds (each
 /// result element times the contracted size), and for a `dot_general` the free extents of
 /// its two operands (`m`, `n`: rows of the lhs and columns of the rhs, batch apart).
-struct DotSize {
-    macs: u64,
+pub(crate) struct DotSize {
+    pub(crate) macs: u64,
     free: Option<(u64, u64)>,
 }
 
-fn dot_size(f: &Function, op: &crate::ir::Operation) -> Option<DotSize> {
+pub(crate) fn dot_size(f: &Function, op: &crate::ir::Operation) -> Option<DotSize> {
     let shape = |v: &ValueId| tensor(f, *v).map(|t| t.shape.as_slice());
     let elems = |dims: &[i64]| {
         dims.iter()
