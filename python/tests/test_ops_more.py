@@ -235,3 +235,28 @@ def test_max_min_ieee(gpu):
               lambda x: x.min(axis=0), lambda x: x.max(), lambda x: x.min()):
         g, c = on(gpu, f, rows), on(CPU, f, rows)
         assert _same_or_both_nan(g, c).all(), (g, c)
+
+
+def test_odeint_of_a_pytree_state(gpu):
+    # JAX's ode_test: odeint of a (scalar, [1,1,1]) state concatenates 1-element pieces, so
+    # some concatenation operands were read at constant positions outside them in branches
+    # that never run; WGSL rejected the kernel ("Accessing index 4294967295 is out of bounds").
+    from jax.experimental.ode import odeint
+
+    def dynamics(y, _t):
+        return jax.tree.map(jnp.negative, y)
+
+    y0 = (np.array(-0.1, np.float32), np.array([[[0.1]]], np.float32))
+    ts = np.linspace(0.0, 1.0, 11).astype(np.float32)
+
+    def loss(y0):
+        a, b = odeint(dynamics, y0, ts)
+        return a.sum() + b.sum()
+
+    results = []
+    for dev in (gpu, jax.devices("cpu")[0]):
+        with jax.default_device(dev):
+            val, grad = jax.jit(jax.value_and_grad(loss))(y0)
+            results.append([np.asarray(val)] + [np.asarray(g) for g in jax.tree.leaves(grad)])
+    for g, c in zip(*results):
+        np.testing.assert_allclose(g, c, rtol=1e-4, atol=1e-6)

@@ -545,6 +545,13 @@ impl<'a> ExprEmitter<'a> {
         for h in dtype::helpers_for(ty.dtype) {
             self.needs.insert(h.to_string());
         }
+        // An index that is a constant expression outside the tensor can only be in a branch
+        // that does not run (a concatenation's other operands at a constant position, as in
+        // `odeint`'s state): WGSL rejects the module for it ("Accessing index 4294967295 is
+        // out of bounds"), so such a load reads element 0 instead.
+        if const_index(&lin).is_some_and(|v| v < 0 || v >= ty.num_elements() as i64) {
+            lin = "0u".to_string();
+        }
         if self.transposed > 0 {
             lin = format!("{} {lin}", super::texture_reads::TRANSPOSED_MARK);
         }
@@ -1548,6 +1555,102 @@ impl<'a> ExprEmitter<'a> {
     }
 }
 
+/// The value of `e` when it is a constant WGSL integer expression of the forms the emitters
+/// write (literals with `u`/`i` suffixes, `+ - * / %`, parentheses, `u32(..)`, `i32(..)`,
+/// `max(..)`, `min(..)`), computed without wrapping; `None` for anything else.
+pub(crate) fn const_index(e: &str) -> Option<i64> {
+    struct P<'a> {
+        s: &'a [u8],
+        i: usize,
+    }
+    impl P<'_> {
+        fn ws(&mut self) {
+            while self.s.get(self.i).is_some_and(|c| c.is_ascii_whitespace()) {
+                self.i += 1;
+            }
+        }
+        fn eat(&mut self, t: &str) -> bool {
+            self.ws();
+            if self.s[self.i..].starts_with(t.as_bytes()) {
+                self.i += t.len();
+                true
+            } else {
+                false
+            }
+        }
+        fn sum(&mut self) -> Option<i64> {
+            let mut v = self.product()?;
+            loop {
+                if self.eat("+") {
+                    v = v.checked_add(self.product()?)?;
+                } else if self.eat("-") {
+                    v = v.checked_sub(self.product()?)?;
+                } else {
+                    return Some(v);
+                }
+            }
+        }
+        fn product(&mut self) -> Option<i64> {
+            let mut v = self.atom()?;
+            loop {
+                if self.eat("*") {
+                    v = v.checked_mul(self.atom()?)?;
+                } else if self.eat("/") {
+                    v = v.checked_div(self.atom()?)?;
+                } else if self.eat("%") {
+                    v = v.checked_rem(self.atom()?)?;
+                } else {
+                    return Some(v);
+                }
+            }
+        }
+        fn args(&mut self, n: usize) -> Option<Vec<i64>> {
+            let mut out = Vec::new();
+            for k in 0..n {
+                if k > 0 && !self.eat(",") {
+                    return None;
+                }
+                out.push(self.sum()?);
+            }
+            self.eat(")").then_some(out)
+        }
+        fn atom(&mut self) -> Option<i64> {
+            self.ws();
+            if self.eat("(") {
+                let v = self.sum()?;
+                return self.eat(")").then_some(v);
+            }
+            for (f, n) in [("u32(", 1), ("i32(", 1), ("max(", 2), ("min(", 2)] {
+                if self.eat(f) {
+                    let a = self.args(n)?;
+                    return match f {
+                        "max(" => a.iter().copied().max(),
+                        "min(" => a.iter().copied().min(),
+                        _ => a.first().copied(),
+                    };
+                }
+            }
+            let start = self.i;
+            while self.s.get(self.i).is_some_and(u8::is_ascii_digit) {
+                self.i += 1;
+            }
+            let digits = std::str::from_utf8(&self.s[start..self.i]).ok()?;
+            let v = digits.parse::<i64>().ok()?;
+            if matches!(self.s.get(self.i), Some(b'u' | b'i')) {
+                self.i += 1;
+            }
+            Some(v)
+        }
+    }
+    let mut p = P {
+        s: e.as_bytes(),
+        i: 0,
+    };
+    let v = p.sum()?;
+    p.ws();
+    (p.i == e.len()).then_some(v)
+}
+
 /// `i * stride + start` as a `u32` expression, simplified.
 fn affine(i: &str, stride: i64, start: i64) -> String {
     let scaled = if stride == 1 {
@@ -1559,5 +1662,20 @@ fn affine(i: &str, stride: i64, start: i64) -> String {
         scaled
     } else {
         format!("({scaled} + {start}u)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::const_index;
+
+    #[test]
+    fn constant_indices_evaluate() {
+        assert_eq!(const_index("(((0u + 1u) - 2u))"), Some(-1));
+        assert_eq!(const_index("u32(max(3i - 5i, 0i))"), Some(0));
+        assert_eq!(const_index("(2u * 3u + 7u % 4u)"), Some(9));
+        assert_eq!(const_index("(tid + 1u)"), None);
+        assert_eq!(const_index("0u"), Some(0));
+        assert_eq!(const_index("(1u - )"), None);
     }
 }
