@@ -240,3 +240,40 @@ def test_other_linalg_on_host_vs_cpu(gpu, cpu):
         want = jax.jit(fn)(*on(cpu, a))
         for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-4)
+
+
+def test_checkify_checks_in_jitted_code(gpu):
+    # JAX lowers `checkify.check` only for cpu and gpu: a debug check in jitted code failed to
+    # lower on wgpu (checkify_test's AssertPrimitiveTests).
+    from jax.experimental import checkify
+
+    def f(x):
+        checkify.debug_check(x > 0, "x must be positive")
+        return x + 1
+
+    with jax.default_device(gpu):
+        assert float(jax.jit(f)(-1.0)) == 0.0
+
+    def g(x):
+        checkify.check(x > 0, "x must be positive, got {}", x)
+        return x * 2
+
+    with jax.default_device(gpu):
+        err, out = jax.jit(checkify.checkify(g))(-3.0)
+        assert "x must be positive" in str(err.get()) and float(out) == -6.0
+        with jax.experimental_unsafe_xla_runtime_errors(True) if hasattr(
+                jax, "experimental_unsafe_xla_runtime_errors") else _runtime_errors():
+            assert float(jax.jit(g)(3.0)) == 6.0
+            with pytest.raises(Exception, match="x must be positive"):
+                jax.block_until_ready(jax.jit(g)(-3.0))
+
+
+class _runtime_errors:
+    """`jax_experimental_unsafe_xla_runtime_errors` on for a block."""
+
+    def __enter__(self):
+        self.old = jax.config.jax_experimental_unsafe_xla_runtime_errors
+        jax.config.update("jax_experimental_unsafe_xla_runtime_errors", True)
+
+    def __exit__(self, *exc):
+        jax.config.update("jax_experimental_unsafe_xla_runtime_errors", self.old)

@@ -377,6 +377,27 @@ def _debug_print_rule(ctx, *args, **params):
     return _debug_rule(ctx, args, effect, impl, "jax.debug.print")
 
 
+def _check_rule(ctx, *args, err_tree, debug):
+    """`checkify.check` staged without `checkify.checkify` (`jax.experimental.checkify`):
+    as on cpu and gpu, a host call that raises the error when its predicate holds (with
+    `jax_xla_runtime_errors`), nothing for a debug check; JAX registers no rule for other
+    platforms, so `checkify.debug_check` in jitted code failed to lower on wgpu."""
+    import functools
+
+    from jax._src import checkify
+    from jax._src import config
+
+    if debug:
+        return []
+    if not config.xla_runtime_errors.value:
+        raise checkify.functionalization_error
+    results, _ = emit_host_call(
+        ctx, functools.partial(checkify.python_err, err_tree), None, args, ctx.avals_in,
+        ctx.avals_out, has_side_effect=True, name="checkify.check",
+    )
+    return results
+
+
 def _rules():
     from jax._src import callback as cb
     from jax._src import debugging
@@ -389,6 +410,12 @@ def _rules():
     debug_print_p = getattr(debugging, "debug_print_p", None)
     if debug_print_p is not None:
         rules.append((debug_print_p, _debug_print_rule))
+    try:
+        from jax._src import checkify
+
+        rules.append((checkify.check_p, _check_rule))
+    except (ImportError, AttributeError):  # pragma: no cover - older or newer jax
+        pass
     return rules
 
 
