@@ -304,6 +304,19 @@ impl<'a> ExprEmitter<'a> {
         }
     }
 
+    /// The bindings of `values` (a kernel's outputs), in order.
+    pub fn bindings(&self, values: &[ValueId]) -> Result<Vec<Binding>> {
+        values
+            .iter()
+            .map(|&v| {
+                Ok(Binding {
+                    value: v,
+                    ty: self.ty(v)?.clone(),
+                })
+            })
+            .collect()
+    }
+
     /// The tensor type of `v`.
     pub fn ty(&self, v: ValueId) -> Result<&'a TensorType> {
         match self.f.values.get(v.index()) {

@@ -74,16 +74,7 @@ fn transposing_tiles(
     }
     let fused = |v: ValueId| group.members.contains(&v);
     let mut probe = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
-    let outs: Vec<Binding> = group
-        .outputs
-        .iter()
-        .map(|&v| {
-            Ok(Binding {
-                value: v,
-                ty: probe.ty(v)?.clone(),
-            })
-        })
-        .collect::<Result<_>>()?;
+    let outs: Vec<Binding> = probe.bindings(&group.outputs)?;
     let Some(first) = outs.first() else {
         return Ok(None);
     };
@@ -414,16 +405,7 @@ pub fn emit_split(
             feature_len: s.feature_chunk,
         });
     }
-    let outs: Vec<Binding> = group
-        .outputs
-        .iter()
-        .map(|&v| {
-            Ok(Binding {
-                value: v,
-                ty: em.ty(v)?.clone(),
-            })
-        })
-        .collect::<Result<_>>()?;
+    let outs: Vec<Binding> = em.bindings(&group.outputs)?;
     let first = outs
         .first()
         .ok_or_else(|| Error::internal(format!("{name}: loop kernel without outputs")))?;

@@ -126,16 +126,7 @@ pub fn emit(
             k += 1;
         }
     }
-    let outs: Vec<Binding> = group
-        .outputs
-        .iter()
-        .map(|&v| {
-            Ok(Binding {
-                value: v,
-                ty: em.ty(v)?.clone(),
-            })
-        })
-        .collect::<Result<_>>()?;
+    let outs: Vec<Binding> = em.bindings(&group.outputs)?;
     for o in &outs {
         if dtype::per_word(o.ty.dtype) != 1
             || !matches!(

@@ -538,6 +538,47 @@ pub(crate) fn window_starts(
     Ok(start)
 }
 
+/// Where an update window lands in a result of `rdims`: the conditions (WGSL, one per
+/// dimension an index places the window in) under which the window, starting at `start`
+/// (from [`window_starts`]), fits (XLA skips a window that does not, whole), and the position
+/// per result dimension of the window element at coordinates `wi` (one per update window
+/// dimension, in order; sizes `window_sizes`).
+pub(crate) fn window_place(
+    dn: &crate::ir::attr::ScatterDimensionNumbers,
+    start: &[String],
+    rdims: &[usize],
+    window_sizes: &[usize],
+    wi: &[String],
+) -> (Vec<String>, Vec<String>) {
+    let spanned: Vec<usize> = (0..rdims.len())
+        .filter(|d| !dn.inserted_window_dims.contains(&(*d as i64)))
+        .collect();
+    let mut conds = Vec::new();
+    let mut pos = Vec::new();
+    for (d, st) in start.iter().enumerate() {
+        let k = spanned.iter().position(|&x| x == d);
+        let size = k.and_then(|k| window_sizes.get(k)).copied().unwrap_or(1);
+        if dn.scatter_dims_to_operand_dims.contains(&(d as i64)) {
+            conds.push(format!("{st} >= 0i && {st} + {size}i <= {}i", rdims[d]));
+        }
+        let off = k
+            .and_then(|k| wi.get(k))
+            .cloned()
+            .unwrap_or_else(|| "0u".into());
+        pos.push(format!("(u32({st}) + {off})"));
+    }
+    (conds, pos)
+}
+
+/// `conds` joined into one WGSL condition (`true` for none).
+pub(crate) fn all_of(conds: &[String]) -> String {
+    if conds.is_empty() {
+        "true".to_string()
+    } else {
+        conds.join(" && ")
+    }
+}
+
 /// Scatters with more update windows than this, each placed by one index into an inserted
 /// dimension, sort their windows first (see [`sorted`]).
 pub const SORTED_FROM: usize = 64;
@@ -987,45 +1028,18 @@ fn privatized(
         );
         let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
         let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), keys.ic, "st")?;
-        let spanned: Vec<usize> = (0..rdims.len())
-            .filter(|d| !dn.inserted_window_dims.contains(&(*d as i64)))
-            .collect();
         let scatter_dims: Vec<usize> = (0..udims.len())
             .filter(|d| !window_dims.contains(d))
             .collect();
-        let mut conds = Vec::new();
-        for (d, st) in start.iter().enumerate() {
-            let k = spanned.iter().position(|&x| x == d);
-            let size = k.and_then(|k| window_sizes.get(k)).copied().unwrap_or(1);
-            if dn.scatter_dims_to_operand_dims.contains(&(d as i64)) {
-                conds.push(format!("{st} >= 0i && {st} + {size}i <= {}i", rdims[d]));
-            }
-        }
-        // A window that does not fit is skipped whole (XLA's semantics).
-        em.open(&format!(
-            "if ({})",
-            if conds.is_empty() {
-                "true".to_string()
-            } else {
-                conds.join(" && ")
-            }
-        ));
+        let (conds, _) = window_place(dn, &start, &rdims, &window_sizes, &[]);
+        em.open(&format!("if ({})", all_of(&conds)));
         if w > 1 {
             em.open_loop(&format!("for (var e: u32 = 0u; e < {w}u; e = e + 1u)"), w);
         } else {
             em.line("let e = 0u;");
         }
         let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
-        let mut pos = Vec::new();
-        for (d, st) in start.iter().enumerate() {
-            let off = spanned
-                .iter()
-                .position(|&x| x == d)
-                .and_then(|k| wi.get(k))
-                .cloned()
-                .unwrap_or_else(|| "0u".into());
-            pos.push(format!("(u32({st}) + {off})"));
-        }
+        let (_, pos) = window_place(dn, &start, &rdims, &window_sizes, &wi);
         let at = crate::codegen::expr::linearize(&pos, &rdims);
         let mut upd = vec![String::new(); udims.len()];
         for (k, &d) in scatter_dims.iter().enumerate() {
@@ -1228,9 +1242,6 @@ fn runs_in_place(
     let scatter_dims: Vec<usize> = (0..udims.len())
         .filter(|d| !window_dims.contains(d))
         .collect();
-    let spanned: Vec<usize> = (0..rdims.len())
-        .filter(|d| !dn.inserted_window_dims.contains(&(*d as i64)))
-        .collect();
     let perm = Binding {
         value: super::temp(0),
         ty: crate::ir::TensorType::new(
@@ -1331,20 +1342,9 @@ fn runs_in_place(
     // The window's element, and where it lands.
     let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
     let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), keys.ic, "st")?;
+    let (fits, pos) = window_place(dn, &start, &rdims, &window_sizes, &wi);
     let mut conds = vec![format!("(p == 0u || {before} != key)")];
-    let mut pos = Vec::new();
-    for (d, st) in start.iter().enumerate() {
-        let k = spanned.iter().position(|&x| x == d);
-        let size = k.and_then(|k| window_sizes.get(k)).copied().unwrap_or(1);
-        if dn.scatter_dims_to_operand_dims.contains(&(d as i64)) {
-            conds.push(format!("{st} >= 0i && {st} + {size}i <= {}i", rdims[d]));
-        }
-        let off = k
-            .and_then(|k| wi.get(k))
-            .cloned()
-            .unwrap_or_else(|| "0u".into());
-        pos.push(format!("(u32({st}) + {off})"));
-    }
+    conds.extend(fits);
     let at = crate::codegen::expr::linearize(&pos, &rdims);
     em.open(&format!("if ({})", conds.join(" && ")));
     em.line(&format!("let at = {at};"));

@@ -22,28 +22,7 @@ pub fn emit(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
-    let no_fusion = |_: ValueId| false;
-    let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
-    let (total, xt) = write_update(&mut em, op, 0, "tid")?;
-    let outs = vec![Binding {
-        value: op.results[0],
-        ty: xt.clone(),
-    }];
-    let comment = format!(
-        "kernel {name}: dynamic_update_slice of {total} elements in place into {xt}\nfuses: stablehlo.dynamic_update_slice"
-    );
-    kernel::threaded(
-        name,
-        &comment,
-        em.inputs.clone(),
-        outs,
-        &em.needs,
-        "",
-        &em.body,
-        total,
-        em.iterations(),
-        target,
-    )
+    emit_many(name, f, defs, &[op], &Default::default(), target)
 }
 
 /// Emits the statements of `op` (a `dynamic_update_slice`) writing update element `t` (a WGSL
@@ -101,19 +80,52 @@ pub fn emit_many(
     let (all_defs, body_vals) = scatter_defs(defs, ops);
     let fused = |v: ValueId| body_vals.contains(&v) || inline.contains(&v);
     let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+    // The statements of update `j` writing element `t`: its elements, operand type and
+    // update computation's function (scatters).
+    let write = |em: &mut ExprEmitter, op: &Operation, j: usize, t: &str| match &op.op {
+        Op::Scatter { .. } if op.results.len() == 1 => {
+            write_scatter(em, op, j, t, &format!("k_update{j}"))
+        }
+        Op::DynamicUpdateSlice if op.results.len() == 1 => {
+            write_update(em, op, j, t).map(|(n, xt)| (n, xt, String::new()))
+        }
+        _ => Err(Error::internal(format!(
+            "{name}: an in-place update kernel of a {}",
+            op.name()
+        ))),
+    };
+    if let [op] = ops {
+        // One update: a thread per element.
+        let (total, xt, func) = write(&mut em, op, 0, "tid")?;
+        let comment = format!(
+            "kernel {name}: {} of {total} elements in place into {xt}\nfuses: {}",
+            op.name().trim_start_matches("stablehlo."),
+            op.name()
+        );
+        let outs = vec![Binding {
+            value: op.results[0],
+            ty: xt,
+        }];
+        return kernel::threaded(
+            name,
+            &comment,
+            em.inputs.clone(),
+            outs,
+            &em.needs,
+            &func,
+            &em.body,
+            total,
+            em.iterations(),
+            target,
+        );
+    }
     let w = u64::from(kernel::WORKGROUP);
     let mut outs = Vec::with_capacity(ops.len());
     let mut functions = String::new();
     let (mut groups, mut elements) = (0u64, 0u64);
     for (j, op) in ops.iter().enumerate() {
-        let scatter = matches!(op.op, Op::Scatter { .. });
-        if !(scatter || op.op == Op::DynamicUpdateSlice) || op.results.len() != 1 {
-            return Err(Error::internal(format!(
-                "{name}: merged updates hold a {}",
-                op.name()
-            )));
-        }
         // The update's elements: a dynamic_update_slice's operand 1, a scatter's operand 2.
+        let scatter = matches!(op.op, Op::Scatter { .. });
         let n = op
             .operands
             .get(if scatter { 2 } else { 1 })
@@ -128,13 +140,8 @@ pub fn emit_many(
         }
         em.line(&format!("let t = (grp - {groups}u) * {w}u + lid;"));
         em.open(&format!("if (t < {n}u)"));
-        let (total, xt) = if scatter {
-            let (total, xt, func) = write_scatter(&mut em, op, j, "t", &format!("k_update{j}"))?;
-            functions.push_str(&func);
-            (total, xt)
-        } else {
-            write_update(&mut em, op, j, "t")?
-        };
+        let (total, xt, func) = write(&mut em, op, j, "t")?;
+        functions.push_str(&func);
         em.close(None);
         outs.push(Binding {
             value: op.results[0],
@@ -193,29 +200,7 @@ pub fn emit_scatter(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
-    let (all_defs, body_vals) = scatter_defs(defs, &[op]);
-    let fused = |v: ValueId| body_vals.contains(&v);
-    let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
-    let (total, xt, func) = write_scatter(&mut em, op, 0, "tid", "k_update")?;
-    let outs = vec![Binding {
-        value: op.results[0],
-        ty: xt.clone(),
-    }];
-    let comment = format!(
-        "kernel {name}: scatter of {total} update elements in place into {xt}\nfuses: stablehlo.scatter"
-    );
-    kernel::threaded(
-        name,
-        &comment,
-        em.inputs.clone(),
-        outs,
-        &em.needs,
-        &func,
-        &em.body,
-        total,
-        em.iterations(),
-        target,
-    )
+    emit_many(name, f, defs, &[op], &Default::default(), target)
 }
 
 /// `defs` with the values of the update computations of `ops` (scatters; others add
@@ -276,42 +261,19 @@ fn write_scatter(
     let rdims = xt.dims();
     let udims = ut.dims();
     let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
-    let inserted: Vec<usize> = dn
-        .inserted_window_dims
-        .iter()
-        .map(|&d| d as usize)
-        .collect();
     let scatter_dims: Vec<usize> = (0..udims.len())
         .filter(|d| !window_dims.contains(d))
         .collect();
-    let spanned: Vec<usize> = (0..rdims.len()).filter(|d| !inserted.contains(d)).collect();
     let total = ut.num_elements() as u64;
     let ui = em.multi(&Index::Linear(t.into()), &udims);
     let si: Vec<String> = scatter_dims.iter().map(|&d| ui[d].clone()).collect();
     let start = super::scatter::window_starts(em, dn, indices, &si, rdims.len(), ic, "st")?;
-    let mut conds = Vec::new();
-    let mut pos = Vec::new();
-    for d in 0..rdims.len() {
-        let k = spanned.iter().position(|&s| s == d);
-        let wd = k.and_then(|k| window_dims.get(k).copied());
-        let size = wd.map_or(1, |w| udims[w]);
-        let st = &start[d];
-        if dn.scatter_dims_to_operand_dims.contains(&(d as i64)) {
-            conds.push(format!("{st} >= 0i && {st} + {size}i <= {}i", rdims[d]));
-        }
-        let off = wd.map_or("0u".to_string(), |w| ui[w].clone());
-        pos.push(format!("(u32({st}) + {off})"));
-    }
+    let window_sizes: Vec<usize> = window_dims.iter().map(|&w| udims[w]).collect();
+    let wi: Vec<String> = window_dims.iter().map(|&w| ui[w].clone()).collect();
+    let (conds, pos) = super::scatter::window_place(dn, &start, &rdims, &window_sizes, &wi);
     let u = em.value(updates, &Index::Linear(t.into()))?;
     let at = crate::codegen::expr::linearize(&pos, &rdims);
-    em.open(&format!(
-        "if ({})",
-        if conds.is_empty() {
-            "true".to_string()
-        } else {
-            conds.join(" && ")
-        }
-    ));
+    em.open(&format!("if ({})", super::scatter::all_of(&conds)));
     em.line(&format!("let p = {at};"));
     em.line(&format!("var acc: {} = out{j}[p];", c.wgsl()));
     em.line(&combine(fname, 1, &["acc".to_string()], &[u]));
