@@ -9,6 +9,7 @@
 //! threads find the pivot (strided, then a tree in workgroup memory), swap the rows, scale the
 //! column under the pivot and update the trailing matrix (a thread per column, down its rows:
 //! neighbouring threads touch neighbouring elements), a storage barrier between steps.
+//! Tall matrices on CPU adapters keep their rows in registers instead ([`RowsInRegisters`]).
 //! Launches take ranges of columns within the loop bound; a last kernel splits the state into
 //! the three results. JAX's own lowering (a loop over columns of whole-matrix ops) launched
 //! ~18 kernels a column: `slogdet` of 512 x 512 took 0.57 s on lavapipe.
@@ -117,13 +118,30 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         0,
         target,
     )?;
+    let bound = target.max_invocation_iterations;
+    if let Some(rows) = RowsInRegisters::new(m, n, target) {
+        let cost = |j: u64| rows.column_cost(j);
+        if let Some((ranges, most)) = super::linalg::ranges_within(k, rows.overhead(), cost, bound)
+        {
+            let body = rows.body(w, batch, stride, mn + k);
+            return finish(
+                name,
+                &what,
+                &desc,
+                (init, &body, most, ranges),
+                (state, state_type, at, (lu, pivots, perm)),
+                (batch, m, n, k, stride),
+                "rows in registers, a barrier between steps",
+                target,
+            );
+        }
+    }
     // CPU adapters switch between a workgroup's invocations at every barrier: fewer switch
     // faster.
     let wg = if target.cpu_adapter { 64 } else { 256 }
         .min(m.max(n).next_power_of_two())
         .max(2);
     let log = u64::from(wg.trailing_zeros());
-    let bound = target.max_invocation_iterations;
     // The busiest thread's loop iterations for column j.
     let cost = |j: u64| {
         (m - j).div_ceil(wg) * 2
@@ -168,13 +186,45 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         ajj = el("j", "j"),
         aic = el("i", "c"),
     );
+    finish(
+        name,
+        &what,
+        &desc,
+        (init, &body, most, ranges),
+        (state, state_type, at, (lu, pivots, perm)),
+        (batch, m, n, k, stride),
+        "a storage barrier between steps",
+        target,
+    )
+}
+
+/// The plan from the `init` kernel and the columns kernel's `body` (workgroups of `wg`, at
+/// most `most` loop iterations per launch over the column `ranges`): the launches and the
+/// kernel splitting the state into the three results.
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn finish(
+    name: &str,
+    what: &str,
+    desc: &str,
+    (init, body, most, ranges): (kernel::Kernel, &str, u64, Vec<(u64, u64)>),
+    (state, state_type, at, (lu, pivots, perm)): (
+        Binding,
+        TensorType,
+        TensorType,
+        (&crate::ir::ValueId, Binding, Binding),
+    ),
+    (batch, m, n, k, stride): (u64, u64, u64, u64, u64),
+    how: &str,
+    target: Target,
+) -> Result<Plan> {
+    let mn = m * n;
     let params = Binding {
         value: PARAMS,
         ty: TensorType::new(vec![2], ElementType::U32),
     };
     let kname = format!("{name}_columns");
     let comment = format!(
-        "kernel {kname}: columns j0..j1 (parameters) of an {desc}, one workgroup per matrix, right-looking, a storage barrier between steps\nloop iterations per invocation: at most {most}\nfuses: {what}"
+        "kernel {kname}: columns j0..j1 (parameters) of an {desc}, one workgroup per matrix, right-looking, {how}\nloop iterations per invocation: at most {most}\nfuses: {what}"
     );
     let columns = kernel::in_workgroups(
         &kname,
@@ -182,7 +232,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         vec![params],
         vec![state.clone()],
         &Default::default(),
-        &body,
+        body,
         batch,
         most,
         target,
@@ -222,4 +272,105 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         temps: vec![state_type],
         launches,
     })
+}
+
+/// Most matrix elements one invocation of a [`RowsInRegisters`] kernel holds. llvmpipe keeps
+/// the array in the frame of the coroutine it makes of the shader and compiles it in time
+/// growing with its length (without Mesa's shader cache, the first `slogdet` of 512 x 512
+/// took 0.5-1.4 s longer with 256 elements, 1.6 s with 512).
+const REGISTER_ELEMENTS: u64 = 256;
+
+/// The columns kernel of tall matrices on CPU adapters — the panels of the blocked LU
+/// (`_lu_blocked`, 64 columns over all the rows): each of a workgroup's `wg` invocations
+/// holds rows `lid, lid + wg, ...` (`r` of them, at least 2) of its matrix in a private
+/// array for the launch, loaded at its start and stored at its end. Per column the pivot's
+/// and column `j`'s rows cross workgroup memory (their owners swap them there, and every
+/// invocation reads the pivot row from it, one element per column for all its rows); the
+/// scaling and the trailing update touch only an invocation's own rows. llvmpipe makes each
+/// storage access one load or store per lane, with bounds checks: the 8 panels of a
+/// 512 x 512 LU took 58 ms in the storage kernel, 23-35 ms so. With one row per invocation
+/// it gained nothing (256 x 256: 48 against 53 ms), and on a GPU the rows would spill out of
+/// registers: the storage kernel serves there (`WGPU_HLO_LU_REGISTERS=0`: everywhere).
+struct RowsInRegisters {
+    m: u64,
+    n: u64,
+    wg: u64,
+    r: u64,
+}
+
+impl RowsInRegisters {
+    /// The smallest workgroup (64 to 256 invocations) whose invocations hold at least two rows
+    /// and at most [`REGISTER_ELEMENTS`] each; `None` on GPUs or where none does.
+    fn new(m: u64, n: u64, target: Target) -> Option<Self> {
+        if !target.cpu_adapter || std::env::var("WGPU_HLO_LU_REGISTERS").is_ok_and(|v| v == "0") {
+            return None;
+        }
+        [64u64, 128, 256].into_iter().find_map(|wg| {
+            let r = m.div_ceil(wg);
+            (r >= 2 && r * n <= REGISTER_ELEMENTS).then_some(RowsInRegisters { m, n, wg, r })
+        })
+    }
+
+    /// Loop iterations per launch besides the columns: loading and storing the rows.
+    fn overhead(&self) -> u64 {
+        2 * self.r * self.n
+    }
+
+    /// The busiest invocation's loop iterations for column `j`: the pivot search, the tree,
+    /// both row copies in and out of workgroup memory, the scaling and update of its rows.
+    fn column_cost(&self, j: u64) -> u64 {
+        let (n, r) = (self.n, self.r);
+        2 * r + u64::from(self.wg.trailing_zeros()) + 4 * n + r * (n - j) + 1
+    }
+
+    /// The kernel's WGSL: scalar `w`, `batch` matrices in states of `stride` elements whose
+    /// pivots start at element `m * n` and permutation at `mk`.
+    fn body(&self, w: &str, batch: u64, stride: u64, mk: u64) -> String {
+        let RowsInRegisters { m, n, wg, r } = *self;
+        let mn = m * n;
+        format!(
+            "var<workgroup> range: vec2<u32>;\nvar<workgroup> best: array<{w}, {wg}>;\n\
+             var<workgroup> best_row: array<u32, {wg}>;\nvar<workgroup> prow: array<{w}, {n}>;\n\
+             var<workgroup> jrow: array<{w}, {n}>;\n\n{header}    \
+             let mat = wid.y * nwg.x + wid.x;\n    if (mat >= {batch}u) {{ return; }}\n    \
+             let base = mat * {stride}u;\n    \
+             if (lid == 0u) {{ range = vec2<u32>(in0[0], in0[1]); }}\n    \
+             let r = workgroupUniformLoad(&range);\n    \
+             var a: array<{w}, {rn}>;\n    \
+             for (var t = 0u; t < {r}u; t = t + 1u) {{\n        let i = lid + t * {wg}u;\n        \
+             if (i < {m}u) {{\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ a[t * {n}u + c] = out0[base + i * {n}u + c]; }}\n        }}\n    }}\n    \
+             for (var j = r.x; j < r.y; j = j + 1u) {{\n        \
+             var bv = {w}(-1);\n        var bi = j;\n        \
+             for (var t = 0u; t < {r}u; t = t + 1u) {{\n            let i = lid + t * {wg}u;\n            \
+             if (i >= j && i < {m}u) {{\n                let v = abs(a[t * {n}u + j]);\n                if (v > bv) {{ bv = v; bi = i; }}\n            }}\n        }}\n        \
+             best[lid] = bv;\n        best_row[lid] = bi;\n        workgroupBarrier();\n        \
+             for (var s = {half}u; s > 0u; s = s >> 1u) {{\n            \
+             if (lid < s) {{\n                let ov = best[lid + s];\n                let oi = best_row[lid + s];\n                \
+             if (ov > best[lid] || (ov == best[lid] && oi < best_row[lid])) {{ best[lid] = ov; best_row[lid] = oi; }}\n            }}\n            \
+             workgroupBarrier();\n        }}\n        \
+             let p = workgroupUniformLoad(&best_row[0]);\n        \
+             if (lid == p % {wg}u) {{\n            let t = p / {wg}u;\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ prow[c] = a[t * {n}u + c]; }}\n        }}\n        \
+             if (lid == j % {wg}u) {{\n            let t = j / {wg}u;\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ jrow[c] = a[t * {n}u + c]; }}\n        }}\n        \
+             workgroupBarrier();\n        \
+             if (lid == p % {wg}u) {{\n            let t = p / {wg}u;\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ a[t * {n}u + c] = jrow[c]; }}\n        }}\n        \
+             if (lid == j % {wg}u) {{\n            let t = j / {wg}u;\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ a[t * {n}u + c] = prow[c]; }}\n        }}\n        \
+             if (lid == 0u) {{\n            out0[base + {mn}u + j] = {w}(p);\n            let q = out0[base + {mk}u + j];\n            \
+             out0[base + {mk}u + j] = out0[base + {mk}u + p];\n            out0[base + {mk}u + p] = q;\n        }}\n        \
+             let d = prow[j];\n        \
+             var l: array<{w}, {r}>;\n        \
+             for (var t = 0u; t < {r}u; t = t + 1u) {{\n            let i = lid + t * {wg}u;\n            \
+             var lt = {w}(0);\n            \
+             if (i > j && i < {m}u) {{\n                lt = a[t * {n}u + j];\n                \
+             if (d != {w}(0)) {{ lt = lt / d; a[t * {n}u + j] = lt; }}\n            }}\n            l[t] = lt;\n        }}\n        \
+             let t0 = select(0u, (j - lid) / {wg}u + 1u, lid <= j);\n        \
+             for (var c = j + 1u; c < {n}u; c = c + 1u) {{\n            let u = prow[c];\n            \
+             for (var t = t0; t < {r}u; t = t + 1u) {{ a[t * {n}u + c] = a[t * {n}u + c] - l[t] * u; }}\n        }}\n        \
+             workgroupBarrier();\n    }}\n    \
+             for (var t = 0u; t < {r}u; t = t + 1u) {{\n        let i = lid + t * {wg}u;\n        \
+             if (i < {m}u) {{\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ out0[base + i * {n}u + c] = a[t * {n}u + c]; }}\n        }}\n    }}\n}}\n",
+            header = kernel::entry_header(wg as u32),
+            half = wg / 2,
+            rn = r * n,
+        )
+    }
 }
