@@ -51,6 +51,10 @@ pub struct Target<'a> {
     /// Inputs of at least this many 32-bit words are read through textures
     /// (`codegen::texture_reads`; CPU adapters only), `None`: none are.
     pub texture_reads: Option<u64>,
+    /// Inputs of a kernel that reads each element about once (loop kernels, updates) are
+    /// read through textures from this many words (`u64::MAX`: never, the default; see
+    /// `compile::lower`'s `READ_ONCE_TEXTURE_WORDS`).
+    pub read_once_texture_words: u64,
     /// Largest texture width or height (`max_texture_dimension_2d`).
     pub max_texture_dimension: u32,
     /// Most sampled textures a kernel may bind (`max_sampled_textures_per_shader_stage`).

@@ -1,6 +1,6 @@
 //! Inputs read through textures (`codegen::texture_reads`, CPU adapters): values across the
 //! texture's row boundary and in a partial last row, scalar (R32) and vec4 (RGBA32) texels,
-//! f32 and i32, dots, gathers and row reductions, each against a host computation; and one
+//! f32 and i32, dots, reversed reads and row reductions, each against a host computation; and one
 //! executable called from several threads at once with different inputs (its textures are
 //! shared by every execution, so a copy that overtook another execution's reads would show as
 //! a wrong number); and a serialized executable that reads through textures, loaded back. On
@@ -17,9 +17,18 @@ use wgpu_hlo::compile::{compile, deserialize, CompileOptions};
 use wgpu_hlo::ir::{ElementType, TensorType};
 use wgpu_hlo::runtime::executable::Executable;
 
+/// Elementwise kernels read each input element once and take no textures by default (see
+/// `compile::lower`'s `READ_ONCE_TEXTURE_WORDS`); these tests give them textures from
+/// 65536 words, as before 2026-11-29, to exercise the reads.
+fn options() -> CompileOptions {
+    CompileOptions {
+        read_once_texture_words: Some(1 << 16),
+        ..Default::default()
+    }
+}
+
 fn exe(src: &str) -> Arc<Executable> {
-    compile(&device(), src.as_bytes(), &CompileOptions::default())
-        .unwrap_or_else(|e| panic!("{e}\n{src}"))
+    compile(&device(), src.as_bytes(), &options()).unwrap_or_else(|e| panic!("{e}\n{src}"))
 }
 
 /// Texture reads are on: a CPU adapter, not switched off.
@@ -102,35 +111,30 @@ fn elementwise_over_row_boundaries() {
 }
 
 #[test]
-fn integers_and_gathers() {
-    // An i32 table of 70000 entries gathered at 20000 indices (a texture read at computed
-    // positions; a gather of fewer than a quarter of its table reads it from its buffer),
-    // plus an i32 elementwise kernel.
-    let (n, m) = (70000usize, 20000usize);
+fn integers_at_computed_positions() {
+    // An i32 tensor of 70000 entries read reversed (a texture read at computed positions)
+    // and multiplied, an i32 elementwise kernel. Gathers read their tables from the buffer
+    // (data-dependent positions, see `compile::lower`'s `TexturePolicy`).
+    let n = 70000usize;
     let src = format!(
-        "func.func @main(%t: tensor<{n}xi32>, %i: tensor<{m}x1xi32>) -> tensor<{m}xi32> {{\n  %g = \"stablehlo.gather\"(%t, %i) {{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1>, indices_are_sorted = false}} : (tensor<{n}xi32>, tensor<{m}x1xi32>) -> tensor<{m}xi32>\n  %c = stablehlo.constant dense<3> : tensor<{m}xi32>\n  %r = stablehlo.multiply %g, %c : tensor<{m}xi32>\n  return %r : tensor<{m}xi32>\n}}\n"
+        "func.func @main(%t: tensor<{n}xi32>) -> tensor<{n}xi32> {{\n  %v = stablehlo.reverse %t, dims = [0] : tensor<{n}xi32>\n  %c = stablehlo.constant dense<3> : tensor<{n}xi32>\n  %r = stablehlo.multiply %v, %c : tensor<{n}xi32>\n  return %r : tensor<{n}xi32>\n}}\n"
     );
     let e = exe(&src);
     check_textures(&e);
     let table: Vec<i32> = (0..n as i32).map(|v| v * 7 - 1000).collect();
-    let idx: Vec<i32> = (0..m).map(|k| ((k * 7919) % n) as i32).collect();
-    let up = |shape: Vec<i64>, v: &[i32]| {
-        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        device()
-            .upload(&TensorType::new(shape, ElementType::I32), &bytes)
-            .unwrap()
-    };
-    let out = e
-        .execute_blocking(&[up(vec![n as i64], &table), up(vec![m as i64, 1], &idx)])
+    let bytes: Vec<u8> = table.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let up = device()
+        .upload(&TensorType::new(vec![n as i64], ElementType::I32), &bytes)
         .unwrap();
+    let out = e.execute_blocking(&[up]).unwrap();
     let got: Vec<i32> = out[0]
         .read_to_host_blocking()
         .unwrap()
         .chunks(4)
         .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    for k in 0..m {
-        assert_eq!(got[k], table[idx[k] as usize] * 3, "index {k}");
+    for k in 0..n {
+        assert_eq!(got[k], table[n - 1 - k] * 3, "element {k}");
     }
 }
 
@@ -256,7 +260,7 @@ fn executables_take_turns_in_shared_textures() {
     let ew = format!(
         "func.func @main(%x: tensor<{len}xf32>, %y: tensor<{len}xf32>) -> tensor<{len}xf32> {{\n  %v = stablehlo.reverse %x, dims = [0] : tensor<{len}xf32>\n  %m = stablehlo.multiply %v, %y : tensor<{len}xf32>\n  %r = stablehlo.subtract %m, %x : tensor<{len}xf32>\n  return %r : tensor<{len}xf32>\n}}\n"
     );
-    let opts = CompileOptions::default();
+    let opts = options();
     let a_exe = compile(&dev, chain.as_bytes(), &opts).unwrap();
     let b_exe = compile(&dev, ew.as_bytes(), &opts).unwrap();
     check_textures(&a_exe);

@@ -51,22 +51,56 @@ struct Lowering<'f, 't> {
 }
 
 /// Which inputs of a kernel texture reads (`codegen::texture_reads`, CPU adapters) may take:
-/// not those read only through small windows (`Lowering::windowed_inputs`), and in a kernel
-/// that reads each input element about once (loop kernels: elementwise work, updates) only
-/// from [`READ_ONCE_TEXTURE_WORDS`] words. Each texture input is a copy of the whole buffer
+/// not those read only through small windows or gathers (`Lowering::windowed_inputs`), and
+/// in a kernel that reads each input element about once (loop kernels: elementwise work,
+/// updates) none ([`READ_ONCE_TEXTURE_WORDS`]). Each texture input is a copy of the whole buffer
 /// and a pass break before every launch, a fixed cost of tens of µs on llvmpipe that only
 /// many loads of the input repay (a dot's operands); a GRU's scan steps, of 4096-word
 /// tensors, paid it ~20 times a step.
+///
+/// Kernels of ops that read at data-dependent positions (sorts, scatters, gathers, `top_k`)
+/// take none (`scattered`): on llvmpipe a texel fetch costs more than a storage load at a
+/// random position, and the copy comes on top. With and without texture reads, lavapipe
+/// (ms): sort 1M 135 / 102, scatter-add 1M 134 / 102, `searchsorted` 1M into 64k 312 / 163,
+/// embedding rows 4.8 / 1.4; reductions and dots gained from them (softmax 1024² 2.1 /
+/// 3.3, column sums 4096² 10.7 / 16.1, the transformer step 80 / 101).
 #[derive(Default)]
 struct TexturePolicy {
     windowed: HashSet<usize>,
     read_once: bool,
+    scattered: bool,
+}
+
+impl TexturePolicy {
+    /// The policy of the kernels of `op` when it reads at data-dependent positions.
+    fn of_op(op: &Operation) -> Option<TexturePolicy> {
+        let scattered = matches!(
+            op.op,
+            Op::Sort { .. } | Op::Scatter { .. } | Op::Gather { .. } | Op::TopK { .. }
+        );
+        scattered.then(|| TexturePolicy {
+            scattered: true,
+            ..Default::default()
+        })
+    }
 }
 
 /// Fewest 32-bit words of an input of a read-once kernel read through a texture (see
-/// [`TexturePolicy`]); `WGPU_HLO_TEXTURE_READS_ONCE=N` sets it for comparisons (0: read-once
-/// kernels take textures as the others do).
-const READ_ONCE_TEXTURE_WORDS: u64 = 1 << 16;
+/// [`TexturePolicy`]): none is. From 65536 words (until 2026-11-29) they gained nothing
+/// measurable (16M-element fused chain 36.8 / 38.3 ms, transpose 4096² 40 / 39, the CNN and
+/// transformer steps alike) and lost where a gather's indices came through a texel fetch
+/// each (`searchsorted` 1M into 64k 199 -> 143 ms, `random.normal` 16M 244 -> 215).
+/// `WGPU_HLO_TEXTURE_READS_ONCE=N` (or `CompileOptions::read_once_texture_words`) sets it
+/// for comparisons and tests (0: read-once kernels take textures as the others do).
+const READ_ONCE_TEXTURE_WORDS: u64 = u64::MAX;
+
+/// `WGPU_HLO_TEXTURE_READS_ONCE=N`, else [`READ_ONCE_TEXTURE_WORDS`].
+pub(crate) fn read_once_texture_words_from_env() -> u64 {
+    std::env::var("WGPU_HLO_TEXTURE_READS_ONCE")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(READ_ONCE_TEXTURE_WORDS)
+}
 
 /// Dots and convolutions of fewer multiply-adds count as read-once kernels (their operands
 /// are read a few times each, as a scan step's `[32, 128] @ [128, 128]`).
@@ -118,13 +152,10 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
         // Each rewrite re-validates its kernel (a WGSL parse): spread over the cores.
         let none = TexturePolicy::default();
         let policies = &l.textures;
-        let read_once_words = std::env::var("WGPU_HLO_TEXTURE_READS_ONCE")
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(READ_ONCE_TEXTURE_WORDS);
+        let read_once_words = target.read_once_texture_words;
         crate::parallel::for_each_mut(&mut l.kernels, |k, kernel| {
-            if !windowed.contains(&k) {
-                let policy = policies.get(&k).unwrap_or(&none);
+            let policy = policies.get(&k).unwrap_or(&none);
+            if !windowed.contains(&k) && !policy.scattered {
                 // `WGPU_HLO_TEXTURE_READS=all` (min_words 1) keeps every eligible input.
                 // `WGPU_HLO_TEXTURE_READS_ONCE=0`: no read-once policy (for comparisons).
                 let min_words = if policy.read_once && min_words > 1 && read_once_words > 0 {
@@ -348,7 +379,25 @@ impl<'f, 't> Lowering<'f, 't> {
         };
         if let Some(plan) = plan {
             let plan = plan.map_err(in_context)?;
-            return self.launch_plan(plan, root, &name);
+            // A reduction of a gather (the rows of an embedding table, summed) reads the
+            // table at data-dependent positions too (see `windowed_inputs`).
+            let first = self.kernels.len();
+            let windowed: Vec<HashSet<usize>> = plan
+                .kernels
+                .iter()
+                .map(|k| self.windowed_inputs(k, g, root))
+                .collect();
+            let steps = self.launch_plan(plan, root, &name)?;
+            for (i, w) in windowed.into_iter().enumerate() {
+                if !w.is_empty() {
+                    self.textures
+                        .entry(first + i)
+                        .or_default()
+                        .windowed
+                        .extend(w);
+                }
+            }
+            return Ok(steps);
         }
         let mut kernel =
             loop_kernel::emit(&name, self.f, defs, g, self.target).map_err(in_context)?;
@@ -376,6 +425,7 @@ impl<'f, 't> Lowering<'f, 't> {
         let policy = TexturePolicy {
             windowed: self.windowed_inputs(&kernel, g, root),
             read_once: matches!(g.kind, KernelKind::Loop | KernelKind::Horizontal) || small_dot,
+            scattered: false,
         };
         self.textures.insert(self.kernels.len(), policy);
         self.kernels.push(kernel);
@@ -387,9 +437,9 @@ impl<'f, 't> Lowering<'f, 't> {
     }
 
     /// The inputs of `kernel` (the kernel of `g`, built around `root`) that it reads only
-    /// through windows of at most a quarter of them: every op of the group reading such an
-    /// input is a `slice`, `dynamic_slice` or `gather` of a small result (a scan step's row of
-    /// its stacked residuals, a lookup in a table). On CPU adapters texture reads copy each
+    /// through windows of at most a quarter of them or through gathers: every op of the
+    /// group reading such an input is a `slice` or `dynamic_slice` of a small result (a scan
+    /// step's row of its stacked residuals) or a `gather` (a lookup in a table). On CPU adapters texture reads copy each
     /// input whole before every launch: a GRU's backward step copied 400-800 KB stacks per
     /// kernel to read 16 KB of each (its value and gradient took 326 ms with texture reads,
     /// 224 ms without, on lavapipe).
@@ -425,16 +475,19 @@ impl<'f, 't> Lowering<'f, 't> {
             if readers.peek().is_none() {
                 continue;
             }
+            // Gathers read at data-dependent positions whatever their size (see
+            // `TexturePolicy`: `jnp.take` of 1M from 1M 9.4 -> 4.3 ms without the texture).
             let windows = readers.all(|op| {
-                matches!(
-                    op.op,
-                    Op::Slice { .. } | Op::DynamicSlice { .. } | Op::Gather { .. }
-                ) && op.operands.first() == Some(&b.value)
-                    && op
-                        .results
-                        .first()
-                        .and_then(|&r| self.tensor(r).ok())
-                        .is_some_and(|r| r.num_elements() * 4 <= size)
+                op.operands.first() == Some(&b.value)
+                    && match op.op {
+                        Op::Gather { .. } => true,
+                        Op::Slice { .. } | Op::DynamicSlice { .. } => op
+                            .results
+                            .first()
+                            .and_then(|&r| self.tensor(r).ok())
+                            .is_some_and(|r| r.num_elements() * 4 <= size),
+                        _ => false,
+                    }
             });
             if windows {
                 out.insert(j);
@@ -488,6 +541,7 @@ impl<'f, 't> Lowering<'f, 't> {
                     TexturePolicy {
                         windowed: HashSet::new(),
                         read_once: true,
+                        scattered: false,
                     },
                 );
                 self.kernels.push(kernel);
@@ -791,6 +845,12 @@ impl<'f, 't> Lowering<'f, 't> {
         let mut current: Vec<Option<Slot>> = vec![None; plan.temps.len()];
         let temp_of = |v: ValueId| (0..plan.temps.len()).find(|&t| k::temp(t) == v);
         let first = self.kernels.len();
+        if TexturePolicy::of_op(op).is_some() {
+            for k in first..first + plan.kernels.len() {
+                self.textures
+                    .insert(k, TexturePolicy::of_op(op).unwrap_or_default());
+            }
+        }
         // A small product's operands are read a few times each (see `TexturePolicy`).
         if crate::fusion::prologue::dot_size(self.f, op)
             .is_some_and(|d| d.macs < SMALL_DOT_TEXTURE_MACS)
@@ -801,6 +861,7 @@ impl<'f, 't> Lowering<'f, 't> {
                     TexturePolicy {
                         windowed: HashSet::new(),
                         read_once: true,
+                        scattered: false,
                     },
                 );
             }
@@ -1059,6 +1120,9 @@ impl<'f, 't> Lowering<'f, 't> {
                     .collect::<Result<Vec<_>>>()?;
                 let target = self.slot(op.operands[0], op)?;
                 let result = self.new_slot(op.results[0])?;
+                if let Some(policy) = TexturePolicy::of_op(op) {
+                    self.textures.insert(self.kernels.len(), policy);
+                }
                 self.kernels.push(kernel);
                 Ok(Some(Step::Update {
                     kernel: self.kernels.len() - 1,
@@ -1104,6 +1168,9 @@ impl<'f, 't> Lowering<'f, 't> {
                     .map(|b| self.slot(b.value, op))
                     .collect::<Result<Vec<_>>>()?;
                 let results = self.new_slots(&op.results)?;
+                if let Some(policy) = TexturePolicy::of_op(op) {
+                    self.textures.insert(self.kernels.len(), policy);
+                }
                 self.kernels.push(kernel);
                 Ok(Some(Step::Launch {
                     kernel: self.kernels.len() - 1,

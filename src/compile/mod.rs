@@ -36,6 +36,9 @@ pub struct CompileOptions {
     /// (never raises it); tests set it low to exercise the kernels that bind large tensors in
     /// parts with small tensors.
     pub max_binding_bytes: Option<u64>,
+    /// Overrides `Target::read_once_texture_words` (default: `WGPU_HLO_TEXTURE_READS_ONCE`,
+    /// else never); tests set it to exercise texture reads with elementwise kernels.
+    pub read_once_texture_words: Option<u64>,
 }
 
 /// The encoding of program bytes, as PJRT's `PJRT_Program.format` names it.
@@ -119,6 +122,7 @@ pub fn target(device: &Device) -> Target<'_> {
         } else {
             None
         },
+        read_once_texture_words: lower::read_once_texture_words_from_env(),
         max_texture_dimension: l.max_texture_dimension_2d,
         max_sampled_textures: l.max_sampled_textures_per_shader_stage,
     }
@@ -248,6 +252,9 @@ pub fn compile_function(
     }
     if let Some(n) = options.max_binding_bytes {
         target.max_binding_size = target.max_binding_size.min(n.max(4));
+    }
+    if let Some(n) = options.read_once_texture_words {
+        target.read_once_texture_words = n;
     }
     let lowered = match lower::lower(f, target) {
         Ok(l) => l,
