@@ -75,6 +75,10 @@ pub struct Sorted {
     pub launches: Vec<Launch>,
     /// The temporaries added, numbered from the `base` given.
     pub temps: Vec<TensorType>,
+    /// The temporary that ends holding the items' `u32` keys in sorted order (`count`
+    /// entries): for [`Keys::Ranged`], 0 for a key below 0, `limit + 1` for one at or past
+    /// `limit`, else the key plus 1.
+    pub keys: ValueId,
 }
 
 /// Passes a key range of `0..=top` needs.
@@ -352,6 +356,8 @@ pub fn sort(
         kernels,
         launches,
         temps,
+        // The passes end in `a`, whose keys ride in `ka`.
+        keys: ka,
     }))
 }
 

@@ -752,6 +752,7 @@ pub fn sorted(
                 vec![sort.clone()],
                 vec![super::Launch::new(0, Vec::new())],
                 Vec::new(),
+                None,
             ));
         }
         if !bitonic {
@@ -770,17 +771,23 @@ pub fn sorted(
                 target,
             )?;
             if let Some(r) = sorted {
-                return Ok((r.kernels, r.launches, r.temps));
+                return Ok((r.kernels, r.launches, r.temps, Some(r.keys)));
             }
         }
         let (kernels, launches) = sort_launches(None, init.clone(), pass.clone(), &stages);
-        Ok((kernels, launches, Vec::new()))
+        Ok((kernels, launches, Vec::new(), None))
     };
-    let (mut kernels, mut launches, extra) = sorter(1)?;
+    let (mut kernels, mut launches, extra, sorted_keys) = sorter(1)?;
     let partials = 1 + extra.len();
-    if let Some((runs, more)) =
-        runs_in_place(&format!("{name}_runs"), f, defs, op, keys, partials, target)?
-    {
+    if let Some((runs, more)) = runs_in_place(
+        &format!("{name}_runs"),
+        f,
+        defs,
+        op,
+        (keys, sorted_keys),
+        partials,
+        target,
+    )? {
         // The chunks' partials (if any) fresh, then the runs folded into the input.
         let last = runs.len() - 1;
         for (i, run) in runs.into_iter().enumerate() {
@@ -802,7 +809,7 @@ pub fn sorted(
     }
     let scatter = emit_with(name, f, defs, op, target, true, None)?;
     let then_scatter = |scatter: Kernel| -> Result<super::Plan> {
-        let (mut kernels, mut launches, extra) = sorter(1)?;
+        let (mut kernels, mut launches, extra, _) = sorter(1)?;
         launches.push(super::Launch::new(kernels.len(), Vec::new()));
         kernels.push(scatter);
         Ok(super::Plan {
@@ -869,7 +876,7 @@ pub fn sorted(
                 target,
             )?;
             // The sort's launches, then the partials and folds.
-            let (mut kernels, mut launches, extra) = sorter(fold.temps.len())?;
+            let (mut kernels, mut launches, extra, _) = sorter(fold.temps.len())?;
             let shift = kernels.len();
             launches.extend(
                 fold.launches
@@ -1124,7 +1131,12 @@ fn privatized(
 }
 
 /// A sort's kernels, launches and the temporaries it adds.
-type SortParts = (Vec<Kernel>, Vec<super::Launch>, Vec<crate::ir::TensorType>);
+type SortParts = (
+    Vec<Kernel>,
+    Vec<super::Launch>,
+    Vec<crate::ir::TensorType>,
+    Option<ValueId>,
+);
 
 /// The kernels and launches that sort the windows: the one-workgroup sort when there is one,
 /// else the identity permutation and one pass per bitonic stage.
@@ -1179,7 +1191,7 @@ fn runs_in_place(
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
     op: &Operation,
-    keys: WindowKeys,
+    (keys, sorted_keys): (WindowKeys, Option<ValueId>),
     partials: usize,
     target: Target,
 ) -> Result<Option<(Vec<Kernel>, Vec<crate::ir::TensorType>)>> {
@@ -1258,18 +1270,42 @@ fn runs_in_place(
     // the update computation as `k_update`, and `e` the window element: its compute type,
     // the function's text and the window element's coordinates.
     let fused = |v: ValueId| body_vals.contains(&v);
-    let setup =
-        |em: &mut ExprEmitter, with_partials: bool| -> Result<(Compute, String, Vec<String>)> {
-            em.inputs.push(perm.clone());
-            if with_partials {
-                em.inputs.push(partial.clone());
-            }
-            let t = em.compute(xt.dtype)?;
-            let func = emit_body_function(em, "k_update", body, &[t])?;
-            em.line(&format!("let e = tid % {w}u;"));
-            let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
-            Ok((t, func, wi))
-        };
+    // With the sort's keys in sorted order (`sorted_keys`), the runs are found in them, read
+    // in order, instead of by each window's index read through the permutation.
+    let keys_binding = sorted_keys.map(|value| Binding {
+        value,
+        ty: crate::ir::TensorType::new(vec![count as i64], crate::ir::ElementType::U32),
+    });
+    // Returns the compute type, the function's text, the window element's coordinates and
+    // the WGSL name of the sorted keys' binding (when there is one).
+    #[allow(clippy::type_complexity)]
+    let setup = |em: &mut ExprEmitter,
+                 with_partials: bool|
+     -> Result<(Compute, String, Vec<String>, Option<String>)> {
+        em.inputs.push(perm.clone());
+        if with_partials {
+            em.inputs.push(partial.clone());
+        }
+        let kn = keys_binding.as_ref().map(|b| {
+            em.inputs.push(b.clone());
+            format!("in{}", em.inputs.len() - 1)
+        });
+        let t = em.compute(xt.dtype)?;
+        let func = emit_body_function(em, "k_update", body, &[t])?;
+        em.line(&format!("let e = tid % {w}u;"));
+        let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
+        Ok((t, func, wi, kn))
+    };
+    // The key of sorted position `pos` (WGSL), the window number there named `var`; and the
+    // type of the `key` variable it is compared with.
+    let key_at = |em: &mut ExprEmitter, kn: &Option<String>, pos: &str, var: &str| {
+        em.line(&format!("let {var} = in0[{pos}];"));
+        match kn {
+            Some(k) => Ok(format!("{k}[{pos}]")),
+            None => keys.key(em, var),
+        }
+    };
+    let key_type = if sorted_keys.is_some() { "u32" } else { "i32" };
     // Folds update window `sq` (a WGSL name), element `e`, into `acc`.
     let fold = |em: &mut ExprEmitter, wi: &[String]| -> Result<()> {
         let sq = em.multi(&Index::Linear("sq".into()), keys.scatter_sizes);
@@ -1285,33 +1321,31 @@ fn runs_in_place(
         Ok(())
     };
     // Folds the windows from sorted position `p` up to `end` while their key is `key`.
-    let walk = |em: &mut ExprEmitter, end: &str, wi: &[String]| -> Result<()> {
-        em.open_loop(
-            &format!("for (var q: u32 = p; q < {end}; q = q + 1u)"),
-            chunk,
-        );
-        em.line("let sq = in0[q];");
-        let kq = keys.key(em, "sq")?;
-        em.line(&format!("if ({kq} != key) {{ break; }}"));
-        fold(em, wi)?;
-        em.close(None);
-        Ok(())
-    };
+    let walk =
+        |em: &mut ExprEmitter, kn: &Option<String>, end: &str, wi: &[String]| -> Result<()> {
+            em.open_loop(
+                &format!("for (var q: u32 = p; q < {end}; q = q + 1u)"),
+                chunk,
+            );
+            let kq = key_at(em, kn, "q", "sq")?;
+            em.line(&format!("if ({kq} != key) {{ break; }}"));
+            fold(em, wi)?;
+            em.close(None);
+            Ok(())
+        };
     let mut kernels = Vec::new();
     if long {
         // The partial of each chunk that continues a run: its windows of that run.
         let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
-        let (t, func, wi) = setup(&mut em, false)?;
+        let (t, func, wi, kn) = setup(&mut em, false)?;
         em.line(&format!("let c = tid / {w}u;"));
         em.line(&format!("let p = c * {chunk}u;"));
         em.line(&format!("var acc: {} = {}(0);", t.wgsl(), t.wgsl()));
-        em.line("let s = in0[p];");
-        let key = keys.key(&mut em, "s")?;
-        em.line(&format!("let key: i32 = {key};"));
-        em.line("let sp = in0[max(p, 1u) - 1u];");
-        let before = keys.key(&mut em, "sp")?;
+        let key = key_at(&mut em, &kn, "p", "s")?;
+        em.line(&format!("let key: {key_type} = {key};"));
+        let before = key_at(&mut em, &kn, "max(p, 1u) - 1u", "sp")?;
         em.open(&format!("if (p > 0u && {before} == key)"));
-        walk(&mut em, &format!("min(p + {chunk}u, {count}u)"), &wi)?;
+        walk(&mut em, &kn, &format!("min(p + {chunk}u, {count}u)"), &wi)?;
         em.close(None);
         em.line("out0[tid] = acc;");
         let kname = format!("{name}_chunks");
@@ -1332,25 +1366,23 @@ fn runs_in_place(
         )?);
     }
     let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
-    let (t, func, wi) = setup(&mut em, long)?;
+    let (t, func, wi, kn) = setup(&mut em, long)?;
     em.line(&format!("let p = tid / {w}u;"));
-    em.line("let s = in0[p];");
-    let key = keys.key(&mut em, "s")?;
-    em.line(&format!("let key: i32 = {key};"));
-    em.line("let sp = in0[max(p, 1u) - 1u];");
-    let before = keys.key(&mut em, "sp")?;
-    // The window's element, and where it lands.
+    let key = key_at(&mut em, &kn, "p", "s")?;
+    em.line(&format!("let key: {key_type} = {key};"));
+    let before = key_at(&mut em, &kn, "max(p, 1u) - 1u", "sp")?;
+    // Only the first window of a run goes on: where its element lands.
+    em.open(&format!("if (p == 0u || {before} != key)"));
     let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
     let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), keys.ic, "st")?;
     let (fits, pos) = window_place(dn, &start, &rdims, &window_sizes, &wi);
-    let mut conds = vec![format!("(p == 0u || {before} != key)")];
-    conds.extend(fits);
     let at = crate::codegen::expr::linearize(&pos, &rdims);
-    em.open(&format!("if ({})", conds.join(" && ")));
+    em.open(&format!("if ({})", all_of(&fits)));
     em.line(&format!("let at = {at};"));
     em.line(&format!("var acc: {} = out0[at];", t.wgsl()));
     walk(
         &mut em,
+        &kn,
         &format!("min((p / {chunk}u + 1u) * {chunk}u, {count}u)"),
         &wi,
     )?;
@@ -1360,13 +1392,13 @@ fn runs_in_place(
             &format!("for (var c: u32 = p / {chunk}u + 1u; c < {chunks}u; c = c + 1u)"),
             chunks,
         );
-        em.line(&format!("let sq = in0[c * {chunk}u];"));
-        let kq = keys.key(&mut em, "sq")?;
+        let kq = key_at(&mut em, &kn, &format!("c * {chunk}u"), "sq")?;
         em.line(&format!("if ({kq} != key) {{ break; }}"));
         em.line(&format!("acc = acc + in1[c * {w}u + e];"));
         em.close(None);
     }
     em.line("out0[at] = acc;");
+    em.close(None);
     em.close(None);
     let outs = vec![Binding {
         value: *result,
