@@ -137,3 +137,38 @@ def test_switch_off(gpu, tmp_path, monkeypatch):
     programs = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.program.txt")))
     assert "updates updates_" not in programs, programs
     same_as_cpu(gpu, lambda xs, h: scan_stacks(xs * 2.0, h), *args)
+
+
+def test_stacked_rows_as_vec4s(gpu, tmp_path, monkeypatch):
+    # On CPU adapters an update spanning its operand's innermost dimension (a multiple of 4,
+    # 32-bit elements) is written four elements per invocation as one vec4; others keep one
+    # element each: rows of 12 f32 and i32 (vec4s), of 6 (not a multiple of 4), a partial
+    # row at a dynamic start (not spanning), u8 (packed), alone and merged. Exact copies:
+    # equal to the updates written one element each (WGPU_HLO_VEC4_STORES=0) bit for bit.
+    def f(xs, h0, z):
+        def step(h, x):
+            a = jnp.tanh(x[:, :12] + h)
+            return a, (a, (a * 5).astype(jnp.int32), a[:, :6], (a > 0).astype(jnp.uint8))
+
+        h, ys = lax.scan(step, h0, xs)
+
+        def body(i, z):
+            return lax.dynamic_update_slice(z, h[:, 4:8] * i.astype(jnp.float32), (0, i + 1))
+
+        return ys, lax.fori_loop(0, 5, body, z), lax.scan(lambda c, x: (c + x, c * 2), h0, xs[:, :, :12])[1]
+
+    args = (normal((9, 5, 16), 1), normal((5, 12), 2), normal((5, 12), 3))
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    same_as_cpu(gpu, f, *args)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    got = leaves(jax.jit(f)(*jax.device_put(args, gpu)))
+    monkeypatch.setenv("WGPU_HLO_VEC4_STORES", "0")
+    scalar = leaves(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu)))
+    monkeypatch.delenv("WGPU_HLO_VEC4_STORES")
+    for g, s in zip(got, scalar):
+        np.testing.assert_array_equal(g, s)
+    from conftest import cpu_kernel_class
+
+    if cpu_kernel_class(gpu):
+        text = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*updat*.wgsl")))
+        assert "array<vec4<f32>>" in text and "array<vec4<i32>>" in text

@@ -62,6 +62,74 @@ fn write_update(
     Ok((total, xt))
 }
 
+/// On CPU adapters, the statements of `op` (a `dynamic_update_slice` of 32-bit elements
+/// whose update spans the operand's innermost dimension, a multiple of 4) writing update
+/// elements `4 t4 ..= 4 t4 + 3` (`t4` a WGSL `u32` name) into output binding `j` as one
+/// `vec4` (the binding is declared so): such a group lands at an aligned group of the
+/// operand, since the start along that dimension can only be 0. llvmpipe runs every storage
+/// access as a loop over its lanes: a GRU's 9 stacked residuals per scan step took ~1 ms a
+/// step one element per invocation. Returns the update's element count and the operand's
+/// type, or `None` where `op` is not of that form.
+fn write_update_vec4(
+    em: &mut ExprEmitter,
+    op: &Operation,
+    j: usize,
+    t4: &str,
+    target: Target,
+) -> Result<Option<(u64, crate::ir::TensorType)>> {
+    if !target.cpu_adapter
+        || op.op != Op::DynamicUpdateSlice
+        || crate::fusion::switched_off("WGPU_HLO_VEC4_STORES")
+    {
+        return Ok(None);
+    }
+    let (x, u) = (op.operands[0], op.operands[1]);
+    let xt = em.ty(x)?.clone();
+    let ut = em.ty(u)?.clone();
+    let (xdims, udims) = (xt.dims(), ut.dims());
+    let elem = crate::codegen::dtype::storage_elem(xt.dtype);
+    let total = ut.num_elements() as u64;
+    let aligned = match (xdims.last(), udims.last()) {
+        (Some(&xl), Some(&ul)) => xl == ul && ul % 4 == 0,
+        _ => false,
+    };
+    if !aligned
+        || op.operands.len() != 2 + xdims.len()
+        || total == 0
+        // Tensors bound in parts keep the scalar accesses the parts' functions take.
+        || xt.num_elements() as u64 * 4 > target.max_binding_size
+        || crate::codegen::dtype::per_word(xt.dtype) != 1
+        || !matches!(elem, "f32" | "i32" | "u32")
+        || em.compute(xt.dtype).map_or(true, |c| c.wgsl() != elem)
+    {
+        return Ok(None);
+    }
+    em.line(&format!("let {t4}_0 = {t4} * 4u;"));
+    let ui = em.multi(&Index::Linear(format!("{t4}_0")), &udims);
+    let mut xi = Vec::new();
+    for (d, &s) in op.operands[2..].iter().enumerate() {
+        let st = em.ty(s)?.dtype;
+        let sc = em.compute(st)?;
+        let v = em.value(s, &Index::scalar())?;
+        let max = xdims[d] as i64 - udims[d] as i64;
+        let start = format!("u32(clamp({}, 0i, {}i))", index_i32(&v, sc)?, max.max(0));
+        xi.push(format!("({start} + {})", ui[d]));
+    }
+    let mut vals = Vec::with_capacity(4);
+    for e in 0..4 {
+        if e > 0 {
+            em.line(&format!("let {t4}_{e} = {t4}_0 + {e}u;"));
+        }
+        vals.push(em.value(u, &Index::Linear(format!("{t4}_{e}")))?);
+    }
+    let at = crate::codegen::expr::linearize(&xi, &xdims);
+    em.line(&format!(
+        "out{j}[({at}) / 4u] = vec4<{elem}>({});",
+        vals.join(", ")
+    ));
+    Ok(Some((total, xt)))
+}
+
 /// Several in-place updates (`dynamic_update_slice`s, and scatters [`emit_scatter`] takes)
 /// into buffers of their own in one kernel (`fusion::updates`): update `j` runs in the
 /// workgroups after those of the updates before it (so the branch choosing it is uniform in
@@ -94,7 +162,18 @@ pub fn emit_many(
             op.name()
         ))),
     };
-    if let [op] = ops {
+    // Updates written four elements per invocation as vec4s (CPU adapters).
+    let fours: Vec<bool> = ops
+        .iter()
+        .map(|op| {
+            let mut probe = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+            matches!(
+                write_update_vec4(&mut probe, op, 0, "t", target),
+                Ok(Some(_))
+            )
+        })
+        .collect();
+    if let ([op], [false]) = (ops, fours.as_slice()) {
         // One update: a thread per element.
         let (total, xt, func) = write(&mut em, op, 0, "tid")?;
         let comment = format!(
@@ -123,6 +202,7 @@ pub fn emit_many(
     let mut outs = Vec::with_capacity(ops.len());
     let mut functions = String::new();
     let (mut groups, mut elements) = (0u64, 0u64);
+    let mut vec4_outs = Vec::new();
     for (j, op) in ops.iter().enumerate() {
         // The update's elements: a dynamic_update_slice's operand 1, a scatter's operand 2.
         let scatter = matches!(op.op, Op::Scatter { .. });
@@ -131,7 +211,9 @@ pub fn emit_many(
             .get(if scatter { 2 } else { 1 })
             .and_then(|&u| f.ty(u).as_tensor())
             .map_or(0, |t| t.num_elements() as u64);
-        let end = groups + n.div_ceil(w);
+        // Invocations: one per element, or per group of four.
+        let threads = if fours[j] { n / 4 } else { n };
+        let end = groups + threads.div_ceil(w);
         let header = format!("if (grp < {end}u)");
         if j == 0 {
             em.open(&header);
@@ -139,8 +221,16 @@ pub fn emit_many(
             em.close(Some(&format!("else {header}")));
         }
         em.line(&format!("let t = (grp - {groups}u) * {w}u + lid;"));
-        em.open(&format!("if (t < {n}u)"));
-        let (total, xt, func) = write(&mut em, op, j, "t")?;
+        em.open(&format!("if (t < {threads}u)"));
+        let (total, xt, func) = if fours[j] {
+            vec4_outs.push(j);
+            let (total, xt) = write_update_vec4(&mut em, op, j, "t", target)?.ok_or_else(|| {
+                Error::internal(format!("{name}: update {j} is no longer written as vec4s"))
+            })?;
+            (total, xt, String::new())
+        } else {
+            write(&mut em, op, j, "t")?
+        };
         functions.push_str(&func);
         em.close(None);
         outs.push(Binding {
@@ -177,17 +267,27 @@ pub fn emit_many(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    kernel::in_workgroups(
-        name,
-        &comment,
-        em.inputs.clone(),
-        outs,
-        &em.needs,
-        &body,
-        groups,
-        em.iterations(),
-        target,
-    )
+    let mut wgsl = kernel::module_text(&comment, &em.inputs, &outs, &em.needs, &body)?;
+    for &j in &vec4_outs {
+        let t = crate::codegen::dtype::storage_elem(outs[j].ty.dtype);
+        let decl = format!("var<storage, read_write> out{j}: array<{t}>;");
+        if !wgsl.contains(&decl) {
+            return Err(Error::internal(format!("{name}: no declaration of out{j}")));
+        }
+        let vec4 = format!("var<storage, read_write> out{j}: array<vec4<{t}>>;");
+        wgsl = wgsl.replacen(&decl, &vec4, 1);
+    }
+    kernel::validate(name, &wgsl, target.caps)?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs: em.inputs.clone(),
+        outputs: outs,
+        workgroups: kernel::grid(groups, target.max_workgroups)?,
+        iterations: em.iterations(),
+        texture_inputs: Vec::new(),
+        parted: Vec::new(),
+    })
 }
 
 /// The in-place scatter kernel: one thread per update element folds it into its target
