@@ -115,13 +115,30 @@ fn write_update_vec4(
         let start = format!("u32(clamp({}, 0i, {}i))", index_i32(&v, sc)?, max.max(0));
         xi.push(format!("({start} + {})", ui[d]));
     }
+    // Inputs read at the four elements' own offsets (the update itself) are read as one
+    // vec4 too (see `expr::Quads`).
+    let quads = em.quads.replace(crate::codegen::expr::Quads {
+        dims: Vec::new(),
+        positions: (0..4)
+            .map(|e| (format!("{t4}_{e}"), (format!("{t4}_0"), e)))
+            .collect(),
+        streaming: true,
+        any_shape: false,
+    });
     let mut vals = Vec::with_capacity(4);
     for e in 0..4 {
         if e > 0 {
             em.line(&format!("let {t4}_{e} = {t4}_0 + {e}u;"));
         }
-        vals.push(em.value(u, &Index::Linear(format!("{t4}_{e}")))?);
+        match em.value(u, &Index::Linear(format!("{t4}_{e}"))) {
+            Ok(v) => vals.push(v),
+            Err(err) => {
+                em.quads = quads;
+                return Err(err);
+            }
+        }
     }
+    em.quads = quads;
     let at = crate::codegen::expr::linearize(&xi, &xdims);
     em.line(&format!(
         "out{j}[({at}) / 4u] = vec4<{elem}>({});",
