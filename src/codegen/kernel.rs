@@ -101,7 +101,36 @@ pub fn in_workgroups(
     iterations: u64,
     target: super::loop_kernel::Target,
 ) -> Result<Kernel> {
-    let wgsl = assemble(name, comment, &inputs, &outputs, needs, body, target.caps)?;
+    in_workgroups_vec4(
+        name,
+        comment,
+        inputs,
+        outputs,
+        needs,
+        body,
+        &[],
+        (groups, iterations),
+        target,
+    )
+}
+
+/// [`in_workgroups`] for a kernel whose outputs `vec4_outputs` store four elements at a time:
+/// they are declared as arrays of `vec4`s of their storage element.
+#[allow(clippy::too_many_arguments)]
+pub fn in_workgroups_vec4(
+    name: &str,
+    comment: &str,
+    inputs: Vec<Binding>,
+    outputs: Vec<Binding>,
+    needs: &std::collections::BTreeSet<String>,
+    body: &str,
+    vec4_outputs: &[usize],
+    (groups, iterations): (u64, u64),
+    target: super::loop_kernel::Target,
+) -> Result<Kernel> {
+    let wgsl = module_text(comment, &inputs, &outputs, needs, body)?;
+    let wgsl = declare_vec4s(name, wgsl, &outputs, vec4_outputs)?;
+    validate(name, &wgsl, target.caps)?;
     Ok(Kernel {
         name: name.to_string(),
         wgsl,
@@ -112,6 +141,29 @@ pub fn in_workgroups(
         texture_inputs: Vec::new(),
         parted: Vec::new(),
     })
+}
+
+/// `wgsl` (from [`module_text`]) with outputs `js` of `outputs` declared as arrays of
+/// `vec4`s of their storage element.
+fn declare_vec4s(
+    name: &str,
+    mut wgsl: String,
+    outputs: &[Binding],
+    js: &[usize],
+) -> Result<String> {
+    for &j in js {
+        let t = outputs
+            .get(j)
+            .map(|o| super::dtype::storage_elem(o.ty.dtype))
+            .ok_or_else(|| Error::internal(format!("{name}: no output {j}")))?;
+        let decl = format!("var<storage, read_write> out{j}: array<{t}>;");
+        if !wgsl.contains(&decl) {
+            return Err(Error::internal(format!("{name}: no declaration of out{j}")));
+        }
+        let vec4 = format!("var<storage, read_write> out{j}: array<vec4<{t}>>;");
+        wgsl = wgsl.replacen(&decl, &vec4, 1);
+    }
+    Ok(wgsl)
 }
 
 /// [`assemble`] without the validation, for emitters that change a declaration afterwards

@@ -338,27 +338,17 @@ fn finish(
         "{comment}\nfuses: {}",
         em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
     );
-    let mut wgsl = kernel::module_text(&comment, &em.inputs, &outs, &em.needs, &body)?;
-    for &j in vec4_outs {
-        let t = dtype::storage_elem(outs[j].ty.dtype);
-        let decl = format!("var<storage, read_write> out{j}: array<{t}>;");
-        if !wgsl.contains(&decl) {
-            return Err(Error::internal(format!("{name}: no declaration of out{j}")));
-        }
-        let vec4 = format!("var<storage, read_write> out{j}: array<vec4<{t}>>;");
-        wgsl = wgsl.replacen(&decl, &vec4, 1);
-    }
-    kernel::validate(name, &wgsl, target.caps)?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs: em.inputs.clone(),
-        outputs: outs,
-        workgroups: kernel::grid(groups, target.max_workgroups)?,
-        iterations: em.iterations(),
-        texture_inputs: Vec::new(),
-        parted: Vec::new(),
-    })
+    kernel::in_workgroups_vec4(
+        name,
+        &comment,
+        em.inputs.clone(),
+        outs,
+        &em.needs,
+        &body,
+        vec4_outs,
+        (groups, em.iterations()),
+        target,
+    )
 }
 
 /// A split-K stage of a `dot_general` or `convolution` computed by the loop emitter: `chunks`

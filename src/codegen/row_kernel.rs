@@ -320,33 +320,23 @@ pub fn emit(
     );
     let source = format!("{funcs}{main}");
     let iterations = em.iterations();
-    let mut wgsl = kernel::module_text(&comment, &em.inputs, &outs, &em.needs, &source)?;
-    if unrolled.as_ref().is_some_and(|l| l.group == 4) {
-        // The outputs over the whole tensor are stored as vec4s.
-        for &j in &full_outs {
-            let t = em.compute(outs[j].ty.dtype)?.wgsl();
-            let decl = format!("var<storage, read_write> out{j}: array<{t}>;");
-            if !wgsl.contains(&decl) {
-                return Err(Error::internal(format!("{name}: no declaration of out{j}")));
-            }
-            wgsl = wgsl.replacen(
-                &decl,
-                &format!("var<storage, read_write> out{j}: array<vec4<{t}>>;"),
-                1,
-            );
-        }
-    }
-    kernel::validate(name, &wgsl, target.caps)?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs: em.inputs.clone(),
-        outputs: outs,
-        workgroups: kernel::grid(rows.div_ceil(SUBGROUP_ROWS), target.max_workgroups)?,
-        iterations,
-        texture_inputs: Vec::new(),
-        parted: Vec::new(),
-    })
+    // The outputs over the whole tensor are stored as vec4s.
+    let vec4_outs: &[usize] = if unrolled.as_ref().is_some_and(|l| l.group == 4) {
+        &full_outs
+    } else {
+        &[]
+    };
+    kernel::in_workgroups_vec4(
+        name,
+        &comment,
+        em.inputs.clone(),
+        outs,
+        &em.needs,
+        &source,
+        vec4_outs,
+        (rows.div_ceil(SUBGROUP_ROWS), iterations),
+        target,
+    )
 }
 
 /// Most elements of a row one lane holds in registers: 1024-element rows on llvmpipe's 8

@@ -25,6 +25,29 @@ pub fn emit(
     emit_many(name, f, defs, &[op], &Default::default(), target)
 }
 
+/// The position in the operand (of `xdims`) of element `t` (a WGSL `u32` name) of the update
+/// (of `udims`) of `op`, a `dynamic_update_slice`: its coordinates after the spec's clamped
+/// start.
+fn operand_position(
+    em: &mut ExprEmitter,
+    op: &Operation,
+    xdims: &[usize],
+    udims: &[usize],
+    t: &str,
+) -> Result<Vec<String>> {
+    let ui = em.multi(&Index::Linear(t.into()), udims);
+    let mut xi = Vec::new();
+    for (d, &s) in op.operands[2..].iter().enumerate() {
+        let st = em.ty(s)?.dtype;
+        let sc = em.compute(st)?;
+        let v = em.value(s, &Index::scalar())?;
+        let max = xdims[d] as i64 - udims[d] as i64;
+        let start = format!("u32(clamp({}, 0i, {}i))", index_i32(&v, sc)?, max.max(0));
+        xi.push(format!("({start} + {})", ui[d]));
+    }
+    Ok(xi)
+}
+
 /// Emits the statements of `op` (a `dynamic_update_slice`) writing update element `t` (a WGSL
 /// `u32` name) into output binding `j`, at the spec's clamped start; returns the update's
 /// element count and the operand's type.
@@ -46,16 +69,7 @@ fn write_update(
         ));
     }
     let total = ut.num_elements() as u64;
-    let ui = em.multi(&Index::Linear(t.into()), &udims);
-    let mut xi = Vec::new();
-    for (d, &s) in op.operands[2..].iter().enumerate() {
-        let st = em.ty(s)?.dtype;
-        let sc = em.compute(st)?;
-        let v = em.value(s, &Index::scalar())?;
-        let max = xdims[d] as i64 - udims[d] as i64;
-        let start = format!("u32(clamp({}, 0i, {}i))", index_i32(&v, sc)?, max.max(0));
-        xi.push(format!("({start} + {})", ui[d]));
-    }
+    let xi = operand_position(em, op, &xdims, &udims, t)?;
     let v = em.value(u, &Index::Linear(t.into()))?;
     let at = crate::codegen::expr::linearize(&xi, &xdims);
     em.line(&format!("out{j}[{at}] = {v};"));
@@ -105,16 +119,7 @@ fn write_update_vec4(
         return Ok(None);
     }
     em.line(&format!("let {t4}_0 = {t4} * 4u;"));
-    let ui = em.multi(&Index::Linear(format!("{t4}_0")), &udims);
-    let mut xi = Vec::new();
-    for (d, &s) in op.operands[2..].iter().enumerate() {
-        let st = em.ty(s)?.dtype;
-        let sc = em.compute(st)?;
-        let v = em.value(s, &Index::scalar())?;
-        let max = xdims[d] as i64 - udims[d] as i64;
-        let start = format!("u32(clamp({}, 0i, {}i))", index_i32(&v, sc)?, max.max(0));
-        xi.push(format!("({start} + {})", ui[d]));
-    }
+    let xi = operand_position(em, op, &xdims, &udims, &format!("{t4}_0"))?;
     // Inputs read at the four elements' own offsets (the update itself) are read as one
     // vec4 too (see `expr::Quads`).
     let quads = em.quads.replace(crate::codegen::expr::Quads {
@@ -284,27 +289,17 @@ pub fn emit_many(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let mut wgsl = kernel::module_text(&comment, &em.inputs, &outs, &em.needs, &body)?;
-    for &j in &vec4_outs {
-        let t = crate::codegen::dtype::storage_elem(outs[j].ty.dtype);
-        let decl = format!("var<storage, read_write> out{j}: array<{t}>;");
-        if !wgsl.contains(&decl) {
-            return Err(Error::internal(format!("{name}: no declaration of out{j}")));
-        }
-        let vec4 = format!("var<storage, read_write> out{j}: array<vec4<{t}>>;");
-        wgsl = wgsl.replacen(&decl, &vec4, 1);
-    }
-    kernel::validate(name, &wgsl, target.caps)?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs: em.inputs.clone(),
-        outputs: outs,
-        workgroups: kernel::grid(groups, target.max_workgroups)?,
-        iterations: em.iterations(),
-        texture_inputs: Vec::new(),
-        parted: Vec::new(),
-    })
+    kernel::in_workgroups_vec4(
+        name,
+        &comment,
+        em.inputs.clone(),
+        outs,
+        &em.needs,
+        &body,
+        &vec4_outs,
+        (groups, em.iterations()),
+        target,
+    )
 }
 
 /// The in-place scatter kernel: one thread per update element folds it into its target
