@@ -1,7 +1,7 @@
 //! Horizontal fusion (`fusion::horizontal`): small independent loop kernels of different
 //! shapes run as one launch, each in its own workgroups, and compute what they compute apart.
-//! Kernels that depend on each other, large ones, and ones with packed (`i1`) results stay
-//! apart.
+//! A kernel that reads another's result merges into it first (multi-output fusion); large
+//! kernels and ones with packed (`i1`) results stay apart.
 
 mod common;
 
@@ -30,8 +30,8 @@ fn words(b: &[u8]) -> Vec<[u8; 4]> {
 #[test]
 fn small_independent_kernels_share_a_launch() {
     // Four small independent kernels (f32 3x5 and 16x16, i32 7, a scalar), one that reads a
-    // result of the first (it cannot share that launch), a large one (100000 elements) and
-    // one with an i1 result.
+    // result of the first (merged into it), a large one (100000 elements) and one with an i1
+    // result.
     let src = "func.func @main(%a: tensor<3x5xf32>, %b: tensor<16x16xf32>, %c: tensor<7xi32>, \
                %d: tensor<f32>, %e: tensor<100000xf32>) -> (tensor<3x5xf32>, tensor<16x16xf32>, \
                tensor<7xi32>, tensor<f32>, tensor<5x3xf32>, tensor<100000xf32>, tensor<16x16xi1>) {\n\
@@ -97,9 +97,11 @@ fn small_independent_kernels_share_a_launch() {
     let gt: Vec<bool> = host[6][..256].iter().map(|&x| x != 0).collect();
     assert_eq!(gt, b.iter().map(|&x| x > 0.0).collect::<Vec<_>>());
 
-    // r0, r1, r2 and r3 share one launch; r4 (reads r0), r5 (large) and r6 (i1) have their own.
+    // r4 reads r0 (transposed; both 15 elements): one kernel writes both (multi-output
+    // fusion), and it shares one launch with r1, r2 and r3; r5 (large) and r6 (i1) have
+    // their own.
     let names: Vec<&str> = exe.kernels().iter().map(|k| k.name.as_str()).collect();
-    assert_eq!(exe.kernels().len(), 4, "{names:?}");
+    assert_eq!(exe.kernels().len(), 3, "{names:?}");
     assert_eq!(
         names.iter().filter(|n| n.starts_with("horizontal")).count(),
         1,

@@ -14,15 +14,21 @@ use super::{
 };
 use crate::ir::{Function, Region, ValueId};
 
-fn shape_of(f: &Function, v: ValueId) -> Option<(Vec<i64>, u32)> {
+/// The elements of `v`. Loop kernels compute every output at the same linear position, so
+/// outputs of one element count merge whatever their shapes (a gather's `[n, 1]` and the
+/// `[n]` reading it) and element types (a comparison's `i1` and the selects reading it:
+/// `jnp.searchsorted`'s step, 5 kernels of 1M elements when shapes and element sizes had to
+/// match).
+fn shape_of(f: &Function, v: ValueId) -> Option<i64> {
     f.values
         .get(v.index())
         .and_then(|t| t.as_tensor())
-        .map(|t| (t.shape.clone(), t.dtype.byte_size() as u32))
+        .filter(|t| t.is_static())
+        .map(|t| t.shape.iter().product())
 }
 
-/// The shape and element size all outputs of `g` share, if they do.
-fn common_shape(f: &Function, g: &Group) -> Option<(Vec<i64>, u32)> {
+/// The element count all outputs of `g` share, if they do.
+fn common_shape(f: &Function, g: &Group) -> Option<i64> {
     let first = shape_of(f, *g.outputs.first()?)?;
     g.outputs
         .iter()
@@ -85,7 +91,7 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
 }
 
 /// The first pair (producer `a`, consumer `b`) of loop kernels that may merge: `b` reads a
-/// result of `a`, both write tensors of one shape, no node between them reads `a`'s results
+/// result of `a`, both write tensors of one element count, no node between them reads `a`'s results
 /// or is anything but a kernel (ops that update a buffer in place must keep their order with
 /// the kernels reading it), and the merged kernel stays within the binding budget.
 fn find(
