@@ -119,23 +119,41 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         target,
     )?;
     let bound = target.max_invocation_iterations;
-    if let Some(rows) = RowsInRegisters::new(m, n, target) {
+    let registers = RowsInRegisters::new(m, n, target).and_then(|rows| {
         let cost = |j: u64| rows.column_cost(j);
-        if let Some((ranges, most)) = super::linalg::ranges_within(k, rows.overhead(), cost, bound)
-        {
-            let body = rows.body(w, batch, stride, mn + k);
-            return finish(
-                name,
-                &what,
-                &desc,
-                (init, &body, most, ranges),
-                (state, state_type, at, (lu, pivots, perm)),
-                (batch, m, n, k, stride),
-                "rows in registers, a barrier between steps",
-                target,
-            );
-        }
-    }
+        super::linalg::ranges_within(k, rows.overhead(), cost, bound)
+            .map(|(ranges, most)| (rows.body(w, batch, stride, mn + k), most, ranges))
+    });
+    let ((body, most, ranges), how) = match registers {
+        Some(columns) => (columns, "rows in registers, a barrier between steps"),
+        None => (
+            storage_columns(&desc, w, (batch, m, n, k, stride), target)?,
+            "a storage barrier between steps",
+        ),
+    };
+    finish(
+        name,
+        &what,
+        &desc,
+        (init, &body, most, ranges),
+        (state, state_type, at, (lu, pivots, perm)),
+        (batch, m, n, k, stride),
+        how,
+        target,
+    )
+}
+
+/// The columns kernel that updates the state buffer (module doc): its WGSL, the most loop
+/// iterations of a launch and the launches' column ranges.
+#[allow(clippy::type_complexity)]
+fn storage_columns(
+    desc: &str,
+    w: &str,
+    (batch, m, n, k, stride): (u64, u64, u64, u64, u64),
+    target: Target,
+) -> Result<(String, u64, Vec<(u64, u64)>)> {
+    let mn = m * n;
+    let bound = target.max_invocation_iterations;
     // CPU adapters switch between a workgroup's invocations at every barrier: fewer switch
     // faster.
     let wg = if target.cpu_adapter { 64 } else { 256 }
@@ -186,16 +204,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         ajj = el("j", "j"),
         aic = el("i", "c"),
     );
-    finish(
-        name,
-        &what,
-        &desc,
-        (init, &body, most, ranges),
-        (state, state_type, at, (lu, pivots, perm)),
-        (batch, m, n, k, stride),
-        "a storage barrier between steps",
-        target,
-    )
+    Ok((body, most, ranges))
 }
 
 /// The plan from the `init` kernel and the columns kernel's `body` (workgroups of `wg`, at

@@ -76,48 +76,56 @@ fn write_update(
     Ok((total, xt))
 }
 
+/// Whether [`write_update_vec4`] writes `op` (see there).
+fn writes_vec4s(f: &Function, op: &Operation, target: Target) -> bool {
+    if !target.cpu_adapter
+        || op.op != Op::DynamicUpdateSlice
+        || crate::fusion::switched_off("WGPU_HLO_VEC4_STORES")
+    {
+        return false;
+    }
+    let (Some(xt), Some(ut)) = (
+        op.operands.first().and_then(|&x| f.ty(x).as_tensor()),
+        op.operands.get(1).and_then(|&u| f.ty(u).as_tensor()),
+    ) else {
+        return false;
+    };
+    let (xdims, udims) = (xt.dims(), ut.dims());
+    let aligned = match (xdims.last(), udims.last()) {
+        (Some(&xl), Some(&ul)) => xl == ul && ul % 4 == 0,
+        _ => false,
+    };
+    aligned
+        && op.operands.len() == 2 + xdims.len()
+        && ut.num_elements() > 0
+        // Tensors bound in parts keep the scalar accesses the parts' functions take.
+        && xt.num_elements() as u64 * 4 <= target.max_binding_size
+        && matches!(
+            xt.dtype,
+            crate::ir::ElementType::F32 | crate::ir::ElementType::I32 | crate::ir::ElementType::U32
+        )
+}
+
 /// On CPU adapters, the statements of `op` (a `dynamic_update_slice` of 32-bit elements
 /// whose update spans the operand's innermost dimension, a multiple of 4) writing update
 /// elements `4 t4 ..= 4 t4 + 3` (`t4` a WGSL `u32` name) into output binding `j` as one
 /// `vec4` (the binding is declared so): such a group lands at an aligned group of the
 /// operand, since the start along that dimension can only be 0. llvmpipe runs every storage
 /// access as a loop over its lanes: a GRU's 9 stacked residuals per scan step took ~1 ms a
-/// step one element per invocation. Returns the update's element count and the operand's
-/// type, or `None` where `op` is not of that form.
+/// step one element per invocation. Only for updates [`writes_vec4s`] takes. Returns the
+/// update's element count and the operand's type.
 fn write_update_vec4(
     em: &mut ExprEmitter,
     op: &Operation,
     j: usize,
     t4: &str,
-    target: Target,
-) -> Result<Option<(u64, crate::ir::TensorType)>> {
-    if !target.cpu_adapter
-        || op.op != Op::DynamicUpdateSlice
-        || crate::fusion::switched_off("WGPU_HLO_VEC4_STORES")
-    {
-        return Ok(None);
-    }
+) -> Result<(u64, crate::ir::TensorType)> {
     let (x, u) = (op.operands[0], op.operands[1]);
     let xt = em.ty(x)?.clone();
     let ut = em.ty(u)?.clone();
     let (xdims, udims) = (xt.dims(), ut.dims());
     let elem = crate::codegen::dtype::storage_elem(xt.dtype);
     let total = ut.num_elements() as u64;
-    let aligned = match (xdims.last(), udims.last()) {
-        (Some(&xl), Some(&ul)) => xl == ul && ul % 4 == 0,
-        _ => false,
-    };
-    if !aligned
-        || op.operands.len() != 2 + xdims.len()
-        || total == 0
-        // Tensors bound in parts keep the scalar accesses the parts' functions take.
-        || xt.num_elements() as u64 * 4 > target.max_binding_size
-        || crate::codegen::dtype::per_word(xt.dtype) != 1
-        || !matches!(elem, "f32" | "i32" | "u32")
-        || em.compute(xt.dtype).map_or(true, |c| c.wgsl() != elem)
-    {
-        return Ok(None);
-    }
     em.line(&format!("let {t4}_0 = {t4} * 4u;"));
     let xi = operand_position(em, op, &xdims, &udims, &format!("{t4}_0"))?;
     // Inputs read at the four elements' own offsets (the update itself) are read as one
@@ -149,7 +157,7 @@ fn write_update_vec4(
         "out{j}[({at}) / 4u] = vec4<{elem}>({});",
         vals.join(", ")
     ));
-    Ok(Some((total, xt)))
+    Ok((total, xt))
 }
 
 /// Several in-place updates (`dynamic_update_slice`s, and scatters [`emit_scatter`] takes)
@@ -185,16 +193,7 @@ pub fn emit_many(
         ))),
     };
     // Updates written four elements per invocation as vec4s (CPU adapters).
-    let fours: Vec<bool> = ops
-        .iter()
-        .map(|op| {
-            let mut probe = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
-            matches!(
-                write_update_vec4(&mut probe, op, 0, "t", target),
-                Ok(Some(_))
-            )
-        })
-        .collect();
+    let fours: Vec<bool> = ops.iter().map(|op| writes_vec4s(f, op, target)).collect();
     if let ([op], [false]) = (ops, fours.as_slice()) {
         // One update: a thread per element.
         let (total, xt, func) = write(&mut em, op, 0, "tid")?;
@@ -246,9 +245,7 @@ pub fn emit_many(
         em.open(&format!("if (t < {threads}u)"));
         let (total, xt, func) = if fours[j] {
             vec4_outs.push(j);
-            let (total, xt) = write_update_vec4(&mut em, op, j, "t", target)?.ok_or_else(|| {
-                Error::internal(format!("{name}: update {j} is no longer written as vec4s"))
-            })?;
+            let (total, xt) = write_update_vec4(&mut em, op, j, "t")?;
             (total, xt, String::new())
         } else {
             write(&mut em, op, j, "t")?
