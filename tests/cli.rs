@@ -235,7 +235,14 @@ fn long_rows_sort_with_the_bitonic_network() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(names.iter().any(|n| n.ends_with("_pass.wgsl")), "{names:?}");
+    // Rows of 1000 sort inside one workgroup each (`_local`); kernels no step launches
+    // (the network's global pass here) are dropped when launches merge.
+    assert!(
+        names
+            .iter()
+            .any(|n| n.ends_with("_local.wgsl") || n.ends_with("_pass.wgsl")),
+        "{names:?}"
+    );
 }
 
 #[test]

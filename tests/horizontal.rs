@@ -49,8 +49,7 @@ fn small_independent_kernels_share_a_launch() {
   %r6 = stablehlo.compare GT, %b, %zero : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xi1>\n\
   return %r0, %r1, %r2, %r3, %r4, %r5, %r6 : tensor<3x5xf32>, tensor<16x16xf32>, tensor<7xi32>, \
                tensor<f32>, tensor<5x3xf32>, tensor<100000xf32>, tensor<16x16xi1>\n}\n";
-    let exe = compile(&device(), src.as_bytes(), &CompileOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let exe = compile(&device(), src.as_bytes(), &unmerged()).unwrap_or_else(|e| panic!("{e}"));
     let a: Vec<f32> = (0..15).map(|i| i as f32 * 0.5 - 3.0).collect();
     let b: Vec<f32> = (0..256).map(|i| (i as f32 - 128.0) / 50.0).collect();
     let c: Vec<i32> = (0..7).map(|i| i * 5 - 11).collect();
@@ -132,8 +131,7 @@ fn many_small_kernels_take_several_launches() {
         rets.join(", "),
         vec![ty; n].join(", ")
     ));
-    let exe = compile(&device(), src.as_bytes(), &CompileOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let exe = compile(&device(), src.as_bytes(), &unmerged()).unwrap_or_else(|e| panic!("{e}"));
     let inputs: Vec<Vec<f32>> = (0..n)
         .map(|i| (0..64).map(|j| (i * 64 + j) as f32 / 100.0).collect())
         .collect();
@@ -159,4 +157,13 @@ fn many_small_kernels_take_several_launches() {
     }
     let k = exe.kernels().len();
     assert!((3..=5).contains(&k), "{k} kernels for 40 small updates");
+}
+
+/// Options that keep fusion's kernels as they are: independent launches do not merge
+/// (`compile::merge`), so the counts here are the horizontal fusion's.
+fn unmerged() -> CompileOptions {
+    CompileOptions {
+        merge_launches: Some(false),
+        ..CompileOptions::default()
+    }
 }

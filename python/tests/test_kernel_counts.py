@@ -3,7 +3,9 @@
 regression in fusion shows here as a count, before it shows as a slower model.
 
 Counts are upper bounds where an adapter may choose fewer; `WGPU_HLO_ROWS=0` (row fusion off)
-would fail the softmax, log-softmax and layernorm counts."""
+would fail the softmax, log-softmax and layernorm counts. They count fusion's kernels, before
+independent launches merge (`WGPU_HLO_MERGE_LAUNCHES=0`; `test_merged_launches.py` tests the
+merging)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,10 @@ jnp = jax.numpy
 def kernels(gpu, tmp_path, monkeypatch, f, *args, rtol=2e-5, atol=2e-6):
     """The number of kernels `jit(f)` compiles to on `gpu`; checks its results against cpu."""
     monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    monkeypatch.setenv("WGPU_HLO_MERGE_LAUNCHES", "0")
     got = jax.jit(f)(*[jax.device_put(a, gpu) for a in args])
     monkeypatch.delenv("WGPU_HLO_DUMP")
+    monkeypatch.delenv("WGPU_HLO_MERGE_LAUNCHES")
     cpu = jax.devices("cpu")[0]
     want = jax.jit(f)(*[jax.device_put(a, cpu) for a in args])
     for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):

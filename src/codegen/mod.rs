@@ -11,6 +11,7 @@ pub mod kernel;
 pub mod library;
 pub mod loop_kernel;
 pub mod math;
+pub mod merged;
 pub mod op_kernels;
 pub mod parted;
 pub mod partials;

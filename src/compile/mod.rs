@@ -2,6 +2,7 @@
 //! executable out — parse, passes, fusion, code generation, lowering, loading — and the dump.
 
 pub mod lower;
+pub mod merge;
 pub mod program;
 pub mod serial;
 pub mod trip_count;
@@ -39,6 +40,9 @@ pub struct CompileOptions {
     /// Overrides `Target::read_once_texture_words` (default: `WGPU_HLO_TEXTURE_READS_ONCE`,
     /// else never); tests set it to exercise texture reads with elementwise kernels.
     pub read_once_texture_words: Option<u64>,
+    /// Whether independent launches merge into one dispatch (`merge`; default: on, unless
+    /// `WGPU_HLO_MERGE_LAUNCHES=0`); tests of fusion's own kernel counts turn it off.
+    pub merge_launches: Option<bool>,
 }
 
 /// The encoding of program bytes, as PJRT's `PJRT_Program.format` names it.
@@ -256,7 +260,7 @@ pub fn compile_function(
     if let Some(n) = options.read_once_texture_words {
         target.read_once_texture_words = n;
     }
-    let lowered = match lower::lower(f, target) {
+    let mut lowered = match lower::lower(f, target) {
         Ok(l) => l,
         Err(e) => {
             // Dump what was read, so a failing program can be inspected.
@@ -266,6 +270,13 @@ pub fn compile_function(
             return Err(e.context(format!("compiling {name} for {}", device.info())));
         }
     };
+    let merging = options
+        .merge_launches
+        .unwrap_or_else(|| !crate::fusion::switched_off("WGPU_HLO_MERGE_LAUNCHES"));
+    if merging {
+        merge::merge_launches(&mut lowered.program, &mut lowered.kernels, target);
+    }
+    merge::compact(&mut lowered.program, &mut lowered.kernels);
     let ir_text = print::print_function(&printable_signature(f));
     let dump = dump_dir(options);
     let parts = ExecutableParts {

@@ -1,0 +1,155 @@
+"""Independent launches run as one dispatch (`compile::merge`, `codegen::merged`): a GRU's
+value and gradient, independent dots and reductions of different shapes and dtypes, more
+independent kernels than one merged launch takes, merging inside loops and branches, and the
+GPU kernel class (`WGPU_HLO_ADAPTER_CLASS=gpu`: workgroup memory, barriers, parts of smaller
+workgroups packed together). Each part runs its own code, so results must equal those with
+merging off (`WGPU_HLO_MERGE_LAUNCHES=0`) to the bit, and jax cpu's to rounding; the dump's
+program shows fewer launches."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+lax = jax.lax
+
+
+def normal(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def leaves(tree):
+    return [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
+
+
+def launches(dump):
+    """Launch steps in the dumped programs, and how many of them launch merged kernels."""
+    steps = merged = 0
+    for p in glob.glob(os.path.join(dump, "*.program.txt")):
+        for line in open(p):
+            words = line.split()
+            if words[:1] == ["launch"]:
+                steps += 1
+                merged += "+" in words[1]
+    return steps, merged
+
+
+def check(gpu, f, args, tmp_path, monkeypatch, rtol=2e-5, atol=2e-6):
+    """`f` on gpu with merging against cpu and against itself without merging; returns the
+    (launches, merged launches) of both builds."""
+    counts = []
+    results = []
+    for merge in ("1", "0"):
+        dump = str(tmp_path / f"merge{merge}")
+        monkeypatch.setenv("WGPU_HLO_DUMP", dump)
+        monkeypatch.setenv("WGPU_HLO_MERGE_LAUNCHES", merge)
+        # A new function object each time: JAX's cache would hand back the first executable.
+        results.append(leaves(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu))))
+        monkeypatch.delenv("WGPU_HLO_DUMP")
+        monkeypatch.delenv("WGPU_HLO_MERGE_LAUNCHES")
+        counts.append(launches(dump))
+    want = leaves(jax.jit(f)(*jax.device_put(args, jax.devices("cpu")[0])))
+    for g, a, w in zip(results[0], results[1], want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, a)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return counts
+
+
+def gru_loss(params, xs, h0):
+    wz, wr, wh, uz, ur, uh = params
+
+    def cell(h, x):
+        z = jax.nn.sigmoid(x @ wz + h @ uz)
+        r = jax.nn.sigmoid(x @ wr + h @ ur)
+        c = jnp.tanh(x @ wh + (r * h) @ uh)
+        h = (1 - z) * h + z * c
+        return h, h
+
+    h, hs = lax.scan(cell, h0, xs)
+    return jnp.mean(hs**2) + jnp.sum(h)
+
+
+def gru_args(t=12, b=8, d=16, h=32):
+    params = tuple(normal(s, i) * 0.3 for i, s in enumerate([(d, h)] * 3 + [(h, h)] * 3))
+    return params, normal((t, b, d), 7), normal((b, h), 8)
+
+
+@pytest.mark.parametrize("cls", ["cpu", "gpu"])
+def test_gru_value_and_grad(gpu, tmp_path, monkeypatch, cls):
+    monkeypatch.setenv("WGPU_HLO_ADAPTER_CLASS", cls)
+    f = jax.value_and_grad(gru_loss)
+    (on, merged), (off, none) = check(gpu, f, gru_args(), tmp_path, monkeypatch, rtol=1e-4, atol=1e-5)
+    assert none == 0
+    assert merged > 0 and on < off, (on, off)
+
+
+def independent(x, w1, w2, w3, n):
+    """Dots of three shapes, reductions along both axes, an integer sum, a sort: none reads
+    another."""
+    return (
+        x @ w1,
+        jnp.tanh(x @ w2),
+        x.T @ w3,
+        x.sum(0),
+        x.max(1),
+        (x * 3).astype(jnp.int32).sum(1),
+        jnp.sort(n),
+        n * 2 + 1,
+    )
+
+
+def independent_args():
+    return (
+        normal((64, 48)),
+        normal((48, 40), 1),
+        normal((48, 72), 2),
+        normal((64, 24), 3),
+        normal((300,), 4),
+    )
+
+
+def test_independent_kernels(gpu, tmp_path, monkeypatch):
+    # Dots of 48 terms of order 1: sums of order 7, so absolute rounding of ~1e-6.
+    args = independent_args()
+    (on, merged), (off, _) = check(gpu, independent, args, tmp_path, monkeypatch, atol=1e-5)
+    assert merged > 0 and on < off, (on, off)
+
+
+@pytest.mark.parametrize("cls", ["cpu", "gpu"])
+def test_many_independent_kernels(gpu, tmp_path, monkeypatch, cls):
+    """More independent kernels than one merged launch takes, of the CPU and the GPU kernel
+    classes (the GPU class packs 64-lane kernels into 256-lane workgroups and merges kernels
+    with workgroup memory and barriers)."""
+    monkeypatch.setenv("WGPU_HLO_ADAPTER_CLASS", cls)
+
+    def f(xs, w):
+        outs = []
+        for i, x in enumerate(xs):
+            outs.append(x @ w if i % 3 == 0 else jnp.sum(jnp.exp(x) * i, axis=i % 2))
+            outs.append(jnp.sin(x[: 8 + i]) * i)
+        return outs
+
+    xs = [normal((32, 32), i) for i in range(14)]
+    (on, merged), (off, _) = check(gpu, f, (xs, normal((32, 32), 99)), tmp_path, monkeypatch)
+    assert merged > 0 and on < off, (on, off)
+
+
+def test_inside_loops_and_branches(gpu, tmp_path, monkeypatch):
+    def f(x, w, p):
+        def body(i, c):
+            a, b = c
+            return jnp.tanh(a @ w + i), b * 0.5 + jnp.cos(a).sum(0)
+
+        a, b = lax.fori_loop(0, 5, body, (x, x[0]))
+        c = lax.cond(p > 0, lambda: (a @ w.T, b.sum()), lambda: (a * 2, b.max()))
+        return a, b, c
+
+    args = (normal((16, 16)), normal((16, 16), 1) * 0.2, np.float32(1.0))
+    (on, merged), (off, _) = check(gpu, f, args, tmp_path, monkeypatch)
+    assert merged > 0 and on < off, (on, off)

@@ -1,0 +1,293 @@
+//! Launch merging: small launches that do not depend on each other become one dispatch
+//! (`codegen::merged` writes the kernel). Fusion's horizontal pass merges tiny loop kernels
+//! before code generation; this pass works on the finished program, so it merges any kernels:
+//! the independent dots of a recurrent step, a reduction beside an elementwise kernel, an op
+//! kernel beside a loop.
+//!
+//! In each run of steps between control flow, in-place updates, host calls and chunked
+//! launches, a launch joins the earliest open merged launch whose position already has all
+//! its arguments: it moves up to it. Moving a launch up never moves a use past a `Free`
+//! (frees follow last uses) and only lengthens the life of the moved launch's own results,
+//! which is why only launches of small results move ([`MAX_PART_BYTES`]).
+//! `WGPU_HLO_MERGE_LAUNCHES=0` (or `CompileOptions::merge_launches`) turns it off.
+
+use std::collections::HashMap;
+
+use super::program::{Program, Slot, Step};
+use crate::codegen::kernel::Kernel;
+use crate::codegen::merged::{self, Mergeable};
+use crate::target::Target;
+
+/// Most launches one merged launch takes (its WGSL, and its driver compile, grow with each).
+pub const MAX_PARTS: usize = 8;
+
+/// Bytes of results a launch may write to be merged on a GPU: the launch's own cost is then
+/// a good share of its time, and moving it up holds little memory longer. A guess: no GPU has
+/// measured it.
+pub const MAX_PART_BYTES: u64 = 1 << 20;
+
+/// [`MAX_PART_BYTES`] on CPU adapters. A GRU step's dots (32 x 128 results, 16 KiB) compute in
+/// less than a launch costs on llvmpipe; an MLP's 128 x 512 dots (256 KiB) do not, and merged
+/// two of them ran slower than apart (0.84 against 0.29 + 0.25 ms).
+pub const MAX_PART_BYTES_CPU: u64 = 1 << 16;
+
+/// Most WGSL bytes of the parts of one merged kernel on CPU adapters: llvmpipe's compile time
+/// grows faster than the code (5 dots of a GRU's backward step: 0.95 s merged against 0.55 s
+/// apart).
+pub const MAX_WGSL_BYTES_CPU: usize = 16 << 10;
+
+struct Cx<'a, 'b> {
+    kernels: &'a [Kernel],
+    infos: HashMap<usize, Option<Mergeable>>,
+    made: Vec<Kernel>,
+    target: Target<'b>,
+}
+
+impl Cx<'_, '_> {
+    fn info(&mut self, k: usize) -> Option<Mergeable> {
+        let kernels = self.kernels;
+        let cpu = self.target.cpu_adapter;
+        self.infos
+            .entry(k)
+            .or_insert_with(|| {
+                let kernel = kernels.get(k)?;
+                let bytes: u64 = kernel.outputs.iter().map(|o| o.ty.byte_size() as u64).sum();
+                let max = if cpu {
+                    MAX_PART_BYTES_CPU
+                } else {
+                    MAX_PART_BYTES
+                };
+                if bytes > max {
+                    return None;
+                }
+                merged::inspect(kernel)
+            })
+            .clone()
+    }
+}
+
+/// An open merged launch: where it runs and what it holds.
+struct Group {
+    /// Index into the rewritten steps.
+    pos: usize,
+    parts: Vec<Mergeable>,
+    bindings: usize,
+    /// WGSL bytes of the parts.
+    wgsl: usize,
+}
+
+/// Merges launches throughout `program` (nested programs included), appending the merged
+/// kernels to `kernels` (the kernels they replace stay until [`compact`]).
+pub fn merge_launches(program: &mut Program, kernels: &mut Vec<Kernel>, target: Target) {
+    let mut cx = Cx {
+        kernels,
+        infos: HashMap::new(),
+        made: Vec::new(),
+        target,
+    };
+    rewrite(program, &mut cx);
+    let made = std::mem::take(&mut cx.made);
+    kernels.extend(made);
+}
+
+fn rewrite(p: &mut Program, cx: &mut Cx) {
+    for step in &mut p.steps {
+        match step {
+            Step::While(w) => {
+                rewrite(&mut w.cond, cx);
+                rewrite(&mut w.body, cx);
+            }
+            Step::Branch(b) => {
+                for (prog, _) in &mut b.branches {
+                    rewrite(prog, cx);
+                }
+            }
+            _ => {}
+        }
+    }
+    let steps = std::mem::take(&mut p.steps);
+    let mut out: Vec<Vec<Step>> = Vec::with_capacity(steps.len());
+    let mut open: Vec<Group> = Vec::new();
+    let mut defined_at: HashMap<Slot, usize> = HashMap::new();
+    for step in steps {
+        let here = out.len();
+        match step {
+            Step::Launch {
+                kernel,
+                ref args,
+                ref results,
+            } => {
+                let Some(info) = cx.info(kernel) else {
+                    for &r in results {
+                        defined_at.insert(r, here);
+                    }
+                    out.push(vec![step]);
+                    continue;
+                };
+                let bindings = args.len() + results.len();
+                let wgsl = cx.kernels.get(kernel).map_or(0, |k| k.wgsl.len());
+                let ready = |pos: usize| {
+                    args.iter()
+                        .all(|a| defined_at.get(a).is_none_or(|&d| d < pos))
+                };
+                let joined = open
+                    .iter_mut()
+                    .find(|g| ready(g.pos) && accepts(g, &info, (bindings, wgsl), cx.target));
+                let pos = match joined {
+                    Some(g) => {
+                        g.parts.push(info);
+                        g.bindings += bindings;
+                        g.wgsl += wgsl;
+                        g.pos
+                    }
+                    None => {
+                        open.push(Group {
+                            pos: here,
+                            parts: vec![info],
+                            bindings,
+                            wgsl,
+                        });
+                        out.push(Vec::new());
+                        here
+                    }
+                };
+                for &r in results {
+                    defined_at.insert(r, pos);
+                }
+                out[pos].push(step);
+            }
+            Step::Alias { dst, .. } => {
+                defined_at.insert(dst, here);
+                out.push(vec![step]);
+            }
+            Step::Free(_) => out.push(vec![step]),
+            other => {
+                // Control flow, updates, host calls, chunked launches: nothing moves across.
+                open.clear();
+                out.push(vec![other]);
+            }
+        }
+    }
+    for at in out {
+        if at.len() < 2 {
+            p.steps.extend(at);
+            continue;
+        }
+        match merged_launch(&at, cx) {
+            Some(step) => p.steps.push(step),
+            None => p.steps.extend(at),
+        }
+    }
+}
+
+/// Whether group `g` can take a part `info` with `bindings` bindings and `wgsl` bytes of
+/// code, within the adapter's storage buffers and workgroup memory per kernel.
+fn accepts(g: &Group, info: &Mergeable, (bindings, wgsl): (usize, usize), t: Target) -> bool {
+    let max_wgsl = if t.cpu_adapter {
+        MAX_WGSL_BYTES_CPU
+    } else {
+        usize::MAX
+    };
+    if g.parts.len() >= MAX_PARTS
+        || g.bindings + bindings > t.max_storage_buffers as usize
+        || g.wgsl + wgsl > max_wgsl
+    {
+        return false;
+    }
+    let bytes: u64 = g.parts.iter().map(|p| p.workgroup_bytes).sum::<u64>() + info.workgroup_bytes;
+    let mut all: Vec<&Mergeable> = g.parts.iter().collect();
+    all.push(info);
+    bytes <= t.max_workgroup_storage && merged::workgroup_of(&all, t.cpu_adapter).is_some()
+}
+
+/// One launch of the merged kernel of these launches, or `None` when the kernel cannot be
+/// written (the launches then run one after another, where the first of them ran).
+fn merged_launch(launches: &[Step], cx: &mut Cx) -> Option<Step> {
+    let mut parts = Vec::with_capacity(launches.len());
+    let mut all_args = Vec::new();
+    let mut all_results = Vec::new();
+    for s in launches {
+        let Step::Launch {
+            kernel,
+            args,
+            results,
+        } = s
+        else {
+            return None;
+        };
+        parts.push((*kernel, cx.info(*kernel)?));
+        all_args.extend(args.iter().copied());
+        all_results.extend(results.iter().copied());
+    }
+    let name = parts
+        .iter()
+        .map(|(k, _)| cx.kernels[*k].name.as_str())
+        .collect::<Vec<_>>()
+        .join("+");
+    let refs: Vec<(&Kernel, &Mergeable)> =
+        parts.iter().map(|(k, m)| (&cx.kernels[*k], m)).collect();
+    let kernel = match merged::merge(&name, &refs, cx.target) {
+        Ok(k) => k,
+        Err(e) => {
+            log::debug!("launches not merged: {e}");
+            return None;
+        }
+    };
+    cx.made.push(kernel);
+    Some(Step::Launch {
+        kernel: cx.kernels.len() + cx.made.len() - 1,
+        args: all_args,
+        results: all_results,
+    })
+}
+
+/// Calls `f` on every kernel index the program's steps hold.
+fn kernel_refs(p: &mut Program, f: &mut impl FnMut(&mut usize)) {
+    for step in &mut p.steps {
+        match step {
+            Step::Launch { kernel, .. } | Step::Update { kernel, .. } => f(kernel),
+            Step::Updates(u) => f(&mut u.kernel),
+            Step::Chunked(c) => f(&mut c.kernel),
+            Step::While(w) => {
+                kernel_refs(&mut w.cond, f);
+                kernel_refs(&mut w.body, f);
+            }
+            Step::Branch(b) => {
+                for (prog, _) in &mut b.branches {
+                    kernel_refs(prog, f);
+                }
+            }
+            Step::Alias { .. } | Step::Free(_) | Step::HostCall(_) => {}
+        }
+    }
+}
+
+/// Drops the kernels no step refers to (those merged launches replaced, and any an emitter
+/// made but lowering did not launch) and renumbers the steps' references: each kernel left
+/// is a pipeline the driver compiles when the executable loads.
+pub fn compact(program: &mut Program, kernels: &mut Vec<Kernel>) {
+    let mut used = vec![false; kernels.len()];
+    kernel_refs(program, &mut |k| {
+        if let Some(u) = used.get_mut(*k) {
+            *u = true;
+        }
+    });
+    let mut index = vec![usize::MAX; kernels.len()];
+    let mut next = 0;
+    for (i, &u) in used.iter().enumerate() {
+        if u {
+            index[i] = next;
+            next += 1;
+        }
+    }
+    kernel_refs(program, &mut |k| {
+        if let Some(&n) = index.get(*k) {
+            *k = n;
+        }
+    });
+    let mut i = 0;
+    kernels.retain(|_| {
+        i += 1;
+        used[i - 1]
+    });
+}
