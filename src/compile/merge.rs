@@ -203,10 +203,19 @@ fn accepts(g: &Group, info: &Mergeable, (bindings, wgsl): (usize, usize), t: Tar
 /// One launch of the merged kernel of these launches, or `None` when the kernel cannot be
 /// written (the launches then run one after another, where the first of them ran).
 fn merged_launch(launches: &[Step], cx: &mut Cx) -> Option<Step> {
+    // Parts whose invocations loop longest first: workgroups start in order, so the longest
+    // ones start first rather than trailing after everything else.
+    let mut launches: Vec<&Step> = launches.iter().collect();
+    launches.sort_by_key(|s| match s {
+        Step::Launch { kernel, .. } => {
+            std::cmp::Reverse(cx.kernels.get(*kernel).map_or(0, |k| k.iterations))
+        }
+        _ => std::cmp::Reverse(0),
+    });
     let mut parts = Vec::with_capacity(launches.len());
     let mut all_args = Vec::new();
     let mut all_results = Vec::new();
-    for s in launches {
+    for s in &launches {
         let Step::Launch {
             kernel,
             args,
