@@ -92,17 +92,8 @@ pub fn merge_launches(program: &mut Program, kernels: &mut Vec<Kernel>, target: 
 
 fn rewrite(p: &mut Program, cx: &mut Cx) {
     for step in &mut p.steps {
-        match step {
-            Step::While(w) => {
-                rewrite(&mut w.cond, cx);
-                rewrite(&mut w.body, cx);
-            }
-            Step::Branch(b) => {
-                for (prog, _) in &mut b.branches {
-                    rewrite(prog, cx);
-                }
-            }
-            _ => {}
+        for nested in step.nested_mut() {
+            rewrite(nested, cx);
         }
     }
     let steps = std::mem::take(&mut p.steps);
@@ -250,33 +241,12 @@ fn merged_launch(launches: &[Step], cx: &mut Cx) -> Option<Step> {
     })
 }
 
-/// Calls `f` on every kernel index the program's steps hold.
-fn kernel_refs(p: &mut Program, f: &mut impl FnMut(&mut usize)) {
-    for step in &mut p.steps {
-        match step {
-            Step::Launch { kernel, .. } | Step::Update { kernel, .. } => f(kernel),
-            Step::Updates(u) => f(&mut u.kernel),
-            Step::Chunked(c) => f(&mut c.kernel),
-            Step::While(w) => {
-                kernel_refs(&mut w.cond, f);
-                kernel_refs(&mut w.body, f);
-            }
-            Step::Branch(b) => {
-                for (prog, _) in &mut b.branches {
-                    kernel_refs(prog, f);
-                }
-            }
-            Step::Alias { .. } | Step::Free(_) | Step::HostCall(_) => {}
-        }
-    }
-}
-
 /// Drops the kernels no step refers to (those merged launches replaced, and any an emitter
 /// made but lowering did not launch) and renumbers the steps' references: each kernel left
 /// is a pipeline the driver compiles when the executable loads.
 pub fn compact(program: &mut Program, kernels: &mut Vec<Kernel>) {
     let mut used = vec![false; kernels.len()];
-    kernel_refs(program, &mut |k| {
+    program.for_each_kernel_mut(&mut |k| {
         if let Some(u) = used.get_mut(*k) {
             *u = true;
         }
@@ -289,7 +259,7 @@ pub fn compact(program: &mut Program, kernels: &mut Vec<Kernel>) {
             next += 1;
         }
     }
-    kernel_refs(program, &mut |k| {
+    program.for_each_kernel_mut(&mut |k| {
         if let Some(&n) = index.get(*k) {
             *k = n;
         }

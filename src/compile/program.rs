@@ -213,6 +213,25 @@ impl Step {
         }
     }
 
+    /// The kernel this step launches (a launch, an update or several, a chunked launch).
+    pub fn kernel_mut(&mut self) -> Option<&mut usize> {
+        match self {
+            Step::Launch { kernel, .. } | Step::Update { kernel, .. } => Some(kernel),
+            Step::Updates(u) => Some(&mut u.kernel),
+            Step::Chunked(c) => Some(&mut c.kernel),
+            _ => None,
+        }
+    }
+
+    /// The programs nested in this step: a loop's cond and body, a branch's arms.
+    pub fn nested_mut(&mut self) -> Vec<&mut Program> {
+        match self {
+            Step::While(w) => vec![&mut w.cond, &mut w.body],
+            Step::Branch(b) => b.branches.iter_mut().map(|(p, _)| p).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Slots this step defines (writes for the first time).
     fn defines(&self, out: &mut HashSet<Slot>) {
         match self {
@@ -247,6 +266,18 @@ impl Program {
     pub fn touched(&self, out: &mut HashSet<Slot>) {
         for s in &self.steps {
             s.touched(out);
+        }
+    }
+
+    /// Calls `f` on every kernel index the program's steps hold, nested programs included.
+    pub fn for_each_kernel_mut(&mut self, f: &mut impl FnMut(&mut usize)) {
+        for step in &mut self.steps {
+            if let Some(k) = step.kernel_mut() {
+                f(k);
+            }
+            for p in step.nested_mut() {
+                p.for_each_kernel_mut(f);
+            }
         }
     }
 
