@@ -9,11 +9,39 @@ fn exe() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wgpu-hlo"))
 }
 
-fn tmp(name: &str) -> PathBuf {
+/// A fresh directory under the temp dir, removed when the test ends (pass or fail).
+struct Tmp(PathBuf);
+
+impl std::ops::Deref for Tmp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Tmp {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl AsRef<Path> for Tmp {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmp(name: &str) -> Tmp {
     let d = std::env::temp_dir().join(format!("wgpu-hlo-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("temp dir");
-    d
+    Tmp(d)
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
