@@ -510,6 +510,132 @@ fn vectors_in_workgroups(
     Ok(Some((rows, last, ranges)))
 }
 
+/// Most rows a thread-per-vector solve keeps its solved values of in a private array
+/// ([`blocked_solve_body`]), per adapter class. lavapipe, lower 512-vector solves, plain /
+/// blocked kernel (ms): 64 rows 1.72 / 0.83, 128: 8.9 / 3.2, 256: 35 / 12.5, 512: 138 / 50,
+/// 1024: 600 / 230. On GPUs a long private array leaves registers for local memory: 64 is a
+/// guess, not measured on a GPU.
+const PRIVATE_SOLVE_MAX: (u64, u64) = (1024, 64);
+
+/// Rows solved together by [`blocked_solve_body`] (`WGPU_HLO_TRSM_ROWS`, default 4; 1 keeps
+/// the plain kernel), or `None` for the plain kernel (past [`PRIVATE_SOLVE_MAX`] rows).
+/// lavapipe, 64 rows: 1 row 1.72 ms, 2: 0.96, 4: 0.83, 8: 1.49 (registers spill).
+fn private_rows(k: u64, target: Target) -> Option<u64> {
+    let rows = std::env::var("WGPU_HLO_TRSM_ROWS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(4);
+    let max = if target.cpu_adapter {
+        PRIVATE_SOLVE_MAX.0
+    } else {
+        PRIVATE_SOLVE_MAX.1
+    };
+    (rows > 1 && rows <= 8 && k <= max).then_some(rows)
+}
+
+/// The body of a thread-per-vector triangular solve that keeps the vector's solved values in
+/// a private array (in solving order, each rounded to the result's type as the plain kernel
+/// reads them back) and solves `rows` rows together: one pass over the solved values serves
+/// all of them (`rows` loads of the matrix and one private load per `rows` multiply-adds,
+/// against two storage loads per multiply-add), then the small triangle among them. Every
+/// row sums in the same order as the plain kernel, so the results are identical.
+#[allow(clippy::too_many_arguments)]
+fn blocked_solve_body(
+    s: &Solve,
+    acc: &str,
+    rows: u64,
+    preamble: String,
+    a_el: &dyn Fn(&str, &str) -> String,
+    x: &dyn Fn(&str) -> String,
+    b: &dyn Fn(&str) -> String,
+) -> String {
+    let (k, w) = (s.k, s.w);
+    // Row of solving step `v`.
+    let row = |v: &str| {
+        if s.s_lower {
+            format!("({v})")
+        } else {
+            format!("({k}u - 1u - ({v}))")
+        }
+    };
+    let diag = |i: &str| {
+        if s.unit {
+            format!("{acc}({w}(1))")
+        } else {
+            format!("{acc}({})", a_el(i, i))
+        }
+    };
+    let mut o = String::new();
+    o.push_str(&format!("    {preamble}\n"));
+    o.push_str(&format!("    var xs: array<{acc}, {k}>;\n"));
+    o.push_str("    let r0 = in2[0];\n    let r1 = in2[1];\n");
+    // The values solved by earlier launches.
+    o.push_str(&format!(
+        "    for (var jj = 0u; jj < r0; jj = jj + 1u) {{ xs[jj] = {acc}({}); }}\n",
+        x(&row("jj"))
+    ));
+    o.push_str("    var ii = r0;\n");
+    o.push_str(&format!(
+        "    for (; ii + {rows}u <= r1; ii = ii + {rows}u) {{\n"
+    ));
+    for t in 0..rows {
+        o.push_str(&format!(
+            "        let i{t} = {};\n",
+            row(&format!("ii + {t}u"))
+        ));
+        o.push_str(&format!(
+            "        var s{t}: {acc} = {acc}({});\n",
+            b(&format!("i{t}"))
+        ));
+    }
+    o.push_str("        for (var jj = 0u; jj < ii; jj = jj + 1u) {\n");
+    o.push_str(&format!("            let j = {};\n", row("jj")));
+    o.push_str("            let xj = xs[jj];\n");
+    for t in 0..rows {
+        o.push_str(&format!(
+            "            s{t} = s{t} - {acc}({}) * xj;\n",
+            a_el(&format!("i{t}"), "j")
+        ));
+    }
+    o.push_str("        }\n");
+    for t in 0..rows {
+        o.push_str(&format!(
+            "        let x{t} = {acc}({w}(s{t} / {}));\n",
+            diag(&format!("i{t}"))
+        ));
+        o.push_str(&format!("        xs[ii + {t}u] = x{t};\n"));
+        o.push_str(&format!("        {} = {w}(x{t});\n", x(&format!("i{t}"))));
+        for u in t + 1..rows {
+            o.push_str(&format!(
+                "        s{u} = s{u} - {acc}({}) * x{t};\n",
+                a_el(&format!("i{u}"), &format!("i{t}"))
+            ));
+        }
+    }
+    o.push_str("    }\n");
+    // The rows left over, one at a time.
+    o.push_str("    for (; ii < r1; ii = ii + 1u) {\n");
+    o.push_str(&format!("        let i = {};\n", row("ii")));
+    o.push_str(&format!("        var s: {acc} = {acc}({});\n", b("i")));
+    o.push_str("        for (var jj = 0u; jj < ii; jj = jj + 1u) {\n");
+    o.push_str(&format!(
+        "            s = s - {acc}({}) * xs[jj];\n",
+        a_el("i", &row("jj"))
+    ));
+    o.push_str("        }\n");
+    o.push_str(&format!(
+        "        let xi = {acc}({w}(s / {}));\n",
+        diag("i")
+    ));
+    o.push_str("        xs[ii] = xi;\n");
+    o.push_str(&format!("        {} = {w}(xi);\n", x("i")));
+    o.push_str("    }\n");
+    // Every lane loads the same matrix elements, and each right-hand side element once.
+    let mark = crate::codegen::texture_reads::STORAGE_MARK;
+    o.replace("in0[", &format!("in0[{mark} "))
+        .replace("in1[", &format!("in1[{mark} "))
+}
+
 /// The plan of `triangular_solve`: one thread per right-hand-side vector, one launch per
 /// block of rows (`row_blocks`), each updating the solution in place.
 pub fn triangular_solve(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan> {
@@ -566,22 +692,41 @@ pub fn triangular_solve(name: &str, f: &Function, op: &Operation, target: Target
         a_el("i", "i")
     };
     // Rows run in solving order: `ii` counts solved rows, `i` is the row (descending for an
-    // upper-triangular S), `j` runs over the rows solved before it.
+    // upper-triangular S), `j` runs over the rows solved before it, in solving order (as
+    // `blocked_solve_body` sums, so both kernels give the same bits).
     let (i_def, inner) = if s_lower {
         ("let i = ii;", "for (var j = 0u; j < i; j = j + 1u)")
     } else {
         (
             "let i = K - 1u - ii;",
-            "for (var j = i + 1u; j < K; j = j + 1u)",
+            "for (var j = K - 1u; j > i; j = j - 1u)",
         )
     };
-    let body = format!(
-        "    let K = {k}u;\n    let mat = tid / {vec_count}u;\n    let col = tid % {vec_count}u;\n    let abase = mat * {k}u * {k}u;\n    let bbase = mat * {m}u * {n}u;\n    for (var ii = in2[0]; ii < in2[1]; ii = ii + 1u) {{\n        {i_def}\n        var s: {acc} = {acc}({bi});\n        {inner} {{\n            s = s - {acc}({aij}) * {acc}({xj});\n        }}\n        {xi} = {w}(s / {acc}({diag}));\n    }}\n",
-        bi = b("i"),
-        aij = a_el("i", "j"),
-        xj = x("j"),
-        xi = x("i"),
-    );
+    let rows = private_rows(k, target);
+    let body = match rows {
+        Some(rows) => blocked_solve_body(
+            &Solve {
+                k,
+                vectors: batch * vec_count,
+                w,
+                s_lower,
+                unit: *unit_diagonal,
+            },
+            acc,
+            rows,
+            format!("let mat = tid / {vec_count}u;\n    let col = tid % {vec_count}u;\n    let abase = mat * {k}u * {k}u;\n    let bbase = mat * {m}u * {n}u;"),
+            &a_el,
+            &x,
+            &b,
+        ),
+        None => format!(
+            "    let K = {k}u;\n    let mat = tid / {vec_count}u;\n    let col = tid % {vec_count}u;\n    let abase = mat * {k}u * {k}u;\n    let bbase = mat * {m}u * {n}u;\n    for (var ii = in2[0]; ii < in2[1]; ii = ii + 1u) {{\n        {i_def}\n        var s: {acc} = {acc}({bi});\n        {inner} {{\n            s = s - {acc}({aij}) * {acc}({xj});\n        }}\n        {xi} = {w}(s / {acc}({diag}));\n    }}\n",
+            bi = b("i"),
+            aij = a_el("i", "j"),
+            xj = x("j"),
+            xi = x("i"),
+        ),
+    };
     let inputs = vec![
         Binding {
             value: op.operands[0],
@@ -628,8 +773,11 @@ pub fn triangular_solve(name: &str, f: &Function, op: &Operation, target: Target
         .unwrap_or(0);
     let solve = |suffix: &str, out: Binding| {
         let comment = format!(
-            "kernel {name}{suffix}: a block of rows (parameters: first and end, in solving order) of {batch} triangular systems {k}x{k} {}, one thread per right-hand side\nloop iterations per invocation: at most {most}\nfuses: {}",
+            "kernel {name}{suffix}: a block of rows (parameters: first and end, in solving order) of {batch} triangular systems {k}x{k} {}, one thread per right-hand side{}\nloop iterations per invocation: at most {most}\nfuses: {}",
             bt.dtype.mlir_name(),
+            rows.map_or(String::new(), |r| format!(
+                ", {r} rows at a time, solved values in private memory"
+            )),
             op.name()
         );
         kernel::threaded(
@@ -641,8 +789,9 @@ pub fn triangular_solve(name: &str, f: &Function, op: &Operation, target: Target
             "",
             &body,
             batch * vec_count,
-            // Inner steps of the block's rows, plus one back-edge per row.
-            most + k,
+            // Inner steps of the block's rows, plus one back-edge per row (and, blocked, the
+            // reload of the rows solved before).
+            most + if rows.is_some() { 2 * k } else { k },
             target,
         )
     };
