@@ -52,6 +52,10 @@ pub enum Keys<'a> {
         key: &'a KeyFn<'a>,
         /// The keys in range are below this.
         limit: u64,
+        /// What each item carries through the sort: its number `s` by default; with `items`,
+        /// a `u32` computed from `s` (a payload, such as the bits of a scatter's update), and
+        /// the sorted "permutation" then holds those.
+        items: Option<&'a KeyFn<'a>>,
     },
     /// A `u32` key (all 32 bits), then the item's row `s / row_len` of `rows` as the more
     /// significant digits: item `s` is element `s % row_len` of its row, and each row sorts
@@ -136,7 +140,7 @@ pub fn sort(
     // The `u32` key of item `s`.
     let key_of = |em: &mut ExprEmitter, s: &str| -> Result<String> {
         match &keys {
-            Keys::Ranged { key, limit } => {
+            Keys::Ranged { key, limit, .. } => {
                 let k = key(em, s)?;
                 em.line(&format!("let k_{s}: i32 = {k};"));
                 Ok(format!(
@@ -311,12 +315,19 @@ pub fn sort(
         let mut em = ExprEmitter::new(f, defs, fused, target.caps, target.adapter);
         em.line("let s = tid;");
         let k = key_of(&mut em, "s")?;
-        em.line("out0[tid] = s;");
+        let item = match &keys {
+            Keys::Ranged {
+                items: Some(items), ..
+            } => items(&mut em, "s")?,
+            _ => "s".to_string(),
+        };
+        em.line(&format!("out0[tid] = {item};"));
         em.line(&format!("out1[tid] = {k};"));
         kernel::threaded(
             &format!("{name}_radix_init"),
             &format!(
-                "kernel {name}_radix_init: the identity permutation of {count} {what} and their keys before a radix sort\nfuses: {fuses}"
+                "kernel {name}_radix_init: the {} of {count} {what} and their keys before a radix sort\nfuses: {fuses}",
+                if matches!(keys, Keys::Ranged { items: Some(_), .. }) { "payloads" } else { "identity permutation" }
             ),
             em.inputs.clone(),
             vec![bind(start, perm.clone()), bind(kstart, u32s(count))],

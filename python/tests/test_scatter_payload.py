@@ -1,0 +1,71 @@
+"""Sorted scatters of one-element windows over every dimension of a 32-bit result sort the
+updates themselves with their indices (`carries_updates` in
+`src/codegen/op_kernels/scatter.rs`), then fold each run from the sorted values instead of
+gathering every update through the permutation. Each run folds in the original update order
+either way, so results must equal those with the payload off (`WGPU_HLO_SCATTER_PAYLOAD=0`) to
+the bit, and jax cpu's to rounding: random places, indices out of bounds (dropped), long runs
+of one index (the chunked fold), max and multiply, int32 and uint32, two-dimensional points,
+and updates computed in the same jit."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+RNG = np.random.default_rng(3)
+N = 1 << 17
+X = RNG.standard_normal(N).astype(np.float32)
+I = RNG.integers(0, N, N).astype(np.int32)
+I_OOB = I.copy()
+I_OOB[::7] = -3
+I_OOB[::11] = N + 5
+XI = RNG.integers(-100, 100, N).astype(np.int32)
+FEW_I = RNG.integers(0, 300, 60000).astype(np.int32)
+R = RNG.integers(0, 300, 50000).astype(np.int32)
+Q = RNG.integers(0, 200, 50000).astype(np.int32)
+
+CASES = {
+    "add_random": (lambda x, i: jnp.zeros_like(x).at[i].add(x), (X, I)),
+    "add_out_of_bounds": (lambda x, i: jnp.ones_like(x).at[i].add(x, mode="drop"), (X, I_OOB)),
+    # 60000 windows into 300 places: runs of ~200 and past one invocation's loop bound.
+    "add_long_runs": (lambda x, i: jnp.zeros(500, jnp.float32).at[i].add(x),
+                      (X[:60000], FEW_I)),
+    "max": (lambda x, i: jnp.full(20000, -1.0, jnp.float32).at[i % 20000].max(x),
+            (X[:30000], I[:30000])),
+    "multiply": (lambda x, i: jnp.ones(20000, jnp.float32).at[i % 20000].multiply(1 + x * 1e-3),
+                 (X[:30000], I[:30000])),
+    "int32": (lambda x, i: jnp.zeros_like(x).at[i].add(x), (XI, I)),
+    "uint32": (lambda x, i: jnp.zeros_like(x).at[i].add(x), (XI.astype(np.uint32), I)),
+    "two_d": (lambda v, r, q: jnp.zeros((300, 200), jnp.float32).at[r, q].add(v),
+              (X[:50000], R, Q)),
+    "updates_fused": (lambda x, i: jnp.zeros_like(x).at[i].add(jnp.sin(x) * 2), (X, I)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_payload_sort_matches_permutation_sort(gpu, case, tmp_path, monkeypatch):
+    f, args = CASES[case]
+    got = []
+    for payload in ("1", "0"):
+        dump = str(tmp_path / f"payload{payload}")
+        monkeypatch.setenv("WGPU_HLO_DUMP", dump)
+        monkeypatch.setenv("WGPU_HLO_SCATTER_PAYLOAD", payload)
+        # A new function object each time: JAX's cache would hand back the first executable.
+        got.append(np.asarray(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu))))
+        monkeypatch.delenv("WGPU_HLO_DUMP")
+        monkeypatch.delenv("WGPU_HLO_SCATTER_PAYLOAD")
+        wgsl = "".join(open(p).read() for p in glob.glob(os.path.join(dump, "*.wgsl")))
+        assert ("updates sorted with their indices" in wgsl) == (payload == "1"), case
+    np.testing.assert_array_equal(got[0], got[1])
+    want = np.asarray(jax.jit(f)(*jax.device_put(args, jax.devices("cpu")[0])))
+    assert got[0].dtype == want.dtype
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(got[0], want)
