@@ -69,3 +69,35 @@ def test_payload_sort_matches_permutation_sort(gpu, case, tmp_path, monkeypatch)
         np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5)
     else:
         np.testing.assert_array_equal(got[0], want)
+
+
+SEG_X = RNG.standard_normal((100000, 4)).astype(np.float32)
+SEG_IDS = RNG.integers(0, 1000, 100000).astype(np.int32)
+
+MONOIDS = {
+    "segment_max": lambda x, i: jax.ops.segment_max(x[:, 0], i, 1000),
+    "segment_min": lambda x, i: jax.ops.segment_min(x[:, 0], i, 1000),
+    "segment_prod": lambda x, i: jax.ops.segment_prod(1 + x[:, 0] * 1e-3, i, 1000),
+    "segment_max_rows": lambda x, i: jax.ops.segment_max(x, i, 1000),
+    "segment_max_int": lambda x, i: jax.ops.segment_max((x[:, 0] * 100).astype(jnp.int32), i,
+                                                        1000),
+    "segment_min_uint": lambda x, i: jax.ops.segment_min(
+        (jnp.abs(x[:, 0]) * 100).astype(jnp.uint32), i, 1000),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MONOIDS))
+@pytest.mark.parametrize("payload", ["1", "0"])
+def test_long_runs_of_max_min_multiply(gpu, case, payload, monkeypatch):
+    """100k windows into 1000 places: runs pass one invocation's loop bound, so they fold by
+    chunks whose partials start from the computation's identity (`monoid_identity`); these
+    were refused with RESOURCE_EXHAUSTED on lavapipe before (only adds were chunked)."""
+    f = MONOIDS[case]
+    monkeypatch.setenv("WGPU_HLO_SCATTER_PAYLOAD", payload)
+    got = np.asarray(jax.jit(lambda *a: f(*a))(*jax.device_put((SEG_X, SEG_IDS), gpu)))
+    want = np.asarray(jax.jit(f)(*jax.device_put((SEG_X, SEG_IDS), jax.devices("cpu")[0])))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if case == "segment_prod":
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    else:
+        np.testing.assert_array_equal(got, want)

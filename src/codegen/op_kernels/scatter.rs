@@ -1235,7 +1235,7 @@ fn runs_in_place(
         || xt.dtype == crate::ir::ElementType::Pred
         || count == 0
         || (long
-            && (adds(f, op).is_none()
+            && (monoid_identity(f, op).is_none()
                 || !matches!(
                     xt.dtype,
                     crate::ir::ElementType::F32
@@ -1362,7 +1362,8 @@ fn runs_in_place(
         let (t, func, wi, kn) = setup(&mut em, false)?;
         em.line(&format!("let c = tid / {w}u;"));
         em.line(&format!("let p = c * {chunk}u;"));
-        em.line(&format!("var acc: {} = {}(0);", t.wgsl(), t.wgsl()));
+        let identity = monoid_identity(f, op).unwrap_or_else(|| format!("{}(0)", t.wgsl()));
+        em.line(&format!("var acc: {} = {identity};", t.wgsl()));
         let key = key_at(&mut em, &kn, "p", "s")?;
         em.line(&format!("let key: {key_type} = {key};"));
         let before = key_at(&mut em, &kn, "max(p, 1u) - 1u", "sp")?;
@@ -1423,7 +1424,7 @@ fn runs_in_place(
         );
         let kq = key_at(&mut em, &kn, &format!("c * {chunk}u"), "sq")?;
         em.line(&format!("if ({kq} != key) {{ break; }}"));
-        em.line(&format!("acc = acc + in1[c * {w}u + e];"));
+        em.line(&format!("acc = k_update(acc, in1[c * {w}u + e]);"));
         em.close(None);
     }
     em.line("out0[at] = acc;");
@@ -1498,6 +1499,50 @@ fn carries_updates(f: &Function, op: &Operation, bounds: &[i64]) -> bool {
             .all(|(i, &d)| d == i as i64)
         && bounds.len() == rank
         && xt.num_elements() < (u32::MAX - 2) as usize
+}
+
+/// The identity (a WGSL literal) of `op`'s update computation when it is one `add`,
+/// `multiply`, `maximum` or `minimum` of the current value and the update, of one f32, i32 or
+/// u32 result: runs past one invocation's loop bound are then folded by chunks whose partials
+/// start from it ([`runs_in_place`]). `None` otherwise. (`jax.ops.segment_max` of 100k values
+/// was refused on lavapipe before: its runs could pass the bound.)
+fn monoid_identity(f: &Function, op: &Operation) -> Option<String> {
+    use crate::ir::{BinaryOp, ElementType};
+    let body = op.regions.first()?;
+    let [comb, ret] = body.ops.as_slice() else {
+        return None;
+    };
+    let [a, u] = body.args.as_slice() else {
+        return None;
+    };
+    let ([result], Op::Binary(b)) = (op.results.as_slice(), &comb.op) else {
+        return None;
+    };
+    if !((comb.operands == [*a, *u] || comb.operands == [*u, *a])
+        && ret.op == Op::Return
+        && ret.operands == comb.results)
+    {
+        return None;
+    }
+    let dtype = f.ty(*result).as_tensor()?.dtype;
+    let lit = match (b, dtype) {
+        (BinaryOp::Add, ElementType::F32) => "0.0f".to_string(),
+        (BinaryOp::Add, ElementType::I32) => "0i".to_string(),
+        (BinaryOp::Add, ElementType::U32) => "0u".to_string(),
+        (BinaryOp::Multiply, ElementType::F32) => "1.0f".to_string(),
+        (BinaryOp::Multiply, ElementType::I32) => "1i".to_string(),
+        (BinaryOp::Multiply, ElementType::U32) => "1u".to_string(),
+        (BinaryOp::Maximum, ElementType::F32) => {
+            crate::codegen::dtype::f32_literal(f32::NEG_INFINITY)
+        }
+        (BinaryOp::Maximum, ElementType::I32) => "i32(-2147483648)".to_string(),
+        (BinaryOp::Maximum, ElementType::U32) => "0u".to_string(),
+        (BinaryOp::Minimum, ElementType::F32) => crate::codegen::dtype::f32_literal(f32::INFINITY),
+        (BinaryOp::Minimum, ElementType::I32) => "2147483647i".to_string(),
+        (BinaryOp::Minimum, ElementType::U32) => "4294967295u".to_string(),
+        _ => return None,
+    };
+    Some(lit)
 }
 
 /// The compute types of `op`'s results when its update computation is one `add` of the
