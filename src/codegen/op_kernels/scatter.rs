@@ -1228,7 +1228,10 @@ fn runs_in_place(
         return Ok(None);
     };
     let count = keys.count() as u64;
-    let long = count > target.max_invocation_iterations;
+    // An update computation that returns the update (`x.at[i].set(v)`): the last window of
+    // each run is its result, with no walk, so no run is too long.
+    let overwrite = overwrites(op);
+    let long = count > target.max_invocation_iterations && !overwrite;
     if !xt.is_static()
         || !ut.is_static()
         || xt.dtype.byte_size() < 4
@@ -1394,8 +1397,14 @@ fn runs_in_place(
     let key = key_at(&mut em, &kn, "p", "s")?;
     em.line(&format!("let key: {key_type} = {key};"));
     let before = key_at(&mut em, &kn, "max(p, 1u) - 1u", "sp")?;
-    // Only the first window of a run goes on: where its element lands.
-    em.open(&format!("if (p == 0u || {before} != key)"));
+    if overwrite {
+        // Only the last window of a run goes on.
+        let after = key_at(&mut em, &kn, &format!("min(p + 1u, {}u)", count - 1), "sn")?;
+        em.open(&format!("if (p + 1u == {count}u || {after} != key)"));
+    } else {
+        // Only the first window of a run goes on: where its element lands.
+        em.open(&format!("if (p == 0u || {before} != key)"));
+    }
     if payload {
         // One-element windows at every dimension of the result: the sorted key (the
         // element's row-major position plus 1; 0 and past the size: outside) is the place.
@@ -1410,12 +1419,17 @@ fn runs_in_place(
         em.line(&format!("let at = {at};"));
     }
     em.line(&format!("var acc: {} = out0[at];", t.wgsl()));
-    walk(
-        &mut em,
-        &kn,
-        &format!("min((p / {chunk}u + 1u) * {chunk}u, {count}u)"),
-        &wi,
-    )?;
+    if overwrite {
+        em.line("let sq = s;");
+        fold(&mut em, &wi)?;
+    } else {
+        walk(
+            &mut em,
+            &kn,
+            &format!("min((p / {chunk}u + 1u) * {chunk}u, {count}u)"),
+            &wi,
+        )?;
+    }
     if long {
         // Then the partials of the chunks the run goes on through.
         em.open_loop(
@@ -1435,7 +1449,8 @@ fn runs_in_place(
         ty: xt.clone(),
     }];
     let comment = format!(
-        "kernel {name}: scatter of {count} sorted update windows of {w} elements in place into {xt}, each run of equal indices folded by its first window{}{}\nfuses: stablehlo.scatter",
+        "kernel {name}: scatter of {count} sorted update windows of {w} elements in place into {xt}, each run of equal indices {}{}{}\nfuses: stablehlo.scatter",
+        if overwrite { "written by its last window (the update computation overwrites)" } else { "folded by its first window" },
         if payload { " (the updates sorted with their indices)" } else { "" },
         if long { format!(" (by chunks of {chunk}: its windows in its own, then the partials of the others)") } else { String::new() }
     );
@@ -1499,6 +1514,22 @@ fn carries_updates(f: &Function, op: &Operation, bounds: &[i64]) -> bool {
             .all(|(i, &d)| d == i as i64)
         && bounds.len() == rank
         && xt.num_elements() < (u32::MAX - 2) as usize
+}
+
+/// Whether `op`'s update computation returns the update (a scatter that sets, as
+/// `x.at[i].set(v)`): of the windows of one index the last in update order wins, as on cpu.
+fn overwrites(op: &Operation) -> bool {
+    let Some(body) = op.regions.first() else {
+        return false;
+    };
+    let ([ret], [_, u], [_]) = (
+        body.ops.as_slice(),
+        body.args.as_slice(),
+        op.results.as_slice(),
+    ) else {
+        return false;
+    };
+    ret.op == Op::Return && ret.operands == [*u]
 }
 
 /// The identity (a WGSL literal) of `op`'s update computation when it is one `add`,
