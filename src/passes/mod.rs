@@ -8,6 +8,7 @@ pub mod dce;
 pub mod dot_transpose;
 pub mod inline;
 pub mod narrow_dots;
+pub mod narrow_scatters;
 pub mod rewrite;
 pub mod scatter_add;
 pub mod static_shapes;
@@ -19,7 +20,8 @@ use crate::ir::{verify, Function, Module};
 /// Verifies `module`, inlines everything into `entry`, turns tokens into empty tensors, makes
 /// known dynamic shapes static, canonicalizes, merges repeated ops (`cse`), adds scatters into zeros into what they are
 /// added to (`scatter_add`), folds transposes of dot results and of dot
-/// operands into the dots (`dot_transpose`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`) and
+/// operands into the dots (`dot_transpose`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`), scatters into narrow
+/// types that set, add, multiply or take maxima/minima in 32 bits (`narrow_scatters`) and
 /// removes dead code,
 /// then verifies the result again.
 pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
@@ -37,6 +39,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     dot_transpose::transpose_into_dot(&mut f);
     dot_transpose::operand_transposes_into_dot(&mut f);
     narrow_dots::upcast_narrow_dots(&mut f);
+    narrow_scatters::widen_narrow_scatters(&mut f);
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
     }
