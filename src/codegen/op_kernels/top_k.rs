@@ -191,6 +191,40 @@ pub fn plan(
         // passes).
         em.line("if (lid == 0u) { row_done = in0[row * 4u + 3u]; }");
         em.line("if (workgroupUniformLoad(&row_done) != 0u) { return; }");
+        // After the first pass, a tile's candidates are those it counted in the previous
+        // pass's chosen digit (its histogram of that pass is still here): a tile without any
+        // writes an empty histogram and reads nothing (random floats, k = 100 of 1M: from the
+        // third pass on, all but a few tiles).
+        em.line("let shift = in1[0];");
+        em.line("let by_position = in1[1] != 0u;");
+        em.line("let head = in1[2] != 0u;");
+        em.line("let tk = in0[row * 4u];");
+        em.line("let ti = in0[row * 4u + 1u];");
+        em.open("if (lid == 0u)");
+        em.line("var prev = 1u;");
+        em.line(&format!(
+            "if (!by_position && !head) {{ prev = out0[g * {BINS}u + ((tk >> (shift + 8u)) & {m}u)]; }}",
+            m = BINS - 1
+        ));
+        em.line(&format!(
+            "if (by_position && head) {{ prev = out0[g * {BINS}u + (tk & {m}u)]; }}",
+            m = BINS - 1
+        ));
+        em.line(&format!(
+            "if (by_position && !head) {{ prev = out0[g * {BINS}u + ((ti >> (shift + 8u)) & {m}u)]; }}",
+            m = BINS - 1
+        ));
+        em.line("candidates = prev;");
+        em.close(None);
+        em.open("if (workgroupUniformLoad(&candidates) == 0u)");
+        em.open_loop(
+            &format!("for (var b = lid; b < {BINS}u; b = b + {wg}u)"),
+            BINS / wg,
+        );
+        em.line(&format!("out0[g * {BINS}u + b] = 0u;"));
+        em.close(None);
+        em.line("return;");
+        em.close(None);
         em.open_loop(
             &format!("for (var b = lid; b < {BINS}u; b = b + {wg}u)"),
             BINS / wg,
@@ -198,11 +232,6 @@ pub fn plan(
         em.line("atomicStore(&h[b], 0u);");
         em.close(None);
         em.line("workgroupBarrier();");
-        em.line("let shift = in1[0];");
-        em.line("let by_position = in1[1] != 0u;");
-        em.line("let head = in1[2] != 0u;");
-        em.line("let tk = in0[row * 4u];");
-        em.line("let ti = in0[row * 4u + 1u];");
         em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
         em.line("let i = first + e;");
         em.line(&format!("if (i >= {n}u) {{ break; }}"));
@@ -231,7 +260,7 @@ pub fn plan(
             "digit histograms per tile (shift, phase and first pass in the parameters)",
             vec![bind(hist, u32s(groups * BINS))],
             &format!(
-                "var<workgroup> h: array<atomic<u32>, {BINS}>;\nvar<workgroup> row_done: u32;\n"
+                "var<workgroup> h: array<atomic<u32>, {BINS}>;\nvar<workgroup> row_done: u32;\nvar<workgroup> candidates: u32;\n"
             ),
             wg,
             groups,
@@ -335,6 +364,9 @@ pub fn plan(
         em.inputs.push(bind(state, u32s(rows * 4)));
         em.inputs.push(bind(counts, u32s(groups)));
         tile_start(&mut em);
+        // A tile with nothing chosen (most of them: k of n) places nothing.
+        em.line("if (lid == 0u) { base = in1[g]; }");
+        em.line("if (workgroupUniformLoad(&base) == 0u) { return; }");
         em.line("let tk = in0[row * 4u];");
         em.line("let ti = in0[row * 4u + 1u];");
         // The tile's first slot: the chosen elements of the row's earlier tiles.
