@@ -173,3 +173,33 @@ def test_narrow_scatters_run_in_32_bits(gpu, dtype, op):
         assert err.max() <= np.abs(want.astype(np.float64) - exact).max()
     else:
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64", "uint64"])
+@pytest.mark.parametrize("op", ["add", "max", "min", "prod"])
+def test_long_runs_of_64_bit_types(gpu, dtype, op):
+    """The same chunked folds for 64-bit results (where the adapter has f64 / i64): 100k
+    updates into 1000 places; max/min/integer results equal jax cpu's bits."""
+    fs = {
+        "add": lambda v, i: jax.ops.segment_sum(v, i, 1000),
+        "max": lambda v, i: jax.ops.segment_max(v, i, 1000),
+        "min": lambda v, i: jax.ops.segment_min(v, i, 1000),
+        "prod": lambda v, i: jax.ops.segment_prod(
+            v % 3 + 1 if jnp.issubdtype(v.dtype, jnp.integer) else 1 + v * 1e-3, i, 1000),
+    }
+    with jax.enable_x64(True):
+        dt = jnp.dtype(dtype)
+        x = NARROW_X.astype(dt) if dt.kind == "f" else (np.abs(NARROW_X) * 1e12).astype(dt)
+        f = fs[op]
+        try:
+            got = np.asarray(jax.jit(f)(*jax.device_put((x, NARROW_IDS), gpu)))
+        except Exception as e:  # an adapter without SHADER_F64 / SHADER_INT64
+            if "is not supported on adapter" in str(e):
+                pytest.skip(str(e)[:200])
+            raise
+        want = np.asarray(jax.jit(f)(*jax.device_put((x, NARROW_IDS), jax.devices("cpu")[0])))
+    assert got.dtype == want.dtype
+    if dt.kind == "f" and op in ("add", "prod"):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    else:
+        np.testing.assert_array_equal(got, want)

@@ -1237,14 +1237,7 @@ fn runs_in_place(
         || xt.dtype.byte_size() < 4
         || xt.dtype == crate::ir::ElementType::Pred
         || count == 0
-        || (long
-            && (monoid_identity(f, op).is_none()
-                || !matches!(
-                    xt.dtype,
-                    crate::ir::ElementType::F32
-                        | crate::ir::ElementType::I32
-                        | crate::ir::ElementType::U32
-                )))
+        || (long && monoid_identity(f, op, target).is_none())
         || std::env::var("WGPU_HLO_SCATTER_IN_PLACE").is_ok_and(|v| v.trim() == "0")
     {
         return Ok(None);
@@ -1365,7 +1358,7 @@ fn runs_in_place(
         let (t, func, wi, kn) = setup(&mut em, false)?;
         em.line(&format!("let c = tid / {w}u;"));
         em.line(&format!("let p = c * {chunk}u;"));
-        let identity = monoid_identity(f, op).unwrap_or_else(|| format!("{}(0)", t.wgsl()));
+        let identity = monoid_identity(f, op, target).unwrap_or_else(|| format!("{}(0)", t.wgsl()));
         em.line(&format!("var acc: {} = {identity};", t.wgsl()));
         let key = key_at(&mut em, &kn, "p", "s")?;
         em.line(&format!("let key: {key_type} = {key};"));
@@ -1533,12 +1526,13 @@ fn overwrites(op: &Operation) -> bool {
 }
 
 /// The identity (a WGSL literal) of `op`'s update computation when it is one `add`,
-/// `multiply`, `maximum` or `minimum` of the current value and the update, of one f32, i32 or
-/// u32 result: runs past one invocation's loop bound are then folded by chunks whose partials
-/// start from it ([`runs_in_place`]). `None` otherwise. (`jax.ops.segment_max` of 100k values
-/// was refused on lavapipe before: its runs could pass the bound.)
-fn monoid_identity(f: &Function, op: &Operation) -> Option<String> {
-    use crate::ir::{BinaryOp, ElementType};
+/// `multiply`, `maximum` or `minimum` of the current value and the update, of one f32, f64,
+/// i32, i64, u32 or u64 result (64-bit ones only exist where the adapter has them): runs past
+/// one invocation's loop bound are then folded by chunks whose partials start from it
+/// ([`runs_in_place`]). `None` otherwise. (`jax.ops.segment_max` of 100k values was refused
+/// on lavapipe before: its runs could pass the bound.)
+fn monoid_identity(f: &Function, op: &Operation, target: Target) -> Option<String> {
+    use crate::ir::{BinaryOp, ElementType, Scalar};
     let body = op.regions.first()?;
     let [comb, ret] = body.ops.as_slice() else {
         return None;
@@ -1556,24 +1550,33 @@ fn monoid_identity(f: &Function, op: &Operation) -> Option<String> {
         return None;
     }
     let dtype = f.ty(*result).as_tensor()?.dtype;
-    let lit = match (b, dtype) {
-        (BinaryOp::Add, ElementType::F32) => "0.0f".to_string(),
-        (BinaryOp::Add, ElementType::I32) => "0i".to_string(),
-        (BinaryOp::Add, ElementType::U32) => "0u".to_string(),
-        (BinaryOp::Multiply, ElementType::F32) => "1.0f".to_string(),
-        (BinaryOp::Multiply, ElementType::I32) => "1i".to_string(),
-        (BinaryOp::Multiply, ElementType::U32) => "1u".to_string(),
-        (BinaryOp::Maximum, ElementType::F32) => {
-            crate::codegen::dtype::f32_literal(f32::NEG_INFINITY)
-        }
-        (BinaryOp::Maximum, ElementType::I32) => "i32(-2147483648)".to_string(),
-        (BinaryOp::Maximum, ElementType::U32) => "0u".to_string(),
-        (BinaryOp::Minimum, ElementType::F32) => crate::codegen::dtype::f32_literal(f32::INFINITY),
-        (BinaryOp::Minimum, ElementType::I32) => "2147483647i".to_string(),
-        (BinaryOp::Minimum, ElementType::U32) => "4294967295u".to_string(),
+    let (min, max) = match dtype {
+        ElementType::F32 | ElementType::F64 => (
+            Scalar::Float(f64::NEG_INFINITY),
+            Scalar::Float(f64::INFINITY),
+        ),
+        ElementType::I32 => (Scalar::Int(i32::MIN as i128), Scalar::Int(i32::MAX as i128)),
+        ElementType::I64 => (Scalar::Int(i64::MIN as i128), Scalar::Int(i64::MAX as i128)),
+        ElementType::U32 => (Scalar::Int(0), Scalar::Int(u32::MAX as i128)),
+        ElementType::U64 => (Scalar::Int(0), Scalar::Int(u64::MAX as i128)),
         _ => return None,
     };
-    Some(lit)
+    let one = |x: i128| {
+        if dtype.is_float() {
+            Scalar::Float(x as f64)
+        } else {
+            Scalar::Int(x)
+        }
+    };
+    let value = match b {
+        BinaryOp::Add => one(0),
+        BinaryOp::Multiply => one(1),
+        BinaryOp::Maximum => min,
+        BinaryOp::Minimum => max,
+        _ => return None,
+    };
+    let c = crate::codegen::dtype::compute_type(dtype, target.caps, target.adapter).ok()?;
+    Some(crate::codegen::dtype::literal(dtype, c, value))
 }
 
 /// The compute types of `op`'s results when its update computation is one `add` of the
