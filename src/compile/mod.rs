@@ -19,6 +19,12 @@ use crate::passes;
 use crate::runtime::executable::{Executable, ExecutableParts};
 use crate::runtime::Device;
 
+// `passes::narrow_scatters` widens narrow float scatter sums past the default loop bound,
+// which it cannot read from the target (passes come before it in the layering).
+const _: () = assert!(
+    passes::narrow_scatters::WIDE_SUMS_FROM == crate::target::DEFAULT_MAX_INVOCATION_ITERATIONS
+);
+
 /// Options of one compilation.
 #[derive(Clone, Debug, Default)]
 pub struct CompileOptions {

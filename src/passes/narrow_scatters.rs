@@ -17,12 +17,19 @@
 //! computed in f32 and rounded once, where cpu and the StableHLO interpreter round after every
 //! update (closer to the exact result, but not the conformance files' bits: a 3x5x4 f16
 //! scatter-add came out 16 ULP from its reference), so those widen only where the narrow
-//! kernel cannot serve: more update windows than one invocation may loop over
-//! ([`crate::target::max_invocation_iterations_from_env`]). A bf16 `segment_sum` of 100k
+//! kernel cannot serve: more update windows than one invocation may loop over by default
+//! ([`WIDE_SUMS_FROM`]). A bf16 `segment_sum` of 100k
 //! values then lands within one bf16 rounding of the exact sums (cpu's sequential bf16 sums:
 //! 12x further).
 
 use crate::ir::{BinaryOp, ElementType, Function, Op, Operation, Region, TensorType, Type};
+
+/// Float sums and products of more update windows than this widen: the default loop bound
+/// (`target::DEFAULT_MAX_INVOCATION_ITERATIONS`, which `compile` checks this equals; passes
+/// do not see the adapter). With `WGPU_HLO_MAX_LOOP` set lower, scatters between the two
+/// are refused as before; set higher, the ones between widen where the narrow kernel would
+/// have served too.
+pub const WIDE_SUMS_FROM: u64 = 32768;
 
 /// Applies the rewrite throughout `f`.
 pub fn widen_narrow_scatters(f: &mut Function) {
@@ -132,7 +139,7 @@ fn rewritten(f: &mut Function, op: &Operation) -> Option<Vec<Operation>> {
             .filter(|(d, _)| !dn.update_window_dims.contains(&(*d as i64)))
             .map(|(_, &n)| n)
             .product();
-        if (windows as u64) <= crate::target::max_invocation_iterations_from_env() {
+        if (windows as u64) <= WIDE_SUMS_FROM {
             return None;
         }
     }
