@@ -11,15 +11,11 @@
 //! kernels of their own (or fuse with their producers and consumers); a requested
 //! `algorithm` is dropped, since its operand types no longer apply and f32 covers them.
 
-use crate::ir::{ElementType, Function, Op, Operation, Region, TensorType, Type, ValueId};
+use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type, ValueId};
 
 /// Applies the rewrite throughout `f`.
 pub fn upcast_narrow_dots(f: &mut Function) {
-    let Some(mut body) = f.body.take() else {
-        return;
-    };
-    rewrite_region(f, &mut body);
-    f.body = Some(body);
+    super::rewrite::expand_ops(f, rewritten);
 }
 
 /// Float types that convert to f32 exactly and whose products are exact in f32.
@@ -97,19 +93,6 @@ fn rewritten(f: &mut Function, op: &Operation) -> Option<Vec<Operation>> {
         ));
     }
     Some(out)
-}
-
-fn rewrite_region(f: &mut Function, region: &mut Region) {
-    let ops = std::mem::take(&mut region.ops);
-    for mut op in ops {
-        for sub in &mut op.regions {
-            rewrite_region(f, sub);
-        }
-        match rewritten(f, &op) {
-            Some(new) => region.ops.extend(new),
-            None => region.ops.push(op),
-        }
-    }
 }
 
 #[cfg(test)]

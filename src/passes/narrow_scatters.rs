@@ -33,11 +33,7 @@ pub const WIDE_SUMS_FROM: u64 = 32768;
 
 /// Applies the rewrite throughout `f`.
 pub fn widen_narrow_scatters(f: &mut Function) {
-    let Some(mut body) = f.body.take() else {
-        return;
-    };
-    rewrite_region(f, &mut body);
-    f.body = Some(body);
+    super::rewrite::expand_ops(f, rewritten);
 }
 
 /// The 32-bit type a narrow element type widens to.
@@ -174,19 +170,6 @@ fn rewritten(f: &mut Function, op: &Operation) -> Option<Vec<Operation>> {
     out.push(scatter);
     out.push(Operation::new(Op::Convert, vec![rw], vec![*result], loc));
     Some(out)
-}
-
-fn rewrite_region(f: &mut Function, region: &mut Region) {
-    let ops = std::mem::take(&mut region.ops);
-    for mut op in ops {
-        for sub in &mut op.regions {
-            rewrite_region(f, sub);
-        }
-        match rewritten(f, &op) {
-            Some(new) => region.ops.extend(new),
-            None => region.ops.push(op),
-        }
-    }
 }
 
 #[cfg(test)]

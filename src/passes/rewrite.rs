@@ -1,8 +1,38 @@
-//! Small utilities passes share: value substitution and copying a region between functions.
+//! Small utilities passes share: value substitution, copying a region between functions, and
+//! replacing ops by others throughout a function.
 
 use std::collections::HashMap;
 
 use crate::ir::{Function, Operation, Region, ValueId};
+
+/// Replaces every op of `f` (nested regions first) for which `rewritten` gives a list of ops by
+/// that list; the others stay.
+pub fn expand_ops(
+    f: &mut Function,
+    rewritten: fn(&mut Function, &Operation) -> Option<Vec<Operation>>,
+) {
+    fn walk(
+        f: &mut Function,
+        region: &mut Region,
+        rewritten: fn(&mut Function, &Operation) -> Option<Vec<Operation>>,
+    ) {
+        let ops = std::mem::take(&mut region.ops);
+        for mut op in ops {
+            for sub in &mut op.regions {
+                walk(f, sub, rewritten);
+            }
+            match rewritten(f, &op) {
+                Some(new) => region.ops.extend(new),
+                None => region.ops.push(op),
+            }
+        }
+    }
+    let Some(mut body) = f.body.take() else {
+        return;
+    };
+    walk(f, &mut body, rewritten);
+    f.body = Some(body);
+}
 
 /// Replaces every use of a key of `subst` by its value, in `region` and all nested regions.
 /// Chains (a → b, b → c) are followed.
