@@ -451,7 +451,16 @@ pub fn plan(
     let mut launches = vec![Launch::new(0, Vec::new())];
     let mut pass = |shift: u32, by_position: bool, head: bool| {
         let p = vec![shift, u32::from(by_position), u32::from(head)];
-        launches.push(Launch::new(1, p.clone()));
+        // Every pass after the first reads its tile's histogram of the pass before (which
+        // tiles still hold candidates), so the histograms stay one buffer, updated in place.
+        // (As fresh outputs, passes got other buffers once launches merged: wrong top_k
+        // results with the GPU kernel class.)
+        let first = shift == 32 - SELECT_BITS && !by_position;
+        launches.push(if first {
+            Launch::new(1, p.clone())
+        } else {
+            Launch::updating(1, p.clone(), 2)
+        });
         launches.push(Launch::new(2, p));
     };
     for d in 0..32 / SELECT_BITS {
