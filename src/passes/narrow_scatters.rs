@@ -52,9 +52,10 @@ fn wide(t: ElementType) -> Option<ElementType> {
     }
 }
 
-/// What a scatter's update computation does.
-#[derive(Clone, Copy, PartialEq)]
-enum Update {
+/// What a scatter's update computation does (`update_computation`; the scatter kernels
+/// read it too).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Update {
     /// `return update`.
     Set,
     /// One binary op of the current value and the update (in the order given: whether the
@@ -62,7 +63,9 @@ enum Update {
     Binary(BinaryOp, bool),
 }
 
-fn update_of(region: &Region) -> Option<Update> {
+/// What the update computation `region` (arguments: the current value, the update) does,
+/// when it is one of the forms [`Update`] names.
+pub fn update_computation(region: &Region) -> Option<Update> {
     let [a, u] = region.args.as_slice() else {
         return None;
     };
@@ -111,7 +114,7 @@ fn rewritten(f: &mut Function, op: &Operation) -> Option<Vec<Operation>> {
     };
     let (xt, ut, rt) = (tensor(f, *x)?, tensor(f, *updates)?, tensor(f, *result)?);
     let w = wide(xt.dtype)?;
-    let update = update_of(body)?;
+    let update = update_computation(body)?;
     if ut.dtype != xt.dtype
         || rt.dtype != xt.dtype
         || (xt.dtype == ElementType::Pred && update != Update::Set)

@@ -21,6 +21,7 @@ use crate::codegen::partials;
 use crate::codegen::reduce_kernel::{combine, emit_body_function, region_defs};
 use crate::error::{Error, Result};
 use crate::ir::{Function, Op, Operation, ValueId};
+use crate::passes::narrow_scatters::{update_computation, Update};
 
 /// An `i32` expression for index value `v` of compute type `c`, saturated.
 pub(crate) fn index_i32(v: &str, c: Compute) -> Result<String> {
@@ -1512,17 +1513,7 @@ fn carries_updates(f: &Function, op: &Operation, bounds: &[i64]) -> bool {
 /// Whether `op`'s update computation returns the update (a scatter that sets, as
 /// `x.at[i].set(v)`): of the windows of one index the last in update order wins, as on cpu.
 fn overwrites(op: &Operation) -> bool {
-    let Some(body) = op.regions.first() else {
-        return false;
-    };
-    let ([ret], [_, u], [_]) = (
-        body.ops.as_slice(),
-        body.args.as_slice(),
-        op.results.as_slice(),
-    ) else {
-        return false;
-    };
-    ret.op == Op::Return && ret.operands == [*u]
+    op.results.len() == 1 && op.regions.first().and_then(update_computation) == Some(Update::Set)
 }
 
 /// The identity (a WGSL literal) of `op`'s update computation when it is one `add`,
@@ -1533,22 +1524,12 @@ fn overwrites(op: &Operation) -> bool {
 /// on lavapipe before: its runs could pass the bound.)
 fn monoid_identity(f: &Function, op: &Operation, target: Target) -> Option<String> {
     use crate::ir::{BinaryOp, ElementType, Scalar};
-    let body = op.regions.first()?;
-    let [comb, ret] = body.ops.as_slice() else {
+    let (Some(Update::Binary(b, _)), [result]) = (
+        op.regions.first().and_then(update_computation),
+        op.results.as_slice(),
+    ) else {
         return None;
     };
-    let [a, u] = body.args.as_slice() else {
-        return None;
-    };
-    let ([result], Op::Binary(b)) = (op.results.as_slice(), &comb.op) else {
-        return None;
-    };
-    if !((comb.operands == [*a, *u] || comb.operands == [*u, *a])
-        && ret.op == Op::Return
-        && ret.operands == comb.results)
-    {
-        return None;
-    }
     let dtype = f.ty(*result).as_tensor()?.dtype;
     let (min, max) = match dtype {
         ElementType::F32 | ElementType::F64 => (
