@@ -4,11 +4,12 @@
 //! (control flow, constants with data, views of buffers) becomes steps of their own. The
 //! partition is data: it prints, and the dump shows it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 use crate::ir::{Function, Op, Operation, Region, ValueId};
 
+pub mod cost;
 pub mod epilogue;
 pub mod horizontal;
 pub mod in_place;
@@ -234,7 +235,7 @@ pub fn partition(
 ) -> Partition {
     let mut forced = HashSet::new();
     loop {
-        let p = partition_forced(f, region, &forced);
+        let p = partition_forced(f, region, &forced, cpu_adapter);
         let cuts: Vec<ValueId> = p
             .nodes
             .iter()
@@ -425,7 +426,12 @@ pub(crate) fn node_reads(
     NodeInfo { reads }
 }
 
-fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) -> Partition {
+fn partition_forced(
+    f: &Function,
+    region: &Region,
+    forced: &HashSet<ValueId>,
+    cpu_adapter: bool,
+) -> Partition {
     let ops = &region.ops;
     // dynamic_update_slice into a large buffer runs in place as its own step, not fused (a
     // fused one rewrites the whole buffer).
@@ -471,33 +477,48 @@ fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) ->
             materialized.insert(*v);
         }
     }
-    // Walk backwards so every consumer of a value is decided before the value. `times[v]` is
-    // how many kernels would compute `v` if it were fused: consumers that are themselves
-    // recomputed several times count that many times.
-    let mut times: HashMap<ValueId, usize> = HashMap::new();
+    // Walk backwards so every consumer of a value is decided before the value. `kernels[v]`
+    // holds the kernels (by root op) that would compute `v` if it were fused: a materialized
+    // value's own kernel, and for a fused one the kernels of its consumers. An op read twice by
+    // one kernel is computed there once.
+    let rates = cost::Rates::for_adapter(cpu_adapter);
+    let model = cost::enabled();
+    let mut kernels: HashMap<ValueId, BTreeSet<usize>> = HashMap::new();
     let mut twice: HashSet<ValueId> = HashSet::new();
-    for op in ops.iter().rev() {
-        let mut recomputed = 1;
+    for (i, op) in ops.iter().enumerate().rev() {
+        let mut mine = BTreeSet::new();
         if fusible(op) {
             for r in &op.results {
-                let n = times.get(r).copied().unwrap_or(0);
-                let shared =
-                    n > 1 && !is_cheap(op) && !recompute_for_reduce(ops, &uses, &mut twice, *r, n);
-                if must.contains(r) || shared {
+                let readers = kernels.remove(r).unwrap_or_default();
+                let n = readers.len();
+                let kept = n <= 1
+                    || is_cheap(op)
+                    || recompute_for_reduce(ops, &uses, &mut twice, *r, n);
+                // Read only by loop kernels of its own element count: written, it runs inside
+                // the first of them and is never stored (multi-output fusion), so computing
+                // it again would save no launch.
+                let merges = readers.iter().all(|&k| {
+                    ops.get(k)
+                        .is_some_and(|o| fusible(o) && same_count(f, o.results.first(), *r))
+                });
+                let priced = !kept && model && !merges && cost::recompute(f, op, n, rates);
+                if must.contains(r) || !(kept || priced) {
                     materialized.insert(*r);
+                    mine.insert(i);
                 } else {
-                    if n == 2 {
+                    // Only values recomputed by the rules count as recomputed twice for
+                    // `recompute_for_reduce`: the model prices each value by itself.
+                    if n == 2 && !priced {
                         twice.insert(*r);
                     }
-                    recomputed = recomputed.max(n);
+                    mine.extend(readers);
                 }
             }
-            if op.results.iter().all(|r| materialized.contains(r)) {
-                recomputed = 1;
-            }
+        } else {
+            mine.insert(i);
         }
         for o in &op.operands {
-            *times.entry(*o).or_default() += recomputed;
+            kernels.entry(*o).or_default().extend(mine.iter().copied());
         }
     }
     // Build nodes in program order.
@@ -581,6 +602,12 @@ fn partition_forced(f: &Function, region: &Region, forced: &HashSet<ValueId>) ->
         nodes,
         materialized,
     }
+}
+
+/// Whether value `a` (when there is one) has as many elements as `b`.
+fn same_count(f: &Function, a: Option<&ValueId>, b: ValueId) -> bool {
+    let count = |v: ValueId| f.ty(v).as_tensor().map(|t| t.num_elements());
+    a.is_some_and(|&a| count(a).is_some() && count(a) == count(b))
 }
 
 /// Whether `v`, computed by kernels `n` times, may be recomputed instead of written to a

@@ -1,0 +1,258 @@
+//! The cost model behind fusion's duplication decision: a fused value read by several kernels
+//! is either computed again in each of them or written once by a kernel of its own and read
+//! back by each. This estimates both in nanoseconds for the adapter class, as XLA's priority
+//! fusion weighs a producer's duplication against the memory traffic and launch it saves.
+//!
+//! The estimate is local to one op: its operands are priced as buffer reads. When an operand
+//! is itself recomputed, its own decision prices that (its kernel count includes this op's
+//! copies), so the costs along a chain add up without walking it.
+//!
+//! `WGPU_HLO_FUSION_COST=0` turns the model off: only the cheap data-movement ops (and the
+//! reductions' `x - max` pattern) are then recomputed, as before the model.
+
+use crate::ir::{BinaryOp, ElementType, Function, Op, Operation, UnaryOp};
+
+/// What one adapter class costs: the rates the estimates divide by.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rates {
+    /// Fixed cost of one more kernel launch in a submission (ns).
+    pub launch_ns: f64,
+    /// Memory bandwidth a kernel sees (bytes per ns).
+    pub bytes_per_ns: f64,
+    /// Arithmetic throughput (simple f32 ops per ns).
+    pub ops_per_ns: f64,
+}
+
+impl Rates {
+    /// Rates for a CPU adapter (lavapipe: llvmpipe threads, a few cores of 8-wide SIMD) or a
+    /// GPU. Orders of magnitude matter here, not digits: on lavapipe one launch costs tens of
+    /// microseconds, on a discrete GPU a few.
+    pub fn for_adapter(cpu_adapter: bool) -> Rates {
+        if cpu_adapter {
+            Rates {
+                launch_ns: 20_000.0,
+                bytes_per_ns: 8.0,
+                ops_per_ns: 16.0,
+            }
+        } else {
+            Rates {
+                launch_ns: 4_000.0,
+                bytes_per_ns: 500.0,
+                ops_per_ns: 20_000.0,
+            }
+        }
+    }
+}
+
+/// At most this many kernels compute one value again (beyond it the kernels' code grows
+/// faster than the model sees).
+pub const MAX_COPIES: usize = 8;
+
+/// Simple-op equivalents of computing one element of `op`'s result (the arithmetic alone).
+pub fn op_work(f: &Function, op: &Operation) -> f64 {
+    use BinaryOp as B;
+    use UnaryOp as U;
+    let base = match &op.op {
+        Op::Unary(u) => match u {
+            U::Abs
+            | U::Negate
+            | U::Not
+            | U::Sign
+            | U::Ceil
+            | U::Floor
+            | U::RoundNearestAfz
+            | U::RoundNearestEven
+            | U::Real
+            | U::Imag
+            | U::Conj
+            | U::IsFinite
+            | U::IsInf
+            | U::IsNegInf
+            | U::IsPosInf
+            | U::Square
+            | U::Popcnt
+            | U::CountLeadingZeros => 1.0,
+            U::Sqrt | U::Rsqrt | U::Cbrt => 6.0,
+            U::Lgamma | U::Digamma | U::ErfInv | U::BesselI1e => 60.0,
+            _ => 20.0,
+        },
+        Op::Binary(b) => match b {
+            B::Divide | B::Remainder => 6.0,
+            B::Atan2 | B::Power => 30.0,
+            B::Polygamma | B::Zeta => 100.0,
+            B::NextAfter | B::Mulhi => 4.0,
+            _ => 1.0,
+        },
+        Op::Compare { .. } | Op::Select | Op::Clamp | Op::Convert | Op::BitcastConvert => 1.0,
+        Op::ReducePrecision { .. } => 4.0,
+        // Index arithmetic of data movement.
+        _ => 2.0,
+    };
+    let ty = op
+        .results
+        .first()
+        .and_then(|r| f.ty(*r).as_tensor())
+        .map(|t| t.dtype);
+    // 64-bit and complex arithmetic take several 32-bit operations (or emulation).
+    let scale = match ty {
+        Some(ElementType::F64 | ElementType::I64 | ElementType::U64) => 4.0,
+        Some(t) if t.is_complex() => 4.0,
+        _ => 1.0,
+    };
+    base * scale
+}
+
+/// Bytes of `op`'s operands read per element of its result: an operand smaller than the result
+/// (a broadcast's, a slice's index) is read in proportion, a larger one (a slice's source)
+/// only where the result reads it.
+fn operand_bytes_per_element(f: &Function, op: &Operation, elements: f64) -> f64 {
+    op.operands
+        .iter()
+        .filter_map(|o| f.ty(*o).as_tensor())
+        .map(|t| {
+            let share = (t.num_elements() as f64 / elements.max(1.0)).min(1.0);
+            t.dtype.byte_size().max(1) as f64 * share
+        })
+        .sum()
+}
+
+/// Whether computing `op`'s result again in each of the `kernels` kernels that read it costs
+/// less than writing it once to a buffer of its own and reading it back in each.
+pub fn recompute(f: &Function, op: &Operation, kernels: usize, rates: Rates) -> bool {
+    if kernels < 2 {
+        return true;
+    }
+    if kernels > MAX_COPIES {
+        return false;
+    }
+    // Data-dependent reads, and ops whose element reads need index arithmetic of their own,
+    // are not priced: they keep the rule they had.
+    if matches!(
+        op.op,
+        Op::Gather { .. } | Op::DynamicSlice { .. } | Op::DynamicUpdateSlice | Op::Constant(_)
+    ) {
+        return false;
+    }
+    let Some(t) = op.results.first().and_then(|r| f.ty(*r).as_tensor()) else {
+        return false;
+    };
+    if op.results.len() != 1 || !t.is_static() {
+        return false;
+    }
+    let n = kernels as f64;
+    let e = t.num_elements() as f64;
+    let out = t.dtype.byte_size().max(1) as f64;
+    let reads = operand_bytes_per_element(f, op, e);
+    let work = op_work(f, op);
+    // Written once: its kernel reads the operands and writes the value, each reader reads it.
+    let materialize = rates.launch_ns + e * (reads + out * (1.0 + n)) / rates.bytes_per_ns;
+    // Recomputed: every reader reads the operands and computes it.
+    let again = n * e * (reads / rates.bytes_per_ns + work / rates.ops_per_ns);
+    again < materialize
+}
+
+/// The model is on unless `WGPU_HLO_FUSION_COST=0`.
+pub fn enabled() -> bool {
+    !super::switched_off("WGPU_HLO_FUSION_COST")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::frontend::text::parse_module;
+    use crate::fusion::{partition, Node};
+
+    /// Whether fusion writes the first op's result of `main` to a buffer.
+    fn written(src: &str, cpu: bool) -> bool {
+        let m = parse_module(src, "t").expect("parse");
+        let f = m.functions.iter().find(|f| f.name == "main").expect("main");
+        let region = f.body.as_ref().expect("body");
+        let p = partition(f, region, 31, cpu);
+        p.materialized.contains(&region.ops[0].results[0])
+    }
+
+    /// The kernels of `main`.
+    fn kernels(src: &str) -> usize {
+        let m = parse_module(src, "t").expect("parse");
+        let f = m.functions.iter().find(|f| f.name == "main").expect("main");
+        let region = f.body.as_ref().expect("body");
+        let p = partition(f, region, 31, true);
+        p.nodes
+            .iter()
+            .filter(|n| matches!(n, Node::Kernel(_)))
+            .count()
+    }
+
+    /// Two kernels read `%v`: results of different shapes, which no later fusion merges.
+    fn shared(producer: &str, n: usize) -> String {
+        format!(
+            r#"
+func.func @main(%a: tensor<{n}xf32>, %b: tensor<{n}xf32>) -> (tensor<{n}xf32>, tensor<2x{n}xf32>) {{
+  %v = {producer} : tensor<{n}xf32>
+  %c = stablehlo.constant dense<2.0> : tensor<{n}xf32>
+  %x = stablehlo.multiply %v, %c : tensor<{n}xf32>
+  %y = stablehlo.sqrt %x : tensor<{n}xf32>
+  %z = stablehlo.abs %v : tensor<{n}xf32>
+  %w = stablehlo.broadcast_in_dim %z, dims = [1] : (tensor<{n}xf32>) -> tensor<2x{n}xf32>
+  return %y, %w : tensor<{n}xf32>, tensor<2x{n}xf32>
+}}"#
+        )
+    }
+
+    #[test]
+    fn a_cheap_sum_read_by_two_kernels_is_computed_in_both() {
+        for cpu in [true, false] {
+            for n in [64, 1 << 20] {
+                assert!(
+                    !written(&shared("stablehlo.add %a, %b", n), cpu),
+                    "cpu {cpu}, {n}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_expensive_value_read_by_two_kernels_is_written_once_where_arithmetic_is_dear() {
+        // lavapipe: at 2^20 elements, two more tanh per element cost more than a write and
+        // two reads; a small tensor is dominated by the launch the write would add.
+        assert!(written(&shared("stablehlo.tanh %a", 1 << 20), true));
+        assert!(!written(&shared("stablehlo.tanh %a", 64), true));
+        // A GPU's arithmetic is cheap next to its memory traffic.
+        assert!(!written(&shared("stablehlo.tanh %a", 1 << 20), false));
+    }
+
+    #[test]
+    fn a_value_read_twice_by_one_kernel_is_fused_there() {
+        let src = r#"
+func.func @main(%a: tensor<1048576xf32>) -> tensor<1048576xf32> {
+  %v = stablehlo.tanh %a : tensor<1048576xf32>
+  %x = stablehlo.multiply %v, %v : tensor<1048576xf32>
+  %y = stablehlo.add %x, %v : tensor<1048576xf32>
+  return %y : tensor<1048576xf32>
+}"#;
+        assert!(!written(src, true));
+        assert_eq!(kernels(src), 1);
+    }
+
+    #[test]
+    fn the_model_can_be_priced_by_hand() {
+        let m = parse_module(&shared("stablehlo.divide %a, %b", 1000), "t").expect("parse");
+        let f = m.functions.iter().find(|f| f.name == "main").expect("main");
+        let op = &f.body.as_ref().expect("body").ops[0];
+        assert_eq!(super::op_work(f, op), 6.0);
+        let r = super::Rates {
+            launch_ns: 0.0,
+            bytes_per_ns: 1.0,
+            ops_per_ns: 1.0,
+        };
+        // Materialized: reads 8 + writes 4 + 2 readers x 4 = 20 per element; recomputed:
+        // 2 x (8 + 6) = 28.
+        assert!(!super::recompute(f, op, 2, r));
+        let free = super::Rates {
+            ops_per_ns: 1e9,
+            ..r
+        };
+        // Recomputed with free arithmetic: 16 < 20.
+        assert!(super::recompute(f, op, 2, free));
+        assert!(!super::recompute(f, op, super::MAX_COPIES + 1, free));
+    }
+}
