@@ -660,22 +660,26 @@ fn wh_cosh_f32(x: f32) -> f32 {
 }
 
 // @fn wh_tanh_f32
-// @requires wh_expm1_f32 wh_copysign_f32 wh_is_nan_f32
+// @requires wh_exp_poly_f32 wh_copysign_f32 wh_is_nan_f32
+// Without branches (llvmpipe runs every branch under a lane mask, and a lane of each range in
+// one vector is the rule): both ranges are computed and one chosen. |x| < 1: an odd
+// polynomial. 1 <= |x| <= 9.1: 1 - 2 / (e^2|x| + 1), with e^2|x| - 1 computed as wh_expm1_f32
+// does for arguments in [2, 18.2] (k >= 3 there, so none of its special cases applies); the
+// clamp keeps the unused lanes finite. Within 0.86 ULP on 8M samples (the branching form:
+// 0.94; Mesa rounds the straight-line code a little differently for 1 <= |x| < 3.2).
 fn wh_tanh_f32(x: f32) -> f32 {
     let a = abs(x);
-    if (wh_is_nan_f32(x) || a < 0x1p-12f) {
-        return x;
-    }
-    if (a > 9.1) {
-        return wh_copysign_f32(1.0, x);
-    }
-    if (a < 1.0) {
-        let z = a * a;
-        let p = fma(fma(fma(fma(fma(fma(fma(fma(-4.8467110900674015e-05, z, 0.000337689823936671), z, -0.0012421575374901295), z, 0.00347838643938303), z, -0.008826250210404396), z, 0.0218625757843256), z, -0.05396759510040283), z, 0.13333331048488617), z, -0.3333333432674408);
-        return wh_copysign_f32(fma(a * z, p, a), x);
-    }
-    let e = wh_expm1_f32(2.0 * a);
-    return wh_copysign_f32(1.0 - 2.0 / (e + 2.0), x);
+    let z = a * a;
+    let p = fma(fma(fma(fma(fma(fma(fma(fma(-4.8467110900674015e-05, z, 0.000337689823936671), z, -0.0012421575374901295), z, 0.00347838643938303), z, -0.008826250210404396), z, 0.0218625757843256), z, -0.05396759510040283), z, 0.13333331048488617), z, -0.3333333432674408);
+    let small = fma(a * z, p, a);
+    let y = clamp(2.0 * a, 2.0, 18.2);
+    let k = round(y * 1.4426950216293335);
+    let r = fma(-k, 1.428606765330187e-6, fma(-k, 0.693145751953125, y));
+    let t = bitcast<f32>(u32(i32(k) + 127) << 23u);
+    let e = fma(t, wh_exp_poly_f32(r), t - 1.0);
+    let large = select(1.0 - 2.0 / (e + 2.0), 1.0, a > 9.1);
+    let v = wh_copysign_f32(select(large, small, a < 1.0), x);
+    return select(v, x, wh_is_nan_f32(x) || a < 0x1p-12f);
 }
 
 // @fn wh_asinh_f32
@@ -911,16 +915,14 @@ fn wh_cbrt_f32(x: f32) -> f32 {
 // @fn wh_logistic_f32
 // @requires wh_exp_f32 wh_is_nan_f32
 // 1 / (1 + exp(-x)); for x < 0 computed as e / (1 + e) with e = exp(x), so that the tiny
-// results for large negative x keep their relative accuracy.
+// results for large negative x keep their relative accuracy. One exponential, e = exp(-|x|),
+// serves both, chosen without branches (llvmpipe ran both exponentials for a vector holding
+// both signs).
 fn wh_logistic_f32(x: f32) -> f32 {
-    if (wh_is_nan_f32(x)) {
-        return x;
-    }
-    if (x >= 0.0) {
-        return 1.0 / (1.0 + wh_exp_f32(-x));
-    }
-    let e = wh_exp_f32(x);
-    return e / (1.0 + e);
+    let e = wh_exp_f32(-abs(x));
+    let d = 1.0 + e;
+    let v = select(e / d, 1.0 / d, x >= 0.0);
+    return select(v, x, wh_is_nan_f32(x));
 }
 
 // @fn wh_round_afz_f32

@@ -882,15 +882,12 @@ fn wh_cbrt_f64(x: f64) -> f64 {
 // @fn wh_logistic_f64
 // @requires wh_exp_f64 wh_is_nan_f64
 // 1 / (1 + exp(-x)); e / (1 + e) with e = exp(x) for x < 0 (keeps tiny results accurate).
+// One exponential, e = exp(-|x|), chosen without branches (as wh_logistic_f32).
 fn wh_logistic_f64(x: f64) -> f64 {
-    if (wh_is_nan_f64(x)) {
-        return x;
-    }
-    if (x >= 0.0) {
-        return 1.0 / (1.0 + wh_exp_f64(-x));
-    }
-    let e = wh_exp_f64(x);
-    return e / (1.0 + e);
+    let e = wh_exp_f64(-abs(x));
+    let d = 1.0 + e;
+    let v = select(e / d, 1.0 / d, x >= 0.0);
+    return select(v, x, wh_is_nan_f64(x));
 }
 
 // @fn wh_round_afz_f64
