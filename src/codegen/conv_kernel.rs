@@ -387,7 +387,7 @@ impl Gemm {
         }
         // Small convolutions keep the register-blocked kernel, cheaper to compile.
         let work = self.groups * self.m * self.n * self.cg * self.windows;
-        if !forced && work < super::dot_subgroup::MIN_WORK {
+        if !forced && work < super::dot_subgroup::MIN_CONV_WORK {
             return None;
         }
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);

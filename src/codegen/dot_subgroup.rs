@@ -29,8 +29,25 @@ use crate::error::{Error, Result};
 use crate::ir::{ElementType, Operation, TensorType};
 
 /// Multiply-adds below which the shared-rows kernels are not chosen by default (their compile
-/// time would not pay off): 2^22, a 128 x 256 x 128 product.
-pub(super) const MIN_WORK: u64 = 1 << 22;
+/// time would not pay off): 2^20, a 64 x 128 x 128 product. Between 2^19 and 2^22 the
+/// shared-rows kernel ran in 0.5-0.8x the vector kernel's GPU time on lavapipe (`wgpu-hlo
+/// bench --per-kernel`: 4 x 64x64x64 0.41 -> 0.20 ms, 8 x 64x64x64 0.37-0.58 -> 0.20-0.41, the
+/// transformer step's attention products 32 x 63x63x32 1.27 -> 0.78 and 32 x 63x32x63 1.47 ->
+/// 1.15) for 20-60 ms more compile time, once per executable; it was 2^22 before.
+/// `WGPU_HLO_DOT_MIN_WORK=N` sets it (for comparisons).
+pub(super) const MIN_WORK: u64 = 1 << 20;
+
+/// [`MIN_WORK`], or `WGPU_HLO_DOT_MIN_WORK` where that is a number.
+fn min_work() -> u64 {
+    std::env::var("WGPU_HLO_DOT_MIN_WORK")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(MIN_WORK)
+}
+
+/// Multiply-adds below which a convolution keeps the register-blocked kernel (the shared
+/// convolution's tiles are larger, and cost the driver more to compile).
+pub(super) const MIN_CONV_WORK: u64 = 1 << 22;
 
 /// Rows per subgroup tile and vec4 columns per lane for a `batch x m x n` result: the
 /// largest of (32, 2), (32, 1), (16, 1), (8, 1) (rows a multiple of `S`, and of `4S` when the
@@ -103,7 +120,7 @@ pub(super) fn shared_rows(
     // (llvmpipe: ~0.2 s against ~0.05 s): only for products big enough to pay that back,
     // unless forced.
     let forced = std::env::var("WGPU_HLO_DOT").is_ok_and(|v| v == "subgroup");
-    if !forced && batch * m * n * k < MIN_WORK {
+    if !forced && batch * m * n * k < min_work() {
         return Ok(None);
     }
     let rows_unit = if ra == Read::AlongFree { 4 * s } else { s };
