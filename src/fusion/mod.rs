@@ -491,9 +491,8 @@ fn partition_forced(
             for r in &op.results {
                 let readers = kernels.remove(r).unwrap_or_default();
                 let n = readers.len();
-                let kept = n <= 1
-                    || is_cheap(op)
-                    || recompute_for_reduce(ops, &uses, &mut twice, *r, n);
+                let kept =
+                    n <= 1 || is_cheap(op) || recompute_for_reduce(ops, &uses, &mut twice, *r, n);
                 // Read only by loop kernels of its own element count: written, it runs inside
                 // the first of them and is never stored (multi-output fusion), so computing
                 // it again would save no launch.
