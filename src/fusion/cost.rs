@@ -116,14 +116,22 @@ fn operand_bytes_per_element(f: &Function, op: &Operation, elements: f64) -> f64
         .sum()
 }
 
-/// Whether computing `op`'s result again in each of the `kernels` kernels that read it costs
-/// less than writing it once to a buffer of its own and reading it back in each.
-pub fn recompute(f: &Function, op: &Operation, kernels: usize, rates: Rates) -> bool {
-    if kernels < 2 {
-        return true;
-    }
-    if kernels > MAX_COPIES {
-        return false;
+/// The two prices of a value read by several kernels (ns).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    /// Computed again in each reading kernel.
+    pub again_ns: f64,
+    /// Written once by a kernel of its own and read back by each.
+    pub written_ns: f64,
+}
+
+/// What computing `op`'s result again in each of the `kernels` kernels that read it costs,
+/// against writing it once to a buffer of its own and reading it back in each; `None` where
+/// the model does not price it (fewer than 2 or more than [`MAX_COPIES`] kernels, data-
+/// dependent reads, several results, dynamic shapes).
+pub fn estimate(f: &Function, op: &Operation, kernels: usize, rates: Rates) -> Option<Estimate> {
+    if !(2..=MAX_COPIES).contains(&kernels) {
+        return None;
     }
     // Data-dependent reads, and ops whose element reads need index arithmetic of their own,
     // are not priced: they keep the rule they had.
@@ -131,24 +139,33 @@ pub fn recompute(f: &Function, op: &Operation, kernels: usize, rates: Rates) -> 
         op.op,
         Op::Gather { .. } | Op::DynamicSlice { .. } | Op::DynamicUpdateSlice | Op::Constant(_)
     ) {
-        return false;
+        return None;
     }
-    let Some(t) = op.results.first().and_then(|r| f.ty(*r).as_tensor()) else {
-        return false;
-    };
+    let t = op.results.first().and_then(|r| f.ty(*r).as_tensor())?;
     if op.results.len() != 1 || !t.is_static() {
-        return false;
+        return None;
     }
     let n = kernels as f64;
     let e = t.num_elements() as f64;
     let out = t.dtype.byte_size().max(1) as f64;
     let reads = operand_bytes_per_element(f, op, e);
     let work = op_work(f, op);
-    // Written once: its kernel reads the operands and writes the value, each reader reads it.
-    let materialize = rates.launch_ns + e * (reads + out * (1.0 + n)) / rates.bytes_per_ns;
-    // Recomputed: every reader reads the operands and computes it.
-    let again = n * e * (reads / rates.bytes_per_ns + work / rates.ops_per_ns);
-    again < materialize
+    Some(Estimate {
+        // Every reader reads the operands and computes it.
+        again_ns: n * e * (reads / rates.bytes_per_ns + work / rates.ops_per_ns),
+        // Its own kernel reads the operands and writes the value, each reader reads it.
+        written_ns: rates.launch_ns + e * (reads + out * (1.0 + n)) / rates.bytes_per_ns,
+    })
+}
+
+/// Whether computing `op`'s result again in each of the `kernels` kernels that read it costs
+/// less than writing it once to a buffer of its own and reading it back in each (true for
+/// one kernel).
+pub fn recompute(f: &Function, op: &Operation, kernels: usize, rates: Rates) -> bool {
+    if kernels < 2 {
+        return true;
+    }
+    estimate(f, op, kernels, rates).is_some_and(|e| e.again_ns < e.written_ns)
 }
 
 /// The model is on unless `WGPU_HLO_FUSION_COST=0`.
@@ -218,6 +235,27 @@ func.func @main(%a: tensor<{n}xf32>, %b: tensor<{n}xf32>) -> (tensor<{n}xf32>, t
         assert!(!written(&shared("stablehlo.tanh %a", 64), true));
         // A GPU's arithmetic is cheap next to its memory traffic.
         assert!(!written(&shared("stablehlo.tanh %a", 1 << 20), false));
+    }
+
+    #[test]
+    fn the_dump_names_each_priced_decision() {
+        let notes = |cpu: bool| {
+            let m = parse_module(&shared("stablehlo.tanh %a", 1 << 20), "t").expect("parse");
+            let f = m.functions.iter().find(|f| f.name == "main").expect("main");
+            let region = f.body.as_ref().expect("body");
+            partition(f, region, 31, cpu).describe(region)
+        };
+        let cpu = notes(true);
+        assert!(
+            cpu.contains("cost model: %")
+                && cpu.contains("stablehlo.tanh read by 2 kernels: written once"),
+            "{cpu}"
+        );
+        let gpu = notes(false);
+        assert!(
+            gpu.contains("tanh read by 2 kernels: computed in each"),
+            "{gpu}"
+        );
     }
 
     #[test]

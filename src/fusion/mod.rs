@@ -98,6 +98,8 @@ pub struct Partition {
     pub nodes: Vec<Node>,
     /// Values held in buffers (everything not computed inline).
     pub materialized: HashSet<ValueId>,
+    /// The cost model's decisions for values several kernels read ([`cost`]), for the dump.
+    pub duplication: Vec<String>,
 }
 
 /// True when the environment variable `var` is `0`: the switch of one fusion, for comparisons.
@@ -484,6 +486,7 @@ fn partition_forced(
     let rates = cost::Rates::for_adapter(cpu_adapter);
     let model = cost::enabled();
     let mut kernels: HashMap<ValueId, BTreeSet<usize>> = HashMap::new();
+    let mut duplication = Vec::new();
     let mut twice: HashSet<ValueId> = HashSet::new();
     for (i, op) in ops.iter().enumerate().rev() {
         let mut mine = BTreeSet::new();
@@ -500,7 +503,26 @@ fn partition_forced(
                     ops.get(k)
                         .is_some_and(|o| fusible(o) && same_count(f, o.results.first(), *r))
                 });
-                let priced = !kept && model && !merges && cost::recompute(f, op, n, rates);
+                let estimate = if kept || !model || merges {
+                    None
+                } else {
+                    cost::estimate(f, op, n, rates)
+                };
+                let priced = estimate.is_some_and(|e| e.again_ns < e.written_ns);
+                if let Some(e) = estimate {
+                    duplication.push(format!(
+                        "{r} = {} read by {n} kernels: {} (estimates: again in each {:.1} us, \
+                         written {:.1} us)",
+                        op.name(),
+                        if priced {
+                            "computed in each"
+                        } else {
+                            "written once"
+                        },
+                        e.again_ns / 1000.0,
+                        e.written_ns / 1000.0
+                    ));
+                }
                 if must.contains(r) || !(kept || priced) {
                     materialized.insert(*r);
                     mine.insert(i);
@@ -597,9 +619,11 @@ fn partition_forced(
             _ => nodes.push(Node::Op(i)),
         }
     }
+    duplication.reverse();
     Partition {
         nodes,
         materialized,
+        duplication,
     }
 }
 
@@ -736,6 +760,9 @@ impl Partition {
                     s.push_str(&format!("node {k}: {name} (op {i})\n"))
                 }
             }
+        }
+        for d in &self.duplication {
+            s.push_str(&format!("cost model: {d}\n"));
         }
         s
     }

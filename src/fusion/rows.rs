@@ -534,5 +534,6 @@ fn rebuild(p: Partition, infos: &[NodeInfo], merges: Vec<Merge>) -> Partition {
     Partition {
         nodes,
         materialized,
+        duplication: p.duplication,
     }
 }
