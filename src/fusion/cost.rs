@@ -176,27 +176,23 @@ pub fn enabled() -> bool {
 #[cfg(test)]
 mod tests {
     use crate::frontend::text::parse_module;
-    use crate::fusion::{partition, Node};
+    use crate::fusion::{with_partition, Node};
 
     /// Whether fusion writes the first op's result of `main` to a buffer.
     fn written(src: &str, cpu: bool) -> bool {
-        let m = parse_module(src, "t").expect("parse");
-        let f = m.functions.iter().find(|f| f.name == "main").expect("main");
-        let region = f.body.as_ref().expect("body");
-        let p = partition(f, region, 31, cpu);
-        p.materialized.contains(&region.ops[0].results[0])
+        with_partition(src, cpu, |region, p| {
+            p.materialized.contains(&region.ops[0].results[0])
+        })
     }
 
     /// The kernels of `main`.
     fn kernels(src: &str) -> usize {
-        let m = parse_module(src, "t").expect("parse");
-        let f = m.functions.iter().find(|f| f.name == "main").expect("main");
-        let region = f.body.as_ref().expect("body");
-        let p = partition(f, region, 31, true);
-        p.nodes
-            .iter()
-            .filter(|n| matches!(n, Node::Kernel(_)))
-            .count()
+        with_partition(src, true, |_, p| {
+            p.nodes
+                .iter()
+                .filter(|n| matches!(n, Node::Kernel(_)))
+                .count()
+        })
     }
 
     /// Two kernels read `%v`: results of different shapes, which no later fusion merges.
@@ -240,10 +236,9 @@ func.func @main(%a: tensor<{n}xf32>, %b: tensor<{n}xf32>) -> (tensor<{n}xf32>, t
     #[test]
     fn the_dump_names_each_priced_decision() {
         let notes = |cpu: bool| {
-            let m = parse_module(&shared("stablehlo.tanh %a", 1 << 20), "t").expect("parse");
-            let f = m.functions.iter().find(|f| f.name == "main").expect("main");
-            let region = f.body.as_ref().expect("body");
-            partition(f, region, 31, cpu).describe(region)
+            with_partition(&shared("stablehlo.tanh %a", 1 << 20), cpu, |region, p| {
+                p.describe(region)
+            })
         };
         let cpu = notes(true);
         assert!(

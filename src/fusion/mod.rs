@@ -258,6 +258,20 @@ pub fn partition(
     }
 }
 
+/// For fusion's unit tests: `see` the partition of `main` in `src` (text), for a CPU adapter
+/// or a GPU.
+#[cfg(test)]
+pub(crate) fn with_partition<T>(
+    src: &str,
+    cpu: bool,
+    see: impl FnOnce(&Region, &Partition) -> T,
+) -> T {
+    let m = crate::frontend::text::parse_module(src, "t").expect("parse");
+    let f = m.functions.iter().find(|f| f.name == "main").expect("main");
+    let region = f.body.as_ref().expect("body");
+    see(region, &partition(f, region, 31, cpu))
+}
+
 /// Buffers a kernel built from `v`'s fused producers reads: the materialized operands reached
 /// through members of `g` (`v` itself when it is materialized).
 fn leaves(

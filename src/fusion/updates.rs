@@ -199,14 +199,13 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
 
 #[cfg(test)]
 mod tests {
-    use crate::frontend::text::parse_module;
-    use crate::fusion::{partition, Node};
+    use crate::fusion::{with_partition, Node};
 
     fn nodes(src: &str) -> Vec<String> {
-        let m = parse_module(src, "t").expect("parse");
-        let f = m.functions.iter().find(|f| f.name == "main").expect("main");
-        let region = f.body.as_ref().expect("body");
-        let p = partition(f, region, 31, true);
+        with_partition(src, true, nodes_of)
+    }
+
+    fn nodes_of(region: &crate::ir::Region, p: &crate::fusion::Partition) -> Vec<String> {
         p.nodes
             .iter()
             .map(|n| match n {
