@@ -125,6 +125,13 @@ pub struct Estimate {
     pub written_ns: f64,
 }
 
+impl Estimate {
+    /// Whether computing the value again in each reader is the cheaper way.
+    pub fn recompute(&self) -> bool {
+        self.again_ns < self.written_ns
+    }
+}
+
 /// What computing `op`'s result again in each of the `kernels` kernels that read it costs,
 /// against writing it once to a buffer of its own and reading it back in each; `None` where
 /// the model does not price it (fewer than 2 or more than [`MAX_COPIES`] kernels, data-
@@ -165,7 +172,7 @@ pub fn recompute(f: &Function, op: &Operation, kernels: usize, rates: Rates) -> 
     if kernels < 2 {
         return true;
     }
-    estimate(f, op, kernels, rates).is_some_and(|e| e.again_ns < e.written_ns)
+    estimate(f, op, kernels, rates).is_some_and(|e| e.recompute())
 }
 
 /// The model is on unless `WGPU_HLO_FUSION_COST=0`.

@@ -522,7 +522,7 @@ fn partition_forced(
                 } else {
                     cost::estimate(f, op, n, rates)
                 };
-                let priced = estimate.is_some_and(|e| e.again_ns < e.written_ns);
+                let priced = estimate.is_some_and(|e| e.recompute());
                 if let Some(e) = estimate {
                     duplication.push(format!(
                         "{r} = {} read by {n} kernels: {} (estimates: again in each {:.1} us, \
