@@ -59,6 +59,10 @@ pub struct Target<'a> {
     pub max_texture_dimension: u32,
     /// Most sampled textures a kernel may bind (`max_sampled_textures_per_shader_stage`).
     pub max_sampled_textures: u32,
+    /// Whether scatters with many windows may run by blocks of the result on CPU adapters
+    /// (`codegen::op_kernels::scatter`'s `swept`; `WGPU_HLO_SCATTER_SWEEP=0` or
+    /// `CompileOptions::scatter_sweep` turn it off, and the sorted paths GPUs take serve).
+    pub scatter_sweep: bool,
 }
 
 /// The default of [`Target::max_invocation_iterations`]: half of llvmpipe's 65535, leaving

@@ -5,7 +5,9 @@ gathering every update through the permutation. Each run folds in the original u
 either way, so results must equal those with the payload off (`WGPU_HLO_SCATTER_PAYLOAD=0`) to
 the bit, and jax cpu's to rounding: random places, indices out of bounds (dropped), long runs
 of one index (the chunked fold), max and multiply, int32 and uint32, two-dimensional points,
-and updates computed in the same jit."""
+and updates computed in the same jit. CPU adapters scatter by blocks of the result instead
+(`swept`, tested in test_scatter_swept.py), so these tests turn that off
+(`WGPU_HLO_SCATTER_SWEEP=0`)."""
 
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ def test_payload_sort_matches_permutation_sort(gpu, case, tmp_path, monkeypatch)
         dump = str(tmp_path / f"payload{payload}")
         monkeypatch.setenv("WGPU_HLO_DUMP", dump)
         monkeypatch.setenv("WGPU_HLO_SCATTER_PAYLOAD", payload)
+        monkeypatch.setenv("WGPU_HLO_SCATTER_SWEEP", "0")
         # A new function object each time: JAX's cache would hand back the first executable.
         got.append(np.asarray(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu))))
         monkeypatch.delenv("WGPU_HLO_DUMP")
@@ -94,6 +97,7 @@ def test_long_runs_of_max_min_multiply(gpu, case, payload, monkeypatch):
     were refused with RESOURCE_EXHAUSTED on lavapipe before (only adds were chunked)."""
     f = MONOIDS[case]
     monkeypatch.setenv("WGPU_HLO_SCATTER_PAYLOAD", payload)
+    monkeypatch.setenv("WGPU_HLO_SCATTER_SWEEP", "0")
     got = np.asarray(jax.jit(lambda *a: f(*a))(*jax.device_put((SEG_X, SEG_IDS), gpu)))
     want = np.asarray(jax.jit(f)(*jax.device_put((SEG_X, SEG_IDS), jax.devices("cpu")[0])))
     assert got.dtype == want.dtype and got.shape == want.shape
@@ -126,6 +130,7 @@ def test_set_takes_the_last_update(gpu, case, payload, monkeypatch):
     there is no loop bound to pass (such sets were refused with RESOURCE_EXHAUSTED before)."""
     f = SETS[case]
     monkeypatch.setenv("WGPU_HLO_SCATTER_PAYLOAD", payload)
+    monkeypatch.setenv("WGPU_HLO_SCATTER_SWEEP", "0")
     got = np.asarray(jax.jit(lambda *a: f(*a))(*jax.device_put((SET_X, SET_I), gpu)))
     want = np.asarray(jax.jit(f)(*jax.device_put((SET_X, SET_I), jax.devices("cpu")[0])))
     assert got.dtype == want.dtype

@@ -49,6 +49,9 @@ pub struct CompileOptions {
     /// Whether independent launches merge into one dispatch (`merge`; default: on, unless
     /// `WGPU_HLO_MERGE_LAUNCHES=0`); tests of fusion's own kernel counts turn it off.
     pub merge_launches: Option<bool>,
+    /// Overrides `Target::scatter_sweep` (default: on, unless `WGPU_HLO_SCATTER_SWEEP=0`);
+    /// tests of the sorted scatter paths turn it off on CPU adapters.
+    pub scatter_sweep: Option<bool>,
 }
 
 /// The encoding of program bytes, as PJRT's `PJRT_Program.format` names it.
@@ -135,6 +138,7 @@ pub fn target(device: &Device) -> Target<'_> {
         read_once_texture_words: lower::read_once_texture_words_from_env(),
         max_texture_dimension: l.max_texture_dimension_2d,
         max_sampled_textures: l.max_sampled_textures_per_shader_stage,
+        scatter_sweep: !std::env::var("WGPU_HLO_SCATTER_SWEEP").is_ok_and(|v| v.trim() == "0"),
     }
 }
 
@@ -265,6 +269,9 @@ pub fn compile_function(
     }
     if let Some(n) = options.read_once_texture_words {
         target.read_once_texture_words = n;
+    }
+    if let Some(on) = options.scatter_sweep {
+        target.scatter_sweep = on;
     }
     let mut lowered = match lower::lower(f, target) {
         Ok(l) => l,

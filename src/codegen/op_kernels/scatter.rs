@@ -684,6 +684,11 @@ pub fn sorted(
     if let Some(plan) = privatized(name, f, defs, op, keys, target)? {
         return Ok(Some(plan));
     }
+    // Keys that matter lie in [0, limit): the single index's dimension, or the points.
+    let limit = bounds.iter().map(|&b| b.max(0) as u64).product::<u64>();
+    if let Some(plan) = swept(name, f, defs, op, keys, limit, target)? {
+        return Ok(Some(plan));
+    }
     let p = (count as u64).next_power_of_two();
     let perm_type = crate::ir::TensorType::new(vec![p as i64], crate::ir::ElementType::U32);
     let init =
@@ -742,8 +747,6 @@ pub fn sorted(
     // Few enough windows: the whole network in one workgroup, one launch instead of one per
     // stage (45 for 512 windows, each a dispatch and a pipeline barrier).
     let one = one_workgroup_sort(&format!("{name}_sort"), f, defs, keys, p, target)?;
-    // Keys that matter lie in [0, limit): the single index's dimension, or the points.
-    let limit = bounds.iter().map(|&b| b.max(0) as u64).product::<u64>();
     let bitonic = std::env::var("WGPU_HLO_SCATTER_SORT").is_ok_and(|v| v.trim() == "bitonic");
     // The sort's kernels, launches and added temporaries (numbered from `base`): the
     // one-workgroup sort, else a radix sort, else a bitonic pass per stage.
@@ -1143,6 +1146,293 @@ fn privatized(
             super::Launch::updating_value(1, Vec::new(), super::temp(0)),
             super::Launch::updating_value(2, Vec::new(), *x),
         ],
+    }))
+}
+
+/// Fewest invocations a [`swept`] scatter gives each core of a CPU adapter (two SIMD groups of
+/// 8 lanes: llvmpipe runs 8 invocations of a workgroup as one vector).
+const SWEEP_LANES_PER_CORE: u64 = 16;
+
+/// Invocations per workgroup of a [`swept`] scatter: one SIMD group, so that consecutive
+/// blocks of the result spread over the cores (llvmpipe gives each workgroup to one thread).
+const SWEEP_WORKGROUP: u64 = 8;
+
+/// Blocks of a [`swept`] scatter whose windows are bucketed first: one radix pass (keys
+/// `0..=BUCKETED_BLOCKS + 1`, 16 digits).
+const BUCKETED_BLOCKS: u64 = 14;
+
+/// A scatter on a CPU adapter by blocks of the result: the points the indices place windows
+/// at (`[0, limit)`) are cut into ranges (blocks); invocation `t` owns window element `t % W`
+/// of the windows landing in block `t / W` and folds them, in update order, into the result in
+/// place. Each result element is written by one invocation only, in update order, so the
+/// result is the plain kernel's for any update computation, with no atomics; launches of at
+/// most the loop bound each walk the windows, all updating the result in place.
+///
+/// - Windows of 8 elements or more: no sort. Enough blocks for [`SWEEP_LANES_PER_CORE`]
+///   invocations a core, each walking every window (the lanes of a SIMD group, one block,
+///   read the same index and update neighbouring elements).
+/// - Narrower windows: a lane per block would read every index to update one element in
+///   eight, so the windows are first bucketed by block (one stable radix pass, `radix::sort`,
+///   [`BUCKETED_BLOCKS`] blocks) and each invocation walks only its own bucket.
+///
+/// A scatter-add of 1M values at random places into 1M (lavapipe) took 127 ms sorted: six
+/// radix passes over the windows before the runs were folded.
+///
+/// `None` (the sorted paths serve) on GPUs (a handful of invocations each walking many
+/// windows would leave the device idle), for several inputs, packed (narrower than 32-bit)
+/// results, or with `Target::scatter_sweep` off (`WGPU_HLO_SCATTER_SWEEP=0`).
+fn swept(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    keys: WindowKeys,
+    limit: u64,
+    target: Target,
+) -> Result<Option<super::Plan>> {
+    let Op::Scatter {
+        dimension_numbers: dn,
+        ..
+    } = &op.op
+    else {
+        return Ok(None);
+    };
+    let ([x, indices, updates], [result], Some(body)) = (
+        op.operands.as_slice(),
+        op.results.as_slice(),
+        op.regions.first(),
+    ) else {
+        return Ok(None);
+    };
+    let (Some(xt), Some(ut)) = (f.ty(*x).as_tensor(), f.ty(*updates).as_tensor()) else {
+        return Ok(None);
+    };
+    if !target.cpu_adapter
+        || !target.scatter_sweep
+        || !xt.is_static()
+        || !ut.is_static()
+        || xt.dtype.byte_size() < 4
+        || xt.dtype == crate::ir::ElementType::Pred
+    {
+        return Ok(None);
+    }
+    let rdims = xt.dims();
+    let udims = ut.dims();
+    let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
+    let Some(window_sizes) = window_dims
+        .iter()
+        .map(|&d| udims.get(d).copied())
+        .collect::<Option<Vec<usize>>>()
+    else {
+        return Ok(None);
+    };
+    let w = window_sizes.iter().product::<usize>() as u64;
+    let count = keys.count() as u64;
+    let bound = target.max_invocation_iterations;
+    if w == 0 || count == 0 || limit == 0 || limit > i32::MAX as u64 || count >= u32::MAX as u64 {
+        return Ok(None);
+    }
+    let bucketed = w < SWEEP_WORKGROUP;
+    // Few narrow windows: the one-workgroup sort and the runs' fold take two launches, the
+    // radix pass and the walk five.
+    if bucketed && count <= ONE_WORKGROUP_SORT_MAX {
+        return Ok(None);
+    }
+    let blocks = if bucketed {
+        BUCKETED_BLOCKS
+    } else {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+        (SWEEP_LANES_PER_CORE * cores.clamp(1, 64)).div_ceil(w)
+    };
+    let per = limit.div_ceil(blocks.clamp(1, limit));
+    let blocks = limit.div_ceil(per);
+    let threads = blocks * w;
+
+    // The bucketing sort (bucketed only): window numbers by block, stable, in temporary 0 (the
+    // result's copy the launches update follows its temporaries).
+    let perm_type = crate::ir::TensorType::new(
+        vec![count.next_power_of_two() as i64],
+        crate::ir::ElementType::U32,
+    );
+    let sort = if bucketed {
+        let block_key = |em: &mut ExprEmitter, s: &str| -> Result<String> {
+            let k = keys.key(em, s)?;
+            em.line(&format!("let kb_{s}: i32 = {k};"));
+            Ok(format!("select(-1i, kb_{s} / {per}i, kb_{s} >= 0i)"))
+        };
+        match super::radix::sort(
+            name,
+            f,
+            defs,
+            &|_| false,
+            super::radix::Keys::Ranged {
+                key: &block_key,
+                limit: blocks,
+                items: None,
+            },
+            count,
+            &perm_type,
+            1,
+            ("scatter windows by block", "stablehlo.scatter"),
+            target,
+        )? {
+            Some(sorted) => Some(sorted),
+            None => return Ok(None),
+        }
+    } else {
+        None
+    };
+
+    let mut all_defs = defs.clone();
+    let mut body_vals = HashSet::new();
+    region_defs(body, &mut all_defs, &mut body_vals);
+    let fused = |v: ValueId| body_vals.contains(&v);
+    let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+    em.inputs.push(Binding {
+        value: super::PARAMS,
+        ty: crate::ir::TensorType::new(vec![1], crate::ir::ElementType::U32),
+    });
+    let t = em.compute(xt.dtype)?;
+    let func = emit_body_function(&mut em, "k_update", body, &[t])?;
+    em.line(&format!("let e = tid % {w}u;"));
+    em.line(&format!("let b = tid / {w}u;"));
+    let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
+    // The windows this launch walks: positions [first, last) of the sorted windows (the
+    // block's bucket), or of all windows.
+    let chunk = match &sort {
+        Some(sorted) => {
+            em.inputs.push(Binding {
+                value: super::temp(0),
+                ty: perm_type.clone(),
+            });
+            em.inputs.push(Binding {
+                value: sorted.keys,
+                ty: crate::ir::TensorType::new(vec![count as i64], crate::ir::ElementType::U32),
+            });
+            // The bucket: the sorted keys of block b are b + 1 (radix::Sorted::keys).
+            let steps = u64::from(64 - count.leading_zeros()) + 1;
+            for (var, key) in [("start", "b + 1u"), ("end", "b + 2u")] {
+                em.line(&format!("var {var}_lo = 0u;"));
+                em.line(&format!("var {var}_hi = {count}u;"));
+                em.open_loop(
+                    &format!("for (var it = 0u; it < {steps}u; it = it + 1u)"),
+                    steps,
+                );
+                em.line(&format!("if ({var}_lo >= {var}_hi) {{ break; }}"));
+                em.line(&format!("let mid = ({var}_lo + {var}_hi) / 2u;"));
+                em.line(&format!(
+                    "if (in2[mid] < {key}) {{ {var}_lo = mid + 1u; }} else {{ {var}_hi = mid; }}"
+                ));
+                em.close(None);
+            }
+            let chunk = bound.saturating_sub(em.iterations()).max(1);
+            em.line(&format!("let first = start_lo + in0[0] * {chunk}u;"));
+            em.line(&format!("let last = min(first + {chunk}u, end_lo);"));
+            em.open_loop("for (var q: u32 = first; q < last; q = q + 1u)", chunk);
+            em.line("let s = in1[q];");
+            chunk
+        }
+        None => {
+            let chunk = count.min(bound);
+            em.line(&format!("let first = in0[0] * {chunk}u;"));
+            em.line(&format!("let last = min(first + {chunk}u, {count}u);"));
+            em.open_loop("for (var s: u32 = first; s < last; s = s + 1u)", chunk);
+            let key = keys.key(&mut em, "s")?;
+            em.line(&format!("let key: i32 = {key};"));
+            em.open(&format!(
+                "if (key >= i32(b) * {per}i && key < i32(b + 1u) * {per}i)"
+            ));
+            chunk
+        }
+    };
+    let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
+    let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), keys.ic, "st")?;
+    let (fits, pos) = window_place(dn, &start, &rdims, &window_sizes, &wi);
+    em.open(&format!("if ({})", all_of(&fits)));
+    let at = crate::codegen::expr::linearize(&pos, &rdims);
+    em.line(&format!("let at = {at};"));
+    let scatter_dims: Vec<usize> = (0..udims.len())
+        .filter(|d| !window_dims.contains(d))
+        .collect();
+    let mut upd = vec![String::new(); udims.len()];
+    for (k, &d) in scatter_dims.iter().enumerate() {
+        upd[d] = si[k].clone();
+    }
+    for (k, &d) in window_dims.iter().enumerate() {
+        upd[d] = wi[k].clone();
+    }
+    let u = em.value(*updates, &Index::Multi(upd))?;
+    em.line(&format!("var acc: {} = out0[at];", t.wgsl()));
+    em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
+    em.line("out0[at] = acc;");
+    em.close(None);
+    if sort.is_none() {
+        em.close(None);
+    }
+    em.close(None);
+    let iterations = em.iterations();
+    if iterations > bound {
+        return Ok(None);
+    }
+    let walks = count.div_ceil(chunk);
+    let source = format!(
+        "{func}{}{}    if (tid >= {threads}u) {{ return; }}\n{}}}\n",
+        crate::codegen::kernel::entry_header(SWEEP_WORKGROUP as u32),
+        crate::codegen::kernel::thread_index(SWEEP_WORKGROUP as u32),
+        em.body
+    );
+    let how = if sort.is_some() {
+        "walks its block's windows, bucketed by a radix pass, in order"
+    } else {
+        "walks every window in order and folds those landing in its block"
+    };
+    // The walk writing the result (the last launch) or the copy of the input that the
+    // launches before it update (temporary `copy`).
+    let (mut kernels, mut launches, mut temps) = match sort {
+        Some(sorted) => (
+            sorted.kernels,
+            sorted.launches,
+            [vec![perm_type], sorted.temps].concat(),
+        ),
+        None => (Vec::new(), Vec::new(), Vec::new()),
+    };
+    let copy = temps.len();
+    let walk = |kname: &str, out: ValueId| -> Result<Kernel> {
+        let comment = format!(
+            "kernel {kname}: scatter of {count} update windows of {w} elements in place into {xt}, by {blocks} blocks of {per} places, {chunk} windows per launch (the launch's number in the parameters): each invocation {how}\nloop iterations per invocation: at most {iterations}\nfuses: stablehlo.scatter"
+        );
+        crate::codegen::kernel::in_workgroups(
+            kname,
+            &comment,
+            em.inputs.clone(),
+            vec![Binding {
+                value: out,
+                ty: xt.clone(),
+            }],
+            &em.needs,
+            &source,
+            threads.div_ceil(SWEEP_WORKGROUP),
+            iterations,
+            target,
+        )
+    };
+    let last = kernels.len();
+    kernels.push(walk(name, *result)?);
+    if walks == 1 {
+        launches.push(super::Launch::updating_value(last, vec![0], *x));
+    } else {
+        kernels.push(walk(&format!("{name}_walk"), super::temp(copy))?);
+        temps.push(xt.clone());
+        launches.push(super::Launch::updating_value(last + 1, vec![0], *x));
+        for j in 1..walks {
+            let k = if j + 1 == walks { last } else { last + 1 };
+            launches.push(super::Launch::updating(k, vec![j as u32], copy));
+        }
+    }
+    Ok(Some(super::Plan {
+        kernels,
+        temps,
+        launches,
     }))
 }
 
