@@ -272,8 +272,15 @@ pub(super) fn shared_rows(
     body.push_str("    }\n");
     let (stores, store_row) = store_block(mt, cols_lane, m, n);
     body.push_str(&stores);
+    if split.is_none() {
+        // Where an epilogue runs on CPU adapters (`epilogue::replay`): an empty function here.
+        body.push_str("    wh_ep_replay(b, m0, n0);\n");
+    }
     body.push_str("}\n");
     body.push_str(&store_row);
+    if split.is_none() {
+        body.push_str(&super::epilogue::replay_stub(mt, cols_lane, m, n));
+    }
     let how = match split {
         Some(_) => format!("; {parts} partial sums over contracting chunks of {chunk}"),
         None => String::new(),

@@ -73,9 +73,17 @@ pub fn apply(
         em.line(&format!("out{j}[i] = {x};"));
         outs.push(Binding { value: v, ty });
     }
-    let body = std::mem::take(&mut em.body);
+    let mut body = std::mem::take(&mut em.body);
     if (0..dot.inputs.len()).any(|j| body.contains(&format!("in{j}["))) {
         return refuse("it reads the dot's inputs");
+    }
+    if target.cpu_adapter && dot.wgsl.contains(REPLAY_STUB) {
+        // A replayed epilogue reads one element at a time, where a texel fetch costs more
+        // than llvmpipe's loop of scalar loads (`texture_reads::STORAGE_MARK`).
+        let mark = crate::codegen::texture_reads::STORAGE_MARK;
+        for j in dot.inputs.len()..em.inputs.len() {
+            body = body.replace(&format!("in{j}["), &format!("in{j}[{mark} "));
+        }
     }
     // Constants built from the run-time zero: it comes from a buffer length (below 2^31
     // elements), which no compiler can fold.
@@ -118,10 +126,21 @@ pub fn apply(
         decls.push_str(&format!("var<private> {RUNTIME_ZERO}: u32;\n"));
     }
     let unexpected = || Error::unimplemented(format!("{name}: epilogue: unexpected stores"));
-    let (mut rest, stores) =
-        stores_to_calls(&dot.wgsl[line_end..], target.cpu_adapter).ok_or_else(unexpected)?;
+    let replayed = if target.cpu_adapter {
+        replay(&dot.wgsl[line_end..])
+    } else {
+        None
+    };
+    let (mut rest, stores) = match &replayed {
+        Some((src, _)) => (src.clone(), 0),
+        None => {
+            stores_to_calls(&dot.wgsl[line_end..], target.cpu_adapter).ok_or_else(unexpected)?
+        }
+    };
     let mut iterations = dot.iterations.saturating_add(em.iterations());
-    if target.cpu_adapter {
+    if let Some((_, elements)) = replayed {
+        iterations = iterations.saturating_add(elements * (1 + em.iterations()));
+    } else if target.cpu_adapter {
         // llvmpipe compiles each inlined copy of the epilogue (the register-blocked kernels
         // store 32 elements) for tens of seconds: the stores fill a list, and one loop at the
         // end of the kernel runs the epilogue once per element.
@@ -176,6 +195,54 @@ pub fn apply(
         texture_inputs: Vec::new(),
         parted: Vec::new(),
     })
+}
+
+/// The empty function a dot kernel calls at the end of its entry point, as
+/// `wh_ep_replay(b, m0, n0)`, once its invocation has stored its block of `rows x cols`
+/// elements at rows `m0..`, columns `n0..` of batch `b` of an `m x n` result (the header line
+/// gives the sizes to [`replay`]).
+pub(crate) fn replay_stub(rows: u64, cols: u64, m: u64, n: u64) -> String {
+    format!("\n// {REPLAY_MARK} {rows} {cols} {m} {n}\n{REPLAY_STUB}\n")
+}
+
+const REPLAY_MARK: &str = "wh_ep_replay block:";
+const REPLAY_STUB: &str = "fn wh_ep_replay(b: u32, m0: u32, n0: u32) {}";
+
+/// On CPU adapters, a dot kernel with a [`replay_stub`] keeps its stores (into the epilogue's
+/// first output, an f32 tensor of the dot's shape) and then runs the epilogue over its block
+/// in a loop, reading each element back: one copy of the epilogue in the shader, however many
+/// elements the invocation stores. The shared-rows kernels store 128-256 elements each, past
+/// what the list of stores takes ([`MAX_LISTED_STORES`]), and their epilogues ran as kernels
+/// of their own. `src` (the kernel after the result's binding) with the stub filled in, and
+/// the elements per invocation; `None` without a stub, or with `WGPU_HLO_EPILOGUE_REPLAY=0`.
+fn replay(src: &str) -> Option<(String, u64)> {
+    if std::env::var("WGPU_HLO_EPILOGUE_REPLAY").is_ok_and(|v| v.trim() == "0") {
+        return None;
+    }
+    let at = src.find(REPLAY_MARK)?;
+    let line = src[at + REPLAY_MARK.len()..].lines().next()?;
+    let dims: Vec<u64> = line
+        .split_whitespace()
+        .map(|w| w.parse().ok())
+        .collect::<Option<_>>()?;
+    let [rows, cols, m, n] = dims.as_slice() else {
+        return None;
+    };
+    if !src.contains(REPLAY_STUB) {
+        return None;
+    }
+    let body = format!(
+        "fn wh_ep_replay(b: u32, m0: u32, n0: u32) {{
+             for (var r = 0u; r < {rows}u; r = r + 1u) {{
+                 if (m0 + r >= {m}u) {{ break; }}
+                 let base = (b * {m}u + m0 + r) * {n}u + n0;
+                 for (var c = 0u; c < {cols}u; c = c + 1u) {{
+                     if (n0 + c < {n}u) {{ epilogue0(base + c, out0[base + c]); }}
+                 }}
+    }}
+}}"
+    );
+    Some((src.replacen(REPLAY_STUB, &body, 1), rows * cols))
 }
 
 /// `src` with each statement `out0[offset] = value;` made `epilogue0(offset, value);`, or with
@@ -281,7 +348,30 @@ fn main_end(src: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::stores_to_calls;
+    use super::{replay, replay_stub, stores_to_calls};
+
+    #[test]
+    fn replay_fills_the_stub_with_a_loop_over_the_block() {
+        let src = format!(
+            "fn main() {{\n    wh_ep_replay(b, m0, n0);\n}}\n{}",
+            replay_stub(32, 8, 100, 70)
+        );
+        let (out, elements) = replay(&src).unwrap_or_default();
+        assert_eq!(elements, 256);
+        assert!(out.contains("for (var r = 0u; r < 32u;"), "{out}");
+        assert!(out.contains("if (m0 + r >= 100u) { break; }"), "{out}");
+        assert!(
+            out.contains("let base = (b * 100u + m0 + r) * 70u + n0;"),
+            "{out}"
+        );
+        assert!(
+            out.contains("if (n0 + c < 70u) { epilogue0(base + c, out0[base + c]); }"),
+            "{out}"
+        );
+        assert!(!out.contains("n0: u32) {}"), "{out}");
+        // Kernels without the stub: the list or the inline calls serve.
+        assert!(replay("fn main() {\n    out0[0u] = 1.0;\n}\n").is_none());
+    }
 
     #[test]
     fn stores_become_calls() {
