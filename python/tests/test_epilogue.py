@@ -92,6 +92,21 @@ def test_conv_bias_relu(gpu, tmp_path, monkeypatch):
     assert run(gpu, tmp_path, monkeypatch, f, x, w, b) <= 2
 
 
+def test_conv_epilogue_replayed_on_cpu_adapters(gpu, tmp_path, monkeypatch):
+    # A CNN's second layer (32 x 14 x 14 x 32 -> 64): on CPU adapters the implicit-GEMM
+    # kernel's invocations store 512 elements, so it replays its block through the bias and
+    # relu (`epilogue::replay`) instead of leaving them a kernel of their own.
+    x, w, b = normal((32, 14, 14, 32)), normal((3, 3, 32, 64), 1, 0.1), normal((64,), 2)
+
+    def f(x, w, b):
+        y = jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jax.nn.relu(y + b), y
+
+    n = run(gpu, tmp_path, monkeypatch, f, x, w, b)
+    if cpu_kernel_class(gpu):
+        assert n == 1
+
+
 NOT_MERGED = {
     "result transposed": (lambda x, w: jnp.tanh((x @ w).T), (96, 96)),
     "result broadcast": (lambda x, w: (x @ w)[:, :1] * x, (96, 96)),

@@ -649,6 +649,26 @@ impl Gemm {
             store_row(&mut b, "    ", &|q| format!("a{q}"));
             b.push_str("}\n");
         }
+        if partials.is_none() && calls {
+            // The block this invocation stored, for an epilogue on CPU adapters.
+            let block = format!(
+                "    for (var i = 0u; i < {rows}u; i = i + 1u) {{\n        \
+                 let row = mblk * {rows}u + i;\n        \
+                 if (row >= {m}u) {{ break; }}\n        \
+                 let orow = o_at(row);\n        \
+                 for (var j = 0u; j < {cols}u; j = j + 1u) {{\n            \
+                 let col = nblk * {cols_tile}u + sl * {cols}u + j;\n            \
+                 if (col < {n}u) {{ let o = orow + (g * {n}u + col) * {}u; wh_ep_element(o); }}\n        \
+                 }}\n    }}\n",
+                self.out_feature_stride
+            );
+            b.push_str(&super::epilogue::replay_function(
+                "mblk: u32, nblk: u32, g: u32, sl: u32",
+                "mblk, nblk, g, sl",
+                rows * cols,
+                &block,
+            ));
+        }
         let (lt, kt, ot) = (&self.lt, &self.kt, &self.ot);
         let comment = format!(
             "kernel {name}: implicit-GEMM convolution {lt} x {kt} -> {ot} ({} groups of {m}x{n}, contracting {windows} window positions x {cg} features; subgroups of {sg} share {rows} rows, {cols} columns per lane, kernel read {inner:?}, {chunks} chunks of {wchunk} positions x {fchunk} features)\nfuses: stablehlo.convolution",

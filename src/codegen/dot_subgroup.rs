@@ -272,14 +272,24 @@ pub(super) fn shared_rows(
     body.push_str("    }\n");
     let (stores, store_row) = store_block(mt, cols_lane, m, n);
     body.push_str(&stores);
-    if split.is_none() {
-        // Where an epilogue runs on CPU adapters (`epilogue::replay`): an empty function here.
-        body.push_str("    wh_ep_replay(b, m0, n0);\n");
-    }
     body.push_str("}\n");
     body.push_str(&store_row);
     if split.is_none() {
-        body.push_str(&super::epilogue::replay_stub(mt, cols_lane, m, n));
+        // The block this invocation stored, for an epilogue on CPU adapters.
+        let block = format!(
+            "    for (var r = 0u; r < {mt}u; r = r + 1u) {{\n        \
+             if (m0 + r >= {m}u) {{ break; }}\n        \
+             let base = (b * {m}u + m0 + r) * {n}u + n0;\n        \
+             for (var c = 0u; c < {cols_lane}u; c = c + 1u) {{\n            \
+             if (n0 + c < {n}u) {{ let o = base + c; wh_ep_element(o); }}\n        \
+             }}\n    }}\n"
+        );
+        body.push_str(&super::epilogue::replay_function(
+            "b: u32, m0: u32, n0: u32",
+            "b, m0, n0",
+            mt * cols_lane,
+            &block,
+        ));
     }
     let how = match split {
         Some(_) => format!("; {parts} partial sums over contracting chunks of {chunk}"),

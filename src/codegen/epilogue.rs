@@ -77,7 +77,7 @@ pub fn apply(
     if (0..dot.inputs.len()).any(|j| body.contains(&format!("in{j}["))) {
         return refuse("it reads the dot's inputs");
     }
-    if target.cpu_adapter && dot.wgsl.contains(REPLAY_STUB) {
+    if target.cpu_adapter && dot.wgsl.contains(ELEMENT_STUB) {
         // A replayed epilogue reads one element at a time, where a texel fetch costs more
         // than llvmpipe's loop of scalar loads (`texture_reads::STORAGE_MARK`).
         let mark = crate::codegen::texture_reads::STORAGE_MARK;
@@ -197,52 +197,46 @@ pub fn apply(
     })
 }
 
-/// The empty function a dot kernel calls at the end of its entry point, as
-/// `wh_ep_replay(b, m0, n0)`, once its invocation has stored its block of `rows x cols`
-/// elements at rows `m0..`, columns `n0..` of batch `b` of an `m x n` result (the header line
-/// gives the sizes to [`replay`]).
-pub(crate) fn replay_stub(rows: u64, cols: u64, m: u64, n: u64) -> String {
-    format!("\n// {REPLAY_MARK} {rows} {cols} {m} {n}\n{REPLAY_STUB}\n")
+/// The function an emitter appends to a kernel whose invocations store a block of results
+/// too large for the epilogue's list ([`replay`]): `wh_ep_replay(params)` runs `block`, which
+/// visits each element the invocation stored, in order, as `wh_ep_element(o);` (`o` a `u32`
+/// `let` holding its offset in the result). `args` are the entry point's arguments for
+/// `params`, `elements` the most elements `block` visits. The kernel itself never calls it;
+/// `wh_ep_element` is an empty function until [`replay`] makes it the epilogue.
+pub(crate) fn replay_function(params: &str, args: &str, elements: u64, block: &str) -> String {
+    format!(
+        "\n// {REPLAY_MARK} wh_ep_replay({args}); {elements}\nfn wh_ep_replay({params}) {{\n{block}}}\n{ELEMENT_STUB}\n"
+    )
 }
 
-const REPLAY_MARK: &str = "wh_ep_replay block:";
-const REPLAY_STUB: &str = "fn wh_ep_replay(b: u32, m0: u32, n0: u32) {}";
+const REPLAY_MARK: &str = "wh_ep_replay call:";
+const ELEMENT_STUB: &str = "fn wh_ep_element(o: u32) {}";
 
-/// On CPU adapters, a dot kernel with a [`replay_stub`] keeps its stores (into the epilogue's
-/// first output, an f32 tensor of the dot's shape) and then runs the epilogue over its block
-/// in a loop, reading each element back: one copy of the epilogue in the shader, however many
-/// elements the invocation stores. The shared-rows kernels store 128-256 elements each, past
+/// On CPU adapters, a kernel with a [`replay_function`] keeps its stores (into the epilogue's
+/// first output, an f32 tensor of the dot's shape), and its entry point ends with the call of
+/// that function, which reads each element of the block back and runs the epilogue on it:
+/// one copy of the epilogue in the shader however many elements an invocation stores. The
+/// shared-rows dots store 128-256 elements an invocation, the convolutions up to 512, past
 /// what the list of stores takes ([`MAX_LISTED_STORES`]), and their epilogues ran as kernels
-/// of their own. `src` (the kernel after the result's binding) with the stub filled in, and
-/// the elements per invocation; `None` without a stub, or with `WGPU_HLO_EPILOGUE_REPLAY=0`.
+/// of their own. `src` (the kernel after the result's binding) made so, and the elements per
+/// invocation; `None` without the function, or with `WGPU_HLO_EPILOGUE_REPLAY=0`.
 fn replay(src: &str) -> Option<(String, u64)> {
     if std::env::var("WGPU_HLO_EPILOGUE_REPLAY").is_ok_and(|v| v.trim() == "0") {
         return None;
     }
     let at = src.find(REPLAY_MARK)?;
     let line = src[at + REPLAY_MARK.len()..].lines().next()?;
-    let dims: Vec<u64> = line
-        .split_whitespace()
-        .map(|w| w.parse().ok())
-        .collect::<Option<_>>()?;
-    let [rows, cols, m, n] = dims.as_slice() else {
-        return None;
-    };
-    if !src.contains(REPLAY_STUB) {
+    let (call, elements) = line.split_once(';')?;
+    let elements: u64 = elements.trim().parse().ok()?;
+    if !src.contains(ELEMENT_STUB) {
         return None;
     }
-    let body = format!(
-        "fn wh_ep_replay(b: u32, m0: u32, n0: u32) {{
-             for (var r = 0u; r < {rows}u; r = r + 1u) {{
-                 if (m0 + r >= {m}u) {{ break; }}
-                 let base = (b * {m}u + m0 + r) * {n}u + n0;
-                 for (var c = 0u; c < {cols}u; c = c + 1u) {{
-                     if (n0 + c < {n}u) {{ epilogue0(base + c, out0[base + c]); }}
-                 }}
-    }}
-}}"
-    );
-    Some((src.replacen(REPLAY_STUB, &body, 1), rows * cols))
+    let mut out = src
+        .replacen(ELEMENT_STUB, "", 1)
+        .replace("wh_ep_element(o);", "epilogue0(o, out0[o]);");
+    let end = main_end(&out)?;
+    out.insert_str(end, &format!("    {};\n", call.trim()));
+    Some((out, elements))
 }
 
 /// `src` with each statement `out0[offset] = value;` made `epilogue0(offset, value);`, or with
@@ -348,28 +342,24 @@ fn main_end(src: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{replay, replay_stub, stores_to_calls};
+    use super::{replay, replay_function, stores_to_calls};
 
     #[test]
-    fn replay_fills_the_stub_with_a_loop_over_the_block() {
+    fn replay_calls_the_block_function_at_the_end_of_main() {
+        let block = "    let o = m0 + 1u;\n    wh_ep_element(o);\n";
         let src = format!(
-            "fn main() {{\n    wh_ep_replay(b, m0, n0);\n}}\n{}",
-            replay_stub(32, 8, 100, 70)
+            "fn main() {{\n    if (a) {{ return; }}\n    out0[3u] = 1.0;\n}}\n{}",
+            replay_function("m0: u32", "7u", 256, block)
         );
         let (out, elements) = replay(&src).unwrap_or_default();
         assert_eq!(elements, 256);
-        assert!(out.contains("for (var r = 0u; r < 32u;"), "{out}");
-        assert!(out.contains("if (m0 + r >= 100u) { break; }"), "{out}");
         assert!(
-            out.contains("let base = (b * 100u + m0 + r) * 70u + n0;"),
+            out.contains("    out0[3u] = 1.0;\n    wh_ep_replay(7u);\n}"),
             "{out}"
         );
-        assert!(
-            out.contains("if (n0 + c < 70u) { epilogue0(base + c, out0[base + c]); }"),
-            "{out}"
-        );
-        assert!(!out.contains("n0: u32) {}"), "{out}");
-        // Kernels without the stub: the list or the inline calls serve.
+        assert!(out.contains("    epilogue0(o, out0[o]);"), "{out}");
+        assert!(!out.contains("wh_ep_element"), "{out}");
+        // Kernels without it: the list or the inline calls serve.
         assert!(replay("fn main() {\n    out0[0u] = 1.0;\n}\n").is_none());
     }
 
