@@ -1300,7 +1300,7 @@ fn vector(
         }
     }
     body.push_str("    }\n");
-    let (stores, store_row) = store_block(rows, cols, m, n);
+    let (stores, store_row) = store_block(rows, cols, m, n, true);
     body.push_str(&stores);
     body.push_str("}\n");
     body.push_str(&store_row);
@@ -1351,8 +1351,10 @@ pub(super) fn rhs_columns(rb: Read, q: u64, kk: u64, kx: &str) -> String {
 /// (a 64x8 block's inline stores were half of a 16k-expression kernel); the driver inlines it.
 ///
 /// Blocks of at most [`super::epilogue::MAX_LISTED_STORES`] keep their stores inline: on CPU
-/// adapters an epilogue lists each store of the entry point, run once per invocation.
-pub(super) fn store_block(rows: u64, cols: u64, m: u64, n: u64) -> (String, String) {
+/// adapters an epilogue lists each store of the entry point, run once per invocation. Larger
+/// ones, with `replay` (results stored where they lie, not as partial sums), also supply the
+/// block for an epilogue to replay (`epilogue::replay_function`).
+pub(super) fn store_block(rows: u64, cols: u64, m: u64, n: u64, replay: bool) -> (String, String) {
     if rows * cols <= super::epilogue::MAX_LISTED_STORES as u64 {
         let mut s = String::new();
         for i in 0..rows {
@@ -1388,6 +1390,22 @@ pub(super) fn store_block(rows: u64, cols: u64, m: u64, n: u64) -> (String, Stri
         ));
     }
     f.push_str("}\n");
+    if replay {
+        let block = format!(
+            "    for (var r = 0u; r < {rows}u; r = r + 1u) {{\n        \
+             if (m0 + r >= {m}u) {{ break; }}\n        \
+             let base = (b * {m}u + m0 + r) * {n}u + n0;\n        \
+             for (var c = 0u; c < {cols}u; c = c + 1u) {{\n            \
+             if (n0 + c < {n}u) {{ let o = base + c; wh_ep_element(o); }}\n        \
+             }}\n    }}\n"
+        );
+        f.push_str(&super::epilogue::replay_function(
+            "b: u32, m0: u32, n0: u32",
+            "b, m0, n0",
+            rows * cols,
+            &block,
+        ));
+    }
     (calls, f)
 }
 

@@ -270,27 +270,10 @@ pub(super) fn shared_rows(
         }
     }
     body.push_str("    }\n");
-    let (stores, store_row) = store_block(mt, cols_lane, m, n);
+    let (stores, store_row) = store_block(mt, cols_lane, m, n, split.is_none());
     body.push_str(&stores);
     body.push_str("}\n");
     body.push_str(&store_row);
-    if split.is_none() {
-        // The block this invocation stored, for an epilogue on CPU adapters.
-        let block = format!(
-            "    for (var r = 0u; r < {mt}u; r = r + 1u) {{\n        \
-             if (m0 + r >= {m}u) {{ break; }}\n        \
-             let base = (b * {m}u + m0 + r) * {n}u + n0;\n        \
-             for (var c = 0u; c < {cols_lane}u; c = c + 1u) {{\n            \
-             if (n0 + c < {n}u) {{ let o = base + c; wh_ep_element(o); }}\n        \
-             }}\n    }}\n"
-        );
-        body.push_str(&super::epilogue::replay_function(
-            "b: u32, m0: u32, n0: u32",
-            "b, m0, n0",
-            mt * cols_lane,
-            &block,
-        ));
-    }
     let how = match split {
         Some(_) => format!("; {parts} partial sums over contracting chunks of {chunk}"),
         None => String::new(),
