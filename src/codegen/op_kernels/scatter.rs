@@ -580,6 +580,57 @@ pub(crate) fn all_of(conds: &[String]) -> String {
     }
 }
 
+/// How a scatter's update elements are laid out: the update dimensions that span a window
+/// (`window_dims`, of sizes `window_sizes`, `w` elements a window) and those that number the
+/// windows (`scatter_dims`).
+struct Windows {
+    window_dims: Vec<usize>,
+    window_sizes: Vec<usize>,
+    scatter_dims: Vec<usize>,
+    w: u64,
+}
+
+impl Windows {
+    /// The layout of updates of dimensions `udims` under `dn`.
+    fn new(dn: &crate::ir::attr::ScatterDimensionNumbers, udims: &[usize]) -> Result<Windows> {
+        let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
+        let Some(window_sizes) = window_dims
+            .iter()
+            .map(|&d| udims.get(d).copied())
+            .collect::<Option<Vec<usize>>>()
+        else {
+            return Err(Error::invalid(format!(
+                "scatter update_window_dims {:?} past the updates' rank {}",
+                dn.update_window_dims,
+                udims.len()
+            )));
+        };
+        let scatter_dims = (0..udims.len())
+            .filter(|d| !window_dims.contains(d))
+            .collect();
+        let w = window_sizes.iter().product::<usize>() as u64;
+        Ok(Windows {
+            window_dims,
+            window_sizes,
+            scatter_dims,
+            w,
+        })
+    }
+
+    /// The update element (WGSL index per update dimension) of the window at scatter
+    /// coordinates `si`, window coordinates `wi`.
+    fn update_at(&self, si: &[String], wi: &[String]) -> Vec<String> {
+        let mut upd = vec![String::new(); self.scatter_dims.len() + self.window_dims.len()];
+        for (k, &d) in self.scatter_dims.iter().enumerate() {
+            upd[d] = si[k].clone();
+        }
+        for (k, &d) in self.window_dims.iter().enumerate() {
+            upd[d] = wi[k].clone();
+        }
+        upd
+    }
+}
+
 /// Scatters with more update windows than this, each placed by one index into an inserted
 /// dimension, sort their windows first (see [`sorted`]).
 pub const SORTED_FROM: usize = 64;
@@ -967,17 +1018,9 @@ fn privatized(
         return Ok(None);
     }
     let rdims = xt.dims();
-    let udims = ut.dims();
     let r = xt.num_elements() as u64;
-    let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
-    let Some(window_sizes) = window_dims
-        .iter()
-        .map(|&d| udims.get(d).copied())
-        .collect::<Option<Vec<usize>>>()
-    else {
-        return Ok(None);
-    };
-    let w = window_sizes.iter().product::<usize>() as u64;
+    let windows = Windows::new(dn, &ut.dims())?;
+    let (window_sizes, w) = (&windows.window_sizes, windows.w);
     let count = keys.count() as u64;
     let bound = target.max_invocation_iterations;
     if r == 0 || w == 0 || count == 0 || w > bound {
@@ -1054,27 +1097,17 @@ fn privatized(
         );
         let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
         let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), keys.ic, "st")?;
-        let scatter_dims: Vec<usize> = (0..udims.len())
-            .filter(|d| !window_dims.contains(d))
-            .collect();
-        let (conds, _) = window_place(dn, &start, &rdims, &window_sizes, &[]);
+        let (conds, _) = window_place(dn, &start, &rdims, window_sizes, &[]);
         em.open(&format!("if ({})", all_of(&conds)));
         if w > 1 {
             em.open_loop(&format!("for (var e: u32 = 0u; e < {w}u; e = e + 1u)"), w);
         } else {
             em.line("let e = 0u;");
         }
-        let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
-        let (_, pos) = window_place(dn, &start, &rdims, &window_sizes, &wi);
+        let wi = em.multi(&Index::Linear("e".into()), window_sizes);
+        let (_, pos) = window_place(dn, &start, &rdims, window_sizes, &wi);
         let at = crate::codegen::expr::linearize(&pos, &rdims);
-        let mut upd = vec![String::new(); udims.len()];
-        for (k, &d) in scatter_dims.iter().enumerate() {
-            upd[d] = si[k].clone();
-        }
-        for (k, &d) in window_dims.iter().enumerate() {
-            upd[d] = wi[k].clone();
-        }
-        let u = em.value(*updates, &Index::Multi(upd))?;
+        let u = em.value(*updates, &Index::Multi(windows.update_at(&si, &wi)))?;
         em.line(&format!("let at = base + {at};"));
         em.line(&format!("out0[at] = out0[at] + {u};"));
         if w > 1 {
@@ -1217,16 +1250,8 @@ fn swept(
         return Ok(None);
     }
     let rdims = xt.dims();
-    let udims = ut.dims();
-    let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
-    let Some(window_sizes) = window_dims
-        .iter()
-        .map(|&d| udims.get(d).copied())
-        .collect::<Option<Vec<usize>>>()
-    else {
-        return Ok(None);
-    };
-    let w = window_sizes.iter().product::<usize>() as u64;
+    let windows = Windows::new(dn, &ut.dims())?;
+    let (window_sizes, w) = (&windows.window_sizes, windows.w);
     let count = keys.count() as u64;
     let bound = target.max_invocation_iterations;
     if w == 0 || count == 0 || limit == 0 || limit > i32::MAX as u64 || count >= u32::MAX as u64 {
@@ -1296,7 +1321,7 @@ fn swept(
     let func = emit_body_function(&mut em, "k_update", body, &[t])?;
     em.line(&format!("let e = tid % {w}u;"));
     em.line(&format!("let b = tid / {w}u;"));
-    let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
+    let wi = em.multi(&Index::Linear("e".into()), window_sizes);
     // The windows this launch walks: positions [first, last) of the sorted windows (the
     // block's bucket), or of all windows.
     let chunk = match &sort {
@@ -1347,21 +1372,11 @@ fn swept(
     };
     let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
     let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), keys.ic, "st")?;
-    let (fits, pos) = window_place(dn, &start, &rdims, &window_sizes, &wi);
+    let (fits, pos) = window_place(dn, &start, &rdims, window_sizes, &wi);
     em.open(&format!("if ({})", all_of(&fits)));
     let at = crate::codegen::expr::linearize(&pos, &rdims);
     em.line(&format!("let at = {at};"));
-    let scatter_dims: Vec<usize> = (0..udims.len())
-        .filter(|d| !window_dims.contains(d))
-        .collect();
-    let mut upd = vec![String::new(); udims.len()];
-    for (k, &d) in scatter_dims.iter().enumerate() {
-        upd[d] = si[k].clone();
-    }
-    for (k, &d) in window_dims.iter().enumerate() {
-        upd[d] = wi[k].clone();
-    }
-    let u = em.value(*updates, &Index::Multi(upd))?;
+    let u = em.value(*updates, &Index::Multi(windows.update_at(&si, &wi)))?;
     em.line(&format!("var acc: {} = out0[at];", t.wgsl()));
     em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
     em.line("out0[at] = acc;");
@@ -1539,23 +1554,8 @@ fn runs_in_place(
     let mut body_vals = HashSet::new();
     region_defs(body, &mut all_defs, &mut body_vals);
     let rdims = xt.dims();
-    let udims = ut.dims();
-    let window_dims: Vec<usize> = dn.update_window_dims.iter().map(|&d| d as usize).collect();
-    let Some(window_sizes) = window_dims
-        .iter()
-        .map(|&d| udims.get(d).copied())
-        .collect::<Option<Vec<usize>>>()
-    else {
-        return Err(Error::invalid(format!(
-            "scatter update_window_dims {:?} past the updates' rank {}",
-            dn.update_window_dims,
-            udims.len()
-        )));
-    };
-    let w = window_sizes.iter().product::<usize>() as u64;
-    let scatter_dims: Vec<usize> = (0..udims.len())
-        .filter(|d| !window_dims.contains(d))
-        .collect();
+    let windows = Windows::new(dn, &ut.dims())?;
+    let (window_sizes, w) = (&windows.window_sizes, windows.w);
     let perm = Binding {
         value: super::temp(0),
         ty: crate::ir::TensorType::new(
@@ -1595,7 +1595,7 @@ fn runs_in_place(
         let t = em.compute(xt.dtype)?;
         let func = emit_body_function(em, "k_update", body, &[t])?;
         em.line(&format!("let e = tid % {w}u;"));
-        let wi = em.multi(&Index::Linear("e".into()), &window_sizes);
+        let wi = em.multi(&Index::Linear("e".into()), window_sizes);
         Ok((t, func, wi, kn))
     };
     // The key of sorted position `pos` (WGSL), the window number there named `var`; and the
@@ -1618,14 +1618,7 @@ fn runs_in_place(
             return Ok(());
         }
         let sq = em.multi(&Index::Linear("sq".into()), keys.scatter_sizes);
-        let mut upd = vec![String::new(); udims.len()];
-        for (k, &d) in scatter_dims.iter().enumerate() {
-            upd[d] = sq[k].clone();
-        }
-        for (k, &d) in window_dims.iter().enumerate() {
-            upd[d] = wi[k].clone();
-        }
-        let u = em.value(*updates, &Index::Multi(upd))?;
+        let u = em.value(*updates, &Index::Multi(windows.update_at(&sq, wi)))?;
         em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
         Ok(())
     };
@@ -1697,7 +1690,7 @@ fn runs_in_place(
     } else {
         let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
         let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), keys.ic, "st")?;
-        let (fits, pos) = window_place(dn, &start, &rdims, &window_sizes, &wi);
+        let (fits, pos) = window_place(dn, &start, &rdims, window_sizes, &wi);
         let at = crate::codegen::expr::linearize(&pos, &rdims);
         em.open(&format!("if ({})", all_of(&fits)));
         em.line(&format!("let at = {at};"));
