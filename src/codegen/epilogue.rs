@@ -51,6 +51,16 @@ pub fn apply(
     let Some(at) = dot.wgsl.find(decl) else {
         return refuse("no f32 result binding");
     };
+    let line_start = dot.wgsl[..at].rfind('\n').map_or(0, |k| k + 1);
+    let line_end = dot.wgsl[at..]
+        .find('\n')
+        .map_or(dot.wgsl.len(), |k| at + k + 1);
+    // CPU adapters replay a large stored block through the epilogue (see `replay`).
+    let replayed = if target.cpu_adapter {
+        replay(&dot.wgsl[line_end..])
+    } else {
+        None
+    };
 
     let fused = |v: ValueId| epilogue.members.contains(&v);
     let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
@@ -77,7 +87,7 @@ pub fn apply(
     if (0..dot.inputs.len()).any(|j| body.contains(&format!("in{j}["))) {
         return refuse("it reads the dot's inputs");
     }
-    if target.cpu_adapter && dot.wgsl.contains(ELEMENT_STUB) {
+    if replayed.is_some() {
         // A replayed epilogue reads one element at a time, where a texel fetch costs more
         // than llvmpipe's loop of scalar loads (`texture_reads::STORAGE_MARK`).
         let mark = crate::codegen::texture_reads::STORAGE_MARK;
@@ -101,10 +111,6 @@ pub fn apply(
     needs.retain(|n| !dot.wgsl.contains(&format!("fn {n}(")));
 
     // Bindings: the epilogue's inputs after the operands, then its outputs.
-    let line_start = dot.wgsl[..at].rfind('\n').map_or(0, |k| k + 1);
-    let line_end = dot.wgsl[at..]
-        .find('\n')
-        .map_or(dot.wgsl.len(), |k| at + k + 1);
     let mut decls = String::new();
     for (k, b) in em.inputs.iter().enumerate().skip(dot.inputs.len()) {
         decls.push_str(&format!(
@@ -126,11 +132,6 @@ pub fn apply(
         decls.push_str(&format!("var<private> {RUNTIME_ZERO}: u32;\n"));
     }
     let unexpected = || Error::unimplemented(format!("{name}: epilogue: unexpected stores"));
-    let replayed = if target.cpu_adapter {
-        replay(&dot.wgsl[line_end..])
-    } else {
-        None
-    };
     let (mut rest, stores) = match &replayed {
         Some((src, _)) => (src.clone(), 0),
         None => {
