@@ -188,3 +188,56 @@ fn counted_loops_reuse_their_temporaries() {
     assert_eq!(&got[..4], &1.0f32.to_le_bytes());
     assert!(allocs <= 12, "100 iterations allocated {allocs} buffers");
 }
+
+/// A scan that stacks one row per iteration into its loop state updates the stack in place:
+/// the run's list of retired buffers (the previous iteration's argument slots) held the state
+/// too, counted as a second holder, so every iteration copied the whole stack first (a GRU's
+/// forward scan: nine 800 KB copies per step, 368 MB per call).
+#[test]
+fn scans_stack_their_outputs_in_place() {
+    let _serial = serial();
+    let dev = device();
+    let src = r#"func.func @main(%x: tensor<256xf32>) -> tensor<100x256xf32> {
+  %i0 = stablehlo.constant dense<0> : tensor<i32>
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %n = stablehlo.constant dense<100> : tensor<i32>
+  %one = stablehlo.constant dense<1> : tensor<i32>
+  %f0 = stablehlo.constant dense<0.0> : tensor<f32>
+  %s0 = stablehlo.broadcast_in_dim %f0, dims = [] : (tensor<f32>) -> tensor<100x256xf32>
+  %ri, %rx, %rs = stablehlo.while(%i = %i0, %v = %x, %s = %s0) : tensor<i32>, tensor<256xf32>, tensor<100x256xf32>
+  cond {
+    %c = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  } do {
+    %i1 = stablehlo.add %i, %one : tensor<i32>
+    %v1 = stablehlo.add %v, %v : tensor<256xf32>
+    %row = stablehlo.reshape %v1 : (tensor<256xf32>) -> tensor<1x256xf32>
+    %s1 = stablehlo.dynamic_update_slice %s, %row, %i, %z : (tensor<100x256xf32>, tensor<1x256xf32>, tensor<i32>, tensor<i32>) -> tensor<100x256xf32>
+    stablehlo.return %i1, %v1, %s1 : tensor<i32>, tensor<256xf32>, tensor<100x256xf32>
+  }
+  return %rs : tensor<100x256xf32>
+}"#;
+    let exe = wgpu_hlo::compile::compile(
+        &dev,
+        src.as_bytes(),
+        &wgpu_hlo::compile::CompileOptions::default(),
+    )
+    .unwrap();
+    let ty = TensorType::new(vec![256], ElementType::F32);
+    let x = dev.upload(&ty, &1.0f32.to_le_bytes().repeat(256)).unwrap();
+    let before = dev.memory_stats().copied_bytes;
+    let out = exe.execute_blocking(&[x]).unwrap();
+    let copied = dev.memory_stats().copied_bytes - before;
+    let got = out[0].read_to_host_blocking().unwrap();
+    // Row i holds 2^(i+1).
+    for i in [0usize, 1, 50, 99] {
+        let at = i * 256 * 4;
+        let v = f32::from_le_bytes(got[at..at + 4].try_into().unwrap());
+        assert_eq!(v, 2f32.powi(i as i32 + 1), "row {i}");
+    }
+    // At most one copy of the stack (its initial value may be a shared constant).
+    assert!(
+        copied <= 100 * 256 * 4,
+        "100 iterations copied {copied} bytes"
+    );
+}

@@ -111,6 +111,10 @@ pub struct MemoryStats {
     pub largest_alloc_size: u64,
     /// Bytes of free buffers kept for reuse (bounded by `WGPU_HLO_POOL_MB`).
     pub pooled_bytes: u64,
+    /// Bytes executions copied between buffers to keep a value another holder still reads:
+    /// an update whose target is shared (copy-on-write), a result that is also an argument
+    /// or another result. Steady-state loops over their own state should add nothing here.
+    pub copied_bytes: u64,
     /// Bytes of the textures inputs are copied into for texture reads
     /// (`codegen::texture_reads`), shared by every loaded executable.
     pub texture_bytes: u64,
@@ -216,6 +220,7 @@ pub struct Device {
     bytes_in_use: AtomicU64,
     peak_bytes: AtomicU64,
     num_allocs: AtomicU64,
+    copied_bytes: AtomicU64,
     pool: Pool,
     /// Pipelines by WGSL text, held weakly: a pipeline lives as long as an executable uses
     /// it, so dropping executables (`jax.clear_caches()`) frees their driver code.
@@ -547,6 +552,7 @@ impl Device {
             bytes_in_use: AtomicU64::new(0),
             peak_bytes: AtomicU64::new(0),
             num_allocs: AtomicU64::new(0),
+            copied_bytes: AtomicU64::new(0),
             pool: Pool::new(adapter_info.device_type == wgpu::DeviceType::DiscreteGpu),
             pipelines: Mutex::new(HashMap::new()),
             input_textures: Mutex::new(HashMap::new()),
@@ -751,6 +757,11 @@ impl Device {
         }
     }
 
+    /// Counts `bytes` of a copy-on-write copy (see [`MemoryStats::copied_bytes`]).
+    pub(crate) fn count_copy(&self, bytes: u64) {
+        self.copied_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
     /// Allocation statistics.
     pub fn memory_stats(&self) -> MemoryStats {
         MemoryStats {
@@ -759,6 +770,7 @@ impl Device {
             num_allocs: self.num_allocs.load(Ordering::Relaxed),
             largest_alloc_size: self.limits.max_buffer_size,
             pooled_bytes: self.pool.bytes(),
+            copied_bytes: self.copied_bytes.load(Ordering::Relaxed),
             texture_bytes: self.texture_bytes(),
         }
     }

@@ -546,7 +546,7 @@ impl Executable {
             let mut seen: Vec<Arc<GpuBuffer>> = Vec::new();
             for &s in &p.results {
                 let buf = run.get(s)?;
-                let shared = Arc::strong_count(&buf) > 2
+                let shared = run.holders(&buf) > 2
                     || seen.iter().any(|b| Arc::ptr_eq(b, &buf))
                     || args
                         .iter()
@@ -554,6 +554,7 @@ impl Executable {
                     || self.constants.iter().any(|(_, c)| Arc::ptr_eq(c, &buf));
                 let buf = if shared {
                     let copy = Arc::new(self.device.alloc(buf.size, "result")?);
+                    self.device.count_copy(buf.size);
                     run.end_pass();
                     run.encoder()
                         .copy_buffer_to_buffer(&buf.buffer, 0, &copy.buffer, 0, buf.size);
@@ -738,6 +739,16 @@ impl Run<'_> {
         if !self.retired.iter().any(|b| Arc::ptr_eq(b, &buf)) {
             self.retired.push(buf);
         }
+    }
+
+    /// How many hold `buf`, not counting `retired`, which only keeps buffers alive until
+    /// their recorded work is submitted. A loop's state is retired from the arguments' slots
+    /// after each iteration while the state still holds it: counted as a second holder, it
+    /// made every in-place update of loop state (a scan stacking its outputs) copy the whole
+    /// buffer each iteration.
+    fn holders(&self, buf: &Arc<GpuBuffer>) -> usize {
+        let retired = self.retired.iter().any(|b| Arc::ptr_eq(b, buf));
+        Arc::strong_count(buf) - usize::from(retired)
     }
 
     /// A buffer of `size` bytes this run retired and no one else holds: its later work is
@@ -991,7 +1002,7 @@ impl Run<'_> {
             } else {
                 self.get(target)?
             };
-            let buf = if take && Arc::strong_count(&src) == 1 {
+            let buf = if take && self.holders(&src) == 1 {
                 src
             } else {
                 let size = src.size;
@@ -1000,6 +1011,7 @@ impl Run<'_> {
                     None => Arc::new(self.device().alloc(size, "temp")?),
                 };
                 self.end_pass();
+                self.device().count_copy(size);
                 self.encoder()
                     .copy_buffer_to_buffer(&src.buffer, 0, &fresh.buffer, 0, size);
                 self.retire(src);
