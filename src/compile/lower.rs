@@ -1051,6 +1051,7 @@ impl<'f, 't> Lowering<'f, 't> {
                     .collect::<Result<Vec<_>>>()?;
                 let trip_count = trip_count(op, &self.all_defs);
                 Ok(Some(Step::While(Box::new(WhileStep {
+                    init_takes: vec![false; init.len()],
                     init,
                     args,
                     cond: cond_p,

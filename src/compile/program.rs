@@ -16,6 +16,10 @@ pub type Slot = usize;
 pub struct WhileStep {
     /// Slots holding the initial values.
     pub init: Vec<Slot>,
+    /// Per initial value: whether the loop may take its slot's buffer instead of sharing it
+    /// (the slot is dead after the loop and listed once), so that the body can update that
+    /// state in place from the first iteration on (`Program::plan_updates`).
+    pub init_takes: Vec<bool>,
     /// Slots the cond and body read their arguments from (shared by both regions).
     pub args: Vec<Slot>,
     /// Computes the predicate.
@@ -281,9 +285,10 @@ impl Program {
         }
     }
 
-    /// Decides which `Update` steps may take their target's buffer: targets this program
-    /// defines or receives as arguments (`args`: a loop body's), not among its results
-    /// (`keep`), and not touched by any later step.
+    /// Decides which `Update` steps may take their target's buffer, and which initial values
+    /// of a `While` the loop may take: slots this program defines or receives as arguments
+    /// (`args`: a loop body's), not among its results (`keep`), and not touched by any later
+    /// step.
     pub fn plan_updates(&mut self, keep: &[Slot], args: &[Slot]) {
         let mut defined = HashSet::new();
         for s in &self.steps {
@@ -305,6 +310,10 @@ impl Program {
             match step {
                 Step::Update { target, take, .. } => *take = may_take(target),
                 Step::Updates(u) => u.takes = u.targets.iter().map(may_take).collect(),
+                Step::While(w) => {
+                    let once = |s: &Slot| w.init.iter().filter(|&t| t == s).count() == 1;
+                    w.init_takes = w.init.iter().map(|s| may_take(s) && once(s)).collect();
+                }
                 _ => {}
             }
         }
@@ -498,5 +507,38 @@ mod tests {
         assert_eq!(takes(&p), vec![true, false, true]);
         p.plan_updates(&[0, 3, 4, 5, 6], &[0]);
         assert_eq!(takes(&p), vec![true, false, false]);
+    }
+
+    #[test]
+    fn loops_take_initial_values_dead_after_them() {
+        let launch = |args: Vec<Slot>, results: Vec<Slot>| Step::Launch {
+            kernel: 0,
+            args,
+            results,
+        };
+        // 1 is dead after the loop; 2 is read later; 3 is listed twice; 0 comes from outside.
+        let w = WhileStep {
+            init: vec![0, 1, 2, 3, 3],
+            init_takes: vec![false; 5],
+            args: vec![10, 11, 12, 13, 14],
+            cond: Program { steps: vec![] },
+            cond_result: 15,
+            body: Program { steps: vec![] },
+            body_results: vec![10, 11, 12, 13, 14],
+            results: vec![20, 21, 22, 23, 24],
+            trip_count: Some(3),
+        };
+        let mut p = Program {
+            steps: vec![
+                launch(vec![], vec![1, 2, 3]),
+                Step::While(Box::new(w)),
+                launch(vec![2], vec![25]),
+            ],
+        };
+        p.plan_updates(&[20, 21, 22, 23, 24, 25], &[]);
+        let Step::While(w) = &p.steps[1] else {
+            unreachable!()
+        };
+        assert_eq!(w.init_takes, vec![false, true, false, false, false]);
     }
 }

@@ -30,7 +30,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -380,6 +380,9 @@ impl W {
                 Step::While(w) => {
                     self.u8(3);
                     self.slots(&w.init);
+                    for &t in &w.init_takes {
+                        self.u8(t as u8);
+                    }
                     self.slots(&w.args);
                     self.program(&w.cond);
                     self.len(w.cond_result);
@@ -644,20 +647,28 @@ impl<'a> R<'a> {
                     src: self.len()?,
                     dst: self.len()?,
                 },
-                3 => Step::While(Box::new(WhileStep {
-                    init: self.slots()?,
-                    args: self.slots()?,
-                    cond: self.program()?,
-                    cond_result: self.len()?,
-                    body: self.program()?,
-                    body_results: self.slots()?,
-                    results: self.slots()?,
-                    trip_count: if self.bool()? {
-                        Some(self.u64()?)
-                    } else {
-                        None
-                    },
-                })),
+                3 => {
+                    let init = self.slots()?;
+                    let init_takes = init
+                        .iter()
+                        .map(|_| self.bool())
+                        .collect::<Result<Vec<_>>>()?;
+                    Step::While(Box::new(WhileStep {
+                        init,
+                        init_takes,
+                        args: self.slots()?,
+                        cond: self.program()?,
+                        cond_result: self.len()?,
+                        body: self.program()?,
+                        body_results: self.slots()?,
+                        results: self.slots()?,
+                        trip_count: if self.bool()? {
+                            Some(self.u64()?)
+                        } else {
+                            None
+                        },
+                    }))
+                }
                 4 => {
                     let selector = self.len()?;
                     let is_if = self.bool()?;

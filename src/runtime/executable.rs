@@ -1142,8 +1142,19 @@ impl Run<'_> {
     }
 
     fn run_while(&mut self, w: &WhileStep) -> Result<()> {
-        let mut state: Vec<Arc<GpuBuffer>> =
-            w.init.iter().map(|&s| self.get(s)).collect::<Result<_>>()?;
+        // Initial values dead after the loop move into it, so that the body may update them
+        // in place from the first iteration on.
+        let mut state: Vec<Arc<GpuBuffer>> = w
+            .init
+            .iter()
+            .zip(&w.init_takes)
+            .map(|(&s, &take)| match take {
+                true => self.slots.get_mut(s).and_then(Option::take).ok_or_else(|| {
+                    Error::internal(format!("{}: slot {s} is empty", self.exe.parts.name))
+                }),
+                false => self.get(s),
+            })
+            .collect::<Result<_>>()?;
         let mut iteration: u64 = 0;
         // The body may return values defined outside the loop: only its own slots (and the
         // loop arguments) are cleared between iterations.
