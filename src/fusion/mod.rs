@@ -502,10 +502,15 @@ fn partition_forced(
     let mut kernels: HashMap<ValueId, BTreeSet<usize>> = HashMap::new();
     let mut duplication = Vec::new();
     let mut twice: HashSet<ValueId> = HashSet::new();
+    // Per fused value: the indices one element of each kernel computing it evaluates it at.
+    let mut contexts: HashMap<ValueId, Contexts> = HashMap::new();
+    let max_evals = max_evaluations();
     for (i, op) in ops.iter().enumerate().rev() {
         let mut mine = BTreeSet::new();
         if fusible(op) {
             for r in &op.results {
+                let at = evaluations(f, ops, &uses, &contexts, &materialized, *r);
+                let inlined = per_kernel(&at);
                 let readers = kernels.remove(r).unwrap_or_default();
                 let n = readers.len();
                 let kept =
@@ -537,10 +542,12 @@ fn partition_forced(
                         e.written_ns / 1000.0
                     ));
                 }
-                if must.contains(r) || !(kept || priced) {
+                let deep = inlined > max_evals && !leaf(f, op);
+                if must.contains(r) || !(kept || priced) || deep {
                     materialized.insert(*r);
                     mine.insert(i);
                 } else {
+                    contexts.insert(*r, at);
                     // Only values recomputed by the rules count as recomputed twice for
                     // `recompute_for_reduce`: the model prices each value by itself.
                     if n == 2 && !priced {
@@ -639,6 +646,173 @@ fn partition_forced(
         materialized,
         duplication,
     }
+}
+
+/// Most distinct indices at which one element of a kernel may evaluate a value it computes
+/// inline ([`Contexts`]); a value evaluated at more is written by a kernel of its own instead.
+///
+/// The emitter computes a fused value once per index it is read at (`codegen::expr` memoizes
+/// by value and index), so a value read through two slices, pads or a concatenation is
+/// computed twice, and its own producers as often again. Without a bound that is exponential
+/// in the depth of such reads: `lax.associative_scan` (an up-sweep of strided slices, a
+/// down-sweep of pads and concatenations, one level per doubling of n) fused into a single
+/// kernel of 3.4 MB of WGSL at n = 64, took 105 s to compile at n = 32 and 24 GB at n = 1M
+/// (killed). lavapipe, `associative_scan(add)` of 1M f32 by bound (first call / later calls):
+/// 2: 0.7 s / 11.7 ms, 4: 1.5 s / 12.7 ms, 8: 3.7 s / 24.7 ms; counting readers instead of
+/// indices, 16: 7.3 s / 78 ms. Up to four shifted reads of a fused value (a short stencil)
+/// stay fused. `WGPU_HLO_MAX_EVALUATIONS=N` sets it (for comparisons).
+pub const MAX_EVALUATIONS: u64 = 4;
+
+/// [`MAX_EVALUATIONS`], or `WGPU_HLO_MAX_EVALUATIONS` where that is a number.
+pub(crate) fn max_evaluations() -> u64 {
+    std::env::var("WGPU_HLO_MAX_EVALUATIONS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(MAX_EVALUATIONS)
+}
+
+/// Ops that read each operand at the index they are computed at (so a value they read is
+/// computed at the same indices as they are: the emitter's memo shares it among them).
+fn same_index(op: &Operation) -> bool {
+    matches!(
+        op.op,
+        Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare { .. }
+            | Op::Select
+            | Op::Clamp
+            | Op::Convert
+            | Op::ReducePrecision { .. }
+            | Op::BitcastConvert
+    )
+}
+
+/// Ops whose operands are all of at most one element (constants, iotas, broadcasts of a
+/// scalar): evaluated at any number of indices they cost one instruction each and read
+/// nothing that could multiply, so the bound on evaluations leaves them fused.
+fn leaf(f: &Function, op: &Operation) -> bool {
+    op.operands
+        .iter()
+        .all(|&o| f.ty(o).as_tensor().is_some_and(|t| t.num_elements() <= 1))
+}
+
+/// The distinct indices at which one element of a kernel evaluates a fused value, as
+/// `(kernel root, index)` pairs: an index is a path of index-moving reads from the kernel's
+/// own element, hashed.
+type Contexts = BTreeSet<(usize, u64)>;
+
+/// The most indices of [`Contexts`] that one kernel holds.
+fn per_kernel(c: &Contexts) -> u64 {
+    let mut counts: HashMap<usize, u64> = HashMap::new();
+    for (root, _) in c {
+        *counts.entry(*root).or_default() += 1;
+    }
+    counts.into_values().max().unwrap_or(1)
+}
+
+/// Where fused value `v` is evaluated, from its readers (decided before it): a reader that
+/// keeps the index evaluates it where the reader itself is evaluated; one that moves it
+/// (slices, pads, concatenations, broadcasts, gathers) at new indices, one per operand
+/// position and index of the reader. A reader that is written, or is not a loop operation (a
+/// reduce, a dot: one evaluation in their loops), is evaluated at its own kernel's element.
+/// A value of one element is read at one index however it is reached.
+fn evaluations(
+    f: &Function,
+    ops: &[Operation],
+    uses: &HashMap<ValueId, Vec<usize>>,
+    contexts: &HashMap<ValueId, Contexts>,
+    materialized: &HashSet<ValueId>,
+    v: ValueId,
+) -> Contexts {
+    let mut out = Contexts::new();
+    let mut seen = HashSet::new();
+    for &u in uses.get(&v).into_iter().flatten() {
+        // `uses` lists a reader once per operand position.
+        if !seen.insert(u) {
+            continue;
+        }
+        let Some(op) = ops.get(u) else { continue };
+        let own: Contexts = match op.results.first() {
+            Some(r) if is_fusible(op) && !materialized.contains(r) => {
+                contexts.get(r).cloned().unwrap_or_default()
+            }
+            _ => [(u, 0)].into(),
+        };
+        read_at(f, op, u, v, &own, &mut out);
+    }
+    out
+}
+
+/// Adds to `out` the indices at which reader `op` (op `u`), evaluated at `own`, reads `v`.
+fn read_at(f: &Function, op: &Operation, u: usize, v: ValueId, own: &Contexts, out: &mut Contexts) {
+    use std::hash::{Hash, Hasher};
+    let hash = |parts: (usize, usize, u64)| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        parts.hash(&mut h);
+        h.finish()
+    };
+    let scalar = f.ty(v).as_tensor().is_some_and(|t| t.num_elements() <= 1);
+    for &(root, c) in own {
+        if scalar {
+            out.insert((root, 0));
+        } else if same_index(op) {
+            out.insert((root, c));
+        } else {
+            for (pos, _) in op.operands.iter().enumerate().filter(|(_, &o)| o == v) {
+                out.insert((root, hash((u, pos, c))));
+            }
+        }
+    }
+}
+
+/// The most indices at which one element of a loop kernel computing `members` inline and
+/// writing `outputs` evaluates one of them ([`Contexts`]): what later fusions that make one
+/// kernel compute another's values inline (multi-output fusion) keep within
+/// [`MAX_EVALUATIONS`].
+pub(crate) fn kernel_evaluations(
+    f: &Function,
+    region: &Region,
+    def: &HashMap<ValueId, usize>,
+    members: &HashSet<ValueId>,
+    outputs: &[ValueId],
+) -> u64 {
+    let mut order: Vec<(usize, ValueId)> = members
+        .iter()
+        .filter_map(|v| def.get(v).map(|&i| (i, *v)))
+        .collect();
+    order.sort_unstable();
+    // Readers of each member among the members.
+    let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    for &(i, _) in &order {
+        for o in &region.ops[i].operands {
+            if members.contains(o) && !readers.get(o).is_some_and(|r| r.contains(&i)) {
+                readers.entry(*o).or_default().push(i);
+            }
+        }
+    }
+    let mut contexts: HashMap<ValueId, Contexts> = HashMap::new();
+    let mut most = 1;
+    for &(i, v) in order.iter().rev() {
+        let mut out = Contexts::new();
+        if outputs.contains(&v) {
+            out.insert((0, 0));
+        }
+        for &u in readers.get(&v).into_iter().flatten() {
+            let op = &region.ops[u];
+            let own = op
+                .results
+                .first()
+                .and_then(|r| contexts.get(r))
+                .cloned()
+                .unwrap_or_default();
+            read_at(f, op, u, v, &own, &mut out);
+        }
+        if !leaf(f, &region.ops[i]) {
+            most = most.max(out.len() as u64);
+        }
+        contexts.insert(v, out);
+    }
+    most
 }
 
 /// Whether value `a` (when there is one) has as many elements as `b`.
@@ -792,5 +966,49 @@ fn first_result(op: &Operation) -> String {
 impl fmt::Display for KernelKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{self:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{with_partition, Node, MAX_EVALUATIONS};
+
+    /// Levels of `add(slice even, slice odd)` (an associative scan's up-sweep) from `n`
+    /// elements of `exp(x)`, and the number of loop kernels of the partition.
+    fn up_sweep(levels: u32) -> usize {
+        let n = 1usize << levels;
+        let mut src = format!(
+            "func.func @main(%x: tensor<{n}xf32>) -> tensor<1xf32> {{\n  %v0 = stablehlo.exponential %x : tensor<{n}xf32>\n"
+        );
+        for l in 0..levels as usize {
+            let (m, h) = (n >> l, n >> (l + 1));
+            src.push_str(&format!(
+                "  %e{l} = stablehlo.slice %v{l} [0:{}:2] : (tensor<{m}xf32>) -> tensor<{h}xf32>\n  \
+                 %o{l} = stablehlo.slice %v{l} [1:{m}:2] : (tensor<{m}xf32>) -> tensor<{h}xf32>\n  \
+                 %v{} = stablehlo.add %e{l}, %o{l} : tensor<{h}xf32>\n",
+                m - 1,
+                l + 1
+            ));
+        }
+        src.push_str(&format!("  return %v{levels} : tensor<1xf32>\n}}\n"));
+        with_partition(&src, true, |_, p| {
+            p.nodes
+                .iter()
+                .filter(|n| matches!(n, Node::Kernel(_)))
+                .count()
+        })
+    }
+
+    /// A value read at two indices is computed twice, its producers four times, ...: the
+    /// partition writes a level once its values would be computed at more than
+    /// `MAX_EVALUATIONS` indices, instead of one kernel exponential in the depth.
+    #[test]
+    fn values_read_at_many_indices_are_written() {
+        assert_eq!(MAX_EVALUATIONS, 4);
+        // Two levels: exp(x) is evaluated at 4 indices; one kernel.
+        assert_eq!(up_sweep(2), 1);
+        // Twelve: a kernel every two levels.
+        let k = up_sweep(12);
+        assert!((5..=7).contains(&k), "{k} kernels");
     }
 }

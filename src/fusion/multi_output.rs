@@ -7,10 +7,11 @@
 //! a layer's pre-activation (kept for the backward pass and read by the activation) are the
 //! common cases.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::{
-    definitions, movable_to, node_reads, switched_off, Group, KernelKind, Node, NodeInfo, Partition,
+    definitions, kernel_evaluations, max_evaluations, movable_to, node_reads, switched_off, Group,
+    KernelKind, Node, NodeInfo, Partition,
 };
 use crate::ir::{Function, Region, ValueId};
 
@@ -48,7 +49,7 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
             .iter()
             .map(|n| node_reads(region, &def, &p.materialized, n))
             .collect();
-        let Some((a, b)) = find(f, &p, &infos, max_bindings) else {
+        let Some((a, b)) = find(f, region, &def, &p, &infos, max_bindings) else {
             return p;
         };
         let (Node::Kernel(ga), Node::Kernel(gb)) = (&p.nodes[a], &p.nodes[b]) else {
@@ -96,6 +97,8 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
 /// the kernels reading it), and the merged kernel stays within the binding budget.
 fn find(
     f: &Function,
+    region: &Region,
+    def: &HashMap<ValueId, usize>,
     p: &Partition,
     infos: &[NodeInfo],
     max_bindings: usize,
@@ -126,7 +129,22 @@ fn find(
                     .filter(|v| !produced.contains(v))
                     .copied()
                     .collect();
-                if reads.len() + ga.outputs.len() + gb.outputs.len() <= max_bindings {
+                // The consumer computes the producer's values at every index it reads them:
+                // merged kernels that read values through slices, pads or concatenations of
+                // earlier ones would grow exponentially with the chain (see
+                // `MAX_EVALUATIONS`).
+                let members: HashSet<ValueId> = ga
+                    .members
+                    .iter()
+                    .chain(&gb.members)
+                    .chain(&ga.outputs)
+                    .copied()
+                    .collect();
+                let outputs: Vec<ValueId> = ga.outputs.iter().chain(&gb.outputs).copied().collect();
+                let evaluations = kernel_evaluations(f, region, def, &members, &outputs);
+                if reads.len() + ga.outputs.len() + gb.outputs.len() <= max_bindings
+                    && evaluations <= max_evaluations()
+                {
                     return Some((a, b));
                 }
             }
