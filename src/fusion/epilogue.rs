@@ -28,19 +28,11 @@ fn pointwise(f: &Function, op: &Operation) -> bool {
     let Some((res, _)) = tensor(f, *r) else {
         return false;
     };
-    matches!(
-        op.op,
-        Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Compare { .. }
-            | Op::Select
-            | Op::Clamp
-            | Op::Convert
-            | Op::ReducePrecision { .. }
-    ) && op
-        .operands
-        .iter()
-        .all(|v| tensor(f, *v).is_some_and(|(s, _)| s == res || s.is_empty()))
+    super::elementwise(op)
+        && op
+            .operands
+            .iter()
+            .all(|v| tensor(f, *v).is_some_and(|(s, _)| s == res || s.is_empty()))
 }
 
 /// Whether loop kernel `g` may run as the epilogue of the dot or convolution `dot` whose

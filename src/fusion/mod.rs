@@ -671,9 +671,9 @@ pub(crate) fn max_evaluations() -> u64 {
         .unwrap_or(MAX_EVALUATIONS)
 }
 
-/// Ops that read each operand at the index they are computed at (so a value they read is
-/// computed at the same indices as they are: the emitter's memo shares it among them).
-fn same_index(op: &Operation) -> bool {
+/// Elementwise ops: each result element from the element of each operand at the same index
+/// (or from a 0-d operand).
+pub(crate) fn elementwise(op: &Operation) -> bool {
     matches!(
         op.op,
         Op::Unary(_)
@@ -683,8 +683,13 @@ fn same_index(op: &Operation) -> bool {
             | Op::Clamp
             | Op::Convert
             | Op::ReducePrecision { .. }
-            | Op::BitcastConvert
     )
+}
+
+/// Ops that read each operand at the index they are computed at (so a value they read is
+/// computed at the same indices as they are: the emitter's memo shares it among them).
+fn same_index(op: &Operation) -> bool {
+    elementwise(op) || op.op == Op::BitcastConvert
 }
 
 /// Ops whose operands are all of at most one element (constants, iotas, broadcasts of a

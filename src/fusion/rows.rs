@@ -114,13 +114,7 @@ fn keeps_rows(f: &Function, rows: &Rows, op: &Operation) -> bool {
     };
     let same_or_scalar = |v: &ValueId| shape(f, *v).is_some_and(|s| s == res || s.is_empty());
     match &op.op {
-        Op::Unary(_)
-        | Op::Binary(_)
-        | Op::Compare { .. }
-        | Op::Select
-        | Op::Clamp
-        | Op::Convert
-        | Op::ReducePrecision { .. } => op.operands.iter().all(same_or_scalar),
+        _ if super::elementwise(op) => op.operands.iter().all(same_or_scalar),
         Op::BitcastConvert => {
             op.operands.iter().all(|v| shape(f, *v) == Some(res))
                 && op
