@@ -122,14 +122,11 @@ const SMALL_SPLAT: usize = 4096;
 
 /// True for ops a loop kernel can compute inline at any index.
 pub fn is_fusible(op: &Operation) -> bool {
+    if same_index(op) {
+        return true;
+    }
     match &op.op {
-        Op::Unary(_)
-        | Op::Binary(_)
-        | Op::Compare { .. }
-        | Op::Select
-        | Op::Clamp
-        | Op::Convert
-        | Op::Iota { .. }
+        Op::Iota { .. }
         | Op::BroadcastInDim { .. }
         | Op::Reshape
         | Op::Transpose { .. }
@@ -139,9 +136,7 @@ pub fn is_fusible(op: &Operation) -> bool {
         | Op::Concatenate { .. }
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
-        | Op::Gather { .. }
-        | Op::ReducePrecision { .. } => true,
-        Op::BitcastConvert => true,
+        | Op::Gather { .. } => true,
         Op::Constant(l) => l.is_splat(),
         _ => false,
     }
