@@ -265,23 +265,53 @@ def test_unsupported_op_raises(gpu):
     assert float(jax.jit(lambda x: x.sum())(x)) == 4.0
 
 
-def test_fft_factored_passes(gpu):
-    # Over 64 terms the FFT runs axis by axis in factored passes (primes in one direct pass).
-    rng = np.random.default_rng(17)
-    for n in [97, 100, 1000]:
-        z = (rng.standard_normal((3, n)) + 1j * rng.standard_normal((3, n))).astype(np.complex64)
-        x = z.real.copy()
-        g = on(gpu, lambda z, x: (jnp.fft.fft(z), jnp.fft.ifft(z), jnp.fft.rfft(x),
-                                  jnp.fft.irfft(z[:, : n // 2 + 1], n=n)), z, x)
-        c = on(CPU, lambda z, x: (jnp.fft.fft(z), jnp.fft.ifft(z), jnp.fft.rfft(x),
-                                  jnp.fft.irfft(z[:, : n // 2 + 1], n=n)), z, x)
-        for a, b in zip(g, c):
-            np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * max(1.0, float(np.abs(b).max())))
-    z = (rng.standard_normal((2, 24, 40)) + 1j * rng.standard_normal((2, 24, 40))).astype(np.complex64)
-    g = on(gpu, lambda z: (jnp.fft.fft2(z), jnp.fft.irfft2(z[:, :, :21], s=(24, 40))), z)
-    c = on(CPU, lambda z: (jnp.fft.fft2(z), jnp.fft.irfft2(z[:, :, :21], s=(24, 40))), z)
-    for a, b in zip(g, c):
-        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * max(1.0, float(np.abs(b).max())))
+def _fft_cases(shape, cdt, rdt, seed):
+    # Every transform type along the last axis, along the first, and over all axes.
+    rng = np.random.default_rng(seed)
+    n = shape[-1]
+    z = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(cdt)
+    x = z.real.copy().astype(rdt)
+    h = z[..., : n // 2 + 1]
+    fs = lambda z, x, h: (jnp.fft.fft(z), jnp.fft.ifft(z), jnp.fft.rfft(x),
+                          jnp.fft.irfft(h, n=n), jnp.fft.fft(z, axis=0), jnp.fft.fftn(z),
+                          jnp.fft.irfftn(h, s=shape), jnp.fft.rfftn(x))
+    return fs, (z, x, h)
+
+
+def _fft_check(gpu, shape, tol, cdt=np.complex64, rdt=np.float32, seed=17):
+    fs, args = _fft_cases(shape, cdt, rdt, seed)
+    g, c = on(gpu, fs, *args), on(CPU, fs, *args)
+    for k, (a, b) in enumerate(zip(g, c)):
+        assert a.dtype == b.dtype and a.shape == b.shape, (shape, k)
+        err = float(np.abs(a - b).max()) / max(1.0, float(np.abs(b).max()))
+        assert err < tol, (shape, k, err)
+
+
+@pytest.mark.parametrize("shape", [
+    (3, 97),          # a prime in registers
+    (3, 100), (2, 1000),  # mixed radices
+    (4, 243), (37, 5), (3, 272),  # 3^5; short lines in many rows; 17 * 16
+    (2, 131072),      # 2^17: five passes
+    (1, 1009), (2, 2018), (3, 134),  # Bluestein (a prime factor over 64)
+    (40009,),         # Bluestein with the chirp phase in u32 Horner steps
+    (5, 1), (67, 3, 4), (2, 24, 40),  # length-1 axes, Bluestein over the first axis, 2-d
+])
+def test_fft_passes(gpu, shape):
+    # Stockham passes (radices up to 16 and primes up to 64 in registers) and Bluestein's
+    # convolution, against jax cpu.
+    _fft_check(gpu, shape, 2e-6)
+
+
+def test_fft_passes_f64(gpu):
+    with jax.enable_x64(True):
+        for shape in [(3, 97), (2, 1000), (1, 1009), (40009,)]:
+            _fft_check(gpu, shape, 1e-12, np.complex128, np.float64)
+
+
+def test_fft_summed_prime_pass(gpu, monkeypatch):
+    # With Bluestein off, a prime factor over 64 is a pass that sums p terms per element.
+    monkeypatch.setenv("WGPU_HLO_FFT_BLUESTEIN", "0")
+    _fft_check(gpu, (2, 2 * 1013), 1e-5)
 
 
 def test_bitcast_between_widths(gpu):
