@@ -74,3 +74,51 @@ def test_conv_net_value_and_gradients(gpu):
         return jnp.mean((h @ d) ** 2)
 
     compare(gpu, jax.value_and_grad(loss, argnums=(0, 1, 2, 3)), x, w1, w2, d)
+
+
+TRANSPOSED = [
+    # (x shape, w shape, dimension numbers, strides, padding)
+    ((2, 9, 7, 6), (3, 3, 6, 5), ("NHWC", "HWIO", "NHWC"), (2, 2), "SAME"),
+    ((2, 9, 7, 6), (4, 4, 6, 5), ("NHWC", "HWIO", "NHWC"), (2, 2), "VALID"),
+    ((2, 6, 8, 5), (4, 6, 3, 2), ("NCHW", "OIHW", "NCHW"), (3, 2), ((0, 2), (3, 1))),
+    ((2, 5, 5, 4), (1, 5, 4, 3), ("NHWC", "HWIO", "NHWC"), (3, 1), ((2, 0), (1, 1))),
+    ((3, 11, 4), (5, 4, 6), ("NWC", "WIO", "NWC"), (4,), "SAME"),
+]
+
+
+@pytest.mark.parametrize("force", [True, False])
+@pytest.mark.parametrize("case", range(len(TRANSPOSED)))
+def test_conv_transpose_phases(gpu, monkeypatch, case, force):
+    # Lhs-dilated convolutions run as one convolution per output phase (`conv_phases`);
+    # forced on these small shapes, and left whole without forcing. Strides over the kernel
+    # size leave phases without taps (zeros); negative and uneven paddings shift them.
+    if force:
+        monkeypatch.setenv("WGPU_HLO_CONV_PHASES_MIN_WORK", "0")
+    xs, ws, dn, strides, padding = TRANSPOSED[case]
+    x, w = rand(xs, 30 + case), rand(ws, 40 + case, 0.3)
+    compare(gpu, lambda x, w: lax.conv_transpose(x, w, strides, padding, dimension_numbers=dn),
+            x, w)
+    kw = dict(lhs_dilation=strides, padding=[(-1, 2)] * len(strides), dimension_numbers=dn)
+    compare(gpu, lambda x, w: lax.conv_general_dilated(x, w, (1,) * len(strides), **kw), x, w)
+
+
+def test_strided_conv_gradients_by_phases(gpu, monkeypatch):
+    # The input gradient of a strided, grouped convolution is lhs-dilated: by phases.
+    monkeypatch.setenv("WGPU_HLO_CONV_PHASES_MIN_WORK", "0")
+    dn = ("NHWC", "HWIO", "NHWC")
+    x, w = rand((2, 11, 13, 4), 5), rand((3, 4, 2, 6), 6, 0.3)
+
+    def loss(x, w):
+        h = lax.conv_general_dilated(x, w, (2, 3), ((1, 1), (0, 2)), feature_group_count=2,
+                                     dimension_numbers=dn)
+        return jnp.sum(jnp.tanh(h) ** 2)
+
+    compare(gpu, jax.grad(loss, argnums=(0, 1)), x, w)
+
+
+def test_conv_transpose_realistic(gpu):
+    # A decoder's upsampling layer, large enough to be split without forcing.
+    dn = ("NHWC", "HWIO", "NHWC")
+    x, w = rand((4, 32, 32, 32), 7), rand((4, 4, 32, 16), 8, 0.1)
+    compare(gpu, lambda x, w: jax.nn.relu(lax.conv_transpose(x, w, (2, 2), "SAME",
+                                                              dimension_numbers=dn)), x, w)

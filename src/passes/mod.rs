@@ -3,6 +3,7 @@
 
 pub mod canonicalize;
 pub mod checks;
+pub mod conv_phases;
 pub mod cse;
 pub mod dce;
 pub mod dot_transpose;
@@ -21,8 +22,9 @@ use crate::ir::{verify, Function, Module};
 /// known dynamic shapes static, canonicalizes, merges repeated ops (`cse`), adds scatters into zeros into what they are
 /// added to (`scatter_add`), folds transposes of dot results and of dot
 /// operands into the dots (`dot_transpose`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`), scatters into narrow
-/// types that set, add, multiply or take maxima/minima in 32 bits (`narrow_scatters`) and
-/// removes dead code,
+/// types that set, add, multiply or take maxima/minima in 32 bits (`narrow_scatters`), splits
+/// convolutions with lhs dilation into one per output phase (`conv_phases`) and removes dead
+/// code,
 /// then verifies the result again.
 pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     verify::verify_module(module)?;
@@ -40,6 +42,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     dot_transpose::operand_transposes_into_dot(&mut f);
     narrow_dots::upcast_narrow_dots(&mut f);
     narrow_scatters::widen_narrow_scatters(&mut f);
+    conv_phases::split_dilated_convolutions(&mut f);
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
     }
