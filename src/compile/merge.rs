@@ -4,8 +4,9 @@
 //! the independent dots of a recurrent step, a reduction beside an elementwise kernel, an op
 //! kernel beside a loop.
 //!
-//! In each run of steps between control flow, in-place updates, host calls and chunked
-//! launches, a launch joins the earliest open merged launch whose position already has all
+//! In each run of steps between control flow, host calls and chunked launches (in-place
+//! updates are crossed by launches that read neither the updated buffer nor its result), a
+//! launch joins the earliest open merged launch whose position already has all
 //! its arguments: it moves up to it. Moving a launch up never moves a use past a `Free`
 //! (frees follow last uses) and only lengthens the life of the moved launch's own results,
 //! which is why only launches of small results move ([`MAX_PART_BYTES`]).
@@ -152,8 +153,22 @@ fn rewrite(p: &mut Program, cx: &mut Cx) {
                 out.push(vec![step]);
             }
             Step::Free(_) => out.push(vec![step]),
+            // An in-place update: launches after it that neither read its buffer nor its
+            // result may still move up across it (the unrolled steps of a scan: each
+            // step's reduction, then its update of the stack).
+            Step::Update { target, result, .. } => {
+                defined_at.insert(target, here);
+                defined_at.insert(result, here);
+                out.push(vec![step]);
+            }
+            Step::Updates(ref u) => {
+                for &s in u.targets.iter().chain(&u.results) {
+                    defined_at.insert(s, here);
+                }
+                out.push(vec![step]);
+            }
             other => {
-                // Control flow, updates, host calls, chunked launches: nothing moves across.
+                // Control flow, host calls, chunked launches: nothing moves across.
                 open.clear();
                 out.push(vec![other]);
             }
