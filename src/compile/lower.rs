@@ -7,7 +7,6 @@ use std::collections::{HashMap, HashSet};
 use super::program::{
     BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, UpdatesStep, WhileStep,
 };
-use super::trip_count::trip_count;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
 use crate::codegen::{
@@ -18,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::fusion::{self, Group, KernelKind, Node};
 use crate::ir::HOST_CALLBACK_TARGET;
 use crate::ir::{Attr, Function, Literal, Op, Operation, Region, TensorType, Type, ValueId};
+use crate::passes::trip_count::trip_count;
 
 /// Everything lowering produces.
 pub struct Lowered {

@@ -5,7 +5,6 @@ pub mod lower;
 pub mod merge;
 pub mod program;
 pub mod serial;
-pub mod trip_count;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

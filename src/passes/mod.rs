@@ -14,6 +14,8 @@ pub mod rewrite;
 pub mod scatter_add;
 pub mod static_shapes;
 pub mod tokens;
+pub mod trip_count;
+pub mod unroll;
 
 use crate::error::Result;
 use crate::ir::{verify, Function, Module};
@@ -23,8 +25,8 @@ use crate::ir::{verify, Function, Module};
 /// added to (`scatter_add`), folds transposes of dot results and of dot
 /// operands into the dots (`dot_transpose`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`), scatters into narrow
 /// types that set, add, multiply or take maxima/minima in 32 bits (`narrow_scatters`), splits
-/// convolutions with lhs dilation into one per output phase (`conv_phases`) and removes dead
-/// code,
+/// convolutions with lhs dilation into one per output phase (`conv_phases`), unrolls counted
+/// loops with small bodies (`unroll`) and removes dead code,
 /// then verifies the result again.
 pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     verify::verify_module(module)?;
@@ -43,6 +45,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     narrow_dots::upcast_narrow_dots(&mut f);
     narrow_scatters::widen_narrow_scatters(&mut f);
     conv_phases::split_dilated_convolutions(&mut f);
+    unroll::unroll_counted_loops(&mut f);
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
     }

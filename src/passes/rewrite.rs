@@ -125,3 +125,59 @@ fn copy_op(
         loc: op.loc.clone(),
     }
 }
+
+/// Copies `ops` of `f` within `f` itself, like [`copy_ops`]: every value the copies define is
+/// fresh, `map` maps what they read from outside (and is extended with what they define).
+pub fn copy_ops_within(
+    f: &mut Function,
+    ops: &[Operation],
+    map: &mut HashMap<ValueId, ValueId>,
+) -> Vec<Operation> {
+    ops.iter().map(|op| copy_op_within(f, op, map)).collect()
+}
+
+fn fresh_within(f: &mut Function, v: ValueId, map: &mut HashMap<ValueId, ValueId>) -> ValueId {
+    let ty = f
+        .values
+        .get(v.index())
+        .cloned()
+        .unwrap_or(crate::ir::Type::Token);
+    let n = f.new_value(ty);
+    map.insert(v, n);
+    n
+}
+
+fn copy_op_within(
+    f: &mut Function,
+    op: &Operation,
+    map: &mut HashMap<ValueId, ValueId>,
+) -> Operation {
+    let operands = op
+        .operands
+        .iter()
+        .map(|v| map.get(v).copied().unwrap_or(*v))
+        .collect();
+    let regions = op
+        .regions
+        .iter()
+        .map(|r| {
+            let args = r.args.iter().map(|&a| fresh_within(f, a, map)).collect();
+            Region {
+                args,
+                ops: copy_ops_within(f, &r.ops, map),
+            }
+        })
+        .collect();
+    let results = op
+        .results
+        .iter()
+        .map(|&r| fresh_within(f, r, map))
+        .collect();
+    Operation {
+        op: op.op.clone(),
+        operands,
+        results,
+        regions,
+        loc: op.loc.clone(),
+    }
+}

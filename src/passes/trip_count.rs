@@ -21,6 +21,22 @@ fn scalar_int(v: ValueId, defs: &HashMap<ValueId, &Operation>) -> Option<i128> {
 
 /// The number of iterations of `op` (a `while`), if it is a counted loop.
 pub fn trip_count(op: &Operation, defs: &HashMap<ValueId, &Operation>) -> Option<u64> {
+    counted(op, defs).map(|c| c.trips)
+}
+
+/// What makes a loop counted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Counted {
+    /// Iterations.
+    pub trips: u64,
+    /// The loop-carried index of the counter.
+    pub counter: usize,
+    /// What the body adds to it each iteration.
+    pub step: i128,
+}
+
+/// The counter, its step and the trip count of `op` (a `while`), if it is a counted loop.
+pub fn counted(op: &Operation, defs: &HashMap<ValueId, &Operation>) -> Option<Counted> {
     let [cond, body] = &op.regions[..] else {
         return None;
     };
@@ -65,7 +81,11 @@ pub fn trip_count(op: &Operation, defs: &HashMap<ValueId, &Operation>) -> Option
     };
     let init = scalar_int(*op.operands.get(k)?, defs)?;
     let n = count(init, bound, step, dir)?;
-    (0..=MAX_TRIP_COUNT).contains(&n).then_some(n as u64)
+    (0..=MAX_TRIP_COUNT).contains(&n).then_some(Counted {
+        trips: n as u64,
+        counter: k,
+        step,
+    })
 }
 
 fn count(init: i128, bound: i128, step: i128, dir: ComparisonDirection) -> Option<i128> {

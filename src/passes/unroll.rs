@@ -1,0 +1,332 @@
+//! Counted loops (`lax.fori_loop`, `lax.scan`) with small bodies run `k` iterations per trip:
+//! the body is copied `k` times, each copy reading the one before, and the loop runs a `k`-th
+//! of the trips. Such a body is launch-bound (on lavapipe a launch costs 30-100 µs whatever it
+//! computes, on a GPU a few µs and a barrier), and its copies fuse with each other: `k`
+//! elementwise steps are one kernel, independent reductions one merged launch.
+//!
+//! `k` divides the trip count (no remainder loop) and is at most [`MAX_FACTOR`]. Copy `j`
+//! reads the counter as `counter + j·step`, computed from the loop's own counter, and the
+//! body returns `counter + k·step`, so the loop stays counted (its trip count is read at
+//! compile time, never from the device) with a step of `k·step`. The numbers are those of
+//! the loop as written: the same ops in the same order.
+//!
+//! Only loops whose bodies hold nothing but elementwise ops, data movement and reductions
+//! ([`fuses_across_copies`]; no control flow, so innermost loops) and whose per-iteration
+//! work is at most [`MAX_WORK`] are unrolled: larger bodies are not launch-bound, and copies
+//! of kernels that do not fuse would only add kernels to compile. `WGPU_HLO_UNROLL=0` turns the pass off.
+
+use std::collections::HashMap;
+
+use super::trip_count::{counted, Counted};
+use crate::ir::{
+    BinaryOp, Function, Literal, Op, Operation, Region, Scalar, TensorType, Type, ValueId,
+};
+
+/// The most copies of a body.
+pub const MAX_FACTOR: u64 = 8;
+
+/// The most work (result elements, or multiply-adds of dots and convolutions) of one
+/// iteration of an unrolled loop.
+pub const MAX_WORK: u64 = 1 << 16;
+
+/// The most ops of an unrolled body (all copies).
+pub const MAX_OPS: usize = 512;
+
+/// Applies the rewrite throughout `f`.
+pub fn unroll_counted_loops(f: &mut Function) {
+    if std::env::var("WGPU_HLO_UNROLL").is_ok_and(|v| v == "0") {
+        return;
+    }
+    let Some(mut body) = f.body.take() else {
+        return;
+    };
+    // Decide with the whole function's definitions (constants may live outside the loop).
+    let mut plans: HashMap<ValueId, (Counted, u64)> = HashMap::new();
+    {
+        let mut defs: HashMap<ValueId, &Operation> = HashMap::new();
+        let mut loops = Vec::new();
+        collect(&body, &mut defs, &mut loops);
+        for op in loops {
+            if let Some(plan) = decide(f, op, &defs) {
+                if let Some(&first) = op.results.first() {
+                    plans.insert(first, plan);
+                }
+            }
+        }
+    }
+    if !plans.is_empty() {
+        rewrite_region(f, &mut body, &plans);
+        super::dce::eliminate_dead_code(&mut body);
+    }
+    f.body = Some(body);
+}
+
+/// Every op's results, and the `while` ops, throughout `r`.
+pub(crate) fn collect<'a>(
+    r: &'a Region,
+    defs: &mut HashMap<ValueId, &'a Operation>,
+    loops: &mut Vec<&'a Operation>,
+) {
+    for op in &r.ops {
+        for &v in &op.results {
+            defs.insert(v, op);
+        }
+        if op.op == Op::While {
+            loops.push(op);
+        }
+        for sub in &op.regions {
+            collect(sub, defs, loops);
+        }
+    }
+}
+
+fn elements(f: &Function, v: ValueId) -> u64 {
+    match f.ty(v) {
+        Type::Tensor(t) => t.num_elements() as u64,
+        _ => 0,
+    }
+}
+
+/// One iteration's work: result elements of each op; the update of a `dynamic_update_slice`
+/// (written in place); multiply-adds of dots and convolutions.
+fn work(f: &Function, op: &Operation) -> u64 {
+    let out: u64 = op.results.iter().map(|&r| elements(f, r)).sum();
+    match &op.op {
+        Op::Constant(_) | Op::Return => 0,
+        Op::DynamicUpdateSlice => op.operands.get(1).map_or(0, |&u| elements(f, u)),
+        Op::DotGeneral {
+            dimension_numbers, ..
+        } => {
+            let contracted: u64 = match op.operands.first().map(|&a| f.ty(a)) {
+                Some(Type::Tensor(t)) => dimension_numbers
+                    .lhs_contracting_dimensions
+                    .iter()
+                    .map(|&d| t.shape.get(d as usize).copied().unwrap_or(1).max(1) as u64)
+                    .product(),
+                _ => 1,
+            };
+            out.saturating_mul(contracted)
+        }
+        Op::Convolution(_) => match op.operands.get(1).map(|&k| f.ty(k)) {
+            // Each output element sums over the kernel's elements of one output feature.
+            Some(Type::Tensor(t)) => {
+                let per = t.num_elements() as u64;
+                out.saturating_mul(per.max(1))
+            }
+            _ => out,
+        },
+        _ => out,
+    }
+}
+
+/// Ops whose kernels fuse with their neighbours (elementwise, data movement, reductions): a
+/// body of only these has copies that fuse with each other. Dots, convolutions, sorts,
+/// gathers, scatters and the rest are kernels of their own in every copy, so copying them
+/// saves no launch and only adds kernels to compile (a small GRU's value and gradient: 50
+/// kernels, 112 with its scans unrolled).
+fn fuses_across_copies(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare { .. }
+            | Op::Select
+            | Op::Clamp
+            | Op::Convert
+            | Op::BitcastConvert
+            | Op::ReducePrecision { .. }
+            | Op::Constant(_)
+            | Op::Iota { .. }
+            | Op::BroadcastInDim { .. }
+            | Op::Reshape
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice
+            | Op::Concatenate { .. }
+            | Op::Pad { .. }
+            | Op::Reverse { .. }
+            | Op::Reduce { .. }
+            | Op::Return
+    )
+}
+
+/// The counter and the unroll factor of `op`, when it is a counted loop worth unrolling.
+fn decide(
+    f: &Function,
+    op: &Operation,
+    defs: &HashMap<ValueId, &Operation>,
+) -> Option<(Counted, u64)> {
+    let c = counted(op, defs)?;
+    let body = op.regions.get(1)?;
+    let ops = body.ops.len().saturating_sub(1).max(1);
+    let mut total = 0u64;
+    let mut simple = true;
+    body.walk(&mut |o: &Operation| {
+        if !fuses_across_copies(&o.op) {
+            simple = false;
+        }
+        total = total.saturating_add(work(f, o));
+    });
+    // The counter must be a scalar integer the copies can offset.
+    let counter_ty = match f.ty(*body.args.get(c.counter)?) {
+        Type::Tensor(t) if t.rank() == 0 && t.dtype.is_int() => t.clone(),
+        _ => return None,
+    };
+    let _ = counter_ty;
+    if !simple || total > MAX_WORK || c.trips < 2 {
+        return None;
+    }
+    let k = (2..=MAX_FACTOR.min(c.trips))
+        .rev()
+        .find(|&k| c.trips % k == 0 && k as usize * ops <= MAX_OPS)?;
+    Some((c, k))
+}
+
+fn rewrite_region(f: &mut Function, region: &mut Region, plans: &HashMap<ValueId, (Counted, u64)>) {
+    for op in &mut region.ops {
+        for sub in &mut op.regions {
+            rewrite_region(f, sub, plans);
+        }
+        if op.op != Op::While {
+            continue;
+        }
+        let Some(&(c, k)) = op.results.first().and_then(|r| plans.get(r)) else {
+            continue;
+        };
+        if let Some(body) = op.regions.get_mut(1) {
+            unroll_body(f, body, c, k);
+        }
+    }
+}
+
+/// A scalar constant of the counter's type and the op defining it.
+fn constant(
+    f: &mut Function,
+    ty: &TensorType,
+    v: i128,
+    loc: &crate::ir::Location,
+) -> (ValueId, Operation) {
+    let value = f.new_value(Type::Tensor(ty.clone()));
+    let op = Operation::new(
+        Op::Constant(Literal::scalar(ty.dtype, Scalar::Int(v))),
+        vec![],
+        vec![value],
+        loc.clone(),
+    );
+    (value, op)
+}
+
+fn unroll_body(f: &mut Function, body: &mut Region, c: Counted, k: u64) {
+    let Some(ret) = body.ops.pop() else {
+        return;
+    };
+    if ret.op != Op::Return {
+        body.ops.push(ret);
+        return;
+    }
+    let args = body.args.clone();
+    let Some(&counter) = args.get(c.counter) else {
+        body.ops.push(ret);
+        return;
+    };
+    let counter_ty = match f.ty(counter) {
+        Type::Tensor(t) => t.clone(),
+        _ => {
+            body.ops.push(ret);
+            return;
+        }
+    };
+    let loc = ret.loc.clone();
+    let original = std::mem::take(&mut body.ops);
+    let mut ops = original.clone();
+    let mut returned = ret.operands.clone();
+    // The counter as copy `j` reads it: the loop's counter plus j steps.
+    let offset = |f: &mut Function, ops: &mut Vec<Operation>, j: i128| -> ValueId {
+        let (step, def) = constant(f, &counter_ty, j * c.step, &loc);
+        ops.push(def);
+        let v = f.new_value(Type::Tensor(counter_ty.clone()));
+        ops.push(Operation::new(
+            Op::Binary(BinaryOp::Add),
+            vec![counter, step],
+            vec![v],
+            loc.clone(),
+        ));
+        v
+    };
+    for j in 1..k as i128 {
+        let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+        for (i, &a) in args.iter().enumerate() {
+            let now = if i == c.counter {
+                offset(f, &mut ops, j)
+            } else {
+                returned.get(i).copied().unwrap_or(a)
+            };
+            map.insert(a, now);
+        }
+        ops.extend(super::rewrite::copy_ops_within(f, &original, &mut map));
+        returned = ret
+            .operands
+            .iter()
+            .map(|v| map.get(v).copied().unwrap_or(*v))
+            .collect();
+    }
+    // The loop's own counter steps k times at once.
+    if let Some(slot) = returned.get_mut(c.counter) {
+        *slot = offset(f, &mut ops, k as i128);
+    }
+    ops.push(Operation::new(Op::Return, returned, vec![], loc));
+    body.ops = ops;
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::passes::prepare;
+
+    fn loop_of(src: &str) -> (usize, Option<u64>) {
+        let m = crate::frontend::text::parse_module(src, "t").expect("parse");
+        let f = prepare(&m, "main").expect("prepare");
+        let body = f.body.as_ref().expect("body");
+        let mut defs = std::collections::HashMap::new();
+        super::collect(body, &mut defs, &mut Vec::new());
+        let w = body
+            .ops
+            .iter()
+            .find(|o| o.op == crate::ir::Op::While)
+            .expect("while");
+        let sines = w.regions[1]
+            .ops
+            .iter()
+            .filter(|o| o.name() == "stablehlo.sine")
+            .count();
+        (sines, super::super::trip_count::trip_count(w, &defs))
+    }
+
+    const FORI: &str = r#"
+func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %c0, %v = %x) : tensor<i32>, tensor<64xf32>
+   cond {
+    %n = stablehlo.constant dense<TRIPS> : tensor<i32>
+    %p = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %s = stablehlo.sine %v : tensor<64xf32>
+    %f = stablehlo.convert %i : (tensor<i32>) -> tensor<f32>
+    %b = stablehlo.broadcast_in_dim %f, dims = [] : (tensor<f32>) -> tensor<64xf32>
+    %a = stablehlo.add %s, %b : tensor<64xf32>
+    %j = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %j, %a : tensor<i32>, tensor<64xf32>
+  }
+  return %r#1 : tensor<64xf32>
+}"#;
+
+    #[test]
+    fn counted_loops_run_k_iterations_a_trip() {
+        assert_eq!(loop_of(&FORI.replace("TRIPS", "1000")), (8, Some(125)));
+        assert_eq!(loop_of(&FORI.replace("TRIPS", "12")), (6, Some(2)));
+        // A prime trip count has no factor: the loop stays.
+        assert_eq!(loop_of(&FORI.replace("TRIPS", "997")), (1, Some(997)));
+    }
+}
