@@ -148,3 +148,32 @@ def test_bf16_convolution_runs_in_f32(gpu, tmp_path, monkeypatch):
     want = np.asarray(jax.jit(f)(jax.device_put(x, cpu), jax.device_put(w, cpu)))
     assert got.dtype == want.dtype == jnp.bfloat16
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("m,k", [(1, 4), (5, 8), (37, 132), (256, 1000), (1024, 4096), (8, 3)])
+@pytest.mark.parametrize("layout", ["n", "t"])
+def test_matrix_vector(gpu, m, k, layout):
+    # The matrix-vector kernels (`dot_gemv`): A @ v with A's contracting dimension contiguous
+    # (lanes along k) or its rows contiguous (a thread per 16 results), v @ A the same two
+    # ways, and sizes where neither applies (k < 4, rows not a multiple of 4: other kernels).
+    a = data((m, k) if layout == "n" else (k, m), 5)
+    an = (a if layout == "n" else a.T).astype(np.float64)
+    v, u = data((k,), 6), data((m,), 7)
+    ca = 1 if layout == "n" else 0
+    mv = lambda x, y: lax.dot_general(x, y, (((ca,), (0,)), ((), ())))
+    vm = lambda y, x: lax.dot_general(y, x, (((0,), (1 - ca,)), ((), ())))
+    check(run(gpu, mv, a, v), an @ v.astype(np.float64), k)
+    check(run(gpu, vm, u, a), u.astype(np.float64) @ an, m)
+
+
+@pytest.mark.parametrize("bsz,m,k", [(200, 64, 64), (3, 36, 20), (5, 1, 16)])
+def test_batched_matrix_vector(gpu, bsz, m, k):
+    # vmap'd matrix-vector products, batch of dot products (m = 1), the vector on either side,
+    # and two contracting dimensions.
+    a, v = data((bsz, m, k), 8), data((bsz, k), 9)
+    a64, v64 = a.astype(np.float64), v.astype(np.float64)
+    check(run(gpu, jax.vmap(lambda x, y: x @ y), a, v), np.einsum("bmk,bk->bm", a64, v64), k)
+    check(run(gpu, jax.vmap(lambda y, x: y @ x.T), v, a), np.einsum("bk,bmk->bm", v64, a64), k)
+    w = data((bsz, m, k // 4, 4), 10)
+    check(run(gpu, lambda x, y: jax.numpy.einsum("bmij,bij->bm", x, y), w, v.reshape(bsz, k // 4, 4)),
+          np.einsum("bmij,bij->bm", w.astype(np.float64), v64.reshape(bsz, k // 4, 4)), k)

@@ -216,6 +216,15 @@ fn split_tiles(
     let Some(((lt, rt, ot), (l, r), (batch, m, n, k))) = tiled_operands(f, group, op) else {
         return Ok(None);
     };
+    // Matrix-vector products have their own kernel (`dot_gemv`), which fills the device
+    // with one team of lanes per result.
+    if (m == 1 || n == 1) && dot_mode().is_none() {
+        let reads = read_modes((&l, &lt), (&r, &rt), k);
+        let matrix = if n == 1 { reads.0 } else { reads.1 };
+        if matches!(matrix, Read::AlongK | Read::AlongFree) {
+            return Ok(None);
+        }
+    }
     let max = target.max_workgroups as u64;
     let tile = GemmTile::choose(batch, m, n);
     let (gx, gy) = (n.div_ceil(tile.bn), m.div_ceil(tile.bm));
@@ -540,8 +549,15 @@ fn tiled(
     let (gx, gy) = (n.div_ceil(tile.bn), m.div_ceil(tile.bm));
     let tiles_fit = gx <= max && gy <= max && batch <= max && k >= 8 && m * n >= 1024;
     let dims = (batch, m, n, k);
-    // CPU adapters with subgroups: the shared-rows kernel (`dot_subgroup`).
     let mode = dot_mode();
+    // Matrix-vector products (`dot_gemv`).
+    if mode.is_none() && (m == 1 || n == 1) {
+        let gemv = super::dot_gemv::gemv(name, op, (&lt, &rt, &ot), (&l, &r), dims, target)?;
+        if let Some(kernel) = gemv {
+            return Ok(Some(kernel));
+        }
+    }
+    // CPU adapters with subgroups: the shared-rows kernel (`dot_subgroup`).
     if mode == Some("subgroup") || (mode.is_none() && target.cpu_adapter) {
         let reads = read_modes((&l, &lt), (&r, &rt), k);
         let shared = super::dot_subgroup::shared_rows(
@@ -1142,7 +1158,7 @@ fn read_mode(g: &Layout, k: u64) -> Read {
 }
 
 /// How the register-blocked kernels read the two operands.
-fn read_modes(
+pub(super) fn read_modes(
     (l, lt): (&Layout, &TensorType),
     (r, rt): (&Layout, &TensorType),
     k: u64,

@@ -1,6 +1,7 @@
 //! Code generation: one WGSL module per kernel, validated with naga at compile time.
 
 pub mod conv_kernel;
+mod dot_gemv;
 pub mod dot_kernel;
 mod dot_subgroup;
 pub mod dtype;
