@@ -32,7 +32,7 @@ pub(super) fn gemv(
     (batch, m, n, k): (u64, u64, u64, u64),
     target: Target,
 ) -> Result<Option<Kernel>> {
-    if (m != 1 && n != 1) || k < 4 || batch == 0 {
+    if (m != 1 && n != 1) || m == 0 || n == 0 || k < 4 || batch == 0 {
         return Ok(None);
     }
     let (ra, rb) = read_modes((l, lt), (r, rt), k);

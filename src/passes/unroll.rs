@@ -88,12 +88,14 @@ fn elements(f: &Function, v: ValueId) -> u64 {
 }
 
 /// One iteration's work: result elements of each op; the update of a `dynamic_update_slice`
-/// (written in place); multiply-adds of dots and convolutions.
+/// (written in place); the inputs of a reduction; multiply-adds of dots and convolutions.
 fn work(f: &Function, op: &Operation) -> u64 {
     let out: u64 = op.results.iter().map(|&r| elements(f, r)).sum();
     match &op.op {
         Op::Constant(_) | Op::Return => 0,
         Op::DynamicUpdateSlice => op.operands.get(1).map_or(0, |&u| elements(f, u)),
+        // A reduction reads all of its inputs.
+        Op::Reduce { .. } => op.operands.iter().map(|&o| elements(f, o)).sum::<u64>().max(out),
         Op::DotGeneral {
             dimension_numbers, ..
         } => {
