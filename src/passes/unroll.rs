@@ -95,7 +95,12 @@ fn work(f: &Function, op: &Operation) -> u64 {
         Op::Constant(_) | Op::Return => 0,
         Op::DynamicUpdateSlice => op.operands.get(1).map_or(0, |&u| elements(f, u)),
         // A reduction reads all of its inputs.
-        Op::Reduce { .. } => op.operands.iter().map(|&o| elements(f, o)).sum::<u64>().max(out),
+        Op::Reduce { .. } => op
+            .operands
+            .iter()
+            .map(|&o| elements(f, o))
+            .sum::<u64>()
+            .max(out),
         Op::DotGeneral {
             dimension_numbers, ..
         } => {

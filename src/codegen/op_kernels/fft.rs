@@ -218,15 +218,41 @@ enum Stage {
     /// The same pass with one thread per output summing `r` terms (prime radices over
     /// [`MAX_PRIME_RADIX`] where Bluestein's algorithm is not used).
     Sum { n: usize, r: usize, ns: usize },
-    /// Bluestein's first step: `a[q] = x[q] · w_q` for `q < n`, zero up to `m`, with the
-    /// chirp `w_q = W_{2n}^{q²}`.
-    ChirpIn { n: usize, m: usize },
-    /// The convolution filter, one line of `m`: `conj(w_q)` at `q < n` and at `m - q`.
+    /// The convolution filter of Bluestein's algorithm, one line of `m`: `conj(w_q)` at
+    /// `q < n` and at `m - q`, with the chirp `w_q = W_{2n}^{q²}`.
     Filter { n: usize, m: usize },
-    /// `in0[o, q, i] · in1[q]`: the spectra of both multiplied.
-    Multiply { m: usize },
-    /// Bluestein's last step: `X[k] = w_k · c[k]` for the first `line_out` of `m`.
-    ChirpOut { n: usize, m: usize },
+}
+
+/// What the first pass of a Stockham chain reads (Bluestein's steps folded into it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Pre {
+    /// The source as it is.
+    Plain,
+    /// `x[q] · w_q` for `q < n`, zero up to the line's end (the source lines are `n` long).
+    Chirp { n: usize },
+    /// `x[q] · in1[q]`: the source times the filter's spectrum.
+    Times,
+}
+
+/// Bluestein's steps folded into the first and last passes of a Stockham chain.
+#[derive(Clone, Copy, Debug)]
+struct Fold {
+    pre: Pre,
+    /// The filter's spectrum, read by [`Pre::Times`].
+    spectrum: Option<usize>,
+    /// The last pass multiplies each output `q` by `w_q` (Bluestein's last step).
+    post_chirp: Option<usize>,
+    /// The sign of the chirp (the transform's direction): `exp(+...)` when set.
+    chirp_inverse: bool,
+}
+
+impl Fold {
+    const NONE: Fold = Fold {
+        pre: Pre::Plain,
+        spectrum: None,
+        post_chirp: None,
+        chirp_inverse: false,
+    };
 }
 
 /// One kernel of the plan.
@@ -234,8 +260,8 @@ struct Pass {
     stage: Stage,
     /// The sign of its exponentials: `exp(+...)` when set.
     inverse: bool,
-    /// Sources (`None`: the operand; `src2` only for [`Stage::Multiply`]) and output
-    /// (`None`: the op's result).
+    /// Sources (`None`: the operand; `src2` only for [`Pre::Times`]) and output (`None`: the
+    /// op's result).
     src: Option<usize>,
     src2: Option<usize>,
     dst: Option<usize>,
@@ -247,6 +273,10 @@ struct Pass {
     hermitian: Option<usize>,
     /// Divide by this at the end (inverse transforms).
     scale: Option<usize>,
+    /// What the pass reads, and whether its outputs take the chirp.
+    pre: Pre,
+    post_chirp: Option<usize>,
+    chirp_inverse: bool,
 }
 
 /// Prime radices up to this run in registers too (an odd prime's DFT unrolled in about
@@ -350,6 +380,9 @@ impl Planner {
             line_out,
             hermitian,
             scale,
+            pre: Pre::Plain,
+            post_chirp: None,
+            chirp_inverse: false,
         });
     }
 
@@ -369,6 +402,7 @@ impl Planner {
         scale: Option<usize>,
         to_result: bool,
         live: &[Option<usize>],
+        fold: Fold,
     ) -> Option<usize> {
         let rs = radices(n);
         let mut ns = 1;
@@ -391,6 +425,16 @@ impl Planner {
             };
             let h = if si == 0 { hermitian } else { None };
             self.push(stage, inverse, at, dst, lout, h, scale.filter(|_| last));
+            if let Some(p) = self.passes.last_mut() {
+                if si == 0 {
+                    p.pre = fold.pre;
+                    p.src2 = fold.spectrum;
+                }
+                if last {
+                    p.post_chirp = fold.post_chirp;
+                }
+                p.chirp_inverse = fold.chirp_inverse;
+            }
             at.src = dst;
             at.line_in = lout;
             ns *= r;
@@ -399,7 +443,9 @@ impl Planner {
     }
 
     /// Bluestein's algorithm for the lines `at` of length `n`: chirp, a circular convolution
-    /// of length `m` by forward and inverse FFTs, chirp.
+    /// of length `m` by forward and inverse FFTs, chirp. The chirps and the product with the
+    /// filter's spectrum are folded into the first and last passes of the two transforms
+    /// (10 kernels -> 7 for two radices, three passes over the padded lines fewer).
     #[allow(clippy::too_many_arguments)]
     fn bluestein(
         &mut self,
@@ -431,72 +477,74 @@ impl Planner {
             None,
             None,
         );
+        if let Some(p) = self.passes.last_mut() {
+            p.chirp_inverse = inverse;
+        }
         let line = Lines {
             src: Some(b0),
             ..line
         };
-        let b = self.stockham(&[m], 0, m, line, m, None, false, None, false, &[at.src]);
-        // The chirped lines, padded to m, and their spectrum.
+        let b = self.stockham(
+            &[m],
+            0,
+            m,
+            line,
+            m,
+            None,
+            false,
+            None,
+            false,
+            &[at.src],
+            Fold::NONE,
+        );
+        // The chirped lines, padded to m (read so by the first pass), and their spectrum.
         let mut padded = dims.to_vec();
         padded[axis] = m;
-        let a0 = self.temp(&padded, &[at.src, b]);
-        self.push(
-            Stage::ChirpIn { n, m },
-            inverse,
+        let chirped = Fold {
+            pre: Pre::Chirp { n },
+            chirp_inverse: inverse,
+            ..Fold::NONE
+        };
+        let a = self.stockham(
+            &padded,
+            axis,
+            m,
             at,
-            Some(a0),
             m,
             hermitian,
+            false,
             None,
+            false,
+            &[b],
+            chirped,
         );
+        // Times the filter's spectrum (read by the first inverse pass), back, and chirped
+        // again by the last.
         let lines = Lines {
-            src: Some(a0),
-            line_in: m,
-            ..at
-        };
-        let a = self.stockham(&padded, axis, m, lines, m, None, false, None, false, &[b]);
-        let c0 = self.temp(&padded, &[a, b]);
-        self.passes.push(Pass {
-            stage: Stage::Multiply { m },
-            inverse,
             src: a,
-            src2: b,
-            dst: Some(c0),
-            outer: at.outer,
-            inner: at.inner,
-            line_in: m,
-            line_out: m,
-            hermitian: None,
-            scale: None,
-        });
-        let lines = Lines {
-            src: Some(c0),
             line_in: m,
             ..at
         };
-        let c = self.stockham(&padded, axis, m, lines, m, None, true, Some(m), false, &[]);
-        let dst = if to_result {
-            None
-        } else {
-            let mut d = dims.to_vec();
-            d[axis] = line_out;
-            Some(self.temp(&d, &[c]))
+        let back = Fold {
+            pre: Pre::Times,
+            spectrum: b,
+            post_chirp: Some(n),
+            chirp_inverse: inverse,
         };
-        let lines = Lines {
-            src: c,
-            line_in: m,
-            ..at
-        };
-        self.push(
-            Stage::ChirpOut { n, m },
-            inverse,
+        let scale = Some(m * scale.unwrap_or(1));
+        self.stockham(
+            &padded,
+            axis,
+            m,
             lines,
-            dst,
             line_out,
             None,
+            true,
             scale,
-        );
-        dst
+            to_result,
+            &[b],
+            back,
+        )
     }
 }
 
@@ -735,6 +783,7 @@ pub fn plan(
                 scale,
                 to_result,
                 &[],
+                Fold::NONE,
             )
         };
         shape[axis] = line_out;
@@ -812,22 +861,25 @@ pub fn plan(
             em.line(&format!("let q = (tid / {inner}u) % {len}u;"));
             em.line(&format!("let i = tid % {inner}u;"));
         };
-        // The chirp W_{2n}^{q²} (conjugated by the sign of the pass).
-        let chirp = |em: &mut ExprEmitter, n: usize| {
+        // The chirp W_{2n}^{q²} at position `q` (`k_cw`: the transform's sign).
+        let chirp = |em: &mut ExprEmitter, q: &str, n: usize| {
             let phase = if 2 * n <= 1 << 16 {
-                format!("(q * q) % {}u", 2 * n)
+                format!("(({q}) * ({q})) % {}u", 2 * n)
             } else {
-                format!("k_sqmod(q, {}u)", 2 * n)
+                format!("k_sqmod({q}, {}u)", 2 * n)
             };
             let w = em.fresh("w");
             em.line(&format!(
-                "let {w} = k_tw(wh_sinpi_cospi_{real}({real}({phase}) / {real}({n})));"
+                "let {w} = k_cw(wh_sinpi_cospi_{real}({real}({phase}) / {real}({n})));"
             ));
             w
         };
+        let sign = |inverse: bool| if inverse { "" } else { "-" };
         let mut functions = format!(
-            "fn k_tw(sc: vec2<{real}>) -> vec2<{real}> {{\n    return vec2<{real}>(sc.y, {}sc.x);\n}}\n\n",
-            if p.inverse { "" } else { "-" }
+            "fn k_tw(sc: vec2<{real}>) -> vec2<{real}> {{\n    return vec2<{real}>(sc.y, {}sc.x);\n}}\n\n\
+             fn k_cw(sc: vec2<{real}>) -> vec2<{real}> {{\n    return vec2<{real}>(sc.y, {}sc.x);\n}}\n\n",
+            sign(p.inverse),
+            sign(p.chirp_inverse)
         );
         let (threads, what) = match p.stage {
             Stage::Butterfly { n, r, ns } => {
@@ -839,7 +891,26 @@ pub fn plan(
                 em.line(&format!("let base = (j / {ns}u) * {m}u + jm;"));
                 let mut xs = Vec::with_capacity(r);
                 for s in 0..r {
-                    let x = read(&mut em, &format!("(j + {}u)", s * stride))?;
+                    let pos = format!("(j + {}u)", s * stride);
+                    let x = match p.pre {
+                        Pre::Plain => read(&mut em, &pos)?,
+                        Pre::Chirp { n } => {
+                            let c = em.fresh("c");
+                            em.line(&format!("var {c} = vec2<{real}>(0.0, 0.0);"));
+                            em.open(&format!("if ({pos} < {n}u)"));
+                            let x = read(&mut em, &pos)?;
+                            let w = chirp(&mut em, &pos, n);
+                            em.line(&format!("{c} = wh_cmul_{real}({x}, {w});"));
+                            em.close(None);
+                            c
+                        }
+                        Pre::Times => {
+                            let x = read(&mut em, &pos)?;
+                            let c = em.fresh("c");
+                            em.line(&format!("let {c} = wh_cmul_{real}({x}, in1[{pos}]);"));
+                            c
+                        }
+                    };
                     if s == 0 || ns == 1 {
                         xs.push(x);
                     } else {
@@ -854,20 +925,44 @@ pub fn plan(
                 let at = |pos: &str| format!("o * {}u + ({pos}) * {inner}u + i", lout * inner);
                 for (k, y) in ys.iter().enumerate() {
                     let pos = format!("base + {}u", k * ns);
-                    let store = format!("out0[{}] = {};", at(&pos), finish(y));
-                    // A last pass of an RFFT keeps the first n/2 + 1 outputs.
+                    // A last pass of an RFFT (or of Bluestein's convolution) keeps the first
+                    // `lout` outputs.
                     if lout < n {
-                        em.line(&format!("if ({pos} < {lout}u) {{ {store} }}"));
-                    } else {
-                        em.line(&store);
+                        em.open(&format!("if ({pos} < {lout}u)"));
+                    }
+                    let y = match p.post_chirp {
+                        Some(nc) => {
+                            let w = chirp(&mut em, &pos, nc);
+                            format!("wh_cmul_{real}({y}, {w})")
+                        }
+                        None => y.clone(),
+                    };
+                    em.line(&format!("out0[{}] = {};", at(&pos), finish(&y)));
+                    if lout < n {
+                        em.close(None);
                     }
                 }
+                let folded = match (p.pre, p.post_chirp) {
+                    (Pre::Chirp { n }, _) => format!(", reading the lines of {n} chirped"),
+                    (Pre::Times, Some(_)) => {
+                        ", reading the product with the filter's spectrum, chirping its outputs"
+                            .to_string()
+                    }
+                    (Pre::Times, None) => {
+                        ", reading the product with the filter's spectrum".to_string()
+                    }
+                    (Pre::Plain, Some(_)) => ", chirping its outputs".to_string(),
+                    (Pre::Plain, None) => String::new(),
+                };
                 (
                     p.outer * stride * inner,
-                    format!("line of {n}, radix {r} after {ns}, in registers"),
+                    format!("line of {n}, radix {r} after {ns}, in registers{folded}"),
                 )
             }
             Stage::Sum { n, r, ns } => {
+                if p.pre != Pre::Plain || p.post_chirp.is_some() {
+                    return Err(Error::internal("a summed FFT pass with Bluestein's steps"));
+                }
                 let (m, stride) = (ns * r, n / r);
                 per_position(&mut em, lout);
                 em.line(&format!("let e = q % {m}u;"));
@@ -892,46 +987,16 @@ pub fn plan(
                     format!("line of {n}, radix {r} after {ns}, summed"),
                 )
             }
-            Stage::ChirpIn { n, m } => {
-                per_position(&mut em, m);
-                em.line(&format!("var acc: vec2<{real}> = vec2<{real}>(0.0, 0.0);"));
-                em.open(&format!("if (q < {n}u)"));
-                let x = read(&mut em, "q")?;
-                let w = chirp(&mut em, n);
-                em.line(&format!("acc = wh_cmul_{real}({x}, {w});"));
-                em.close(None);
-                em.line(&format!("out0[tid] = {};", finish("acc")));
-                (
-                    p.outer * m * inner,
-                    format!("Bluestein chirp of {n}, padded to {m}"),
-                )
-            }
             Stage::Filter { n, m } => {
                 em.line("var q = tid;");
                 em.line(&format!("if (q > {m}u - {n}u) {{ q = {m}u - q; }}"));
                 em.line(&format!("var acc: vec2<{real}> = vec2<{real}>(0.0, 0.0);"));
                 em.open(&format!("if (q < {n}u)"));
-                let w = chirp(&mut em, n);
+                let w = chirp(&mut em, "q", n);
                 em.line(&format!("acc = {w} * vec2<{real}>(1.0, -1.0);"));
                 em.close(None);
                 em.line("out0[tid] = acc;");
                 (m, format!("Bluestein filter of {n} in {m}"))
-            }
-            Stage::Multiply { m } => {
-                per_position(&mut em, m);
-                em.line(&format!("out0[tid] = wh_cmul_{real}(in0[tid], in1[q]);"));
-                (p.outer * m * inner, format!("Bluestein product of {m}"))
-            }
-            Stage::ChirpOut { n, m } => {
-                per_position(&mut em, lout);
-                let x = read(&mut em, "q")?;
-                let w = chirp(&mut em, n);
-                let v = format!("wh_cmul_{real}({x}, {w})");
-                em.line(&format!("out0[tid] = {};", finish(&v)));
-                (
-                    p.outer * lout * inner,
-                    format!("Bluestein chirp of {n} out of {m}"),
-                )
             }
         };
         if em.body.contains("k_sqmod(") {
