@@ -98,3 +98,22 @@ def test_unrolled_loops_launch_less(tmp_path):
         trips.append(re.findall(r"trip count: (\d+)", text))
     assert trips == [["125"], ["1000"]]
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("rows", [32, 20])
+def test_stacked_updates_combined_or_clamped(gpu, rows):
+    # Updates of two rows at a counter stepping by 2, 16 steps, unrolled 8 a trip: with 20
+    # rows the later updates clamp (they overwrite the last rows). (JAX wraps the index in
+    # a negative-index select, so these updates stay apart; a scan's stacking updates, which
+    # index by the counter itself, are combined: test_scan_stacks_outputs and the Rust test
+    # `stacked_outputs_take_one_update_a_trip`.)
+    def f(x):
+        def body(c):
+            i, v, s = c
+            v = jnp.sin(v) + 0.5
+            s = lax.dynamic_update_slice(s, v[:4].reshape(2, 2), (i, 0))
+            return i + 2, v, s
+
+        return lax.while_loop(lambda c: c[0] < 32, body, (0, x, jnp.zeros((rows, 2))))[2]
+
+    compare(gpu, f, X)

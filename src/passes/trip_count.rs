@@ -33,6 +33,8 @@ pub struct Counted {
     pub counter: usize,
     /// What the body adds to it each iteration.
     pub step: i128,
+    /// Its initial value.
+    pub init: i128,
 }
 
 /// The counter, its step and the trip count of `op` (a `while`), if it is a counted loop.
@@ -85,6 +87,7 @@ pub fn counted(op: &Operation, defs: &HashMap<ValueId, &Operation>) -> Option<Co
         trips: n as u64,
         counter: k,
         step,
+        init,
     })
 }
 

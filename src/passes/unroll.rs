@@ -261,16 +261,22 @@ fn unroll_body(f: &mut Function, body: &mut Region, c: Counted, k: u64) {
         ));
         v
     };
+    // Where each copy's ops start in `ops`, and the counter it reads.
+    let mut starts = vec![0usize];
+    let mut counters = vec![counter];
     for j in 1..k as i128 {
         let mut map: HashMap<ValueId, ValueId> = HashMap::new();
         for (i, &a) in args.iter().enumerate() {
             let now = if i == c.counter {
-                offset(f, &mut ops, j)
+                let v = offset(f, &mut ops, j);
+                counters.push(v);
+                v
             } else {
                 returned.get(i).copied().unwrap_or(a)
             };
             map.insert(a, now);
         }
+        starts.push(ops.len());
         ops.extend(super::rewrite::copy_ops_within(f, &original, &mut map));
         returned = ret
             .operands
@@ -282,8 +288,137 @@ fn unroll_body(f: &mut Function, body: &mut Region, c: Counted, k: u64) {
     if let Some(slot) = returned.get_mut(c.counter) {
         *slot = offset(f, &mut ops, k as i128);
     }
-    ops.push(Operation::new(Op::Return, returned, vec![], loc));
+    ops.push(Operation::new(Op::Return, returned, vec![], loc.clone()));
+    // Stacked outputs: k updates of adjacent elements become one.
+    let combined: Vec<(Vec<usize>, [Operation; 2])> = (0..original.len())
+        .filter_map(|p| {
+            stacking(
+                f,
+                &ops,
+                &original,
+                &args,
+                p,
+                (&starts, &counters),
+                c,
+                k,
+                &loc,
+            )
+        })
+        .collect();
+    if !combined.is_empty() {
+        let mut drop = std::collections::HashSet::new();
+        let mut insert: HashMap<usize, [Operation; 2]> = HashMap::new();
+        for (at, new) in combined {
+            if let Some(&last) = at.last() {
+                drop.extend(at);
+                insert.insert(last, new);
+            }
+        }
+        let mut out = Vec::with_capacity(ops.len());
+        for (i, o) in ops.into_iter().enumerate() {
+            if let Some(new) = insert.remove(&i) {
+                out.extend(new);
+            } else if !drop.contains(&i) {
+                out.push(o);
+            }
+        }
+        ops = out;
+    }
     body.ops = ops;
+}
+
+/// For the original op at `p`: when it is a `dynamic_update_slice` stacking a step's output
+/// at the counter (`lax.scan`'s outputs: `stack[i] = y`), the positions in `ops` of its `k`
+/// copies and what replaces them: one update of the `k` steps' outputs concatenated,
+/// written at the first copy's counter (one in-place update a trip instead of `k`). Only
+/// where that writes the same elements: the update is `step` long along the counter's
+/// dimension (so the copies' updates are adjacent), the other start indices are constants,
+/// every stacked state but the last is read only by the next copy's update, and no start
+/// index is ever clamped (`0 <= init`, `init + trips·step <= size`).
+#[allow(clippy::too_many_arguments)]
+fn stacking(
+    f: &mut Function,
+    ops: &[Operation],
+    original: &[Operation],
+    args: &[ValueId],
+    p: usize,
+    (starts, counters): (&[usize], &[ValueId]),
+    c: Counted,
+    k: u64,
+    loc: &crate::ir::Location,
+) -> Option<(Vec<usize>, [Operation; 2])> {
+    let op = original.get(p)?;
+    if op.op != Op::DynamicUpdateSlice || op.operands.len() < 3 || c.step <= 0 || c.init < 0 {
+        return None;
+    }
+    let counter = *counters.first()?;
+    let idx = &op.operands[2..];
+    let d = idx.iter().position(|&v| v == counter)?;
+    let (Type::Tensor(target), Type::Tensor(update)) =
+        (f.ty(op.operands[0]).clone(), f.ty(op.operands[1]).clone())
+    else {
+        return None;
+    };
+    let (size, len) = (*target.shape.get(d)?, *update.shape.get(d)?);
+    let reach = c.init + c.trips as i128 * c.step;
+    if len as i128 != c.step || reach > size as i128 {
+        return None;
+    }
+    // The other start indices are the same in every copy: constants of the body (each copy
+    // has its own copy of them) or values from outside the loop (not its arguments).
+    for (i, &v) in idx.iter().enumerate() {
+        if i == d {
+            continue;
+        }
+        let same = match original.iter().find(|o| o.results.contains(&v)) {
+            Some(o) => matches!(o.op, Op::Constant(_)),
+            None => !args.contains(&v),
+        };
+        if !same {
+            return None;
+        }
+    }
+    let at: Vec<usize> = starts.iter().map(|&s| s + p).collect();
+    let dus: Vec<&Operation> = at.iter().map(|&i| ops.get(i)).collect::<Option<_>>()?;
+    for (j, o) in dus.iter().enumerate() {
+        let chained = j == 0 || o.operands.first() == dus[j - 1].results.first();
+        if o.op != Op::DynamicUpdateSlice || o.operands.get(2 + d) != counters.get(j) || !chained {
+            return None;
+        }
+    }
+    // Each stacked state but the last is read by the next copy's update only.
+    for o in &dus[..dus.len() - 1] {
+        let r = o.results[0];
+        let uses: usize = ops
+            .iter()
+            .map(|x| x.operands.iter().filter(|&&v| v == r).count())
+            .sum();
+        if uses != 1 {
+            return None;
+        }
+    }
+    let first = dus[0];
+    let last = dus[dus.len() - 1].results[0];
+    let updates: Vec<ValueId> = dus.iter().map(|o| o.operands[1]).collect();
+    let mut joined = update.clone();
+    joined.shape[d] = len * k as i64;
+    let cat = f.new_value(Type::Tensor(joined));
+    let mut operands = vec![first.operands[0], cat];
+    operands.extend(first.operands[2..].iter().copied());
+    Some((
+        at,
+        [
+            Operation::new(
+                Op::Concatenate {
+                    dimension: d as i64,
+                },
+                updates,
+                vec![cat],
+                loc.clone(),
+            ),
+            Operation::new(Op::DynamicUpdateSlice, operands, vec![last], loc.clone()),
+        ],
+    ))
 }
 
 #[cfg(test)]
@@ -328,6 +463,53 @@ func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
   }
   return %r#1 : tensor<64xf32>
 }"#;
+
+    const SCAN: &str = r#"
+func.func @main(%x: tensor<64xf32>) -> tensor<STACKx2xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %s0 = stablehlo.broadcast_in_dim %z, dims = [] : (tensor<f32>) -> tensor<STACKx2xf32>
+  %r:3 = stablehlo.while(%i = %c0, %v = %x, %s = %s0) : tensor<i32>, tensor<64xf32>, tensor<STACKx2xf32>
+   cond {
+    %n = stablehlo.constant dense<16> : tensor<i32>
+    %p = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %zero = stablehlo.constant dense<0> : tensor<i32>
+    %a = stablehlo.sine %v : tensor<64xf32>
+    %y = stablehlo.slice %a [0:2] : (tensor<64xf32>) -> tensor<2xf32>
+    %u = stablehlo.reshape %y : (tensor<2xf32>) -> tensor<1x2xf32>
+    %t = stablehlo.dynamic_update_slice %s, %u, %i, %zero : (tensor<STACKx2xf32>, tensor<1x2xf32>, tensor<i32>, tensor<i32>) -> tensor<STACKx2xf32>
+    %j = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %j, %a, %t : tensor<i32>, tensor<64xf32>, tensor<STACKx2xf32>
+  }
+  return %r#2 : tensor<STACKx2xf32>
+}"#;
+
+    fn updates_in_body(src: &str) -> usize {
+        let m = crate::frontend::text::parse_module(src, "t").expect("parse");
+        let f = prepare(&m, "main").expect("prepare");
+        let body = f.body.as_ref().expect("body");
+        let w = body
+            .ops
+            .iter()
+            .find(|o| o.op == crate::ir::Op::While)
+            .expect("while");
+        w.regions[1]
+            .ops
+            .iter()
+            .filter(|o| o.op == crate::ir::Op::DynamicUpdateSlice)
+            .count()
+    }
+
+    #[test]
+    fn stacked_outputs_take_one_update_a_trip() {
+        // 16 steps, 8 a trip: the eight adjacent one-row updates are one of eight rows.
+        assert_eq!(updates_in_body(&SCAN.replace("STACK", "16")), 1);
+        // A stack shorter than the steps would clamp the last updates: they stay apart.
+        assert_eq!(updates_in_body(&SCAN.replace("STACK", "12")), 8);
+    }
 
     #[test]
     fn counted_loops_run_k_iterations_a_trip() {
