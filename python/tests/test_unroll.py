@@ -102,11 +102,11 @@ def test_unrolled_loops_launch_less(tmp_path):
 
 @pytest.mark.parametrize("rows", [32, 20])
 def test_stacked_updates_combined_or_clamped(gpu, rows):
-    # Updates of two rows at a counter stepping by 2, 16 steps, unrolled 8 a trip: with 20
-    # rows the later updates clamp (they overwrite the last rows). (JAX wraps the index in
-    # a negative-index select, so these updates stay apart; a scan's stacking updates, which
-    # index by the counter itself, are combined: test_scan_stacks_outputs and the Rust test
-    # `stacked_outputs_take_one_update_a_trip`.)
+    # Updates of two rows at a counter stepping by 2, 16 steps, unrolled 8 a trip. With 32
+    # rows the 8 updates of a trip are adjacent and become one (JAX's negative-index wrap of
+    # the counter, `select(i < 0, i + 32, i)`, is dropped: the counter is never negative);
+    # with 20 rows the later updates clamp (they overwrite the last rows), so each stays an
+    # update of its own. Both as jax cpu computes them.
     def f(x):
         def body(c):
             i, v, s = c

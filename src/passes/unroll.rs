@@ -42,10 +42,19 @@ pub fn unroll_counted_loops(f: &mut Function) {
     };
     // Decide with the whole function's definitions (constants may live outside the loop).
     let mut plans: HashMap<ValueId, (Counted, u64)> = HashMap::new();
+    // Scalar integer constants, wherever they are defined.
+    let mut consts: HashMap<ValueId, i128> = HashMap::new();
     {
         let mut defs: HashMap<ValueId, &Operation> = HashMap::new();
         let mut loops = Vec::new();
         collect(&body, &mut defs, &mut loops);
+        for (&v, op) in &defs {
+            if let Op::Constant(l) = &op.op {
+                if l.len() == 1 && l.ty.dtype.is_int() {
+                    consts.insert(v, l.get(0).as_i128());
+                }
+            }
+        }
         for op in loops {
             if let Some(plan) = decide(f, op, &defs) {
                 if let Some(&first) = op.results.first() {
@@ -55,7 +64,7 @@ pub fn unroll_counted_loops(f: &mut Function) {
         }
     }
     if !plans.is_empty() {
-        rewrite_region(f, &mut body, &plans);
+        rewrite_region(f, &mut body, &plans, &consts);
         super::dce::eliminate_dead_code(&mut body);
     }
     f.body = Some(body);
@@ -190,10 +199,15 @@ fn decide(
     Some((c, k))
 }
 
-fn rewrite_region(f: &mut Function, region: &mut Region, plans: &HashMap<ValueId, (Counted, u64)>) {
+fn rewrite_region(
+    f: &mut Function,
+    region: &mut Region,
+    plans: &HashMap<ValueId, (Counted, u64)>,
+    consts: &HashMap<ValueId, i128>,
+) {
     for op in &mut region.ops {
         for sub in &mut op.regions {
-            rewrite_region(f, sub, plans);
+            rewrite_region(f, sub, plans, consts);
         }
         if op.op != Op::While {
             continue;
@@ -202,6 +216,7 @@ fn rewrite_region(f: &mut Function, region: &mut Region, plans: &HashMap<ValueId
             continue;
         };
         if let Some(body) = op.regions.get_mut(1) {
+            drop_index_wrap(body, c, consts);
             unroll_body(f, body, c, k);
         }
     }
@@ -222,6 +237,50 @@ fn constant(
         loc.clone(),
     );
     (value, op)
+}
+
+/// JAX wraps a dynamic index `i` as `select(i < 0, i + size, i)` (negative indices count from
+/// the end). A counted loop's counter is never negative when its first and last values are
+/// not: the wrap of the counter is the counter itself, and the copies of an unrolled body then
+/// index by it directly (which [`stacking`] looks for).
+fn drop_index_wrap(body: &mut Region, c: Counted, consts: &HashMap<ValueId, i128>) {
+    let Some(&counter) = body.args.get(c.counter) else {
+        return;
+    };
+    let last = c.init + (c.trips as i128 - 1).max(0) * c.step;
+    if c.init.min(last) < 0 {
+        return;
+    }
+    let def = |v: ValueId| body.ops.iter().find(|o| o.results.contains(&v));
+    let mut subst = HashMap::new();
+    for op in &body.ops {
+        let (Op::Select, [p, a, b], [r]) = (&op.op, &op.operands[..], &op.results[..]) else {
+            continue;
+        };
+        if *b != counter {
+            continue;
+        }
+        let negative = def(*p).is_some_and(|o| {
+            matches!(
+                o.op,
+                Op::Compare {
+                    direction: crate::ir::attr::ComparisonDirection::Lt,
+                    ..
+                }
+            ) && o.operands.first() == Some(&counter)
+                && o.operands.get(1).and_then(|z| consts.get(z)) == Some(&0)
+        });
+        let wrapped = def(*a).is_some_and(|o| {
+            o.op == Op::Binary(BinaryOp::Add)
+                && o.operands.len() == 2
+                && o.operands.contains(&counter)
+                && o.operands.iter().any(|z| consts.contains_key(z))
+        });
+        if negative && wrapped {
+            subst.insert(*r, counter);
+        }
+    }
+    super::rewrite::substitute(body, &subst);
 }
 
 fn unroll_body(f: &mut Function, body: &mut Region, c: Counted, k: u64) {
