@@ -71,59 +71,7 @@ pub fn copy_ops(
     dst: &mut Function,
     map: &mut HashMap<ValueId, ValueId>,
 ) -> Vec<Operation> {
-    ops.iter().map(|op| copy_op(src, op, dst, map)).collect()
-}
-
-fn fresh(
-    src: &Function,
-    v: ValueId,
-    dst: &mut Function,
-    map: &mut HashMap<ValueId, ValueId>,
-) -> ValueId {
-    let ty = src
-        .values
-        .get(v.index())
-        .cloned()
-        .unwrap_or(crate::ir::Type::Token);
-    let n = dst.new_value(ty);
-    map.insert(v, n);
-    n
-}
-
-fn copy_op(
-    src: &Function,
-    op: &Operation,
-    dst: &mut Function,
-    map: &mut HashMap<ValueId, ValueId>,
-) -> Operation {
-    let operands = op
-        .operands
-        .iter()
-        .map(|v| map.get(v).copied().unwrap_or(*v))
-        .collect();
-    let regions = op
-        .regions
-        .iter()
-        .map(|r| {
-            let args = r.args.iter().map(|&a| fresh(src, a, dst, map)).collect();
-            Region {
-                args,
-                ops: copy_ops(src, &r.ops, dst, map),
-            }
-        })
-        .collect();
-    let results = op
-        .results
-        .iter()
-        .map(|&r| fresh(src, r, dst, map))
-        .collect();
-    Operation {
-        op: op.op.clone(),
-        operands,
-        results,
-        regions,
-        loc: op.loc.clone(),
-    }
+    copy_with(&mut Across { src, dst }, ops, map)
 }
 
 /// Copies `ops` of `f` within `f` itself, like [`copy_ops`]: every value the copies define is
@@ -133,25 +81,59 @@ pub fn copy_ops_within(
     ops: &[Operation],
     map: &mut HashMap<ValueId, ValueId>,
 ) -> Vec<Operation> {
-    ops.iter().map(|op| copy_op_within(f, op, map)).collect()
+    copy_with(&mut Within(f), ops, map)
 }
 
-fn fresh_within(f: &mut Function, v: ValueId, map: &mut HashMap<ValueId, ValueId>) -> ValueId {
-    let ty = f
-        .values
+/// Where copied values get their fresh ids: a new value of the same type as `v`.
+trait Fresh {
+    fn fresh(&mut self, v: ValueId) -> ValueId;
+}
+
+/// Copies from one function into another.
+struct Across<'a> {
+    src: &'a Function,
+    dst: &'a mut Function,
+}
+
+/// Copies within one function.
+struct Within<'a>(&'a mut Function);
+
+fn type_of(f: &Function, v: ValueId) -> crate::ir::Type {
+    f.values
         .get(v.index())
         .cloned()
-        .unwrap_or(crate::ir::Type::Token);
-    let n = f.new_value(ty);
+        .unwrap_or(crate::ir::Type::Token)
+}
+
+impl Fresh for Across<'_> {
+    fn fresh(&mut self, v: ValueId) -> ValueId {
+        self.dst.new_value(type_of(self.src, v))
+    }
+}
+
+impl Fresh for Within<'_> {
+    fn fresh(&mut self, v: ValueId) -> ValueId {
+        let ty = type_of(self.0, v);
+        self.0.new_value(ty)
+    }
+}
+
+fn copy_with(
+    cx: &mut impl Fresh,
+    ops: &[Operation],
+    map: &mut HashMap<ValueId, ValueId>,
+) -> Vec<Operation> {
+    ops.iter().map(|op| copy_op(cx, op, map)).collect()
+}
+
+/// A fresh value for `v`, recorded in `map`.
+fn fresh(cx: &mut impl Fresh, v: ValueId, map: &mut HashMap<ValueId, ValueId>) -> ValueId {
+    let n = cx.fresh(v);
     map.insert(v, n);
     n
 }
 
-fn copy_op_within(
-    f: &mut Function,
-    op: &Operation,
-    map: &mut HashMap<ValueId, ValueId>,
-) -> Operation {
+fn copy_op(cx: &mut impl Fresh, op: &Operation, map: &mut HashMap<ValueId, ValueId>) -> Operation {
     let operands = op
         .operands
         .iter()
@@ -161,18 +143,14 @@ fn copy_op_within(
         .regions
         .iter()
         .map(|r| {
-            let args = r.args.iter().map(|&a| fresh_within(f, a, map)).collect();
+            let args = r.args.iter().map(|&a| fresh(cx, a, map)).collect();
             Region {
                 args,
-                ops: copy_ops_within(f, &r.ops, map),
+                ops: copy_with(cx, &r.ops, map),
             }
         })
         .collect();
-    let results = op
-        .results
-        .iter()
-        .map(|&r| fresh_within(f, r, map))
-        .collect();
+    let results = op.results.iter().map(|&r| fresh(cx, r, map)).collect();
     Operation {
         op: op.op.clone(),
         operands,
