@@ -666,19 +666,9 @@ pub(crate) fn max_evaluations() -> u64 {
         .unwrap_or(MAX_EVALUATIONS)
 }
 
-/// Elementwise ops: each result element from the element of each operand at the same index
-/// (or from a 0-d operand).
+/// Elementwise ops ([`Op::is_elementwise`]).
 pub(crate) fn elementwise(op: &Operation) -> bool {
-    matches!(
-        op.op,
-        Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Compare { .. }
-            | Op::Select
-            | Op::Clamp
-            | Op::Convert
-            | Op::ReducePrecision { .. }
-    )
+    op.op.is_elementwise()
 }
 
 /// Ops that read each operand at the index they are computed at (so a value they read is

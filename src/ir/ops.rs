@@ -462,3 +462,20 @@ pub enum Op {
         attrs: Vec<(String, Attr)>,
     },
 }
+
+impl Op {
+    /// Elementwise ops: each result element from the element of each operand at the same index
+    /// (or from a 0-d operand). Fusion fuses them into any kernel; unrolling copies them.
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            Op::Unary(_)
+                | Op::Binary(_)
+                | Op::Compare { .. }
+                | Op::Select
+                | Op::Clamp
+                | Op::Convert
+                | Op::ReducePrecision { .. }
+        )
+    }
+}

@@ -141,30 +141,24 @@ fn work(f: &Function, op: &Operation) -> u64 {
 /// saves no launch and only adds kernels to compile (a small GRU's value and gradient: 50
 /// kernels, 112 with its scans unrolled).
 fn fuses_across_copies(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Compare { .. }
-            | Op::Select
-            | Op::Clamp
-            | Op::Convert
-            | Op::BitcastConvert
-            | Op::ReducePrecision { .. }
-            | Op::Constant(_)
-            | Op::Iota { .. }
-            | Op::BroadcastInDim { .. }
-            | Op::Reshape
-            | Op::Transpose { .. }
-            | Op::Slice { .. }
-            | Op::DynamicSlice { .. }
-            | Op::DynamicUpdateSlice
-            | Op::Concatenate { .. }
-            | Op::Pad { .. }
-            | Op::Reverse { .. }
-            | Op::Reduce { .. }
-            | Op::Return
-    )
+    op.is_elementwise()
+        || matches!(
+            op,
+            Op::BitcastConvert
+                | Op::Constant(_)
+                | Op::Iota { .. }
+                | Op::BroadcastInDim { .. }
+                | Op::Reshape
+                | Op::Transpose { .. }
+                | Op::Slice { .. }
+                | Op::DynamicSlice { .. }
+                | Op::DynamicUpdateSlice
+                | Op::Concatenate { .. }
+                | Op::Pad { .. }
+                | Op::Reverse { .. }
+                | Op::Reduce { .. }
+                | Op::Return
+        )
 }
 
 /// The counter and the unroll factor of `op`, when it is a counted loop worth unrolling.
@@ -185,12 +179,9 @@ fn decide(
         total = total.saturating_add(work(f, o));
     });
     // The counter must be a scalar integer the copies can offset.
-    let counter_ty = match f.ty(*body.args.get(c.counter)?) {
-        Type::Tensor(t) if t.rank() == 0 && t.dtype.is_int() => t.clone(),
-        _ => return None,
-    };
-    let _ = counter_ty;
-    if !simple || total > MAX_WORK || c.trips < 2 {
+    let scalar_int = matches!(f.ty(*body.args.get(c.counter)?),
+        Type::Tensor(t) if t.rank() == 0 && t.dtype.is_int());
+    if !scalar_int || !simple || total > MAX_WORK || c.trips < 2 {
         return None;
     }
     let k = (2..=MAX_FACTOR.min(c.trips))
