@@ -165,6 +165,47 @@ pub fn estimate(f: &Function, op: &Operation, kernels: usize, rates: Rates) -> O
     })
 }
 
+/// Least simple-op work per element for [`amplified`] to write a value (below it, the sums and
+/// selects of a row chain, recomputing is never the dear part).
+const AMPLIFIED_MIN_WORK: f64 = 6.0;
+
+/// How many times cheaper writing an [`amplified`] value must look, and how many launches more
+/// it must save: a `tanh` of a bias broadcast over the 300 rows of a dot's epilogue stays
+/// there (lavapipe: 0.13 ms of `tanh` in the epilogue against a launch of 0.02-0.05 ms).
+const AMPLIFIED_MARGIN: f64 = 4.0;
+const AMPLIFIED_LAUNCHES: f64 = 8.0;
+
+/// Whether fused value `op`, read by kernels that evaluate it `evaluations` times in all,
+/// should be written by a kernel of its own because those kernels evaluate it far more often
+/// than it has elements: a per-row `log` or `rsqrt` broadcast along the rows of a large
+/// kernel is computed once per element there (one-hot cross-entropy's `log(sum(exp))`:
+/// 4M logarithms for 4096 rows). Written once, each reader loads it instead; the estimate
+/// weighs the extra evaluations against one more launch and the reads.
+pub fn amplified(f: &Function, op: &Operation, evaluations: f64, rates: Rates) -> bool {
+    let work = op_work(f, op);
+    if work < AMPLIFIED_MIN_WORK || op.results.len() != 1 {
+        return false;
+    }
+    let Some(t) = op.results.first().and_then(|r| f.ty(*r).as_tensor()) else {
+        return false;
+    };
+    if !t.is_static() {
+        return false;
+    }
+    let e = t.num_elements() as f64;
+    if evaluations < 8.0 * e {
+        return false;
+    }
+    let out = t.dtype.byte_size().max(1) as f64;
+    let again_ns = evaluations * work / rates.ops_per_ns;
+    let written_ns = rates.launch_ns
+        + e * (work / rates.ops_per_ns + out / rates.bytes_per_ns)
+        // A reader's load of a value it broadcasts mostly hits a cache: priced as one op.
+        + evaluations / rates.ops_per_ns;
+    // Only a clear win: the per-op work is a rough guess, and a kernel fewer is a sure gain.
+    AMPLIFIED_MARGIN * written_ns + AMPLIFIED_LAUNCHES * rates.launch_ns < again_ns
+}
+
 /// Whether computing `op`'s result again in each of the `kernels` kernels that read it costs
 /// less than writing it once to a buffer of its own and reading it back in each (true for
 /// one kernel).
@@ -258,6 +299,36 @@ func.func @main(%a: tensor<{n}xf32>, %b: tensor<{n}xf32>) -> (tensor<{n}xf32>, t
             gpu.contains("tanh read by 2 kernels: computed in each"),
             "{gpu}"
         );
+    }
+
+    /// A per-row logarithm of `rows` rows broadcast along rows of 1000 into a row reduction.
+    fn per_row_log(rows: usize) -> String {
+        format!(
+            r#"
+func.func @main(%s: tensor<{rows}xf32>, %x: tensor<{rows}x1000xf32>) -> tensor<{rows}xf32> {{
+  %l = stablehlo.log %s : tensor<{rows}xf32>
+  %b = stablehlo.broadcast_in_dim %l, dims = [0] : (tensor<{rows}xf32>) -> tensor<{rows}x1000xf32>
+  %d = stablehlo.subtract %x, %b : tensor<{rows}x1000xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = stablehlo.reduce(%d init: %z) applies stablehlo.add across dimensions = [1] : (tensor<{rows}x1000xf32>, tensor<f32>) -> tensor<{rows}xf32>
+  return %r : tensor<{rows}xf32>
+}}"#
+        )
+    }
+
+    #[test]
+    fn a_per_row_logarithm_is_written_once_not_computed_per_element() {
+        // 4M logarithms for 4096 rows on lavapipe; a GPU computes them faster than it launches.
+        let src = per_row_log(4096);
+        assert!(written(&src, true));
+        assert!(!written(&src, false));
+        let notes = with_partition(&src, true, |region, p| p.describe(region));
+        assert!(
+            notes.contains("stablehlo.log evaluated 4096000 times for 4096 elements"),
+            "{notes}"
+        );
+        // Four rows: the launch would cost more than the logarithms.
+        assert!(!written(&per_row_log(4), true));
     }
 
     #[test]

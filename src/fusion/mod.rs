@@ -538,7 +538,21 @@ fn partition_forced(
                     ));
                 }
                 let deep = inlined > max_evals && !leaf(f, op);
-                if must.contains(r) || !(kept || priced) || deep {
+                // Evaluated far more often than it has elements (broadcast into a larger
+                // kernel): written once where the model says that is cheaper.
+                let amplified = model
+                    && (kept || priced)
+                    && !leaf(f, op)
+                    && cost::amplified(f, op, kernel_elements(f, ops, &readers), rates);
+                if amplified {
+                    duplication.push(format!(
+                        "{r} = {} evaluated {:.0} times for {} elements: written once",
+                        op.name(),
+                        kernel_elements(f, ops, &readers),
+                        f.ty(*r).as_tensor().map_or(0, |t| t.num_elements())
+                    ));
+                }
+                if must.contains(r) || !(kept || priced) || deep || amplified {
                     materialized.insert(*r);
                     mine.insert(i);
                 } else {
@@ -803,6 +817,24 @@ pub(crate) fn kernel_evaluations(
         contexts.insert(v, out);
     }
     most
+}
+
+/// Elements the kernels rooted at `roots` evaluate their fused values at, in all: a reduce's
+/// operand elements, another kernel's result elements.
+fn kernel_elements(f: &Function, ops: &[Operation], roots: &BTreeSet<usize>) -> f64 {
+    let count = |v: Option<&ValueId>| {
+        v.and_then(|v| f.ty(*v).as_tensor())
+            .filter(|t| t.is_static())
+            .map_or(0.0, |t| t.num_elements() as f64)
+    };
+    roots
+        .iter()
+        .filter_map(|&k| ops.get(k))
+        .map(|op| match op.op {
+            Op::Reduce { .. } => count(op.operands.first()),
+            _ => count(op.results.first()),
+        })
+        .sum()
 }
 
 /// Whether value `a` (when there is one) has as many elements as `b`.
