@@ -53,6 +53,12 @@ CASES = {
         lambda x: (x - x.mean(-1, keepdims=True)) / (1.0 + jnp.abs(x).max(-1, keepdims=True)) + jnp.square(x).sum(-1, keepdims=True),
         (64, 200),
     ),
+    # Full reductions of per-row values reduce rows first (`passes::rows_first`).
+    "full sum of shifted exponentials": (lambda x: jnp.exp(x - x.max(-1, keepdims=True)).sum(), (64, 200)),
+    "full max of scaled rows over two dims": (
+        lambda x: (x / jnp.abs(x).sum((-2, -1), keepdims=True)).max((0, 2, 3)),
+        (6, 5, 16, 40),
+    ),
     "column reduction": (lambda x: jax.nn.softmax(x, axis=0), (256, 40)),
     # CPU adapters with 8 lanes: each lane holds 127 elements of a row in registers, the last
     # one only on two lanes (1010 = 126 x 8 + 2).

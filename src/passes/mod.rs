@@ -11,6 +11,7 @@ pub mod inline;
 pub mod narrow_dots;
 pub mod narrow_scatters;
 pub mod rewrite;
+pub mod rows_first;
 pub mod scatter_add;
 pub mod static_shapes;
 pub mod tokens;
@@ -22,7 +23,8 @@ use crate::ir::{verify, Function, Module};
 
 /// Verifies `module`, inlines everything into `entry`, turns tokens into empty tensors, makes
 /// known dynamic shapes static, canonicalizes, merges repeated ops (`cse`), adds scatters into zeros into what they are
-/// added to (`scatter_add`), folds transposes of dot results and of dot
+/// added to (`scatter_add`), reduces rows first where a full reduction reads per-row values
+/// (`rows_first`), folds transposes of dot results and of dot
 /// operands into the dots (`dot_transpose`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`), scatters into narrow
 /// types that set, add, multiply or take maxima/minima in 32 bits (`narrow_scatters`), splits
 /// convolutions with lhs dilation into one per output phase (`conv_phases`), unrolls counted
@@ -40,6 +42,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     }
     cse::eliminate_common_subexpressions(&mut f);
     scatter_add::scatter_add_into_operand(&mut f);
+    rows_first::reduce_rows_first(&mut f);
     dot_transpose::transpose_into_dot(&mut f);
     dot_transpose::operand_transposes_into_dot(&mut f);
     narrow_dots::upcast_narrow_dots(&mut f);
