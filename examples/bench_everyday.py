@@ -6,7 +6,8 @@ largest cpu value), then the median of timed runs, and the ratio.
 
 Sorting, top_k, medians, permutations and scatters of a million elements, segment sums and
 bincounts, jax.random at 16M, LU-based solve / inv / slogdet, a Gaussian process's likelihood
-and its gradient at 1000 points, a GRU's value and gradient through `lax.scan`, row reductions. Ratios, not absolute times, are the point: the machines are noisy.
+and its gradient at 1000 points, a GRU's value and gradient through `lax.scan`, row reductions,
+a one-hot cross-entropy and its gradient. Ratios, not absolute times, are the point: the machines are noisy.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ def gp_nll(x, y):
     chol = jnp.linalg.cholesky(k)
     alpha = jax.scipy.linalg.cho_solve((chol, True), y)
     return -0.5 * y @ alpha - jnp.log(jnp.diag(chol)).sum()
+
+
+def xent(logits, labels):
+    """Mean cross-entropy of one-hot labels, as a classifier's loss is written."""
+    lp = jax.nn.log_softmax(logits)
+    return -(jax.nn.one_hot(labels, logits.shape[1]) * lp).sum() / logits.shape[0]
 
 
 def gru_grads(p, xs, ys):
@@ -88,6 +95,8 @@ def cases():
         "GP likelihood n=1000": (gp_nll, (gx, gy)),
         "GP gradient n=1000": (jax.grad(gp_nll), (gx, gy)),
         "GRU value and gradient (H128 D64 T50 B32)": (gru_grads, (gru_p, gru_x, gru_y)),
+        "cross-entropy 4096x1000": (xent, (x[:, :1000], ids[:4096] % 1000)),
+        "cross-entropy grad 4096x1000": (jax.grad(xent), (x[:, :1000], ids[:4096] % 1000)),
         "logsumexp rows 4096x1024": (lambda x: jax.nn.logsumexp(x, axis=1), (x,)),
         "layernorm 4096x1024": (
             lambda x: (x - x.mean(1, keepdims=True)) / jnp.sqrt(x.var(1, keepdims=True) + 1e-5),

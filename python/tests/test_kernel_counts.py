@@ -54,6 +54,21 @@ def test_log_softmax_is_one_kernel(gpu, tmp_path, monkeypatch):
     assert n == 1
 
 
+def cross_entropy(logits, labels):
+    lp = jax.nn.log_softmax(logits)
+    return -(jax.nn.one_hot(labels, logits.shape[1]) * lp).sum() / logits.shape[0]
+
+
+def test_cross_entropy_reduces_rows_in_one_kernel(gpu, tmp_path, monkeypatch):
+    # The full sum reads each row's max and log(sum(exp)): reduced by rows first
+    # (`passes::rows_first`), it is one more pass of the row kernel, then a sum of 512 values
+    # and the scaling; the gradient's one-hot row sum joins the row kernel as a sibling.
+    x = normal((512, 1000))
+    y = (np.arange(512) * 7 % 1000).astype(np.int32)
+    assert kernels(gpu, tmp_path, monkeypatch, cross_entropy, x, y, rtol=1e-5) <= 3
+    assert kernels(gpu, tmp_path / "grad", monkeypatch, jax.grad(cross_entropy), x, y) == 1
+
+
 def test_layernorm_is_one_kernel(gpu, tmp_path, monkeypatch):
     args = (normal((4, 64, 384)), normal((384,), 1), normal((384,), 2))
     assert kernels(gpu, tmp_path, monkeypatch, layernorm, *args) == 1

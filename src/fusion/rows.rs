@@ -321,7 +321,7 @@ pub fn fuse(f: &Function, region: &Region, p: Partition, max_bindings: usize) ->
                 // joins the pass that reads them: the rows are read once for both.
                 if !taken[j]
                     && g2.kind == KernelKind::Reduce
-                    && infos[j].reads.iter().any(|v| infos[i].reads.contains(v))
+                    && siblings(f, &m.rows, &infos[i], &infos[j])
                 {
                     attempt(f, region, &p, &infos, &mut m, j, g2, max_bindings);
                 }
@@ -346,6 +346,22 @@ pub fn fuse(f: &Function, region: &Region, p: Partition, max_bindings: usize) ->
         return p;
     }
     rebuild(p, &infos, merges)
+}
+
+/// Whether reductions reading `a` and `b` over the same rows share the pass over them: they
+/// read the same tensor, or one reads nothing larger than a value per row (the one-hot sum of
+/// a cross-entropy gradient reads only the labels), so the merged kernel reads no more of
+/// the large tensors than the other alone.
+fn siblings(f: &Function, rows: &Rows, a: &NodeInfo, b: &NodeInfo) -> bool {
+    let per_row: usize = rows.row_sizes().iter().product::<i64>().max(1) as usize;
+    let small = |info: &NodeInfo| {
+        info.reads.iter().all(|v| {
+            f.ty(*v)
+                .as_tensor()
+                .is_some_and(|t| t.is_static() && t.num_elements() <= per_row)
+        })
+    };
+    a.reads.iter().any(|v| b.reads.contains(v)) || small(a) || small(b)
 }
 
 /// Adds kernel `g` (node `k`) to `m` when it may join and the merged kernel stays within the
