@@ -494,6 +494,8 @@ fn partition_forced(
     // one kernel is computed there once.
     let rates = cost::Rates::for_adapter(cpu_adapter);
     let model = cost::enabled();
+    // `WGPU_HLO_AMPLIFIED=0` keeps values broadcast into larger kernels fused (comparisons).
+    let amplify = !switched_off("WGPU_HLO_AMPLIFIED");
     let mut kernels: HashMap<ValueId, BTreeSet<usize>> = HashMap::new();
     let mut duplication = Vec::new();
     let mut twice: HashSet<ValueId> = HashSet::new();
@@ -541,6 +543,7 @@ fn partition_forced(
                 // Evaluated far more often than it has elements (broadcast into a larger
                 // kernel): written once where the model says that is cheaper.
                 let amplified = model
+                    && amplify
                     && (kept || priced)
                     && !leaf(f, op)
                     && cost::amplified(f, op, kernel_elements(f, ops, &readers), rates);
