@@ -453,3 +453,30 @@ def test_geqrf_and_householder_product(gpu):
     g, c = on(gpu, f, a), on(CPU, f, a)
     assert g[0] == c[0]
     np.testing.assert_allclose(g[1], c[1], rtol=1e-5)
+
+
+def test_qr_panels_by_kernel(gpu, tmp_path, monkeypatch):
+    # Each panel of 32 columns is one `custom_call @wgpu_hlo.householder_panel` (a workgroup
+    # runs its columns) instead of ~8 launches a column; LAPACK's signs and its untouched
+    # columns (already zero below the diagonal) as before.
+    import glob
+
+    tall = rand((300, 200), seed=21)
+    tall[:, 40] = 0
+    tall[150:, 41] = 0
+    wide = rand((70, 300), seed=22)
+    wide[:, 3] = 0
+    for a in [tall, wide, rand((3, 96, 96), seed=23)]:
+        monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+        got = on(gpu, jnp.linalg.qr, a)
+        monkeypatch.delenv("WGPU_HLO_DUMP")
+        want = on(CPU, jnp.linalg.qr, a)
+        for g, w in zip(got, want):
+            assert_close(g, w, 2e-4)
+    kernels = [open(p).read() for p in glob.glob(str(tmp_path / "*.wgsl"))]
+    assert any("householder_panel" in k for k in kernels)
+    # The loop of JAX ops the kernel replaces gives the same factors.
+    monkeypatch.setenv("WGPU_HLO_QR", "loop")
+    loop = on(gpu, jnp.linalg.qr, tall)
+    for g, w in zip(loop, on(CPU, jnp.linalg.qr, tall)):
+        assert_close(g, w, 2e-4)

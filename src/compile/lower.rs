@@ -686,7 +686,7 @@ impl<'f, 't> Lowering<'f, 't> {
     /// long prefix scans, large FFTs, `cholesky`, `triangular_solve`), or `None` for other ops.
     fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
         use crate::codegen::op_kernels::{
-            fft, jacobi, linalg, lu, reduce_window, scan, scatter, sort,
+            fft, householder, jacobi, linalg, lu, reduce_window, scan, scatter, sort,
         };
         use crate::fusion::in_place::in_place_scatter;
         if op
@@ -712,6 +712,9 @@ impl<'f, 't> Lowering<'f, 't> {
                 jacobi::plan(&name, f, op, c, target).map(Some)
             }
             Op::CustomCall(ref c) if lu::handles(c) => lu::plan(&name, f, op, target).map(Some),
+            Op::CustomCall(ref c) if householder::handles(c) => {
+                householder::plan(&name, f, op, target).map(Some)
+            }
             // Non-overlapping scatters update in place instead (`op_step`).
             Op::Scatter { .. } if !in_place_scatter(f, op) => {
                 scatter::sorted(&name, f, defs, op, target)

@@ -9,7 +9,9 @@ that runs it on the host:
 * `eigh` (real symmetric): parallel two-sided Jacobi (round-robin ordering: n/2 disjoint
   rotations per step, n - 1 steps per sweep, sweeps until the off-diagonal part is below
   working precision), eigenvalues sorted ascending.
-* `qr`: blocked Householder reflections (panels in compact WY form; full or reduced Q).
+* `qr`: blocked Householder reflections (panels in compact WY form; full or reduced Q); each
+  f32 panel's columns run in one `custom_call @wgpu_hlo.householder_panel` (`WGPU_HLO_QR=loop`:
+  a loop of JAX ops, ~8 launches a column).
 * `svd` (real): parallel one-sided Jacobi (Hestenes) rotations of column pairs, singular
   values sorted descending; a full U is completed with Householder QR.
 * `eig`, `schur`, `hessenberg`, `tridiagonal`, and the complex (pivoted, subset) variants of
@@ -289,6 +291,123 @@ _PANEL = 32
 """Columns per panel of the blocked Householder QR."""
 
 
+def _householder_panel_loop(p0, j0):
+    """The reflectors of panel `p0` (`m x b`) whose first column is column `j0` of the matrix,
+    one column at a time in a loop of JAX ops (about 8 kernels a column): `(p, v, tau)`."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    m, b = p0.shape
+    dtype = p0.dtype
+    rows = jnp.arange(m)
+
+    def step(jj, state):
+        p, v, tau_p = state
+        j = j0 + jj
+        raw = lax.dynamic_index_in_dim(p, jj, 1, False)
+        col = jnp.where(rows >= j, raw, 0)
+        # Computed over the column's largest magnitude: squares of entries past 1e19
+        # overflowed and below 1e-19 flushed to zero (R was NaN, or 4% off).
+        top = jnp.max(jnp.abs(col))
+        scale = jnp.where(top > 0, top, 1)
+        x = col / scale
+        alpha = jnp.sum(jnp.where(rows == j, x, 0))
+        rest = jnp.where(rows > j, x, 0)
+        xnorm = jnp.sqrt(jnp.sum(rest * rest))
+        # LAPACK's conventions (what jax cpu and numpy return): sign(0) = +1, and no
+        # reflection where the column is already zero below the diagonal.
+        reflect = xnorm > 0
+        norm = jnp.sqrt(alpha * alpha + xnorm * xnorm)
+        beta = jnp.where(alpha >= 0, -norm, norm)
+        safe_beta = jnp.where(reflect, beta, 1)
+        tau = jnp.where(reflect, (beta - alpha) / safe_beta, 0)
+        inv = 1 / jnp.where(reflect, alpha - beta, 1)
+        vcol = jnp.where(reflect, rest * inv + jnp.where(rows == j, 1, 0).astype(dtype), 0)
+        p = p - vcol[:, None] * (tau * (vcol @ p))[None, :]
+        # The column itself: beta on the diagonal and zeros below, as LAPACK stores it.
+        reduced = jnp.where(rows == j, beta * scale, jnp.where(rows > j, 0, raw))
+        p = jnp.where(
+            reflect & (jnp.arange(b) == jj)[None, :], reduced[:, None], p
+        )
+        v = lax.dynamic_update_index_in_dim(v, vcol, jj, 1)
+        tau_p = lax.dynamic_update_index_in_dim(tau_p, tau, jj, 0)
+        return p, v, tau_p
+
+    return lax.fori_loop(0, b, step, (p0, jnp.zeros((m, b), dtype), jnp.zeros((b,), dtype)))
+
+
+_PANEL_PRIMITIVE: list = []
+
+
+def _householder_panel_primitive():
+    """`wgpu_householder_panel(p, j0) -> (p, v, tau)`: `_householder_panel_loop` as
+    `custom_call @wgpu_hlo.householder_panel` (one workgroup per panel runs its columns,
+    `src/codegen/op_kernels/householder.rs`). Batched panels keep their batch dimensions
+    in front; a batched `j0` runs the loop under `vmap`."""
+    if _PANEL_PRIMITIVE:
+        return _PANEL_PRIMITIVE[0]
+    import jax
+    from jax.extend.core import Primitive
+    from jax._src import core
+    from jax._src.interpreters import batching, mlir
+
+    prim = Primitive("wgpu_householder_panel")
+    prim.multiple_results = True
+
+    def abstract(p, j0):
+        *batch, m, b = p.shape
+        return [
+            core.ShapedArray(p.shape, p.dtype),
+            core.ShapedArray(p.shape, p.dtype),
+            core.ShapedArray(tuple(batch) + (b,), p.dtype),
+        ]
+
+    def lowering(ctx, p, j0):
+        types = [mlir.aval_to_ir_type(ctx.module_context, v) for v in ctx.avals_out]
+        op = mlir.custom_call(
+            "wgpu_hlo.householder_panel", result_types=types, operands=[p, j0], api_version=1
+        )
+        return list(op.results)
+
+    def batch(args, dims):
+        import jax.numpy as jnp
+
+        (p, j0), (pd, jd) = args, dims
+        if jd is None:
+            return prim.bind(batching.moveaxis(p, pd, 0), j0), [0, 0, 0]
+        j0 = batching.moveaxis(j0, jd, 0)
+        if pd is None:
+            p = jnp.broadcast_to(p, j0.shape[:1] + p.shape)
+        else:
+            p = batching.moveaxis(p, pd, 0)
+        loop = _householder_panel_loop
+        for _ in range(p.ndim - 3):
+            loop = jax.vmap(loop, in_axes=(0, None))
+        return list(jax.vmap(loop)(p, j0)), [0, 0, 0]
+
+    prim.def_abstract_eval(abstract)
+    mlir.register_lowering(prim, lowering)
+    batching.primitive_batchers[prim] = batch
+    _PANEL_PRIMITIVE.append(prim)
+    return prim
+
+
+def _householder_panel(p0, j0):
+    """One panel's reflectors (`_householder_panel_loop`): by the panel kernel for f32 panels
+    of at most 64 columns, unless `WGPU_HLO_QR=loop`."""
+    import os
+
+    import jax.numpy as jnp
+
+    if (
+        p0.dtype == jnp.float32
+        and p0.shape[-1] <= 64
+        and os.environ.get("WGPU_HLO_QR", "") != "loop"
+    ):
+        return tuple(_householder_panel_primitive().bind(p0, jnp.asarray(j0, jnp.int32)))
+    return _householder_panel_loop(p0, j0)
+
+
 def _householder_factor(a):
     """Blocked Householder QR of one `m x n` matrix (min(m, n) > 0): each panel of `_PANEL`
     columns is factored one reflection at a time (work on the panel only), then applied to
@@ -319,42 +438,8 @@ def _householder_factor(a):
         r, vs, t_invs, taus = state
         j0 = i * b
 
-        def step(jj, state):
-            p, v, tau_p = state
-            j = j0 + jj
-            raw = lax.dynamic_index_in_dim(p, jj, 1, False)
-            col = jnp.where(rows >= j, raw, 0)
-            # Computed over the column's largest magnitude: squares of entries past 1e19
-            # overflowed and below 1e-19 flushed to zero (R was NaN, or 4% off).
-            top = jnp.max(jnp.abs(col))
-            scale = jnp.where(top > 0, top, 1)
-            x = col / scale
-            alpha = jnp.sum(jnp.where(rows == j, x, 0))
-            rest = jnp.where(rows > j, x, 0)
-            xnorm = jnp.sqrt(jnp.sum(rest * rest))
-            # LAPACK's conventions (what jax cpu and numpy return): sign(0) = +1, and no
-            # reflection where the column is already zero below the diagonal.
-            reflect = xnorm > 0
-            norm = jnp.sqrt(alpha * alpha + xnorm * xnorm)
-            beta = jnp.where(alpha >= 0, -norm, norm)
-            safe_beta = jnp.where(reflect, beta, 1)
-            tau = jnp.where(reflect, (beta - alpha) / safe_beta, 0)
-            inv = 1 / jnp.where(reflect, alpha - beta, 1)
-            vcol = jnp.where(reflect, rest * inv + jnp.where(rows == j, 1, 0).astype(dtype), 0)
-            p = p - vcol[:, None] * (tau * (vcol @ p))[None, :]
-            # The column itself: beta on the diagonal and zeros below, as LAPACK stores it.
-            reduced = jnp.where(rows == j, beta * scale, jnp.where(rows > j, 0, raw))
-            p = jnp.where(
-                reflect & (jnp.arange(b) == jj)[None, :], reduced[:, None], p
-            )
-            v = lax.dynamic_update_index_in_dim(v, vcol, jj, 1)
-            tau_p = lax.dynamic_update_index_in_dim(tau_p, tau, jj, 0)
-            return p, v, tau_p
-
         p0 = lax.dynamic_slice_in_dim(r, j0, b, 1)
-        p, v, tau_p = lax.fori_loop(
-            0, b, step, (p0, jnp.zeros((m, b), dtype), jnp.zeros((b,), dtype))
-        )
+        p, v, tau_p = _householder_panel(p0, j0)
         inv_tau = jnp.where(tau_p != 0, 1 / jnp.where(tau_p != 0, tau_p, 1), 1)
         t_inv = jnp.triu(v.T @ v, 1) + jnp.diag(inv_tau)
         y = lax.linalg.triangular_solve(

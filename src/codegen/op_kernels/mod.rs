@@ -8,6 +8,7 @@
 //! emitted as WGSL functions with `reduce_kernel::emit_body_function`.
 
 pub mod fft;
+pub mod householder;
 pub mod jacobi;
 pub mod linalg;
 pub mod lu;
