@@ -5,7 +5,7 @@ largest cpu value), then the median of timed runs, and the ratio.
     python examples/bench_everyday.py [--runs N] [--only SUBSTR ...]
 
 Sorting, top_k, medians, permutations and scatters of a million elements, segment sums and
-bincounts, jax.random at 16M, LU-based solve / inv / slogdet, a Gaussian process's likelihood
+bincounts, jax.random at 16M, LU-based solve / inv / slogdet, QR, a Gaussian process's likelihood
 and its gradient at 1000 points, a GRU's value and gradient through `lax.scan`, row reductions,
 a one-hot cross-entropy and its gradient. Ratios, not absolute times, are the point: the machines are noisy.
 """
@@ -92,6 +92,8 @@ def cases():
         "solve 512 (one vector)": (jnp.linalg.solve, (a512, b512)),
         "inv 512": (jnp.linalg.inv, (a512,)),
         "slogdet 512": (lambda a: jnp.linalg.slogdet(a)[1], (a512,)),
+        "qr 256": (lambda a: jnp.linalg.qr(a)[1], (a512[:256, :256],)),
+        "qr 512": (lambda a: jnp.linalg.qr(a)[1], (a512,)),
         "GP likelihood n=1000": (gp_nll, (gx, gy)),
         "GP gradient n=1000": (jax.grad(gp_nll), (gx, gy)),
         "GRU value and gradient (H128 D64 T50 B32)": (gru_grads, (gru_p, gru_x, gru_y)),
