@@ -361,7 +361,9 @@ fn siblings(f: &Function, rows: &Rows, a: &NodeInfo, b: &NodeInfo) -> bool {
                 .is_some_and(|t| t.is_static() && t.num_elements() <= per_row)
         })
     };
-    a.reads.iter().any(|v| b.reads.contains(v)) || small(a) || small(b)
+    // `WGPU_HLO_ROW_SIBLINGS=shared`: only siblings sharing a read (for comparisons).
+    let per_row_ok = !std::env::var("WGPU_HLO_ROW_SIBLINGS").is_ok_and(|v| v.trim() == "shared");
+    a.reads.iter().any(|v| b.reads.contains(v)) || (per_row_ok && (small(a) || small(b)))
 }
 
 /// Adds kernel `g` (node `k`) to `m` when it may join and the merged kernel stays within the
