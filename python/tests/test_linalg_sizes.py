@@ -475,6 +475,10 @@ def test_qr_panels_by_kernel(gpu, tmp_path, monkeypatch):
             assert_close(g, w, 2e-4)
     kernels = [open(p).read() for p in glob.glob(str(tmp_path / "*.wgsl"))]
     assert any("householder_panel" in k for k in kernels)
+    # Panels taller than the kernel takes keep the loop (JAX's testPinv1: 400000 x 2).
+    very_tall = rand((40000, 2), seed=24)
+    for g, w in zip(on(gpu, jnp.linalg.qr, very_tall), on(CPU, jnp.linalg.qr, very_tall)):
+        assert_close(g, w, 2e-4)
     # The loop of JAX ops the kernel replaces gives the same factors.
     monkeypatch.setenv("WGPU_HLO_QR", "loop")
     loop = on(gpu, jnp.linalg.qr, tall)

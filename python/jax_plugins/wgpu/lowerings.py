@@ -392,9 +392,15 @@ def _householder_panel_primitive():
     return prim
 
 
+_PANEL_KERNEL_ROWS = 8192
+"""Most rows of a panel the kernel takes: its invocations walk a column's rows within the loop
+bound (a 400000 x 2 panel, `pinv` of a tall matrix in JAX's linalg tests, would loop 50048
+times); taller panels keep the loop."""
+
+
 def _householder_panel(p0, j0):
     """One panel's reflectors (`_householder_panel_loop`): by the panel kernel for f32 panels
-    of at most 64 columns, unless `WGPU_HLO_QR=loop`."""
+    of at most 64 columns and `_PANEL_KERNEL_ROWS` rows, unless `WGPU_HLO_QR=loop`."""
     import os
 
     import jax.numpy as jnp
@@ -402,6 +408,7 @@ def _householder_panel(p0, j0):
     if (
         p0.dtype == jnp.float32
         and p0.shape[-1] <= 64
+        and p0.shape[-2] <= _PANEL_KERNEL_ROWS
         and os.environ.get("WGPU_HLO_QR", "") != "loop"
     ):
         return tuple(_householder_panel_primitive().bind(p0, jnp.asarray(j0, jnp.int32)))
