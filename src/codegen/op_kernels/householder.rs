@@ -19,7 +19,7 @@
 //! panel, the reflectors, the `tau`s) in place; a first kernel fills it and a last one splits
 //! it into the three results.
 
-use super::{temp, Launch, Plan, PARAMS};
+use super::{temp, Plan, PARAMS};
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel;
 use crate::codegen::loop_kernel::Target;
@@ -176,18 +176,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         0,
         target,
     )?;
-    let mut launches = vec![Launch::new(0, Vec::new())];
-    launches.extend(
-        ranges
-            .into_iter()
-            .map(|(a, z)| Launch::updating(1, vec![a as u32, z as u32], 0)),
-    );
-    launches.push(Launch::new(2, Vec::new()));
-    Ok(Plan {
-        kernels: vec![init, columns, split],
-        temps: vec![state_type],
-        launches,
-    })
+    Ok(Plan::ranged(init, columns, split, state_type, ranges))
 }
 
 /// The columns kernel's WGSL: `batch` states of the panel (`m x b`), the reflectors (`m x b`)

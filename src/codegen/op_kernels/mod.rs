@@ -156,6 +156,30 @@ impl Plan {
         }
     }
 
+    /// `init` (writing temporary 0, of type `state`), then `sweep` once per range `(a, z)` of
+    /// `ranges` (its parameters) updating that temporary in place, then `last` (reading it):
+    /// the column sweeps of the LU and Householder panel kernels.
+    pub fn ranged(
+        init: Kernel,
+        sweep: Kernel,
+        last: Kernel,
+        state: TensorType,
+        ranges: Vec<(u64, u64)>,
+    ) -> Plan {
+        let mut launches = vec![Launch::new(0, Vec::new())];
+        launches.extend(
+            ranges
+                .into_iter()
+                .map(|(a, z)| Launch::updating(1, vec![a as u32, z as u32], 0)),
+        );
+        launches.push(Launch::new(2, Vec::new()));
+        Plan {
+            kernels: vec![init, sweep, last],
+            temps: vec![state],
+            launches,
+        }
+    }
+
     /// `init`, then `pass` once per bitonic stage `(k, j)`, then `last`.
     pub fn bitonic(
         init: Kernel,
