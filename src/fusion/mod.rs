@@ -542,16 +542,16 @@ fn partition_forced(
                 let deep = inlined > max_evals && !leaf(f, op);
                 // Evaluated far more often than it has elements (broadcast into a larger
                 // kernel): written once where the model says that is cheaper.
+                let evaluated = kernel_elements(f, ops, &readers);
                 let amplified = model
                     && amplify
                     && (kept || priced)
                     && !leaf(f, op)
-                    && cost::amplified(f, op, kernel_elements(f, ops, &readers), rates);
+                    && cost::amplified(f, op, evaluated, rates);
                 if amplified {
                     duplication.push(format!(
-                        "{r} = {} evaluated {:.0} times for {} elements: written once",
+                        "{r} = {} evaluated {evaluated:.0} times for {} elements: written once",
                         op.name(),
-                        kernel_elements(f, ops, &readers),
                         f.ty(*r).as_tensor().map_or(0, |t| t.num_elements())
                     ));
                 }

@@ -49,29 +49,25 @@ fn walk(f: &mut Function, region: &mut Region) {
             def.insert(*r, i);
         }
     }
-    let mut splits: Vec<(usize, usize)> = Vec::new();
-    for (i, op) in region.ops.iter().enumerate() {
-        if let Some(t0) = split_point(f, &region.ops, &def, op) {
-            splits.push((i, t0));
-        }
-    }
+    // Where each split reduction splits, by position.
+    let splits: HashMap<usize, usize> = region
+        .ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| split_point(f, &region.ops, &def, op).map(|t0| (i, t0)))
+        .collect();
     if splits.is_empty() {
         return;
     }
-    let old = std::mem::take(&mut region.ops);
-    let mut next = splits.into_iter().peekable();
-    for (i, op) in old.into_iter().enumerate() {
-        match next.peek() {
-            Some(&(at, t0)) if at == i => {
-                next.next();
-                region.ops.extend(split(f, op, t0));
-            }
-            _ => region.ops.push(op),
+    for (i, op) in std::mem::take(&mut region.ops).into_iter().enumerate() {
+        match splits.get(&i) {
+            Some(&t0) => region.ops.extend(split(f, op, t0)),
+            None => region.ops.push(op),
         }
     }
 }
 
-/// Where `op` splits: the first of its trailing reduced dimensions, when it is a reduction
+/// Where `op` splits: the first of the trailing reduced dimensions its rows leave, when it is a reduction
 /// this pass splits (see the module comment).
 fn split_point(
     f: &Function,
