@@ -443,6 +443,8 @@ def main():
     ap.add_argument("--budget", type=float, default=3.0, help="seconds of timed runs per case and backend")
     ap.add_argument("--only", nargs="*", help="run only cases whose name contains one of these")
     ap.add_argument("--no-iree", action="store_true")
+    ap.add_argument("--cuda", action="store_true",
+                    help="also time jax's own CUDA backend on the same GPU (JAX_PLATFORMS must include cuda)")
     ap.add_argument("--iree-dir", metavar="DIR", help="run IREE from the vmfbs --iree-export wrote to DIR")
     ap.add_argument("--iree-export", metavar="DIR",
                     help="only compile every case for IREE into DIR (see the module docstring), time nothing")
@@ -484,6 +486,13 @@ def main():
         head += f" {'/floor':>8}"
     if iree is not None:
         head += f" {'iree ms':>10} {'wgpu/iree':>9}"
+    cuda = None
+    if args.cuda:
+        try:
+            cuda = jax.devices("cuda")[0]
+            head += f" {'cuda ms':>10} {'wgpu/cuda':>9}"
+        except RuntimeError as e:
+            print(f"(jax has no cuda backend here: {e})", file=sys.stderr)
     print(head)
     for name, f, host_args in cases():
         if args.only and not any(s in name for s in args.only):
@@ -501,6 +510,13 @@ def main():
             except Exception as e:  # noqa: BLE001 - report and go on
                 line += f" {'-':>10} {'-':>9}"
                 print(f"  (iree: {type(e).__name__}: {str(e).splitlines()[0][:120]})", file=sys.stderr)
+        if cuda is not None:
+            try:
+                tg = timeit(f, jax.device_put(host_args, cuda), args.repeat, args.budget)
+                line += f" {tg * 1e3:10.3f} {tw / tg:9.2f}"
+            except Exception as e:  # noqa: BLE001 - report and go on
+                line += f" {'-':>10} {'-':>9}"
+                print(f"  (cuda: {type(e).__name__}: {str(e).splitlines()[0][:120]})", file=sys.stderr)
         print(line, flush=True)
     return 0
 

@@ -63,14 +63,43 @@ export JAX_PLATFORMS="wgpu,cpu"
 OUT_DIR="${OUT:-/tmp}"
 PY="${PYTHON:-python3}"
 "$PY" -c "import jax; print(jax.__version__, jax.devices())" 2>&1 | tail -1
-"$PY" examples/bench_jax.py --gpu-report "$@" 2>&1 | tee "$OUT_DIR/gpu_report.txt"
+if [ "${GPU_REPORT:-1}" != 0 ]; then
+    "$PY" examples/bench_jax.py --gpu-report "$@" 2>&1 | tee "$OUT_DIR/gpu_report.txt"
+fi
 IREE=(--no-iree)
 if [ -d .iree ] && ls .whl/iree_base_runtime-*.whl > /dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/iree-site .whl/iree_base_runtime-*.whl \
         && export PYTHONPATH="$PYTHONPATH:/tmp/iree-site" && IREE=(--iree-dir .iree)
 fi
+# jax's own CUDA backend on the same GPU, as a second column, where jax has one (CUDA=0: not).
+CUDA_ARGS=()
+if [ "${CUDA:-1}" != 0 ] && "$PY" -c "import importlib.util as u, sys; sys.exit(not any(u.find_spec(m) for m in ('jax_cuda13_plugin', 'jax_cuda12_plugin')))" 2>/dev/null; then
+    CUDA_ARGS=(--cuda)
+fi
+with_cuda() {
+    if [ ${#CUDA_ARGS[@]} -gt 0 ]; then
+        JAX_PLATFORMS="wgpu,cpu,cuda" XLA_PYTHON_CLIENT_PREALLOCATE=false "$@"
+    else
+        "$@"
+    fi
+}
 if [ "${BENCH:-1}" != 0 ]; then
-    "$PY" examples/bench_jax.py "${IREE[@]}" --budget 2 2>&1 | tee "$OUT_DIR/bench_jax.txt"
+    with_cuda "$PY" examples/bench_jax.py "${IREE[@]}" "${CUDA_ARGS[@]}" --budget "${BUDGET:-2}" 2>&1 | tee "$OUT_DIR/bench_jax.txt"
+fi
+# Where the training steps' time goes (host, kernels, the device's gaps), then the
+# transformer loop's host stacks when py-spy came along as a wheel in .whl.
+if [ "${STEPS:-1}" != 0 ]; then
+    with_cuda timeout 240 "$PY" examples/step_profile.py 2>&1 | grep -v "^Platform" \
+        | tee "$OUT_DIR/step_profile.txt"
+    if ls .whl/py_spy-*.whl > /dev/null 2>&1 \
+        && "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/pyspy .whl/py_spy-*.whl; then
+        timeout 120 /tmp/pyspy/bin/py-spy record --native --format raw --rate 100 -o "$OUT_DIR/transformer.stacks" -- \
+            "$PY" examples/step_profile.py --only transformer --steps 300 --wgpu-only > /dev/null 2>&1
+        echo "py-spy: $(wc -l < "$OUT_DIR/transformer.stacks" 2>/dev/null) stacks in transformer.stacks"
+    fi
+fi
+if [ "${EVERYDAY:-1}" != 0 ]; then
+    timeout 240 "$PY" examples/bench_everyday.py --runs 5 2>&1 | tee "$OUT_DIR/bench_everyday.txt"
 fi
 # Per-kernel GPU times (timestamp queries) of the programs in .gpu/, this build against the
 # previous one's CLI when it came along.
@@ -91,7 +120,7 @@ if [ "${CHECKS:-1}" != 0 ] && [ -f .gpu/tests.tar.xz ]; then
     export WGPU_HLO_CONFORMANCE="$ROOT/.gpu/shared/conformance"
     for t in /tmp/wgpu-hlo-tests/*; do
         echo "-- $(basename "$t")"
-        timeout 300 "$t" --nocapture --test-threads 4 2>&1
+        timeout "${TEST_TIMEOUT:-300}" "$t" --nocapture --test-threads 4 2>&1
     done > "$OUT_DIR/rust_tests.txt"
     grep -E "^-- |^test result|panicked|over the bound" "$OUT_DIR/rust_tests.txt" | cut -c1-240
 fi

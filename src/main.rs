@@ -390,10 +390,14 @@ fn bench(args: &[String]) -> i32 {
         // The median over a few profiled runs of each kernel's total GPU time.
         let mut per: Vec<(String, usize, Vec<f64>)> = Vec::new();
         let mut untimed = 0;
+        let mut spans = Vec::new();
+        let mut dispatches = 0;
         for _ in 0..runs.clamp(1, 5) {
             match exe.execute_profiled(&inputs) {
                 Ok((_, t)) => {
                     untimed = t.untimed;
+                    spans.push(t.span_ms);
+                    dispatches = t.dispatches;
                     for (name, n, ms) in t.kernels {
                         match per.iter_mut().find(|(k, _, _)| *k == name) {
                             Some(e) => e.2.push(ms),
@@ -413,7 +417,12 @@ fn bench(args: &[String]) -> i32 {
             .collect();
         rows.sort_by(|a, b| b.2.total_cmp(&a.2));
         let total: f64 = rows.iter().map(|r| r.2).sum();
-        println!("per-kernel GPU time (median of profiled runs), {total:.4} ms in all:");
+        spans.sort_by(f64::total_cmp);
+        let span = spans.get(spans.len() / 2).copied().unwrap_or(0.0);
+        println!(
+            "per-kernel GPU time (median of profiled runs), {total:.4} ms in all, {dispatches} \
+             dispatches, {span:.4} ms from the first one's start to the last one's end:"
+        );
         for (name, n, ms) in rows {
             let share = if total > 0.0 { 100.0 * ms / total } else { 0.0 };
             println!("  {ms:10.4} ms {share:5.1}%  {n:>5}x  {name}");

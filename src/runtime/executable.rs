@@ -93,6 +93,7 @@ fn kernel_times(
     names: &[String],
     period_ns: f64,
 ) -> KernelTimes {
+    let kernels_len = kernels.len();
     let tick = |j: usize| {
         bytes
             .get(j * 8..j * 8 + 8)
@@ -100,8 +101,14 @@ fn kernel_times(
             .map_or(0, u64::from_le_bytes)
     };
     let mut per: Vec<(usize, usize, f64)> = Vec::new();
+    let (mut first, mut last) = (u64::MAX, 0u64);
     for (i, &k) in kernels.iter().enumerate() {
-        let ms = tick(2 * i + 1).saturating_sub(tick(2 * i)) as f64 * period_ns * 1e-6;
+        let (begin, end) = (tick(2 * i), tick(2 * i + 1));
+        if begin != 0 && end >= begin {
+            first = first.min(begin);
+            last = last.max(end);
+        }
+        let ms = end.saturating_sub(begin) as f64 * period_ns * 1e-6;
         match per.iter_mut().find(|(kk, _, _)| *kk == k) {
             Some(e) => {
                 e.1 += 1;
@@ -120,7 +127,13 @@ fn kernel_times(
             (name, n, ms)
         })
         .collect();
-    KernelTimes { kernels, untimed }
+    let span_ms = last.saturating_sub(first) as f64 * period_ns * 1e-6;
+    KernelTimes {
+        kernels,
+        untimed,
+        span_ms,
+        dispatches: kernels_len,
+    }
 }
 
 impl std::fmt::Debug for Executable {
@@ -379,10 +392,14 @@ impl Executable {
                     Err(e) => format!("execution {n}: no times ({e})\n"),
                     Ok(bytes) => {
                         let t = kernel_times(&bytes, &kernels, untimed, &names, period);
+                        let (span, dispatches) = (t.span_ms, t.dispatches);
                         let mut rows = t.kernels;
                         rows.sort_by(|a, b| b.2.total_cmp(&a.2));
                         let total: f64 = rows.iter().map(|r| r.2).sum();
-                        let mut text = format!("execution {n}: {total:.4} ms GPU time\n");
+                        let mut text = format!(
+                            "execution {n}: {total:.4} ms GPU time in {dispatches} dispatches, \
+                             {span:.4} ms from the first one's start to the last one's end\n"
+                        );
                         for (name, count, ms) in rows {
                             text += &format!("  {ms:10.4} ms {count:>5}x  {name}\n");
                         }
@@ -429,6 +446,8 @@ impl Executable {
                 KernelTimes {
                     kernels: Vec::new(),
                     untimed,
+                    span_ms: 0.0,
+                    dispatches: 0,
                 },
             ));
         }
@@ -680,6 +699,12 @@ pub struct KernelTimes {
     pub kernels: Vec<(String, usize, f64)>,
     /// Dispatches beyond what one execution times (not counted above).
     pub untimed: usize,
+    /// From the first timed dispatch's start to the last one's end: the kernels' time plus
+    /// the device's gaps between them (barriers, launch latency) and any host round trips
+    /// between submissions.
+    pub span_ms: f64,
+    /// Dispatches timed.
+    pub dispatches: usize,
 }
 
 impl Run<'_> {
