@@ -567,6 +567,25 @@ def test_radix_sorts_match_cpu_bitwise(gpu):
     same(lambda k: (jnp.sort(k, axis=1), jnp.argsort(k, axis=1, descending=True)), k)
 
 
+def test_negate_and_abs_touch_only_the_sign_bit(gpu):
+    # IEEE 754's negate and abs: the sign bit alone, NaNs' payloads and signs included (cpu's
+    # result). NVIDIA's driver gave the canonical NaN 0x7fffffff for `-x` of a NaN on an
+    # H200, so top_k(-x) put every NaN first.
+    bits = np.array([0x7FC00000, 0xFFC00000, 0x7FC00123, 0xFFFFFFFF, 0x7F800000, 0xFF800000,
+                     0x00000001, 0x80000000, 0x3F800000, 0xBF800000], np.uint32)
+    x = np.tile(bits, 100).view(np.float32)
+    for f, want in [(lambda x: -x, bits ^ 0x80000000), (jnp.abs, bits & 0x7FFFFFFF),
+                    (lambda x: (-x) * 1.0 + 0.0, None)]:
+        g = np.asarray(on(gpu, f, x)).view(np.uint32)[:bits.size]
+        if want is None:
+            # After arithmetic only NaN-ness and the ordinary values are specified.
+            c = np.asarray(on(CPU, f, x)).view(np.float32)[:bits.size]
+            np.testing.assert_array_equal(np.isnan(g.view(np.float32)), np.isnan(c))
+            continue
+        np.testing.assert_array_equal(g, want)
+        np.testing.assert_array_equal(g, np.asarray(on(CPU, f, x)).view(np.uint32)[:bits.size])
+
+
 def test_top_k_selection_matches_cpu_bitwise(gpu):
     # top_k of 4096+ elements selects the k first by radix selection (digit histograms of the
     # (key, position) pair) instead of sorting whole rows; order as CHLO's decomposition:

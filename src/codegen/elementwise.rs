@@ -46,15 +46,27 @@ pub fn unary(u: UnaryOp, t: ElementType, c: Compute, x: &str, needs: &mut Needs)
     use UnaryOp::*;
     let z = dtype::zero(c);
     let e = match u {
+        // IEEE 754 defines abs and negate of a float as operations on its sign bit alone, NaN
+        // included (XLA cpu keeps a NaN's payload and flips or clears its sign). Written as
+        // such: NVIDIA's driver compiled `-x` of a NaN to its canonical NaN 0x7fffffff on an
+        // H200, so `top_k(-x)` put every NaN first, where cpu puts the negated -NaNs first
+        // and the negated +NaNs last.
         Abs => match c {
             Compute::C64 | Compute::C128 => return Ok(format!("{}({x})", math(needs, "abs", c))),
             Compute::U32 | Compute::U64 | Compute::Bool => x.to_string(),
+            Compute::F32 => format!("bitcast<f32>(bitcast<u32>({x}) & 0x7fffffffu)"),
+            Compute::F64 => format!("bitcast<f64>(bitcast<u64>({x}) & 0x7ffffffffffffffflu)"),
             _ => format!("abs({x})"),
         },
         Negate => match c {
             Compute::U32 => format!("(0u - {x})"),
             Compute::U64 => format!("(0lu - {x})"),
             Compute::Bool => x.to_string(),
+            Compute::F32 => format!("bitcast<f32>(bitcast<u32>({x}) ^ 0x80000000u)"),
+            Compute::F64 => format!("bitcast<f64>(bitcast<u64>({x}) ^ 0x8000000000000000lu)"),
+            Compute::C64 => {
+                format!("bitcast<vec2<f32>>(bitcast<vec2<u32>>({x}) ^ vec2<u32>(0x80000000u))")
+            }
             _ => format!("(-{x})"),
         },
         Not => match c {
