@@ -190,13 +190,14 @@ fn storage_columns(
          let p = workgroupUniformLoad(&best_row[0]);\n        \
          if (p != j) {{\n            for (var c = lid; c < {n}u; c = c + {wg}u) {{\n                let t = {ajc};\n                {ajc} = {apc};\n                {apc} = t;\n            }}\n        }}\n        \
          if (lid == 0u) {{\n            out0[base + {mn}u + j] = {w}(p);\n            let q = out0[base + {mk}u + j];\n            out0[base + {mk}u + j] = out0[base + {mk}u + p];\n            out0[base + {mk}u + p] = q;\n        }}\n        \
-         storageBarrier();\n        let d = {ajj};\n        \
-         if (d != {w}(0)) {{\n            for (var i = j + 1u + lid; i < {m}u; i = i + {wg}u) {{\n                {aij} = {aij} / d;\n            }}\n        }}\n        \
+         storageBarrier();\n        let d = {ajj};\n        {recip}\
+         if (d != {w}(0)) {{\n            for (var i = j + 1u + lid; i < {m}u; i = i + {wg}u) {{\n                let q0 = {aij} / d;\n                {aij} = select(q0, fma(fma(-q0, d, {aij}), rd, q0), correct && abs(q0) <= big);\n            }}\n        }}\n        \
          storageBarrier();\n        \
          for (var c = j + 1u + lid; c < {n}u; c = c + {wg}u) {{\n            let ujc = {ajc};\n            \
          for (var i = j + 1u; i < {m}u; i = i + 1u) {{\n                {aic} = {aic} - {aij} * ujc;\n            }}\n        }}\n        storageBarrier();\n    }}\n}}\n",
         header = kernel::entry_header(wg as u32),
         half = wg / 2,
+        recip = lapack_reciprocal(w),
         mk = mn + k,
         aij = el("i", "j"),
         ajc = el("j", "c"),
@@ -205,6 +206,28 @@ fn storage_columns(
         aic = el("i", "c"),
     );
     Ok((body, most, ranges))
+}
+
+/// WGSL declaring what the column's division by its pivot `d` needs to be correctly
+/// rounded on any driver: `rd`, `1 / d` after one Newton step with fused operations, and
+/// `correct`, whether the quotient `q0 = x / d` may take one residual correction,
+/// `fma(fma(-q0, d, x), rd, q0)` (where `d` is a normal number, and `big` bounds a finite
+/// `q0`). A correctly rounded quotient stays as it is (lavapipe's); NVIDIA's division is
+/// approximate (a few ULP, as Vulkan allows): an H200's quotients broke a tie in the next
+/// column's magnitudes that LAPACK's division keeps (pivots 1 2 3 3 for 1 2 2 3).
+/// Multiplying by the reciprocal instead, as LAPACK's reference getf2 does, broke the same
+/// tie on lavapipe: jax cpu's LAPACK divides.
+fn lapack_reciprocal(w: &str) -> String {
+    let (tiny, big) = if w == "f64" {
+        ("2.2250738585072014e-308", "1.7976931348623157e308")
+    } else {
+        ("1.1754943508222875e-38", "3.4028234663852886e38")
+    };
+    format!(
+        "let r0 = {w}(1) / d;\n        let rd = fma(r0, fma(-d, r0, {w}(1)), r0);\n        \
+         let correct = abs(d) >= {w}({tiny}) && abs(d) <= {w}({big});\n        \
+         let big = {w}({big});\n        "
+    )
 }
 
 /// The plan from the `init` kernel and the columns kernel's `body` (workgroups of `wg`, at
@@ -359,12 +382,12 @@ impl RowsInRegisters {
              if (lid == j % {wg}u) {{\n            let t = j / {wg}u;\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ a[t * {n}u + c] = prow[c]; }}\n        }}\n        \
              if (lid == 0u) {{\n            out0[base + {mn}u + j] = {w}(p);\n            let q = out0[base + {mk}u + j];\n            \
              out0[base + {mk}u + j] = out0[base + {mk}u + p];\n            out0[base + {mk}u + p] = q;\n        }}\n        \
-             let d = prow[j];\n        \
+             let d = prow[j];\n        {recip}\
              var l: array<{w}, {r}>;\n        \
              for (var t = 0u; t < {r}u; t = t + 1u) {{\n            let i = lid + t * {wg}u;\n            \
              var lt = {w}(0);\n            \
              if (i > j && i < {m}u) {{\n                lt = a[t * {n}u + j];\n                \
-             if (d != {w}(0)) {{ lt = lt / d; a[t * {n}u + j] = lt; }}\n            }}\n            l[t] = lt;\n        }}\n        \
+             if (d != {w}(0)) {{\n                    let q0 = lt / d;\n                    lt = select(q0, fma(fma(-q0, d, lt), rd, q0), correct && abs(q0) <= big);\n                    a[t * {n}u + j] = lt;\n                }}\n            }}\n            l[t] = lt;\n        }}\n        \
              for (var c = j + 1u; c < {n}u; c = c + 1u) {{\n            let u = prow[c];\n            \
              for (var t = 0u; t < {r}u; t = t + 1u) {{\n                let x = a[t * {n}u + c];\n                \
              a[t * {n}u + c] = select(x, x - l[t] * u, lid + t * {wg}u > j);\n            }}\n        }}\n        \
@@ -373,6 +396,7 @@ impl RowsInRegisters {
              if (i < {m}u) {{\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ out0[base + i * {n}u + c] = a[t * {n}u + c]; }}\n        }}\n    }}\n}}\n",
             header = kernel::entry_header(wg as u32),
             half = wg / 2,
+            recip = lapack_reciprocal(w),
             rn = r * n,
         )
     }
