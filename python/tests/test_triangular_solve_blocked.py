@@ -75,6 +75,10 @@ def test_blocked_solve_batched_and_f64(gpu, tmp_path, monkeypatch):
                 *jax.device_put(args, cpu)))
         assert blocked.dtype == dtype
         assert "4 rows at a time" in wgsl, params
-        np.testing.assert_array_equal(blocked, plain, err_msg=str(params))
+        # The same sums in the same order; bit for bit on lavapipe. Drivers that contract
+        # a * b + c into fma where the two kernels' expressions differ (NVIDIA, an H200:
+        # 524 of 1650 f64 values 1 ULP apart) round some differently.
+        eps = np.finfo(dtype).eps
+        np.testing.assert_allclose(blocked, plain, rtol=8 * eps, atol=8 * eps, err_msg=str(params))
         tol = 2e-5 if dtype == np.float32 else 1e-12
         np.testing.assert_allclose(blocked, want, rtol=tol, atol=tol, err_msg=str(params))
