@@ -8,7 +8,7 @@
 //! another executable never receives a buffer that unsubmitted work still uses. Every piece of per-call state lives in `Run`: executables
 //! are reentrant.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -491,6 +491,11 @@ impl Executable {
         let mut slots: Vec<Option<Arc<GpuBuffer>>> = vec![None; p.slot_types.len()];
         let mut waits = Vec::new();
         let mut producers = Vec::new();
+        // The storage of every argument the caller keeps: a result that is one of them must
+        // be a copy. A set, looked up once per result: asking each argument for its storage
+        // per result (a lock and a reference count each) cost a training step with 107
+        // arguments and results about 11,500 of each, ~0.6 ms of host time per call.
+        let mut kept_args: HashSet<usize> = HashSet::with_capacity(args.len());
         for (i, (a, &slot)) in args.iter().zip(&p.params).enumerate() {
             if a.ty() != &p.param_types[i] {
                 return Err(Error::invalid(format!(
@@ -522,6 +527,8 @@ impl Executable {
             let gpu = a.gpu()?;
             if donated.get(i).copied().unwrap_or(false) {
                 a.delete();
+            } else {
+                kept_args.insert(Arc::as_ptr(&gpu) as usize);
             }
             slots[slot] = Some(gpu);
         }
@@ -562,14 +569,13 @@ impl Executable {
             }
             run.program(&p.program)?;
             let mut outs = Vec::with_capacity(p.results.len());
-            let mut seen: Vec<Arc<GpuBuffer>> = Vec::new();
+            let mut seen: HashSet<usize> = HashSet::with_capacity(p.results.len());
             for &s in &p.results {
                 let buf = run.get(s)?;
+                let ptr = Arc::as_ptr(&buf) as usize;
                 let shared = run.holders(&buf) > 2
-                    || seen.iter().any(|b| Arc::ptr_eq(b, &buf))
-                    || args
-                        .iter()
-                        .any(|a| a.gpu().is_ok_and(|g| Arc::ptr_eq(&g, &buf)))
+                    || seen.contains(&ptr)
+                    || kept_args.contains(&ptr)
                     || self.constants.iter().any(|(_, c)| Arc::ptr_eq(c, &buf));
                 let buf = if shared {
                     let copy = Arc::new(self.device.alloc(buf.size, "result")?);
@@ -581,7 +587,7 @@ impl Executable {
                 } else {
                     buf
                 };
-                seen.push(buf.clone());
+                seen.insert(Arc::as_ptr(&buf) as usize);
                 outs.push(buf);
             }
             let timing = match run.profile.take() {
