@@ -578,7 +578,10 @@ fn kernels_that_cannot_be_bound_are_refused() {
         let (out, _) = run(&src, None, &[upload_f32(&[1000, 1000], &x)]);
         for (k, w) in out[0].chunks_exact(4).enumerate() {
             let (i, j) = (k / 1000, k % 1000);
-            assert_eq!(f32::from_le_bytes([w[0], w[1], w[2], w[3]]), at(&x, 1000, j, i));
+            assert_eq!(
+                f32::from_le_bytes([w[0], w[1], w[2], w[3]]),
+                at(&x, 1000, j, i)
+            );
         }
         return;
     }
