@@ -849,6 +849,17 @@ impl Device {
     /// RGBA32 texels for inputs read through textures): a pooled one of that size when there
     /// is one, else a new one.
     pub(crate) fn alloc(self: &Arc<Self>, size: u64, label: &str) -> Result<GpuBuffer> {
+        self.alloc_preferring(size, label, &[])
+    }
+
+    /// [`Self::alloc`], taking from the pool a buffer whose key ([`pool::buffer_key`]) is in
+    /// `prefer` where one is free.
+    pub(crate) fn alloc_preferring(
+        self: &Arc<Self>,
+        size: u64,
+        label: &str,
+        prefer: &[u64],
+    ) -> Result<GpuBuffer> {
         let size = allocated_size(size);
         if size > self.limits.max_buffer_size {
             return Err(Error::resource_exhausted(format!(
@@ -856,7 +867,7 @@ impl Device {
                 self.info.name, self.limits.max_buffer_size
             )));
         }
-        let buffer = match self.pool.take(size) {
+        let buffer = match self.pool.take(size, prefer) {
             Some(b) => b,
             None => {
                 let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);

@@ -79,6 +79,11 @@ pub struct Executable {
     /// process saw it (`u64::MAX` before one completed): how long its next one may spin
     /// for completion (`spin_budget`).
     last_device_ns: Arc<AtomicU64>,
+    /// Per slot, the pool keys of the last two buffers it was given (0: none): asked for
+    /// first, so that a program run again binds the buffers it bound before and finds its
+    /// bind groups cached. Two, because a result fed back as the next call's argument is
+    /// still held then: results alternate between two buffers.
+    slot_buffers: Vec<[AtomicU64; 2]>,
 }
 
 /// Executions whose per-kernel times the dump records.
@@ -263,6 +268,7 @@ impl Executable {
         }
         device.check_health()?;
         device.save_pipeline_cache();
+        let slots = parts.slot_types.len();
         Ok(Arc::new(Executable {
             device: device.clone(),
             fingerprint: fingerprint(&parts),
@@ -273,6 +279,9 @@ impl Executable {
             times_dump: std::sync::OnceLock::new(),
             times_dumped: std::sync::atomic::AtomicUsize::new(0),
             last_device_ns: Arc::new(AtomicU64::new(u64::MAX)),
+            slot_buffers: (0..slots)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
         }))
     }
 
@@ -808,7 +817,21 @@ impl Run<'_> {
         let size = (ty.byte_size() as u64).max(4).next_multiple_of(4);
         let buf = match self.reuse(size) {
             Some(b) => b,
-            None => Arc::new(self.device().alloc(size, "temp")?),
+            None => {
+                let last = self.exe.slot_buffers.get(s);
+                let prefer = last.map_or([0, 0], |l| {
+                    [l[0].load(Ordering::Relaxed), l[1].load(Ordering::Relaxed)]
+                });
+                let buf = self.device().alloc_preferring(size, "temp", &prefer)?;
+                if let Some(l) = last {
+                    let key = crate::runtime::pool::buffer_key(&buf.buffer);
+                    if prefer[0] != key {
+                        l[1].store(prefer[0], Ordering::Relaxed);
+                        l[0].store(key, Ordering::Relaxed);
+                    }
+                }
+                Arc::new(buf)
+            }
         };
         self.set(s, Some(buf.clone()));
         Ok(buf)

@@ -6,7 +6,7 @@ pub mod event;
 pub mod executable;
 pub mod host_call;
 mod poller;
-mod pool;
+pub(crate) mod pool;
 
 pub use crate::target::Capabilities;
 pub use buffer::DeviceBuffer;

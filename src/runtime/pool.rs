@@ -20,9 +20,22 @@ const DEFAULT_POOL_BYTES: u64 = 256 << 20;
 /// (fresh buffers each call) under 256 MiB.
 const DEFAULT_POOL_BYTES_DISCRETE: u64 = 1 << 30;
 
+/// A number that tells pooled buffers apart (a hash of the handle; never 0), by which an
+/// executable asks for the buffers its slots had in earlier calls: a training step whose
+/// temporaries and results come back in other places each call binds new combinations of
+/// buffers, and every dispatch then missed the bind-group cache (a small transformer's
+/// step: 90 bind groups created per call, in wgpu-core and the driver).
+pub(crate) fn buffer_key(buffer: &wgpu::Buffer) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    buffer.hash(&mut h);
+    h.finish().max(1)
+}
+
 struct Inner {
-    /// Free buffers by size, each with the stamp it was pooled at (oldest first).
-    by_size: HashMap<u64, Vec<(u64, wgpu::Buffer)>>,
+    /// Free buffers by size, each with the stamp it was pooled at (oldest first) and its
+    /// [`buffer_key`].
+    by_size: HashMap<u64, Vec<(u64, u64, wgpu::Buffer)>>,
     /// Sizes by stamp: the eviction order.
     order: BTreeMap<u64, u64>,
     next: u64,
@@ -63,10 +76,19 @@ impl Pool {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A free buffer of exactly `size` bytes, if one is pooled (the most recent).
-    pub(crate) fn take(&self, size: u64) -> Option<wgpu::Buffer> {
+    /// A free buffer of exactly `size` bytes, if one is pooled: the most recent of those
+    /// whose [`buffer_key`] is in `prefer` (earlier keys first), else the most recent.
+    pub(crate) fn take(&self, size: u64, prefer: &[u64]) -> Option<wgpu::Buffer> {
         let mut g = self.lock();
-        let (stamp, b) = g.by_size.get_mut(&size)?.pop()?;
+        let list = g.by_size.get_mut(&size)?;
+        let at = prefer
+            .iter()
+            .filter(|&&k| k != 0)
+            .find_map(|&k| list.iter().rposition(|(_, key, _)| *key == k));
+        let (stamp, _, b) = match at {
+            Some(i) => list.remove(i),
+            None => list.pop()?,
+        };
         g.order.remove(&stamp);
         g.bytes -= size;
         Some(b)
@@ -86,8 +108,8 @@ impl Pool {
                 break;
             };
             if let Some(list) = g.by_size.get_mut(&old) {
-                if let Some(i) = list.iter().position(|(s, _)| *s == stamp) {
-                    released.push(list.remove(i).1);
+                if let Some(i) = list.iter().position(|(s, _, _)| *s == stamp) {
+                    released.push(list.remove(i).2);
                 }
             }
             g.bytes -= old;
@@ -96,7 +118,11 @@ impl Pool {
         g.next += 1;
         g.order.insert(stamp, size);
         g.bytes += size;
-        g.by_size.entry(size).or_default().push((stamp, buffer));
+        let key = buffer_key(&buffer);
+        g.by_size
+            .entry(size)
+            .or_default()
+            .push((stamp, key, buffer));
         released
     }
 
