@@ -10,7 +10,7 @@
 # Prepare here (once; the device machine has python3 with jax, flax, optax, pytest and
 # pytest-xdist, but no Rust and no Vulkan loader; NVIDIA's Vulkan driver there needs
 # glvnd's libraries as well as the loader):
-#   cargo build --release --workspace && mkdir -p .gpu && strip -o .gpu/libpjrt_wgpu.so target/release/libpjrt_wgpu.so
+#   cargo build --release --workspace && mkdir -p .gpu && strip --strip-debug -o .gpu/libpjrt_wgpu.so target/release/libpjrt_wgpu.so
 #   printf '/.gl/\n/.gpu/\n/.iree/\n/.whl/\n' >> .git/info/exclude
 #   mkdir -p .gl /tmp/amd64/partial; o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
 #   apt-get $o update; (cd .gl && apt-get $o download libvulkan1 libglvnd0 libglx0 libgl1 libegl1 libopengl0 libgles2)
@@ -24,6 +24,10 @@
 #   python examples/bench_jax.py --iree-export .iree
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux_2_28_x86_64 -d .whl iree-base-runtime==3.13.0
+# for the host stacks of the transformer loop (py-spy, whose stacks name the plugin's
+# functions because strip --strip-debug above keeps its symbols; 2026-11-30 they did not):
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64 -d .whl py-spy==0.4.3
 # for the Rust integration tests on the GPU as well (needs the conformance files above for
 # math_accuracy; the binaries are ~9 MB each stripped, so carry a few):
 #   mkdir -p /tmp/tb && cargo test --release --test jacobi --test math_accuracy --no-run --message-format=json \
