@@ -229,6 +229,9 @@ pub struct Device {
     input_textures: Mutex<HashMap<(u32, u32, usize), Weak<InputTexture>>>,
     /// The driver's pipeline cache, kept on disk (Vulkan only).
     disk_cache: Option<DiskPipelineCache>,
+    /// Kernels go through `strict_float` (`WGPU_HLO_STRICT_FLOAT=1` on an adapter that
+    /// passes SPIR-V through).
+    strict_float: bool,
     /// Bind groups by layout and bound buffer ranges (see `BindGroupCache`).
     bind_groups: Mutex<BindGroupCache>,
     /// Read-back buffers of small sizes, unmapped, for the next read-back of that size.
@@ -486,6 +489,10 @@ impl Device {
         if dir.is_some() && wgpu::util::pipeline_cache_key(&adapter_info).is_some() {
             wanted |= wgpu::Features::PIPELINE_CACHE;
         }
+        let strict_asked = super::strict_float::requested();
+        if strict_asked && adapter_info.backend == wgpu::Backend::Vulkan {
+            wanted |= wgpu::Features::PASSTHROUGH_SHADERS;
+        }
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -527,6 +534,10 @@ impl Device {
             }
             _ => None,
         };
+        let strict_float = strict_asked && features.contains(wgpu::Features::PASSTHROUGH_SHADERS);
+        if strict_asked && !strict_float {
+            log::warn!("WGPU_HLO_STRICT_FLOAT: {info} cannot pass SPIR-V through; kernels stay as they are");
+        }
         let poller = Poller::start(
             device.clone(),
             &info.name,
@@ -557,6 +568,7 @@ impl Device {
             pipelines: Mutex::new(HashMap::new()),
             input_textures: Mutex::new(HashMap::new()),
             disk_cache,
+            strict_float,
             bind_groups: Mutex::new(BindGroupCache::new()),
             staging: Arc::new(StagingPool::default()),
         }))
@@ -575,6 +587,12 @@ impl Device {
     /// Shader capabilities.
     pub fn caps(&self) -> Capabilities {
         self.caps
+    }
+
+    /// True when kernels pass through `strict_float` (`WGPU_HLO_STRICT_FLOAT=1` on an
+    /// adapter that takes SPIR-V as given): every float operation decorated NoContraction.
+    pub fn strict_float(&self) -> bool {
+        self.strict_float
     }
 
     /// True when the device can time kernels (`wgpu::Features::TIMESTAMP_QUERY`).
@@ -1153,33 +1171,80 @@ impl Device {
         // naga's backends panic on a few constructs its validator lets through (e.g. 64-bit
         // bit counts): turn that into an error instead of taking the process down.
         let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let strict = if self.strict_float {
+                Some(super::strict_float::translate(wgsl, label)?)
+            } else {
+                None
+            };
             let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-            let module = self
-                .device
-                .create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(label),
-                    source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-                });
+            let (module, layout) = match &strict {
+                None => (
+                    self.device
+                        .create_shader_module(wgpu::ShaderModuleDescriptor {
+                            label: Some(label),
+                            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+                        }),
+                    None,
+                ),
+                Some(k) => {
+                    log::debug!(
+                        "kernel {label}: {} float operations decorated NoContraction",
+                        k.decorated
+                    );
+                    // SAFETY: naga wrote the module from WGSL its validator accepted; only
+                    // NoContraction decorations were added (`strict_float`).
+                    let module = unsafe {
+                        self.device.create_shader_module_passthrough(
+                            wgpu::ShaderModuleDescriptorPassthrough {
+                                label: Some(label),
+                                entry_points: std::borrow::Cow::Owned(vec![
+                                    wgpu::PassthroughShaderEntryPoint {
+                                        name: "main".into(),
+                                        workgroup_size: k.workgroup_size,
+                                    },
+                                ]),
+                                spirv: Some(std::borrow::Cow::Borrowed(&k.words)),
+                                ..Default::default()
+                            },
+                        )
+                    };
+                    let group =
+                        self.device
+                            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                                label: Some(label),
+                                entries: &k.entries,
+                            });
+                    let layout =
+                        self.device
+                            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                                label: Some(label),
+                                bind_group_layouts: &[Some(&group)],
+                                immediate_size: 0,
+                            });
+                    (module, Some(layout))
+                }
+            };
             let pipeline = self
                 .device
                 .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                     label: Some(label),
-                    layout: None,
+                    layout: layout.as_ref(),
                     module: &module,
                     entry_point: Some("main"),
                     compilation_options: Default::default(),
                     cache: self.disk_cache.as_ref().map(|c| &c.cache),
                 });
-            (pipeline, pollster::block_on(scope.pop()))
+            Ok((pipeline, pollster::block_on(scope.pop())))
         }));
         let pipeline = match created {
-            Ok((_, Some(e))) => {
+            Ok(Err(e)) => return Err(e),
+            Ok(Ok((_, Some(e)))) => {
                 return Err(Error::internal(format!(
                     "kernel {label}: pipeline creation failed on {}: {e}",
                     self.info.name
                 )))
             }
-            Ok((p, None)) => p,
+            Ok(Ok((p, None))) => p,
             Err(panic) => {
                 let msg = crate::error::panic_message(panic.as_ref());
                 return Err(Error::internal(format!(
