@@ -885,7 +885,7 @@ impl Device {
                 self.info.name, self.limits.max_buffer_size
             )));
         }
-        let buffer = match self.pool.take(size, prefer) {
+        let (key, buffer) = match self.pool.take(size, prefer) {
             Some(b) => b,
             None => {
                 let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
@@ -904,7 +904,7 @@ impl Device {
                     )));
                 }
                 self.num_allocs.fetch_add(1, Ordering::Relaxed);
-                buffer
+                (super::pool::buffer_key(&buffer), buffer)
             }
         };
         let now = self.bytes_in_use.fetch_add(size, Ordering::Relaxed) + size;
@@ -912,6 +912,7 @@ impl Device {
         Ok(GpuBuffer {
             buffer,
             size,
+            key,
             device: self.clone(),
         })
     }
@@ -1294,6 +1295,8 @@ impl Drop for Device {
 pub(crate) struct GpuBuffer {
     pub(crate) buffer: wgpu::Buffer,
     pub(crate) size: u64,
+    /// The pool's key of `buffer` (`pool::buffer_key`), computed once at its creation.
+    pub(crate) key: u64,
     device: Arc<Device>,
 }
 
@@ -1303,7 +1306,10 @@ impl Drop for GpuBuffer {
             .bytes_in_use
             .fetch_sub(self.size, Ordering::Relaxed);
         // A `wgpu::Buffer` is a handle: the pool's clone keeps the buffer, ours goes.
-        let released = self.device.pool.put(self.size, self.buffer.clone());
+        let released = self
+            .device
+            .pool
+            .put(self.size, self.key, self.buffer.clone());
         if !released.is_empty() {
             // Buffers given up: cached bind groups must not keep them alive (only theirs go:
             // clearing every cached bind group on each release made programs that free

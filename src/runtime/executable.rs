@@ -824,10 +824,9 @@ impl Run<'_> {
                 });
                 let buf = self.device().alloc_preferring(size, "temp", &prefer)?;
                 if let Some(l) = last {
-                    let key = crate::runtime::pool::buffer_key(&buf.buffer);
-                    if prefer[0] != key {
+                    if prefer[0] != buf.key {
                         l[1].store(prefer[0], Ordering::Relaxed);
-                        l[0].store(key, Ordering::Relaxed);
+                        l[0].store(buf.key, Ordering::Relaxed);
                     }
                 }
                 Arc::new(buf)

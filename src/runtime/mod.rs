@@ -6,7 +6,7 @@ pub mod event;
 pub mod executable;
 pub mod host_call;
 mod poller;
-pub(crate) mod pool;
+mod pool;
 mod strict_float;
 
 pub use crate::target::Capabilities;

@@ -76,28 +76,29 @@ impl Pool {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A free buffer of exactly `size` bytes, if one is pooled: the most recent of those
-    /// whose [`buffer_key`] is in `prefer` (earlier keys first), else the most recent.
-    pub(crate) fn take(&self, size: u64, prefer: &[u64]) -> Option<wgpu::Buffer> {
+    /// A free buffer of exactly `size` bytes and its key, if one is pooled: the most recent
+    /// of those whose [`buffer_key`] is in `prefer` (earlier keys first), else the most
+    /// recent.
+    pub(crate) fn take(&self, size: u64, prefer: &[u64]) -> Option<(u64, wgpu::Buffer)> {
         let mut g = self.lock();
         let list = g.by_size.get_mut(&size)?;
         let at = prefer
             .iter()
             .filter(|&&k| k != 0)
             .find_map(|&k| list.iter().rposition(|(_, key, _)| *key == k));
-        let (stamp, _, b) = match at {
+        let (stamp, key, b) = match at {
             Some(i) => list.remove(i),
             None => list.pop()?,
         };
         g.order.remove(&stamp);
         g.bytes -= size;
-        Some(b)
+        Some((key, b))
     }
 
-    /// Keeps `buffer` for reuse, releasing the least recently pooled buffers past the bound
+    /// Keeps `buffer` (whose [`buffer_key`] is `key`) for reuse, releasing the least recently pooled buffers past the bound
     /// (or `buffer` itself when it alone exceeds it). Returns the buffers released, whose
     /// cached bind groups the caller forgets so that their memory goes.
-    pub(crate) fn put(&self, size: u64, buffer: wgpu::Buffer) -> Vec<wgpu::Buffer> {
+    pub(crate) fn put(&self, size: u64, key: u64, buffer: wgpu::Buffer) -> Vec<wgpu::Buffer> {
         if size > self.limit {
             return vec![buffer];
         }
@@ -118,7 +119,6 @@ impl Pool {
         g.next += 1;
         g.order.insert(stamp, size);
         g.bytes += size;
-        let key = buffer_key(&buffer);
         g.by_size
             .entry(size)
             .or_default()

@@ -19,7 +19,7 @@
 //! panel, the reflectors, the `tau`s) in place; a first kernel fills it and a last one splits
 //! it into the three results.
 
-use super::{temp, Plan, PARAMS};
+use super::{result_binding, temp, Plan, PARAMS};
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel;
 use crate::codegen::loop_kernel::Target;
@@ -76,19 +76,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         )));
     }
     let batch = pt.num_elements() as u64 / (m * b);
-    let result = |v: crate::ir::ValueId, len: u64| -> Result<Binding> {
-        match f.ty(v) {
-            Type::Tensor(t) if t.dtype == ElementType::F32 && t.num_elements() as u64 == len => {
-                Ok(Binding {
-                    value: v,
-                    ty: t.clone(),
-                })
-            }
-            other => Err(Error::invalid(format!(
-                "{what}: a result of type {other}, expected {len} f32"
-            ))),
-        }
-    };
+    let result = |v, len| result_binding(f, v, ElementType::F32, len, &what);
     let (r, v, tau) = (
         result(*r, batch * m * b)?,
         result(*v, batch * m * b)?,

@@ -14,7 +14,7 @@
 //! the three results. JAX's own lowering (a loop over columns of whole-matrix ops) launched
 //! ~18 kernels a column: `slogdet` of 512 x 512 took 0.57 s on lavapipe.
 
-use super::{temp, Plan, PARAMS};
+use super::{result_binding, temp, Plan, PARAMS};
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel;
 use crate::codegen::loop_kernel::Target;
@@ -64,19 +64,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         )));
     }
     let batch = at.num_elements() as u64 / (m * n).max(1);
-    let int_result = |v, len: u64| -> Result<Binding> {
-        match f.ty(v) {
-            Type::Tensor(t) if t.dtype == ElementType::I32 && t.num_elements() as u64 == len => {
-                Ok(Binding {
-                    value: v,
-                    ty: t.clone(),
-                })
-            }
-            other => Err(Error::invalid(format!(
-                "{what}: a result of type {other}, expected {len} i32"
-            ))),
-        }
-    };
+    let int_result = |v, len| result_binding(f, v, ElementType::I32, len, &what);
     let pivots = int_result(*pivots, batch * k)?;
     let perm = int_result(*perm, batch * m)?;
     let w = if at.dtype == ElementType::F64 {
@@ -197,7 +185,7 @@ fn storage_columns(
          for (var i = j + 1u; i < {m}u; i = i + 1u) {{\n                {aic} = {aic} - {aij} * ujc;\n            }}\n        }}\n        storageBarrier();\n    }}\n}}\n",
         header = kernel::entry_header(wg as u32),
         half = wg / 2,
-        recip = lapack_reciprocal(w),
+        recip = corrected_division(w),
         mk = mn + k,
         aij = el("i", "j"),
         ajc = el("j", "c"),
@@ -217,7 +205,7 @@ fn storage_columns(
 /// column's magnitudes that LAPACK's division keeps (pivots 1 2 3 3 for 1 2 2 3).
 /// Multiplying by the reciprocal instead, as LAPACK's reference getf2 does, broke the same
 /// tie on lavapipe: jax cpu's LAPACK divides.
-fn lapack_reciprocal(w: &str) -> String {
+fn corrected_division(w: &str) -> String {
     let (tiny, big) = if w == "f64" {
         ("2.2250738585072014e-308", "1.7976931348623157e308")
     } else {
@@ -396,7 +384,7 @@ impl RowsInRegisters {
              if (i < {m}u) {{\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ out0[base + i * {n}u + c] = a[t * {n}u + c]; }}\n        }}\n    }}\n}}\n",
             header = kernel::entry_header(wg as u32),
             half = wg / 2,
-            recip = lapack_reciprocal(w),
+            recip = corrected_division(w),
             rn = r * n,
         )
     }

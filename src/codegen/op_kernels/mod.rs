@@ -57,6 +57,28 @@ pub fn emit(
     }
 }
 
+/// The binding of result `v` of a custom call named `what`, which must be a tensor of `len`
+/// elements of `dtype`.
+pub(super) fn result_binding(
+    f: &Function,
+    v: ValueId,
+    dtype: crate::ir::ElementType,
+    len: u64,
+    what: &str,
+) -> Result<super::expr::Binding> {
+    match f.ty(v) {
+        crate::ir::Type::Tensor(t) if t.dtype == dtype && t.num_elements() as u64 == len => {
+            Ok(super::expr::Binding {
+                value: v,
+                ty: t.clone(),
+            })
+        }
+        other => Err(crate::error::Error::invalid(format!(
+            "{what}: a result of type {other}, expected {len} {dtype}"
+        ))),
+    }
+}
+
 /// The placeholder value of temporary buffer `t` in a [`Plan`]'s kernel bindings.
 pub const fn temp(t: usize) -> ValueId {
     ValueId(u32::MAX - 16 - t as u32)
