@@ -495,3 +495,89 @@ fn softmax_is_three_kernels_and_right() {
         }
     }
 }
+
+/// Reductions that keep the innermost dimension (columns), of 2-D and 3-D shapes, with a
+/// fused producer, against host references. GPU adapters (and `WGPU_HLO_ADAPTER_CLASS=gpu`,
+/// as CI runs this file again) read each row's stretch of 32 outputs with consecutive
+/// invocations (column tiles), split into chunks of rows where the tiles are few.
+#[test]
+fn column_reductions_read_rows_in_tiles_on_gpus() {
+    let gpu_class = wgpu_hlo::target::cpu_adapter_from_env()
+        .map_or(device().info().device_type != "Cpu", |cpu| !cpu)
+        && std::env::var("WGPU_HLO_COLUMN_TILES").is_err();
+    // (shape, reduced dimensions, body, init)
+    let cases: &[(&[usize], &[usize], &str, &str)] = &[
+        (&[8, 63, 512], &[0, 1], "add", "0.0"),
+        (&[4, 3000, 40], &[1], "maximum", "0xFF800000"),
+        (&[3, 700, 33], &[0, 1], "add", "0.0"),
+        (&[25088, 32], &[0], "add", "0.0"),
+        (&[2049, 256], &[0], "minimum", "0x7F800000"),
+        (&[4096, 1000], &[0], "add", "0.0"),
+    ];
+    for &(shape, red, body, init) in cases {
+        let t = |d: &[usize]| {
+            let dims: Vec<String> = d.iter().map(|x| x.to_string()).collect();
+            format!("tensor<{}xf32>", dims.join("x"))
+        };
+        let kept: Vec<usize> = (0..shape.len()).filter(|d| !red.contains(d)).collect();
+        let out_dims: Vec<usize> = kept.iter().map(|&d| shape[d]).collect();
+        let dims: Vec<String> = red.iter().map(|d| d.to_string()).collect();
+        let src = format!(
+            "func.func @main(%a: {ti}) -> {to} {{\n  %x = stablehlo.multiply %a, %a : {ti}\n  %z = stablehlo.constant dense<{init}> : tensor<f32>\n  %s = stablehlo.reduce(%x init: %z) applies stablehlo.{body} across dimensions = [{d}] : ({ti}, tensor<f32>) -> {to}\n  return %s : {to}\n}}\n",
+            ti = t(shape),
+            to = t(&out_dims),
+            d = dims.join(", ")
+        );
+        let exe = compile(&device(), src.as_bytes(), &CompileOptions::default())
+            .unwrap_or_else(|e| panic!("{e}\n{src}"));
+        if gpu_class {
+            assert!(
+                exe.kernels()
+                    .iter()
+                    .any(|k| k.wgsl.contains("(column tiles)")),
+                "{shape:?} over {red:?}: no column tiles"
+            );
+        }
+        let n: usize = shape.iter().product();
+        let a = data(n, 17);
+        let out = exe.execute_blocking(&[upload_f32(shape, &a)]).unwrap();
+        let got = f32s(&out[0].read_to_host_blocking().unwrap());
+        // The host's reduction in f64, output by output.
+        let count: usize = out_dims.iter().product();
+        let mut want = vec![
+            match body {
+                "add" => 0.0f64,
+                "maximum" => f64::NEG_INFINITY,
+                _ => f64::INFINITY,
+            };
+            count
+        ];
+        let mut mag = vec![0.0f64; count];
+        for (i, &x) in a.iter().enumerate() {
+            let (mut rest, mut o, mut stride) = (i, 0, 1);
+            let mut idx = vec![0; shape.len()];
+            for d in (0..shape.len()).rev() {
+                idx[d] = rest % shape[d];
+                rest /= shape[d];
+            }
+            for &d in kept.iter().rev() {
+                o += idx[d] * stride;
+                stride *= shape[d];
+            }
+            let v = f64::from(x) * f64::from(x);
+            want[o] = match body {
+                "add" => want[o] + v,
+                "maximum" => want[o].max(v),
+                _ => want[o].min(v),
+            };
+            mag[o] += v;
+        }
+        for (o, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            let tol = if body == "add" { 1e-5 * mag[o] } else { 0.0 };
+            assert!(
+                (f64::from(g) - w).abs() <= tol.max(w.abs() * 1e-7),
+                "{shape:?} over {red:?}, output {o}: {g} vs {w}"
+            );
+        }
+    }
+}

@@ -1,7 +1,11 @@
 //! The reduction emitter. The reduce's inputs are computed inline (input fusion) and folded
-//! with the body region, compiled to a WGSL function. Two strategies:
+//! with the body region, compiled to a WGSL function. Strategies:
 //! - a workgroup per output element, threads striding over the reduced elements and combining
 //!   in workgroup memory — for long reductions over 32/64-bit types;
+//! - on GPUs, for reductions keeping the innermost dimension (columns), a workgroup per tile
+//!   of 32 consecutive outputs whose invocations read each row's stretch of the tile together
+//!   (coalesced), in chunks of rows where the rows are many, then a fold of the partials;
+//! - on CPU adapters, a subgroup per row or four columns per thread (quad reads);
 //! - a thread per output element (several for packed narrow types) looping over the reduced
 //!   elements — for short reductions, many outputs, and narrow output types.
 
@@ -28,6 +32,10 @@ const PARALLEL_ACCUMULATORS: u64 = 64;
 
 /// The shortest chunk of reduced elements such a split makes.
 const PARALLEL_CHUNK_MIN: u64 = 8192;
+
+/// Consecutive outputs (columns) a workgroup of the column-tile reduction computes; its
+/// invocations are this many columns by `WORKGROUP / COLUMN_TILE` rows.
+const COLUMN_TILE: u64 = 32;
 
 /// Rows a workgroup of the subgroup row reduction computes.
 pub(crate) const SUBGROUP_ROWS: u64 = 8;
@@ -301,12 +309,14 @@ pub fn plan(
     };
     // Few columns of many rows on a CPU adapter: chunks of rows, four columns per thread.
     let quads = quad_split(f, op, &in_ty, dimensions, out_count, target);
-    if kernel.iterations <= bound && !spread && quads.is_none() {
+    // Too few column tiles of many rows on a GPU: chunks of rows, a workgroup each.
+    let tile_chunks = tile_split(&in_ty, dimensions, target);
+    if kernel.iterations <= bound && !spread && quads.is_none() && tile_chunks.is_none() {
         return single(kernel);
     }
     // Shrink the chunk until one invocation's loops fit the bound.
     let mut chunk = red.div_ceil(kernel.iterations.div_ceil(bound).max(2));
-    if let Some(chunks) = quads {
+    if let Some(chunks) = quads.or(tile_chunks) {
         chunk = chunk.min(red.div_ceil(chunks));
     } else if spread {
         let wanted = PARALLEL_ACCUMULATORS.div_ceil(out_count.max(1));
@@ -588,6 +598,50 @@ const QUAD_CHUNK_MIN: u64 = 256;
 /// two workgroups of four-columns-per-thread partials each, or `None` when the columns alone
 /// do (or the rows are too few to cut). Without it such a reduction takes a workgroup per
 /// output, reading element by element (`WGPU_HLO_QUAD_READS=0`: never).
+/// Rows a chunk of a split column-tile reduction takes at most: each invocation folds at
+/// most `COLUMN_CHUNK / (WORKGROUP / COLUMN_TILE)` = 32 elements, eight trips of four reads.
+const COLUMN_CHUNK: u64 = 256;
+
+/// Chunks a column-tile reduction is split into at most (each output then folds that many
+/// partials in a second kernel).
+const COLUMN_CHUNKS_MAX: u64 = 1024;
+
+/// The chunks of rows a column reduction on a GPU adapter (the innermost input dimension
+/// kept, at least half a tile wide) is split into: a GPU hides the latency of its reads with
+/// many workgroups, not long loops. A 4096 x 4096 column sum as 128 tiles had each invocation
+/// fold 512 rows on 128 workgroups; in chunks of 256 rows it is 2048 workgroups of 32 rows
+/// each, then a fold of 16 partials per output. A bias gradient's `sum(axis=0)` of 25088 x 32
+/// is one tile: 98 chunks.
+fn tile_split(in_ty: &crate::ir::TensorType, dimensions: &[i64], target: Target) -> Option<u64> {
+    let dims = in_ty.dims();
+    if !column_tiles_fit(target, &dims, dimensions) {
+        return None;
+    }
+    let red: u64 = dimensions
+        .iter()
+        .map(|&d| dims.get(usize::try_from(d).ok()?).map(|&n| n as u64))
+        .product::<Option<u64>>()?;
+    if red < 2 * COLUMN_CHUNK {
+        return None;
+    }
+    Some(red.div_ceil(COLUMN_CHUNK).min(COLUMN_CHUNKS_MAX))
+}
+
+/// Whether a reduction of `dims` over `dimensions` reads columns the column-tile way: a GPU
+/// adapter, the innermost dimension kept and at least half a tile wide (narrower rows leave
+/// most of a tile's invocations idle, while a workgroup per output reads them nearly
+/// coalesced already), and `WGPU_HLO_COLUMN_TILES=0` not set.
+fn column_tiles_fit(target: Target, dims: &[usize], dimensions: &[i64]) -> bool {
+    let Some(last) = dims.len().checked_sub(1) else {
+        return false;
+    };
+    !target.cpu_adapter
+        && !dimensions.contains(&(last as i64))
+        && !dimensions.is_empty()
+        && dims[last] as u64 >= COLUMN_TILE / 2
+        && !crate::fusion::switched_off("WGPU_HLO_COLUMN_TILES")
+}
+
 fn quad_split(
     f: &Function,
     op: &Operation,
@@ -758,6 +812,15 @@ fn emit_stage(
         && trailing
         && red_count >= SUBGROUP_ROWS_MIN
         && enough_rows;
+    // Columns on GPU adapters (the innermost input dimension is kept): a workgroup per
+    // COLUMN_TILE consecutive outputs, whose invocations read COLUMN_TILE consecutive
+    // elements of each row (see the branch below).
+    let tiles = kept_count.div_ceil(COLUMN_TILE);
+    let use_column_tiles = use_workgroup
+        && windowed.is_none()
+        && major.is_none()
+        && !trailing
+        && column_tiles_fit(target, &dims, dimensions);
     // Fresh accumulators, one per result, each starting at its init value.
     let new_accs = |em: &mut ExprEmitter| -> Result<Vec<String>> {
         let mut acc = Vec::new();
@@ -971,6 +1034,91 @@ fn emit_stage(
              @builtin(num_subgroups) nsg: u32) {{\n    {} = nwg.z >> 16u;\n",
             kernel::RUNTIME_ZERO
         ));
+        main.push_str(&em.body);
+        main.push_str("}\n");
+    } else if use_column_tiles {
+        // A workgroup per COLUMN_TILE consecutive outputs (and per chunk of rows, split):
+        // invocation `lid` folds column `lid % COLUMN_TILE` of the tile over every
+        // `WORKGROUP / COLUMN_TILE`-th row from row `lid / COLUMN_TILE`, so each row's stretch
+        // of the tile is one read of consecutive elements (a workgroup per output had its
+        // invocations read single elements a row apart: one useful word in every memory
+        // transaction of eight); four rows per trip keep more reads in flight. The row
+        // groups' partial results then fold in order through workgroup memory.
+        let rows = u64::from(WORKGROUP) / COLUMN_TILE;
+        for (i, t) in types.iter().enumerate() {
+            shared.push_str(&format!(
+                "var<workgroup> sh{i}: array<{}, {WORKGROUP}>;\n",
+                t.wgsl()
+            ));
+        }
+        em.line("let g = wid.y * nwg.x + wid.x;");
+        em.line(&format!("let tile = g % {tiles}u;"));
+        em.line(&format!("let cg = g / {tiles}u;"));
+        em.line(&format!("if (cg >= {chunks}u) {{ return; }}"));
+        em.line(&format!("let tx = lid % {COLUMN_TILE}u;"));
+        em.line(&format!("let ty = lid / {COLUMN_TILE}u;"));
+        em.line(&format!("let ko = tile * {COLUMN_TILE}u + tx;"));
+        em.line(&format!("let live = ko < {kept_count}u;"));
+        let c0 = if chunks > 1 {
+            em.line(&format!("let c0 = cg * {chunk}u;"));
+            "c0"
+        } else {
+            "0u"
+        };
+        // Invocations past the last column fold nothing (but meet the barrier).
+        em.line(&format!("let rend = select({c0}, {}, live);", end(c0)));
+        let acc = new_accs(&mut em)?;
+        em.line(&format!("var r: u32 = {c0} + ty;"));
+        let element = |em: &mut ExprEmitter, r: &str| -> Result<()> {
+            let idx = input_index(em, "ko", r);
+            let mut vals = Vec::new();
+            for i in 0..n {
+                vals.push(em.value(op.operands[i], &idx)?);
+            }
+            em.line(&fold.element(&acc, &vals));
+            Ok(())
+        };
+        em.open_loop(
+            &format!("for (; r + {}u < rend; r = r + {}u)", 3 * rows, 4 * rows),
+            red_len.div_ceil(4 * rows),
+        );
+        for u in 0..4 {
+            let ru = em.fresh("ru");
+            em.line(&format!("let {ru} = r + {}u;", u * rows));
+            element(&mut em, &ru)?;
+        }
+        em.close(None);
+        em.open_loop(&format!("for (; r < rend; r = r + {rows}u)"), 4);
+        element(&mut em, "r")?;
+        em.close(None);
+        if let Some(f) = fold.finish(&acc) {
+            em.line(&f);
+        }
+        for (i, a) in acc.iter().enumerate() {
+            em.line(&format!("sh{i}[lid] = {a};"));
+        }
+        em.line("workgroupBarrier();");
+        em.open("if (ty == 0u && live)");
+        em.open_loop(
+            &format!("for (var j: u32 = 1u; j < {rows}u; j = j + 1u)"),
+            rows,
+        );
+        let others: Vec<String> = (0..n)
+            .map(|i| format!("sh{i}[j * {COLUMN_TILE}u + tx]"))
+            .collect();
+        em.line(&combine(fname, n, &acc, &others));
+        em.close(None);
+        for (j, a) in acc.iter().enumerate() {
+            if split.is_some() {
+                let v = partials::store(types[j], a);
+                em.line(&format!("out{j}[ko * {chunks}u + cg] = {v};"));
+            } else {
+                em.line(&format!("out{j}[ko] = {a};"));
+            }
+        }
+        em.close(None);
+        workgroups = kernel::grid(tiles * chunks, target.max_workgroups)?;
+        main.push_str(&kernel::entry_header(WORKGROUP));
         main.push_str(&em.body);
         main.push_str("}\n");
     } else if use_workgroup {
@@ -1257,6 +1405,8 @@ fn emit_stage(
         "kernel {name}: reduce {red_len} elements into each of {out_count} ({})\nfuses: {}",
         if use_subgroup_rows {
             "subgroup per row"
+        } else if use_column_tiles {
+            "column tiles"
         } else if use_workgroup {
             "workgroup per output"
         } else {
