@@ -1262,8 +1262,10 @@ fn emit_stage(
             // 4096 column sums, lavapipe on an AMD host: 8.2 ms against 34 ms reading vec4s).
             // With several groups per thread a batch reads 8 * per groups of each row, and
             // then vec4s from the buffer need no texture copy (the same sums on an Intel
-            // host, 4 groups per thread, `bench_jax`: 22 ms through a texture, 11.7 as vec4s).
-            streaming: per > 1,
+            // host, 4 groups per thread, `bench_jax`: 22 ms through a texture, 11.7 as vec4s),
+            // except on AMD hosts, where such vec4s cost three times the texture's fetches
+            // and copy (`crate::target::column_reads_as_vec4`).
+            streaming: per > 1 && crate::target::column_reads_as_vec4(),
             any_shape: false,
         });
         for (k, idx) in idxs.iter().enumerate() {
