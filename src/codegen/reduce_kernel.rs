@@ -617,14 +617,20 @@ fn tile_split(in_ty: &crate::ir::TensorType, dimensions: &[i64], target: Target)
     if !column_tiles_fit(target, &dims, dimensions) {
         return None;
     }
-    let red: u64 = dimensions
-        .iter()
-        .map(|&d| dims.get(usize::try_from(d).ok()?).map(|&n| n as u64))
-        .product::<Option<u64>>()?;
+    let red = reduced_count(&dims, dimensions)?;
     if red < 2 * COLUMN_CHUNK {
         return None;
     }
     Some(red.div_ceil(COLUMN_CHUNK).min(COLUMN_CHUNKS_MAX))
+}
+
+/// The number of elements each output of a reduction of `dims` over `dimensions` folds;
+/// `None` for a dimension out of range.
+fn reduced_count(dims: &[usize], dimensions: &[i64]) -> Option<u64> {
+    dimensions
+        .iter()
+        .map(|&d| dims.get(usize::try_from(d).ok()?).map(|&n| n as u64))
+        .product()
 }
 
 /// Whether a reduction of `dims` over `dimensions` reads columns the column-tile way: a GPU
@@ -664,10 +670,7 @@ fn quad_split(
     {
         return None;
     }
-    let red: u64 = dimensions
-        .iter()
-        .map(|&d| dims.get(usize::try_from(d).ok()?).map(|&n| n as u64))
-        .product::<Option<u64>>()?;
+    let red = reduced_count(&dims, dimensions)?;
     let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
     let wanted = 2 * u64::from(QUAD_COLUMN_WORKGROUP) * cores;
     let quads = out_count / 4;
