@@ -372,3 +372,63 @@ fn extreme_magnitudes() {
         }
     }
 }
+
+/// A matrix whose Jacobi round does not fit the loop budget takes the reduction to
+/// tridiagonal form instead of failing with RESOURCE_EXHAUSTED (where the adapter has f64,
+/// which that route's QL iteration needs): eigh past about 800 x 800 on GPUs, where a round
+/// of the two-sided kernel in a workgroup of 256 loops more than 8192 times (1024 x 1024:
+/// 13355). CPU adapters take that route from 65 x 65 anyway; CI runs this file again with
+/// the GPU kernels (`WGPU_HLO_ADAPTER_CLASS=gpu`), where it is the fallback.
+#[test]
+fn eigh_past_the_jacobi_budget_takes_the_tridiagonal_route() {
+    let dev = common::device();
+    // `WGPU_HLO_EIGH_TRIDIAGONAL=0` (the test command's Jacobi-only run) closes the route.
+    if !dev.caps().f64 || std::env::var("WGPU_HLO_EIGH_TRIDIAGONAL").is_ok_and(|v| v == "0") {
+        return;
+    }
+    let n = 820;
+    let raw = common::data(n * n, 77);
+    let mut a = vec![0f32; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            a[i * n + j] = (raw[i * n + j] + raw[j * n + i]) / 2.0;
+        }
+    }
+    let src = format!(
+        "func.func @main(%a: {t}) -> ({w}, {t}) {{\n  %w, %v = stablehlo.custom_call @wgpu_hlo.eigh(%a) : ({t}) -> ({w}, {t})\n  return %w, %v : {w}, {t}\n}}\n",
+        t = ty(&[n, n]),
+        w = ty(&[n]),
+    );
+    let exe =
+        compile(&dev, src.as_bytes(), &CompileOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        exe.kernels().iter().any(|k| k.name.ends_with("_ql")),
+        "not the tridiagonal route: {:?}",
+        exe.kernels().iter().map(|k| &k.name).collect::<Vec<_>>()
+    );
+    let out = exe
+        .execute_blocking(&[common::upload_f32(&[n, n], &a)])
+        .unwrap();
+    let w: Vec<f64> = common::f32s(&out[0].read_to_host_blocking().unwrap())
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    let v: Vec<f64> = common::f32s(&out[1].read_to_host_blocking().unwrap())
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    assert!(w.windows(2).all(|p| p[0] <= p[1]), "ascending: {w:?}");
+    let scale = max_abs(w.iter().copied()).max(1.0);
+    for i in 0..n {
+        for j in 0..n {
+            let av: f64 = (0..n).map(|k| a[i * n + k] as f64 * v[k * n + j]).sum();
+            assert!(
+                (av - v[i * n + j] * w[j]).abs() < 1e-4 * scale,
+                "A v = v w at {i},{j}"
+            );
+            let vtv: f64 = (0..n).map(|k| v[k * n + i] * v[k * n + j]).sum();
+            let id = if i == j { 1.0 } else { 0.0 };
+            assert!((vtv - id).abs() < 1e-4, "V^T V = I at {i},{j}: {vtv}");
+        }
+    }
+}

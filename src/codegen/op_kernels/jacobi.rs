@@ -366,17 +366,33 @@ pub fn plan(
     c: &CustomCall,
     target: Target,
 ) -> Result<Plan> {
-    if c.call_target_name != EIGH_TARGET {
-        match super::tridiagonal::plan_svd_values(name, f, op, target)? {
+    use super::tridiagonal;
+    // A matrix whose Jacobi round would run past the loop budget (eigh of 1024 x 1024 on a
+    // GPU: 13355 iterations a round in a workgroup of 256) takes the reduction to condensed
+    // form instead, where it can (values-only svd, eigh): a result, not RESOURCE_EXHAUSTED.
+    let or_condensed = |r: Result<Plan>, alt: &dyn Fn() -> Result<Option<Plan>>| match r {
+        Err(e) if e.kind == crate::error::ErrorKind::ResourceExhausted => match alt()? {
             Some(p) => Ok(p),
-            None => svd(name, f, op, target, false),
+            None => Err(e),
+        },
+        r => r,
+    };
+    if c.call_target_name != EIGH_TARGET {
+        match tridiagonal::plan_svd_values(name, f, op, target, false)? {
+            Some(p) => Ok(p),
+            None => or_condensed(svd(name, f, op, target, false), &|| {
+                tridiagonal::plan_svd_values(name, f, op, target, true)
+            }),
         }
-    } else if let Some(p) = super::tridiagonal::plan(name, f, op, target)? {
+    } else if let Some(p) = tridiagonal::plan(name, f, op, target, false)? {
         Ok(p)
-    } else if eigh_one_sided(target) {
-        svd(name, f, op, target, true)
     } else {
-        eigh(name, f, op, target)
+        let jacobi = if eigh_one_sided(target) {
+            svd(name, f, op, target, true)
+        } else {
+            eigh(name, f, op, target)
+        };
+        or_condensed(jacobi, &|| tridiagonal::plan(name, f, op, target, true))
     }
 }
 

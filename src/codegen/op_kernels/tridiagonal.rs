@@ -63,13 +63,14 @@ fn budget(target: Target) -> u64 {
 /// Whether eigh (`var` = `WGPU_HLO_EIGH_TRIDIAGONAL`) or values-only svd
 /// (`WGPU_HLO_SVD_BIDIAGONAL`) of `n`-column matrices takes the route of this module (which
 /// needs f64 for the QL iteration): `var=0` never, `=1` always (where its steps fit the loop
-/// budget and workgroup memory), otherwise on CPU adapters from [`CPU_MIN_N`].
-fn chosen(var: &str, n: u64, target: Target) -> bool {
+/// budget and workgroup memory), otherwise on CPU adapters from [`CPU_MIN_N`], and on any
+/// adapter where the Jacobi kernels cannot take the matrix (`fallback`).
+fn chosen(var: &str, n: u64, target: Target, fallback: bool) -> bool {
     target.caps.f64
         && match std::env::var(var).as_deref() {
             Ok("0") => false,
             Ok("1") => true,
-            _ => target.cpu_adapter && n >= CPU_MIN_N,
+            _ => fallback || (target.cpu_adapter && n >= CPU_MIN_N),
         }
 }
 
@@ -224,7 +225,16 @@ impl Ctx<'_> {
 
 /// The plan for `custom_call @wgpu_hlo.eigh` when the tridiagonal route is chosen for it,
 /// else `None` (the Jacobi kernels take it).
-pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Option<Plan>> {
+///
+/// `fallback`: the Jacobi kernels refused the matrix (a round past the loop budget: eigh of
+/// 1024 x 1024 on GPUs), so this route is taken wherever it can be.
+pub fn plan(
+    name: &str,
+    f: &Function,
+    op: &Operation,
+    target: Target,
+    fallback: bool,
+) -> Result<Option<Plan>> {
     let what = format!("custom_call @{EIGH_TARGET}");
     let Some(&a) = op.operands.first() else {
         return Err(Error::invalid(format!("{what} without operand")));
@@ -232,7 +242,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
     let at = f32_tensor(f, a, &what)?;
     let d = at.dims();
     let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
-    if m != n || n == 0 || !chosen("WGPU_HLO_EIGH_TRIDIAGONAL", n, target) {
+    if m != n || n == 0 || !chosen("WGPU_HLO_EIGH_TRIDIAGONAL", n, target, fallback) {
         return Ok(None);
     }
     let batch = at.num_elements() as u64 / (n * n);
@@ -466,6 +476,7 @@ pub fn plan_svd_values(
     f: &Function,
     op: &Operation,
     target: Target,
+    fallback: bool,
 ) -> Result<Option<Plan>> {
     let what = format!("custom_call @{SVD_TARGET}");
     let Some(&a) = op.operands.first() else {
@@ -474,7 +485,11 @@ pub fn plan_svd_values(
     let at = f32_tensor(f, a, &what)?;
     let d = at.dims();
     let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
-    if op.results.len() != 1 || m < n || n < 2 || !chosen("WGPU_HLO_SVD_BIDIAGONAL", n, target) {
+    if op.results.len() != 1
+        || m < n
+        || n < 2
+        || !chosen("WGPU_HLO_SVD_BIDIAGONAL", n, target, fallback)
+    {
         return Ok(None);
     }
     let batch = at.num_elements() as u64 / (m * n);
