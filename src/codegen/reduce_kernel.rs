@@ -592,12 +592,6 @@ fn windowed(
 /// Rows reduced per thread at least when [`quad_split`] cuts a reduction into chunks.
 const QUAD_CHUNK_MIN: u64 = 256;
 
-/// On CPU adapters, a reduction over leading dimensions into few columns (the innermost
-/// input dimension kept, a multiple of 4; 32-bit results), such as the bias gradient of a
-/// convolution (25088 rows into 32): the number of chunks of rows that gives the cores
-/// two workgroups of four-columns-per-thread partials each, or `None` when the columns alone
-/// do (or the rows are too few to cut). Without it such a reduction takes a workgroup per
-/// output, reading element by element (`WGPU_HLO_QUAD_READS=0`: never).
 /// Rows a chunk of a split column-tile reduction takes at most: each invocation folds at
 /// most `COLUMN_CHUNK / (WORKGROUP / COLUMN_TILE)` = 32 elements, eight trips of four reads.
 const COLUMN_CHUNK: u64 = 256;
@@ -648,6 +642,12 @@ fn column_tiles_fit(target: Target, dims: &[usize], dimensions: &[i64]) -> bool 
         && !crate::fusion::switched_off("WGPU_HLO_COLUMN_TILES")
 }
 
+/// On CPU adapters, a reduction over leading dimensions into few columns (the innermost
+/// input dimension kept, a multiple of 4; 32-bit results), such as the bias gradient of a
+/// convolution (25088 rows into 32): the number of chunks of rows that gives the cores
+/// two workgroups of four-columns-per-thread partials each, or `None` when the columns alone
+/// do (or the rows are too few to cut). Without it such a reduction takes a workgroup per
+/// output, reading element by element (`WGPU_HLO_QUAD_READS=0`: never).
 fn quad_split(
     f: &Function,
     op: &Operation,
