@@ -202,6 +202,8 @@ def cases():
     for n in (48, 256):
         yield f"eigh {n}x{n}", jax.jit(jnp.linalg.eigh), (spd(n, 20 + n),)
         yield f"svd {n}x{n}", jax.jit(lambda a: jnp.linalg.svd(a, compute_uv=False)), (normal((n, n), 21 + n),)
+        # What `jnp.linalg.svd(a)`, `pinv` and `lstsq` run: singular vectors too.
+        yield f"svd {n}x{n} with U, V", jax.jit(jnp.linalg.svd), (normal((n, n), 21 + n),)
         yield f"cholesky {n}x{n}", jax.jit(jnp.linalg.cholesky), (spd(n, 22 + n),)
 
 
