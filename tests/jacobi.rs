@@ -87,14 +87,14 @@ fn check_eigh_results(batch: usize, n: usize, a: &[f32], w: &[f64], v: &[f64]) {
 }
 
 fn check_svd(batch: usize, m: usize, n: usize, seed: u64) {
-    let a = common::data(batch * m * n, seed);
-    let src = format!(
-        "func.func @main(%a: {t}) -> ({s}, {t}, {v}) {{\n  %s, %u, %v = stablehlo.custom_call @wgpu_hlo.svd(%a) : ({t}) -> ({s}, {t}, {v})\n  return %s, %u, %v : {s}, {t}, {v}\n}}\n",
-        t = ty(&[batch, m, n]),
-        s = ty(&[batch, n]),
-        v = ty(&[batch, n, n]),
-    );
-    let out = run(&src, &[batch, m, n], &a);
+    check_svd_of(batch, m, n, &common::data(batch * m * n, seed));
+}
+
+/// Checks the svd with U and V of the `batch` `m x n` matrices `a` (`m >= n`): the singular
+/// values of the values-only svd, descending, `U S V^T = A`, orthonormal columns.
+fn check_svd_of(batch: usize, m: usize, n: usize, a: &[f32]) {
+    let src = svd_source(batch, m, n);
+    let out = run(&src, &[batch, m, n], a);
     let (s, u, v) = (&out[0], &out[1], &out[2]);
     // Values only: the same singular values.
     let src1 = format!(
@@ -102,7 +102,30 @@ fn check_svd(batch: usize, m: usize, n: usize, seed: u64) {
         t = ty(&[batch, m, n]),
         s = ty(&[batch, n]),
     );
-    let s1 = &run(&src1, &[batch, m, n], &a)[0];
+    let s1 = &run(&src1, &[batch, m, n], a)[0];
+    check_svd_results((batch, m, n), a, s, u, v, s1);
+}
+
+/// The program of the svd with U and V of `batch` `m x n` matrices.
+fn svd_source(batch: usize, m: usize, n: usize) -> String {
+    format!(
+        "func.func @main(%a: {t}) -> ({s}, {t}, {v}) {{\n  %s, %u, %v = stablehlo.custom_call @wgpu_hlo.svd(%a) : ({t}) -> ({s}, {t}, {v})\n  return %s, %u, %v : {s}, {t}, {v}\n}}\n",
+        t = ty(&[batch, m, n]),
+        s = ty(&[batch, n]),
+        v = ty(&[batch, n, n]),
+    )
+}
+
+/// Checks an svd's results `s`, `u`, `v` of the matrices `a` against `s1`, the values-only
+/// svd's.
+fn check_svd_results(
+    (batch, m, n): (usize, usize, usize),
+    a: &[f32],
+    s: &[f64],
+    u: &[f64],
+    v: &[f64],
+    s1: &[f64],
+) {
     assert!(max_abs(s.iter().zip(s1).map(|(x, y)| x - y)) < 1e-4 * max_abs(s.iter().copied()));
     for b in 0..batch {
         let (a, s, u, v) = (
@@ -215,13 +238,10 @@ fn eigh_tridiagonal_spectra() {
     check_eigh_of(6, n, &a);
 }
 
-#[test]
-fn svd_values_bidiagonal_spectra() {
-    // Past 64 columns CPU adapters find singular values alone by bidiagonal reduction and QL
-    // iterations (WGPU_HLO_SVD_BIDIAGONAL=0: never, =1: every values-only svd here, on any
-    // adapter with f64). Matrices H1 diag(sigma) H2 (reflections H1, H2) with known values:
-    // half of them zero, all zero, all equal (orthonormal columns), graded over 7 decades.
-    let (m, n) = (90, 70);
+/// `m x n` matrices `H1 diag(sigma) H2` (reflections `H1`, `H2`) with known singular values:
+/// half of them zero, all zero, all equal (orthonormal columns), graded over 7 decades. The
+/// matrices one after the other, and their `sigma`s.
+fn known_spectra(m: usize, n: usize) -> (Vec<f32>, Vec<Vec<f64>>) {
     let reflection = |len: usize, seed: usize| {
         let v: Vec<f64> = (0..len)
             .map(|i| ((i * seed + 3) % 13) as f64 - 6.0)
@@ -253,6 +273,16 @@ fn svd_values_bidiagonal_spectra() {
             }
         }
     }
+    (a, spectra)
+}
+
+#[test]
+fn svd_values_bidiagonal_spectra() {
+    // Past 64 columns CPU adapters find singular values alone by bidiagonal reduction and QL
+    // iterations (WGPU_HLO_SVD_BIDIAGONAL=0: never, =1: every values-only svd here, on any
+    // adapter with f64).
+    let (m, n) = (90, 70);
+    let (a, spectra) = known_spectra(m, n);
     let batch = spectra.len();
     let src = format!(
         "func.func @main(%a: {t}) -> {s} {{\n  %s = stablehlo.custom_call @wgpu_hlo.svd(%a) : ({t}) -> {s}\n  return %s : {s}\n}}\n",
@@ -267,6 +297,29 @@ fn svd_values_bidiagonal_spectra() {
         let err = max_abs(got.iter().zip(&want).map(|(x, y)| x - y));
         assert!(err <= 2e-6 * want[0].max(1e-30), "matrix {b}: {got:?}");
     }
+}
+
+#[test]
+fn svd_with_vectors_bidiagonal_spectra() {
+    // From 49 columns CPU adapters take svd with U and V by bidiagonal reduction and QR
+    // sweeps (WGPU_HLO_SVD_BIDIAGONAL=0: never, =1: here on any adapter with f64): rank
+    // deficient, zero and graded matrices, where the sweeps split the bidiagonal at zero
+    // diagonal entries; square ones, where the last left reflection is the identity; a
+    // batch of three, whose vectors' rows span three workgroups of the QR kernel on GPUs.
+    let dev = common::device();
+    let src = svd_source(1, 64, 64);
+    let exe =
+        compile(&dev, src.as_bytes(), &CompileOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    if !exe.kernels().iter().any(|k| k.name.ends_with("_qr")) {
+        // The Jacobi kernels (GPU adapters, `=0`) leave U's columns of zero singular values
+        // zero; the JAX rule completes them.
+        return;
+    }
+    let (m, n) = (90, 70);
+    check_svd_of(4, m, n, &known_spectra(m, n).0);
+    let (a, _) = known_spectra(64, 64);
+    check_svd_of(4, 64, 64, &a);
+    check_svd(3, 150, 140, 31);
 }
 
 #[test]

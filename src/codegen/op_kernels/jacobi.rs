@@ -366,7 +366,7 @@ pub fn plan(
     c: &CustomCall,
     target: Target,
 ) -> Result<Plan> {
-    use super::tridiagonal;
+    use super::{bidiagonal, tridiagonal};
     // A matrix whose Jacobi round would run past the loop budget (eigh of 1024 x 1024 on a
     // GPU: 13355 iterations a round in a workgroup of 256) takes the reduction to condensed
     // form instead, where it can (values-only svd, eigh): a result, not RESOURCE_EXHAUSTED.
@@ -378,11 +378,15 @@ pub fn plan(
         r => r,
     };
     if c.call_target_name != EIGH_TARGET {
-        match tridiagonal::plan_svd_values(name, f, op, target, false)? {
+        let condensed = |fallback| -> Result<Option<Plan>> {
+            match tridiagonal::plan_svd_values(name, f, op, target, fallback)? {
+                Some(p) => Ok(Some(p)),
+                None => bidiagonal::plan(name, f, op, target, fallback),
+            }
+        };
+        match condensed(false)? {
             Some(p) => Ok(p),
-            None => or_condensed(svd(name, f, op, target, false), &|| {
-                tridiagonal::plan_svd_values(name, f, op, target, true)
-            }),
+            None => or_condensed(svd(name, f, op, target, false), &|| condensed(true)),
         }
     } else if let Some(p) = tridiagonal::plan(name, f, op, target, false)? {
         Ok(p)

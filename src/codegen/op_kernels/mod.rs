@@ -7,6 +7,7 @@
 //! in order. Bodies of region-carrying ops (scatter's combiner, sort's comparator, ...) are
 //! emitted as WGSL functions with `reduce_kernel::emit_body_function`.
 
+pub mod bidiagonal;
 pub mod fft;
 pub mod householder;
 pub mod jacobi;

@@ -41,12 +41,12 @@ use crate::ir::{ElementType, Function, Operation, TensorType, ValueId};
 const TRI_STATUS: u64 = 4;
 /// Words of a QL state's status after `Z`, `d` and `e`: the first eigenvalue not yet
 /// converged, the iterations spent on it, the state (0 running, 1 done, 2 failed), unused.
-const QL_STATUS: u64 = 4;
+pub(super) const QL_STATUS: u64 = 4;
 /// Most QL iterations on one eigenvalue (EISPACK's 30).
-const MAX_ITERATIONS: u64 = 30;
+pub(super) const MAX_ITERATIONS: u64 = 30;
 /// QL iterations per eigenvalue the launches leave room for, on average (about 1.5 are
 /// usual); past them the results are NaN.
-const PLANNED_ITERATIONS: u64 = 4;
+pub(super) const PLANNED_ITERATIONS: u64 = 4;
 /// Threads per workgroup of the back-transformation (several workgroups per matrix).
 const BACK_WG: u64 = 16;
 
@@ -56,7 +56,7 @@ const BACK_WG: u64 = 16;
 const CPU_MIN_N: u64 = 65;
 
 /// Loop iterations one invocation may run per launch.
-fn budget(target: Target) -> u64 {
+pub(super) fn budget(target: Target) -> u64 {
     (target.max_invocation_iterations / 2).max(1)
 }
 
@@ -65,12 +65,17 @@ fn budget(target: Target) -> u64 {
 /// needs f64 for the QL iteration): `var=0` never, `=1` always (where its steps fit the loop
 /// budget and workgroup memory), otherwise on CPU adapters from [`CPU_MIN_N`], and on any
 /// adapter where the Jacobi kernels cannot take the matrix (`fallback`).
-fn chosen(var: &str, n: u64, target: Target, fallback: bool) -> bool {
+pub(super) fn chosen(var: &str, n: u64, target: Target, fallback: bool) -> bool {
+    chosen_from(var, n, CPU_MIN_N, target, fallback)
+}
+
+/// [`chosen`] with `min_n` in place of [`CPU_MIN_N`].
+pub(super) fn chosen_from(var: &str, n: u64, min_n: u64, target: Target, fallback: bool) -> bool {
     target.caps.f64
         && match std::env::var(var).as_deref() {
             Ok("0") => false,
             Ok("1") => true,
-            _ => fallback || (target.cpu_adapter && n >= CPU_MIN_N),
+            _ => fallback || (target.cpu_adapter && n >= min_n),
         }
 }
 
@@ -130,7 +135,7 @@ impl Dims {
 }
 
 /// `template` with each `(key, value)` substituted (keys are `$NAME` tokens).
-fn fill(template: &str, subs: &[(&str, String)]) -> String {
+pub(super) fn fill(template: &str, subs: &[(&str, String)]) -> String {
     let mut out = template.to_string();
     // Longest keys first: `$NN` before `$N`.
     let mut subs: Vec<_> = subs.iter().collect();
@@ -143,18 +148,18 @@ fn fill(template: &str, subs: &[(&str, String)]) -> String {
 
 /// What the kernels of one op's plan share: its name, description, the op, the `$` names of
 /// their WGSL templates, the target.
-struct Ctx<'a> {
-    name: &'a str,
-    desc: &'a str,
-    what: &'a str,
-    subs: Vec<(&'static str, String)>,
-    target: Target<'a>,
+pub(super) struct Ctx<'a> {
+    pub(super) name: &'a str,
+    pub(super) desc: &'a str,
+    pub(super) what: &'a str,
+    pub(super) subs: Vec<(&'static str, String)>,
+    pub(super) target: Target<'a>,
 }
 
 impl Ctx<'_> {
     /// A kernel of `threads` threads whose body is the template `body`, filled in.
     #[allow(clippy::too_many_arguments)]
-    fn threaded(
+    pub(super) fn threaded(
         &self,
         kname: &str,
         does: &str,
@@ -183,7 +188,7 @@ impl Ctx<'_> {
     /// (`stride` words each; rows padded to `ld` with zeros), then scaled by a power of two
     /// `g`, kept at word `g_word`.
     #[allow(clippy::too_many_arguments)]
-    fn start(
+    pub(super) fn start(
         &self,
         (a, at): (ValueId, &TensorType),
         state: &crate::codegen::expr::Binding,
@@ -497,17 +502,8 @@ pub fn plan_svd_values(
     let n4 = n.div_ceil(4);
     let ld = 4 * n4;
     let size = m * ld;
-    let first = if target.cpu_adapter { 64 } else { 256 };
-    let cost = |wg: u64, k: u64| {
-        let c = |x: u64| x.div_ceil(wg);
-        2 * c(m) + 2 * c(n4) * (m - k) + c(ld) + c(n) + 2 * c(m) * n4 + 4 * wg.ilog2() as u64 + 8
-    };
     let order = 2 * n;
-    let Some(wg) = [first, 256]
-        .into_iter()
-        .map(|wg| wg.min(m.next_power_of_two()).max(8))
-        .find(|&wg| cost(wg, 0) <= budget && ql_step(order, false) < budget)
-    else {
+    let Some(wg) = bidiag_workgroup(m, n, target, budget, ql_step(order, false) + 1) else {
         return Ok(None);
     };
     let ld2 = 4 * order.div_ceil(4);
@@ -561,30 +557,14 @@ pub fn plan_svd_values(
         &mut kernels,
         &mut launches,
     )?;
-    let mut iters = 0;
-    let mut k0 = 0;
-    while k0 < n {
-        let mut c = cost(wg, k0);
-        let mut k1 = k0 + 1;
-        while k1 < n && c + cost(wg, k1) <= budget {
-            c += cost(wg, k1);
-            k1 += 1;
-        }
-        iters = iters.max(c);
-        launches.push(Launch::updating(2, vec![k0 as u32, k1 as u32], 0));
-        k0 = k1;
-    }
-    kernels.push(workgroup_kernel(
-        &format!("{name}_bidiag"),
-        &format!("kernel {name}_bidiag: Householder reduction to bidiagonal form (parameters: first and end column) of {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}"),
-        vec![params()],
-        vec![bi.clone()],
-        &fill(BIDIAG_KERNEL, &cx.subs),
-        batch,
-        iters,
-        true,
-        target,
-    )?);
+    bidiag_stage(
+        &cx,
+        &bi,
+        (batch, m, n, wg),
+        false,
+        &mut kernels,
+        &mut launches,
+    )?;
     kernels.push(cx.threaded(
         "ql_init",
         "the QL state of B's Golub-Kahan tridiagonal (d = 0, e interleaving B's diagonal and superdiagonal; f64)",
@@ -630,6 +610,91 @@ pub fn plan_svd_values(
     }))
 }
 
+/// Loop iterations of step `k` of the bidiagonal reduction of `m x n` matrices in
+/// workgroups of `wg` threads.
+fn bidiag_cost(m: u64, n: u64, wg: u64, k: u64) -> u64 {
+    let n4 = n.div_ceil(4);
+    let c = |x: u64| x.div_ceil(wg);
+    2 * c(m) + 2 * c(n4) * (m - k) + c(4 * n4) + c(n) + 2 * c(m) * n4 + 4 * wg.ilog2() as u64 + 8
+}
+
+/// Threads per workgroup of the bidiagonal reduction of `m x n` matrices (fewer on CPU
+/// adapters, where they cost barrier switches), where its first step fits the loop budget
+/// and the iteration that follows it needs at most `next` iterations a step; else `None`.
+pub(super) fn bidiag_workgroup(
+    m: u64,
+    n: u64,
+    target: Target,
+    budget: u64,
+    next: u64,
+) -> Option<u64> {
+    let first = if target.cpu_adapter { 64 } else { 256 };
+    [first, 256]
+        .into_iter()
+        .map(|wg| wg.min(m.next_power_of_two()).max(8))
+        .find(|&wg| bidiag_cost(m, n, wg, 0) <= budget && next <= budget)
+}
+
+/// The bidiagonal reduction's kernel and its launches (as many columns per launch as the
+/// budget allows), updating temporary 0 (`bi`, the state [`Ctx::start`] wrote). `keep`: the
+/// reflectors stay in the state (the left one of column `k` in column `k` from row `k`, the
+/// right one in row `k` from column `k + 1`, both normalized to `H = I - 2 u u^T`), for the
+/// back-transformations of a full decomposition.
+pub(super) fn bidiag_stage(
+    cx: &Ctx,
+    bi: &crate::codegen::expr::Binding,
+    (batch, m, n, wg): (u64, u64, u64, u64),
+    keep: bool,
+    kernels: &mut Vec<kernel::Kernel>,
+    launches: &mut Vec<Launch>,
+) -> Result<()> {
+    let (name, desc, what) = (cx.name, cx.desc, cx.what);
+    let budget = budget(cx.target);
+    let k_bidiag = kernels.len();
+    let mut iters = 0;
+    let mut k0 = 0;
+    while k0 < n {
+        let mut c = bidiag_cost(m, n, wg, k0);
+        let mut k1 = k0 + 1;
+        while k1 < n && c + bidiag_cost(m, n, wg, k1) <= budget {
+            c += bidiag_cost(m, n, wg, k1);
+            k1 += 1;
+        }
+        iters = iters.max(c);
+        launches.push(Launch::updating(k_bidiag, vec![k0 as u32, k1 as u32], 0));
+        k0 = k1;
+    }
+    let (keep_left, keep_right, sync) = if keep {
+        (
+            "            let at = base + i * $LDu + k;\n            out0[at >> 2u][at & 3u] = cc[i];\n",
+            "                out0[(row + j) >> 2u][(row + j) & 3u] = rr[j];\n",
+            // The column's vec4s are rewritten next, by other threads.
+            "        storageBarrier();\n",
+        )
+    } else {
+        ("", "", "")
+    };
+    let body = fill(
+        &BIDIAG_KERNEL
+            .replace("$KEEPL\n", keep_left)
+            .replace("$KEEPR\n", keep_right)
+            .replace("$KEEPSYNC\n", sync),
+        &cx.subs,
+    );
+    kernels.push(workgroup_kernel(
+        &format!("{name}_bidiag"),
+        &format!("kernel {name}_bidiag: Householder reduction to bidiagonal form (parameters: first and end column) of {desc}, one workgroup per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}"),
+        vec![params()],
+        vec![bi.clone()],
+        &body,
+        batch,
+        iters,
+        true,
+        cx.target,
+    )?);
+    Ok(())
+}
+
 /// The bidiagonal reduction ([`plan_svd_values`]): `out0` the state by vec4s (the matrix's
 /// rows padded to `LD`, then d, e and the scale), `in0` the first and end column.
 const BIDIAG_KERNEL: &str = r#"var<workgroup> red: array<f32, $WG>;
@@ -670,11 +735,13 @@ $TREE        let h = reflection(cc[k], red[0]);
         workgroupBarrier();
         for (var i = k + lid; i < $Mu; i = i + $WGu) {
             cc[i] = select(cc[i], h.y, i == k) * h.z;
+$KEEPL
         }
         if (lid == 0u) {
             let at = base + $SIZEu + k;
             out0[at >> 2u][at & 3u] = h.x;
         }
+$KEEPSYNC
         workgroupBarrier();
         // On the columns right of k (a vec4 of them per thread; k and left of it untouched).
         for (var j4 = (k >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
@@ -707,6 +774,7 @@ $TREE            let g = reflection(rr[k + 1u], red[0]);
             workgroupBarrier();
             for (var j = k + 1u + lid; j < $Nu; j = j + $WGu) {
                 rr[j] = select(rr[j], g.y, j == k + 1u) * g.z;
+$KEEPR
             }
             if (lid == 0u) {
                 let at = base + $SIZEu + $LDu + k;
@@ -759,7 +827,7 @@ fn ql_per_rotation(z: bool) -> u64 {
 }
 
 /// Worst-case loop iterations of one QL iteration on order `n`.
-fn ql_step(n: u64, z: bool) -> u64 {
+pub(super) fn ql_step(n: u64, z: bool) -> u64 {
     ql_per_rotation(z) * n + 4
 }
 

@@ -1,0 +1,549 @@
+//! Full singular value decompositions (`custom_call @wgpu_hlo.svd` with U and V) by reduction
+//! to bidiagonal form and the implicitly shifted QR iteration on the bidiagonal (Golub and
+//! Reinsch; LAPACK's `sgebrd`, `sbdsqr`, `sormbr`), f32, batched, on the device, instead of
+//! one-sided Jacobi sweeps. Jacobi costs about ten sweeps of `m n^2` work, each a chain of
+//! `n - 1` barrier-separated rounds in one workgroup; this costs one `m n^2` reduction, a QR
+//! iteration whose chains are short scalar loops, and two back-transformations.
+//!
+//! 1. `_bidiag` ([`super::tridiagonal::bidiag_stage`]): one workgroup per matrix reduces the
+//!    scaled matrix `g A` to upper bidiagonal `B = Q^T (g A) P` and keeps the reflectors.
+//! 2. `_qr` (f64): `B = U_B diag(d) V_B^T` by QR sweeps, each shifted by the eigenvalue of the
+//!    trailing 2x2 block of `B^T B` nearer its last diagonal entry. One thread per workgroup
+//!    finds the unreduced block, chases the bulge through `d` and `e` in workgroup memory and
+//!    records the rotations from the right (for `V_B`) and from the left (for `U_B`); where a
+//!    diagonal entry above the block is negligible, rotations from the left first zero the
+//!    superdiagonal entry next to it (the block splits). Then every thread applies the
+//!    recorded rotations to its vec4 of rows of `U_B` or `V_B` (by columns): half the
+//!    workgroups of a matrix hold rows of `V_B`, half rows of `U_B`, and all repeat the cheap
+//!    scalar chase. Launches resume where the last one stopped (`d`, `e` and the status
+//!    alternate between two copies); a matrix with a singular value that needs more than 30
+//!    sweeps, or that is not done after the last launch, gets NaN results.
+//! 3. `_values` ranks `|d|` (descending) and writes `s = |d| / g`; `_u`, `_v` write the
+//!    columns of `U_B` and `V_B` in that order (a negative `d` flips its column of `V_B`);
+//!    `_back_u`, `_back_v` apply the reflectors (`U = Q [U_B; 0]`, `V = P V_B`, a vec4 of
+//!    columns per thread, the last reflectors first) and `_out_u`, `_out_v` drop the padding.
+
+use super::jacobi::{binding, check_results, f32_tensor, params, rank_loop, SVD_TARGET};
+use super::tridiagonal::{
+    bidiag_stage, bidiag_workgroup, budget, chosen_from, fill, ql_step, Ctx, MAX_ITERATIONS,
+    PLANNED_ITERATIONS, QL_STATUS,
+};
+use super::{temp, Launch, Plan};
+use crate::codegen::kernel::RUNTIME_ZERO;
+use crate::codegen::loop_kernel::Target;
+use crate::error::{Error, Result};
+use crate::ir::{ElementType, Function, Operation, TensorType};
+
+/// Smallest n this route takes by default on CPU adapters: below it the Jacobi kernels are
+/// as fast (llvmpipe, 48x48: 1.9 against 2.2 ms), past it slower (64x64: 13.1 against
+/// 4.0 ms; 128x128: 58 against 21 ms; 256x256: 488 against 124 ms).
+const CPU_MIN_N: u64 = 49;
+
+/// Threads per workgroup of the back-transformations (several workgroups per matrix).
+const BACK_WG: u64 = 16;
+
+/// The plan for `custom_call @wgpu_hlo.svd` with U and V (`a: [..., m, n]`, `m >= n` ->
+/// `(s: [..., n], u: [..., m, n], v: [..., n, n])`) when this route is chosen for it
+/// (`WGPU_HLO_SVD_BIDIAGONAL`, as for the singular values alone), else `None` (the Jacobi
+/// kernels take it). `fallback`: the Jacobi kernels refused the matrix.
+pub fn plan(
+    name: &str,
+    f: &Function,
+    op: &Operation,
+    target: Target,
+    fallback: bool,
+) -> Result<Option<Plan>> {
+    let what = format!("custom_call @{SVD_TARGET}");
+    let Some(&a) = op.operands.first() else {
+        return Err(Error::invalid(format!("{what} without operand")));
+    };
+    let at = f32_tensor(f, a, &what)?;
+    let d = at.dims();
+    let r = d.len();
+    let (m, n) = (d[r - 2] as u64, d[r - 1] as u64);
+    if op.results.len() != 3
+        || m < n
+        || n < 2
+        || !chosen_from("WGPU_HLO_SVD_BIDIAGONAL", n, CPU_MIN_N, target, fallback)
+    {
+        return Ok(None);
+    }
+    let batch = at.num_elements() as u64 / (m * n);
+    let budget = budget(target);
+    let step = ql_step(n, true);
+    let Some(wg) = bidiag_workgroup(m, n, target, budget, step + 1) else {
+        return Ok(None);
+    };
+    let n4 = n.div_ceil(4);
+    let ld = 4 * n4;
+    let size = m * ld;
+    // Workgroup memory: the reduction's column, row and tree; the QR kernel's d, e and two
+    // rotations per index (f64), its control words.
+    let bytes = (4 * (m + ld + wg)).max(48 * n + 32);
+    if bytes > target.max_workgroup_storage
+        || batch > target.max_workgroups as u64 * target.max_workgroups as u64
+    {
+        return Ok(None);
+    }
+    let mut want = vec![d[..r - 1].to_vec(), d.clone(), d.clone()];
+    want[0][r - 2] = d[r - 1];
+    want[2][r - 2] = d[r - 1];
+    let res = check_results(f, op, &want, &what)?;
+    let desc = format!("{batch} {m}x{n} f32 matrices");
+    // The reduction's state (f32): the matrix (rows padded to `ld`), d, e, the scale g.
+    let stride = size + 2 * ld + 4;
+    // The QR state (f64): U_B and V_B by columns (`zs` words each), then two copies of d, e
+    // and the status (the first singular value not yet converged counted from the end, the
+    // sweeps spent on it, the state: 0 running, 1 done, 2 failed; the tolerance).
+    let zs = n * ld;
+    let slot = 2 * ld + QL_STATUS;
+    let q_stride = 2 * zs + 2 * slot;
+    // Workgroups per matrix and vec4s of rows per workgroup (a power of two) of the QR kernel.
+    // Each workgroup repeats the scalar chase: on CPU adapters as few as keep both halves
+    // busy (llvmpipe, 256x256: 73 ms in 8 workgroups of 16 rows, 52 ms in 2 of 64).
+    let rows = if target.cpu_adapter { 64 } else { 16 };
+    let rows = rows.min(n4.next_power_of_two()).max(8);
+    let groups = n4.div_ceil(rows);
+    let bi_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
+    let qr_t = TensorType::new(vec![(batch * q_stride) as i64], ElementType::F64);
+    let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
+    let uz_t = TensorType::new(vec![(batch * size) as i64], ElementType::F32);
+    let vz_t = TensorType::new(vec![(batch * zs) as i64], ElementType::F32);
+    let bi = binding(temp(0), &bi_t);
+    let qr = binding(temp(1), &qr_t);
+    let ranks = binding(temp(2), &rank_t);
+    let uz = binding(temp(3), &uz_t);
+    let vz = binding(temp(4), &vz_t);
+    let cx = Ctx {
+        name,
+        desc: &desc,
+        what: &what,
+        subs: vec![
+            ("$M", m.to_string()),
+            ("$MN", (m * n).to_string()),
+            ("$N", n.to_string()),
+            ("$N4", n4.to_string()),
+            ("$LD", ld.to_string()),
+            ("$SIZE", size.to_string()),
+            ("$WG", wg.to_string()),
+            ("$B", batch.to_string()),
+            ("$TS", stride.to_string()),
+            ("$QS", q_stride.to_string()),
+            ("$ZS", zs.to_string()),
+            ("$SLOT", slot.to_string()),
+            ("$RZ", RUNTIME_ZERO.to_string()),
+            (
+                "$TREE",
+                super::jacobi::tree_reduce(wg / 2, super::jacobi::SUM, "        "),
+            ),
+        ],
+        target,
+    };
+    let mut kernels = Vec::new();
+    let mut launches = Vec::new();
+    cx.start(
+        (a, &at),
+        &bi,
+        batch,
+        (m, ld),
+        stride,
+        size + 2 * ld,
+        &mut kernels,
+        &mut launches,
+    )?;
+    bidiag_stage(
+        &cx,
+        &bi,
+        (batch, m, n, wg),
+        true,
+        &mut kernels,
+        &mut launches,
+    )?;
+
+    // The QR state: U_B = V_B = I, d, e (e[i] = B[i-1, i], e[0] = 0), the status and the
+    // tolerance (1e-14 of max |d_i| + |e_i|, which bounds |B|) in the first copy.
+    kernels.push(cx.threaded(
+        "qr_init",
+        "the bidiagonal QR state (U_B = V_B = I, d, e, status, tolerance; f64)",
+        vec![bi.clone()],
+        vec![qr.clone()],
+        "    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu + $SIZEu;\n    var x = 0.0lf;\n    if (e < 2u * $ZSu) {\n        let z = e % $ZSu;\n        x = select(0.0lf, 1.0lf, z / $LDu == z % $LDu);\n    } else if (e < 2u * $ZSu + $SLOTu) {\n        let j = e - 2u * $ZSu;\n        if (j < $Nu) {\n            x = f64(in0[sb + j]);\n        } else if (j >= $LDu && j < $LDu + $Nu && j > $LDu) {\n            x = f64(in0[sb + j - 1u]);\n        } else if (j == 2u * $LDu) {\n            x = f64($Nu);\n        } else if (j == 2u * $LDu + 3u) {\n            var top = 0.0;\n            for (var i = 0u; i < $Nu; i = i + 1u) {\n                var t = abs(in0[sb + i]);\n                if (i > 0u) { t = t + abs(in0[sb + $LDu + i - 1u]); }\n                top = max(top, t);\n            }\n            x = 1e-14lf * f64(top);\n        }\n    }\n    out0[tid] = x;\n",
+        batch * q_stride,
+        n,
+    )?);
+    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+
+    let iters = budget.min(step * (n + 1));
+    kernels.push(super::jacobi::workgroup_kernel(
+        &format!("{name}_qr"),
+        &format!("kernel {name}_qr: implicitly shifted QR sweeps (f64; parameter: the launch's index) on the bidiagonal matrices of {desc}, resumed where the last launch stopped, {g2} workgroups per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}", g2 = 2 * groups),
+        vec![params()],
+        vec![qr.clone()],
+        &fill(
+            QR_KERNEL,
+            &[
+                cx.subs.clone(),
+                vec![
+                    ("$G", groups.to_string()),
+                    ("$R", rows.to_string()),
+                    ("$STEP", step.to_string()),
+                    ("$BUDGET", budget.to_string()),
+                    ("$MAXIT", MAX_ITERATIONS.to_string()),
+                ],
+            ]
+            .concat(),
+        ),
+        batch * 2 * groups,
+        iters,
+        true,
+        target,
+    )?);
+    // Room for PLANNED_ITERATIONS sweeps per singular value, each over the rest of the matrix.
+    let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
+    let count = (rotations * 3).div_ceil(budget - step) + 1;
+    let k_qr = kernels.len() - 1;
+    for i in 0..count {
+        launches.push(Launch::updating(k_qr, vec![i as u32, 0], 1));
+    }
+    let last = 2 * zs + (count % 2) * slot;
+    let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2);
+
+    kernels.push(cx.threaded(
+        "values",
+        "singular values, descending, and their ranks",
+        vec![qr.clone(), bi.clone()],
+        vec![binding(op.results[0], &res[0]), ranks.clone()],
+        &format!(
+            "    let mat = tid / $Nu;\n    let i = tid % $Nu;\n    let qb = mat * $QSu;\n    let g = in1[mat * $TSu + $SIZEu + 2u * $LDu];\n{rank}    out0[mat * $Nu + rank] = select(bitcast<f32>(0x7fc00000u), ki / g, {ok});\n    out1[tid] = rank;\n",
+            rank = rank_loop(n, &format!("f32(abs(in0[qb + {last}u + i]))"), &format!("f32(abs(in0[qb + {last}u + j]))"), false),
+        ),
+        batch * n,
+        n,
+    )?);
+    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+    // U_B's and V_B's columns in the order of the singular values, row-major (rows padded to
+    // LD, U_B's below n zero).
+    for (kname, rows_of, z, out, sign) in [
+        ("u", m, "", &uz, ""),
+        (
+            "v",
+            n,
+            "$ZSu + ",
+            &vz,
+            " * select(-1.0, 1.0, in0[qb + LASTu + col] >= 0.0lf)",
+        ),
+    ] {
+        let per = rows_of * ld;
+        kernels.push(cx.threaded(
+            kname,
+            &format!("the bidiagonal's {} singular vectors, in the order of the singular values", if kname == "u" { "left" } else { "right" }),
+            vec![qr.clone(), ranks.clone()],
+            vec![out.clone()],
+            &format!(
+                "    let mat = tid / {per}u;\n    let row = (tid / $LDu) % {rows_of}u;\n    let col = tid % $LDu;\n    let qb = mat * $QSu;\n    if (col >= $Nu || row >= $Nu) {{\n        out0[tid] = 0.0;\n        return;\n    }}\n    out0[mat * {per}u + row * $LDu + in1[mat * $Nu + col]] = select(bitcast<f32>(0x7fc00000u), f32(in0[qb + {z}col * $LDu + row]){sign}, {ok});\n",
+                sign = sign.replace("LAST", &last.to_string()),
+            ),
+            batch * per,
+            0,
+        )?);
+        launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+    }
+
+    // U = Q [U_B; 0], V = P V_B: reflectors from the last, as many per launch as the budget
+    // allows; each thread takes a vec4 of columns.
+    for (kname, rows_of, t, first, at, reflectors) in [
+        ("u", m, 3, "k", format!("sb + i * {ld}u + k"), n),
+        ("v", n, 4, "k + 1u", format!("sb + k * {ld}u + i"), n - 1),
+    ] {
+        let from = |k: u64| if kname == "u" { k } else { k + 1 };
+        let cost = |k: u64| 2 * (rows_of - from(k)) + 1;
+        let mut ranges = Vec::new();
+        let mut hi = reflectors;
+        let mut back_iters = 0;
+        while hi > 0 {
+            let mut lo = hi - 1;
+            let mut c = cost(lo);
+            while lo > 0 && c + cost(lo - 1) <= budget {
+                lo -= 1;
+                c += cost(lo);
+            }
+            back_iters = back_iters.max(c);
+            ranges.push((hi, lo));
+            hi = lo;
+        }
+        let threads = batch * n4;
+        kernels.push(super::jacobi::workgroup_kernel(
+            &format!("{name}_back_{kname}"),
+            &format!("kernel {name}_back_{kname}: the reflections (parameters: end and first) applied to the bidiagonal's singular vectors ({kname}) of {desc}, a vec4 of columns per thread\nloop iterations per invocation: at most {back_iters}\nfuses: {what}"),
+            vec![params(), bi.clone()],
+            vec![if kname == "u" { uz.clone() } else { vz.clone() }],
+            &fill(
+                BACK_KERNEL,
+                &[
+                    cx.subs.clone(),
+                    vec![
+                        ("$BWG", BACK_WG.to_string()),
+                        ("$T", threads.to_string()),
+                        ("$ROWS", rows_of.to_string()),
+                        ("$FIRST", first.to_string()),
+                        ("$AT", at),
+                    ],
+                ]
+                .concat(),
+            ),
+            threads.div_ceil(BACK_WG),
+            back_iters,
+            true,
+            target,
+        )?);
+        let k_back = kernels.len() - 1;
+        for (hi, lo) in ranges {
+            launches.push(Launch::updating(k_back, vec![hi as u32, lo as u32], t));
+        }
+    }
+    // The vectors without the row padding.
+    for (kname, rows_of, z, out) in [("u", m, &uz, 1), ("v", n, &vz, 2)] {
+        let per = rows_of * n;
+        kernels.push(cx.threaded(
+            &format!("out_{kname}"),
+            &format!("singular vectors ({kname})"),
+            vec![z.clone()],
+            vec![binding(op.results[out], &res[out])],
+            &format!("    let mat = tid / {per}u;\n    let e = tid % {per}u;\n    out0[tid] = in0[mat * {}u + e / $Nu * $LDu + e % $Nu];\n", rows_of * ld),
+            batch * per,
+            0,
+        )?);
+        launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+    }
+    Ok(Some(Plan {
+        kernels,
+        temps: vec![bi_t, qr_t, rank_t, uz_t, vz_t],
+        launches,
+    }))
+}
+
+/// The back-transformation (see the module comment): `out0` the padded row-major vectors
+/// (`$ROWS` rows) by vec4s, `in1` the reduction's state (reflector `k`'s element `i` at
+/// `$AT`, from row `$FIRST`), `in0` the reflectors' end and first index.
+const BACK_KERNEL: &str = r#"@compute @workgroup_size($BWG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    $RZ = nwg.z >> 16u;
+    let tid = (wid.y * nwg.x + wid.x) * $BWGu + lid;
+    if (tid >= $Tu) { return; }
+    let mat = tid / $N4u;
+    let sb = mat * $TSu;
+    let zb = mat * ($ROWSu * $N4u) + tid % $N4u;
+    for (var kk = in0[0]; kk > in0[1]; kk = kk - 1u) {
+        let k = kk - 1u;
+        var dot = vec4<f32>(0.0);
+        for (var i = $FIRST; i < $ROWSu; i = i + 1u) {
+            dot = dot + in1[$AT] * out0[zb + i * $N4u];
+        }
+        dot = 2.0 * dot;
+        for (var i = $FIRST; i < $ROWSu; i = i + 1u) {
+            out0[zb + i * $N4u] = out0[zb + i * $N4u] - in1[$AT] * dot;
+        }
+    }
+}
+"#;
+
+/// The QR kernel (see the module comment): `out0` the f64 state by vec4s (the columns of
+/// `U_B` and `V_B` by fours of rows; the scalars read as components), `in0[0]` the launch's
+/// index (its parity picks the copy of `d`, `e` and the status to read).
+const QR_KERNEL: &str = r#"var<workgroup> dd: array<f64, $N>;
+var<workgroup> ee: array<f64, $N>;
+var<workgroup> rv: array<vec2<f64>, $N>;
+var<workgroup> ru: array<vec2<f64>, $N>;
+var<workgroup> ctl: vec4<u32>;
+var<workgroup> chain: vec4<u32>;
+
+// sqrt(a^2 + b^2) without overflow.
+fn hyp(a: f64, b: f64) -> f64 {
+    let x = abs(a);
+    let y = abs(b);
+    let big = max(x, y);
+    if (!(big > 0.0lf)) { return x + y; }
+    let q = min(x, y) / big;
+    return big * sqrt(1.0lf + q * q);
+}
+
+@compute @workgroup_size($R)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    $RZ = nwg.z >> 16u;
+    let gid = wid.y * nwg.x + wid.x;
+    let mat = gid / (2u * $Gu);
+    let part = gid % (2u * $Gu);
+    if (mat >= $Bu) { return; }
+    let base = mat * $QSu;
+    let b4 = base >> 2u;
+    let src = base + 2u * $ZSu + (in0[0] & 1u) * $SLOTu;
+    let dst = base + 2u * $ZSu + (1u - (in0[0] & 1u)) * $SLOTu;
+    for (var i = lid; i < $Nu; i = i + $Ru) {
+        dd[i] = out0[(src + i) >> 2u][(src + i) & 3u];
+        ee[i] = out0[(src + $LDu + i) >> 2u][(src + $LDu + i) & 3u];
+    }
+    let status = out0[(src + 2u * $LDu) >> 2u];
+    let tol = status.w;
+    if (lid == 0u) {
+        ctl = vec4<u32>(u32(status.x), u32(status.y), u32(status.z), 0u);
+    }
+    let c0 = workgroupUniformLoad(&ctl);
+    // This workgroup's rows: of U_B in the second half of the matrix's workgroups, else of V_B.
+    let on_u = part >= $Gu;
+    let r4 = (part % $Gu) * $Ru + lid;
+    let zb = b4 + select($ZSu / 4u, 0u, on_u);
+    if (c0.z == 0u) {
+    var used = 0u;
+    loop {
+        if (lid == 0u) {
+            var kk = ctl.x;
+            var it = ctl.y;
+            var state = 0u;
+            var kind = 0u;
+            var lo = 0u;
+            var hi = 0u;
+            var spent = used;
+            loop {
+                if (kk == 0u) { state = 1u; break; }
+                // Out of this launch's budget: the next launch goes on from here.
+                if (spent + $STEPu > $BUDGETu) { state = 3u; break; }
+                let k = kk - 1u;
+                // The unreduced block [l, k] that ends at k: up to a negligible e (a split), or
+                // to a negligible d just above it (then e[l] is zeroed first).
+                var l = k;
+                var cancel = false;
+                loop {
+                    if (l == 0u) { break; }
+                    if (abs(ee[l]) <= tol) { break; }
+                    if (abs(dd[l - 1u]) <= tol) { cancel = true; break; }
+                    l = l - 1u;
+                }
+                spent = spent + k - l + 1u;
+                if (cancel) {
+                    // Rotations of rows l - 1 and i = l, l + 1, ... from the left carry e[l]
+                    // along row l - 1 until it is negligible (U_B's columns l - 1 and i).
+                    var c = 0.0lf;
+                    var s = 1.0lf;
+                    var i = l;
+                    loop {
+                        if (i > k) { break; }
+                        let f = s * ee[i];
+                        ee[i] = c * ee[i];
+                        if (abs(f) <= tol) { break; }
+                        let g = dd[i];
+                        let h = hyp(f, g);
+                        dd[i] = h;
+                        c = g / h;
+                        s = -f / h;
+                        ru[i] = vec2<f64>(c, s);
+                        i = i + 1u;
+                    }
+                    spent = spent + i - l + 1u;
+                    if (i > l) {
+                        kind = 1u;
+                        lo = l;
+                        hi = i;
+                        break;
+                    }
+                    continue;
+                }
+                if (l == k) {
+                    // d[k] is a singular value (its sign is fixed in V_B at the end).
+                    kk = k;
+                    it = 0u;
+                    continue;
+                }
+                if (it >= $MAXITu) { state = 2u; break; }
+                it = it + 1u;
+                // The shift: of the trailing 2x2 block of B^T B, the eigenvalue nearer d[k]^2.
+                var x = dd[l];
+                let y0 = dd[k - 1u];
+                let z0 = dd[k];
+                let g0 = ee[k - 1u];
+                let h0 = ee[k];
+                var f = ((y0 - z0) * (y0 + z0) + (g0 - h0) * (g0 + h0)) / (2.0lf * h0 * y0);
+                let r = hyp(f, 1.0lf);
+                f = ((x - z0) * (x + z0) + h0 * (y0 / (f + select(-r, r, f >= 0.0lf)) - h0)) / x;
+                // The chase: a rotation of columns j, j + 1 from the right (V_B's), then one
+                // of rows j, j + 1 from the left (U_B's), j = l, ..., k - 1.
+                var c = 1.0lf;
+                var s = 1.0lf;
+                for (var j = l; j < k; j = j + 1u) {
+                    var g = ee[j + 1u];
+                    var y = dd[j + 1u];
+                    var h = s * g;
+                    g = c * g;
+                    var z = hyp(f, h);
+                    ee[j] = z;
+                    c = f / z;
+                    s = h / z;
+                    f = x * c + g * s;
+                    g = g * c - x * s;
+                    h = y * s;
+                    y = y * c;
+                    rv[j] = vec2<f64>(c, s);
+                    z = hyp(f, h);
+                    dd[j] = z;
+                    if (z != 0.0lf) {
+                        c = f / z;
+                        s = h / z;
+                    }
+                    f = c * g + s * y;
+                    x = c * y - s * g;
+                    ru[j] = vec2<f64>(c, s);
+                }
+                ee[l] = 0.0lf;
+                ee[k] = f;
+                dd[k] = x;
+                kind = 0u;
+                lo = l;
+                hi = k;
+                spent = spent + k - l;
+                break;
+            }
+            ctl = vec4<u32>(kk, it, state, 0u);
+            chain = vec4<u32>(lo, hi, spent, kind);
+        }
+        let c = workgroupUniformLoad(&ctl);
+        let ch = workgroupUniformLoad(&chain);
+        if (c.z != 0u) { break; }
+        if (r4 < $N4u) {
+            if (ch.w == 0u) {
+                // The chase's rotations of columns (j, j + 1), j = lo, ..., hi - 1.
+                var carry = out0[zb + ch.x * $N4u + r4];
+                for (var j = ch.x; j < ch.y; j = j + 1u) {
+                    let cs = select(rv[j], ru[j], on_u);
+                    let zj = out0[zb + (j + 1u) * $N4u + r4];
+                    out0[zb + j * $N4u + r4] = cs.x * carry + cs.y * zj;
+                    carry = cs.x * zj - cs.y * carry;
+                }
+                out0[zb + ch.y * $N4u + r4] = carry;
+            } else if (on_u) {
+                // The cancellation's rotations of columns (lo - 1, i), i = lo, ..., hi - 1.
+                let p = zb + (ch.x - 1u) * $N4u + r4;
+                var carry = out0[p];
+                for (var i = ch.x; i < ch.y; i = i + 1u) {
+                    let cs = ru[i];
+                    let zi = out0[zb + i * $N4u + r4];
+                    out0[zb + i * $N4u + r4] = cs.x * zi - cs.y * carry;
+                    carry = cs.x * carry + cs.y * zi;
+                }
+                out0[p] = carry;
+            }
+        }
+        used = ch.z + (ch.y - ch.x);
+        workgroupBarrier();
+    }
+    }
+    if (part != 0u) { return; }
+    workgroupBarrier();
+    for (var i = lid; i < $Nu; i = i + $Ru) {
+        out0[(dst + i) >> 2u][(dst + i) & 3u] = dd[i];
+        out0[(dst + $LDu + i) >> 2u][(dst + $LDu + i) & 3u] = ee[i];
+    }
+    if (lid == 0u) {
+        let c = ctl;
+        out0[(dst + 2u * $LDu) >> 2u] = vec4<f64>(f64(c.x), f64(c.y), f64(select(c.z, 0u, c.z == 3u)), tol);
+    }
+}
+"#;
