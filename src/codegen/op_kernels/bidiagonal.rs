@@ -510,12 +510,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (r4 < $N4u) {
             if (ch.w == 0u) {
                 // The chase's rotations of columns (j, j + 1), j = lo, ..., hi - 1.
+                // (Two loops, not a select of the two rotations: llvmpipe loads each
+                // element of workgroup memory once per lane.)
                 var carry = out0[zb + ch.x * $N4u + r4];
-                for (var j = ch.x; j < ch.y; j = j + 1u) {
-                    let cs = select(rv[j], ru[j], on_u);
-                    let zj = out0[zb + (j + 1u) * $N4u + r4];
-                    out0[zb + j * $N4u + r4] = cs.x * carry + cs.y * zj;
-                    carry = cs.x * zj - cs.y * carry;
+                if (on_u) {
+                    for (var j = ch.x; j < ch.y; j = j + 1u) {
+                        let cs = ru[j];
+                        let zj = out0[zb + (j + 1u) * $N4u + r4];
+                        out0[zb + j * $N4u + r4] = cs.x * carry + cs.y * zj;
+                        carry = cs.x * zj - cs.y * carry;
+                    }
+                } else {
+                    for (var j = ch.x; j < ch.y; j = j + 1u) {
+                        let cs = rv[j];
+                        let zj = out0[zb + (j + 1u) * $N4u + r4];
+                        out0[zb + j * $N4u + r4] = cs.x * carry + cs.y * zj;
+                        carry = cs.x * zj - cs.y * carry;
+                    }
                 }
                 out0[zb + ch.y * $N4u + r4] = carry;
             } else if (on_u) {
