@@ -667,7 +667,7 @@ pub(super) fn bidiag_stage(
     let (keep_left, keep_right, sync) = if keep {
         (
             "            let at = base + i * $LDu + k;\n            out0[at >> 2u][at & 3u] = cc[i];\n",
-            "                out0[(row + j) >> 2u][(row + j) & 3u] = rr[j];\n",
+            "                out0[(row + j) >> 2u][(row + j) & 3u] = rr[j >> 2u][j & 3u];\n",
             // The column's vec4s are rewritten next, by other threads.
             "        storageBarrier();\n",
         )
@@ -699,7 +699,7 @@ pub(super) fn bidiag_stage(
 /// rows padded to `LD`, then d, e and the scale), `in0` the first and end column.
 const BIDIAG_KERNEL: &str = r#"var<workgroup> red: array<f32, $WG>;
 var<workgroup> cc: array<f32, $M>;
-var<workgroup> rr: array<f32, $LD>;
+var<workgroup> rr: array<vec4<f32>, $N4>;
 
 // The reflection of x = (x0, rest) with |rest|^2 = tail: (live, alpha, v0, 1 / |v|), v = x -
 // alpha e_1, alpha = -sign(x0) |x|; none when rest is zero (below 1e-18 of the scaled matrix).
@@ -766,14 +766,14 @@ $KEEPSYNC
             for (var j = lid; j < $LDu; j = j + $WGu) {
                 var y = 0.0;
                 if (j > k && j < $Nu) { y = out0[(row + j) >> 2u][(row + j) & 3u]; }
-                rr[j] = y;
+                rr[j >> 2u][j & 3u] = y;
                 if (j > k + 1u) { acc2 = acc2 + y * y; }
             }
             red[lid] = acc2;
-$TREE            let g = reflection(rr[k + 1u], red[0]);
+$TREE            let g = reflection(rr[(k + 1u) >> 2u][(k + 1u) & 3u], red[0]);
             workgroupBarrier();
             for (var j = k + 1u + lid; j < $Nu; j = j + $WGu) {
-                rr[j] = select(rr[j], g.y, j == k + 1u) * g.z;
+                rr[j >> 2u][j & 3u] = select(rr[j >> 2u][j & 3u], g.y, j == k + 1u) * g.z;
 $KEEPR
             }
             if (lid == 0u) {
@@ -786,13 +786,11 @@ $KEEPR
                 let rb = b4 + i * $N4u;
                 var s = 0.0;
                 for (var j4 = (k + 1u) >> 2u; j4 < $N4u; j4 = j4 + 1u) {
-                    let j = 4u * j4;
-                    s = s + dot(out0[rb + j4], vec4<f32>(rr[j], rr[j + 1u], rr[j + 2u], rr[j + 3u]));
+                    s = s + dot(out0[rb + j4], rr[j4]);
                 }
                 s = 2.0 * s;
                 for (var j4 = (k + 1u) >> 2u; j4 < $N4u; j4 = j4 + 1u) {
-                    let j = 4u * j4;
-                    out0[rb + j4] = out0[rb + j4] - s * vec4<f32>(rr[j], rr[j + 1u], rr[j + 2u], rr[j + 3u]);
+                    out0[rb + j4] = out0[rb + j4] - s * rr[j4];
                 }
             }
             storageBarrier();
