@@ -266,8 +266,9 @@ pub fn plan(
         return Ok(None);
     };
     let s = Dims { n, wg };
-    // Workgroup memory: the reduction's u, w and tree; QL's d, e and rotations (f64).
-    let bytes = (4 * (2 * s.ld() + wg)).max(8 * (4 * n) + 32);
+    // Workgroup memory: the reduction's u, w, (u, w) pairs and tree; QL's d, e and rotations
+    // (f64).
+    let bytes = (4 * (4 * s.ld() + wg)).max(8 * (4 * n) + 32);
     if bytes > target.max_workgroup_storage
         || batch > target.max_workgroups as u64 * target.max_workgroups as u64
     {
@@ -920,6 +921,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 const TRI_KERNEL: &str = r#"var<workgroup> red: array<f32, $WG>;
 var<workgroup> uu: array<f32, $LD>;
 var<workgroup> ww: array<f32, $LD>;
+// (u_i, w_i) of the update, loaded together: llvmpipe loads a vector from one address for
+// little more than a scalar.
+var<workgroup> uw: array<vec2<f32>, $LD>;
 
 @compute @workgroup_size($WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -983,7 +987,9 @@ $TREE        let tail = red[0];
 $TREE        let kk = red[0];
         // w = 2 (p - K u) (zero outside the trailing block); A <- A - u w^T - w u^T.
         for (var j = lid; j < $LDu; j = j + $WGu) {
-            ww[j] = select(0.0, 2.0 * (ww[j] - kk * uu[j]), j >= r0 && j < $Nu);
+            let w = select(0.0, 2.0 * (ww[j] - kk * uu[j]), j >= r0 && j < $Nu);
+            ww[j] = w;
+            uw[j] = vec2<f32>(uu[j], w);
         }
         workgroupBarrier();
         for (var j4 = (r0 >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
@@ -992,7 +998,8 @@ $TREE        let kk = red[0];
             let w4 = vec4<f32>(ww[j], ww[j + 1u], ww[j + 2u], ww[j + 3u]);
             for (var i = r0; i < $Nu; i = i + 1u) {
                 let e = b4 + i * $N4u + j4;
-                out0[e] = out0[e] - uu[i] * w4 - ww[i] * u4;
+                let c = uw[i];
+                out0[e] = out0[e] - c.x * w4 - c.y * u4;
             }
         }
         storageBarrier();
