@@ -256,7 +256,10 @@ pub fn plan(
         ("v", n, 4, "k + 1u", format!("sb + k * {ld}u + i"), n - 1),
     ] {
         let from = |k: u64| if kname == "u" { k } else { k + 1 };
-        let cost = |k: u64| 2 * (rows_of - from(k)) + 1;
+        let cost = |k: u64| {
+            let rows = rows_of - from(k);
+            2 * rows + rows.div_ceil(32) + 1
+        };
         let mut ranges = Vec::new();
         let mut hi = reflectors;
         let mut back_iters = 0;
@@ -335,9 +338,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let zb = mat * ($ROWSu * $N4u) + tid % $N4u;
     for (var kk = in0[0]; kk > in0[1]; kk = kk - 1u) {
         let k = kk - 1u;
+        // Summed by blocks of 32 rows (one running f32 sum over a tall U's column rounds
+        // m times).
         var dot = vec4<f32>(0.0);
-        for (var i = $FIRST; i < $ROWSu; i = i + 1u) {
-            dot = dot + in1[$AT] * out0[zb + i * $N4u];
+        for (var i0 = $FIRST; i0 < $ROWSu; i0 = i0 + 32u) {
+            var part = vec4<f32>(0.0);
+            for (var i = i0; i < min(i0 + 32u, $ROWSu); i = i + 1u) {
+                part = part + in1[$AT] * out0[zb + i * $N4u];
+            }
+            dot = dot + part;
         }
         dot = 2.0 * dot;
         for (var i = $FIRST; i < $ROWSu; i = i + 1u) {
