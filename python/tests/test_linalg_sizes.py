@@ -260,9 +260,18 @@ def test_svd_qr_first_rule(monkeypatch):
     from jax_plugins.wgpu.lowerings import _SVD_JACOBI_MAX_ROWS, _svd_qr_first
 
     monkeypatch.delenv("WGPU_HLO_SVD_QR_FIRST", raising=False)
+    monkeypatch.delenv("WGPU_HLO_SVD_BIDIAGONAL", raising=False)
     monkeypatch.setenv("WGPU_HLO_ADAPTER_CLASS", "cpu")
     assert not _svd_qr_first(300, 100, True) and not _svd_qr_first(300, 100, False)
-    assert _svd_qr_first(1000, 100, True) and not _svd_qr_first(1000, 100, False)
+    # With U and V from 49 columns the direct route is the bidiagonal kernels, whose tall
+    # matrices cost less than Jacobi's.
+    assert not _svd_qr_first(1000, 100, True) and not _svd_qr_first(1000, 100, False)
+    assert _svd_qr_first(2000, 150, True) and _svd_qr_first(800, 200, True)
+    assert not _svd_qr_first(400, 200, True)
+    assert _svd_qr_first(3000, 40, True) and not _svd_qr_first(2000, 40, True)
+    monkeypatch.setenv("WGPU_HLO_SVD_BIDIAGONAL", "0")
+    assert _svd_qr_first(1000, 100, True)
+    monkeypatch.delenv("WGPU_HLO_SVD_BIDIAGONAL")
     assert not _svd_qr_first(5000, 10, True)
     assert _svd_qr_first(4096, 256, True) and _svd_qr_first(4096, 256, False)
     assert _svd_qr_first(_SVD_JACOBI_MAX_ROWS + 1, 2, False)

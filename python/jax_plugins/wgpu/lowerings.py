@@ -739,10 +739,18 @@ def _svd_qr_first(rows, cols, compute_uv) -> bool:
     is large and the matrix is tall. lavapipe, ms direct / QR first, values and U V:
     300x100 32 / 236 and 105 / 228; 1000x100 86 / 195 and 356 / 257; 2000x50 123 / 123 and
     178 / 132; 5000x10 12 / 32 and 18 / 37; 4096x256 2050 / 1039 and 9111 / 1547. On GPUs
-    (not measured) from 256 rows and twice the columns."""
+    (not measured) from 256 rows and twice the columns.
+
+    svd with U and V from 49 columns (`_SVD_BIDIAGONAL_FROM`) runs the bidiagonal kernels
+    instead of Jacobi on CPU adapters, and tall ones cost less (lavapipe, ms direct / QR
+    first, 2026-11-30): 300x100 23 / 27, 1000x100 58 / 79, 1500x100 87 / 100, 2000x50 38 /
+    54, 3000x64 80 / 84, 400x200 100 / 142; 800x200 181 / 142, 2000x150 236 / 186, 600x300
+    334 / 288, 1000x300 557 / 380, 4096x256 1355 / 653: QR first from twice the columns and
+    rows x cols^2 of 2.5e7."""
     import os
 
     forced = os.environ.get("WGPU_HLO_SVD_QR_FIRST")
+    forced_bidiagonal = os.environ.get("WGPU_HLO_SVD_BIDIAGONAL")
     if forced in ("0", "1"):
         return forced == "1" and rows > cols
     if rows <= cols:
@@ -751,7 +759,14 @@ def _svd_qr_first(rows, cols, compute_uv) -> bool:
         return True
     if not _cpu_adapter():
         return rows > 256 and rows > 2 * cols
+    if compute_uv and cols >= _SVD_BIDIAGONAL_FROM and forced_bidiagonal != "0":
+        return rows >= 2 * cols and rows * cols * cols >= 2.5e7
     return rows >= 4 * cols and rows * cols * cols >= (4e6 if compute_uv else 3e7)
+
+
+_SVD_BIDIAGONAL_FROM = 49
+"""Smallest number of columns whose svd with U and V takes the bidiagonal kernels on CPU
+adapters (`src/codegen/op_kernels/bidiagonal.rs`'s `CPU_MIN_N`)."""
 
 
 def _cpu_adapter() -> bool:
