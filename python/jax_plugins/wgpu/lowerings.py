@@ -1093,11 +1093,12 @@ _LU_PANEL = 64
 """Columns of the panels of the blocked LU (`_lu_blocked`). lavapipe, 1024 x 1024 (ms): 32:
 688, 64: 643; the one-workgroup kernel's panels take half the time."""
 
-_LU_BLOCKED_FROM = {"cpu": 320, "gpu": 512}
+_LU_BLOCKED_FROM = {"cpu": 160, "gpu": 512}
 """Smallest min(m, n) that `_lu_blocked` factors (panels through the LU kernel, products for
 the rest) instead of the one-workgroup kernel. lavapipe, square f32, kernel / blocked, ms:
-192: 28 / 30, 256: 59 / 54, 384: 210 / 91, 512: 485 / 150. The GPU value is a guess: not
-measured on a GPU."""
+192: 28 / 30, 256: 59 / 54, 384: 210 / 91, 512: 485 / 150; again on 2026-11-30 (solve, an
+AMD host, with the split of `_lu_blocked`): 128: 3.8 / 4.7, 160: 9.5 / 8.4, 192: 15.1 / 8.8,
+256: 33.3 / 13.4, 300: 54 / 19.9. The GPU value is a guess: not measured on a GPU."""
 
 
 def _lu_panel_step(a, perm, piv, j, b):
@@ -1140,7 +1141,7 @@ def _lu_panel_step(a, perm, piv, j, b):
     return a, perm, piv
 
 
-def _lu_blocked(a):
+def _lu_blocked(a, split=True):
     """LU with partial pivoting of `a` (`..., m, n`) by panels of `_LU_PANEL` columns, as
     LAPACK's getrf: each panel (its rows from the diagonal down) is factored by
     `lax.linalg.lu` (whose rule takes the one-workgroup kernel for such narrow matrices), its
@@ -1148,7 +1149,9 @@ def _lu_blocked(a):
     lower triangle, and the trailing matrix updated by one product. The panels run in a
     `fori_loop` over full-height shapes (masks and a rotation of the rows instead of shrinking
     slices), so one set of kernels serves every panel: unrolled with shrinking shapes, a
-    512 x 512 LU compiled 64 kernels, 8.8 s on lavapipe. Returns JAX's `lu` results."""
+    512 x 512 LU compiled 64 kernels, 8.8 s on lavapipe. `split`: past four panels, a second
+    set of kernels takes the second half on the trailing window (below). Returns JAX's `lu`
+    results."""
     import jax.numpy as jnp
     from jax import lax
 
@@ -1158,10 +1161,29 @@ def _lu_blocked(a):
     perm = jnp.broadcast_to(jnp.arange(m, dtype=jnp.int32), (*batch, m))
     piv = jnp.zeros((*batch, k), jnp.int32)
     steps = k // nb
+    # From four panels on, the loop runs the first half of them and the trailing matrix (the
+    # Schur complement by then) is factored as a problem of its own (`split=False`: once), on
+    # its smaller shapes: its panels' products, masks and panel kernel cover the window, not
+    # the whole matrix. lavapipe, solve (ms, first call with empty caches in s): 384: 32 ->
+    # 25, 512: 54 -> 47 (1.7 -> 3.1 s), 1000: 289 -> 200 (3.4 -> 4.9 s). Splitting the window
+    # again (down to one panel) gave 41 and 196 ms for 4.8 and 7.6 s of first call.
+    first = steps // 2 if split and steps >= 4 else steps
     a, perm, piv = lax.fori_loop(
-        0, steps, lambda s, c: _lu_panel_step(*c, s * nb, nb), (a, perm, piv)
+        0, first, lambda s, c: _lu_panel_step(*c, s * nb, nb), (a, perm, piv)
     )
-    if k % nb:
+    if first < steps:
+        s = first * nb
+        lu_w, piv_w, perm_w = _lu_blocked(a[..., s:, s:], split=False)
+        # The window's row interchanges reach the rows of L left of it.
+        left = jnp.take_along_axis(a[..., s:, :s], perm_w[..., :, None], axis=-2)
+        a = jnp.concatenate(
+            [a[..., :s, :], jnp.concatenate([left, lu_w], axis=-1)], axis=-2
+        )
+        piv = jnp.concatenate([piv[..., :s], piv_w + s], axis=-1)
+        perm = jnp.concatenate(
+            [perm[..., :s], jnp.take_along_axis(perm[..., s:], perm_w, axis=-1)], axis=-1
+        )
+    elif k % nb:
         a, perm, piv = _lu_panel_step(a, perm, piv, steps * nb, k % nb)
     return [a, piv, perm]
 
