@@ -191,9 +191,9 @@ def test_lu_panels_pivots_as_lapack(gpu, shape):
     # min(m, n) of 160 or more on CPU adapters (512 on GPUs: 520 x 520 in both runs): LU by
     # 64-column panels in a fori_loop (each panel through the kernel, its rows rotated so
     # that one shape serves every step; remainder panels for 333 and 520), the block row by a
-    # triangular solve, the trailing matrix by a product; from four panels the second half
+    # triangular solve, the trailing matrix by a product; from eight panels the second half
     # on the trailing window (its row interchanges applied to the rows of L left of it;
-    # 700 x 350: two panels, then a 572 x 222 window with a remainder panel). The same
+    # 520 x 520: four panels, then a 264 x 264 window with a remainder panel). The same
     # pivots as LAPACK; factors to f32 rounding (350 x 700: wgpu and cpu are 7.2e-5 and
     # 5.5e-5 from an f64 LU, 1.3e-4 from each other).
     a = rand(shape, seed=sum(shape) + 1)

@@ -415,7 +415,7 @@ def _householder_panel(p0, j0):
     return _householder_panel_loop(p0, j0)
 
 
-def _householder_factor(a):
+def _householder_factor(a, run=None):
     """Blocked Householder QR of one `m x n` matrix (min(m, n) > 0): each panel of `_PANEL`
     columns is factored one reflection at a time (work on the panel only), then applied to
     the trailing columns at once in compact WY form, `H_1 ... H_b = I - V T V^T` with
@@ -427,7 +427,9 @@ def _householder_factor(a):
     R = -0.99999994 and Q entries of 6e-8 (JAX's QDWH then returned 1e-4 where cpu gives 0).
     Panels run in a loop (one set of kernels); the columns are padded to whole panels with
     zeros, whose reflectors are the identity. Returns R (`m x n`, upper), the reflectors `v`
-    by columns (0 for `tau = 0`), the panels' `T^-1`, the panel width and the `tau`s."""
+    by columns (0 for `tau = 0`), the panels' `T^-1`, the panel width and the `tau`s. `run`:
+    only the first `run` panels; R's rows below them then hold the transformed trailing
+    columns (not made upper)."""
     import jax.numpy as jnp
     from jax import lax
 
@@ -460,7 +462,7 @@ def _householder_factor(a):
 
     r, vs, t_invs, taus = lax.fori_loop(
         0,
-        panels,
+        panels if run is None else run,
         panel,
         (
             r,
@@ -469,11 +471,19 @@ def _householder_factor(a):
             jnp.zeros((width,), dtype),
         ),
     )
-    return jnp.triu(r[:, :n]), vs, t_invs, b, taus
+    return (jnp.triu(r[:, :n]) if run is None else r[:, :n]), vs, t_invs, b, taus
 
 
-def _householder_qr_2d(a, full_matrices):
-    """Q and R of one matrix by `_householder_factor`: Q full (`m x m`) or reduced."""
+def _householder_qr_2d(a, full_matrices, split=True):
+    """Q and R of one matrix by `_householder_factor`: Q full (`m x m`) or reduced.
+
+    From 16 panels on (`split`; 512 columns), only the first half of the panels runs over the
+    whole matrix: the trailing window (rows and columns from the split) is factored as a
+    matrix of its own (`split=False`), whose Q, framed by the identity, is where the first
+    panels' reflections start. Each loop's products then cover its window, not the whole
+    matrix, for a second set of kernels to compile. lavapipe, qr, ms (first call with empty
+    caches, s): 512: 122-155 -> 101-118 (2.7 -> 5.4 s); split from 4 panels, 256: 32 -> 26
+    (2.6 -> 4.0 s), and tall matrices (1000 x 150, 600 x 300) gained nothing."""
     import jax.numpy as jnp
     from jax import lax
 
@@ -484,8 +494,26 @@ def _householder_qr_2d(a, full_matrices):
         # An empty matrix: Q is the identity (or has no columns), R is empty.
         q = jnp.eye(m, dtype=dtype) if full_matrices else jnp.zeros((m, 0), dtype)
         return q, jnp.zeros((m if full_matrices else 0, n), dtype)
-    r, vs, t_invs, b, _ = _householder_factor(a)
-    panels = t_invs.shape[0]
+    b = min(_PANEL, k)
+    panels = -(-k // b)
+    run = panels // 2 if split and panels >= 16 else panels
+    r, vs, t_invs, b, _ = _householder_factor(a, run if run < panels else None)
+    rows_q = m if full_matrices else k
+    q0 = jnp.eye(m, rows_q, dtype=dtype)
+    if run < panels:
+        s = run * b
+        q_w, r_w = _householder_qr_2d(r[s:, s:], full_matrices, split=False)
+        r = jnp.concatenate(
+            [jnp.triu(r[:s, :]),
+             jnp.concatenate([jnp.zeros((r_w.shape[0], s), dtype), r_w], axis=1)],
+            axis=0,
+        )
+        q0 = jnp.concatenate(
+            [q0[:s, :],
+             jnp.concatenate([jnp.zeros((m - s, s), dtype), q_w], axis=1)],
+            axis=0,
+        )
+        panels = run
 
     # Q = P_0 P_1 ... (P_i = I - V_i T_i V_i^T, panel i's reflectors) applied to the first
     # columns of the identity, last panel first: only the k columns a reduced Q keeps (a tall
@@ -497,7 +525,7 @@ def _householder_qr_2d(a, full_matrices):
         y = lax.linalg.triangular_solve(t_inv, v.T @ q, left_side=True, lower=False)
         return q - v @ y
 
-    q = lax.fori_loop(0, panels, back, jnp.eye(m, m if full_matrices else k, dtype=dtype))
+    q = lax.fori_loop(0, panels, back, q0)
     if not full_matrices:
         r = r[:k, :]
     return q, r
@@ -1149,7 +1177,7 @@ def _lu_blocked(a, split=True):
     lower triangle, and the trailing matrix updated by one product. The panels run in a
     `fori_loop` over full-height shapes (masks and a rotation of the rows instead of shrinking
     slices), so one set of kernels serves every panel: unrolled with shrinking shapes, a
-    512 x 512 LU compiled 64 kernels, 8.8 s on lavapipe. `split`: past four panels, a second
+    512 x 512 LU compiled 64 kernels, 8.8 s on lavapipe. `split`: from eight panels, a second
     set of kernels takes the second half on the trailing window (below). Returns JAX's `lu`
     results."""
     import jax.numpy as jnp
@@ -1161,13 +1189,15 @@ def _lu_blocked(a, split=True):
     perm = jnp.broadcast_to(jnp.arange(m, dtype=jnp.int32), (*batch, m))
     piv = jnp.zeros((*batch, k), jnp.int32)
     steps = k // nb
-    # From four panels on, the loop runs the first half of them and the trailing matrix (the
-    # Schur complement by then) is factored as a problem of its own (`split=False`: once), on
-    # its smaller shapes: its panels' products, masks and panel kernel cover the window, not
-    # the whole matrix. lavapipe, solve (ms, first call with empty caches in s): 384: 32 ->
-    # 25, 512: 54 -> 47 (1.7 -> 3.1 s), 1000: 289 -> 200 (3.4 -> 4.9 s). Splitting the window
-    # again (down to one panel) gave 41 and 196 ms for 4.8 and 7.6 s of first call.
-    first = steps // 2 if split and steps >= 4 else steps
+    # From eight panels on (512 columns), the loop runs the first half of them and the
+    # trailing matrix (the Schur complement by then) is factored as a problem of its own
+    # (`split=False`: once), on its smaller shapes: its panels' products, masks and panel
+    # kernel cover the window, not the whole matrix, for a second set of kernels to compile.
+    # lavapipe, solve (ms, first call with empty caches in s): 512: 54 -> 47 (1.7 -> 3.1 s),
+    # 1000: 289 -> 200 (3.4 -> 4.9 s); from four panels, 384: 32 -> 25 (+1.4 s of first call
+    # for 7 ms a call: not taken). Splitting the window again (down to one panel) gave 41 and
+    # 196 ms for 4.8 and 7.6 s of first call.
+    first = steps // 2 if split and steps >= 8 else steps
     a, perm, piv = lax.fori_loop(
         0, first, lambda s, c: _lu_panel_step(*c, s * nb, nb), (a, perm, piv)
     )
