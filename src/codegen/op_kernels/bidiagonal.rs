@@ -23,15 +23,14 @@
 //!    `_back_u`, `_back_v` apply the reflectors (`U = Q [U_B; 0]`, `V = P V_B`, a vec4 of
 //!    columns per thread, the last reflectors first) and `_out_u`, `_out_v` drop the padding.
 
-use super::jacobi::{binding, check_results, f32_tensor, params, rank_loop, SVD_TARGET};
+use super::jacobi::{binding, check_results, params, rank_loop};
 use super::tridiagonal::{
-    bidiag_stage, bidiag_workgroup, budget, chosen_from, fill, ql_step, Ctx, MAX_ITERATIONS,
-    PLANNED_ITERATIONS, QL_STATUS,
+    bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, budget, fill, ql_step, svd_operand,
+    Ctx, SvdOperand, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS,
 };
 use super::{temp, Launch, Plan};
-use crate::codegen::kernel::RUNTIME_ZERO;
 use crate::codegen::loop_kernel::Target;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::{ElementType, Function, Operation, TensorType};
 
 /// Smallest n this route takes by default on CPU adapters: below it the Jacobi kernels are
@@ -53,22 +52,19 @@ pub fn plan(
     target: Target,
     fallback: bool,
 ) -> Result<Option<Plan>> {
-    let what = format!("custom_call @{SVD_TARGET}");
-    let Some(&a) = op.operands.first() else {
-        return Err(Error::invalid(format!("{what} without operand")));
+    let Some(SvdOperand {
+        what,
+        a,
+        at,
+        m,
+        n,
+        batch,
+    }) = svd_operand(f, op, 3, CPU_MIN_N, target, fallback)?
+    else {
+        return Ok(None);
     };
-    let at = f32_tensor(f, a, &what)?;
     let d = at.dims();
     let r = d.len();
-    let (m, n) = (d[r - 2] as u64, d[r - 1] as u64);
-    if op.results.len() != 3
-        || m < n
-        || n < 2
-        || !chosen_from("WGPU_HLO_SVD_BIDIAGONAL", n, CPU_MIN_N, target, fallback)
-    {
-        return Ok(None);
-    }
-    let batch = at.num_elements() as u64 / (m * n);
     let budget = budget(target);
     let step = ql_step(n, true);
     let Some(wg) = bidiag_workgroup(m, n, target, budget, step + 1) else {
@@ -91,7 +87,7 @@ pub fn plan(
     let res = check_results(f, op, &want, &what)?;
     let desc = format!("{batch} {m}x{n} f32 matrices");
     // The reduction's state (f32): the matrix (rows padded to `ld`), d, e, the scale g.
-    let stride = size + 2 * ld + 4;
+    let stride = bidiag_stride(m, n);
     // The QR state (f64): U_B and V_B by columns (`zs` words each), then two copies of d, e
     // and the status (the first singular value not yet converged counted from the end, the
     // sweeps spent on it, the state: 0 running, 1 done, 2 failed; the tolerance).
@@ -118,41 +114,18 @@ pub fn plan(
         name,
         desc: &desc,
         what: &what,
-        subs: vec![
-            ("$M", m.to_string()),
-            ("$MN", (m * n).to_string()),
-            ("$N", n.to_string()),
-            ("$N4", n4.to_string()),
-            ("$LD", ld.to_string()),
-            ("$SIZE", size.to_string()),
-            ("$WG", wg.to_string()),
-            ("$B", batch.to_string()),
-            ("$TS", stride.to_string()),
-            ("$QS", q_stride.to_string()),
-            ("$ZS", zs.to_string()),
-            ("$SLOT", slot.to_string()),
-            ("$RZ", RUNTIME_ZERO.to_string()),
-            (
-                "$TREE",
-                super::jacobi::tree_reduce(wg / 2, super::jacobi::SUM, "        "),
-            ),
-        ],
+        subs: [
+            bidiag_subs((batch, m, n, wg), q_stride),
+            vec![("$ZS", zs.to_string()), ("$SLOT", slot.to_string())],
+        ]
+        .concat(),
         target,
     };
     let mut kernels = Vec::new();
     let mut launches = Vec::new();
-    cx.start(
-        (a, &at),
-        &bi,
-        batch,
-        (m, ld),
-        stride,
-        size + 2 * ld,
-        &mut kernels,
-        &mut launches,
-    )?;
     bidiag_stage(
         &cx,
+        (a, &at),
         &bi,
         (batch, m, n, wg),
         true,

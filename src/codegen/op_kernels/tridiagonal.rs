@@ -470,6 +470,75 @@ pub fn plan(
     }))
 }
 
+/// The operand of a `custom_call @wgpu_hlo.svd` that a bidiagonal plan takes: `at` of
+/// `batch` `m x n` matrices, `m >= n >= 2`.
+pub(super) struct SvdOperand {
+    pub(super) what: String,
+    pub(super) a: ValueId,
+    pub(super) at: TensorType,
+    pub(super) m: u64,
+    pub(super) n: u64,
+    pub(super) batch: u64,
+}
+
+/// The operand of `op` when a bidiagonal plan with `results` results takes it: f32, `m >=
+/// n >= 2`, the route chosen ([`chosen_from`] with `min_n`); else `None`.
+pub(super) fn svd_operand(
+    f: &Function,
+    op: &Operation,
+    results: usize,
+    min_n: u64,
+    target: Target,
+    fallback: bool,
+) -> Result<Option<SvdOperand>> {
+    let what = format!("custom_call @{SVD_TARGET}");
+    let Some(&a) = op.operands.first() else {
+        return Err(Error::invalid(format!("{what} without operand")));
+    };
+    let at = f32_tensor(f, a, &what)?;
+    let d = at.dims();
+    let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
+    if op.results.len() != results
+        || m < n
+        || n < 2
+        || !chosen_from("WGPU_HLO_SVD_BIDIAGONAL", n, min_n, target, fallback)
+    {
+        return Ok(None);
+    }
+    let batch = at.num_elements() as u64 / (m * n);
+    Ok(Some(SvdOperand {
+        what,
+        a,
+        at,
+        m,
+        n,
+        batch,
+    }))
+}
+
+/// The `$` names the bidiagonal reduction's kernels use, for `batch` `m x n` matrices in
+/// workgroups of `wg`, and `$QS`, the words per matrix of the state that follows it.
+pub(super) fn bidiag_subs(
+    (batch, m, n, wg): (u64, u64, u64, u64),
+    q_stride: u64,
+) -> Vec<(&'static str, String)> {
+    let n4 = n.div_ceil(4);
+    vec![
+        ("$M", m.to_string()),
+        ("$MN", (m * n).to_string()),
+        ("$N", n.to_string()),
+        ("$N4", n4.to_string()),
+        ("$LD", (4 * n4).to_string()),
+        ("$SIZE", (m * 4 * n4).to_string()),
+        ("$WG", wg.to_string()),
+        ("$B", batch.to_string()),
+        ("$TS", bidiag_stride(m, n).to_string()),
+        ("$QS", q_stride.to_string()),
+        ("$RZ", RUNTIME_ZERO.to_string()),
+        ("$TREE", tree_reduce(wg / 2, SUM, "        ")),
+    ]
+}
+
 /// The plan for `custom_call @wgpu_hlo.svd` with the singular values only (`a: [..., m, n]`,
 /// `m >= n`), when this route is chosen for it, else `None`: one workgroup per matrix
 /// reduces it to upper bidiagonal form `B` (Golub-Kahan: a reflection from the left zeroes
@@ -484,25 +553,21 @@ pub fn plan_svd_values(
     target: Target,
     fallback: bool,
 ) -> Result<Option<Plan>> {
-    let what = format!("custom_call @{SVD_TARGET}");
-    let Some(&a) = op.operands.first() else {
-        return Err(Error::invalid(format!("{what} without operand")));
-    };
-    let at = f32_tensor(f, a, &what)?;
-    let d = at.dims();
-    let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
-    if op.results.len() != 1
-        || m < n
-        || n < 2
-        || !chosen("WGPU_HLO_SVD_BIDIAGONAL", n, target, fallback)
-    {
+    let Some(SvdOperand {
+        what,
+        a,
+        at,
+        m,
+        n,
+        batch,
+    }) = svd_operand(f, op, 1, CPU_MIN_N, target, fallback)?
+    else {
         return Ok(None);
-    }
-    let batch = at.num_elements() as u64 / (m * n);
+    };
+    let d = at.dims();
     let budget = budget(target);
     let n4 = n.div_ceil(4);
     let ld = 4 * n4;
-    let size = m * ld;
     let order = 2 * n;
     let Some(wg) = bidiag_workgroup(m, n, target, budget, ql_step(order, false) + 1) else {
         return Ok(None);
@@ -518,7 +583,7 @@ pub fn plan_svd_values(
     want.push(n as usize);
     let res = check_results(f, op, &[want], &what)?;
     let desc = format!("{batch} {m}x{n} f32 matrices");
-    let stride = size + 2 * ld + 4;
+    let stride = bidiag_stride(m, n);
     let slot = 2 * ld2 + QL_STATUS;
     let q_stride = 2 * slot;
     let bi_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
@@ -529,37 +594,18 @@ pub fn plan_svd_values(
         name,
         desc: &desc,
         what: &what,
-        subs: vec![
-            ("$M", m.to_string()),
-            ("$MN", (m * n).to_string()),
-            ("$N", n.to_string()),
-            ("$N4", n4.to_string()),
-            ("$LD", ld.to_string()),
-            ("$SIZE", size.to_string()),
-            ("$WG", wg.to_string()),
-            ("$B", batch.to_string()),
-            ("$TS", stride.to_string()),
-            ("$QS", q_stride.to_string()),
-            ("$L2", ld2.to_string()),
-            ("$RZ", RUNTIME_ZERO.to_string()),
-            ("$TREE", tree_reduce(wg / 2, SUM, "        ")),
-        ],
+        subs: [
+            bidiag_subs((batch, m, n, wg), q_stride),
+            vec![("$L2", ld2.to_string())],
+        ]
+        .concat(),
         target,
     };
     let mut kernels = Vec::new();
     let mut launches = Vec::new();
-    cx.start(
-        (a, &at),
-        &bi,
-        batch,
-        (m, ld),
-        stride,
-        size + 2 * ld,
-        &mut kernels,
-        &mut launches,
-    )?;
     bidiag_stage(
         &cx,
+        (a, &at),
         &bi,
         (batch, m, n, wg),
         false,
@@ -611,13 +657,24 @@ pub fn plan_svd_values(
     }))
 }
 
+/// Words of the bidiagonal reduction's state per `m x n` matrix: the rows padded to whole
+/// vec4s, `d`, `e`, the scale and 3 unused.
+pub(super) fn bidiag_stride(m: u64, n: u64) -> u64 {
+    let ld = 4 * n.div_ceil(4);
+    m * ld + 2 * ld + 4
+}
+
 /// Loop iterations of step `k` of the bidiagonal reduction of `m x n` matrices in
 /// workgroups of `wg` threads.
 fn bidiag_cost(m: u64, n: u64, wg: u64, k: u64) -> u64 {
     let n4 = n.div_ceil(4);
     let c = |x: u64| x.div_ceil(wg);
     let rows = m - k;
-    2 * c(m) + c(n4) * (2 * rows + rows.div_ceil(32)) + c(4 * n4) + c(n) + 2 * c(m) * n4
+    2 * c(m)
+        + c(n4) * (2 * rows + rows.div_ceil(32))
+        + c(4 * n4)
+        + c(n)
+        + 2 * c(m) * n4
         + 4 * wg.ilog2() as u64
         + 8
 }
@@ -639,13 +696,15 @@ pub(super) fn bidiag_workgroup(
         .find(|&wg| bidiag_cost(m, n, wg, 0) <= budget && next <= budget)
 }
 
-/// The bidiagonal reduction's kernel and its launches (as many columns per launch as the
-/// budget allows), updating temporary 0 (`bi`, the state [`Ctx::start`] wrote). `keep`: the
+/// The bidiagonal reduction of the `m x n` matrices `a`: its state in temporary 0 (`bi`:
+/// rows padded to whole vec4s, then `d`, `e` and the scale, [`Ctx::start`]), its kernel and
+/// launches (as many columns per launch as the budget allows). `keep`: the
 /// reflectors stay in the state (the left one of column `k` in column `k` from row `k`, the
 /// right one in row `k` from column `k + 1`, both normalized to `H = I - 2 u u^T`), for the
 /// back-transformations of a full decomposition.
 pub(super) fn bidiag_stage(
     cx: &Ctx,
+    a: (ValueId, &TensorType),
     bi: &crate::codegen::expr::Binding,
     (batch, m, n, wg): (u64, u64, u64, u64),
     keep: bool,
@@ -653,6 +712,18 @@ pub(super) fn bidiag_stage(
     launches: &mut Vec<Launch>,
 ) -> Result<()> {
     let (name, desc, what) = (cx.name, cx.desc, cx.what);
+    let ld = 4 * n.div_ceil(4);
+    let size = m * ld;
+    cx.start(
+        a,
+        bi,
+        batch,
+        (m, ld),
+        bidiag_stride(m, n),
+        size + 2 * ld,
+        kernels,
+        launches,
+    )?;
     let budget = budget(cx.target);
     let k_bidiag = kernels.len();
     let mut iters = 0;
