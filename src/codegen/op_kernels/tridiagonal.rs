@@ -124,13 +124,19 @@ impl Dims {
     }
     /// Workgroups per matrix of the QL kernel: each repeats the (cheap, scalar) QL iteration
     /// and rotates its own rows of Z, so the rotations, which are the work, use every core.
-    fn ql_groups(self) -> u64 {
-        self.n4().div_ceil(self.ql_rows())
+    fn ql_groups(self, cpu: bool) -> u64 {
+        self.n4().div_ceil(self.ql_rows(cpu))
     }
     /// Vec4s of rows per QL workgroup (one per thread): a power of two (llvmpipe computed
-    /// wrong eigenvalues with 10 or 12 threads).
-    fn ql_rows(self) -> u64 {
-        16.min(self.n4().next_power_of_two()).max(8)
+    /// wrong eigenvalues with 10 or 12 threads). On CPU adapters past 256 rows fewer
+    /// workgroups, as each repeats the chase: llvmpipe, the QL kernels of eigh 512x512,
+    /// 251-281 ms in 8 workgroups of 16 rows, 193-209 in 2 of 64 (three alternating runs).
+    /// Below, runs disagreed: 256x256 in 2 workgroups of 32 took 29-31 ms against 33-44 in
+    /// 4 of 16 in one session and 39-46 against 35-39 in the next.
+    fn ql_rows(self, cpu: bool) -> u64 {
+        let n4 = self.n4().next_power_of_two();
+        let rows = if cpu && n4 > 64 { (n4 / 2).min(64) } else { 16 };
+        rows.min(n4).max(8)
     }
 }
 
@@ -372,7 +378,10 @@ pub fn plan(
             state: &ql,
             batch,
             order: n,
-            z: Some((s.ql_groups(), s.ql_rows())),
+            z: Some((
+                s.ql_groups(target.cpu_adapter),
+                s.ql_rows(target.cpu_adapter),
+            )),
             stride: s.ql_stride(),
             slot: s.ql_slot(),
             budget,
