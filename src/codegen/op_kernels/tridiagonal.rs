@@ -274,7 +274,7 @@ pub fn plan(
     let s = Dims { n, wg };
     // Workgroup memory: the reduction's u, w, (u, w) pairs and tree; QL's d, e and rotations
     // (f64).
-    let bytes = (4 * (4 * s.ld() + wg)).max(8 * (4 * n) + 32);
+    let bytes = (4 * (4 * s.ld() + wg)).max(ql_bytes(n));
     if bytes > target.max_workgroup_storage
         || batch > target.max_workgroups as u64 * target.max_workgroups as u64
     {
@@ -582,7 +582,7 @@ pub fn plan_svd_values(
         return Ok(None);
     };
     let ld2 = 4 * order.div_ceil(4);
-    let bytes = (4 * (m + ld + wg)).max(8 * (4 * order) + 32);
+    let bytes = (4 * (m + ld + wg)).max(ql_bytes(order));
     if bytes > target.max_workgroup_storage
         || batch > target.max_workgroups as u64 * target.max_workgroups as u64
     {
@@ -904,6 +904,12 @@ struct Ql<'a> {
     budget: u64,
 }
 
+/// Workgroup memory of the QL kernel for order `n`: `d`, `e` and `n - 1` rotations (f64), a
+/// vec4 of control words.
+fn ql_bytes(n: u64) -> u64 {
+    8 * (2 * n + 2 * n.saturating_sub(1).max(1)) + 16
+}
+
 /// Loop iterations per QL rotation: the search and the chase, and with `z` a thread's
 /// rotation of its rows.
 fn ql_per_rotation(z: bool) -> u64 {
@@ -955,6 +961,7 @@ fn ql_stage(
             ("$STEP", step.to_string()),
             ("$BUDGET", q.budget.to_string()),
             ("$MAXIT", MAX_ITERATIONS.to_string()),
+            ("$NM1", n.saturating_sub(1).max(1).to_string()),
         ],
     );
     kernels.push(workgroup_kernel(
@@ -1101,9 +1108,13 @@ $TREE        let kk = red[0];
 /// fours; the scalars read as components).
 const QL_KERNEL: &str = r#"var<workgroup> dd: array<f64, $N>;
 var<workgroup> ee: array<f64, $N>;
-var<workgroup> rot: array<vec2<f64>, $N>;
+// Rotations i = l..m-1 (m < N); one vec4 of control words: the first eigenvalue not yet
+// converged, the iterations spent on it and (from bit 8) the state, the chain's first and
+// (from bit 16) last index, the loop iterations spent. 32 N bytes in all: order 1024 fits
+// llvmpipe's 32 KiB (two vec4s and N rotations missed it by 32 bytes, and eigh 1024x1024
+// took one-sided Jacobi, 21 s).
+var<workgroup> rot: array<vec2<f64>, $NM1>;
 var<workgroup> ctl: vec4<u32>;
-var<workgroup> chain: vec4<u32>;
 
 // sqrt(a^2 + b^2) without overflow.
 fn hyp(a: f64, b: f64) -> f64 {
@@ -1134,15 +1145,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     if (lid == 0u) {
         let s = out0[(src + 2u * $LDu) >> 2u];
-        ctl = vec4<u32>(u32(s.x), u32(s.y), u32(s.z), 0u);
+        ctl = vec4<u32>(u32(s.x), u32(s.y) | (u32(s.z) << 8u), 0u, 0u);
     }
     let c0 = workgroupUniformLoad(&ctl);
-    if (c0.z == 0u) {
+    if ((c0.y >> 8u) == 0u) {
     var used = 0u;
     loop {
         if (lid == 0u) {
             var l = ctl.x;
-            var it = ctl.y;
+            var it = ctl.y & 255u;
             var state = 0u;
             var lo = 0u;
             var m = 0u;
@@ -1213,12 +1224,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 spent = spent + m - l;
                 break;
             }
-            ctl = vec4<u32>(l, it, state, 0u);
-            chain = vec4<u32>(lo, m, spent, 0u);
+            ctl = vec4<u32>(l, it | (state << 8u), lo | (m << 16u), spent);
         }
         let c = workgroupUniformLoad(&ctl);
-        let ch = workgroupUniformLoad(&chain);
-        if (c.z != 0u) { break; }
+        if ((c.y >> 8u) != 0u) { break; }
+        // The chain: (first, last, iterations spent).
+        let ch = vec3<u32>(c.z & 65535u, c.z >> 16u, c.w);
         // Rotations lo..m-1, from m-1 down, on this workgroup's rows of Z (a vec4 of rows
         // per thread).
         let r4 = part * $Ru + lid;
@@ -1247,7 +1258,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     if (lid == 0u) {
         let c = ctl;
-        out0[(dst + 2u * $LDu) >> 2u] = vec4<f64>(f64(c.x), f64(c.y), f64(select(c.z, 0u, c.z == 3u)), 0.0lf);
+        let state = c.y >> 8u;
+        out0[(dst + 2u * $LDu) >> 2u] = vec4<f64>(f64(c.x), f64(c.y & 255u), f64(select(state, 0u, state == 3u)), 0.0lf);
     }
 }
 "#;
