@@ -247,12 +247,8 @@ pub fn plan(
     fallback: bool,
 ) -> Result<Option<Plan>> {
     let what = format!("custom_call @{EIGH_TARGET}");
-    let Some(&a) = op.operands.first() else {
-        return Err(Error::invalid(format!("{what} without operand")));
-    };
-    let at = f32_tensor(f, a, &what)?;
+    let (a, at, m, n) = matrix_operand(f, op, &what)?;
     let d = at.dims();
-    let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
     if m != n || n == 0 || !chosen("WGPU_HLO_EIGH_TRIDIAGONAL", n, target, fallback) {
         return Ok(None);
     }
@@ -479,6 +475,22 @@ pub fn plan(
     }))
 }
 
+/// The f32 matrices `op` (the custom call `what`) takes: the operand, its type, and the
+/// rows and columns of each matrix.
+fn matrix_operand(
+    f: &Function,
+    op: &Operation,
+    what: &str,
+) -> Result<(ValueId, TensorType, u64, u64)> {
+    let Some(&a) = op.operands.first() else {
+        return Err(Error::invalid(format!("{what} without operand")));
+    };
+    let at = f32_tensor(f, a, what)?;
+    let d = at.dims();
+    let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
+    Ok((a, at, m, n))
+}
+
 /// The operand of a `custom_call @wgpu_hlo.svd` that a bidiagonal plan takes: `at` of
 /// `batch` `m x n` matrices, `m >= n >= 2`.
 pub(super) struct SvdOperand {
@@ -501,12 +513,7 @@ pub(super) fn svd_operand(
     fallback: bool,
 ) -> Result<Option<SvdOperand>> {
     let what = format!("custom_call @{SVD_TARGET}");
-    let Some(&a) = op.operands.first() else {
-        return Err(Error::invalid(format!("{what} without operand")));
-    };
-    let at = f32_tensor(f, a, &what)?;
-    let d = at.dims();
-    let (m, n) = (d[d.len() - 2] as u64, d[d.len() - 1] as u64);
+    let (a, at, m, n) = matrix_operand(f, op, &what)?;
     if op.results.len() != results
         || m < n
         || n < 2
