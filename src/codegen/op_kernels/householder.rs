@@ -30,10 +30,14 @@ use crate::ir::{ElementType, Function, Operation, TensorType, Type};
 /// The custom call's target.
 pub const PANEL_TARGET: &str = "wgpu_hlo.householder_panel";
 
-/// Invocations per workgroup on GPUs; CPU adapters switch between a workgroup's invocations
-/// at every barrier, and fewer switch faster: they take [`CPU_WG`].
+/// Invocations per workgroup on GPUs. CPU adapters run a workgroup on one core, its
+/// invocations 8 lanes at a time, switching between those at every barrier: fewer invocations
+/// do the same work with fewer switches, and with fewer invocations than columns right of the
+/// diagonal, each takes whole columns without any exchange. Lavapipe (2 cores), the panels'
+/// kernel time of a 256 x 256 / 512 x 512 QR: 64 invocations 9.0 / 32.0 ms, 32 8.8 / 32.3,
+/// 16 7.4 / 28.1, 8 7.5 / 26.6 (8 and 16 take more launches per panel within the loop bound).
 const WG: u64 = 256;
-const CPU_WG: u64 = 64;
+const CPU_WG: u64 = 16;
 
 /// Widest panel taken (the rule's panels are 32 columns).
 pub const MAX_WIDTH: u64 = 64;
@@ -108,14 +112,19 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         0,
         target,
     )?;
-    let wg = if target.cpu_adapter { CPU_WG } else { WG };
-    // Slices of rows per column in the products: every invocation takes one column.
-    let slices = (wg / b).max(1);
-    // The busiest invocation's loop iterations for one column (its rows from row 0 down, the
-    // first row being known only at run time).
-    let log = u64::from(wg.trailing_zeros());
-    let column_cost = 4 * m.div_ceil(wg) + 2 * log + slices + 2 * m.div_ceil(slices) + 4;
     let bound = target.max_invocation_iterations;
+    // CPU adapters: the fewest invocations whose columns still fit the loop bound 8 at a time
+    // (a tall panel's whole columns would not), else the most.
+    let wg = if target.cpu_adapter {
+        [CPU_WG, 32, 64, 128, WG]
+            .into_iter()
+            .find(|&wg| 8 * column_cost(m, b, wg) <= bound)
+            .unwrap_or(WG)
+    } else {
+        WG
+    };
+    let slices = most_slices(m, b, wg);
+    let column_cost = column_cost(m, b, wg);
     let Some((ranges, most)) = super::linalg::ranges_within(b, 0, |_| column_cost, bound) else {
         return Err(Error::resource_exhausted(format!(
             "{desc}: one column would loop {column_cost} times in one invocation (at most {bound})"
@@ -167,10 +176,44 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
     Ok(Plan::ranged(init, columns, split, state_type, ranges))
 }
 
+/// The busiest invocation's loop iterations for one column of an `m x b` panel in workgroups
+/// of `wg` (its rows from row 0 down, the first row being known only at run time): the
+/// column's passes, the reductions, and the products, either over whole columns (more columns
+/// right of the diagonal than invocations) or over `s` slices of rows, `s` between the fewest
+/// (every column taking part) and [`most_slices`], whose cost is largest at one of the ends.
+fn column_cost(m: u64, b: u64, wg: u64) -> u64 {
+    let slices = most_slices(m, b, wg);
+    let log = u64::from(wg.trailing_zeros());
+    let products = |s: u64| s + 2 * m.div_ceil(s);
+    let shared = b.saturating_sub(1).min(wg - 1).max(1);
+    let fewest = (wg / shared).clamp(1, slices);
+    let whole = if b > wg {
+        (b - 1).div_ceil(wg) * (2 * m + 2)
+    } else {
+        0
+    };
+    4 * m.div_ceil(wg) + 2 * log + whole.max(products(fewest)).max(products(slices)) + 4
+}
+
+/// Most slices of rows per column in the products `v^T p` (`columns_body`): as the panel's
+/// columns are done, the invocations spread over fewer columns and more slices, up to about
+/// `sqrt(2m)` (the slices' partial sums are added by one invocation: `s + 2m / s` steps), and
+/// at least `wg / b`, where every column takes part.
+fn most_slices(m: u64, b: u64, wg: u64) -> u64 {
+    let root = (2 * m).isqrt().max(1);
+    root.max(wg / b.max(1)).clamp(1, wg)
+}
+
 /// The columns kernel's WGSL: `batch` states of the panel (`m x b`), the reflectors (`m x b`)
-/// and the `tau`s (`b`); workgroups of `wg`, `slices` slices of rows per column in the
+/// and the `tau`s (`b`); workgroups of `wg`, at most `slices` slices of rows per column in the
 /// products (`b` must not exceed `wg`); `subgroups`: the column's reductions go through
 /// subgroup operations and one exchange in workgroup memory instead of a tree of barriers.
+///
+/// Column `jj`'s reflector changes only the columns right of it: those left of it are zero
+/// from row `j` down (so `v^T p` is 0 there), and its own is overwritten. So the products
+/// spread the workgroup over the `b - 1 - jj` columns right of it, in as many slices of rows
+/// as fit (at most `slices`): lavapipe, a 256 x 256 QR's panels took 1.5 ms each with every
+/// invocation on a fixed column of all `b`.
 fn columns_body(batch: u64, m: u64, b: u64, wg: u64, slices: u64, subgroups: bool) -> String {
     let mb = m * b;
     let stride = 2 * mb + b;
@@ -185,7 +228,6 @@ fn columns_body(batch: u64, m: u64, b: u64, wg: u64, slices: u64, subgroups: boo
          let base = mat * {stride}u;\n    \
          if (lid == 0u) {{ range = vec2<u32>(in0[0], in0[1]); first = u32(max(in1[0], 0)); }}\n    \
          let r = workgroupUniformLoad(&range);\n    let j0 = workgroupUniformLoad(&first);\n    \
-         let c = lid % {b}u;\n    let sl = lid / {b}u;\n    \
          for (var jj = r.x; jj < r.y; jj = jj + 1u) {{\n        \
          let j = j0 + jj;\n        \
          // The column's largest magnitude from row j down.\n        \
@@ -204,22 +246,37 @@ fn columns_body(batch: u64, m: u64, b: u64, wg: u64, slices: u64, subgroups: boo
          let beta = select(norm, -norm, alpha >= 0.0);\n        \
          let tau = select(0.0, (beta - alpha) / select(1.0, beta, reflect), reflect);\n        \
          let inv = 1.0 / select(1.0, alpha - beta, reflect);\n        \
-         // The reflector: 1 on the diagonal, x * inv below.\n        \
-         for (var i = lid; i < {m}u; i = i + {wg}u) {{\n            \
+         // The reflector: 1 on the diagonal, x * inv below (rows above j stay zero).\n        \
+         for (var i = j + lid; i < {m}u; i = i + {wg}u) {{\n            \
          var vi = 0.0;\n            \
-         if (reflect && i >= j) {{ vi = select({pij} / scale * inv, 1.0, i == j); }}\n            \
+         if (reflect) {{ vi = select({pij} / scale * inv, 1.0, i == j); }}\n            \
          {vij} = vi;\n        }}\n        \
          storageBarrier();\n        \
-         // w = tau v^T p, a column per invocation over a slice of the rows.\n        \
+         // w = tau v^T p for the columns right of jj, then p -= v w.\n        \
+         let nc = {b}u - 1u - jj;\n        \
+         if (nc >= {wg}u) {{\n            \
+         // Whole columns per invocation: no exchange.\n            \
+         for (var c = jj + 1u + lid; c < {b}u; c = c + {wg}u) {{\n                \
+         var acc = 0.0;\n                \
+         for (var i = j; i < {m}u; i = i + 1u) {{ acc = acc + {vij} * {pic}; }}\n                \
+         let wc = tau * acc;\n                \
+         for (var i = j; i < {m}u; i = i + 1u) {{ {pic} = {pic} - {vij} * wc; }}\n            }}\n        \
+         }} else {{\n        \
+         // A column per invocation over a slice of the rows.\n        \
+         let ncd = max(nc, 1u);\n        \
+         let ns = min({wg}u / ncd, {slices}u);\n        \
+         let c = jj + 1u + lid % ncd;\n        let sl = lid / ncd;\n        \
+         let busy = nc > 0u && sl < ns;\n        \
          var acc = 0.0;\n        \
-         if (sl < {slices}u) {{\n            \
-         for (var i = j + sl; i < {m}u; i = i + {slices}u) {{ acc = acc + {vij} * {pic}; }}\n        }}\n        \
+         if (busy) {{\n            \
+         for (var i = j + sl; i < {m}u; i = i + ns) {{ acc = acc + {vij} * {pic}; }}\n        }}\n        \
          part[lid] = acc;\n        workgroupBarrier();\n        \
-         if (lid < {b}u) {{\n            var w = 0.0;\n            \
-         for (var k = 0u; k < {slices}u; k = k + 1u) {{ w = w + part[k * {b}u + lid]; }}\n            \
-         wcol[lid] = tau * w;\n        }}\n        workgroupBarrier();\n        \
-         if (sl < {slices}u) {{\n            let wc = wcol[c];\n            \
-         for (var i = j + sl; i < {m}u; i = i + {slices}u) {{ {pic} = {pic} - {vij} * wc; }}\n        }}\n        \
+         if (lid < nc) {{\n            var w = 0.0;\n            \
+         for (var k = 0u; k < ns; k = k + 1u) {{ w = w + part[k * nc + lid]; }}\n            \
+         wcol[jj + 1u + lid] = tau * w;\n        }}\n        workgroupBarrier();\n        \
+         if (busy) {{\n            let wc = wcol[c];\n            \
+         for (var i = j + sl; i < {m}u; i = i + ns) {{ {pic} = {pic} - {vij} * wc; }}\n        }}\n        \
+         }}\n        \
          storageBarrier();\n        \
          // The column itself: beta on the diagonal, zeros below.\n        \
          if (reflect) {{\n            \
@@ -295,7 +352,7 @@ mod tests {
     fn the_columns_kernel_validates_with_and_without_subgroups() {
         for subgroup in [false, true] {
             for (m, b, wg) in [(256, 32, 256), (300, 32, 64), (70, 7, 64), (5, 1, 256)] {
-                let slices = (wg / b).max(1);
+                let slices = most_slices(m, b, wg);
                 let wgsl = format!(
                     "var<private> {}: u32;\n@group(0) @binding(0) var<storage, read> in0: array<u32>;\n\
                      @group(0) @binding(1) var<storage, read> in1: array<i32>;\n\
