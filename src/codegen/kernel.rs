@@ -65,6 +65,17 @@ pub fn entry_header(workgroup: u32) -> String {
     )
 }
 
+/// [`entry_header`] with the subgroup builtins as well: `sgl` (the lane in its subgroup),
+/// `sgid` (the subgroup in its workgroup) and `nsg` (subgroups per workgroup).
+pub fn subgroup_entry_header(workgroup: u32) -> String {
+    format!(
+        "@compute @workgroup_size({workgroup})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
+         @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32, \
+         @builtin(subgroup_invocation_id) sgl: u32, @builtin(subgroup_id) sgid: u32, \
+         @builtin(num_subgroups) nsg: u32) {{\n    {RUNTIME_ZERO} = nwg.z >> 16u;\n"
+    )
+}
+
 /// A module-scope `u32` that the entry point sets to 0 from a value the shader compiler cannot
 /// know (`num_workgroups.z < 2^16`). Constants whose arithmetic IEEE defines but fast-math
 /// folding breaks (lavapipe folded `x / 0.0` to 0 for every `x`) are built from it, so they

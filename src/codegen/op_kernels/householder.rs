@@ -284,13 +284,7 @@ fn columns_body(batch: u64, m: u64, b: u64, wg: u64, slices: u64, subgroups: boo
          if (lid == 0u) {{ out0[base + {two}u + jj] = tau; }}\n        \
          storageBarrier();\n    }}\n}}\n",
         header = if subgroups {
-            format!(
-                "@compute @workgroup_size({wg})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
-                 @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32, \
-                 @builtin(subgroup_invocation_id) sgl: u32, @builtin(subgroup_id) sgid: u32, \
-                 @builtin(num_subgroups) nsg: u32) {{\n    {} = nwg.z >> 16u;\n",
-                kernel::RUNTIME_ZERO
-            )
+            kernel::subgroup_entry_header(wg as u32)
         } else {
             kernel::entry_header(wg as u32)
         },

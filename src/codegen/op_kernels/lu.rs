@@ -107,10 +107,10 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         target,
     )?;
     let bound = target.max_invocation_iterations;
-    let registers = RowsInRegisters::new(m, n, target).and_then(|rows| {
+    let registers = RowsInRegisters::new(m, n, w, target).and_then(|rows| {
         let cost = |j: u64| rows.column_cost(j);
         super::linalg::ranges_within(k, rows.overhead(), cost, bound)
-            .map(|(ranges, most)| (rows.body(w, batch, stride, mn + k), most, ranges))
+            .map(|(ranges, most)| (rows.body(w, batch, stride, mn + k, target), most, ranges))
     });
     let ((body, most, ranges), how) = match registers {
         Some(columns) => (columns, "rows in registers, a barrier between steps"),
@@ -147,11 +147,11 @@ fn storage_columns(
     let wg = if target.cpu_adapter { 64 } else { 256 }
         .min(m.max(n).next_power_of_two())
         .max(2);
-    let log = u64::from(wg.trailing_zeros());
+    let pivot = pivot_cost(w, wg, target);
     // The busiest thread's loop iterations for column j.
     let cost = |j: u64| {
         (m - j).div_ceil(wg) * 2
-            + log
+            + pivot
             + n.div_ceil(wg)
             + (n - j - 1).div_ceil(wg) * m.saturating_sub(j)
             + 1
@@ -170,12 +170,7 @@ fn storage_columns(
          for (var j = r.x; j < r.y; j = j + 1u) {{\n        \
          var bv = {w}(-1);\n        var bi = j;\n        \
          for (var i = j + lid; i < {m}u; i = i + {wg}u) {{\n            let v = abs({aij});\n            if (v > bv) {{ bv = v; bi = i; }}\n        }}\n        \
-         best[lid] = bv;\n        best_row[lid] = bi;\n        workgroupBarrier();\n        \
-         for (var s = {half}u; s > 0u; s = s >> 1u) {{\n            \
-         if (lid < s) {{\n                let ov = best[lid + s];\n                let oi = best_row[lid + s];\n                \
-         if (ov > best[lid] || (ov == best[lid] && oi < best_row[lid])) {{ best[lid] = ov; best_row[lid] = oi; }}\n            }}\n            \
-         workgroupBarrier();\n        }}\n        \
-         let p = workgroupUniformLoad(&best_row[0]);\n        \
+         {pivot}\
          if (p != j) {{\n            for (var c = lid; c < {n}u; c = c + {wg}u) {{\n                let t = {ajc};\n                {ajc} = {apc};\n                {apc} = t;\n            }}\n        }}\n        \
          if (lid == 0u) {{\n            out0[base + {mn}u + j] = {w}(p);\n            let q = out0[base + {mk}u + j];\n            out0[base + {mk}u + j] = out0[base + {mk}u + p];\n            out0[base + {mk}u + p] = q;\n        }}\n        \
          storageBarrier();\n        let d = {ajj};\n        {recip}\
@@ -183,8 +178,8 @@ fn storage_columns(
          storageBarrier();\n        \
          for (var c = j + 1u + lid; c < {n}u; c = c + {wg}u) {{\n            let ujc = {ajc};\n            \
          for (var i = j + 1u; i < {m}u; i = i + 1u) {{\n                {aic} = {aic} - {aij} * ujc;\n            }}\n        }}\n        storageBarrier();\n    }}\n}}\n",
-        header = kernel::entry_header(wg as u32),
-        half = wg / 2,
+        header = header(w, wg, target),
+        pivot = pivot_search(w, wg, target),
         recip = corrected_division(w),
         mk = mn + k,
         aij = el("i", "j"),
@@ -194,6 +189,65 @@ fn storage_columns(
         aic = el("i", "c"),
     );
     Ok((body, most, ranges))
+}
+
+/// Whether the columns kernels find pivots through subgroup operations: f32 on adapters with
+/// subgroups (f64 keeps the tree).
+fn subgroup_pivots(w: &str, target: Target) -> bool {
+    w == "f32" && target.caps.subgroup
+}
+
+/// The columns kernels' entry point header (with the subgroup builtins where
+/// [`subgroup_pivots`]).
+fn header(w: &str, wg: u64, target: Target) -> String {
+    if subgroup_pivots(w, target) {
+        kernel::subgroup_entry_header(wg as u32)
+    } else {
+        kernel::entry_header(wg as u32)
+    }
+}
+
+/// WGSL finding column `j`'s pivot `p` (uniform) from each invocation's best magnitude `bv`
+/// and its row `bi`, through workgroup arrays `best` and `best_row`: the largest magnitude,
+/// the first row of it on ties, as LAPACK's `idamax`. With subgroups, each subgroup reduces
+/// its lanes and one invocation the subgroups (two barriers); otherwise a tree of `log2(wg)`
+/// barriers. CPU adapters switch between a workgroup's invocations at every barrier: the
+/// 8 panels of a 512 x 512 LU (lavapipe, 128 invocations, 9 barriers a column by the tree)
+/// took 8.7 ms of kernel time with the tree.
+fn pivot_search(w: &str, wg: u64, target: Target) -> String {
+    if subgroup_pivots(w, target) {
+        "let sv = subgroupMax(bv);\n        \
+         let sr = subgroupMin(select(0xffffffffu, bi, bv == sv));\n        \
+         if (sgl == 0u) { best[sgid] = sv; best_row[sgid] = sr; }\n        \
+         workgroupBarrier();\n        \
+         if (lid == 0u) {\n            var tv = best[0];\n            var ti = best_row[0];\n            \
+         for (var g = 1u; g < nsg; g = g + 1u) {\n                \
+         let ov = best[g];\n                let oi = best_row[g];\n                \
+         if (ov > tv || (ov == tv && oi < ti)) { tv = ov; ti = oi; }\n            }\n            \
+         best_row[0] = ti;\n        }\n        \
+         let p = workgroupUniformLoad(&best_row[0]);\n        "
+            .to_string()
+    } else {
+        format!(
+            "best[lid] = bv;\n        best_row[lid] = bi;\n        workgroupBarrier();\n        \
+             for (var s = {half}u; s > 0u; s = s >> 1u) {{\n            \
+             if (lid < s) {{\n                let ov = best[lid + s];\n                let oi = best_row[lid + s];\n                \
+             if (ov > best[lid] || (ov == best[lid] && oi < best_row[lid])) {{ best[lid] = ov; best_row[lid] = oi; }}\n            }}\n            \
+             workgroupBarrier();\n        }}\n        \
+             let p = workgroupUniformLoad(&best_row[0]);\n        ",
+            half = wg / 2
+        )
+    }
+}
+
+/// The busiest invocation's loop iterations in [`pivot_search`]: one invocation's pass over
+/// the subgroups (of at least 4 lanes where the adapter does not say), or the tree's steps.
+fn pivot_cost(w: &str, wg: u64, target: Target) -> u64 {
+    if subgroup_pivots(w, target) {
+        wg / u64::from(target.caps.subgroup_size.max(4))
+    } else {
+        u64::from(wg.trailing_zeros())
+    }
 }
 
 /// WGSL declaring what the column's division by its pivot `d` needs to be correctly
@@ -310,18 +364,21 @@ struct RowsInRegisters {
     n: u64,
     wg: u64,
     r: u64,
+    /// Loop iterations of the pivot search ([`pivot_cost`]).
+    pivot: u64,
 }
 
 impl RowsInRegisters {
     /// The smallest workgroup (64 to 256 invocations) whose invocations hold at least two rows
     /// and at most [`REGISTER_ELEMENTS`] each; `None` on GPUs or where none does.
-    fn new(m: u64, n: u64, target: Target) -> Option<Self> {
+    fn new(m: u64, n: u64, w: &str, target: Target) -> Option<Self> {
         if !target.cpu_adapter || std::env::var("WGPU_HLO_LU_REGISTERS").is_ok_and(|v| v == "0") {
             return None;
         }
         [64u64, 128, 256].into_iter().find_map(|wg| {
             let r = m.div_ceil(wg);
-            (r >= 2 && r * n <= REGISTER_ELEMENTS).then_some(RowsInRegisters { m, n, wg, r })
+            let pivot = pivot_cost(w, wg, target);
+            (r >= 2 && r * n <= REGISTER_ELEMENTS).then_some(RowsInRegisters { m, n, wg, r, pivot })
         })
     }
 
@@ -334,13 +391,13 @@ impl RowsInRegisters {
     /// both row copies in and out of workgroup memory, the scaling and update of its rows.
     fn column_cost(&self, j: u64) -> u64 {
         let (n, r) = (self.n, self.r);
-        2 * r + u64::from(self.wg.trailing_zeros()) + 4 * n + r * (n - j) + 1
+        2 * r + self.pivot + 4 * n + r * (n - j) + 1
     }
 
     /// The kernel's WGSL: scalar `w`, `batch` matrices in states of `stride` elements whose
     /// pivots start at element `m * n` and permutation at `mk`.
-    fn body(&self, w: &str, batch: u64, stride: u64, mk: u64) -> String {
-        let RowsInRegisters { m, n, wg, r } = *self;
+    fn body(&self, w: &str, batch: u64, stride: u64, mk: u64, target: Target) -> String {
+        let RowsInRegisters { m, n, wg, r, .. } = *self;
         let mn = m * n;
         format!(
             "var<workgroup> range: vec2<u32>;\nvar<workgroup> best: array<{w}, {wg}>;\n\
@@ -357,12 +414,7 @@ impl RowsInRegisters {
              var bv = {w}(-1);\n        var bi = j;\n        \
              for (var t = 0u; t < {r}u; t = t + 1u) {{\n            let i = lid + t * {wg}u;\n            \
              if (i >= j && i < {m}u) {{\n                let v = abs(a[t * {n}u + j]);\n                if (v > bv) {{ bv = v; bi = i; }}\n            }}\n        }}\n        \
-             best[lid] = bv;\n        best_row[lid] = bi;\n        workgroupBarrier();\n        \
-             for (var s = {half}u; s > 0u; s = s >> 1u) {{\n            \
-             if (lid < s) {{\n                let ov = best[lid + s];\n                let oi = best_row[lid + s];\n                \
-             if (ov > best[lid] || (ov == best[lid] && oi < best_row[lid])) {{ best[lid] = ov; best_row[lid] = oi; }}\n            }}\n            \
-             workgroupBarrier();\n        }}\n        \
-             let p = workgroupUniformLoad(&best_row[0]);\n        \
+             {pivot}\
              if (lid == p % {wg}u) {{\n            let t = p / {wg}u;\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ prow[c] = a[t * {n}u + c]; }}\n        }}\n        \
              if (lid == j % {wg}u) {{\n            let t = j / {wg}u;\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ jrow[c] = a[t * {n}u + c]; }}\n        }}\n        \
              workgroupBarrier();\n        \
@@ -382,8 +434,8 @@ impl RowsInRegisters {
              workgroupBarrier();\n    }}\n    \
              for (var t = 0u; t < {r}u; t = t + 1u) {{\n        let i = lid + t * {wg}u;\n        \
              if (i < {m}u) {{\n            for (var c = 0u; c < {n}u; c = c + 1u) {{ out0[base + i * {n}u + c] = a[t * {n}u + c]; }}\n        }}\n    }}\n}}\n",
-            header = kernel::entry_header(wg as u32),
-            half = wg / 2,
+            header = header(w, wg, target),
+            pivot = pivot_search(w, wg, target),
             recip = corrected_division(w),
             rn = r * n,
         )
