@@ -37,6 +37,18 @@ use crate::ir::{ElementType, Operation, TensorType};
 /// `WGPU_HLO_DOT_MIN_WORK=N` sets it (for comparisons).
 pub(super) const MIN_WORK: u64 = 1 << 20;
 
+/// Multiply-adds below which the shared-rows kernel is not chosen at all (`WGPU_HLO_DOT_SMALL_WORK`
+/// sets it): 2^17, a 32 x 64 x 64 product.
+pub(super) const SMALL_WORK: u64 = 1 << 17;
+
+/// [`SMALL_WORK`], or `WGPU_HLO_DOT_SMALL_WORK` where that is a number.
+fn small_work() -> u64 {
+    std::env::var("WGPU_HLO_DOT_SMALL_WORK")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(SMALL_WORK)
+}
+
 /// [`MIN_WORK`], or `WGPU_HLO_DOT_MIN_WORK` where that is a number.
 fn min_work() -> u64 {
     std::env::var("WGPU_HLO_DOT_MIN_WORK")
@@ -67,9 +79,13 @@ pub(super) const MIN_CONV_WORK: u64 = 1 << 22;
 ///
 /// (64 rows hold 128 vec4 accumulators per lane, which the driver's register allocator
 /// spills.)
-fn tile(batch: u64, m: u64, n: u64, s: u64, rows_unit: u64) -> (u64, u64) {
+fn tile(batch: u64, m: u64, n: u64, s: u64, rows_unit: u64, small: bool) -> (u64, u64) {
     let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
-    let shapes: &[(u64, u64)] = &[(32, 2), (32, 1), (16, 1), (8, 1)];
+    let shapes: &[(u64, u64)] = if small {
+        &[(32, 1), (16, 1), (8, 1)]
+    } else {
+        &[(32, 2), (32, 1), (16, 1), (8, 1)]
+    };
     let fits = |&&(mt, cv): &&(u64, u64)| mt % rows_unit == 0 && mt >= rows_unit && cv >= 1;
     let usable: Vec<&(u64, u64)> = shapes.iter().filter(fits).collect();
     for &&(mt, cv) in &usable {
@@ -120,11 +136,25 @@ pub(super) fn shared_rows(
     // (llvmpipe: ~0.2 s against ~0.05 s): only for products big enough to pay that back,
     // unless forced.
     let forced = std::env::var("WGPU_HLO_DOT").is_ok_and(|v| v == "subgroup");
-    if !forced && batch * m * n * k < min_work() {
+    let work = batch * m * n * k;
+    // Small products only where a tile's columns are all used (the register-blocked kernel
+    // served a 512 x 128 x 10 product in 0.15-0.19 ms, this one in 0.21-0.25).
+    if !forced && (work < small_work() || (work < min_work() && n < 4 * s)) {
         return Ok(None);
     }
+    // Below `min_work`, operands read along k come as scalars: a step of k instead of four
+    // per loop trip, a quarter of the code to compile for the same loads.
+    let scalar = |r: Read| {
+        if r == Read::AlongK && work < min_work() && !forced {
+            Read::Scalar
+        } else {
+            r
+        }
+    };
+    let (ra, rb) = (scalar(ra), scalar(rb));
     let rows_unit = if ra == Read::AlongFree { 4 * s } else { s };
-    let (mt, cv) = tile(batch, m, n, s, rows_unit);
+    let small = work < min_work() && !forced;
+    let (mt, cv) = tile(batch, m, n, s, rows_unit, small);
     let cols_lane = 4 * cv;
     let cols_tile = s * cols_lane;
     let kstep = if ra == Read::AlongK || rb == Read::AlongK {
