@@ -28,8 +28,10 @@ use super::texture_reads::rewrite_indexing;
 use crate::error::{Error, Result};
 use crate::ir::{ElementType, Operation, TensorType};
 
-/// Multiply-adds below which the shared-rows kernels are not chosen by default (their compile
-/// time would not pay off): 2^20, a 64 x 128 x 128 product. Between 2^19 and 2^22 the
+/// Multiply-adds below which the shared-rows kernel takes its small form (scalar reads along
+/// k, one vec4 column per lane: see [`SMALL_WORK`]), whose code is a fraction of the full
+/// tiles': 2^20, a 64 x 128 x 128 product. The full tiles' compile time would not pay off
+/// below it. Between 2^19 and 2^22 the
 /// shared-rows kernel ran in 0.5-0.8x the vector kernel's GPU time on lavapipe (`wgpu-hlo
 /// bench --per-kernel`: 4 x 64x64x64 0.41 -> 0.20 ms, 8 x 64x64x64 0.37-0.58 -> 0.20-0.41, the
 /// transformer step's attention products 32 x 63x63x32 1.27 -> 0.78 and 32 x 63x32x63 1.47 ->
@@ -37,8 +39,11 @@ use crate::ir::{ElementType, Operation, TensorType};
 /// `WGPU_HLO_DOT_MIN_WORK=N` sets it (for comparisons).
 pub(super) const MIN_WORK: u64 = 1 << 20;
 
-/// Multiply-adds below which the shared-rows kernel is not chosen at all (`WGPU_HLO_DOT_SMALL_WORK`
-/// sets it): 2^17, a 32 x 64 x 64 product.
+/// Multiply-adds below which the shared-rows kernel is not chosen at all, and the
+/// register-blocked kernel serves (`WGPU_HLO_DOT_SMALL_WORK` sets it): 2^17, a 32 x 64 x 64
+/// product. From it to [`MIN_WORK`] the small form serves products of at least a tile's
+/// columns: a GRU step's 32x128x128 dot took 0.12 ms in the register-blocked kernel, 0.10 in
+/// the small form, for ~0.1 s more compile time (lavapipe; 0.5 s more with the full tiles).
 pub(super) const SMALL_WORK: u64 = 1 << 17;
 
 /// [`SMALL_WORK`], or `WGPU_HLO_DOT_SMALL_WORK` where that is a number.
