@@ -493,6 +493,12 @@ impl Device {
         if strict_asked && adapter_info.backend == wgpu::Backend::Vulkan {
             wanted |= wgpu::Features::PASSTHROUGH_SHADERS;
         }
+        // `WGPU_HLO_SUBGROUPS=0` leaves subgroups off, as on adapters without them, so that
+        // their kernels (reductions by trees of barriers, the register-blocked dot) can be
+        // tested on any adapter.
+        if std::env::var("WGPU_HLO_SUBGROUPS").is_ok_and(|v| v.trim() == "0") {
+            wanted &= !wgpu::Features::SUBGROUP;
+        }
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
