@@ -211,15 +211,7 @@ impl Fold {
         );
         let blocks: Vec<Vec<String>> = accs
             .iter()
-            .map(|acc| {
-                acc.iter()
-                    .map(|_| {
-                        let v = em.fresh("blk");
-                        em.line(&format!("var {v}: f32 = -0.0f;"));
-                        v
-                    })
-                    .collect()
-            })
+            .map(|acc| acc.iter().map(|_| block_accumulator(em)).collect())
             .collect();
         em.open_loop(
             &format!("for (var r: u32 = rb; r < min(rb + {b}u, {end}); r = r + 1u)"),
@@ -283,6 +275,14 @@ impl Fold {
             "{a} = select({a}, bitcast<f32>({a}_nan), {a}_nan > 0x7f800000u);"
         ))
     }
+}
+
+/// Declares a block accumulator of an f32 sum ([`SUM_BLOCK`]), started from -0 (the identity
+/// of IEEE addition, so a sum of -0s stays -0), and returns its name.
+pub(crate) fn block_accumulator(em: &mut ExprEmitter) -> String {
+    let v = em.fresh("blk");
+    em.line(&format!("var {v}: f32 = -0.0f;"));
+    v
 }
 
 /// Whether `body` adds its two f32 arguments (a sum), in either order.
@@ -1094,13 +1094,7 @@ fn emit_stage(
         // An f32 sum adds each trip's elements on their own first (`SUM_BLOCK`): a lane's
         // sequential sum of a 100000-element row's share was 2.1e-6 off.
         let trip: Vec<String> = if fold.sum {
-            acc.iter()
-                .map(|_| {
-                    let v = em.fresh("blk");
-                    em.line(&format!("var {v}: f32 = -0.0f;"));
-                    v
-                })
-                .collect()
+            acc.iter().map(|_| block_accumulator(&mut em)).collect()
         } else {
             acc.clone()
         };

@@ -22,8 +22,8 @@ use super::expr::{binding_limits, Binding, ExprEmitter, Index, Quads};
 use super::kernel::{self, Kernel};
 use super::loop_kernel::Target;
 use super::reduce_kernel::{
-    combine, emit_body_function, region_defs, subgroup_rows_allowed, Fold, SUBGROUP_ROWS,
-    SUBGROUP_UNROLL, SUBGROUP_WORKGROUP,
+    block_accumulator, combine, emit_body_function, region_defs, subgroup_rows_allowed, Fold,
+    SUBGROUP_ROWS, SUBGROUP_UNROLL, SUBGROUP_WORKGROUP,
 };
 use crate::error::{Error, Result};
 use crate::fusion::{switched_off, Group};
@@ -202,13 +202,7 @@ pub fn emit(
         let blocks: Vec<Option<String>> = p
             .iter()
             .enumerate()
-            .map(|(j, _)| {
-                folds[k + j].sum.then(|| {
-                    let b = em.fresh("blk");
-                    em.line(&format!("var {b}: f32 = -0.0f;"));
-                    b
-                })
-            })
+            .map(|(j, _)| folds[k + j].sum.then(|| block_accumulator(&mut em)))
             .collect();
         if blocks.iter().any(Option::is_some) {
             em.needs.insert("wh_opaque_f32".to_string());
