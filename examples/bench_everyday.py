@@ -87,6 +87,9 @@ def cases():
         "scatter-add 1M at random indices": (lambda x, i: jnp.zeros_like(x).at[i].add(x), (x1, i1)),
         "segment_sum 1M -> 1000": (lambda x, i: jax.ops.segment_sum(x, i % 1000, 1000), (x1, i1)),
         "bincount 1M -> 256": (lambda i: jnp.bincount(i % 256, length=256), (i1,)),
+        "bincount 1M -> 100k": (lambda i: jnp.bincount(i % 100000, length=100000), (i1,)),
+        "int32 scatter-add 1M at random indices": (
+            lambda i: jnp.zeros(1 << 20, jnp.int32).at[i].add(i % 1000), (i1,)),
         "embedding rows 8192x128, summed": (lambda e, i: e[i].sum(0), (emb, ids)),
         "random.normal 16M": (lambda k: jax.random.normal(k, (1 << 24,)), (key,)),
         "solve 512 (one vector)": (jnp.linalg.solve, (a512, b512)),

@@ -6,8 +6,9 @@ either way, so results must equal those with the payload off (`WGPU_HLO_SCATTER_
 the bit, and jax cpu's to rounding: random places, indices out of bounds (dropped), long runs
 of one index (the chunked fold), max and multiply, int32 and uint32, two-dimensional points,
 and updates computed in the same jit. CPU adapters scatter by blocks of the result instead
-(`swept`, tested in test_scatter_swept.py), so these tests turn that off
-(`WGPU_HLO_SCATTER_SWEEP=0`)."""
+(`swept`, tested in test_scatter_swept.py), and 32-bit integer sums, maxima and minima fold
+through atomics (`atomic`, tested in test_scatter_atomic.py), so these tests turn both off
+(`WGPU_HLO_SCATTER_SWEEP=0`, `WGPU_HLO_SCATTER_ATOMIC=0`)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ def test_payload_sort_matches_permutation_sort(gpu, case, tmp_path, monkeypatch)
         monkeypatch.setenv("WGPU_HLO_DUMP", dump)
         monkeypatch.setenv("WGPU_HLO_SCATTER_PAYLOAD", payload)
         monkeypatch.setenv("WGPU_HLO_SCATTER_SWEEP", "0")
+        monkeypatch.setenv("WGPU_HLO_SCATTER_ATOMIC", "0")
         # A new function object each time: JAX's cache would hand back the first executable.
         got.append(np.asarray(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu))))
         monkeypatch.delenv("WGPU_HLO_DUMP")
@@ -98,6 +100,7 @@ def test_long_runs_of_max_min_multiply(gpu, case, payload, monkeypatch):
     f = MONOIDS[case]
     monkeypatch.setenv("WGPU_HLO_SCATTER_PAYLOAD", payload)
     monkeypatch.setenv("WGPU_HLO_SCATTER_SWEEP", "0")
+    monkeypatch.setenv("WGPU_HLO_SCATTER_ATOMIC", "0")
     got = np.asarray(jax.jit(lambda *a: f(*a))(*jax.device_put((SEG_X, SEG_IDS), gpu)))
     want = np.asarray(jax.jit(f)(*jax.device_put((SEG_X, SEG_IDS), jax.devices("cpu")[0])))
     assert got.dtype == want.dtype and got.shape == want.shape
@@ -131,6 +134,7 @@ def test_set_takes_the_last_update(gpu, case, payload, monkeypatch):
     f = SETS[case]
     monkeypatch.setenv("WGPU_HLO_SCATTER_PAYLOAD", payload)
     monkeypatch.setenv("WGPU_HLO_SCATTER_SWEEP", "0")
+    monkeypatch.setenv("WGPU_HLO_SCATTER_ATOMIC", "0")
     got = np.asarray(jax.jit(lambda *a: f(*a))(*jax.device_put((SET_X, SET_I), gpu)))
     want = np.asarray(jax.jit(f)(*jax.device_put((SET_X, SET_I), jax.devices("cpu")[0])))
     assert got.dtype == want.dtype
