@@ -86,8 +86,20 @@ pub struct Executable {
     slot_buffers: Vec<[AtomicU64; 2]>,
 }
 
-/// Executions whose per-kernel times the dump records.
+/// Executions whose per-kernel times the dump records by default.
 const DUMPED_EXECUTIONS: usize = 3;
+
+/// Executions whose per-kernel times the dump records: `WGPU_HLO_DUMP_EXECUTIONS` (a number),
+/// else [`DUMPED_EXECUTIONS`]. More give medians over steady-state runs for A/B comparisons.
+fn dumped_executions() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("WGPU_HLO_DUMP_EXECUTIONS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(DUMPED_EXECUTIONS)
+    })
+}
 
 /// Per-kernel totals from resolved timestamps (`bytes`: two u64 ticks per timed dispatch of
 /// `kernels`), named by `names`.
@@ -364,7 +376,7 @@ impl Executable {
             let n = self
                 .times_dumped
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if n < DUMPED_EXECUTIONS && self.device.has_timestamps() {
+            if n < dumped_executions() && self.device.has_timestamps() {
                 return self.execute_dumping_times(args, donated, path, n);
             }
         }
