@@ -29,6 +29,24 @@ use crate::ir::{ElementType, Function, Operation, ValueId};
 /// of its own.
 pub(crate) const MAX_LISTED_STORES: usize = 32;
 
+/// Most full-size tensors (the epilogue's outputs and its inputs of the dot's size) a replayed
+/// epilogue ([`replay`]) may read or write; more and the epilogue runs as a kernel of its own.
+/// A replay reads and writes one element at a time, where llvmpipe loops over the lanes for
+/// each storage access, and the elementwise kernels store four elements at a time. Alternated
+/// in one process (`examples/bench_ab.py`, 12 runs), B/A of separate kernels against replays:
+/// any replay: MLP step 0.92, flax CNN 0.97, transformer step 0.955, GP gradient 0.93, matmul
+/// 512 + tanh 1.04; replays of at most 2 streams: MLP 0.93; at most 1: MLP 0.99, CNN 0.99,
+/// transformer 0.97, matmul + tanh 1.025. `WGPU_HLO_EPILOGUE_REPLAY_MAX=N` sets it.
+///
+/// Per-kernel times (`WGPU_HLO_DUMP`) put a replay's extra cost near 0.7 ns per element per
+/// stream, a launch near 40 µs: epilogues below [`REPLAY_SEPARATE_FROM`] elements times
+/// streams are replayed whatever their streams (the SGD updates of a 128 x 128 layer).
+pub(crate) const REPLAY_MAX_STREAMS: usize = 1;
+
+/// Elements times full-size streams from which an epilogue of more than
+/// [`REPLAY_MAX_STREAMS`] streams runs as a kernel of its own.
+const REPLAY_SEPARATE_FROM: u64 = 1 << 16;
+
 /// The dot kernel `dot` (outputs `[d]`) with the loop kernel `epilogue` computed at its
 /// stores, writing `outputs` (the merged group's, in order).
 pub fn apply(
@@ -86,6 +104,23 @@ pub fn apply(
     let mut body = std::mem::take(&mut em.body);
     if (0..dot.inputs.len()).any(|j| body.contains(&format!("in{j}["))) {
         return refuse("it reads the dot's inputs");
+    }
+    if replayed.is_some() {
+        let elements = d.ty.num_elements();
+        let full = em.inputs[dot.inputs.len()..]
+            .iter()
+            .filter(|b| b.ty.num_elements() >= elements)
+            .count();
+        let max: usize = std::env::var("WGPU_HLO_EPILOGUE_REPLAY_MAX")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(REPLAY_MAX_STREAMS);
+        let streams = full + outs.len();
+        if streams > max && (streams * elements) as u64 >= REPLAY_SEPARATE_FROM {
+            return refuse(&format!(
+                "{streams} full-size tensors of {elements} elements: a kernel of its own is cheaper than a replay"
+            ));
+        }
     }
     if replayed.is_some() {
         // A replayed epilogue reads one element at a time, where a texel fetch costs more
