@@ -149,8 +149,9 @@ pub(super) fn shared_rows(
     }
     // Below `min_work`, operands read along k come as scalars: a step of k instead of four
     // per loop trip, a quarter of the code to compile for the same loads.
+    let small = work < min_work() && !forced;
     let scalar = |r: Read| {
-        if r == Read::AlongK && work < min_work() && !forced {
+        if r == Read::AlongK && small {
             Read::Scalar
         } else {
             r
@@ -158,7 +159,6 @@ pub(super) fn shared_rows(
     };
     let (ra, rb) = (scalar(ra), scalar(rb));
     let rows_unit = if ra == Read::AlongFree { 4 * s } else { s };
-    let small = work < min_work() && !forced;
     let (mt, cv) = tile(batch, m, n, s, rows_unit, small);
     let cols_lane = 4 * cv;
     let cols_tile = s * cols_lane;
