@@ -34,6 +34,11 @@ const BINS: u64 = 1 << SELECT_BITS;
 /// row, which also bounds `rows * k²` ([`RANK_WORK`]).
 const K_MAX: u64 = 4096;
 
+/// Elements each lane of a tile takes on CPU adapters (tiles of 64 lanes). Alternated in one
+/// process (`examples/bench_ab.py`, 20 runs), against 16: top_k of 1M (k = 100) 0.69× at 64,
+/// 0.66× at 256; of 8 x 50000 (k = 64) 0.80× at 64, 0.76× at 256.
+const CPU_PER: u64 = 256;
+
 /// Most comparisons of the ranking of the chosen elements, over all rows.
 const RANK_WORK: u64 = 1 << 28;
 
@@ -70,8 +75,16 @@ pub fn plan(
     let Some(&x) = op.operands.first() else {
         return Ok(None);
     };
+    // CPU adapters: long tiles. The digit pass sums every tile's histogram in one workgroup
+    // (one core), and each pass writes them all; 16 elements a lane made 1024 tiles of a
+    // million. `WGPU_HLO_TOP_K_PER=N` sets the elements a lane takes there.
     let (wg, per): (u64, u64) = if target.cpu_adapter {
-        (64, 16)
+        let per = std::env::var("WGPU_HLO_TOP_K_PER")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|&p: &u64| (1..=4096).contains(&p))
+            .unwrap_or(CPU_PER);
+        (64, per)
     } else {
         (256, 8)
     };
