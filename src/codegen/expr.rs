@@ -130,6 +130,13 @@ pub struct Quads {
     /// across the rows of a transpose: the positions are then names of a tile's own
     /// coordinates, the same in every tensor (see `loop_kernel`'s transposing tiles).
     pub any_shape: bool,
+    /// The grouped positions are linear (a group starting at a multiple of 4), and any
+    /// tensor whose innermost extent is a multiple of 4 holds a group in one row: the
+    /// per-dimension form of a group's later positions is the first one's with the innermost
+    /// coordinate plus its place ([`ExprEmitter::multi`]), so what depends only on the outer
+    /// coordinates (a broadcast row value, a gathered row's index) is computed once per
+    /// group, and reads at the innermost coordinate are grouped too.
+    pub rows: bool,
 }
 
 /// How a kernel launched in chunks reads values larger than the adapter's binding limit: each
@@ -450,6 +457,18 @@ impl<'a> ExprEmitter<'a> {
                 {
                     return v.clone();
                 }
+                if let Some(out) = self.grouped_multi(l, dims) {
+                    if let Some(m) = self.delinear.last_mut() {
+                        m.insert(key, out.clone());
+                    }
+                    return out;
+                }
+                let group_start = self.quads.as_ref().is_some_and(|q| {
+                    q.rows
+                        && dims.len() >= 2
+                        && dims.last().is_some_and(|&d| d % 4 == 0)
+                        && q.positions.get(l).is_some_and(|(f, p)| *p == 0 && f == l)
+                });
                 let mut out = vec![String::new(); dims.len()];
                 if dims.contains(&0) {
                     // An empty tensor has no element to address (and `% 0u` is rejected).
@@ -479,12 +498,41 @@ impl<'a> ExprEmitter<'a> {
                     };
                     stride *= dims[k];
                 }
+                if group_start {
+                    if let (Some(last), Some(q)) = (out.last().cloned(), self.quads.as_mut()) {
+                        q.positions.insert(last.clone(), (last, 0));
+                    }
+                }
                 if let Some(m) = self.delinear.last_mut() {
                     m.insert(key, out.clone());
                 }
                 out
             }
         }
+    }
+
+    /// With [`Quads::rows`], the per-dimension form of linear position `l` when it is a later
+    /// position of a group and `dims` (of rank 2 or more) has an innermost extent that is a
+    /// multiple of 4: the group's first position's coordinates, the innermost one plus `l`'s
+    /// place in the group (a name registered as a grouped position). `None` otherwise.
+    fn grouped_multi(&mut self, l: &str, dims: &[usize]) -> Option<Vec<String>> {
+        let q = self.quads.as_ref()?;
+        if !q.rows || dims.len() < 2 || dims.last().is_none_or(|&d| d % 4 != 0) {
+            return None;
+        }
+        let (first, place) = q.positions.get(l)?.clone();
+        if place == 0 || first == l {
+            return None;
+        }
+        let mut out = self.multi(&Index::Linear(first), dims);
+        let last0 = out.last()?.clone();
+        let name = self.fresh("i");
+        self.line(&format!("let {name} = {last0} + {place}u;"));
+        let q = self.quads.as_mut()?;
+        q.positions.insert(last0.clone(), (last0.clone(), 0));
+        q.positions.insert(name.clone(), (last0, place));
+        *out.last_mut()? = name;
+        Some(out)
     }
 
     /// The linear form of `idx` for a tensor of `dims`.
@@ -600,7 +648,8 @@ impl<'a> ExprEmitter<'a> {
             Index::Multi(m) => {
                 let (first, place) = q.positions.get(m.last()?)?.clone();
                 let dims = ty.dims();
-                let rows_of_quads = q.any_shape && dims.last().is_some_and(|&d| d % 4 == 0);
+                let rows_of_quads =
+                    (q.any_shape || q.rows) && dims.last().is_some_and(|&d| d % 4 == 0);
                 if dims != q.dims && !rows_of_quads {
                     return None;
                 }
@@ -1009,7 +1058,13 @@ impl<'a> ExprEmitter<'a> {
                         offset_dims.get(k).and_then(|&od| m.get(od)),
                         full.get_mut(d_op),
                     ) {
-                        *slot = format!("({slot} + {od})");
+                        // A window dimension no index moves stays the output's coordinate
+                        // itself (grouped reads see it as such: see `Quads`).
+                        *slot = if slot == "0u" {
+                            od.clone()
+                        } else {
+                            format!("({slot} + {od})")
+                        };
                     }
                 }
                 self.value(op.operands[0], &Index::Multi(full))
@@ -1458,6 +1513,20 @@ impl<'a> ExprEmitter<'a> {
 
     /// Element `at` of index tensor `v`, clamped to [0, max], as a `u32`.
     fn start_index_at(&mut self, v: ValueId, at: &Index, max: i64) -> Result<String> {
+        // Once per index and bound: the elements of a group in one row share their gathered
+        // row's start, and a grouped read of that row must see one name for it.
+        let key = (v, Index::Linear(format!("start {max} {at:?}")));
+        if let Some(n) = self.lookup(&key) {
+            return Ok(n);
+        }
+        let n = self.start_index_unmemoized(v, at, max)?;
+        if let Some(memo) = self.memo.last_mut() {
+            memo.insert(key, n.clone());
+        }
+        Ok(n)
+    }
+
+    fn start_index_unmemoized(&mut self, v: ValueId, at: &Index, max: i64) -> Result<String> {
         let t = self.ty(v)?.dtype;
         let c = self.compute(t)?;
         let s = self.value(v, at)?;

@@ -156,6 +156,7 @@ fn transposing_tiles(
             .collect(),
         streaming: true,
         any_shape: true,
+        rows: false,
     });
     let mut head = format!(
         "    let g = wid.y * nwg.x + wid.x;\n    if (g >= {groups}u) {{ return; }}\n    \
@@ -535,6 +536,7 @@ fn elementwise(
                 .collect(),
             streaming: true,
             any_shape: false,
+            rows: !crate::fusion::switched_off("WGPU_HLO_QUAD_ROWS"),
         });
     }
     let mut vec4_values: Vec<Vec<String>> = vec![Vec::new(); outs.len()];

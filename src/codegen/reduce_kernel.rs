@@ -1372,6 +1372,7 @@ fn emit_stage(
             // and copy (`crate::target::column_reads_as_vec4`).
             streaming: per > 1 && crate::target::column_reads_as_vec4(),
             any_shape: false,
+            rows: false,
         });
         for (k, idx) in idxs.iter().enumerate() {
             let mut vals = Vec::new();

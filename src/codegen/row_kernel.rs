@@ -167,6 +167,7 @@ pub fn emit(
                     .collect(),
                 streaming: true,
                 any_shape: false,
+                rows: false,
             });
         }
     }

@@ -308,6 +308,7 @@ fn emit_stage(
                     // Overlapping windows read each element several times: from textures.
                     streaming: false,
                     any_shape: false,
+                    rows: false,
                 });
             }
             let vals = declare(em, "x");

@@ -137,6 +137,7 @@ fn write_update_vec4(
             .collect(),
         streaming: true,
         any_shape: false,
+        rows: false,
     });
     let mut vals = Vec::with_capacity(4);
     for e in 0..4 {
