@@ -225,7 +225,46 @@ pub fn emit_many(
     let mut functions = String::new();
     let (mut groups, mut elements) = (0u64, 0u64);
     let mut vec4_outs = Vec::new();
+    // Updates of one size all written as vec4s (a scan stacking its step's values): each
+    // invocation writes its group of four in every update, in straight-line code. Parts in
+    // branches on the workgroup cost llvmpipe the parts a workgroup skips too (it runs every
+    // branch under a lane mask): a GRU step's 9 stacked residuals of 4096 elements took
+    // 0.22 ms as 9 parts, 0.12 as one part's work alone.
+    let update_elements = |op: &Operation| {
+        let scatter = matches!(op.op, Op::Scatter { .. });
+        op.operands
+            .get(if scatter { 2 } else { 1 })
+            .and_then(|&u| f.ty(u).as_tensor())
+            .map_or(0, |t| t.num_elements() as u64)
+    };
+    let same = ops
+        .first()
+        .map(|op| update_elements(op))
+        .filter(|&n| n > 0 && ops.iter().all(|op| update_elements(op) == n));
+    let straight = same.is_some() && ops.len() > 1 && fours.iter().all(|&v| v);
+    if let (Some(n), true) = (same, straight) {
+        let threads = n / 4;
+        groups = threads.div_ceil(w);
+        em.line(&format!("let t = grp * {w}u + lid;"));
+        em.open(&format!("if (t < {threads}u)"));
+        for (j, op) in ops.iter().enumerate() {
+            vec4_outs.push(j);
+            // A block per update: each names its values as the branches did.
+            em.open("");
+            let (total, xt) = write_update_vec4(&mut em, op, j, "t")?;
+            em.close(None);
+            outs.push(Binding {
+                value: op.results[0],
+                ty: xt,
+            });
+            elements += total;
+        }
+        em.close(None);
+    }
     for (j, op) in ops.iter().enumerate() {
+        if straight {
+            break;
+        }
         // The update's elements: a dynamic_update_slice's operand 1, a scatter's operand 2.
         let scatter = matches!(op.op, Op::Scatter { .. });
         let n = op
@@ -260,7 +299,7 @@ pub fn emit_many(
         groups = end;
         elements += total;
     }
-    if groups > 0 {
+    if groups > 0 && !straight {
         em.close(None);
     }
     let bindings = em.inputs.len() + outs.len();
