@@ -1,7 +1,8 @@
 """`top_k` of long rows by radix selection (`src/codegen/op_kernels/top_k.rs`): tiles with no
 candidate left after a pass write an empty histogram without reading their elements, and
 tiles with nothing chosen place nothing. The values and indices must equal jax cpu's bit for
-bit, ties (first position wins), NaNs, signed zeros and k close to n included."""
+bit, ties (first position wins), NaNs, signed zeros and k close to n included, and inputs that
+stress the bound on the k-th key CPU adapters take first."""
 
 from __future__ import annotations
 
@@ -21,6 +22,14 @@ CASES = {
     "all_equal": (np.ones(70000, np.float32), 33),
     "k_near_n": (RNG.standard_normal(5000).astype(np.float32), 4000),
     "signed_zeros": (np.where(RNG.random(100000) < 0.5, -0.0, 0.0).astype(np.float32), 50),
+    # The bound on the k-th key from each lane's best (CPU adapters, `bounded` in top_k.rs):
+    # the largest values all in the last lanes, all in the first, ties of the k-th value
+    # across many lanes, and k close to half the lanes.
+    "ascending": (np.arange(300000, dtype=np.float32), 200),
+    "descending": (np.arange(300000, dtype=np.float32)[::-1].copy(), 200),
+    "ties_across_lanes": (np.where(np.arange(400000) % 997 == 0, 1.0, 0.0).astype(np.float32), 300),
+    "half_the_lanes": (RNG.standard_normal(1 << 20).astype(np.float32), 2000),
+    "negative_int": (-RNG.integers(0, 1000, 500000).astype(np.int32), 150),
 }
 
 

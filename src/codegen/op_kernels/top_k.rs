@@ -98,14 +98,28 @@ pub fn plan(
     let bind = |value, ty: TensorType| Binding { value, ty };
     // Temporaries: 0 the chosen positions in order (what `gather` reads), 1 each row's state
     // (key bits, position bits, elements still to take, unused), 2 the tiles' histograms,
-    // 3 the tiles' counts of chosen elements, 4 the chosen (key, position) pairs.
+    // 3 the tiles' counts of chosen elements, 4 the chosen (key, position) pairs, 5 each
+    // lane's smallest key, 6 each row's bound on the k-th key (see `bounded`).
     let (perm, state, hist, counts, chosen) = (temp(0), temp(1), temp(2), temp(3), temp(4));
+    let (minima, bounds) = (temp(5), temp(6));
+    // Rows with at least 2k lanes first bound the k-th key (CPU adapters, where the first
+    // histogram pass's workgroup atomics over every element are most of the time): the k-th
+    // smallest of the lanes' smallest keys. At least k elements lie at or below it, so the
+    // chosen ones all do, and the passes count only those.
+    let lanes = tiles * wg;
+    let bounded = target.cpu_adapter
+        && lanes >= 2 * k
+        // The bisection's loops (32 rounds over the row's lanes) within the loop bound.
+        && 32 * (tiles + 2 * wg) < target.max_invocation_iterations
+        && !std::env::var("WGPU_HLO_TOP_K_BOUND").is_ok_and(|v| v.trim() == "0");
     let temps = vec![
         u32s(rows * k),
         u32s(rows * 4),
         u32s(groups * BINS),
         u32s(groups),
         u32s(rows * k * 2),
+        u32s(rows * lanes),
+        u32s(rows),
     ];
     let what = format!("top_k of {rows} rows of {n} by radix selection, k = {k}");
     let fuses = op.name();
@@ -125,10 +139,20 @@ pub fn plan(
         em.line(&format!("let t = g % {tiles}u;"));
         em.line(&format!("let first = t * {tile}u + lid * {per}u;"));
     };
+    // Over the invocation's elements: `span` of them (its `per`, or none in a lane whose
+    // smallest key is past the k-th: `live_span`).
     let items_loop = |em: &mut ExprEmitter| {
-        em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
+        em.open_loop("for (var e = 0u; e < span; e = e + 1u)", per);
         em.line("let i = first + e;");
         em.line(&format!("if (i >= {n}u) {{ break; }}"));
+    };
+    // `span` for the kernels run once `tk` is known: with lanes' smallest keys (input `m`),
+    // a lane holding none at or below `tk` walks nothing (k of n: most lanes).
+    let live_span = |em: &mut ExprEmitter, m: Option<usize>| match m {
+        Some(m) => em.line(&format!(
+            "let span = select(0u, {per}u, in{m}[g * {wg}u + lid] <= tk);"
+        )),
+        None => em.line(&format!("let span = {per}u;")),
     };
     // Whether the element is chosen, once every pass has run.
     let chosen_test = "(key < tk || (key == tk && i <= ti))";
@@ -198,6 +222,10 @@ pub fn plan(
         let mut em = emitter();
         em.inputs.push(bind(state, u32s(rows * 4)));
         em.inputs.push(bind(PARAMS, u32s(3)));
+        if bounded {
+            em.inputs.push(bind(bounds, u32s(rows)));
+            em.inputs.push(bind(minima, u32s(rows * lanes)));
+        }
         tile_start(&mut em);
         // A row whose k-th pair is known already counts nothing, and its digit pass reads
         // no histogram: the workgroup leaves at once (random floats: the last 3-4 of 7
@@ -213,6 +241,11 @@ pub fn plan(
         em.line("let head = in1[2] != 0u;");
         em.line("let tk = in0[row * 4u];");
         em.line("let ti = in0[row * 4u + 1u];");
+        em.line(if bounded {
+            "let bnd = in2[row];"
+        } else {
+            "let bnd = 0xffffffffu;"
+        });
         em.open("if (lid == 0u)");
         em.line("var prev = 1u;");
         em.line(&format!(
@@ -245,7 +278,15 @@ pub fn plan(
         em.line("atomicStore(&h[b], 0u);");
         em.close(None);
         em.line("workgroupBarrier();");
-        em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
+        // A lane whose smallest key is past the bound counts nothing: it walks nothing.
+        if bounded {
+            em.line(&format!(
+                "let span = select(0u, {per}u, in3[g * {wg}u + lid] <= bnd);"
+            ));
+        } else {
+            em.line(&format!("let span = {per}u;"));
+        }
+        em.open_loop("for (var e = 0u; e < span; e = e + 1u)", per);
         em.line("let i = first + e;");
         em.line(&format!("if (i >= {n}u) {{ break; }}"));
         key_line(&mut em)?;
@@ -258,7 +299,7 @@ pub fn plan(
         em.line("m = head || (key >> (shift + 8u)) == (tk >> (shift + 8u));");
         em.line(&format!("d = (key >> shift) & {}u;", BINS - 1));
         em.close(None);
-        em.line("if (m) { atomicAdd(&h[d], 1u); }");
+        em.line("if (m && key <= bnd) { atomicAdd(&h[d], 1u); }");
         em.close(None);
         em.line("workgroupBarrier();");
         em.open_loop(
@@ -287,6 +328,9 @@ pub fn plan(
         em.inputs.push(bind(hist, u32s(groups * BINS)));
         em.inputs.push(bind(state, u32s(rows * 4)));
         em.inputs.push(bind(PARAMS, u32s(3)));
+        if bounded {
+            em.inputs.push(bind(bounds, u32s(rows)));
+        }
         em.line("let row = wid.y * nwg.x + wid.x;");
         em.line(&format!("if (row >= {rows}u) {{ return; }}"));
         // A finished row's histograms were not written (above).
@@ -326,7 +370,12 @@ pub fn plan(
         // ones (the largest key with them, any position), and the passes left count nothing.
         em.open("if (whole)");
         em.line("let low = select((1u << shift) - 1u, 0u, shift == 0u);");
-        em.line("if (in2[1] != 0u) { ti = ti | low; } else { tk = tk | low; ti = 0xffffffffu; }");
+        // Only elements at or below the row's bound were counted: the taken keys stop there.
+        em.line(if bounded {
+            "if (in2[1] != 0u) { ti = ti | low; } else { tk = min(tk | low, in3[row]); ti = 0xffffffffu; }"
+        } else {
+            "if (in2[1] != 0u) { ti = ti | low; } else { tk = tk | low; ti = 0xffffffffu; }"
+        });
         em.line("done = 1u;");
         em.close(None);
         em.line("out0[row * 4u + 2u] = rem - min(acc, rem);");
@@ -348,13 +397,81 @@ pub fn plan(
         )?
     };
 
+    // Each lane's smallest key (`bounded`).
+    let lane_minima = || -> Result<Kernel> {
+        let mut em = emitter();
+        tile_start(&mut em);
+        em.line(&format!("let span = {per}u;"));
+        em.line("var low = 0xffffffffu;");
+        items_loop(&mut em);
+        key_line(&mut em)?;
+        em.line("low = min(low, key);");
+        em.close(None);
+        em.line(&format!("out0[g * {wg}u + lid] = low;"));
+        finish(
+            em,
+            &format!("{name}_select_lanes"),
+            "each lane's smallest key",
+            vec![bind(minima, u32s(rows * lanes))],
+            "",
+            wg,
+            groups,
+        )
+    };
+
+    // One workgroup per row: the k-th smallest of its lanes' smallest keys, by bisection of
+    // the key range (at least k lanes hold a key at or below it).
+    let bound = || -> Result<Kernel> {
+        let mut em = emitter();
+        em.inputs.push(bind(minima, u32s(rows * lanes)));
+        em.line("let row = wid.y * nwg.x + wid.x;");
+        em.line(&format!("if (row >= {rows}u) {{ return; }}"));
+        em.line("var lo = 0u;");
+        em.line("var hi = 0xffffffffu;");
+        em.open_loop("for (var it = 0u; it < 32u; it = it + 1u)", 32);
+        em.line("let mid = lo + (hi - lo) / 2u;");
+        em.line("var c = 0u;");
+        em.open_loop(
+            &format!("for (var q = lid; q < {lanes}u; q = q + {wg}u)"),
+            lanes.div_ceil(wg),
+        );
+        em.line(&format!(
+            "if (in0[row * {lanes}u + q] <= mid) {{ c = c + 1u; }}"
+        ));
+        em.close(None);
+        em.line("part[lid] = c;");
+        em.line("workgroupBarrier();");
+        em.open("if (lid == 0u)");
+        sum_parts(&mut em);
+        em.line("total = s;");
+        em.close(None);
+        em.line(&format!(
+            "if (workgroupUniformLoad(&total) >= {k}u) {{ hi = mid; }} else {{ lo = mid + 1u; }}"
+        ));
+        em.close(None);
+        em.line("if (lid == 0u) { out0[row] = hi; }");
+        finish(
+            em,
+            &format!("{name}_select_bound"),
+            "each row's bound on its k-th key",
+            vec![bind(bounds, u32s(rows))],
+            &format!("var<workgroup> part: array<u32, {wg}>;\nvar<workgroup> total: u32;\n"),
+            wg,
+            rows,
+        )
+    };
+
     // The number of chosen elements in each tile.
     let count = {
         let mut em = emitter();
         em.inputs.push(bind(state, u32s(rows * 4)));
+        if bounded {
+            em.inputs.push(bind(minima, u32s(rows * lanes)));
+        }
         tile_start(&mut em);
         em.line("let tk = in0[row * 4u];");
         em.line("let ti = in0[row * 4u + 1u];");
+        live_span(&mut em, bounded.then_some(1));
         count_mine(&mut em)?;
         em.open("if (lid == 0u)");
         sum_parts(&mut em);
@@ -376,12 +493,16 @@ pub fn plan(
         let mut em = emitter();
         em.inputs.push(bind(state, u32s(rows * 4)));
         em.inputs.push(bind(counts, u32s(groups)));
+        if bounded {
+            em.inputs.push(bind(minima, u32s(rows * lanes)));
+        }
         tile_start(&mut em);
         // A tile with nothing chosen (most of them: k of n) places nothing.
         em.line("if (lid == 0u) { base = in1[g]; }");
         em.line("if (workgroupUniformLoad(&base) == 0u) { return; }");
         em.line("let tk = in0[row * 4u];");
         em.line("let ti = in0[row * 4u + 1u];");
+        live_span(&mut em, bounded.then_some(2));
         // The tile's first slot: the chosen elements of the row's earlier tiles.
         em.line("var o = 0u;");
         em.open_loop(
@@ -454,7 +575,11 @@ pub fn plan(
         .as_tensor()
         .map_or(0, |t| t.rank().saturating_sub(1));
     let gathered = gather(name, f, defs, op, (dim, n as usize, 1), (k, false), target)?;
-    let kernels = vec![init, histogram, choose, count, place, rank, gathered];
+    let mut kernels = vec![init, histogram, choose, count, place, rank, gathered];
+    if bounded {
+        kernels.push(lane_minima()?);
+        kernels.push(bound()?);
+    }
     if kernels
         .iter()
         .any(|kn| kn.iterations > target.max_invocation_iterations)
@@ -462,6 +587,10 @@ pub fn plan(
         return Ok(None);
     }
     let mut launches = vec![Launch::new(0, Vec::new())];
+    if bounded {
+        launches.push(Launch::new(7, Vec::new()));
+        launches.push(Launch::new(8, Vec::new()));
+    }
     let mut pass = |shift: u32, by_position: bool, head: bool| {
         let p = vec![shift, u32::from(by_position), u32::from(head)];
         // Every pass after the first reads its tile's histogram of the pass before (which
@@ -482,7 +611,7 @@ pub fn plan(
     for d in 0..index_passes {
         pass(SELECT_BITS * (index_passes - 1 - d), true, d == 0);
     }
-    for kn in 3..kernels.len() {
+    for kn in 3..7 {
         launches.push(Launch::new(kn, Vec::new()));
     }
     Ok(Some(Plan {
