@@ -631,6 +631,59 @@ impl Windows {
     }
 }
 
+/// The sizes of the scatter dimensions of `indices` (all but the index vector dimension
+/// `ivd`): one update window per element of their product.
+fn scatter_sizes(indices: &crate::ir::TensorType, ivd: usize) -> Vec<usize> {
+    indices
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|&(d, _)| d != ivd)
+        .map(|(_, &n)| n)
+        .collect()
+}
+
+/// A scatter of one input: its dimension numbers, operands, result and update computation,
+/// and the input's and updates' types.
+struct OneInput<'a> {
+    dn: &'a crate::ir::attr::ScatterDimensionNumbers,
+    x: ValueId,
+    indices: ValueId,
+    updates: ValueId,
+    result: ValueId,
+    body: &'a crate::ir::Region,
+    xt: &'a crate::ir::TensorType,
+    ut: &'a crate::ir::TensorType,
+}
+
+/// `op` as [`OneInput`], or `None` for another op or a scatter of several inputs.
+fn one_input<'a>(f: &'a Function, op: &'a Operation) -> Option<OneInput<'a>> {
+    let Op::Scatter {
+        dimension_numbers: dn,
+        ..
+    } = &op.op
+    else {
+        return None;
+    };
+    let ([x, indices, updates], [result], Some(body)) = (
+        op.operands.as_slice(),
+        op.results.as_slice(),
+        op.regions.first(),
+    ) else {
+        return None;
+    };
+    Some(OneInput {
+        dn,
+        x: *x,
+        indices: *indices,
+        updates: *updates,
+        result: *result,
+        body,
+        xt: f.ty(*x).as_tensor()?,
+        ut: f.ty(*updates).as_tensor()?,
+    })
+}
+
 /// Invocations per workgroup of an [`atomic`] scatter.
 const ATOMIC_WORKGROUP: u32 = 256;
 
@@ -645,8 +698,8 @@ const ATOMIC_WORKGROUP: u32 = 256;
 ///
 /// `None` for few windows (the plain kernel: [`sorts_first`]), other update computations or
 /// types (64-bit integers have no WGSL atomics, and float sums would depend on the order),
-/// several inputs, batching dimensions, dynamic
-/// shapes, results larger than one binding, or `WGPU_HLO_SCATTER_ATOMIC=0`.
+/// several inputs, batching dimensions, dynamic shapes, results larger than one binding, or
+/// `WGPU_HLO_SCATTER_ATOMIC=0`.
 fn atomic(
     name: &str,
     f: &Function,
@@ -655,25 +708,20 @@ fn atomic(
     target: Target,
 ) -> Result<Option<super::Plan>> {
     use crate::ir::{BinaryOp, ElementType};
-    let Op::Scatter {
-        dimension_numbers: dn,
-        ..
-    } = &op.op
+    let Some(OneInput {
+        dn,
+        x,
+        indices,
+        updates,
+        result,
+        body,
+        xt,
+        ut,
+    }) = one_input(f, op)
     else {
         return Ok(None);
     };
-    let ([x, indices, updates], [result], Some(body)) = (
-        op.operands.as_slice(),
-        op.results.as_slice(),
-        op.regions.first(),
-    ) else {
-        return Ok(None);
-    };
-    let (Some(xt), Some(ut), Some(it)) = (
-        f.ty(*x).as_tensor(),
-        f.ty(*updates).as_tensor(),
-        f.ty(*indices).as_tensor(),
-    ) else {
+    let Some(it) = f.ty(indices).as_tensor() else {
         return Ok(None);
     };
     let function = match update_computation(body) {
@@ -685,7 +733,7 @@ fn atomic(
     if std::env::var("WGPU_HLO_SCATTER_ATOMIC").is_ok_and(|v| v.trim() == "0")
         || !matches!(xt.dtype, ElementType::I32 | ElementType::U32)
         || ut.dtype != xt.dtype
-        || f.ty(*result).as_tensor().map(|t| t.dtype) != Some(xt.dtype)
+        || f.ty(result).as_tensor().map(|t| t.dtype) != Some(xt.dtype)
         || !xt.is_static()
         || !ut.is_static()
         || !it.is_static()
@@ -698,13 +746,7 @@ fn atomic(
     let rdims = xt.dims();
     let windows = Windows::new(dn, &ut.dims())?;
     let ivd = dn.index_vector_dim as usize;
-    let scatter_sizes: Vec<usize> = it
-        .dims()
-        .iter()
-        .enumerate()
-        .filter(|&(d, _)| d != ivd)
-        .map(|(_, &n)| n)
-        .collect();
+    let scatter_sizes = scatter_sizes(it, ivd);
     let count = scatter_sizes.iter().product::<usize>() as u64;
     let threads = count.saturating_mul(windows.w);
     if threads == 0 || threads >= u32::MAX as u64 || !sorts_first(count, xt.num_elements() as u64) {
@@ -719,15 +761,15 @@ fn atomic(
     em.line(&format!("let e = tid % {w}u;"));
     let wi = em.multi(&Index::Linear("e".into()), &windows.window_sizes);
     let si = em.multi(&Index::Linear("s".into()), &scatter_sizes);
-    let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), ic, "st")?;
+    let start = window_starts(&mut em, dn, indices, &si, rdims.len(), ic, "st")?;
     let (fits, pos) = window_place(dn, &start, &rdims, &windows.window_sizes, &wi);
     em.open(&format!("if ({})", all_of(&fits)));
     let at = crate::codegen::expr::linearize(&pos, &rdims);
-    let u = em.value(*updates, &Index::Multi(windows.update_at(&si, &wi)))?;
+    let u = em.value(updates, &Index::Multi(windows.update_at(&si, &wi)))?;
     em.line(&format!("{function}(&out0[{at}], {u});"));
     em.close(None);
     let outputs = vec![Binding {
-        value: *result,
+        value: result,
         ty: xt.clone(),
     }];
     let comment = format!(
@@ -768,7 +810,7 @@ fn atomic(
     Ok(Some(super::Plan {
         kernels: vec![kernel],
         temps: Vec::new(),
-        launches: vec![super::Launch::updating_value(0, Vec::new(), *x)],
+        launches: vec![super::Launch::updating_value(0, Vec::new(), x)],
     }))
 }
 
@@ -849,13 +891,7 @@ pub fn sorted(
     };
     let ivd = dn.index_vector_dim as usize;
     let irank = it.rank();
-    let scatter_sizes: Vec<usize> = it
-        .dims()
-        .iter()
-        .enumerate()
-        .filter(|&(d, _)| d != ivd)
-        .map(|(_, &x)| x)
-        .collect();
+    let scatter_sizes = scatter_sizes(it, ivd);
     let keys = WindowKeys {
         indices,
         scatter_sizes: &scatter_sizes,
@@ -1138,17 +1174,17 @@ fn privatized(
     keys: WindowKeys,
     target: Target,
 ) -> Result<Option<super::Plan>> {
-    let Op::Scatter {
-        dimension_numbers: dn,
+    let Some(OneInput {
+        dn,
+        x,
+        indices,
+        updates,
+        result,
+        xt,
+        ut,
         ..
-    } = &op.op
+    }) = one_input(f, op)
     else {
-        return Ok(None);
-    };
-    let ([x, indices, updates], [result]) = (op.operands.as_slice(), op.results.as_slice()) else {
-        return Ok(None);
-    };
-    let (Some(xt), Some(ut)) = (f.ty(*x).as_tensor(), f.ty(*updates).as_tensor()) else {
         return Ok(None);
     };
     use crate::ir::ElementType as E;
@@ -1240,7 +1276,7 @@ fn privatized(
             per,
         );
         let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
-        let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), keys.ic, "st")?;
+        let start = window_starts(&mut em, dn, indices, &si, rdims.len(), keys.ic, "st")?;
         let (conds, _) = window_place(dn, &start, &rdims, window_sizes, &[]);
         em.open(&format!("if ({})", all_of(&conds)));
         if w > 1 {
@@ -1251,7 +1287,7 @@ fn privatized(
         let wi = em.multi(&Index::Linear("e".into()), window_sizes);
         let (_, pos) = window_place(dn, &start, &rdims, window_sizes, &wi);
         let at = crate::codegen::expr::linearize(&pos, &rdims);
-        let u = em.value(*updates, &Index::Multi(windows.update_at(&si, &wi)))?;
+        let u = em.value(updates, &Index::Multi(windows.update_at(&si, &wi)))?;
         em.line(&format!("let at = base + {at};"));
         em.line(&format!("out0[at] = out0[at] + {u};"));
         if w > 1 {
@@ -1298,7 +1334,7 @@ fn privatized(
             &comment,
             em.inputs.clone(),
             vec![Binding {
-                value: *result,
+                value: result,
                 ty: xt.clone(),
             }],
             &em.needs,
@@ -1321,7 +1357,7 @@ fn privatized(
         launches: vec![
             super::Launch::new(0, Vec::new()),
             super::Launch::updating_value(1, Vec::new(), super::temp(0)),
-            super::Launch::updating_value(2, Vec::new(), *x),
+            super::Launch::updating_value(2, Vec::new(), x),
         ],
     }))
 }
@@ -1367,21 +1403,17 @@ fn swept(
     limit: u64,
     target: Target,
 ) -> Result<Option<super::Plan>> {
-    let Op::Scatter {
-        dimension_numbers: dn,
-        ..
-    } = &op.op
+    let Some(OneInput {
+        dn,
+        x,
+        indices,
+        updates,
+        result,
+        body,
+        xt,
+        ut,
+    }) = one_input(f, op)
     else {
-        return Ok(None);
-    };
-    let ([x, indices, updates], [result], Some(body)) = (
-        op.operands.as_slice(),
-        op.results.as_slice(),
-        op.regions.first(),
-    ) else {
-        return Ok(None);
-    };
-    let (Some(xt), Some(ut)) = (f.ty(*x).as_tensor(), f.ty(*updates).as_tensor()) else {
         return Ok(None);
     };
     if !target.cpu_adapter
@@ -1515,12 +1547,12 @@ fn swept(
         }
     };
     let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
-    let start = window_starts(&mut em, dn, *indices, &si, rdims.len(), keys.ic, "st")?;
+    let start = window_starts(&mut em, dn, indices, &si, rdims.len(), keys.ic, "st")?;
     let (fits, pos) = window_place(dn, &start, &rdims, window_sizes, &wi);
     em.open(&format!("if ({})", all_of(&fits)));
     let at = crate::codegen::expr::linearize(&pos, &rdims);
     em.line(&format!("let at = {at};"));
-    let u = em.value(*updates, &Index::Multi(windows.update_at(&si, &wi)))?;
+    let u = em.value(updates, &Index::Multi(windows.update_at(&si, &wi)))?;
     em.line(&format!("var acc: {} = out0[at];", t.wgsl()));
     em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
     em.line("out0[at] = acc;");
@@ -1576,13 +1608,13 @@ fn swept(
         )
     };
     let last = kernels.len();
-    kernels.push(walk(name, *result)?);
+    kernels.push(walk(name, result)?);
     if walks == 1 {
-        launches.push(super::Launch::updating_value(last, vec![0], *x));
+        launches.push(super::Launch::updating_value(last, vec![0], x));
     } else {
         kernels.push(walk(&format!("{name}_walk"), super::temp(copy))?);
         temps.push(xt.clone());
-        launches.push(super::Launch::updating_value(last + 1, vec![0], *x));
+        launches.push(super::Launch::updating_value(last + 1, vec![0], x));
         for j in 1..walks {
             let k = if j + 1 == walks { last } else { last + 1 };
             launches.push(super::Launch::updating(k, vec![j as u32], copy));
