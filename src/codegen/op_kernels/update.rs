@@ -230,6 +230,7 @@ pub fn emit_many(
     // branches on the workgroup cost llvmpipe the parts a workgroup skips too (it runs every
     // branch under a lane mask): a GRU step's 9 stacked residuals of 4096 elements took
     // 0.22 ms as 9 parts, 0.12 as one part's work alone.
+    // The update's elements: a dynamic_update_slice's operand 1, a scatter's operand 2.
     let update_elements = |op: &Operation| {
         let scatter = matches!(op.op, Op::Scatter { .. });
         op.operands
@@ -265,13 +266,7 @@ pub fn emit_many(
         if straight {
             break;
         }
-        // The update's elements: a dynamic_update_slice's operand 1, a scatter's operand 2.
-        let scatter = matches!(op.op, Op::Scatter { .. });
-        let n = op
-            .operands
-            .get(if scatter { 2 } else { 1 })
-            .and_then(|&u| f.ty(u).as_tensor())
-            .map_or(0, |t| t.num_elements() as u64);
+        let n = update_elements(op);
         // Invocations: one per element, or per group of four.
         let threads = if fours[j] { n / 4 } else { n };
         let end = groups + threads.div_ceil(w);
