@@ -1371,7 +1371,10 @@ fn emit_stage(
             // except on AMD hosts, where such vec4s cost three times the texture's fetches
             // and copy (`crate::target::column_reads_as_vec4`).
             streaming: per > 1 && crate::target::column_reads_as_vec4(),
-            any_shape: false,
+            // Whatever the tensor (a gathered table's rows, a broadcast row): a group of the
+            // four columns is four consecutive elements of any tensor read at them whose rows
+            // are a multiple of 4 long.
+            any_shape: true,
             rows: false,
         });
         for (k, idx) in idxs.iter().enumerate() {
