@@ -7,6 +7,7 @@ pub mod conv_phases;
 pub mod cse;
 pub mod dce;
 pub mod dot_transpose;
+pub mod hoist_dots;
 pub mod inline;
 pub mod narrow_dots;
 pub mod narrow_scatters;
@@ -25,7 +26,8 @@ use crate::ir::{verify, Function, Module};
 /// known dynamic shapes static, canonicalizes, merges repeated ops (`cse`), adds scatters into zeros into what they are
 /// added to (`scatter_add`), reduces rows first where a full reduction reads per-row values
 /// (`rows_first`), folds transposes of dot results and of dot
-/// operands into the dots (`dot_transpose`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`), scatters into narrow
+/// operands into the dots (`dot_transpose`), computes products of a loop's slices with loop-invariant
+/// operands before the loop (`hoist_dots`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`), scatters into narrow
 /// types that set, add, multiply or take maxima/minima in 32 bits (`narrow_scatters`), splits
 /// convolutions with lhs dilation into one per output phase (`conv_phases`), unrolls counted
 /// loops with small bodies (`unroll`) and removes dead code,
@@ -45,6 +47,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     rows_first::reduce_rows_first(&mut f);
     dot_transpose::transpose_into_dot(&mut f);
     dot_transpose::operand_transposes_into_dot(&mut f);
+    hoist_dots::hoist_sliced_dots(&mut f);
     narrow_dots::upcast_narrow_dots(&mut f);
     narrow_scatters::widen_narrow_scatters(&mut f);
     conv_phases::split_dilated_convolutions(&mut f);

@@ -1,0 +1,121 @@
+"""Products of a scan's slice with a loop-invariant operand computed for every slice before the
+loop (`src/passes/hoist_dots.rs`): a recurrent cell's input projection `x_t @ W`, the slice on
+the right (`W @ x_t.T`), batched slices, a reversed scan, a scan shorter than its inputs (not
+hoisted), and the GRU's value and gradient — every result against jax cpu, which runs the loops
+as written, and against the plugin with the pass off."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+CPU = jax.devices("cpu")[0]
+RNG = np.random.default_rng(7)
+
+
+def on(device, f, *args):
+    args = [jax.device_put(a, device) for a in args]
+    return jax.tree_util.tree_map(np.asarray, jax.jit(f)(*args))
+
+
+def compare(gpu, f, *args, tol=2e-5):
+    g, c = on(gpu, f, *args), on(CPU, f, *args)
+
+    def check(a, b):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+    jax.tree_util.tree_map(check, g, c)
+
+
+def arr(*shape):
+    return (0.3 * RNG.standard_normal(shape)).astype(np.float32)
+
+
+XS, W, U, H0 = arr(40, 16, 24), arr(24, 32), arr(32, 32), arr(16, 32)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_input_projection(gpu, reverse):
+    def f(xs, w, u, h0):
+        def cell(h, x):
+            h = jnp.tanh(x @ w + h @ u)
+            return h, h.sum(1)
+
+        return lax.scan(cell, h0, xs, reverse=reverse)
+
+    compare(gpu, f, XS, W, U, H0)
+
+
+def test_slice_on_the_right(gpu):
+    def f(xs, w, u, h0):
+        def cell(h, x):
+            h = jnp.tanh((w.T @ x.T).T + h @ u)
+            return h, None
+
+        return lax.scan(cell, h0, xs)[0]
+
+    compare(gpu, f, XS, W, U, H0)
+
+
+def test_batched_slices(gpu):
+    xs, w = arr(30, 3, 8, 5), arr(3, 5, 6)
+
+    def f(xs, w):
+        def cell(c, x):
+            y = jnp.einsum("bik,bkj->bij", x, w)
+            return c + jnp.sin(y).sum(), y[:, 0]
+
+        return lax.scan(cell, jnp.float32(0), xs)
+
+    compare(gpu, f, xs, w)
+
+
+def test_fewer_steps_than_slices(gpu):
+    def f(xs, w):
+        return lax.fori_loop(0, 5, lambda i, c: c + jnp.tanh(xs[i] @ w), jnp.zeros((16, 32)))
+
+    compare(gpu, f, XS, W)
+
+
+def test_gru_value_and_gradient(gpu):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    from bench_everyday import gru_grads
+
+    h, d, t, b = 32, 16, 20, 8
+    p = [arr(*s) for s in [(d, h), (h, h), (d, h), (h, h), (d, h), (h, h), (h, 1)]]
+    compare(gpu, gru_grads, p, arr(t, b, d), arr(b, 1), tol=1e-4)
+
+
+def test_same_results_with_the_pass_off(gpu):
+    """The hoisted products against the loop's own, in one process each (the pass reads its
+    switch when it compiles)."""
+    code = textwrap.dedent(
+        """
+        import numpy as np, jax, jax.numpy as jnp
+        from jax import lax
+        rng = np.random.default_rng(3)
+        xs, w, u = (rng.standard_normal(s).astype(np.float32) for s in [(64, 8, 32), (32, 16), (16, 16)])
+        def f(xs, w, u):
+            return lax.scan(lambda h, x: (jnp.tanh(x @ w + h @ u), None), jnp.zeros((8, 16)), xs)[0]
+        d = jax.devices("wgpu")[0]
+        print(repr(np.asarray(jax.jit(f)(*jax.device_put((xs, w, u), d))).tolist()))
+        """
+    )
+    outs = []
+    for value in ["0", "1"]:
+        env = dict(os.environ, WGPU_HLO_HOIST_DOTS=value)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.append(np.array(eval(r.stdout.strip().splitlines()[-1]), dtype=np.float32))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
