@@ -119,3 +119,32 @@ def test_same_results_with_the_pass_off(gpu):
         assert r.returncode == 0, r.stderr[-2000:]
         outs.append(np.array(eval(r.stdout.strip().splitlines()[-1]), dtype=np.float32))
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
+
+
+def test_flax_lstm_training_steps(gpu):
+    """flax's fused LSTM cell: one product for the four gates, whose gradient the backward scan
+    sums by slices (one accumulator per gate), then optax's Adam; three steps fed back."""
+    flax = pytest.importorskip("flax")
+    optax = pytest.importorskip("optax")
+    nn = flax.linen
+
+    class Model(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            y = nn.RNN(nn.OptimizedLSTMCell(32))(x)
+            return nn.Dense(1)(y[:, -1])
+
+    x, y = arr(8, 24, 12), arr(8, 1)
+    m = Model()
+    params = m.init(jax.random.PRNGKey(0), x)
+    tx = optax.adam(1e-2)
+
+    def steps(params, x, y):
+        opt = tx.init(params)
+        for _ in range(3):
+            loss, g = jax.value_and_grad(lambda p: jnp.mean((m.apply(p, x) - y) ** 2))(params)
+            u, opt = tx.update(g, opt, params)
+            params = optax.apply_updates(params, u)
+        return params, loss
+
+    compare(gpu, steps, params, x, y, tol=1e-4)

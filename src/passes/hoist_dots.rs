@@ -17,8 +17,10 @@
 //! hoisted product is computed by another kernel, so its sums may be taken in another order.
 //!
 //! The gradient's side ([`Sink`]): a loop-carried sum of products of the slice with a value
-//! computed in the body (`dW += x_t^T dz_t` in a backward scan) becomes one product after the
-//! loop, of `X` with the per-step values stacked by the loop at the slices' positions.
+//! computed in the body (`dW += x_t^T dz_t` in a backward scan), or of static slices of such a
+//! product (flax's fused LSTM cell: one product for four gates, one accumulator each), becomes
+//! one product after the loop, of `X` with the per-step values stacked by the loop at the
+//! slices' positions.
 //! `WGPU_HLO_HOIST_DOTS=0` turns the pass off (for comparisons).
 
 use std::collections::{HashMap, HashSet};
@@ -416,6 +418,10 @@ fn read_hoisted(f: &mut Function, body: &mut Region, by_dot: &HashMap<ValueId, H
 /// loop's accumulator then stays at its initial value, and its uses after the loop read the
 /// sum instead. The sum is taken in another order (one product's, not step by step).
 struct Sink {
+    /// The product in the body (its result), and the static slice of it that is summed, if
+    /// not all of it: one product after the loop serves every slice.
+    product: ValueId,
+    slice: Option<Op>,
     /// The carried accumulator's position among the loop's values.
     carry: usize,
     /// The stacked per-step value and the index it is stacked at (keys of [`Stack`]).
@@ -428,7 +434,7 @@ struct Sink {
     dims: DotDimensionNumbers,
     precision_config: Vec<crate::ir::attr::Precision>,
     algorithm: Option<crate::ir::attr::DotAlgorithm>,
-    /// The accumulator's type.
+    /// The product's type.
     ty: TensorType,
     /// Positions of the stack (`X`'s sliced dimension).
     positions: i64,
@@ -521,7 +527,25 @@ fn plan_sinks(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>)
         if d == arg || !once(d) || f.ty(d).as_tensor() != Some(&ty) || !ty.is_static() {
             continue;
         }
-        let Some(dot) = local.get(&d) else {
+        let Some(mut dot) = local.get(&d).copied() else {
+            continue;
+        };
+        // A static slice of the product (a fused cell's gates, one accumulator each).
+        let slice = match &dot.op {
+            Op::Slice { .. } => {
+                let Some(p) = dot.operands.first().and_then(|o| local.get(o)) else {
+                    continue;
+                };
+                let slice = dot.op.clone();
+                dot = p;
+                Some(slice)
+            }
+            _ => None,
+        };
+        let Some(&product) = dot.results.first() else {
+            continue;
+        };
+        let Some(pt) = f.ty(product).as_tensor().cloned() else {
             continue;
         };
         let Op::DotGeneral {
@@ -547,12 +571,14 @@ fn plan_sinks(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>)
                 dn,
                 (&local, defs, &inside, op, body),
                 (counter, c.init, c.step, c.trips),
-                &ty,
+                &pt,
             ) else {
                 continue;
             };
             out.push(Sink {
                 carry: j,
+                product,
+                slice: slice.clone(),
                 precision_config: precision_config.clone(),
                 algorithm: algorithm.clone(),
                 ..s
@@ -560,7 +586,17 @@ fn plan_sinks(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>)
             break;
         }
     }
-    out
+    // A product stays in the loop if anything but the sunk sums reads it there (it would be
+    // computed in both places).
+    let sunk = |p: ValueId| out.iter().filter(|s| s.product == p).count();
+    let keep: Vec<bool> = out
+        .iter()
+        .map(|s| uses.get(&s.product).copied().unwrap_or(0) == sunk(s.product))
+        .collect();
+    out.into_iter()
+        .zip(keep)
+        .filter_map(|(s, k)| k.then_some(s))
+        .collect()
 }
 
 /// The [`Sink`] of an accumulated `dot(a, b)` (`a` the left operand when `lhs_sliced`), when
@@ -704,6 +740,8 @@ fn sink(
     }
     Some(Sink {
         carry: 0,
+        product: ValueId(u32::MAX),
+        slice: None,
         positions: xt.shape[p],
         stack: (b, index),
         x_after,
@@ -805,6 +843,8 @@ fn apply_sinks(
         }
         body.ops.push(ret);
     }
+    // The products after the loop, by the body's product they stand for.
+    let mut products: HashMap<ValueId, ValueId> = HashMap::new();
     for s in sinks {
         let key = (s.stack.0, s.stack.1, s.positions);
         let (Some(&(_, stack)), Some(&acc)) = (
@@ -813,26 +853,49 @@ fn apply_sinks(
         ) else {
             continue;
         };
-        let product = f.new_value(Type::Tensor(s.ty.clone()));
-        let operands = if s.lhs_sliced {
-            vec![s.x_after, stack]
-        } else {
-            vec![stack, s.x_after]
+        let Some(acc_ty) = f.ty(acc).as_tensor().cloned() else {
+            continue;
         };
-        after.push(Operation::new(
-            Op::DotGeneral {
-                dimension_numbers: s.dims.clone(),
-                precision_config: s.precision_config.clone(),
-                algorithm: s.algorithm.clone(),
-            },
-            operands,
-            vec![product],
-            loc.clone(),
-        ));
-        let sum = f.new_value(Type::Tensor(s.ty.clone()));
+        let product = match products.get(&s.product) {
+            Some(&p) => p,
+            None => {
+                let p = f.new_value(Type::Tensor(s.ty.clone()));
+                let operands = if s.lhs_sliced {
+                    vec![s.x_after, stack]
+                } else {
+                    vec![stack, s.x_after]
+                };
+                after.push(Operation::new(
+                    Op::DotGeneral {
+                        dimension_numbers: s.dims.clone(),
+                        precision_config: s.precision_config.clone(),
+                        algorithm: s.algorithm.clone(),
+                    },
+                    operands,
+                    vec![p],
+                    loc.clone(),
+                ));
+                products.insert(s.product, p);
+                p
+            }
+        };
+        let part = match &s.slice {
+            Some(slice) => {
+                let v = f.new_value(Type::Tensor(acc_ty.clone()));
+                after.push(Operation::new(
+                    slice.clone(),
+                    vec![product],
+                    vec![v],
+                    loc.clone(),
+                ));
+                v
+            }
+            None => product,
+        };
+        let sum = f.new_value(Type::Tensor(acc_ty));
         after.push(Operation::new(
             Op::Binary(crate::ir::BinaryOp::Add),
-            vec![acc, product],
+            vec![acc, part],
             vec![sum],
             loc.clone(),
         ));
