@@ -148,3 +148,24 @@ def test_flax_lstm_training_steps(gpu):
         return params, loss
 
     compare(gpu, steps, params, x, y, tol=1e-4)
+
+
+@pytest.mark.parametrize("start, shift", [(0, 0), (3, 0), (2, -2), (0, 1), (1, -2)])
+def test_accumulated_products_of_slices(gpu, start, shift):
+    """`acc += xs[i + shift].T @ tanh(h)` for `i` from `start` to 40: the loop's sum is taken
+    after it where every position is distinct and within `xs` (from 0, from 3 with positions
+    never written, from 2 shifted down to 0); where the index runs past the end (clamped: the
+    last slice read twice) or below 0 (JAX wraps -1 to the last slice), the loop keeps its
+    product."""
+    xs, h0 = arr(40, 16, 24), arr(16, 32)
+
+    def f(xs, h0):
+        def body(i, c):
+            h, acc = c
+            h = jnp.tanh(h * 1.1 + 0.1)
+            x = lax.dynamic_index_in_dim(xs, i + shift, keepdims=False)
+            return h, acc + x.T @ h
+
+        return lax.fori_loop(start, 40, body, (h0, jnp.zeros((24, 32), jnp.float32)))
+
+    compare(gpu, f, xs, h0)

@@ -440,31 +440,97 @@ struct Sink {
     positions: i64,
 }
 
-/// `v` as `slope * counter + offset` over the body's values, when it is one.
-fn affine(
-    v: ValueId,
-    counter: ValueId,
+/// The loop's integer induction variables: per body argument stepped by a constant from a
+/// constant initial value, its step and initial value.
+fn inductions(
+    op: &Operation,
+    body: &Region,
     local: &HashMap<ValueId, &Operation>,
     defs: &HashMap<ValueId, &Operation>,
-    depth: usize,
-) -> Option<(i128, i128)> {
-    if v == counter {
-        return Some((1, 0));
+) -> HashMap<ValueId, (i128, i128)> {
+    let constant = |v: ValueId| match &local.get(&v).or_else(|| defs.get(&v))?.op {
+        Op::Constant(l) if l.len() == 1 && l.ty.dtype.is_int() => Some(l.get(0).as_i128()),
+        _ => None,
+    };
+    let mut out = HashMap::new();
+    for (m, (&arg, &ret)) in body.args.iter().zip(body.returned()).enumerate() {
+        let (Some(next), Some(init)) = (
+            local.get(&ret),
+            op.operands.get(m).and_then(|&v| constant(v)),
+        ) else {
+            continue;
+        };
+        let step = match (&next.op, next.operands.as_slice()) {
+            (Op::Binary(crate::ir::BinaryOp::Add), &[a, c]) if a == arg => constant(c),
+            (Op::Binary(crate::ir::BinaryOp::Add), &[c, a]) if a == arg => constant(c),
+            (Op::Binary(crate::ir::BinaryOp::Subtract), &[a, c]) if a == arg => {
+                constant(c).map(|c| -c)
+            }
+            _ => None,
+        };
+        if let Some(step) = step {
+            out.insert(arg, (step, init));
+        }
+    }
+    out
+}
+
+/// What [`affine`] reads: the loop's induction variables and trip count, the body's and the
+/// function's definitions.
+struct Iteration<'a> {
+    inductions: HashMap<ValueId, (i128, i128)>,
+    trips: u64,
+    local: &'a HashMap<ValueId, &'a Operation>,
+    defs: &'a HashMap<ValueId, &'a Operation>,
+}
+
+/// `v` in iteration `t` (from 0) as `slope * t + offset`, when it is affine in the loop's
+/// induction variables. JAX's wrap of a negative index (`select(v < 0, v + n, v)`) is `v`
+/// where `v` is never negative.
+fn affine(v: ValueId, it: &Iteration, depth: usize) -> Option<(i128, i128)> {
+    if let Some(&(step, init)) = it.inductions.get(&v) {
+        return Some((step, init));
     }
     if depth > 8 {
         return None;
     }
-    let op = local.get(&v).or_else(|| defs.get(&v))?;
+    let op = it.local.get(&v).or_else(|| it.defs.get(&v))?;
+    let sub = |k: usize| affine(*op.operands.get(k)?, it, depth + 1);
     match &op.op {
         Op::Constant(l) if l.len() == 1 && l.ty.dtype.is_int() => Some((0, l.get(0).as_i128())),
-        Op::Binary(k @ (crate::ir::BinaryOp::Add | crate::ir::BinaryOp::Subtract)) => {
-            let a = affine(*op.operands.first()?, counter, local, defs, depth + 1)?;
-            let b = affine(*op.operands.get(1)?, counter, local, defs, depth + 1)?;
-            Some(if *k == crate::ir::BinaryOp::Add {
-                (a.0 + b.0, a.1 + b.1)
-            } else {
-                (a.0 - b.0, a.1 - b.1)
-            })
+        Op::Binary(crate::ir::BinaryOp::Add) => {
+            let (a, b) = (sub(0)?, sub(1)?);
+            Some((a.0 + b.0, a.1 + b.1))
+        }
+        Op::Binary(crate::ir::BinaryOp::Subtract) => {
+            let (a, b) = (sub(0)?, sub(1)?);
+            Some((a.0 - b.0, a.1 - b.1))
+        }
+        Op::Select => {
+            let (&[_, wrapped, x], cmp) =
+                (op.operands.as_slice(), it.local.get(op.operands.first()?)?)
+            else {
+                return None;
+            };
+            let lt = matches!(
+                &cmp.op,
+                Op::Compare {
+                    direction: crate::ir::attr::ComparisonDirection::Lt,
+                    ..
+                }
+            );
+            let zero = cmp.operands.get(1).and_then(|&z| affine(z, it, depth + 1)) == Some((0, 0));
+            let adds_to_x = it.local.get(&wrapped).is_some_and(|w| {
+                matches!(w.op, Op::Binary(crate::ir::BinaryOp::Add))
+                    && w.operands.first() == Some(&x)
+            });
+            if !(lt && zero && adds_to_x && cmp.operands.first() == Some(&x)) {
+                return None;
+            }
+            // Never negative, nor past i32 (where the program's value would wrap negative).
+            let (s, o) = affine(x, it, depth + 1)?;
+            let last = s * (it.trips as i128 - 1) + o;
+            (o.min(last) >= 0 && o.max(last) <= i128::from(i32::MAX)).then_some((s, o))
         }
         _ => None,
     }
@@ -489,9 +555,6 @@ fn plan_sinks(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>)
         return out;
     };
     let [cond, body] = op.regions.as_slice() else {
-        return out;
-    };
-    let Some(&counter) = body.args.get(c.counter) else {
         return out;
     };
     let mut inside = HashSet::new();
@@ -570,7 +633,7 @@ fn plan_sinks(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>)
                 lhs_sliced,
                 dn,
                 (&local, defs, &inside, op, body),
-                (counter, c.init, c.step, c.trips),
+                c.trips,
                 &pt,
             ) else {
                 continue;
@@ -614,7 +677,7 @@ fn sink(
         &Operation,
         &Region,
     ),
-    (counter, init, step, trips): (ValueId, i128, i128, u64),
+    trips: u64,
     ty: &TensorType,
 ) -> Option<Sink> {
     let reshape = *local.get(&a)?;
@@ -644,12 +707,17 @@ fn sink(
     }
     // Distinct positions within X: an affine index of the counter, checked at both ends.
     let index = *ds.operands.get(1 + p)?;
-    let (slope, offset) = affine(index, counter, local, defs, 0)?;
-    if slope == 0 || step == 0 || trips == 0 {
+    let it = Iteration {
+        inductions: inductions(op, body, local, defs),
+        trips,
+        local,
+        defs,
+    };
+    let (slope, offset) = affine(index, &it, 0)?;
+    if slope == 0 || trips == 0 {
         return None;
     }
-    let at = |t: i128| slope * (init + t * step) + offset;
-    let (first, last) = (at(0), at(trips as i128 - 1));
+    let (first, last) = (offset, slope * (trips as i128 - 1) + offset);
     let size = i128::from(xt.shape[p]);
     if first.min(last) < 0 || first.max(last) >= size {
         return None;
@@ -1000,6 +1068,53 @@ func.func @main(%xs: tensor<300x4x8xf32>, %h0: tensor<4x16xf32>) -> tensor<8x16x
   return %r#3 : tensor<8x16xf32>
 }}"#
         )
+    }
+
+    /// `fori_loop(start, 40)` as JAX writes it: a trip counter and the loop index, which
+    /// reads `xs` through JAX's wrap of negative indices, shifted by `shift`.
+    fn fori(start: i64, shift: i64) -> String {
+        format!(
+            r#"
+func.func @main(%xs: tensor<40x4x8xf32>, %h0: tensor<4x16xf32>) -> tensor<8x16xf32> {{
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %st = stablehlo.constant dense<{start}> : tensor<i32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %a0 = stablehlo.broadcast_in_dim %z, dims = [] : (tensor<f32>) -> tensor<8x16xf32>
+  %r:5 = stablehlo.while(%n = %c0, %i = %st, %h = %h0, %v = %xs, %acc = %a0) : tensor<i32>, tensor<i32>, tensor<4x16xf32>, tensor<40x4x8xf32>, tensor<8x16xf32>
+   cond {{
+    %trips = stablehlo.constant dense<{trips}> : tensor<i32>
+    %p = stablehlo.compare LT, %n, %trips : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  }} do {{
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %zero = stablehlo.constant dense<0> : tensor<i32>
+    %len = stablehlo.constant dense<40> : tensor<i32>
+    %s = stablehlo.constant dense<{shift}> : tensor<i32>
+    %k = stablehlo.add %i, %s : tensor<i32>
+    %neg = stablehlo.compare LT, %k, %zero : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    %kw = stablehlo.add %k, %len : tensor<i32>
+    %ki = stablehlo.select %neg, %kw, %k : (tensor<i1>, tensor<i32>, tensor<i32>) -> tensor<i32>
+    %x1 = stablehlo.dynamic_slice %v, %ki, %zero, %zero, sizes = [1, 4, 8] : (tensor<40x4x8xf32>, tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<1x4x8xf32>
+    %x2 = stablehlo.reshape %x1 : (tensor<1x4x8xf32>) -> tensor<4x8xf32>
+    %b = stablehlo.tanh %h : tensor<4x16xf32>
+    %d = stablehlo.dot_general %x2, %b, contracting_dims = [0] x [0] : (tensor<4x8xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+    %a = stablehlo.add %acc, %d : tensor<8x16xf32>
+    %n1 = stablehlo.add %n, %one : tensor<i32>
+    %i1 = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %n1, %i1, %b, %v, %a : tensor<i32>, tensor<i32>, tensor<4x16xf32>, tensor<40x4x8xf32>, tensor<8x16xf32>
+  }}
+  return %r#4 : tensor<8x16xf32>
+}}"#,
+            trips = 40 - start
+        )
+    }
+
+    #[test]
+    fn a_loop_index_apart_from_the_trip_counter_and_wrapped_places_the_sum() {
+        assert_eq!(dots(&fori(0, 0)), (1, 0));
+        assert_eq!(dots(&fori(2, -2)), (1, 0));
+        // Index -1 (wrapped to 39) is not affine in the loop index: kept.
+        assert_eq!(dots(&fori(1, -2)), (0, 1));
     }
 
     #[test]
