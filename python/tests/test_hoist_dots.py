@@ -169,3 +169,25 @@ def test_accumulated_products_of_slices(gpu, start, shift):
         return lax.fori_loop(start, 40, body, (h0, jnp.zeros((24, 32), jnp.float32)))
 
     compare(gpu, f, xs, h0)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_accumulated_reductions(gpu, reverse):
+    """Sums of a step's reductions (a bias gradient `db += dz.sum(0)`) leave the loop with the
+    product's stack of the same value, or with a stack of their own at the trip counter
+    (`h.sum(1)`); integer sums too."""
+    xs, h0, w = arr(40, 16, 24), arr(16, 32), arr(24, 32)
+
+    def f(xs, h0, w):
+        def body(c, x):
+            h, acc_w, acc_b, acc_s, acc_n = c
+            h = jnp.tanh(x @ w + h * 0.5)
+            dz = jnp.sin(h)
+            n = (h > 0).astype(jnp.int32)
+            return (h, acc_w + x.T @ dz, acc_b + dz.sum(0), acc_s + h.sum(1),
+                    acc_n + n.sum(0)), None
+
+        init = (h0, jnp.zeros((24, 32)), jnp.zeros(32), jnp.ones(16), jnp.zeros(32, jnp.int32))
+        return lax.scan(body, init, xs, reverse=reverse)[0]
+
+    compare(gpu, f, xs, h0, w)

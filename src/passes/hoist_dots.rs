@@ -20,7 +20,10 @@
 //! computed in the body (`dW += x_t^T dz_t` in a backward scan), or of static slices of such a
 //! product (flax's fused LSTM cell: one product for four gates, one accumulator each), becomes
 //! one product after the loop, of `X` with the per-step values stacked by the loop at the
-//! slices' positions.
+//! slices' positions. A loop-carried sum of a reduction (by `add`, from zero) of a value of
+//! the body (the bias gradient `db += sum(dz_t)`) becomes one reduction of the stacked values
+//! after the loop, sharing a product's stack of the same value, else stacked at the trip
+//! counter (from 0 by 1).
 //! `WGPU_HLO_HOIST_DOTS=0` turns the pass off (for comparisons).
 
 use std::collections::{HashMap, HashSet};
@@ -426,18 +429,29 @@ struct Sink {
     carry: usize,
     /// The stacked per-step value and the index it is stacked at (keys of [`Stack`]).
     stack: (ValueId, ValueId),
-    /// The invariant stacked tensor `X` as read after the loop.
-    x_after: ValueId,
-    /// Whether `X`'s slice is the product's left operand.
-    lhs_sliced: bool,
-    /// The product after the loop (its operands and result are filled in by the rewrite).
-    dims: DotDimensionNumbers,
-    precision_config: Vec<crate::ir::attr::Precision>,
-    algorithm: Option<crate::ir::attr::DotAlgorithm>,
-    /// The product's type.
+    /// What the stack is summed by after the loop.
+    sum: Summed,
+    /// The product's (or reduction's) type.
     ty: TensorType,
     /// Positions of the stack (`X`'s sliced dimension).
     positions: i64,
+}
+
+/// How a [`Sink`]'s stack is summed after the loop.
+enum Summed {
+    /// `dot_general` (`op`) of the invariant stacked tensor `X` as read after the loop with the
+    /// stack, `X` on the left when `lhs_sliced`.
+    Product {
+        x_after: ValueId,
+        lhs_sliced: bool,
+        op: Op,
+    },
+    /// A sum (`reduce` by `add` from zero) over the stack's first dimension and the body
+    /// reduction's `dimensions` (shifted past it), by a copy of `region`.
+    Reduction {
+        dimensions: Vec<i64>,
+        region: Region,
+    },
 }
 
 /// The loop's integer induction variables: per body argument stepped by a constant from a
@@ -638,12 +652,29 @@ fn plan_sinks(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>)
             ) else {
                 continue;
             };
+            let Summed::Product {
+                x_after,
+                lhs_sliced,
+                op: Op::DotGeneral {
+                    dimension_numbers, ..
+                },
+            } = s.sum
+            else {
+                continue;
+            };
             out.push(Sink {
                 carry: j,
                 product,
                 slice: slice.clone(),
-                precision_config: precision_config.clone(),
-                algorithm: algorithm.clone(),
+                sum: Summed::Product {
+                    x_after,
+                    lhs_sliced,
+                    op: Op::DotGeneral {
+                        dimension_numbers,
+                        precision_config: precision_config.clone(),
+                        algorithm: algorithm.clone(),
+                    },
+                },
                 ..s
             });
             break;
@@ -656,10 +687,112 @@ fn plan_sinks(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>)
         .iter()
         .map(|s| uses.get(&s.product).copied().unwrap_or(0) == sunk(s.product))
         .collect();
-    out.into_iter()
+    let mut out: Vec<Sink> = out
+        .into_iter()
         .zip(keep)
         .filter_map(|(s, k)| k.then_some(s))
-        .collect()
+        .collect();
+    // Sums of reductions of a body value (a bias gradient: `db += sum(dz_t, batch)`), stacked
+    // with a product's stack of the same value, or at the trip counter (from 0 by 1).
+    let taken: HashSet<usize> = out.iter().map(|s| s.carry).collect();
+    let constant = |v: ValueId| match &local.get(&v).or_else(|| defs.get(&v))?.op {
+        Op::Constant(l) => Some(l.clone()),
+        _ => None,
+    };
+    for (j, (&arg, &ret)) in body.args.iter().zip(returned).enumerate() {
+        if j == c.counter
+            || taken.contains(&j)
+            || !once(arg)
+            || cond.args.get(j).is_none_or(|a| cond_uses.contains_key(a))
+        {
+            continue;
+        }
+        let Some(add) = local.get(&ret) else {
+            continue;
+        };
+        let d = match (&add.op, add.operands.as_slice()) {
+            (Op::Binary(crate::ir::BinaryOp::Add), &[a, b]) if a == arg => b,
+            (Op::Binary(crate::ir::BinaryOp::Add), &[a, b]) if b == arg => a,
+            _ => continue,
+        };
+        let Some(ty) = f.ty(arg).as_tensor().cloned() else {
+            continue;
+        };
+        if d == arg || !once(d) || f.ty(d).as_tensor() != Some(&ty) || !ty.is_static() {
+            continue;
+        }
+        // Through reshapes that come back to the sum's shape (JAX's `keepdims` round trip).
+        let mut red = local.get(&d).copied();
+        while let Some(r) = red.filter(|r| r.op == Op::Reshape) {
+            red = r
+                .operands
+                .first()
+                .filter(|&&o| once(o))
+                .and_then(|o| local.get(o).copied());
+        }
+        let Some(red) = red else {
+            continue;
+        };
+        if red.results.first().map(|&r| f.ty(r).as_tensor()) != Some(Some(&ty)) {
+            continue;
+        }
+        let (Op::Reduce { dimensions }, [v, init], [region]) =
+            (&red.op, red.operands.as_slice(), red.regions.as_slice())
+        else {
+            continue;
+        };
+        let adds = matches!(
+            (region.args.as_slice(), region.ops.as_slice()),
+            ([a0, a1], [o, r]) if matches!(o.op, Op::Binary(crate::ir::BinaryOp::Add))
+                && (o.operands == [*a0, *a1] || o.operands == [*a1, *a0])
+                && r.op == Op::Return
+                && r.operands == o.results
+        );
+        let zero = constant(*init).is_some_and(|l| {
+            !l.is_empty()
+                && l.is_splat()
+                && (matches!(l.get(0), Scalar::Float(x) if x == 0.0)
+                    || matches!(l.get(0), Scalar::Int(0)))
+        });
+        let Some(vt) = f.ty(*v).as_tensor() else {
+            continue;
+        };
+        if !adds || !zero || !inside.contains(v) || !vt.is_static() || vt.dtype != ty.dtype {
+            continue;
+        }
+        let stack = match out.iter().find(|s| s.stack.0 == *v) {
+            Some(s) => Some((s.stack, s.positions)),
+            None => match body.args.get(c.counter) {
+                Some(&counter) if c.init == 0 && c.step == 1 => {
+                    Some(((*v, counter), c.trips as i64))
+                }
+                _ => None,
+            },
+        };
+        let Some((stack, positions)) = stack else {
+            continue;
+        };
+        if (vt.num_elements() as i64)
+            .saturating_mul(positions)
+            .saturating_mul(4)
+            > MAX_BYTES
+        {
+            continue;
+        }
+        out.push(Sink {
+            product: d,
+            slice: None,
+            carry: j,
+            stack,
+            sum: Summed::Reduction {
+                dimensions: dimensions.clone(),
+                region: region.clone(),
+            },
+            ty,
+            positions,
+        });
+    }
+    out
 }
 
 /// The [`Sink`] of an accumulated `dot(a, b)` (`a` the left operand when `lhs_sliced`), when
@@ -812,11 +945,15 @@ fn sink(
         slice: None,
         positions: xt.shape[p],
         stack: (b, index),
-        x_after,
-        lhs_sliced,
-        dims,
-        precision_config: Vec::new(),
-        algorithm: None,
+        sum: Summed::Product {
+            x_after,
+            lhs_sliced,
+            op: Op::DotGeneral {
+                dimension_numbers: dims,
+                precision_config: Vec::new(),
+                algorithm: None,
+            },
+        },
         ty: ty.clone(),
     })
 }
@@ -928,21 +1065,53 @@ fn apply_sinks(
             Some(&p) => p,
             None => {
                 let p = f.new_value(Type::Tensor(s.ty.clone()));
-                let operands = if s.lhs_sliced {
-                    vec![s.x_after, stack]
-                } else {
-                    vec![stack, s.x_after]
-                };
-                after.push(Operation::new(
-                    Op::DotGeneral {
-                        dimension_numbers: s.dims.clone(),
-                        precision_config: s.precision_config.clone(),
-                        algorithm: s.algorithm.clone(),
-                    },
-                    operands,
-                    vec![p],
-                    loc.clone(),
-                ));
+                match &s.sum {
+                    Summed::Product {
+                        x_after,
+                        lhs_sliced,
+                        op: dot,
+                    } => {
+                        let operands = if *lhs_sliced {
+                            vec![*x_after, stack]
+                        } else {
+                            vec![stack, *x_after]
+                        };
+                        after.push(Operation::new(dot.clone(), operands, vec![p], loc.clone()));
+                    }
+                    Summed::Reduction { dimensions, region } => {
+                        let dtype = s.ty.dtype;
+                        let zero = f.new_value(Type::tensor(Vec::new(), dtype));
+                        after.push(Operation::new(
+                            Op::Constant(Literal::zeros(TensorType::new(Vec::new(), dtype))),
+                            Vec::new(),
+                            vec![zero],
+                            loc.clone(),
+                        ));
+                        let mut map = HashMap::new();
+                        let args: Vec<ValueId> = region
+                            .args
+                            .iter()
+                            .map(|&a| {
+                                let n = f.new_value(f.ty(a).clone());
+                                map.insert(a, n);
+                                n
+                            })
+                            .collect();
+                        let ops = super::rewrite::copy_ops_within(f, &region.ops, &mut map);
+                        let mut reduce = Operation::new(
+                            Op::Reduce {
+                                dimensions: std::iter::once(0)
+                                    .chain(dimensions.iter().map(|d| d + 1))
+                                    .collect(),
+                            },
+                            vec![stack, zero],
+                            vec![p],
+                            loc.clone(),
+                        );
+                        reduce.regions = vec![Region { args, ops }];
+                        after.push(reduce);
+                    }
+                }
                 products.insert(s.product, p);
                 p
             }
