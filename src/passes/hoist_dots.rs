@@ -169,27 +169,18 @@ fn plan(
     out
 }
 
-/// The hoist of a product whose operand `sliced` (left when `lhs_sliced`) is a dynamic slice
-/// of a loop-invariant tensor and whose `other` operand is loop-invariant (module doc).
-#[allow(clippy::type_complexity)]
-fn hoist(
-    f: &Function,
-    (sliced, other): (ValueId, ValueId),
-    lhs_sliced: bool,
-    (dn, precision_config, algorithm): (
-        &DotDimensionNumbers,
-        &Vec<crate::ir::attr::Precision>,
-        &Option<crate::ir::attr::DotAlgorithm>,
-    ),
-    (local, outer, trips): (
-        &HashMap<ValueId, &Operation>,
-        &dyn Fn(ValueId) -> Option<ValueId>,
-        u64,
-    ),
-    dot: &Operation,
-) -> Option<Hoist> {
-    // The slice, through a reshape that drops its unit dimension.
-    let mut src = *local.get(&sliced)?;
+/// A dynamic slice of one position of dimension `p` of `x` (and all of its other
+/// dimensions) at `index`, read directly or through a reshape that drops that dimension.
+struct Slice {
+    x: ValueId,
+    p: usize,
+    index: ValueId,
+    reshaped: bool,
+}
+
+/// `v` as a [`Slice`], when it is one.
+fn slice_of(f: &Function, local: &HashMap<ValueId, &Operation>, v: ValueId) -> Option<Slice> {
+    let mut src = *local.get(&v)?;
     let reshaped = src.op == Op::Reshape;
     if reshaped {
         src = *local.get(src.operands.first()?)?;
@@ -210,12 +201,51 @@ fn hoist(
         return None;
     };
     let p = *p;
-    if slice_sizes[p] != 1 || xt.shape[p] as u64 > trips {
+    let mut dims = slice_sizes.clone();
+    if reshaped {
+        dims.remove(p);
+    }
+    if slice_sizes[p] != 1 || f.ty(v).as_tensor()?.shape != dims {
         return None;
     }
-    let index = *src.operands.get(1 + p)?;
+    Some(Slice {
+        x,
+        p,
+        index: *src.operands.get(1 + p)?,
+        reshaped,
+    })
+}
+
+/// The hoist of a product whose operand `sliced` (left when `lhs_sliced`) is a dynamic slice
+/// of a loop-invariant tensor and whose `other` operand is loop-invariant (module doc).
+#[allow(clippy::type_complexity)]
+fn hoist(
+    f: &Function,
+    (sliced, other): (ValueId, ValueId),
+    lhs_sliced: bool,
+    (dn, precision_config, algorithm): (
+        &DotDimensionNumbers,
+        &Vec<crate::ir::attr::Precision>,
+        &Option<crate::ir::attr::DotAlgorithm>,
+    ),
+    (local, outer, trips): (
+        &HashMap<ValueId, &Operation>,
+        &dyn Fn(ValueId) -> Option<ValueId>,
+        u64,
+    ),
+    dot: &Operation,
+) -> Option<Hoist> {
+    let Slice {
+        x,
+        p,
+        index,
+        reshaped,
+    } = slice_of(f, local, sliced)?;
+    let xt = f.ty(x).as_tensor()?;
+    if xt.shape[p] as u64 > trips {
+        return None;
+    }
     let (xo, wo) = (outer(x)?, outer(other)?);
-    let st = f.ty(sliced).as_tensor()?;
     // Operand dimension -> dimension of `X`.
     let to_x = |d: i64| -> i64 {
         if reshaped && d as usize >= p {
@@ -224,15 +254,6 @@ fn hoist(
             d
         }
     };
-    if reshaped {
-        let mut dims = slice_sizes.clone();
-        dims.remove(p);
-        if st.shape != dims {
-            return None;
-        }
-    } else if st.shape != *slice_sizes {
-        return None;
-    }
     let (sb, sc) = if lhs_sliced {
         (&dn.lhs_batching_dimensions, &dn.lhs_contracting_dimensions)
     } else {
@@ -583,6 +604,9 @@ fn plan_sinks(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>)
     count_uses(body, &mut uses);
     count_uses(cond, &mut cond_uses);
     let once = |v: ValueId| uses.get(&v).copied().unwrap_or(0) == 1;
+    // The loop's carried sums: carry `j` returned as `arg_j + d`, `arg_j` read only there
+    // (and not by the condition), `d` of the same static type read only there.
+    let mut sums: Vec<(usize, ValueId, TensorType)> = Vec::new();
     for (j, (&arg, &ret)) in body.args.iter().zip(returned).enumerate() {
         if j == c.counter
             || !once(arg)
@@ -601,9 +625,11 @@ fn plan_sinks(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>)
         let Some(ty) = f.ty(arg).as_tensor().cloned() else {
             continue;
         };
-        if d == arg || !once(d) || f.ty(d).as_tensor() != Some(&ty) || !ty.is_static() {
-            continue;
+        if d != arg && once(d) && f.ty(d).as_tensor() == Some(&ty) && ty.is_static() {
+            sums.push((j, d, ty));
         }
+    }
+    for &(j, d, _) in &sums {
         let Some(mut dot) = local.get(&d).copied() else {
             continue;
         };
@@ -699,26 +725,8 @@ fn plan_sinks(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>)
         Op::Constant(l) => Some(l.clone()),
         _ => None,
     };
-    for (j, (&arg, &ret)) in body.args.iter().zip(returned).enumerate() {
-        if j == c.counter
-            || taken.contains(&j)
-            || !once(arg)
-            || cond.args.get(j).is_none_or(|a| cond_uses.contains_key(a))
-        {
-            continue;
-        }
-        let Some(add) = local.get(&ret) else {
-            continue;
-        };
-        let d = match (&add.op, add.operands.as_slice()) {
-            (Op::Binary(crate::ir::BinaryOp::Add), &[a, b]) if a == arg => b,
-            (Op::Binary(crate::ir::BinaryOp::Add), &[a, b]) if b == arg => a,
-            _ => continue,
-        };
-        let Some(ty) = f.ty(arg).as_tensor().cloned() else {
-            continue;
-        };
-        if d == arg || !once(d) || f.ty(d).as_tensor() != Some(&ty) || !ty.is_static() {
+    for (j, d, ty) in sums {
+        if taken.contains(&j) {
             continue;
         }
         // Through reshapes that come back to the sum's shape (JAX's `keepdims` round trip).
@@ -813,33 +821,17 @@ fn sink(
     trips: u64,
     ty: &TensorType,
 ) -> Option<Sink> {
-    let reshape = *local.get(&a)?;
-    if reshape.op != Op::Reshape {
-        return None;
-    }
-    let ds = *local.get(reshape.operands.first()?)?;
-    let Op::DynamicSlice { slice_sizes } = &ds.op else {
+    let Slice {
+        x,
+        p,
+        index,
+        reshaped: true,
+    } = slice_of(f, local, a)?
+    else {
         return None;
     };
-    let x = *ds.operands.first()?;
     let xt = f.ty(x).as_tensor()?;
-    if !xt.is_static() || slice_sizes.len() != xt.rank() {
-        return None;
-    }
-    let cut: Vec<usize> = (0..xt.rank())
-        .filter(|&d| slice_sizes[d] != xt.shape[d])
-        .collect();
-    let [p] = cut.as_slice() else {
-        return None;
-    };
-    let p = *p;
-    let mut dims = slice_sizes.clone();
-    dims.remove(p);
-    if slice_sizes[p] != 1 || f.ty(a).as_tensor()?.shape != dims {
-        return None;
-    }
     // Distinct positions within X: an affine index of the counter, checked at both ends.
-    let index = *ds.operands.get(1 + p)?;
     let it = Iteration {
         inductions: inductions(op, body, local, defs),
         trips,
