@@ -230,3 +230,19 @@ def test_searchsorted_step_is_one_kernel(gpu, tmp_path, monkeypatch):
     v[:1000] = a[::4][:1000]  # exact hits: ties go left
     n = kernels(gpu, tmp_path, monkeypatch, lambda a, v: jnp.searchsorted(a, v), a, v)
     assert n <= 6
+
+
+def test_a_concatenation_read_at_two_indices_is_written_on_cpu_adapters(gpu, tmp_path, monkeypatch):
+    """A blocked solve's pieces joined by nested two-way concatenations, reversed and read as
+    they are and transposed (the Gaussian process gradient's symmetrization): on CPU adapters
+    every read runs all five pieces' branches, so the concatenation is written by a kernel of
+    its own (fusion's `cost::masked_branches`); GPUs keep one kernel."""
+    parts = [normal((n, 512), i) for i, n in enumerate([256, 128, 64, 32, 32])]
+
+    def f(a, b, c, d, e):
+        x = jnp.concatenate([a, jnp.concatenate([b, jnp.concatenate([c, jnp.concatenate([d, e])])])])
+        x = x[::-1]
+        return (x + x.T) * 0.5
+
+    n = kernels(gpu, tmp_path, monkeypatch, f, *parts)
+    assert n == (2 if cpu_kernel_class(gpu) else 1)

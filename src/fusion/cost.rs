@@ -206,6 +206,37 @@ pub fn amplified(f: &Function, op: &Operation, evaluations: f64, rates: Rates) -
     AMPLIFIED_MARGIN * written_ns + AMPLIFIED_LAUNCHES * rates.launch_ns < again_ns
 }
 
+/// Whether concatenation `op` of `branches` operands (nested concatenations' included),
+/// evaluated at `indices` indices per element of the kernel that reads it, costs more there
+/// than written once by a kernel of its own and read back at each
+/// index. A CPU adapter runs every operand's branch under a lane mask, so each evaluation
+/// reads all of the operands: the gradient of a Gaussian process's likelihood read a
+/// five-way concatenation (a blocked triangular solve's pieces, reversed) as it is and
+/// transposed, 16 ms for 1M elements on lavapipe.
+pub fn masked_branches(
+    f: &Function,
+    op: &Operation,
+    branches: usize,
+    indices: u64,
+    rates: Rates,
+) -> bool {
+    let Op::Concatenate { .. } = op.op else {
+        return false;
+    };
+    let k = branches as f64;
+    let Some(t) = op.results.first().and_then(|r| f.ty(*r).as_tensor()) else {
+        return false;
+    };
+    if indices < 2 || k < 3.0 || op.results.len() != 1 || !t.is_static() {
+        return false;
+    }
+    let e = t.num_elements() as f64;
+    let bytes = t.dtype.byte_size().max(1) as f64;
+    let again_ns = indices as f64 * e * k * bytes / rates.bytes_per_ns;
+    let written_ns = rates.launch_ns + e * bytes * (2.0 + indices as f64) / rates.bytes_per_ns;
+    written_ns < again_ns
+}
+
 /// Whether computing `op`'s result again in each of the `kernels` kernels that read it costs
 /// less than writing it once to a buffer of its own and reading it back in each (true for
 /// one kernel).

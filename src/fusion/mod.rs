@@ -100,6 +100,10 @@ pub struct Partition {
     pub materialized: HashSet<ValueId>,
     /// The cost model's decisions for values several kernels read ([`cost`]), for the dump.
     pub duplication: Vec<String>,
+    /// Values written because their reader would evaluate them at several indices, each
+    /// running all their branches ([`cost::masked_branches`]): multi-output fusion must not
+    /// merge their kernel back into that reader.
+    pub written_for_branches: HashSet<ValueId>,
 }
 
 /// True when the environment variable `var` is `0`: the switch of one fusion, for comparisons.
@@ -499,6 +503,7 @@ fn partition_forced(
     let mut kernels: HashMap<ValueId, BTreeSet<usize>> = HashMap::new();
     let mut duplication = Vec::new();
     let mut twice: HashSet<ValueId> = HashSet::new();
+    let mut written_for_branches: HashSet<ValueId> = HashSet::new();
     // Per fused value: the indices one element of each kernel computing it evaluates it at.
     let mut contexts: HashMap<ValueId, Contexts> = HashMap::new();
     let max_evals = max_evaluations();
@@ -555,7 +560,30 @@ fn partition_forced(
                         f.ty(*r).as_tensor().map_or(0, |t| t.num_elements())
                     ));
                 }
-                if must.contains(r) || !(kept || priced) || deep || amplified {
+                // A concatenation evaluated at several indices per element of a CPU adapter's
+                // kernel reads every operand at each (llvmpipe runs each operand's branch
+                // under a lane mask): written once where that costs less.
+                let branching = model
+                    && cpu_adapter
+                    && !switched_off("WGPU_HLO_WRITE_CONCATS")
+                    && (kept || priced)
+                    && cost::masked_branches(
+                        f,
+                        op,
+                        concat_leaves(ops, &def, op, 0),
+                        inlined,
+                        rates,
+                    );
+                if branching {
+                    written_for_branches.insert(*r);
+                    duplication.push(format!(
+                        "{r} = {} of {} operands evaluated at {inlined} indices an element: \
+                         written once",
+                        op.name(),
+                        concat_leaves(ops, &def, op, 0)
+                    ));
+                }
+                if must.contains(r) || !(kept || priced) || deep || amplified || branching {
                     materialized.insert(*r);
                     mine.insert(i);
                 } else {
@@ -657,6 +685,7 @@ fn partition_forced(
         nodes,
         materialized,
         duplication,
+        written_for_branches,
     }
 }
 
@@ -701,6 +730,28 @@ fn leaf(f: &Function, op: &Operation) -> bool {
     op.operands
         .iter()
         .all(|&o| f.ty(o).as_tensor().is_some_and(|t| t.num_elements() <= 1))
+}
+
+/// The operands of concatenation `op`, counting those of the concatenations it joins (a
+/// blocked solve's halves, each joined again): each is a branch where the result is read.
+fn concat_leaves(
+    ops: &[Operation],
+    def: &HashMap<ValueId, usize>,
+    op: &Operation,
+    depth: usize,
+) -> usize {
+    if !matches!(op.op, Op::Concatenate { .. }) {
+        return 1;
+    }
+    op.operands
+        .iter()
+        .map(|o| match def.get(o).and_then(|&i| ops.get(i)) {
+            Some(inner) if depth < 8 && matches!(inner.op, Op::Concatenate { .. }) => {
+                concat_leaves(ops, def, inner, depth + 1)
+            }
+            _ => 1,
+        })
+        .sum()
 }
 
 /// The distinct indices at which one element of a kernel evaluates a fused value, as

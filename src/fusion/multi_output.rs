@@ -116,6 +116,13 @@ fn find(
                 continue;
             };
             let reads_a = ga.outputs.iter().any(|v| infos[b].reads.contains(v));
+            if ga
+                .outputs
+                .iter()
+                .any(|v| p.written_for_branches.contains(v))
+            {
+                continue;
+            }
             if ga.kind == KernelKind::Loop
                 && reads_a
                 && common_shape(f, ga).as_ref() == Some(&shape)

@@ -547,5 +547,6 @@ fn rebuild(p: Partition, infos: &[NodeInfo], merges: Vec<Merge>) -> Partition {
         nodes,
         materialized,
         duplication: p.duplication,
+        written_for_branches: p.written_for_branches,
     }
 }
