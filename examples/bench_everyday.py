@@ -6,8 +6,8 @@ largest cpu value), then the median of timed runs, and the ratio.
 
 Sorting, top_k, medians, permutations and scatters of a million elements, segment sums and
 bincounts, jax.random at 16M, LU-based solve / inv / slogdet, QR, a Gaussian process's likelihood
-and its gradient at 1000 points, a GRU's value and gradient through `lax.scan`, row reductions,
-a one-hot cross-entropy and its gradient. Ratios, not absolute times, are the point: the machines are noisy.
+and its gradient at 1000 points, a GRU's value and gradient through `lax.scan`, flax's LSTM and GRU cells' (where flax is
+installed), row reductions, a one-hot cross-entropy and its gradient. Ratios, not absolute times, are the point: the machines are noisy.
 """
 
 from __future__ import annotations
@@ -54,6 +54,33 @@ def gru_grads(p, xs, ys):
 
     value, grads = jax.value_and_grad(loss)(p)
     return jnp.concatenate([value[None]] + [g.ravel() for g in grads])
+
+
+def flax_rnn(cell_name, rng):
+    """A flax recurrent model's loss and its gradient, flattened (a training step's work):
+    `nn.RNN` of `cell_name` (128 features) over x of (32, 60, 48), then a dense layer on the
+    last step, mean squared error. `None` where flax is not installed."""
+    try:
+        import flax.linen as nn
+    except ImportError:
+        return None
+
+    class Model(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            y = nn.RNN(getattr(nn, cell_name)(128))(x)
+            return nn.Dense(1)(y[:, -1])
+
+    x = rng.standard_normal((32, 60, 48)).astype(np.float32)
+    y = rng.standard_normal((32, 1)).astype(np.float32)
+    model = Model()
+    params = model.init(jax.random.PRNGKey(0), x)
+
+    def step(params, x, y):
+        loss, grads = jax.value_and_grad(lambda p: jnp.mean((model.apply(p, x) - y) ** 2))(params)
+        return jnp.concatenate([loss[None]] + [g.ravel() for g in jax.tree_util.tree_leaves(grads)])
+
+    return step, (params, x, y)
 
 
 def cases():
@@ -107,6 +134,11 @@ def cases():
             lambda x: (x - x.mean(1, keepdims=True)) / jnp.sqrt(x.var(1, keepdims=True) + 1e-5),
             (x,),
         ),
+        **{
+            f"flax {cell} value and gradient (H128 D48 T60 B32)": case
+            for cell in ["OptimizedLSTMCell", "GRUCell"]
+            if (case := flax_rnn(cell, rng)) is not None
+        },
     }
 
 
