@@ -26,3 +26,20 @@ def cpu_kernel_class(gpu) -> bool:
     if cls in ("cpu", "gpu"):
         return cls == "cpu"
     return "llvmpipe" in str(getattr(gpu, "device_kind", "")).lower()
+
+
+def compare_with_cpu(gpu, f, *args, tol):
+    """`jit(f)` on `gpu` against jax cpu, leaf by leaf: same shapes and dtypes, values within
+    `tol` (relative and absolute)."""
+    import jax
+    import numpy as np
+
+    def on(device):
+        put = [jax.device_put(a, device) for a in args]
+        return jax.tree_util.tree_map(np.asarray, jax.jit(f)(*put))
+
+    def check(a, b):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+    jax.tree_util.tree_map(check, on(gpu), on(jax.devices("cpu")[0]))

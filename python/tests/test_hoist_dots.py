@@ -18,23 +18,13 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-CPU = jax.devices("cpu")[0]
+from conftest import compare_with_cpu
+
 RNG = np.random.default_rng(7)
 
 
-def on(device, f, *args):
-    args = [jax.device_put(a, device) for a in args]
-    return jax.tree_util.tree_map(np.asarray, jax.jit(f)(*args))
-
-
 def compare(gpu, f, *args, tol=2e-5):
-    g, c = on(gpu, f, *args), on(CPU, f, *args)
-
-    def check(a, b):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
-
-    jax.tree_util.tree_map(check, g, c)
+    compare_with_cpu(gpu, f, *args, tol=tol)
 
 
 def arr(*shape):

@@ -18,22 +18,11 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-CPU = jax.devices("cpu")[0]
-
-
-def on(device, f, *args):
-    args = [jax.device_put(a, device) for a in args]
-    return jax.tree_util.tree_map(np.asarray, jax.jit(f)(*args))
+from conftest import compare_with_cpu
 
 
 def compare(gpu, f, *args, tol=2e-6):
-    g, c = on(gpu, f, *args), on(CPU, f, *args)
-
-    def check(a, b):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
-
-    jax.tree_util.tree_map(check, g, c)
+    compare_with_cpu(gpu, f, *args, tol=tol)
 
 
 X = np.linspace(-1, 1, 64, dtype=np.float32)
