@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import glob
+import os
+
 import pytest
 
 
@@ -43,3 +46,14 @@ def compare_with_cpu(gpu, f, *args, tol):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
 
     jax.tree_util.tree_map(check, on(gpu), on(jax.devices("cpu")[0]))
+
+
+def dumped_kernels(dump_dir):
+    """The kernels of a dump (`WGPU_HLO_DUMP`: one `.wgsl` per kernel), less those that only
+    transpose a dot's operand: on CPU adapters large dots read operands written transposed
+    (`passes::dot_layout`), a kernel apart from the dot and its epilogue."""
+    n = 0
+    for path in glob.glob(os.path.join(dump_dir, "*.wgsl")):
+        with open(path) as f:
+            n += "// fuses: stablehlo.transpose\n" not in f.read()
+    return n

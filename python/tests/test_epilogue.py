@@ -7,12 +7,10 @@ counts come from the dump (`WGPU_HLO_DUMP`: one `.wgsl` per kernel)."""
 
 from __future__ import annotations
 
-import glob
-import os
 
 import numpy as np
 import pytest
-from conftest import cpu_kernel_class
+from conftest import cpu_kernel_class, dumped_kernels
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -31,7 +29,7 @@ def run(gpu, tmp_path, monkeypatch, f, *args, rtol=1e-4, atol=1e-5):
     want = jax.jit(f)(*[jax.device_put(a, cpu) for a in args])
     for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
-    return len(glob.glob(os.path.join(tmp_path, "*.wgsl")))
+    return dumped_kernels(tmp_path)
 
 
 X, W, B = normal((128, 256)), normal((256, 512), 1, 0.06), normal((512,), 2)

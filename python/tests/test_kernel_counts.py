@@ -9,12 +9,10 @@ merging)."""
 
 from __future__ import annotations
 
-import glob
-import os
 
 import numpy as np
 import pytest
-from conftest import cpu_kernel_class
+from conftest import cpu_kernel_class, dumped_kernels
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -31,7 +29,7 @@ def kernels(gpu, tmp_path, monkeypatch, f, *args, rtol=2e-5, atol=2e-6):
     want = jax.jit(f)(*[jax.device_put(a, cpu) for a in args])
     for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
-    return len(glob.glob(os.path.join(tmp_path, "*.wgsl")))
+    return dumped_kernels(tmp_path)
 
 
 def normal(shape, seed=0):

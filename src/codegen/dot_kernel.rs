@@ -379,6 +379,16 @@ fn contraction_space(f: &Function, op: &Operation) -> Option<ContractionSpace> {
 /// WGSL vector component names.
 pub(super) const COMP: [&str; 4] = ["x", "y", "z", "w"];
 
+/// Whether large f32 dots on `target` take the shared-rows kernel
+/// ([`super::dot_subgroup`]), which reads an operand along its free dimension faster than
+/// along k: a CPU adapter with one known subgroup size, unless `WGPU_HLO_DOT` picks another.
+pub fn shared_rows_serve(target: &Target) -> bool {
+    let mode = dot_mode();
+    (mode == Some("subgroup") || (mode.is_none() && target.cpu_adapter))
+        && target.caps.subgroup
+        && matches!(target.caps.subgroup_size, 4 | 8 | 16 | 32)
+}
+
 /// `WGPU_HLO_DOT=tiled|vec|direct|naive|subgroup` overrides the choice of f32 dot kernel (for comparisons).
 fn dot_mode() -> Option<&'static str> {
     match std::env::var("WGPU_HLO_DOT").ok()?.as_str() {

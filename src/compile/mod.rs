@@ -272,6 +272,17 @@ pub fn compile_function(
     if let Some(on) = options.scatter_sweep {
         target.scatter_sweep = on;
     }
+    // CPU adapters' dots read operands along their free dimensions faster: large ones get
+    // such operands written transposed (`passes::dot_layout`).
+    let relaid;
+    let f = if crate::codegen::dot_kernel::shared_rows_serve(&target) {
+        let mut g = f.clone();
+        passes::dot_layout::transpose_operands_along_free(&mut g);
+        relaid = g;
+        &relaid
+    } else {
+        f
+    };
     let mut lowered = match lower::lower(f, target) {
         Ok(l) => l,
         Err(e) => {

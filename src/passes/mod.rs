@@ -6,6 +6,7 @@ pub mod checks;
 pub mod conv_phases;
 pub mod cse;
 pub mod dce;
+pub mod dot_layout;
 pub mod dot_transpose;
 pub mod hoist_dots;
 pub mod inline;

@@ -1,0 +1,293 @@
+//! On CPU adapters, large `dot_general`s read their operands along the free dimension: an
+//! operand whose contracting dimension is its innermost (the left side of `x @ w`, the right
+//! side of `x @ w.T`) is first written transposed, contracting dimensions before free ones.
+//!
+//! Why: the shared-rows dot (`codegen::dot_subgroup`) reads an operand laid out along k four
+//! steps of k per `vec4`, so its loop runs four steps a trip, and llvmpipe compiles that body
+//! (4 x the accumulator updates, every accumulator spilled) to slower code than four trips of
+//! the one-step body that reads along m or n. Lavapipe, 1024³ f32, the same kernel with each
+//! operand layout: `x @ y` 38 ms, `x.T @ y` (left operand stored transposed) 29.6 ms,
+//! `x @ y.T` 50 ms, `x.T @ y.T` 39.5 ms; unrolling the fast kernel's loop four times by hand
+//! made it 34 ms, so the unrolled body, not the memory pattern (all lanes reading one row:
+//! 35.5 ms), is the cost. A 1024² transpose costs 1.3 ms, so writing the operand transposed
+//! pays when the other operand's free extent is large: the gain grows with it, the copy does
+//! not.
+//!
+//! `dot_transpose` folds transposes into dots before this pass runs (it runs on the prepared
+//! function, at compile time, where the adapter is known), and prologue fusion never takes a
+//! transpose into a dot, so the transpose stays a kernel of its own or fuses into its
+//! producer's. One transposed copy serves every dot of a region that reads the same operand
+//! the same way. `WGPU_HLO_DOT_RELAYOUT=0` turns the pass off; `WGPU_HLO_DOT_RELAYOUT_MIN=N`
+//! sets the smallest free extent of the other operand (default [`MIN_OTHER`]).
+
+use std::collections::HashMap;
+
+use crate::ir::{ElementType, Function, Op, Operation, Region, TensorType, Type, ValueId};
+
+/// The smallest free extent of the other operand for which an operand is transposed.
+pub const MIN_OTHER: u64 = 512;
+
+/// The smallest product (multiply-adds) whose operands are transposed: below it the
+/// shared-rows kernel takes its small form, which reads along k as scalars anyway.
+pub const MIN_WORK: u64 = 1 << 24;
+
+/// Transposes the operands of large f32 dots read along their contracting dimension
+/// (see the module docs). The caller decides the adapter: CPU adapters with subgroups.
+pub fn transpose_operands_along_free(f: &mut Function) {
+    if std::env::var("WGPU_HLO_DOT_RELAYOUT").is_ok_and(|v| v.trim() == "0") {
+        return;
+    }
+    let min_other = std::env::var("WGPU_HLO_DOT_RELAYOUT_MIN")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(MIN_OTHER);
+    let Some(mut body) = f.body.take() else {
+        return;
+    };
+    rewrite_region(f, &mut body, min_other);
+    f.body = Some(body);
+}
+
+fn static_f32(f: &Function, v: ValueId) -> Option<TensorType> {
+    match f.ty(v) {
+        Type::Tensor(t) if t.is_static() && t.dtype == ElementType::F32 && t.quant.is_none() => {
+            Some(t.clone())
+        }
+        _ => None,
+    }
+}
+
+/// Sizes of `dims` of `shape`, multiplied.
+fn extent(shape: &[i64], dims: &[i64]) -> Option<u64> {
+    dims.iter().try_fold(1u64, |acc, &d| {
+        let s = *shape.get(usize::try_from(d).ok()?)?;
+        acc.checked_mul(u64::try_from(s).ok()?)
+    })
+}
+
+/// The permutation putting an operand of rank `rank` in the order batch, contracting, free,
+/// when its innermost dimension is contracting and a free dimension exists whose innermost
+/// size is a multiple of 4 (so the dot can read it as `vec4`s); else `None`.
+fn along_free(shape: &[i64], batch: &[i64], contract: &[i64]) -> Option<Vec<i64>> {
+    let rank = shape.len() as i64;
+    if contract.last() != Some(&(rank - 1)) {
+        return None;
+    }
+    let free: Vec<i64> = (0..rank)
+        .filter(|d| !batch.contains(d) && !contract.contains(d))
+        .collect();
+    let inner = *free.last()?;
+    if shape.get(inner as usize)? % 4 != 0 {
+        return None;
+    }
+    Some(batch.iter().chain(contract).chain(&free).copied().collect())
+}
+
+fn rewrite_region(f: &mut Function, r: &mut Region, min_other: u64) {
+    let mut made: HashMap<(ValueId, Vec<i64>), ValueId> = HashMap::new();
+    let mut i = 0;
+    while i < r.ops.len() {
+        for sub in &mut r.ops[i].regions {
+            rewrite_region(f, sub, min_other);
+        }
+        let mut inserted = Vec::new();
+        if let Some(plan) = plan_dot(f, &r.ops[i], min_other) {
+            for (side, perm) in plan {
+                let x = r.ops[i].operands[side];
+                let key = (x, perm.clone());
+                let t = match made.get(&key) {
+                    Some(&t) => t,
+                    None => {
+                        let Some(xt) = static_f32(f, x) else {
+                            continue;
+                        };
+                        let shape = perm.iter().map(|&d| xt.shape[d as usize]).collect();
+                        let t = f.new_value(Type::Tensor(TensorType::new(shape, xt.dtype)));
+                        inserted.push(Operation::new(
+                            Op::Transpose {
+                                permutation: perm.clone(),
+                            },
+                            vec![x],
+                            vec![t],
+                            r.ops[i].loc.clone(),
+                        ));
+                        made.insert(key, t);
+                        t
+                    }
+                };
+                let op = &mut r.ops[i];
+                op.operands[side] = t;
+                if let Op::DotGeneral {
+                    dimension_numbers: dn,
+                    ..
+                } = &mut op.op
+                {
+                    let (batch, contract) = if side == 0 {
+                        (
+                            &mut dn.lhs_batching_dimensions,
+                            &mut dn.lhs_contracting_dimensions,
+                        )
+                    } else {
+                        (
+                            &mut dn.rhs_batching_dimensions,
+                            &mut dn.rhs_contracting_dimensions,
+                        )
+                    };
+                    let nb = batch.len() as i64;
+                    *batch = (0..nb).collect();
+                    *contract = (nb..nb + contract.len() as i64).collect();
+                }
+            }
+        }
+        let n = inserted.len();
+        for (j, op) in inserted.into_iter().enumerate() {
+            r.ops.insert(i + j, op);
+        }
+        i += n + 1;
+    }
+}
+
+/// The operands of `op` to transpose, with their permutations: a large f32 `dot_general`'s
+/// operands whose innermost dimension is contracting, where the other operand's free extent
+/// is at least `min_other`.
+fn plan_dot(f: &Function, op: &Operation, min_other: u64) -> Option<Vec<(usize, Vec<i64>)>> {
+    let Op::DotGeneral {
+        dimension_numbers: dn,
+        ..
+    } = &op.op
+    else {
+        return None;
+    };
+    if op.operands.len() != 2 || op.results.len() != 1 {
+        return None;
+    }
+    let (lt, rt) = (
+        static_f32(f, op.operands[0])?,
+        static_f32(f, op.operands[1])?,
+    );
+    static_f32(f, op.results[0])?;
+    let free = |t: &TensorType, batch: &[i64], contract: &[i64]| {
+        let dims: Vec<i64> = (0..t.rank() as i64)
+            .filter(|d| !batch.contains(d) && !contract.contains(d))
+            .collect();
+        extent(&t.shape, &dims)
+    };
+    let m = free(
+        &lt,
+        &dn.lhs_batching_dimensions,
+        &dn.lhs_contracting_dimensions,
+    )?;
+    let n = free(
+        &rt,
+        &dn.rhs_batching_dimensions,
+        &dn.rhs_contracting_dimensions,
+    )?;
+    let batch = extent(&lt.shape, &dn.lhs_batching_dimensions)?;
+    let k = extent(&lt.shape, &dn.lhs_contracting_dimensions)?;
+    let work = batch.checked_mul(m)?.checked_mul(n)?.checked_mul(k)?;
+    if work < MIN_WORK || k % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::new();
+    if n >= min_other {
+        if let Some(p) = along_free(
+            &lt.shape,
+            &dn.lhs_batching_dimensions,
+            &dn.lhs_contracting_dimensions,
+        ) {
+            out.push((0, p));
+        }
+    }
+    if m >= min_other {
+        if let Some(p) = along_free(
+            &rt.shape,
+            &dn.rhs_batching_dimensions,
+            &dn.rhs_contracting_dimensions,
+        ) {
+            out.push((1, p));
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prepared(src: &str) -> Function {
+        let m = crate::frontend::text::parse_module(src, "t").expect("parse");
+        crate::passes::prepare(&m, "main").expect("prepare")
+    }
+
+    fn names(f: &Function) -> Vec<String> {
+        f.body
+            .as_ref()
+            .map(|b| b.ops.iter().map(|o| o.name()).collect())
+            .unwrap_or_default()
+    }
+
+    const XW: &str = r#"
+func.func @main(%x: tensor<1024x512xf32>, %w: tensor<512x1024xf32>) -> tensor<1024x1024xf32> {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<1024x512xf32>, tensor<512x1024xf32>) -> tensor<1024x1024xf32>
+  return %0 : tensor<1024x1024xf32>
+}
+"#;
+
+    #[test]
+    fn left_operand_along_k_is_transposed() {
+        let mut f = prepared(XW);
+        transpose_operands_along_free(&mut f);
+        assert_eq!(
+            names(&f),
+            [
+                "stablehlo.transpose",
+                "stablehlo.dot_general",
+                "stablehlo.return"
+            ]
+        );
+        crate::ir::verify::verify_function(&f).expect("verifies");
+        let ops = &f.body.as_ref().expect("body").ops;
+        let Op::DotGeneral {
+            dimension_numbers: dn,
+            ..
+        } = &ops[1].op
+        else {
+            panic!("not a dot");
+        };
+        assert_eq!(dn.lhs_contracting_dimensions, [0]);
+        assert_eq!(dn.rhs_contracting_dimensions, [0]);
+    }
+
+    #[test]
+    fn small_or_narrow_products_are_kept() {
+        // The other operand's free extent (64) is below the bound.
+        let src = XW
+            .replace("512x1024xf32", "512x64xf32")
+            .replace("1024x1024xf32", "1024x64xf32");
+        let mut f = prepared(&src);
+        transpose_operands_along_free(&mut f);
+        assert_eq!(names(&f), ["stablehlo.dot_general", "stablehlo.return"]);
+    }
+
+    #[test]
+    fn both_sides_and_batches() {
+        let src = r#"
+func.func @main(%q: tensor<2x1024x64xf32>, %k: tensor<2x1024x64xf32>) -> tensor<2x1024x1024xf32> {
+  %0 = stablehlo.dot_general %q, %k, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x1024x64xf32>, tensor<2x1024x64xf32>) -> tensor<2x1024x1024xf32>
+  return %0 : tensor<2x1024x1024xf32>
+}
+"#;
+        let mut f = prepared(src);
+        transpose_operands_along_free(&mut f);
+        assert_eq!(
+            names(&f),
+            [
+                "stablehlo.transpose",
+                "stablehlo.transpose",
+                "stablehlo.dot_general",
+                "stablehlo.return"
+            ]
+        );
+        crate::ir::verify::verify_function(&f).expect("verifies");
+    }
+}
