@@ -6,6 +6,7 @@ as written, and against the plugin with the pass off."""
 
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import sys
@@ -181,3 +182,40 @@ def test_accumulated_reductions(gpu, reverse):
         return lax.scan(body, init, xs, reverse=reverse)[0]
 
     compare(gpu, f, xs, h0, w)
+
+
+def reductions_in_and_after_the_loop(dump_dir):
+    """`stablehlo.reduce` ops inside the one loop of a dump's program after the passes, and
+    after it."""
+    (path,) = glob.glob(os.path.join(dump_dir, "*.after_passes.mlir"))
+    text = open(path).read()
+    start = text.index('"stablehlo.while"')
+    end = text.index("}) : (", start)
+    return text[start:end].count('"stablehlo.reduce"'), text[end:].count('"stablehlo.reduce"')
+
+
+@pytest.mark.parametrize("also_read", [False, True])
+def test_accumulated_slices_of_a_reduction(gpu, tmp_path, monkeypatch, also_read):
+    """`acc_g += dz.sum(0)[g * 32:(g + 1) * 32]` for four gates (flax's `OptimizedLSTMCell`
+    bias gradients: one reduction, an accumulator per slice) leave the loop as one reduction of
+    the stacked values; when the body also reads the reduction otherwise, the loop keeps it."""
+    xs, h0, w = arr(30, 16, 24), arr(16, 32), arr(24, 128)
+
+    def f(xs, h0, w):
+        def body(c, x):
+            h, acc_w, accs, other = c
+            dz = jnp.sin(x @ w + jnp.tile(h, 4))
+            red = dz.sum(0)
+            h = jnp.tanh(dz[:, :32] + h * 0.5)
+            accs = tuple(a + red[g * 32:(g + 1) * 32] for g, a in enumerate(accs))
+            if also_read:
+                other = other + jnp.cos(red)
+            return (h, acc_w + x.T @ dz, accs, other), None
+
+        init = (h0, jnp.zeros((24, 128)), tuple(jnp.zeros(32) for _ in range(4)), jnp.zeros(128))
+        return lax.scan(body, init, xs)[0]
+
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare(gpu, f, xs, h0, w, tol=1e-4)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    assert reductions_in_and_after_the_loop(tmp_path) == ((1, 0) if also_read else (0, 1))
