@@ -260,3 +260,19 @@ def test_odeint_of_a_pytree_state(gpu):
             results.append([np.asarray(val)] + [np.asarray(g) for g in jax.tree.leaves(grad)])
     for g, c in zip(*results):
         np.testing.assert_allclose(g, c, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("starts", [(5, 0, 0), (3, 7, -4), (-2, 100, 1 << 20)])
+def test_dynamic_slices_whole_along_inner_dimensions(gpu, starts):
+    """Dimensions a `dynamic_slice` takes whole start at 0 whatever their start index (it is
+    clamped), and their elements are read four at a time: bit-identical to cpu, in a fused
+    kernel and with starts out of range."""
+    xs = np.random.default_rng(5).standard_normal((6, 8, 64)).astype(np.float32)
+    y = np.random.default_rng(6).standard_normal((1, 8, 64)).astype(np.float32)
+
+    def f(xs, y, a, b, c):
+        s = lax.dynamic_slice(xs, (a, b, c), (1, 8, 64))
+        t = lax.dynamic_slice(xs, (a + 1, c, b), (1, 8, 64))
+        return s * 2.0 + y - t, lax.dynamic_slice(xs, (a, b, c), (2, 4, 64))
+
+    same_bits(gpu, f, xs, y, *(np.int32(v) for v in starts))

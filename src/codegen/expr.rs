@@ -968,6 +968,13 @@ impl<'a> ExprEmitter<'a> {
                             "needs a start index and size per dimension",
                         )));
                     };
+                    // A dimension taken whole starts at 0 whatever its start index (clamped
+                    // into [0, 0]): its coordinate passes through, and with it a group of four
+                    // positions (see `Quads`) of a slice along the others.
+                    if size == d {
+                        xi.push(mk.clone());
+                        continue;
+                    }
                     let s = self.start_index(start, d - size)?;
                     xi.push(format!("({s} + {mk})"));
                 }
