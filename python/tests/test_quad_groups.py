@@ -1,0 +1,83 @@
+"""Loop kernels on CPU adapters compute four elements per invocation and read their inputs a
+`vec4` at a time where the four positions are consecutive in them (`Quads` in
+`src/codegen/expr.rs`). Checked here against jax cpu: a concatenation along the innermost
+dimension whose parts are multiples of 4 wide chooses its part once per four positions (a
+fused LSTM cell's gate gradients: four parts, each a product of slices of the scan's stacked
+residuals), parts of other widths and concatenations along outer dimensions, one
+concatenation read at two rows in one kernel, and reshapes that keep or change the innermost
+extent."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from conftest import compare_with_cpu, cpu_kernel_class
+
+RNG = np.random.default_rng(17)
+
+
+def arr(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def test_gate_gradients_of_stacked_residuals(gpu, tmp_path, monkeypatch):
+    stacks = [arr(12, 16, 32) for _ in range(6)]
+    g, h = arr(16, 32), arr(16, 32)
+
+    def f(i, g, h, *st):
+        s = [lax.dynamic_index_in_dim(x, i, keepdims=False) for x in st]
+        parts = [g * s[0] * (h + s[1]), g * s[2], (h + s[3]) * s[4], s[5] * g * h]
+        return jnp.concatenate(parts, axis=1) * 0.5 + 1.0
+
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare_with_cpu(gpu, f, np.int32(7), g, h, *stacks, tol=1e-6)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    if cpu_kernel_class(gpu):
+        # One kernel: the part chosen once per four positions, every input read as vec4s.
+        (path,) = glob.glob(os.path.join(tmp_path, "*.wgsl"))
+        text = open(path).read()
+        assert text.count("var c_") == 1 and text.count("(read as vec4s)") == 8
+
+
+@pytest.mark.parametrize("widths", [(4, 8, 12), (6, 10), (3, 1, 4), (128,), (0, 8, 8)])
+def test_concatenation_widths(gpu, widths):
+    xs = [arr(8, w) for w in widths]
+
+    def f(*xs):
+        return jnp.tanh(jnp.concatenate([x * (k + 1) for k, x in enumerate(xs)], axis=1))
+
+    compare_with_cpu(gpu, f, *xs, tol=1e-6)
+
+
+def test_concatenation_along_rows(gpu):
+    a, b = arr(3, 16), arr(5, 16)
+    compare_with_cpu(gpu, lambda a, b: jnp.concatenate([a * 2, b - 1], axis=0) + 0.5, a, b,
+                     tol=1e-6)
+
+
+def test_one_concatenation_read_at_two_rows(gpu):
+    a, b = arr(9, 8), arr(9, 12)
+
+    def f(a, b):
+        c = jnp.concatenate([jnp.sin(a), jnp.cos(b)], axis=1)
+        return c[1:] * 2 + c[:-1]
+
+    compare_with_cpu(gpu, f, a, b, tol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(4, 8, 128), (2, 16, 128), (64, 64), (32 * 128,), (8, 512)])
+def test_reshapes(gpu, shape):
+    x, y = arr(32, 128), arr(*shape)
+
+    def f(x, y):
+        return jnp.exp(x * 0.1).reshape(shape) * y + x.reshape(shape)
+
+    compare_with_cpu(gpu, f, x, y, tol=1e-6)
