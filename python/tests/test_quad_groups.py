@@ -81,3 +81,17 @@ def test_reshapes(gpu, shape):
         return jnp.exp(x * 0.1).reshape(shape) * y + x.reshape(shape)
 
     compare_with_cpu(gpu, f, x, y, tol=1e-6)
+
+
+@pytest.mark.parametrize("start, stop, step", [(0, 128, 1), (128, 256, 1), (4, 68, 1), (2, 66, 1),
+                                               (0, 128, 2), (384, 512, 1)])
+def test_slices_along_the_innermost_dimension(gpu, start, stop, step):
+    # A fused cell's gates: slices of one product at multiples of its width (grouped reads
+    # from starts that are multiples of 4 with stride 1; others read a scalar at a time).
+    z, h = arr(16, 512), arr(16, 512)
+
+    def f(z, h):
+        g = z[:, start:stop:step]
+        return jax.nn.sigmoid(g) * jnp.tanh(h[:, start:stop:step] + g)
+
+    compare_with_cpu(gpu, f, z, h, tol=1e-6)

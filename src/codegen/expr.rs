@@ -934,11 +934,12 @@ impl<'a> ExprEmitter<'a> {
             }
             Op::Slice { start, strides, .. } => {
                 let m = self.multi(idx, &rdims);
-                let xi = m
+                let xi: Vec<String> = m
                     .iter()
                     .zip(start.iter().zip(strides))
                     .map(|(i, (&s, &st))| affine(i, st, s))
                     .collect();
+                self.shift_group(&m, &xi, start.last(), strides.last());
                 self.value(op.operands[0], &Index::Multi(xi))
             }
             Op::Reverse { dimensions } => {
@@ -1601,6 +1602,38 @@ impl<'a> ExprEmitter<'a> {
             self.close(None);
         }
         Ok(out)
+    }
+
+    /// After a slice with stride 1 along the innermost dimension from a multiple of 4 maps a
+    /// grouped innermost coordinate `m` (see [`Quads`]) to `xi`, registers `xi`'s innermost
+    /// coordinate as grouped too (its group's first position is the first one's, shifted the
+    /// same way), so the operand's reads stay grouped: a fused cell's gates, slices of one
+    /// product at multiples of its width.
+    fn shift_group(
+        &mut self,
+        m: &[String],
+        xi: &[String],
+        start: Option<&i64>,
+        stride: Option<&i64>,
+    ) {
+        let (Some(&start), Some(&1), Some(last), Some(shifted)) =
+            (start, stride, m.last(), xi.last())
+        else {
+            return;
+        };
+        if start % 4 != 0 || start < 0 || self.window.is_some() {
+            return;
+        }
+        let Some(q) = self.quads.as_mut().filter(|q| q.rows) else {
+            return;
+        };
+        let Some((first, place)) = q.positions.get(last).cloned() else {
+            return;
+        };
+        let first_shifted = affine(&first, 1, start);
+        q.positions
+            .insert(first_shifted.clone(), (first_shifted.clone(), 0));
+        q.positions.insert(shifted.clone(), (first_shifted, place));
     }
 
     /// The operand's index of a reshape that keeps the innermost extent (a multiple of 4), at
