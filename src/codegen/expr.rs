@@ -1621,7 +1621,11 @@ impl<'a> ExprEmitter<'a> {
         else {
             return;
         };
-        if start % 4 != 0 || start < 0 || self.window.is_some() {
+        if start % 4 != 0
+            || start < 0
+            || self.window.is_some()
+            || crate::fusion::switched_off("WGPU_HLO_QUAD_SLICES")
+        {
             return;
         }
         let Some(q) = self.quads.as_mut().filter(|q| q.rows) else {
