@@ -1640,6 +1640,18 @@ impl<'a> ExprEmitter<'a> {
         q.positions.insert(shifted.clone(), (first_shifted, place));
     }
 
+    /// Opens the branch of part `i` of `n` (more than one) of a concatenation: `if cond` for
+    /// the first, `else if cond` for the middle ones, `else` for the last.
+    fn branch_of_parts(&mut self, i: usize, n: usize, cond: &str) {
+        if i == 0 {
+            self.open(&format!("if {cond}"));
+        } else if i + 1 == n {
+            self.close(Some("else"));
+        } else {
+            self.close(Some(&format!("else if {cond}")));
+        }
+    }
+
     /// The operand's index of a reshape that keeps the innermost extent (a multiple of 4), at
     /// a multi-index whose innermost coordinate is a grouped position (see [`Quads`]): that
     /// coordinate passes through, so the operand's reads stay grouped; the outer ones are
@@ -1735,16 +1747,9 @@ impl<'a> ExprEmitter<'a> {
         self.line(&format!("var {c4}: vec4<{}>;", rc.wgsl()));
         let mut offset = 0usize;
         for (i, &(o, size)) in parts.iter().enumerate() {
-            let last = i + 1 == parts.len();
             let cond = format!("({first} < {}u)", offset + size);
             if parts.len() > 1 {
-                if i == 0 {
-                    self.open(&format!("if {cond}"));
-                } else if last {
-                    self.close(Some("else"));
-                } else {
-                    self.close(Some(&format!("else if {cond}")));
-                }
+                self.branch_of_parts(i, parts.len(), &cond);
             }
             // The part's own coordinates of the group, registered as a group of its own.
             let n0 = if offset == 0 {
@@ -1804,16 +1809,9 @@ impl<'a> ExprEmitter<'a> {
             .collect::<Result<_>>()?;
         let parts: Vec<(ValueId, usize)> = parts.into_iter().filter(|p| p.1 > 0).collect();
         for (i, (o, size)) in parts.iter().enumerate() {
-            let last = i + 1 == parts.len();
             let cond = format!("({} < {}u)", m[dim], offset + size);
             if parts.len() > 1 {
-                if i == 0 {
-                    self.open(&format!("if {cond}"));
-                } else if last {
-                    self.close(Some("else"));
-                } else {
-                    self.close(Some(&format!("else if {cond}")));
-                }
+                self.branch_of_parts(i, parts.len(), &cond);
             }
             let mut xi = m.clone();
             if offset > 0 {
