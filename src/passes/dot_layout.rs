@@ -7,11 +7,12 @@
 //! (4 x the accumulator updates, every accumulator spilled) to slower code than four trips of
 //! the one-step body that reads along m or n. Lavapipe, 1024³ f32, the same kernel with each
 //! operand layout: `x @ y` 38 ms, `x.T @ y` (left operand stored transposed) 29.6 ms,
-//! `x @ y.T` 50 ms, `x.T @ y.T` 39.5 ms; unrolling the fast kernel's loop four times by hand
-//! made it 34 ms, so the unrolled body, not the memory pattern (all lanes reading one row:
-//! 35.5 ms), is the cost. A 1024² transpose costs 1.3 ms, so writing the operand transposed
-//! pays when the other operand's free extent is large: the gain grows with it, the copy does
-//! not.
+//! `x @ y.T` 50 ms, `x.T @ y.T` 39.5 ms. Unrolling the fast kernel's loop four times by hand
+//! made it 34-36 ms, and the memory pattern is not it (all lanes reading one row: 35.5 ms),
+//! but a rolled loop over the four steps with dynamic lane picks did not help (37.8 ms): the
+//! cause is not fully understood. A 1024² transpose costs 1.3 ms, so writing the operand
+//! transposed pays when the other operand's free extent is large: the gain grows with it, the
+//! copy does not.
 //!
 //! `dot_transpose` folds transposes into dots before this pass runs (it runs on the prepared
 //! function, at compile time, where the adapter is known), and prologue fusion never takes a
