@@ -189,25 +189,30 @@ fn plan_dot(f: &Function, op: &Operation, min_other: u64) -> Option<Vec<(usize, 
     if work < MIN_WORK || k % 4 != 0 {
         return None;
     }
-    let mut out = Vec::new();
-    if n >= min_other {
-        if let Some(p) = along_free(
-            &lt.shape,
+    // Each side, with the other side's free extent.
+    let sides = [
+        (
+            0,
+            &lt,
             &dn.lhs_batching_dimensions,
             &dn.lhs_contracting_dimensions,
-        ) {
-            out.push((0, p));
-        }
-    }
-    if m >= min_other {
-        if let Some(p) = along_free(
-            &rt.shape,
+            n,
+        ),
+        (
+            1,
+            &rt,
             &dn.rhs_batching_dimensions,
             &dn.rhs_contracting_dimensions,
-        ) {
-            out.push((1, p));
-        }
-    }
+            m,
+        ),
+    ];
+    let out: Vec<(usize, Vec<i64>)> = sides
+        .into_iter()
+        .filter(|s| s.4 >= min_other)
+        .filter_map(|(side, t, batch, contract, _)| {
+            Some((side, along_free(&t.shape, batch, contract)?))
+        })
+        .collect();
     (!out.is_empty()).then_some(out)
 }
 
