@@ -13,7 +13,8 @@
 //!    records the rotations from the right (for `V_B`) and from the left (for `U_B`); where a
 //!    diagonal entry above the block is negligible, rotations from the left first zero the
 //!    superdiagonal entry next to it (the block splits). Then every thread applies the
-//!    recorded rotations to its vec4 of rows of `U_B` or `V_B` (by columns): half the
+//!    recorded rotations to its vec4 of rows of `U_B` or `V_B` (by columns; where workgroup
+//!    memory holds two sets of rotations, two sweeps' chains in one pass): half the
 //!    workgroups of a matrix hold rows of `V_B`, half rows of `U_B`, and all repeat the cheap
 //!    scalar chase. Launches resume where the last one stopped (`d`, `e` and the status
 //!    alternate between two copies); a matrix with a singular value that needs more than 30
@@ -75,7 +76,7 @@ pub fn plan(
     let size = m * ld;
     // Workgroup memory: the reduction's column, row and tree; the QR kernel's d, e and the
     // rotations its workgroup applies (f64), its control words.
-    let bytes = (4 * (m + ld + wg)).max(32 * n + 32);
+    let bytes = (4 * (m + ld + wg)).max(qr_bytes(n, false));
     if bytes > target.max_workgroup_storage
         || batch > target.max_workgroups as u64 * target.max_workgroups as u64
     {
@@ -147,6 +148,8 @@ pub fn plan(
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
 
     let iters = budget.min(step * (n + 1));
+    // Two sweeps' rotations per pass over U_B and V_B where both sets fit workgroup memory.
+    let two = qr_bytes(n, true) <= target.max_workgroup_storage;
     kernels.push(super::jacobi::workgroup_kernel(
         &format!("{name}_qr"),
         &format!("kernel {name}_qr: implicitly shifted QR sweeps (f64; parameter: the launch's index) on the bidiagonal matrices of {desc}, resumed where the last launch stopped, {g2} workgroups per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}", g2 = 2 * groups),
@@ -163,6 +166,7 @@ pub fn plan(
                     ("$BUDGET", budget.to_string()),
                     ("$MAXIT", MAX_ITERATIONS.to_string()),
                 ],
+                two_chains(two),
             ]
             .concat(),
         ),
@@ -332,6 +336,76 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 /// The QR kernel (see the module comment): `out0` the f64 state by vec4s (the columns of
 /// `U_B` and `V_B` by fours of rows; the scalars read as components), `in0[0]` the launch's
 /// index (its parity picks the copy of `d`, `e` and the status to read).
+/// Workgroup memory of the QR kernel for order `n`: `d`, `e` and `n` rotations (f64), two
+/// vec4s of control words; with `two`, a second set of rotations and its chain.
+fn qr_bytes(n: u64, two: bool) -> u64 {
+    32 * n + 32 + if two { 16 * n + 4 } else { 0 }
+}
+
+/// The QR kernel's pieces for one chain per pass over U_B and V_B, or (`two`) two chases'
+/// chains in one pass where the second's rows lie within the first's: the second chain's
+/// rotation j - 1 follows the first's rotation j once the first has finished column j, with
+/// its own carry and the identity outside its rows; each column is loaded and stored once for
+/// both, in the order of applying one chain after the other.
+fn two_chains(two: bool) -> Vec<(&'static str, String)> {
+    if !two {
+        return vec![
+            ("$DECL2", String::new()),
+            ("$CHAINS", "1".into()),
+            ("$STORE_ROT", "rot[j] = vec2<f64>(c, s);".into()),
+            ("$SET_CH2", String::new()),
+            ("$LOAD_CH2", String::new()),
+            ("$NOT_TWO", String::new()),
+            ("$TWO_Z", String::new()),
+        ];
+    }
+    vec![
+        (
+            "$DECL2",
+            "var<workgroup> rot2: array<vec2<f64>, $N>;\nvar<workgroup> ch2: u32;\n".into(),
+        ),
+        ("$CHAINS", "2".into()),
+        (
+            "$STORE_ROT",
+            "if (chain_i == 0u) { rot[j] = vec2<f64>(c, s); } else { rot2[j] = vec2<f64>(c, s); }"
+                .into(),
+        ),
+        ("$SET_CH2", "            ch2 = lo2 | (hi2 << 16u);".into()),
+        (
+            "$LOAD_CH2",
+            "        let c2 = workgroupUniformLoad(&ch2);\n        let lo2 = c2 & 65535u;\n        let hi2 = c2 >> 16u;\n".into(),
+        ),
+        ("$NOT_TWO", " && lo2 == hi2".into()),
+        ("$TWO_Z", QR_Z_TWO.into()),
+    ]
+}
+
+/// Two chains' rotations of columns (j, j + 1) in one pass (see [`two_chains`]).
+const QR_Z_TWO: &str = r#"            } else if (ch.w == 0u) {
+                let lo1 = ch.x;
+                let hi1 = ch.y;
+                var carry = out0[zb + lo1 * $N4u + r4];
+                // Column lo1 after the first chain's rotation lo1: where the second starts.
+                let cs0 = rot[lo1];
+                let z0 = out0[zb + (lo1 + 1u) * $N4u + r4];
+                var carry2 = cs0.x * carry + cs0.y * z0;
+                carry = cs0.x * z0 - cs0.y * carry;
+                for (var j = lo1 + 1u; j < hi1; j = j + 1u) {
+                    let cs = rot[j];
+                    let zj = out0[zb + (j + 1u) * $N4u + r4];
+                    let y = cs.x * carry + cs.y * zj;
+                    carry = cs.x * zj - cs.y * carry;
+                    let i = j - 1u;
+                    let g = select(vec2<f64>(1.0lf, 0.0lf), rot2[i], i >= lo2 && i < hi2);
+                    out0[zb + i * $N4u + r4] = g.x * carry2 + g.y * y;
+                    carry2 = g.x * y - g.y * carry2;
+                }
+                let i = hi1 - 1u;
+                let g = select(vec2<f64>(1.0lf, 0.0lf), rot2[i], i >= lo2 && i < hi2);
+                out0[zb + i * $N4u + r4] = g.x * carry2 + g.y * carry;
+                out0[zb + hi1 * $N4u + r4] = g.x * carry - g.y * carry2;
+"#;
+
 const QR_KERNEL: &str = r#"var<workgroup> dd: array<f64, $N>;
 var<workgroup> ee: array<f64, $N>;
 // The rotations this workgroup applies: V_B's (from the right) or U_B's (from the left).
@@ -340,7 +414,7 @@ var<workgroup> ee: array<f64, $N>;
 var<workgroup> rot: array<vec2<f64>, $N>;
 var<workgroup> ctl: vec4<u32>;
 var<workgroup> chain: vec4<u32>;
-
+$DECL2
 // sqrt(a^2 + b^2) without overflow.
 fn hyp(a: f64, b: f64) -> f64 {
     let x = abs(a);
@@ -383,10 +457,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             var kk = ctl.x;
             var it = ctl.y;
             var state = 0u;
+            var spent = used;
+            // The chains of this round: the first, and (with two chains) a second sweep's
+            // when both chase the bulge and the second's rows lie within the first's (the
+            // usual case: the same block again).
+            var kind1 = 0u;
+            var lo1 = 0u;
+            var hi1 = 0u;
+            var lo2 = 0u;
+            var hi2 = 0u;
+            for (var chain_i = 0u; chain_i < $CHAINSu; chain_i = chain_i + 1u) {
             var kind = 0u;
             var lo = 0u;
             var hi = 0u;
-            var spent = used;
+            var ran = false;
             loop {
                 if (kk == 0u) { state = 1u; break; }
                 // Out of this launch's budget: the next launch goes on from here.
@@ -402,6 +486,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     if (abs(dd[l - 1u]) <= tol) { cancel = true; break; }
                     l = l - 1u;
                 }
+                // A second chain that is not a chase within the first's rows waits for the
+                // next round.
+                if (chain_i == 1u && (cancel || l < lo1 || k > hi1)) { break; }
                 spent = spent + k - l + 1u;
                 if (cancel) {
                     // Rotations of rows l - 1 and i = l, l + 1, ... from the left carry e[l]
@@ -427,6 +514,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                         kind = 1u;
                         lo = l;
                         hi = i;
+                        ran = true;
                         break;
                     }
                     continue;
@@ -465,7 +553,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     g = g * c - x * s;
                     h = y * s;
                     y = y * c;
-                    if (!on_u) { rot[j] = vec2<f64>(c, s); }
+                    if (!on_u) { $STORE_ROT }
                     z = hyp(f, h);
                     dd[j] = z;
                     if (z != 0.0lf) {
@@ -474,7 +562,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     }
                     f = c * g + s * y;
                     x = c * y - s * g;
-                    if (on_u) { rot[j] = vec2<f64>(c, s); }
+                    if (on_u) { $STORE_ROT }
                 }
                 ee[l] = 0.0lf;
                 ee[k] = f;
@@ -483,16 +571,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 lo = l;
                 hi = k;
                 spent = spent + k - l;
+                ran = true;
                 break;
             }
+            if (chain_i == 0u) {
+                kind1 = kind;
+                lo1 = lo;
+                hi1 = hi;
+                // A second chain only after a chase.
+                if (!ran || kind1 != 0u) { break; }
+            } else {
+                if (ran) {
+                    lo2 = lo;
+                    hi2 = hi;
+                }
+                // What stopped the second chain stops the next round's first again.
+                state = 0u;
+            }
+            }
             ctl = vec4<u32>(kk, it, state, 0u);
-            chain = vec4<u32>(lo, hi, spent, kind);
+            chain = vec4<u32>(lo1, hi1, spent, kind1);
+$SET_CH2
         }
         let c = workgroupUniformLoad(&ctl);
         let ch = workgroupUniformLoad(&chain);
         if (c.z != 0u) { break; }
+$LOAD_CH2
         if (r4 < $N4u) {
-            if (ch.w == 0u) {
+            if (ch.w == 0u$NOT_TWO) {
                 // The chase's rotations of columns (j, j + 1), j = lo, ..., hi - 1.
                 var carry = out0[zb + ch.x * $N4u + r4];
                 for (var j = ch.x; j < ch.y; j = j + 1u) {
@@ -502,7 +608,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     carry = cs.x * zj - cs.y * carry;
                 }
                 out0[zb + ch.y * $N4u + r4] = carry;
-            } else if (on_u) {
+$TWO_Z            } else if (on_u) {
                 // The cancellation's rotations of columns (lo - 1, i), i = lo, ..., hi - 1.
                 let p = zb + (ch.x - 1u) * $N4u + r4;
                 var carry = out0[p];
