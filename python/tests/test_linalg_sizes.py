@@ -306,6 +306,27 @@ def test_svd_512(gpu):
 
 
 
+@pytest.mark.parametrize("chains", ["1", "2"])
+def test_tridiagonal_and_bidiagonal_rotation_chains(gpu, monkeypatch, chains):
+    """eigh's QL kernel and svd's bidiagonal QR kernel apply the rotations of one chase, or of
+    two chases in one sweep over the vectors (`WGPU_HLO_TWO_CHAINS=0`: one). Both match cpu;
+    sizes past the Jacobi kernels on CPU adapters (eigh from 65 columns, svd from 49), the
+    eigh batched. Fresh functions: the setting is read when a program compiles."""
+    if chains == "1":
+        monkeypatch.setenv("WGPU_HLO_TWO_CHAINS", "0")
+    a = sym((2, 100, 100), 61)
+    w, v = on(gpu, lambda a: jnp.linalg.eigh(a), a)
+    assert_close(w, on(CPU, lambda a: jnp.linalg.eigvalsh(a), a), 1e-4)
+    assert_close(a @ v, v * w[..., None, :], 1e-3)
+    assert_close(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(100), v.shape), 1e-3)
+    b = rand((100, 90), seed=62)
+    u, s, vt = on(gpu, lambda b: jnp.linalg.svd(b, full_matrices=False), b)
+    assert_close(s, on(CPU, lambda b: jnp.linalg.svd(b, compute_uv=False), b), 1e-4)
+    assert_close((u * s) @ vt, b, 1e-3)
+    assert_close(u.T @ u, np.eye(90), 1e-3)
+    assert_close(vt @ vt.T, np.eye(90), 1e-3)
+
+
 def sym(shape, seed):
     a = rand(shape, seed=seed)
     return (a + np.swapaxes(a, -1, -2)) / 2

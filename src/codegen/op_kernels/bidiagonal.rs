@@ -148,8 +148,10 @@ pub fn plan(
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
 
     let iters = budget.min(step * (n + 1));
-    // Two sweeps' rotations per pass over U_B and V_B where both sets fit workgroup memory.
-    let two = qr_bytes(n, true) <= target.max_workgroup_storage;
+    // Two sweeps' rotations per pass over U_B and V_B where both sets fit workgroup memory
+    // (`WGPU_HLO_TWO_CHAINS=0`: one).
+    let two = qr_bytes(n, true) <= target.max_workgroup_storage
+        && !crate::fusion::switched_off("WGPU_HLO_TWO_CHAINS");
     kernels.push(super::jacobi::workgroup_kernel(
         &format!("{name}_qr"),
         &format!("kernel {name}_qr: implicitly shifted QR sweeps (f64; parameter: the launch's index) on the bidiagonal matrices of {desc}, resumed where the last launch stopped, {g2} workgroups per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}", g2 = 2 * groups),

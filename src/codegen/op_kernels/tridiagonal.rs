@@ -955,8 +955,11 @@ fn ql_stage(
     };
     let step = ql_step(n, q.z.is_some());
     let iters = q.budget.min(step * (n + 1));
-    // Two QL iterations per sweep of Z where their rotations fit workgroup memory.
-    let two = q.z.is_some() && ql_bytes(n, true) <= target.max_workgroup_storage;
+    // Two QL iterations per sweep of Z where their rotations fit workgroup memory
+    // (`WGPU_HLO_TWO_CHAINS=0`: one).
+    let two = q.z.is_some()
+        && ql_bytes(n, true) <= target.max_workgroup_storage
+        && !crate::fusion::switched_off("WGPU_HLO_TWO_CHAINS");
     let body = fill(
         QL_KERNEL,
         &[
