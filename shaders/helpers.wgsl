@@ -4,12 +4,16 @@
 
 // @fn wh_f32_to_f16_bits
 // f32 -> binary16 bits (low 16 bits), round to nearest even; NaN stays NaN, overflow -> inf.
+// A NaN keeps the top 10 bits of its payload, quiet or signaling, so binary16 data moved
+// through a kernel (read as f32 by wh_f16_bits_to_f32, written back) keeps its bits; one whose
+// kept payload would be zero (not a NaN any more) becomes the quiet NaN.
 fn wh_f32_to_f16_bits(x: f32) -> u32 {
     let b = bitcast<u32>(x);
     let sign = (b >> 16u) & 0x8000u;
     let a = b & 0x7fffffffu;
     if (a > 0x7f800000u) {
-        return sign | 0x7e00u | ((a >> 13u) & 0x3ffu);
+        let payload = (a >> 13u) & 0x3ffu;
+        return sign | select(0x7e00u, 0x7c00u | payload, payload != 0u);
     }
     if (a >= 0x477ff000u) {
         return sign | 0x7c00u;
@@ -48,11 +52,14 @@ fn wh_round_f16(x: f32) -> f32 {
 }
 
 // @fn wh_f32_to_bf16_bits
-// f32 -> bfloat16 bits (low 16 bits), round to nearest even; NaN stays (quiet) NaN.
+// f32 -> bfloat16 bits (low 16 bits), round to nearest even. A NaN keeps its top 16 bits,
+// quiet or signaling, so bfloat16 data moved through a kernel keeps its bits; one whose kept
+// payload would be zero (not a NaN any more) becomes quiet.
 fn wh_f32_to_bf16_bits(x: f32) -> u32 {
     let b = bitcast<u32>(x);
     if ((b & 0x7fffffffu) > 0x7f800000u) {
-        return (b >> 16u) | 0x40u;
+        let h = b >> 16u;
+        return select(h | 0x40u, h, (h & 0x7fu) != 0u);
     }
     return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
 }

@@ -276,3 +276,29 @@ def test_dynamic_slices_whole_along_inner_dimensions(gpu, starts):
         return s * 2.0 + y - t, lax.dynamic_slice(xs, (a, b, c), (2, 4, 64))
 
     same_bits(gpu, f, xs, y, *(np.int32(v) for v in starts))
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_16bit_float_bits_survive_data_movement(gpu, name):
+    """Every 16-bit pattern, signaling NaNs and NaN payloads included, comes out of views,
+    transposes, slices, concatenations, selects and a scan's stacking bit for bit as jax cpu
+    moves it (kernels compute these types as f32; writing one back kept a NaN's payload but set
+    its quiet bit, so data packed into bfloat16 arrays changed, silently)."""
+    t = getattr(jnp, name)
+    codes = np.arange(1 << 16, dtype=np.uint16).reshape(256, 256)
+    x = codes.view(t)
+    mask = (codes % 3 == 0)
+
+    def moves(x, c, m):
+        stacked = lax.scan(lambda s, r: (s, r[::-1]), 0, x)[1]
+        return (
+            c.view(t),
+            x.view(jnp.uint16),
+            x.T,
+            x[1::2, ::3],
+            jnp.concatenate([x[:, 128:], x[:, :128]], axis=1),
+            jnp.where(m, x, x.T),
+            stacked,
+        )
+
+    same_bits(gpu, moves, x, codes, mask)
