@@ -469,127 +469,127 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             var lo2 = 0u;
             var hi2 = 0u;
             for (var chain_i = 0u; chain_i < $CHAINSu; chain_i = chain_i + 1u) {
-            var kind = 0u;
-            var lo = 0u;
-            var hi = 0u;
-            var ran = false;
-            loop {
-                if (kk == 0u) { state = 1u; break; }
-                // Out of this launch's budget: the next launch goes on from here.
-                if (spent + $STEPu > $BUDGETu) { state = 3u; break; }
-                let k = kk - 1u;
-                // The unreduced block [l, k] that ends at k: up to a negligible e (a split), or
-                // to a negligible d just above it (then e[l] is zeroed first).
-                var l = k;
-                var cancel = false;
+                var kind = 0u;
+                var lo = 0u;
+                var hi = 0u;
+                var ran = false;
                 loop {
-                    if (l == 0u) { break; }
-                    if (abs(ee[l]) <= tol) { break; }
-                    if (abs(dd[l - 1u]) <= tol) { cancel = true; break; }
-                    l = l - 1u;
-                }
-                // A second chain that is not a chase within the first's rows waits for the
-                // next round.
-                if (chain_i == 1u && (cancel || l < lo1 || k > hi1)) { break; }
-                spent = spent + k - l + 1u;
-                if (cancel) {
-                    // Rotations of rows l - 1 and i = l, l + 1, ... from the left carry e[l]
-                    // along row l - 1 until it is negligible (U_B's columns l - 1 and i).
-                    var c = 0.0lf;
-                    var s = 1.0lf;
-                    var i = l;
+                    if (kk == 0u) { state = 1u; break; }
+                    // Out of this launch's budget: the next launch goes on from here.
+                    if (spent + $STEPu > $BUDGETu) { state = 3u; break; }
+                    let k = kk - 1u;
+                    // The unreduced block [l, k] that ends at k: up to a negligible e (a split), or
+                    // to a negligible d just above it (then e[l] is zeroed first).
+                    var l = k;
+                    var cancel = false;
                     loop {
-                        if (i > k) { break; }
-                        let f = s * ee[i];
-                        ee[i] = c * ee[i];
-                        if (abs(f) <= tol) { break; }
-                        let g = dd[i];
-                        let h = hyp(f, g);
-                        dd[i] = h;
-                        c = g / h;
-                        s = -f / h;
-                        rot[i] = vec2<f64>(c, s);
-                        i = i + 1u;
+                        if (l == 0u) { break; }
+                        if (abs(ee[l]) <= tol) { break; }
+                        if (abs(dd[l - 1u]) <= tol) { cancel = true; break; }
+                        l = l - 1u;
                     }
-                    spent = spent + i - l + 1u;
-                    if (i > l) {
-                        kind = 1u;
-                        lo = l;
-                        hi = i;
-                        ran = true;
-                        break;
+                    // A second chain that is not a chase within the first's rows waits for the
+                    // next round.
+                    if (chain_i == 1u && (cancel || l < lo1 || k > hi1)) { break; }
+                    spent = spent + k - l + 1u;
+                    if (cancel) {
+                        // Rotations of rows l - 1 and i = l, l + 1, ... from the left carry e[l]
+                        // along row l - 1 until it is negligible (U_B's columns l - 1 and i).
+                        var c = 0.0lf;
+                        var s = 1.0lf;
+                        var i = l;
+                        loop {
+                            if (i > k) { break; }
+                            let f = s * ee[i];
+                            ee[i] = c * ee[i];
+                            if (abs(f) <= tol) { break; }
+                            let g = dd[i];
+                            let h = hyp(f, g);
+                            dd[i] = h;
+                            c = g / h;
+                            s = -f / h;
+                            rot[i] = vec2<f64>(c, s);
+                            i = i + 1u;
+                        }
+                        spent = spent + i - l + 1u;
+                        if (i > l) {
+                            kind = 1u;
+                            lo = l;
+                            hi = i;
+                            ran = true;
+                            break;
+                        }
+                        continue;
                     }
-                    continue;
-                }
-                if (l == k) {
-                    // d[k] is a singular value (its sign is fixed in V_B at the end).
-                    kk = k;
-                    it = 0u;
-                    continue;
-                }
-                if (it >= $MAXITu) { state = 2u; break; }
-                it = it + 1u;
-                // The shift: of the trailing 2x2 block of B^T B, the eigenvalue nearer d[k]^2.
-                var x = dd[l];
-                let y0 = dd[k - 1u];
-                let z0 = dd[k];
-                let g0 = ee[k - 1u];
-                let h0 = ee[k];
-                var f = ((y0 - z0) * (y0 + z0) + (g0 - h0) * (g0 + h0)) / (2.0lf * h0 * y0);
-                let r = hyp(f, 1.0lf);
-                f = ((x - z0) * (x + z0) + h0 * (y0 / (f + select(-r, r, f >= 0.0lf)) - h0)) / x;
-                // The chase: a rotation of columns j, j + 1 from the right (V_B's), then one
-                // of rows j, j + 1 from the left (U_B's), j = l, ..., k - 1.
-                var c = 1.0lf;
-                var s = 1.0lf;
-                for (var j = l; j < k; j = j + 1u) {
-                    var g = ee[j + 1u];
-                    var y = dd[j + 1u];
-                    var h = s * g;
-                    g = c * g;
-                    var z = hyp(f, h);
-                    ee[j] = z;
-                    c = f / z;
-                    s = h / z;
-                    f = x * c + g * s;
-                    g = g * c - x * s;
-                    h = y * s;
-                    y = y * c;
-                    if (!on_u) { $STORE_ROT }
-                    z = hyp(f, h);
-                    dd[j] = z;
-                    if (z != 0.0lf) {
+                    if (l == k) {
+                        // d[k] is a singular value (its sign is fixed in V_B at the end).
+                        kk = k;
+                        it = 0u;
+                        continue;
+                    }
+                    if (it >= $MAXITu) { state = 2u; break; }
+                    it = it + 1u;
+                    // The shift: of the trailing 2x2 block of B^T B, the eigenvalue nearer d[k]^2.
+                    var x = dd[l];
+                    let y0 = dd[k - 1u];
+                    let z0 = dd[k];
+                    let g0 = ee[k - 1u];
+                    let h0 = ee[k];
+                    var f = ((y0 - z0) * (y0 + z0) + (g0 - h0) * (g0 + h0)) / (2.0lf * h0 * y0);
+                    let r = hyp(f, 1.0lf);
+                    f = ((x - z0) * (x + z0) + h0 * (y0 / (f + select(-r, r, f >= 0.0lf)) - h0)) / x;
+                    // The chase: a rotation of columns j, j + 1 from the right (V_B's), then one
+                    // of rows j, j + 1 from the left (U_B's), j = l, ..., k - 1.
+                    var c = 1.0lf;
+                    var s = 1.0lf;
+                    for (var j = l; j < k; j = j + 1u) {
+                        var g = ee[j + 1u];
+                        var y = dd[j + 1u];
+                        var h = s * g;
+                        g = c * g;
+                        var z = hyp(f, h);
+                        ee[j] = z;
                         c = f / z;
                         s = h / z;
+                        f = x * c + g * s;
+                        g = g * c - x * s;
+                        h = y * s;
+                        y = y * c;
+                        if (!on_u) { $STORE_ROT }
+                        z = hyp(f, h);
+                        dd[j] = z;
+                        if (z != 0.0lf) {
+                            c = f / z;
+                            s = h / z;
+                        }
+                        f = c * g + s * y;
+                        x = c * y - s * g;
+                        if (on_u) { $STORE_ROT }
                     }
-                    f = c * g + s * y;
-                    x = c * y - s * g;
-                    if (on_u) { $STORE_ROT }
+                    ee[l] = 0.0lf;
+                    ee[k] = f;
+                    dd[k] = x;
+                    kind = 0u;
+                    lo = l;
+                    hi = k;
+                    spent = spent + k - l;
+                    ran = true;
+                    break;
                 }
-                ee[l] = 0.0lf;
-                ee[k] = f;
-                dd[k] = x;
-                kind = 0u;
-                lo = l;
-                hi = k;
-                spent = spent + k - l;
-                ran = true;
-                break;
-            }
-            if (chain_i == 0u) {
-                kind1 = kind;
-                lo1 = lo;
-                hi1 = hi;
-                // A second chain only after a chase.
-                if (!ran || kind1 != 0u) { break; }
-            } else {
-                if (ran) {
-                    lo2 = lo;
-                    hi2 = hi;
+                if (chain_i == 0u) {
+                    kind1 = kind;
+                    lo1 = lo;
+                    hi1 = hi;
+                    // A second chain only after a chase.
+                    if (!ran || kind1 != 0u) { break; }
+                } else {
+                    if (ran) {
+                        lo2 = lo;
+                        hi2 = hi;
+                    }
+                    // What stopped the second chain stops the next round's first again.
+                    state = 0u;
                 }
-                // What stopped the second chain stops the next round's first again.
-                state = 0u;
-            }
             }
             ctl = vec4<u32>(kk, it, state, 0u);
             chain = vec4<u32>(lo1, hi1, spent, kind1);
