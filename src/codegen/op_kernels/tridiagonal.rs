@@ -14,7 +14,9 @@
 //!    `T = Q^T A Q`: for column k, `p = A u`, `w = 2 (p - (u^T p) u)`, then
 //!    `A <- A - u w^T - w u^T` on the trailing block, a vec4 of columns per thread (the rows
 //!    it streams are read across the threads); `u_k` replaces row k right of the diagonal,
-//!    the subdiagonal goes to `e`.
+//!    the subdiagonal goes to `e`. Within a launch the update's pass also computes the next
+//!    column's `p` (its reflector taken first from the updated row `k + 1`), so the block is
+//!    read once per column instead of twice.
 //! 2. `_ql`: the implicit QL iteration with Wilkinson-like shifts (EISPACK's tql2), in f64:
 //!    one thread chases each bulge through `d` and `e` in workgroup memory and records the
 //!    rotations, then every thread applies them to its vec4 of `Z`'s rows (`Z` by columns);
@@ -109,7 +111,9 @@ impl Dims {
     fn tri_step(self, k: u64) -> u64 {
         let r = self.n - 1 - k;
         let c = self.ld().div_ceil(self.wg);
-        2 * self.per_thread() * r + 3 * c + 2 * self.wg.ilog2() as u64 + 4
+        // The update's pass, the p pass (or, fused into the update's pass, the next column and
+        // its reflector: another tree), the column, u and w loops.
+        2 * self.per_thread() * r + 5 * c + 4 * self.wg.ilog2() as u64 + 8
     }
     /// The reduction's state (f32): the matrix, `e`, status.
     fn tri_stride(self) -> u64 {
@@ -270,9 +274,9 @@ pub fn plan(
         return Ok(None);
     };
     let s = Dims { n, wg };
-    // Workgroup memory: the reduction's u, w, (u, w) pairs and tree; QL's d, e and rotations
-    // (f64).
-    let bytes = (4 * (4 * s.ld() + wg)).max(ql_bytes(n, false));
+    // Workgroup memory: the reduction's u, w, (u, w) pairs, the next column's u and p, and
+    // tree; QL's d, e and rotations (f64).
+    let bytes = (4 * (6 * s.ld() + wg + 4)).max(ql_bytes(n, false));
     if bytes > target.max_workgroup_storage
         || batch > target.max_workgroups as u64 * target.max_workgroups as u64
     {
@@ -1058,6 +1062,27 @@ var<workgroup> ww: array<f32, $LD>;
 // (u_i, w_i) of the update, loaded together: llvmpipe loads a vector from one address for
 // little more than a scalar.
 var<workgroup> uw: array<vec2<f32>, $LD>;
+// The next column's reflector and p = A u of the updated matrix, computed as the update
+// passes over the matrix (the column's own pass over it would read the block once more).
+var<workgroup> un: array<f32, $LD>;
+var<workgroup> pn: array<f32, $LD>;
+
+// The reflector of a column whose first entry below the diagonal is x0 and whose squared norm
+// past it is tail: u = (x - alpha e_1) / |x - alpha e_1|, alpha = -sign(x0) |x|, as
+// (alpha, v0 = x0 - alpha, 1 / |x - alpha e_1|, live); none (u = 0) when the column is already
+// reduced (entries below 1e-18 of the scaled matrix count as zero).
+fn reflector(x0: f32, tail: f32) -> vec4<f32> {
+    let live = tail > 1e-36;
+    let root = sqrt(tail + x0 * x0);
+    let alpha = select(root, -root, x0 >= 0.0);
+    let v0 = x0 - alpha;
+    let vv = tail + v0 * v0;
+    var inv = 1.0 / sqrt(vv);
+    // A Newton step: GPUs may take square roots a few ULP off, and every reflection's
+    // error stays in the eigenvectors.
+    inv = inv * (1.5 - 0.5 * inv * inv * vv);
+    return vec4<f32>(alpha, v0, select(0.0, inv, live), select(0.0, 1.0, live));
+}
 
 @compute @workgroup_size($WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -1066,51 +1091,56 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (mat >= $Bu) { return; }
     let base = mat * $TSu;
     let b4 = base >> 2u;
-    for (var k = in0[0]; k < in0[1]; k = k + 1u) {
+    let first = in0[0];
+    let end = in0[1];
+    for (var k = first; k < end; k = k + 1u) {
         let r0 = k + 1u;
         let row = base + k * $LDu;
-        // Column k below the diagonal (row k right of it): its squared norm past the first.
-        var acc = 0.0;
-        for (var i = lid; i < $LDu; i = i + $WGu) {
-            var x = 0.0;
-            if (i >= r0 && i < $Nu) { x = out0[(row + i) >> 2u][(row + i) & 3u]; }
-            uu[i] = x;
-            if (i > r0) { acc = acc + x * x; }
-        }
-        red[lid] = acc;
-$TREE        let tail = red[0];
-        let x0 = uu[r0];
-        workgroupBarrier();
-        // u = (x - alpha e_1) / |x - alpha e_1|, alpha = -sign(x0) |x|; none (u = 0) when the
-        // column is already reduced (entries below 1e-18 of the scaled matrix count as zero).
-        let live = tail > 1e-36;
-        let root = sqrt(tail + x0 * x0);
-        let alpha = select(root, -root, x0 >= 0.0);
-        let v0 = x0 - alpha;
-        let vv = tail + v0 * v0;
-        var inv = 1.0 / sqrt(vv);
-        // A Newton step: GPUs may take square roots a few ULP off, and every reflection's
-        // error stays in the eigenvectors.
-        inv = inv * (1.5 - 0.5 * inv * inv * vv);
-        inv = select(0.0, inv, live);
-        for (var i = r0 + lid; i < $Nu; i = i + $WGu) {
-            let u = select(uu[i], v0, i == r0) * inv;
-            uu[i] = u;
-            out0[(row + i) >> 2u][(row + i) & 3u] = u;
-        }
-        if (lid == 0u) {
-            let ei = base + $SIZEu + k;
-            out0[ei >> 2u][ei & 3u] = select(x0, alpha, live);
+        let fused = k > first;
+        if (!fused) {
+            // Column k below the diagonal (row k right of it): its squared norm past the
+            // first.
+            var acc = 0.0;
+            for (var i = lid; i < $LDu; i = i + $WGu) {
+                var x = 0.0;
+                if (i >= r0 && i < $Nu) { x = out0[(row + i) >> 2u][(row + i) & 3u]; }
+                uu[i] = x;
+                if (i > r0) { acc = acc + x * x; }
+            }
+            red[lid] = acc;
+$TREE            let x0 = uu[r0];
+            let h = reflector(x0, red[0]);
+            workgroupBarrier();
+            for (var i = r0 + lid; i < $Nu; i = i + $WGu) {
+                let u = select(uu[i], h.y, i == r0) * h.z;
+                uu[i] = u;
+                out0[(row + i) >> 2u][(row + i) & 3u] = u;
+            }
+            if (lid == 0u) {
+                let ei = base + $SIZEu + k;
+                out0[ei >> 2u][ei & 3u] = select(x0, h.x, h.w > 0.0);
+            }
+        } else {
+            // The reflector and e[k] the last update's pass computed.
+            for (var i = lid; i < $LDu; i = i + $WGu) {
+                let u = un[i];
+                uu[i] = u;
+                if (i >= r0 && i < $Nu) { out0[(row + i) >> 2u][(row + i) & 3u] = u; }
+            }
         }
         workgroupBarrier();
         // p = A u on the trailing block (a vec4 of columns per thread), K = u^T p.
         var kp = 0.0;
         for (var j4 = (r0 >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
-            var p = vec4<f32>(0.0);
-            for (var i = r0; i < $Nu; i = i + 1u) {
-                p = p + out0[b4 + i * $N4u + j4] * uu[i];
-            }
             let j = 4u * j4;
+            var p = vec4<f32>(0.0);
+            if (fused) {
+                p = vec4<f32>(pn[j], pn[j + 1u], pn[j + 2u], pn[j + 3u]);
+            } else {
+                for (var i = r0; i < $Nu; i = i + 1u) {
+                    p = p + out0[b4 + i * $N4u + j4] * uu[i];
+                }
+            }
             kp = kp + dot(p, vec4<f32>(uu[j], uu[j + 1u], uu[j + 2u], uu[j + 3u]));
             ww[j] = p.x;
             ww[j + 1u] = p.y;
@@ -1126,14 +1156,60 @@ $TREE        let kk = red[0];
             uw[j] = vec2<f32>(uu[j], w);
         }
         workgroupBarrier();
-        for (var j4 = (r0 >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
-            let j = 4u * j4;
-            let u4 = vec4<f32>(uu[j], uu[j + 1u], uu[j + 2u], uu[j + 3u]);
-            let w4 = vec4<f32>(ww[j], ww[j + 1u], ww[j + 2u], ww[j + 3u]);
-            for (var i = r0; i < $Nu; i = i + 1u) {
-                let e = b4 + i * $N4u + j4;
-                let c = uw[i];
-                out0[e] = out0[e] - c.x * w4 - c.y * u4;
+        if (k + 1u < end) {
+            // The next column: row r0 of the updated block past the diagonal, as the pass
+            // below computes it, and its reflector, into un.
+            let c0 = uw[r0];
+            var acc = 0.0;
+            for (var j = lid; j < $LDu; j = j + $WGu) {
+                var x = 0.0;
+                if (j > r0 && j < $Nu) {
+                    x = out0[(row + $LDu + j) >> 2u][(row + $LDu + j) & 3u] - c0.x * ww[j] - c0.y * uu[j];
+                }
+                un[j] = x;
+                if (j > r0 + 1u) { acc = acc + x * x; }
+            }
+            red[lid] = acc;
+$TREE            let x0 = un[r0 + 1u];
+            let h = reflector(x0, red[0]);
+            workgroupBarrier();
+            for (var j = r0 + 1u + lid; j < $Nu; j = j + $WGu) {
+                un[j] = select(un[j], h.y, j == r0 + 1u) * h.z;
+            }
+            if (lid == 0u) {
+                let ei = base + $SIZEu + r0;
+                out0[ei >> 2u][ei & 3u] = select(x0, h.x, h.w > 0.0);
+            }
+            workgroupBarrier();
+            // The update, and p = A u of the updated block for the next column (its rows
+            // from r0 + 1; un is zero above).
+            for (var j4 = (r0 >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
+                let j = 4u * j4;
+                let u4 = vec4<f32>(uu[j], uu[j + 1u], uu[j + 2u], uu[j + 3u]);
+                let w4 = vec4<f32>(ww[j], ww[j + 1u], ww[j + 2u], ww[j + 3u]);
+                var p = vec4<f32>(0.0);
+                for (var i = r0; i < $Nu; i = i + 1u) {
+                    let e = b4 + i * $N4u + j4;
+                    let c = uw[i];
+                    let a = out0[e] - c.x * w4 - c.y * u4;
+                    out0[e] = a;
+                    p = p + a * un[i];
+                }
+                pn[j] = p.x;
+                pn[j + 1u] = p.y;
+                pn[j + 2u] = p.z;
+                pn[j + 3u] = p.w;
+            }
+        } else {
+            for (var j4 = (r0 >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
+                let j = 4u * j4;
+                let u4 = vec4<f32>(uu[j], uu[j + 1u], uu[j + 2u], uu[j + 3u]);
+                let w4 = vec4<f32>(ww[j], ww[j + 1u], ww[j + 2u], ww[j + 3u]);
+                for (var i = r0; i < $Nu; i = i + 1u) {
+                    let e = b4 + i * $N4u + j4;
+                    let c = uw[i];
+                    out0[e] = out0[e] - c.x * w4 - c.y * u4;
+                }
             }
         }
         storageBarrier();
