@@ -1039,7 +1039,35 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let mat = tid / $N4u;
     let sb = mat * $TSu;
     let zb = mat * ($SIZEu / 4u) + tid % $N4u;
-    for (var kk = in0[0]; kk > in0[1]; kk = kk - 1u) {
+    var kk = in0[0];
+    loop {
+        if (kk <= in0[1]) { break; }
+        if (kk >= in0[1] + 2u) {
+            // Two reflections in one pass over the columns: H_b H_a Z with a = kk - 1 first,
+            // b = kk - 2, is Z - u_a (2 u_a^T Z) - u_b 2 (u_b^T Z - (u_b . u_a) 2 u_a^T Z).
+            let a = kk - 1u;
+            let ua = sb + a * $LDu;
+            let ub = ua - $LDu;
+            var c = 0.0;
+            var da = vec4<f32>(0.0);
+            var db = in1[ub + a] * out0[zb + a * $N4u];
+            for (var i = a + 1u; i < $Nu; i = i + 1u) {
+                let z = out0[zb + i * $N4u];
+                let ra = in1[ua + i];
+                let rb = in1[ub + i];
+                c = c + rb * ra;
+                da = da + ra * z;
+                db = db + rb * z;
+            }
+            da = 2.0 * da;
+            db = 2.0 * (db - c * da);
+            out0[zb + a * $N4u] = out0[zb + a * $N4u] - in1[ub + a] * db;
+            for (var i = a + 1u; i < $Nu; i = i + 1u) {
+                out0[zb + i * $N4u] = out0[zb + i * $N4u] - in1[ua + i] * da - in1[ub + i] * db;
+            }
+            kk = kk - 2u;
+            continue;
+        }
         let k = kk - 1u;
         let ub = sb + k * $LDu;
         var dot = vec4<f32>(0.0);
@@ -1050,6 +1078,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var i = k + 1u; i < $Nu; i = i + 1u) {
             out0[zb + i * $N4u] = out0[zb + i * $N4u] - in1[ub + i] * dot;
         }
+        kk = k;
     }
 }
 "#;
