@@ -331,7 +331,11 @@ pub fn plan(
         let tree = tree_reduce(wg / 2, SUM, "        ");
         let body = fill(
             TRI_KERNEL,
-            &[cx.subs.clone(), vec![("$TREE", tree)]].concat(),
+            &[
+                cx.subs.clone(),
+                vec![("$TREE", tree), ("$REFLECTION", REFLECTION.to_string())],
+            ]
+            .concat(),
         );
         let mut tri_iters = 0;
         let mut k0 = 0;
@@ -775,7 +779,8 @@ pub(super) fn bidiag_stage(
         &BIDIAG_KERNEL
             .replace("$KEEPL\n", keep_left)
             .replace("$KEEPR\n", keep_right)
-            .replace("$KEEPSYNC\n", sync),
+            .replace("$KEEPSYNC\n", sync)
+            .replace("$REFLECTION", REFLECTION),
         &cx.subs,
     );
     kernels.push(workgroup_kernel(
@@ -798,19 +803,7 @@ const BIDIAG_KERNEL: &str = r#"var<workgroup> red: array<f32, $WG>;
 var<workgroup> cc: array<f32, $M>;
 var<workgroup> rr: array<vec4<f32>, $N4>;
 
-// The reflection of x = (x0, rest) with |rest|^2 = tail: (live, alpha, v0, 1 / |v|), v = x -
-// alpha e_1, alpha = -sign(x0) |x|; none when rest is zero (below 1e-18 of the scaled matrix).
-fn reflection(x0: f32, tail: f32) -> vec4<f32> {
-    let root = sqrt(tail + x0 * x0);
-    let alpha = select(root, -root, x0 >= 0.0);
-    let v0 = x0 - alpha;
-    let vv = tail + v0 * v0;
-    var inv = 1.0 / sqrt(vv);
-    inv = inv * (1.5 - 0.5 * inv * inv * vv);
-    let live = tail > 1e-36;
-    return vec4<f32>(select(x0, alpha, live), v0, select(0.0, inv, live), 0.0);
-}
-
+$REFLECTION
 @compute @workgroup_size($WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     $RZ = nwg.z >> 16u;
@@ -1085,6 +1078,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
 /// The reduction kernel (see the module comment): `out0` the state by vec4s (its scalars
 /// read as components), `in0` the first and end column.
+/// The reduction kernels' reflection of x = (x0, rest) with |rest|^2 = tail, as (the entry
+/// left on the diagonal side, v0, 1 / |v|, unused): v = x - alpha e_1, alpha = -sign(x0) |x|,
+/// u = v / |v|; none (u = 0, x0 left) when rest is zero (below 1e-18 of the scaled matrix).
+const REFLECTION: &str = r#"fn reflection(x0: f32, tail: f32) -> vec4<f32> {
+    let root = sqrt(tail + x0 * x0);
+    let alpha = select(root, -root, x0 >= 0.0);
+    let v0 = x0 - alpha;
+    let vv = tail + v0 * v0;
+    var inv = 1.0 / sqrt(vv);
+    // A Newton step: GPUs may take square roots a few ULP off, and every reflection's
+    // error stays in the vectors.
+    inv = inv * (1.5 - 0.5 * inv * inv * vv);
+    let live = tail > 1e-36;
+    return vec4<f32>(select(x0, alpha, live), v0, select(0.0, inv, live), 0.0);
+}
+"#;
+
 const TRI_KERNEL: &str = r#"var<workgroup> red: array<f32, $WG>;
 var<workgroup> uu: array<f32, $LD>;
 var<workgroup> ww: array<f32, $LD>;
@@ -1096,23 +1106,7 @@ var<workgroup> uw: array<vec2<f32>, $LD>;
 var<workgroup> un: array<f32, $LD>;
 var<workgroup> pn: array<f32, $LD>;
 
-// The reflector of a column whose first entry below the diagonal is x0 and whose squared norm
-// past it is tail: u = (x - alpha e_1) / |x - alpha e_1|, alpha = -sign(x0) |x|, as
-// (alpha, v0 = x0 - alpha, 1 / |x - alpha e_1|, live); none (u = 0) when the column is already
-// reduced (entries below 1e-18 of the scaled matrix count as zero).
-fn reflector(x0: f32, tail: f32) -> vec4<f32> {
-    let live = tail > 1e-36;
-    let root = sqrt(tail + x0 * x0);
-    let alpha = select(root, -root, x0 >= 0.0);
-    let v0 = x0 - alpha;
-    let vv = tail + v0 * v0;
-    var inv = 1.0 / sqrt(vv);
-    // A Newton step: GPUs may take square roots a few ULP off, and every reflection's
-    // error stays in the eigenvectors.
-    inv = inv * (1.5 - 0.5 * inv * inv * vv);
-    return vec4<f32>(alpha, v0, select(0.0, inv, live), select(0.0, 1.0, live));
-}
-
+$REFLECTION
 @compute @workgroup_size($WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     $RZ = nwg.z >> 16u;
@@ -1138,7 +1132,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
             red[lid] = acc;
 $TREE            let x0 = uu[r0];
-            let h = reflector(x0, red[0]);
+            let h = reflection(x0, red[0]);
             workgroupBarrier();
             for (var i = r0 + lid; i < $Nu; i = i + $WGu) {
                 let u = select(uu[i], h.y, i == r0) * h.z;
@@ -1147,7 +1141,7 @@ $TREE            let x0 = uu[r0];
             }
             if (lid == 0u) {
                 let ei = base + $SIZEu + k;
-                out0[ei >> 2u][ei & 3u] = select(x0, h.x, h.w > 0.0);
+                out0[ei >> 2u][ei & 3u] = h.x;
             }
         } else {
             // The reflector and e[k] the last update's pass computed.
@@ -1200,14 +1194,14 @@ $TREE        let kk = red[0];
             }
             red[lid] = acc;
 $TREE            let x0 = un[r0 + 1u];
-            let h = reflector(x0, red[0]);
+            let h = reflection(x0, red[0]);
             workgroupBarrier();
             for (var j = r0 + 1u + lid; j < $Nu; j = j + $WGu) {
                 un[j] = select(un[j], h.y, j == r0 + 1u) * h.z;
             }
             if (lid == 0u) {
                 let ei = base + $SIZEu + r0;
-                out0[ei >> 2u][ei & 3u] = select(x0, h.x, h.w > 0.0);
+                out0[ei >> 2u][ei & 3u] = h.x;
             }
             workgroupBarrier();
             // The update, and p = A u of the updated block for the next column (its rows
