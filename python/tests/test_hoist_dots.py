@@ -44,7 +44,10 @@ def test_input_projection(gpu, reverse):
 
         return lax.scan(cell, h0, xs, reverse=reverse)
 
-    compare(gpu, f, XS, W, U, H0)
+    # The per-step outputs are sums of 32 tanh values (up to ~10) after up to 40 steps of the
+    # recurrence: on an H200 one of the 640 sums was 3.9e-5 off (at 0.249, from terms of
+    # magnitude ~1), within the rounding of 32-term f32 sums, over the default 2e-5.
+    compare(gpu, f, XS, W, U, H0, tol=1e-4)
 
 
 def test_slice_on_the_right(gpu):
