@@ -27,17 +27,18 @@
 use super::jacobi::{binding, check_results, params, rank_loop};
 use super::tridiagonal::{
     bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, budget, fill, ql_step, svd_operand,
-    Ctx, SvdOperand, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS,
+    Ctx, MinN, SvdOperand, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS,
 };
 use super::{temp, Launch, Plan};
 use crate::codegen::loop_kernel::Target;
 use crate::error::Result;
 use crate::ir::{ElementType, Function, Operation, TensorType};
 
-/// Smallest n this route takes by default on CPU adapters: below it the Jacobi kernels are
-/// as fast (llvmpipe, 48x48: 1.9 against 2.2 ms), past it slower (64x64: 13.1 against
-/// 4.0 ms; 128x128: 58 against 21 ms; 256x256: 488 against 124 ms).
-const CPU_MIN_N: u64 = 49;
+/// Smallest n this route takes by default. CPU adapters: below 49 the Jacobi kernels are as
+/// fast (llvmpipe, 48x48: 1.9 against 2.2 ms), past it slower (64x64: 13.1 against 4.0 ms;
+/// 128x128: 58 against 21 ms; 256x256: 488 against 124 ms). GPUs (NVIDIA H200, 2026-11-30):
+/// Jacobi 9.0 / 68.6 / 638 ms at 128 / 256 / 512 against 17.2 / 68.1 / 313 ms here.
+const MIN_N: MinN = MinN { cpu: 49, gpu: 256 };
 
 /// Threads per workgroup of the back-transformations (several workgroups per matrix).
 const BACK_WG: u64 = 16;
@@ -60,7 +61,7 @@ pub fn plan(
         m,
         n,
         batch,
-    }) = svd_operand(f, op, 3, CPU_MIN_N, target, fallback)?
+    }) = svd_operand(f, op, 3, MIN_N, target, fallback)?
     else {
         return Ok(None);
     };

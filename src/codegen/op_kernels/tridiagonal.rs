@@ -54,32 +54,47 @@ pub(super) const PLANNED_ITERATIONS: u64 = 4;
 /// Threads per workgroup of the back-transformation (several workgroups per matrix).
 const BACK_WG: u64 = 16;
 
-/// Smallest n the tridiagonal route takes by default on CPU adapters: up to 64 columns the
+/// Smallest n the tridiagonal route takes by default: on CPU adapters up to 64 columns the
 /// block-Jacobi kernels are faster (llvmpipe, 64x64: 4.1 against 11.8 ms), past them slower
-/// (96x96: 106 against 31 ms).
-const CPU_MIN_N: u64 = 65;
+/// (96x96: 106 against 31 ms). On GPUs (NVIDIA H200, 2026-11-30) Jacobi eigh ran 22 / 156 /
+/// 1312 ms at 128 / 256 / 512 against 10.9 / 40.9 / 178 ms here, residuals 4-7x larger.
+const EIGH_MIN_N: MinN = MinN { cpu: 65, gpu: 96 };
+
+/// Values-only svd: on CPU adapters as eigh; on GPUs the Jacobi kernels stay faster (H200,
+/// 128 / 256 / 512: 6.4 / 48 / 410 ms against 33.6 / 132 / 541 ms here).
+const SVD_VALUES_MIN_N: MinN = MinN {
+    cpu: 65,
+    gpu: u64::MAX,
+};
+
+/// Smallest n a route of this module or of `bidiagonal` takes by default, by adapter class.
+#[derive(Clone, Copy)]
+pub(super) struct MinN {
+    pub cpu: u64,
+    pub gpu: u64,
+}
 
 /// Loop iterations one invocation may run per launch.
 pub(super) fn budget(target: Target) -> u64 {
     (target.max_invocation_iterations / 2).max(1)
 }
 
-/// Whether eigh (`var` = `WGPU_HLO_EIGH_TRIDIAGONAL`) or values-only svd
-/// (`WGPU_HLO_SVD_BIDIAGONAL`) of `n`-column matrices takes the route of this module (which
-/// needs f64 for the QL iteration): `var=0` never, `=1` always (where its steps fit the loop
-/// budget and workgroup memory), otherwise on CPU adapters from [`CPU_MIN_N`], and on any
-/// adapter where the Jacobi kernels cannot take the matrix (`fallback`).
-pub(super) fn chosen(var: &str, n: u64, target: Target, fallback: bool) -> bool {
-    chosen_from(var, n, CPU_MIN_N, target, fallback)
-}
-
-/// [`chosen`] with `min_n` in place of [`CPU_MIN_N`].
-pub(super) fn chosen_from(var: &str, n: u64, min_n: u64, target: Target, fallback: bool) -> bool {
+/// Whether eigh (`var` = `WGPU_HLO_EIGH_TRIDIAGONAL`) or svd (`WGPU_HLO_SVD_BIDIAGONAL`) of
+/// `n`-column matrices takes the route of this module or of `bidiagonal` (which need f64 for
+/// the QL/QR iterations): `var=0` never, `=1` always (where its steps fit the loop budget and
+/// workgroup memory), otherwise from `min_n` columns (by adapter class) and on any adapter
+/// where the Jacobi kernels cannot take the matrix (`fallback`).
+pub(super) fn chosen(var: &str, n: u64, min_n: MinN, target: Target, fallback: bool) -> bool {
+    let min_n = if target.cpu_adapter {
+        min_n.cpu
+    } else {
+        min_n.gpu
+    };
     target.caps.f64
         && match std::env::var(var).as_deref() {
             Ok("0") => false,
             Ok("1") => true,
-            _ => fallback || (target.cpu_adapter && n >= min_n),
+            _ => fallback || n >= min_n,
         }
 }
 
@@ -255,7 +270,7 @@ pub fn plan(
     let what = format!("custom_call @{EIGH_TARGET}");
     let (a, at, m, n) = matrix_operand(f, op, &what)?;
     let d = at.dims();
-    if m != n || n == 0 || !chosen("WGPU_HLO_EIGH_TRIDIAGONAL", n, target, fallback) {
+    if m != n || n == 0 || !chosen("WGPU_HLO_EIGH_TRIDIAGONAL", n, EIGH_MIN_N, target, fallback) {
         return Ok(None);
     }
     let batch = at.num_elements() as u64 / (n * n);
@@ -513,12 +528,12 @@ pub(super) struct SvdOperand {
 }
 
 /// The operand of `op` when a bidiagonal plan with `results` results takes it: f32, `m >=
-/// n >= 2`, the route chosen ([`chosen_from`] with `min_n`); else `None`.
+/// n >= 2`, the route chosen ([`chosen`] with `min_n`); else `None`.
 pub(super) fn svd_operand(
     f: &Function,
     op: &Operation,
     results: usize,
-    min_n: u64,
+    min_n: MinN,
     target: Target,
     fallback: bool,
 ) -> Result<Option<SvdOperand>> {
@@ -527,7 +542,7 @@ pub(super) fn svd_operand(
     if op.results.len() != results
         || m < n
         || n < 2
-        || !chosen_from("WGPU_HLO_SVD_BIDIAGONAL", n, min_n, target, fallback)
+        || !chosen("WGPU_HLO_SVD_BIDIAGONAL", n, min_n, target, fallback)
     {
         return Ok(None);
     }
@@ -586,7 +601,7 @@ pub fn plan_svd_values(
         m,
         n,
         batch,
-    }) = svd_operand(f, op, 1, CPU_MIN_N, target, fallback)?
+    }) = svd_operand(f, op, 1, SVD_VALUES_MIN_N, target, fallback)?
     else {
         return Ok(None);
     };
