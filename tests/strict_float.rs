@@ -1,6 +1,7 @@
-//! `WGPU_HLO_STRICT_FLOAT=1`: kernels translated by naga here, every float operation
-//! decorated NoContraction and passed through to the driver (`runtime::strict_float`). On a
-//! Vulkan adapter (lavapipe on CI) the path must be taken and give the numbers the WGSL path
+//! Strict float kernels (`runtime::strict_float`; the default on GPU adapters,
+//! `WGPU_HLO_STRICT_FLOAT=1` on any): translated by naga here, every float operation decorated
+//! NoContraction and passed through to the driver. On a Vulkan adapter (lavapipe on CI) the
+//! path must be taken when asked for, be left when `=0`, and give the numbers the WGSL path
 //! gives.
 
 use wgpu_hlo::compile::{compile, CompileOptions};
@@ -38,10 +39,20 @@ fn run(dev: &std::sync::Arc<Device>) -> Vec<Vec<u8>> {
 
 #[test]
 fn strict_kernels_run_and_agree() {
+    std::env::set_var("WGPU_HLO_STRICT_FLOAT", "0");
     let plain = Device::open().expect("a wgpu adapter");
+    std::env::remove_var("WGPU_HLO_STRICT_FLOAT");
     let want = run(&plain);
     assert!(!plain.strict_float());
     drop(plain);
+    // Unset: on by default on GPU adapters that pass SPIR-V through, off on CPU adapters.
+    let default = Device::open().expect("a wgpu adapter");
+    if default.info().device_type == "Cpu" {
+        assert!(!default.strict_float(), "{}", default.info());
+    } else if default.info().backend == "Vulkan" {
+        assert!(default.strict_float(), "{}", default.info());
+    }
+    drop(default);
     std::env::set_var("WGPU_HLO_STRICT_FLOAT", "1");
     let strict = Device::open().expect("a wgpu adapter");
     std::env::remove_var("WGPU_HLO_STRICT_FLOAT");

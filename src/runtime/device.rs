@@ -229,8 +229,8 @@ pub struct Device {
     input_textures: Mutex<HashMap<(u32, u32, usize), Weak<InputTexture>>>,
     /// The driver's pipeline cache, kept on disk (Vulkan only).
     disk_cache: Option<DiskPipelineCache>,
-    /// Kernels go through `strict_float` (`WGPU_HLO_STRICT_FLOAT=1` on an adapter that
-    /// passes SPIR-V through).
+    /// Kernels go through `strict_float` (by default on GPU adapters, `WGPU_HLO_STRICT_FLOAT=1`
+    /// on any, where the adapter passes SPIR-V through).
     strict_float: bool,
     /// Bind groups by layout and bound buffer ranges (see `BindGroupCache`).
     bind_groups: Mutex<BindGroupCache>,
@@ -489,7 +489,8 @@ impl Device {
         if dir.is_some() && wgpu::util::pipeline_cache_key(&adapter_info).is_some() {
             wanted |= wgpu::Features::PIPELINE_CACHE;
         }
-        let strict_asked = super::strict_float::requested();
+        let strict_env = super::strict_float::requested();
+        let strict_asked = strict_env.unwrap_or(adapter_info.device_type != wgpu::DeviceType::Cpu);
         if strict_asked && adapter_info.backend == wgpu::Backend::Vulkan {
             wanted |= wgpu::Features::PASSTHROUGH_SHADERS;
         }
@@ -541,7 +542,7 @@ impl Device {
             _ => None,
         };
         let strict_float = strict_asked && features.contains(wgpu::Features::PASSTHROUGH_SHADERS);
-        if strict_asked && !strict_float {
+        if strict_env == Some(true) && !strict_float {
             log::warn!("WGPU_HLO_STRICT_FLOAT: {info} cannot pass SPIR-V through; kernels stay as they are");
         }
         let poller = Poller::start(
@@ -595,8 +596,9 @@ impl Device {
         self.caps
     }
 
-    /// True when kernels pass through `strict_float` (`WGPU_HLO_STRICT_FLOAT=1` on an
-    /// adapter that takes SPIR-V as given): every float operation decorated NoContraction.
+    /// True when kernels pass through `strict_float` (GPU adapters by default,
+    /// `WGPU_HLO_STRICT_FLOAT=1` on any, where the adapter takes SPIR-V as given): every float
+    /// operation decorated NoContraction.
     pub fn strict_float(&self) -> bool {
         self.strict_float
     }
