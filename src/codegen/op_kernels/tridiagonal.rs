@@ -56,9 +56,11 @@ const BACK_WG: u64 = 16;
 
 /// Smallest n the tridiagonal route takes by default: on CPU adapters up to 64 columns the
 /// block-Jacobi kernels are faster (llvmpipe, 64x64: 4.1 against 11.8 ms), past them slower
-/// (96x96: 106 against 31 ms). On GPUs (NVIDIA H200, 2026-11-30) Jacobi eigh ran 22 / 156 /
-/// 1312 ms at 128 / 256 / 512 against 10.9 / 40.9 / 178 ms here, residuals 4-7x larger.
-const EIGH_MIN_N: MinN = MinN { cpu: 65, gpu: 96 };
+/// (96x96: 106 against 31 ms). On GPUs (NVIDIA H200, 2026-11-30) Jacobi eigh ran 4.1 / 22 /
+/// 65 / 156 / 508 / 1312 ms at 96 / 128 / 192 / 256 / 384 / 512 against 6.8 / 10.9 / 23 / 41 /
+/// 96 / 178 ms here, with residuals 4-7x larger. Jacobi's fast case ends where its matrix no
+/// longer fits in 48 KiB of workgroup memory (110 columns), hence 112.
+const EIGH_MIN_N: MinN = MinN { cpu: 65, gpu: 112 };
 
 /// Values-only svd: on CPU adapters as eigh; on GPUs the Jacobi kernels stay faster (H200,
 /// 128 / 256 / 512: 6.4 / 48 / 410 ms against 33.6 / 132 / 541 ms here).
