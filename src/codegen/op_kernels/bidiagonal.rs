@@ -1,7 +1,7 @@
-//! Full singular value decompositions (`custom_call @wgpu_hlo.svd` with U and V) by reduction
-//! to bidiagonal form and the implicitly shifted QR iteration on the bidiagonal (Golub and
-//! Reinsch; LAPACK's `sgebrd`, `sbdsqr`, `sormbr`), f32, batched, on the device, instead of
-//! one-sided Jacobi sweeps. Jacobi costs about ten sweeps of `m n^2` work, each a chain of
+//! Singular value decompositions (`custom_call @wgpu_hlo.svd`, with U and V: [`plan`]; the
+//! values alone: [`plan_values`]) by reduction to bidiagonal form and the implicitly shifted
+//! QR iteration on the bidiagonal (Golub and Reinsch; LAPACK's `sgebrd`, `sbdsqr`, `sormbr`),
+//! f32, batched, on the device, instead of one-sided Jacobi sweeps. Jacobi costs about ten sweeps of `m n^2` work, each a chain of
 //! `n - 1` barrier-separated rounds in one workgroup; this costs one `m n^2` reduction, a QR
 //! iteration whose chains are short scalar loops, and two back-transformations.
 //!
@@ -16,7 +16,9 @@
 //!    recorded rotations to its vec4 of rows of `U_B` or `V_B` (by columns; where workgroup
 //!    memory holds two sets of rotations, two sweeps' chains in one pass): half the
 //!    workgroups of a matrix hold rows of `V_B`, half rows of `U_B`, and all repeat the cheap
-//!    scalar chase. Launches resume where the last one stopped (`d`, `e` and the status
+//!    scalar chase. For the values alone one workgroup per matrix chases, with no vectors
+//!    (llvmpipe, 256x256: 5.2 ms, where the QL iteration on the `2n x 2n` Golub-Kahan
+//!    tridiagonal this replaced took 24.3). Launches resume where the last one stopped (`d`, `e` and the status
 //!    alternate between two copies); a matrix with a singular value that needs more than 30
 //!    sweeps, or that is not done after the last launch, gets NaN results.
 //! 3. `_values` ranks `|d|` (descending) and writes `s = |d| / g`; `_u`, `_v` write the
@@ -30,6 +32,8 @@ use super::tridiagonal::{
     Ctx, MinN, SvdOperand, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS,
 };
 use super::{temp, Launch, Plan};
+use crate::codegen::expr::Binding;
+use crate::codegen::kernel;
 use crate::codegen::loop_kernel::Target;
 use crate::error::Result;
 use crate::ir::{ElementType, Function, Operation, TensorType};
@@ -39,6 +43,14 @@ use crate::ir::{ElementType, Function, Operation, TensorType};
 /// 128x128: 58 against 21 ms; 256x256: 488 against 124 ms). GPUs (NVIDIA H200, 2026-11-30):
 /// Jacobi 9.0 / 68.6 / 638 ms at 128 / 256 / 512 against 17.2 / 68.1 / 313 ms here.
 const MIN_N: MinN = MinN { cpu: 49, gpu: 256 };
+
+/// Smallest n [`plan_values`] takes by default. On GPUs the Jacobi kernels (H200, 2026-11-30:
+/// 6.4 / 48 / 410 ms at 128 / 256 / 512) were faster than the QL route on the Golub-Kahan
+/// tridiagonal this replaced (33.6 / 132 / 541 ms); this route is not yet measured there.
+const VALUES_MIN_N: MinN = MinN {
+    cpu: 65,
+    gpu: u64::MAX,
+};
 
 /// Threads per workgroup of the back-transformations (several workgroups per matrix).
 const BACK_WG: u64 = 16;
@@ -68,7 +80,7 @@ pub fn plan(
     let d = at.dims();
     let r = d.len();
     let budget = budget(target);
-    let step = ql_step(n, true);
+    let step = ql_step(n);
     let Some(wg) = bidiag_workgroup(m, n, target, budget, step + 1) else {
         return Ok(None);
     };
@@ -96,12 +108,6 @@ pub fn plan(
     let zs = n * ld;
     let slot = 2 * ld + QL_STATUS;
     let q_stride = 2 * zs + 2 * slot;
-    // Workgroups per matrix and vec4s of rows per workgroup (a power of two) of the QR kernel.
-    // Each workgroup repeats the scalar chase: on CPU adapters as few as keep both halves
-    // busy (llvmpipe, 256x256: 73 ms in 8 workgroups of 16 rows, 52 ms in 2 of 64).
-    let rows = if target.cpu_adapter { 64 } else { 16 };
-    let rows = rows.min(n4.next_power_of_two()).max(8);
-    let groups = n4.div_ceil(rows);
     let bi_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
     let qr_t = TensorType::new(vec![(batch * q_stride) as i64], ElementType::F64);
     let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
@@ -135,72 +141,23 @@ pub fn plan(
         &mut launches,
     )?;
 
-    // The QR state: U_B = V_B = I, d, e (e[i] = B[i-1, i], e[0] = 0), the status and the
-    // tolerance (1e-14 of max |d_i| + |e_i|, which bounds |B|) in the first copy.
-    kernels.push(cx.threaded(
-        "qr_init",
-        "the bidiagonal QR state (U_B = V_B = I, d, e, status, tolerance; f64)",
-        vec![bi.clone()],
-        vec![qr.clone()],
-        "    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu + $SIZEu;\n    var x = 0.0lf;\n    if (e < 2u * $ZSu) {\n        let z = e % $ZSu;\n        x = select(0.0lf, 1.0lf, z / $LDu == z % $LDu);\n    } else if (e < 2u * $ZSu + $SLOTu) {\n        let j = e - 2u * $ZSu;\n        if (j < $Nu) {\n            x = f64(in0[sb + j]);\n        } else if (j >= $LDu && j < $LDu + $Nu && j > $LDu) {\n            x = f64(in0[sb + j - 1u]);\n        } else if (j == 2u * $LDu) {\n            x = f64($Nu);\n        } else if (j == 2u * $LDu + 3u) {\n            var top = 0.0;\n            for (var i = 0u; i < $Nu; i = i + 1u) {\n                var t = abs(in0[sb + i]);\n                if (i > 0u) { t = t + abs(in0[sb + $LDu + i - 1u]); }\n                top = max(top, t);\n            }\n            x = 1e-14lf * f64(top);\n        }\n    }\n    out0[tid] = x;\n",
-        batch * q_stride,
-        n,
-    )?);
-    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
-
-    let iters = budget.min(step * (n + 1));
-    // Two sweeps' rotations per pass over U_B and V_B where both sets fit workgroup memory
-    // (`WGPU_HLO_TWO_CHAINS=0`: one).
-    let two = qr_bytes(n, true) <= target.max_workgroup_storage
-        && !crate::fusion::switched_off("WGPU_HLO_TWO_CHAINS");
-    kernels.push(super::jacobi::workgroup_kernel(
-        &format!("{name}_qr"),
-        &format!("kernel {name}_qr: implicitly shifted QR sweeps (f64; parameter: the launch's index) on the bidiagonal matrices of {desc}, resumed where the last launch stopped, {g2} workgroups per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}", g2 = 2 * groups),
-        vec![params()],
-        vec![qr.clone()],
-        &fill(
-            QR_KERNEL,
-            &[
-                cx.subs.clone(),
-                vec![
-                    ("$G", groups.to_string()),
-                    ("$R", rows.to_string()),
-                    ("$STEP", step.to_string()),
-                    ("$BUDGET", budget.to_string()),
-                    ("$MAXIT", MAX_ITERATIONS.to_string()),
-                ],
-                two_chains(two),
-            ]
-            .concat(),
-        ),
-        batch * 2 * groups,
-        iters,
-        true,
-        target,
-    )?);
-    // Room for PLANNED_ITERATIONS sweeps per singular value, each over the rest of the matrix.
-    let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
-    let count = (rotations * 3).div_ceil(budget - step) + 1;
-    let k_qr = kernels.len() - 1;
-    for i in 0..count {
-        launches.push(Launch::updating(k_qr, vec![i as u32, 0], 1));
-    }
-    let last = 2 * zs + (count % 2) * slot;
+    let last = qr_stage(
+        &Qr {
+            cx: &cx,
+            bi: &bi,
+            qr: &qr,
+            batch,
+            n,
+            zs,
+            slot,
+            budget,
+            step,
+        },
+        (binding(op.results[0], &res[0]), &ranks),
+        &mut kernels,
+        &mut launches,
+    )?;
     let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2);
-
-    kernels.push(cx.threaded(
-        "values",
-        "singular values, descending, and their ranks",
-        vec![qr.clone(), bi.clone()],
-        vec![binding(op.results[0], &res[0]), ranks.clone()],
-        &format!(
-            "    let mat = tid / $Nu;\n    let i = tid % $Nu;\n    let qb = mat * $QSu;\n    let g = in1[mat * $TSu + $SIZEu + 2u * $LDu];\n{rank}    out0[mat * $Nu + rank] = select(bitcast<f32>(0x7fc00000u), ki / g, {ok});\n    out1[tid] = rank;\n",
-            rank = rank_loop(n, &format!("f32(abs(in0[qb + {last}u + i]))"), &format!("f32(abs(in0[qb + {last}u + j]))"), false),
-        ),
-        batch * n,
-        n,
-    )?);
-    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
     // U_B's and V_B's columns in the order of the singular values, row-major (rows padded to
     // LD, U_B's below n zero).
     for (kname, rows_of, z, out, sign) in [
@@ -303,6 +260,238 @@ pub fn plan(
         temps: vec![bi_t, qr_t, rank_t, uz_t, vz_t],
         launches,
     }))
+}
+
+/// The plan for `custom_call @wgpu_hlo.svd` without U and V (`a: [..., m, n]`, `m >= n` ->
+/// `s: [..., n]`): the bidiagonal reduction, then the QR sweeps' chase alone.
+pub fn plan_values(
+    name: &str,
+    f: &Function,
+    op: &Operation,
+    target: Target,
+    fallback: bool,
+) -> Result<Option<Plan>> {
+    let Some(SvdOperand {
+        what,
+        a,
+        at,
+        m,
+        n,
+        batch,
+    }) = svd_operand(f, op, 1, VALUES_MIN_N, target, fallback)?
+    else {
+        return Ok(None);
+    };
+    let d = at.dims();
+    let budget = budget(target);
+    let step = ql_step(n);
+    let Some(wg) = bidiag_workgroup(m, n, target, budget, step + 1) else {
+        return Ok(None);
+    };
+    let ld = 4 * n.div_ceil(4);
+    let bytes = (4 * (m + ld + wg)).max(qr_bytes(n, false));
+    if bytes > target.max_workgroup_storage
+        || batch > target.max_workgroups as u64 * target.max_workgroups as u64
+    {
+        return Ok(None);
+    }
+    let mut want = d[..d.len() - 2].to_vec();
+    want.push(n as usize);
+    let res = check_results(f, op, &[want], &what)?;
+    let desc = format!("{batch} {m}x{n} f32 matrices");
+    let stride = bidiag_stride(m, n);
+    let slot = 2 * ld + QL_STATUS;
+    let q_stride = 2 * slot;
+    let bi_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
+    let qr_t = TensorType::new(vec![(batch * q_stride) as i64], ElementType::F64);
+    let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
+    let bi = binding(temp(0), &bi_t);
+    let qr = binding(temp(1), &qr_t);
+    let ranks = binding(temp(2), &rank_t);
+    let cx = Ctx {
+        name,
+        desc: &desc,
+        what: &what,
+        subs: [
+            bidiag_subs((batch, m, n, wg), q_stride),
+            vec![("$ZS", "0".into()), ("$SLOT", slot.to_string())],
+        ]
+        .concat(),
+        target,
+    };
+    let mut kernels = Vec::new();
+    let mut launches = Vec::new();
+    bidiag_stage(
+        &cx,
+        (a, &at),
+        &bi,
+        (batch, m, n, wg),
+        false,
+        &mut kernels,
+        &mut launches,
+    )?;
+    qr_stage(
+        &Qr {
+            cx: &cx,
+            bi: &bi,
+            qr: &qr,
+            batch,
+            n,
+            zs: 0,
+            slot,
+            budget,
+            step,
+        },
+        (binding(op.results[0], &res[0]), &ranks),
+        &mut kernels,
+        &mut launches,
+    )?;
+    Ok(Some(Plan {
+        kernels,
+        temps: vec![bi_t, qr_t, rank_t],
+        launches,
+    }))
+}
+
+/// What [`qr_stage`] works on: the reduction's state `bi`, the QR state `qr` (per matrix:
+/// U_B and V_B by columns, `zs` words each, none without vectors; then two copies of d, e and
+/// the status, `slot` words each), the loop budget and the worst case of one QR sweep.
+struct Qr<'a> {
+    cx: &'a Ctx<'a>,
+    bi: &'a Binding,
+    qr: &'a Binding,
+    batch: u64,
+    n: u64,
+    zs: u64,
+    slot: u64,
+    budget: u64,
+    step: u64,
+}
+
+/// The QR sweeps on the bidiagonal matrices in `q.bi`: the state's initialization, the QR
+/// kernel and its launches (rotating U_B and V_B where `q.zs > 0`, else the chase alone), and
+/// the kernel writing the singular values, descending, to `out.0` and their ranks to `out.1`.
+/// Returns the offset of the copy of d, e and status the last launch wrote.
+fn qr_stage(
+    q: &Qr,
+    out: (Binding, &Binding),
+    kernels: &mut Vec<kernel::Kernel>,
+    launches: &mut Vec<Launch>,
+) -> Result<u64> {
+    let Qr {
+        cx,
+        bi,
+        qr,
+        batch,
+        n,
+        zs,
+        slot,
+        budget,
+        step,
+    } = *q;
+    let (name, desc, what, target) = (cx.name, cx.desc, cx.what, cx.target);
+    let n4 = n.div_ceil(4);
+    let ld = 4 * n4;
+    let vectors = zs > 0;
+    // The QR state: U_B = V_B = I, d, e (e[i] = B[i-1, i], e[0] = 0), the status and the
+    // tolerance (1e-14 of max |d_i| + |e_i|, which bounds |B|) in the first copy.
+    let identity = if vectors {
+        "    if (e < 2u * $ZSu) {\n        let z = e % $ZSu;\n        x = select(0.0lf, 1.0lf, z / $LDu == z % $LDu);\n    } else "
+    } else {
+        "    "
+    };
+    kernels.push(cx.threaded(
+        "qr_init",
+        if vectors {
+            "the bidiagonal QR state (U_B = V_B = I, d, e, status, tolerance; f64)"
+        } else {
+            "the bidiagonal QR state (d, e, status, tolerance; f64)"
+        },
+        vec![bi.clone()],
+        vec![qr.clone()],
+        &format!("    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu + $SIZEu;\n    var x = 0.0lf;\n{identity}if (e < 2u * $ZSu + $SLOTu) {{\n        let j = e - 2u * $ZSu;\n        if (j < $Nu) {{\n            x = f64(in0[sb + j]);\n        }} else if (j >= $LDu && j < $LDu + $Nu && j > $LDu) {{\n            x = f64(in0[sb + j - 1u]);\n        }} else if (j == 2u * $LDu) {{\n            x = f64($Nu);\n        }} else if (j == 2u * $LDu + 3u) {{\n            var top = 0.0;\n            for (var i = 0u; i < $Nu; i = i + 1u) {{\n                var t = abs(in0[sb + i]);\n                if (i > 0u) {{ t = t + abs(in0[sb + $LDu + i - 1u]); }}\n                top = max(top, t);\n            }}\n            x = 1e-14lf * f64(top);\n        }}\n    }}\n    out0[tid] = x;\n"),
+        batch * (2 * zs + 2 * slot),
+        n,
+    )?);
+    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+
+    // Workgroups per matrix and vec4s of rows per workgroup (a power of two) of the QR kernel.
+    // Each workgroup repeats the scalar chase: on CPU adapters as few as keep both halves
+    // busy (llvmpipe, 256x256: 73 ms in 8 workgroups of 16 rows, 52 ms in 2 of 64). Without
+    // vectors one workgroup (of 8: only its first thread works).
+    let rows = if target.cpu_adapter { 64 } else { 16 };
+    let rows = if vectors {
+        rows.min(n4.next_power_of_two()).max(8)
+    } else {
+        8
+    };
+    let groups = n4.div_ceil(rows);
+    let parts = if vectors { 2 * groups } else { 1 };
+    let iters = budget.min(step * (n + 1));
+    // Two sweeps' rotations per pass over U_B and V_B where both sets fit workgroup memory
+    // (`WGPU_HLO_TWO_CHAINS=0`: one).
+    let two = vectors
+        && qr_bytes(n, true) <= target.max_workgroup_storage
+        && !crate::fusion::switched_off("WGPU_HLO_TWO_CHAINS");
+    let mut chains = two_chains(two);
+    if !vectors {
+        for (k, v) in chains.iter_mut() {
+            if *k == "$STORE_ROT" {
+                v.clear();
+            }
+        }
+    }
+    kernels.push(super::jacobi::workgroup_kernel(
+        &format!("{name}_qr"),
+        &format!("kernel {name}_qr: implicitly shifted QR sweeps (f64; parameter: the launch's index) on the bidiagonal matrices of {desc}, resumed where the last launch stopped, {parts} workgroups per matrix{}\nloop iterations per invocation: at most {iters}\nfuses: {what}", if vectors { "" } else { ", no vectors" }),
+        vec![params()],
+        vec![qr.clone()],
+        &fill(
+            QR_KERNEL,
+            &[
+                cx.subs.clone(),
+                vec![
+                    ("$G", groups.to_string()),
+                    ("$PARTS", parts.to_string()),
+                    ("$R", rows.to_string()),
+                    ("$STEP", step.to_string()),
+                    ("$BUDGET", budget.to_string()),
+                    ("$MAXIT", MAX_ITERATIONS.to_string()),
+                    ("$VECTORS", vectors.to_string()),
+                ],
+                chains,
+            ]
+            .concat(),
+        ),
+        batch * parts,
+        iters,
+        true,
+        target,
+    )?);
+    // Room for PLANNED_ITERATIONS sweeps per singular value, each over the rest of the matrix.
+    let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
+    let count = (rotations * 3).div_ceil(budget - step) + 1;
+    let k_qr = kernels.len() - 1;
+    for i in 0..count {
+        launches.push(Launch::updating(k_qr, vec![i as u32, 0], 1));
+    }
+    let last = 2 * zs + (count % 2) * slot;
+    let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2);
+
+    kernels.push(cx.threaded(
+        "values",
+        "singular values, descending, and their ranks",
+        vec![qr.clone(), bi.clone()],
+        vec![out.0, out.1.clone()],
+        &format!(
+            "    let mat = tid / $Nu;\n    let i = tid % $Nu;\n    let qb = mat * $QSu;\n    let g = in1[mat * $TSu + $SIZEu + 2u * $LDu];\n{rank}    out0[mat * $Nu + rank] = select(bitcast<f32>(0x7fc00000u), ki / g, {ok});\n    out1[tid] = rank;\n",
+            rank = rank_loop(n, &format!("f32(abs(in0[qb + {last}u + i]))"), &format!("f32(abs(in0[qb + {last}u + j]))"), false),
+        ),
+        batch * n,
+        n,
+    )?);
+    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+    Ok(last)
 }
 
 /// The back-transformation (see the module comment): `out0` the padded row-major vectors
@@ -480,8 +669,8 @@ fn hyp(a: f64, b: f64) -> f64 {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     $RZ = nwg.z >> 16u;
     let gid = wid.y * nwg.x + wid.x;
-    let mat = gid / (2u * $Gu);
-    let part = gid % (2u * $Gu);
+    let mat = gid / $PARTSu;
+    let part = gid % $PARTSu;
     if (mat >= $Bu) { return; }
     let base = mat * $QSu;
     let b4 = base >> 2u;
@@ -648,7 +837,7 @@ $SET_CH2
         let ch = workgroupUniformLoad(&chain);
         if (c.z != 0u) { break; }
 $LOAD_CH2
-        if (r4 < $N4u) {
+        if ($VECTORS && r4 < $N4u) {
             if (ch.w == 0u$NOT_TWO) {
                 // The chase's rotations of columns (j, j + 1), j = lo, ..., hi - 1.
                 var carry = out0[zb + ch.x * $N4u + r4];

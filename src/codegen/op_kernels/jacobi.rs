@@ -379,7 +379,7 @@ pub fn plan(
     };
     if c.call_target_name != EIGH_TARGET {
         let condensed = |fallback| -> Result<Option<Plan>> {
-            match tridiagonal::plan_svd_values(name, f, op, target, fallback)? {
+            match bidiagonal::plan_values(name, f, op, target, fallback)? {
                 Some(p) => Ok(Some(p)),
                 None => bidiagonal::plan(name, f, op, target, fallback),
             }

@@ -1,11 +1,10 @@
-//! Real symmetric eigendecompositions and singular values by reduction to condensed form,
-//! f32, batched, on the device, instead of Jacobi sweeps (LAPACK's route): plans for
-//! `custom_call @wgpu_hlo.eigh` ([`plan`]: `ssytrd`, `ssteqr`, `sormtr`) and for
-//! `@wgpu_hlo.svd` without U and V ([`plan_svd_values`]: `sgebrd`, then the eigenvalues of
-//! the Golub-Kahan tridiagonal). Jacobi costs about ten sweeps of n^3 work, each a chain of
-//! n - 1 barrier-separated rounds; this costs one n^3 reduction, a QL iteration whose chains
-//! are short scalar loops, and for eigh one n^3 back-transformation (llvmpipe, eigh 256x256:
-//! 2.5 s -> 0.36 s; svd values 256x256: 2.8 s -> 0.41 s), and the results come out as
+//! Real symmetric eigendecompositions by reduction to condensed form, f32, batched, on the
+//! device, instead of Jacobi sweeps (LAPACK's route): the plan for `custom_call
+//! @wgpu_hlo.eigh` ([`plan`]: `ssytrd`, `ssteqr`, `sormtr`), and the bidiagonal reduction
+//! ([`bidiag_stage`], `sgebrd`) the svd plans of `bidiagonal` start with. Jacobi costs about
+//! ten sweeps of n^3 work, each a chain of n - 1 barrier-separated rounds; this costs one n^3
+//! reduction, a QL iteration whose chains are short scalar loops, and one n^3
+//! back-transformation (llvmpipe, eigh 256x256: 2.5 s -> 0.36 s), and the results come out as
 //! accurate as LAPACK's.
 //!
 //! 1. `_tri` (`_bidiag` for svd): one workgroup per matrix reduces the scaled matrix (`g A`,
@@ -61,13 +60,6 @@ const BACK_WG: u64 = 16;
 /// 96 / 178 ms here, with residuals 4-7x larger. Jacobi's fast case ends where its matrix no
 /// longer fits in 48 KiB of workgroup memory (110 columns), hence 112.
 const EIGH_MIN_N: MinN = MinN { cpu: 65, gpu: 112 };
-
-/// Values-only svd: on CPU adapters as eigh; on GPUs the Jacobi kernels stay faster (H200,
-/// 128 / 256 / 512: 6.4 / 48 / 410 ms against 33.6 / 132 / 541 ms here).
-const SVD_VALUES_MIN_N: MinN = MinN {
-    cpu: 65,
-    gpu: u64::MAX,
-};
 
 /// Smallest n a route of this module or of `bidiagonal` takes by default, by adapter class.
 #[derive(Clone, Copy)]
@@ -285,7 +277,7 @@ pub fn plan(
         .map(|wg| wg.min(n.div_ceil(4).next_power_of_two()).max(8))
         .find(|&wg| {
             let s = Dims { n, wg };
-            s.tri_step(0) <= budget && ql_step(n, true) <= budget && 2 * n < budget
+            s.tri_step(0) <= budget && ql_step(n) <= budget && 2 * n < budget
         })
     else {
         return Ok(None);
@@ -401,10 +393,10 @@ pub fn plan(
             state: &ql,
             batch,
             order: n,
-            z: Some((
+            z: (
                 s.ql_groups(target.cpu_adapter),
                 s.ql_rows(target.cpu_adapter),
-            )),
+            ),
             stride: s.ql_stride(),
             slot: s.ql_slot(),
             budget,
@@ -582,124 +574,6 @@ pub(super) fn bidiag_subs(
     ]
 }
 
-/// The plan for `custom_call @wgpu_hlo.svd` with the singular values only (`a: [..., m, n]`,
-/// `m >= n`), when this route is chosen for it, else `None`: one workgroup per matrix
-/// reduces it to upper bidiagonal form `B` (Golub-Kahan: a reflection from the left zeroes
-/// column k below the diagonal, one from the right row k past the superdiagonal), then the
-/// QL kernel finds the eigenvalues of the `2n x 2n` tridiagonal with zero diagonal and
-/// off-diagonal `d_0, e_0, d_1, e_1, ..., d_(n-1)` (B's entries interleaved; its eigenvalues
-/// are `+-sigma_i`), and the `n` largest are the singular values.
-pub fn plan_svd_values(
-    name: &str,
-    f: &Function,
-    op: &Operation,
-    target: Target,
-    fallback: bool,
-) -> Result<Option<Plan>> {
-    let Some(SvdOperand {
-        what,
-        a,
-        at,
-        m,
-        n,
-        batch,
-    }) = svd_operand(f, op, 1, SVD_VALUES_MIN_N, target, fallback)?
-    else {
-        return Ok(None);
-    };
-    let d = at.dims();
-    let budget = budget(target);
-    let n4 = n.div_ceil(4);
-    let ld = 4 * n4;
-    let order = 2 * n;
-    let Some(wg) = bidiag_workgroup(m, n, target, budget, ql_step(order, false) + 1) else {
-        return Ok(None);
-    };
-    let ld2 = 4 * order.div_ceil(4);
-    let bytes = (4 * (m + ld + wg)).max(ql_bytes(order, false));
-    if bytes > target.max_workgroup_storage
-        || batch > target.max_workgroups as u64 * target.max_workgroups as u64
-    {
-        return Ok(None);
-    }
-    let mut want = d[..d.len() - 2].to_vec();
-    want.push(n as usize);
-    let res = check_results(f, op, &[want], &what)?;
-    let desc = format!("{batch} {m}x{n} f32 matrices");
-    let stride = bidiag_stride(m, n);
-    let slot = 2 * ld2 + QL_STATUS;
-    let q_stride = 2 * slot;
-    let bi_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
-    let ql_t = TensorType::new(vec![(batch * q_stride) as i64], ElementType::F64);
-    let bi = binding(temp(0), &bi_t);
-    let ql = binding(temp(1), &ql_t);
-    let cx = Ctx {
-        name,
-        desc: &desc,
-        what: &what,
-        subs: [
-            bidiag_subs((batch, m, n, wg), q_stride),
-            vec![("$L2", ld2.to_string())],
-        ]
-        .concat(),
-        target,
-    };
-    let mut kernels = Vec::new();
-    let mut launches = Vec::new();
-    bidiag_stage(
-        &cx,
-        (a, &at),
-        &bi,
-        (batch, m, n, wg),
-        false,
-        &mut kernels,
-        &mut launches,
-    )?;
-    kernels.push(cx.threaded(
-        "ql_init",
-        "the QL state of B's Golub-Kahan tridiagonal (d = 0, e interleaving B's diagonal and superdiagonal; f64)",
-        vec![bi.clone()],
-        vec![ql.clone()],
-        "    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu + $SIZEu;\n    var x = 0.0lf;\n    if (e >= $L2u && e < 2u * $L2u) {\n        let j = e - $L2u;\n        if (j + 1u < 2u * $Nu) {\n            x = f64(in0[sb + select(j / 2u, $LDu + j / 2u, j % 2u == 1u)]);\n        }\n    }\n    out0[tid] = x;\n",
-        batch * q_stride,
-        0,
-    )?);
-    launches.push(Launch::new(3, Vec::new()));
-    let (last, ok) = ql_stage(
-        &Ql {
-            cx: &cx,
-            state: &ql,
-            batch,
-            order,
-            z: None,
-            stride: q_stride,
-            slot,
-            budget,
-        },
-        &mut kernels,
-        &mut launches,
-        1,
-    )?;
-    kernels.push(cx.threaded(
-        "values",
-        "singular values, descending (the largest half of the tridiagonal's eigenvalues)",
-        vec![ql.clone(), bi.clone()],
-        vec![binding(op.results[0], &res[0])],
-        &format!(
-            "    let mat = tid / {order}u;\n    let i = tid % {order}u;\n    let qb = mat * $QSu;\n    let g = in1[mat * $TSu + $SIZEu + 2u * $LDu];\n{rank}    if (rank < $Nu) {{\n        out0[mat * $Nu + rank] = select(bitcast<f32>(0x7fc00000u), abs(ki) / g, {ok});\n    }}\n",
-            rank = rank_loop(order, &format!("f32(in0[qb + {last}u + i])"), &format!("f32(in0[qb + {last}u + j])"), false),
-        ),
-        batch * order,
-        order,
-    )?);
-    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
-    Ok(Some(Plan {
-        kernels,
-        temps: vec![bi_t, ql_t],
-        launches,
-    }))
-}
-
 /// Words of the bidiagonal reduction's state per `m x n` matrix: the rows padded to whole
 /// vec4s, `d`, `e`, the scale and 3 unused.
 pub(super) fn bidiag_stride(m: u64, n: u64) -> u64 {
@@ -814,7 +688,7 @@ pub(super) fn bidiag_stage(
     Ok(())
 }
 
-/// The bidiagonal reduction ([`plan_svd_values`]): `out0` the state by vec4s (the matrix's
+/// The bidiagonal reduction ([`bidiag_stage`]): `out0` the state by vec4s (the matrix's
 /// rows padded to `LD`, then d, e and the scale), `in0` the first and end column.
 const BIDIAG_KERNEL: &str = r#"var<workgroup> red: array<f32, $WG>;
 var<workgroup> cc: array<f32, $M>;
@@ -921,7 +795,8 @@ struct Ql<'a> {
     state: &'a crate::codegen::expr::Binding,
     batch: u64,
     order: u64,
-    z: Option<(u64, u64)>,
+    /// Workgroups per matrix and vec4s of Z's rows per workgroup.
+    z: (u64, u64),
     stride: u64,
     slot: u64,
     budget: u64,
@@ -934,19 +809,13 @@ fn ql_bytes(n: u64, two: bool) -> u64 {
     8 * 2 * n + rotations + 16 + if two { rotations + 4 } else { 0 }
 }
 
-/// Loop iterations per QL rotation: the search and the chase, and with `z` a thread's
+/// Loop iterations per QL (or bidiagonal QR) rotation: the search, the chase and a thread's
 /// rotation of its rows.
-fn ql_per_rotation(z: bool) -> u64 {
-    if z {
-        3
-    } else {
-        2
-    }
-}
+const QL_PER_ROTATION: u64 = 3;
 
-/// Worst-case loop iterations of one QL iteration on order `n`.
-pub(super) fn ql_step(n: u64, z: bool) -> u64 {
-    ql_per_rotation(z) * n + 4
+/// Worst-case loop iterations of one QL (or bidiagonal QR) iteration on order `n`.
+pub(super) fn ql_step(n: u64) -> u64 {
+    QL_PER_ROTATION * n + 4
 }
 
 /// The QL kernel and its launches (updating temporary `t`, the state); returns the offset of
@@ -961,18 +830,13 @@ fn ql_stage(
     let (name, desc, what, target) = (q.cx.name, q.cx.desc, q.cx.what, q.cx.target);
     let n = q.order;
     let ld = (q.slot - QL_STATUS) / 2;
-    let (groups, rows) = q.z.unwrap_or((1, 8));
-    let (n4, size) = if q.z.is_some() {
-        (ld / 4, n * ld)
-    } else {
-        (0, 0)
-    };
-    let step = ql_step(n, q.z.is_some());
+    let (groups, rows) = q.z;
+    let (n4, size) = (ld / 4, n * ld);
+    let step = ql_step(n);
     let iters = q.budget.min(step * (n + 1));
     // Two QL iterations per sweep of Z where their rotations fit workgroup memory
     // (`WGPU_HLO_TWO_CHAINS=0`: one).
-    let two = q.z.is_some()
-        && ql_bytes(n, true) <= target.max_workgroup_storage
+    let two = ql_bytes(n, true) <= target.max_workgroup_storage
         && !crate::fusion::switched_off("WGPU_HLO_TWO_CHAINS");
     let body = fill(
         QL_KERNEL,
@@ -1029,7 +893,7 @@ fn ql_stage(
     )?);
     // Room for PLANNED_ITERATIONS iterations per eigenvalue, each over the rest of the matrix.
     let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
-    let count = (rotations * ql_per_rotation(q.z.is_some())).div_ceil(q.budget - step) + 1;
+    let count = (rotations * QL_PER_ROTATION).div_ceil(q.budget - step) + 1;
     let k = kernels.len() - 1;
     for i in 0..count {
         launches.push(Launch::updating(k, vec![i as u32, 0], t));
