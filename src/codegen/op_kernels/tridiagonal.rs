@@ -788,8 +788,8 @@ $KEEPR
 "#;
 
 /// A QL stage ([`ql_stage`]): the state `state` (f64) holds, per matrix (`stride` words), Z
-/// by columns when `z` is `Some((workgroups per matrix, vec4s of rows per workgroup))`, then
-/// two copies (`slot` words each) of `d`, `e` (each `ld = slot / 2 - 2` words) and status.
+/// by columns, then two copies (`slot` words each) of `d`, `e` (each `ld = slot / 2 - 2`
+/// words) and status.
 struct Ql<'a> {
     cx: &'a Ctx<'a>,
     state: &'a crate::codegen::expr::Binding,
