@@ -26,7 +26,7 @@
 //!    `_back_u`, `_back_v` apply the reflectors (`U = Q [U_B; 0]`, `V = P V_B`, a vec4 of
 //!    columns per thread, the last reflectors first) and `_out_u`, `_out_v` drop the padding.
 
-use super::jacobi::{binding, check_results, params, rank_loop};
+use super::jacobi::{binding, check_results, params};
 use super::tridiagonal::{
     bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, budget, fill, ql_step, svd_operand,
     Ctx, MinN, SvdOperand, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS,
@@ -57,8 +57,8 @@ const BACK_WG: u64 = 16;
 
 /// The plan for `custom_call @wgpu_hlo.svd` with U and V (`a: [..., m, n]`, `m >= n` ->
 /// `(s: [..., n], u: [..., m, n], v: [..., n, n])`) when this route is chosen for it
-/// (`WGPU_HLO_SVD_BIDIAGONAL`, as for the singular values alone), else `None` (the Jacobi
-/// kernels take it). `fallback`: the Jacobi kernels refused the matrix.
+/// (`WGPU_HLO_SVD_BIDIAGONAL`), else `None` (the Jacobi kernels take it). `fallback`: the
+/// Jacobi kernels refused the matrix.
 pub fn plan(
     name: &str,
     f: &Function,
@@ -66,6 +66,35 @@ pub fn plan(
     target: Target,
     fallback: bool,
 ) -> Result<Option<Plan>> {
+    plan_svd(name, f, op, target, fallback, true)
+}
+
+/// The plan for `custom_call @wgpu_hlo.svd` without U and V (`a: [..., m, n]`, `m >= n` ->
+/// `s: [..., n]`): the bidiagonal reduction, then the QR sweeps' chase alone.
+pub fn plan_values(
+    name: &str,
+    f: &Function,
+    op: &Operation,
+    target: Target,
+    fallback: bool,
+) -> Result<Option<Plan>> {
+    plan_svd(name, f, op, target, fallback, false)
+}
+
+/// [`plan`] (`vectors`) or [`plan_values`].
+fn plan_svd(
+    name: &str,
+    f: &Function,
+    op: &Operation,
+    target: Target,
+    fallback: bool,
+    vectors: bool,
+) -> Result<Option<Plan>> {
+    let (results, min_n) = if vectors {
+        (3, MIN_N)
+    } else {
+        (1, VALUES_MIN_N)
+    };
     let Some(SvdOperand {
         what,
         a,
@@ -73,20 +102,16 @@ pub fn plan(
         m,
         n,
         batch,
-    }) = svd_operand(f, op, 3, MIN_N, target, fallback)?
+    }) = svd_operand(f, op, results, min_n, target, fallback)?
     else {
         return Ok(None);
     };
-    let d = at.dims();
-    let r = d.len();
     let budget = budget(target);
     let step = ql_step(n);
     let Some(wg) = bidiag_workgroup(m, n, target, budget, step + 1) else {
         return Ok(None);
     };
-    let n4 = n.div_ceil(4);
-    let ld = 4 * n4;
-    let size = m * ld;
+    let ld = 4 * n.div_ceil(4);
     // Workgroup memory: the reduction's column, row and tree; the QR kernel's d, e and the
     // rotations its workgroup applies (f64), its control words.
     let bytes = (4 * (m + ld + wg)).max(qr_bytes(n, false));
@@ -95,9 +120,14 @@ pub fn plan(
     {
         return Ok(None);
     }
+    let d = at.dims();
+    let r = d.len();
+    let n4 = ld / 4;
+    let size = m * ld;
     let mut want = vec![d[..r - 1].to_vec(), d.clone(), d.clone()];
     want[0][r - 2] = d[r - 1];
     want[2][r - 2] = d[r - 1];
+    want.truncate(results);
     let res = check_results(f, op, &want, &what)?;
     let desc = format!("{batch} {m}x{n} f32 matrices");
     // The reduction's state (f32): the matrix (rows padded to `ld`), d, e, the scale g.
@@ -105,19 +135,15 @@ pub fn plan(
     // The QR state (f64): U_B and V_B by columns (`zs` words each), then two copies of d, e
     // and the status (the first singular value not yet converged counted from the end, the
     // sweeps spent on it, the state: 0 running, 1 done, 2 failed; the tolerance).
-    let zs = n * ld;
+    let zs = if vectors { n * ld } else { 0 };
     let slot = 2 * ld + QL_STATUS;
     let q_stride = 2 * zs + 2 * slot;
     let bi_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
     let qr_t = TensorType::new(vec![(batch * q_stride) as i64], ElementType::F64);
     let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
-    let uz_t = TensorType::new(vec![(batch * size) as i64], ElementType::F32);
-    let vz_t = TensorType::new(vec![(batch * zs) as i64], ElementType::F32);
     let bi = binding(temp(0), &bi_t);
     let qr = binding(temp(1), &qr_t);
     let ranks = binding(temp(2), &rank_t);
-    let uz = binding(temp(3), &uz_t);
-    let vz = binding(temp(4), &vz_t);
     let cx = Ctx {
         name,
         desc: &desc,
@@ -136,7 +162,7 @@ pub fn plan(
         (a, &at),
         &bi,
         (batch, m, n, wg),
-        true,
+        vectors,
         &mut kernels,
         &mut launches,
     )?;
@@ -157,7 +183,18 @@ pub fn plan(
         &mut kernels,
         &mut launches,
     )?;
+    if !vectors {
+        return Ok(Some(Plan {
+            kernels,
+            temps: vec![bi_t, qr_t, rank_t],
+            launches,
+        }));
+    }
     let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2);
+    let uz_t = TensorType::new(vec![(batch * size) as i64], ElementType::F32);
+    let vz_t = TensorType::new(vec![(batch * zs) as i64], ElementType::F32);
+    let uz = binding(temp(3), &uz_t);
+    let vz = binding(temp(4), &vz_t);
     // U_B's and V_B's columns in the order of the singular values, row-major (rows padded to
     // LD, U_B's below n zero).
     for (kname, rows_of, z, out, sign) in [
@@ -258,97 +295,6 @@ pub fn plan(
     Ok(Some(Plan {
         kernels,
         temps: vec![bi_t, qr_t, rank_t, uz_t, vz_t],
-        launches,
-    }))
-}
-
-/// The plan for `custom_call @wgpu_hlo.svd` without U and V (`a: [..., m, n]`, `m >= n` ->
-/// `s: [..., n]`): the bidiagonal reduction, then the QR sweeps' chase alone.
-pub fn plan_values(
-    name: &str,
-    f: &Function,
-    op: &Operation,
-    target: Target,
-    fallback: bool,
-) -> Result<Option<Plan>> {
-    let Some(SvdOperand {
-        what,
-        a,
-        at,
-        m,
-        n,
-        batch,
-    }) = svd_operand(f, op, 1, VALUES_MIN_N, target, fallback)?
-    else {
-        return Ok(None);
-    };
-    let d = at.dims();
-    let budget = budget(target);
-    let step = ql_step(n);
-    let Some(wg) = bidiag_workgroup(m, n, target, budget, step + 1) else {
-        return Ok(None);
-    };
-    let ld = 4 * n.div_ceil(4);
-    let bytes = (4 * (m + ld + wg)).max(qr_bytes(n, false));
-    if bytes > target.max_workgroup_storage
-        || batch > target.max_workgroups as u64 * target.max_workgroups as u64
-    {
-        return Ok(None);
-    }
-    let mut want = d[..d.len() - 2].to_vec();
-    want.push(n as usize);
-    let res = check_results(f, op, &[want], &what)?;
-    let desc = format!("{batch} {m}x{n} f32 matrices");
-    let stride = bidiag_stride(m, n);
-    let slot = 2 * ld + QL_STATUS;
-    let q_stride = 2 * slot;
-    let bi_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
-    let qr_t = TensorType::new(vec![(batch * q_stride) as i64], ElementType::F64);
-    let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
-    let bi = binding(temp(0), &bi_t);
-    let qr = binding(temp(1), &qr_t);
-    let ranks = binding(temp(2), &rank_t);
-    let cx = Ctx {
-        name,
-        desc: &desc,
-        what: &what,
-        subs: [
-            bidiag_subs((batch, m, n, wg), q_stride),
-            vec![("$ZS", "0".into()), ("$SLOT", slot.to_string())],
-        ]
-        .concat(),
-        target,
-    };
-    let mut kernels = Vec::new();
-    let mut launches = Vec::new();
-    bidiag_stage(
-        &cx,
-        (a, &at),
-        &bi,
-        (batch, m, n, wg),
-        false,
-        &mut kernels,
-        &mut launches,
-    )?;
-    qr_stage(
-        &Qr {
-            cx: &cx,
-            bi: &bi,
-            qr: &qr,
-            batch,
-            n,
-            zs: 0,
-            slot,
-            budget,
-            step,
-        },
-        (binding(op.results[0], &res[0]), &ranks),
-        &mut kernels,
-        &mut launches,
-    )?;
-    Ok(Some(Plan {
-        kernels,
-        temps: vec![bi_t, qr_t, rank_t],
         launches,
     }))
 }
@@ -478,17 +424,15 @@ fn qr_stage(
     let last = 2 * zs + (count % 2) * slot;
     let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2);
 
-    kernels.push(cx.threaded(
-        "values",
+    kernels.push(cx.ranked_values(
         "singular values, descending, and their ranks",
-        vec![qr.clone(), bi.clone()],
-        vec![out.0, out.1.clone()],
-        &format!(
-            "    let mat = tid / $Nu;\n    let i = tid % $Nu;\n    let qb = mat * $QSu;\n    let g = in1[mat * $TSu + $SIZEu + 2u * $LDu];\n{rank}    out0[mat * $Nu + rank] = select(bitcast<f32>(0x7fc00000u), ki / g, {ok});\n    out1[tid] = rank;\n",
-            rank = rank_loop(n, &format!("f32(abs(in0[qb + {last}u + i]))"), &format!("f32(abs(in0[qb + {last}u + j]))"), false),
-        ),
-        batch * n,
-        n,
+        (qr, bi),
+        out,
+        (batch, n),
+        last,
+        &ok,
+        "2u * $LDu",
+        (true, false),
     )?);
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
     Ok(last)

@@ -35,6 +35,7 @@ use super::jacobi::{
     workgroup_kernel, EIGH_TARGET, SUM, SVD_TARGET,
 };
 use super::{temp, Launch, Plan};
+use crate::codegen::expr::Binding;
 use crate::codegen::kernel::{self, RUNTIME_ZERO};
 use crate::codegen::loop_kernel::Target;
 use crate::error::{Error, Result};
@@ -184,8 +185,8 @@ impl Ctx<'_> {
         &self,
         kname: &str,
         does: &str,
-        inputs: Vec<crate::codegen::expr::Binding>,
-        outputs: Vec<crate::codegen::expr::Binding>,
+        inputs: Vec<Binding>,
+        outputs: Vec<Binding>,
         body: &str,
         threads: u64,
         iterations: u64,
@@ -205,6 +206,43 @@ impl Ctx<'_> {
         )
     }
 
+    /// The kernel `_values`: per matrix, the `n` values at offset `last` of the state bound as
+    /// `in0` (`qs` f64 words per matrix; `abs`: by magnitude), divided by the reduction's scale
+    /// (`in1`, at `$SIZE + scale` of each matrix's `$TS` words), written in rank order
+    /// (ascending or not) to `outs.0` (NaN unless `ok`), their ranks to `outs.1`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn ranked_values(
+        &self,
+        does: &str,
+        (state, red): (&Binding, &Binding),
+        outs: (Binding, &Binding),
+        (batch, n): (u64, u64),
+        last: u64,
+        ok: &str,
+        scale: &str,
+        (abs, ascending): (bool, bool),
+    ) -> Result<kernel::Kernel> {
+        let key = |i: &str| {
+            if abs {
+                format!("f32(abs(in0[qb + {last}u + {i}]))")
+            } else {
+                format!("f32(in0[qb + {last}u + {i}])")
+            }
+        };
+        self.threaded(
+            "values",
+            does,
+            vec![state.clone(), red.clone()],
+            vec![outs.0, outs.1.clone()],
+            &format!(
+                "    let mat = tid / $Nu;\n    let i = tid % $Nu;\n    let qb = mat * $QSu;\n    let g = in1[mat * $TSu + $SIZEu + {scale}];\n{rank}    out0[mat * $Nu + rank] = select(bitcast<f32>(0x7fc00000u), ki / g, {ok});\n    out1[tid] = rank;\n",
+                rank = rank_loop(n, &key("i"), &key("j"), ascending),
+            ),
+            batch * n,
+            n,
+        )
+    }
+
     /// The start of a reduction (kernels 0 and 1): the `m x n` matrices `a` into `state`
     /// (`stride` words each; rows padded to `ld` with zeros), then scaled by a power of two
     /// `g`, kept at word `g_word`.
@@ -212,7 +250,7 @@ impl Ctx<'_> {
     pub(super) fn start(
         &self,
         (a, at): (ValueId, &TensorType),
-        state: &crate::codegen::expr::Binding,
+        state: &Binding,
         batch: u64,
         (m, ld): (u64, u64),
         stride: u64,
@@ -407,17 +445,15 @@ pub fn plan(
     )?;
 
     // Eigenvalues ascending (NaN unless the QL iteration finished), their ranks.
-    kernels.push(cx.threaded(
-        "values",
+    kernels.push(cx.ranked_values(
         "eigenvalues, ascending, and their ranks",
-        vec![ql.clone(), tri.clone()],
-        vec![binding(op.results[0], &res[0]), ranks.clone()],
-        &format!(
-            "    let mat = tid / $Nu;\n    let i = tid % $Nu;\n    let qb = mat * $QSu;\n    let g = in1[mat * $TSu + $SIZEu + $LDu];\n{rank}    out0[mat * $Nu + rank] = select(bitcast<f32>(0x7fc00000u), ki / g, {ok});\n    out1[tid] = rank;\n",
-            rank = rank_loop(n, &format!("f32(in0[qb + {last}u + i])"), &format!("f32(in0[qb + {last}u + j])"), true),
-        ),
-        batch * n,
-        n,
+        (&ql, &tri),
+        (binding(op.results[0], &res[0]), &ranks),
+        (batch, n),
+        last,
+        &ok,
+        "$LDu",
+        (false, true),
     )?);
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
     // Z's columns in eigenvalue order, row-major (rows padded to LD with zeros).
@@ -622,7 +658,7 @@ pub(super) fn bidiag_workgroup(
 pub(super) fn bidiag_stage(
     cx: &Ctx,
     a: (ValueId, &TensorType),
-    bi: &crate::codegen::expr::Binding,
+    bi: &Binding,
     (batch, m, n, wg): (u64, u64, u64, u64),
     keep: bool,
     kernels: &mut Vec<kernel::Kernel>,
@@ -792,7 +828,7 @@ $KEEPR
 /// words) and status.
 struct Ql<'a> {
     cx: &'a Ctx<'a>,
-    state: &'a crate::codegen::expr::Binding,
+    state: &'a Binding,
     batch: u64,
     order: u64,
     /// Workgroups per matrix and vec4s of Z's rows per workgroup.
