@@ -37,8 +37,8 @@
 # which keeps the library, the CLI, the tests and IREE's runtime within the 64 MiB.
 # then run with carry [".gl", ".gpu"] (plus ".iree", ".whl"):
 #   bash scripts/gpu_report.sh [--peak-tflops 67]
-# (an H100 or H200 has 67 TFLOP/s of fp32). BENCH=0 leaves out the whole bench, CHECKS=0 the
-# correctness checks. On an H200 it took ~110 s in all (2026-11-26), ~215 s with IREE and
+# (an H100 or H200 has 67 TFLOP/s of fp32). BENCH=0 leaves out the whole bench, ROUTES=0 the
+# eigh/svd comparison of routes, CHECKS=0 the correctness checks. On an H200 it took ~110 s in all (2026-11-26), ~215 s with IREE and
 # the per-kernel comparisons (2026-11-27).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -101,6 +101,14 @@ if [ "${STEPS:-1}" != 0 ]; then
             "$PY" examples/step_profile.py --only transformer --steps 300 --wgpu-only > /dev/null 2>&1
         echo "py-spy: $(wc -l < "$OUT_DIR/transformer.stacks" 2>/dev/null) stacks in transformer.stacks"
     fi
+fi
+# eigh and svd by each route (Jacobi, the reductions, the default), the runs behind the GPU
+# thresholds in src/codegen/op_kernels/{tridiagonal,bidiagonal}.rs (ROUTES=0: not).
+if [ "${ROUTES:-1}" != 0 ]; then
+    for r in "default:" "jacobi:0" "forced:1"; do
+        WGPU_HLO_EIGH_TRIDIAGONAL=${r#*:} WGPU_HLO_SVD_BIDIAGONAL=${r#*:} timeout 90 \
+            "$PY" examples/linalg_routes.py "${r%%:*}" eigh,svduv,svd 96 128 256 512 2>&1 | grep -v "^Platform"
+    done | tee "$OUT_DIR/linalg_routes.txt"
 fi
 if [ "${EVERYDAY:-1}" != 0 ]; then
     timeout 240 "$PY" examples/bench_everyday.py --runs 5 2>&1 | tee "$OUT_DIR/bench_everyday.txt"
