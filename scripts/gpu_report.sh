@@ -38,8 +38,8 @@
 # then run with carry [".gl", ".gpu"] (plus ".iree", ".whl"):
 #   bash scripts/gpu_report.sh [--peak-tflops 67]
 # (an H100 or H200 has 67 TFLOP/s of fp32). BENCH=0 leaves out the whole bench, ROUTES=0 the
-# eigh/svd comparison of routes, CHECKS=0 the correctness checks. On an H200 it took ~110 s in all (2026-11-26), ~215 s with IREE and
-# the per-kernel comparisons (2026-11-27).
+# eigh/svd comparison of routes, CHECKS=0 the correctness checks. On an H200 it took ~110 s
+# in all (2026-11-26), ~215 s with IREE and the per-kernel comparisons (2026-11-27).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
