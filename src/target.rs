@@ -70,6 +70,27 @@ pub struct Target<'a> {
 /// powers) and far below what trips a GPU watchdog.
 pub const DEFAULT_MAX_INVOCATION_ITERATIONS: u64 = 32768;
 
+/// Loop iterations llvmpipe (lavapipe) lets one invocation run, all its loops together: past
+/// them it leaves every loop, silently (Mesa's loop limiter, `LP_MAX_TGSI_LOOP_ITERATIONS`).
+pub const LLVMPIPE_LOOP_LIMIT: u64 = 65535;
+
+/// `n`, the loop budget asked for (`WGPU_HLO_MAX_LOOP`, `CompileOptions::max_loop_iterations`),
+/// within what the adapter runs as written: on llvmpipe at most
+/// [`DEFAULT_MAX_INVOCATION_ITERATIONS`] (half its limit, for loops the count does not see).
+/// A larger budget there gave wrong results with no error (svd of 256 x 256 with
+/// `WGPU_HLO_MAX_LOOP=10000000`: singular values 61 % off). GPUs have no such limiter; a
+/// watchdog that kills a long kernel is an error, not a wrong result.
+pub fn within_adapter_loop_limit(n: u64, adapter: &str) -> u64 {
+    if adapter.contains("llvmpipe") && n > DEFAULT_MAX_INVOCATION_ITERATIONS {
+        log::warn!(
+            "loop budget {n} lowered to {DEFAULT_MAX_INVOCATION_ITERATIONS} on {adapter}: llvmpipe \
+             stops every loop of an invocation after {LLVMPIPE_LOOP_LIMIT} iterations"
+        );
+        return DEFAULT_MAX_INVOCATION_ITERATIONS;
+    }
+    n
+}
+
 /// The loop bound from `WGPU_HLO_MAX_LOOP` (tests set it low to exercise the split kernels
 /// with small tensors), else [`DEFAULT_MAX_INVOCATION_ITERATIONS`]. Values below 16 are raised
 /// to 16: every split needs a few iterations to make progress.

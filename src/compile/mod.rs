@@ -124,7 +124,9 @@ pub fn target(device: &Device) -> Target<'_> {
         max_workgroups: l.max_compute_workgroups_per_dimension,
         max_storage_buffers: l.max_storage_buffers_per_shader_stage,
         cpu_adapter,
-        max_invocation_iterations: crate::codegen::loop_kernel::max_invocation_iterations_from_env(
+        max_invocation_iterations: crate::target::within_adapter_loop_limit(
+            crate::codegen::loop_kernel::max_invocation_iterations_from_env(),
+            &device.info().name,
         ),
         max_binding_size: l.max_storage_buffer_binding_size,
         min_binding_offset_alignment: l.min_storage_buffer_offset_alignment as u64,
@@ -261,7 +263,8 @@ pub fn compile_function(
         .collect::<Result<Vec<_>>>()?;
     let mut target = target(device);
     if let Some(n) = options.max_loop_iterations {
-        target.max_invocation_iterations = n.max(16);
+        target.max_invocation_iterations =
+            crate::target::within_adapter_loop_limit(n.max(16), target.adapter);
     }
     if let Some(n) = options.max_binding_bytes {
         target.max_binding_size = target.max_binding_size.min(n.max(4));
