@@ -490,7 +490,8 @@ impl Device {
             wanted |= wgpu::Features::PIPELINE_CACHE;
         }
         let strict_env = super::strict_float::requested();
-        let strict_asked = strict_env.unwrap_or(adapter_info.device_type != wgpu::DeviceType::Cpu);
+        let strict_asked =
+            super::strict_float::wanted(adapter_info.device_type == wgpu::DeviceType::Cpu);
         if strict_asked && adapter_info.backend == wgpu::Backend::Vulkan {
             wanted |= wgpu::Features::PASSTHROUGH_SHADERS;
         }

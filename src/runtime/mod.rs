@@ -7,7 +7,7 @@ pub mod executable;
 pub mod host_call;
 mod poller;
 mod pool;
-mod strict_float;
+pub mod strict_float;
 
 pub use crate::target::Capabilities;
 pub use buffer::DeviceBuffer;

@@ -35,6 +35,20 @@ pub(crate) fn requested() -> Option<bool> {
     }
 }
 
+/// Whether kernels on an adapter go through [`translate`] unless the device cannot pass SPIR-V
+/// through: `WGPU_HLO_STRICT_FLOAT` when set to 0 or 1, else on GPU adapters (`cpu` false).
+pub fn wanted(cpu: bool) -> bool {
+    requested().unwrap_or(!cpu)
+}
+
+/// `wgsl` (entry point `main`) as SPIR-V words with every float arithmetic result decorated
+/// `NoContraction`, and its workgroup size: what a strict device passes through to the driver,
+/// for harnesses that create their own pipelines (`tests/math_accuracy`).
+pub fn strict_spirv(wgsl: &str, label: &str) -> Result<(Vec<u32>, (u32, u32, u32))> {
+    let k = translate(wgsl, label)?;
+    Ok((k.words, k.workgroup_size))
+}
+
 /// A kernel translated for passing through: SPIR-V words, the workgroup size and the
 /// layout entries of bind group 0.
 pub(crate) struct StrictKernel {

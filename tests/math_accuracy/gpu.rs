@@ -12,6 +12,10 @@ pub struct Gpu {
     pub f64: bool,
     /// Adapter name and backend, for reports.
     pub name: String,
+    /// Kernels pass through `wgpu_hlo::runtime::strict_float` as the library's own do on this
+    /// adapter (by default on GPUs; `WGPU_HLO_STRICT_FLOAT=0/1`), so the sweeps measure the
+    /// arithmetic programs get.
+    strict: bool,
     lock: Mutex<()>,
     flushes: OnceLock<(bool, bool)>,
 }
@@ -33,8 +37,17 @@ impl Gpu {
             .await
             .ok()?;
         let info = adapter.get_info();
-        let wanted =
+        let strict =
+            wgpu_hlo::runtime::strict_float::wanted(info.device_type == wgpu::DeviceType::Cpu)
+                && info.backend == wgpu::Backend::Vulkan
+                && adapter
+                    .features()
+                    .contains(wgpu::Features::PASSTHROUGH_SHADERS);
+        let mut wanted =
             wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_F16;
+        if strict {
+            wanted |= wgpu::Features::PASSTHROUGH_SHADERS;
+        }
         let features = adapter.features() & wanted;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
@@ -49,7 +62,14 @@ impl Gpu {
             device,
             queue,
             f64: features.contains(wgpu::Features::SHADER_F64),
-            name: format!("{} ({:?}, {})", info.name, info.backend, info.driver_info),
+            name: format!(
+                "{} ({:?}, {}{})",
+                info.name,
+                info.backend,
+                info.driver_info,
+                if strict { ", strict float" } else { "" }
+            ),
+            strict,
             lock: Mutex::new(()),
             flushes: OnceLock::new(),
         })
@@ -145,10 +165,31 @@ impl Gpu {
         ));
         let device = &self.device;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: None,
-            source: wgpu::ShaderSource::Wgsl(src.as_str().into()),
-        });
+        let module = if self.strict {
+            let (words, workgroup_size) =
+                wgpu_hlo::runtime::strict_float::strict_spirv(&src, "math")
+                    .unwrap_or_else(|e| panic!("strict translation: {e}\n{src}"));
+            // SAFETY: naga wrote the module from WGSL its validator accepted; only
+            // NoContraction decorations were added.
+            unsafe {
+                device.create_shader_module_passthrough(wgpu::ShaderModuleDescriptorPassthrough {
+                    label: None,
+                    entry_points: std::borrow::Cow::Owned(vec![
+                        wgpu::PassthroughShaderEntryPoint {
+                            name: "main".into(),
+                            workgroup_size,
+                        },
+                    ]),
+                    spirv: Some(std::borrow::Cow::Owned(words)),
+                    ..Default::default()
+                })
+            }
+        } else {
+            device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(src.as_str().into()),
+            })
+        };
         let layout_entries: Vec<wgpu::BindGroupLayoutEntry> = (0..=ko)
             .map(|k| wgpu::BindGroupLayoutEntry {
                 binding: k as u32,
