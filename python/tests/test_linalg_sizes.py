@@ -256,6 +256,29 @@ def test_eigh_svd_qr_128_batched(gpu):
     check_qr(gpu, a[:, :, :100], 1e-4)
 
 
+def test_bidiagonal_deferred_updates_change_no_bit(gpu, monkeypatch):
+    """The bidiagonal reduction that defers each reflection's update into the next pass over
+    the matrix (`BIDIAG_DEFER_KERNEL`) rounds as the one that applies them at once: the same
+    singular values and vectors to the bit, over launch boundaries (512 columns), and both
+    match cpu."""
+    monkeypatch.setenv("WGPU_HLO_SVD_BIDIAGONAL", "1")
+    a = rand((2, 160, 150), seed=21)
+    b = rand((512, 512), seed=22)
+
+    def run():
+        return (on(gpu, lambda a: jnp.linalg.svd(a, full_matrices=False), a),
+                on(gpu, lambda b: jnp.linalg.svd(b, compute_uv=False), b))
+
+    deferred = run()
+    monkeypatch.setenv("WGPU_HLO_BIDIAG_DEFER", "0")
+    applied = run()
+    for x, y in zip(jax.tree_util.tree_leaves(deferred), jax.tree_util.tree_leaves(applied)):
+        np.testing.assert_array_equal(x, y)
+    monkeypatch.delenv("WGPU_HLO_BIDIAG_DEFER")
+    check_svd(gpu, a, 1e-4)
+    assert_close(deferred[1], on(CPU, lambda b: jnp.linalg.svd(b, compute_uv=False), b), 1e-4)
+
+
 def test_svd_qr_first_rule(monkeypatch):
     """Which tall svds start with a QR: by cost on CPU adapters (lavapipe timings in
     `_svd_qr_first`), from 256 rows and twice the columns on GPUs, always past the rows the
