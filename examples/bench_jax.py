@@ -201,6 +201,8 @@ def cases():
         print(f"(flax/optax not installed, model steps left out: {e})", file=sys.stderr)
     for n in (48, 256):
         yield f"eigh {n}x{n}", jax.jit(jnp.linalg.eigh), (spd(n, 20 + n),)
+        # JAX's eigh with the vectors unread: the compiler leaves them out.
+        yield f"eigvalsh {n}x{n}", jax.jit(jnp.linalg.eigvalsh), (spd(n, 20 + n),)
         yield f"svd {n}x{n}", jax.jit(lambda a: jnp.linalg.svd(a, compute_uv=False)), (normal((n, n), 21 + n),)
         # What `jnp.linalg.svd(a)`, `pinv` and `lstsq` run: singular vectors too.
         yield f"svd {n}x{n} with U, V", jax.jit(jnp.linalg.svd), (normal((n, n), 21 + n),)

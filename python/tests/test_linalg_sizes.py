@@ -256,6 +256,24 @@ def test_eigh_svd_qr_128_batched(gpu):
     check_qr(gpu, a[:, :, :100], 1e-4)
 
 
+@pytest.mark.parametrize("shape", [(48, 48), (3, 70, 70), (130, 130)])
+def test_eigvalsh_computes_no_vectors(gpu, shape, tmp_path, monkeypatch):
+    """`eigvalsh` binds JAX's `eigh`, vectors included; the compiler drops the vectors nothing
+    reads (`passes::dce::drop_unused_vectors`), so no kernel writes or back-transforms them,
+    and the values are those `eigh` returns, to the bit (Jacobi routes at 48 and 70, the
+    tridiagonal route at 130 on CPU adapters)."""
+    m = rand(shape, seed=23)
+    a = (m + np.swapaxes(m, -1, -2)) / 2
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    w = on(gpu, jnp.linalg.eigvalsh, a)
+    kernels = [p.name for p in tmp_path.glob("*eigvalsh*.wgsl")]
+    assert kernels and not any(k.endswith(("_vectors.wgsl", "_back.wgsl", "_out.wgsl"))
+                               for k in kernels), kernels
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    np.testing.assert_array_equal(w, on(gpu, lambda a: jnp.linalg.eigh(a)[0], a))
+    assert_close(w, on(CPU, jnp.linalg.eigvalsh, a), 1e-5)
+
+
 def test_bidiagonal_deferred_updates_change_no_bit(gpu, monkeypatch):
     """The bidiagonal reduction that defers each reflection's update into the next pass over
     the matrix (`BIDIAG_DEFER_KERNEL`) rounds as the one that applies them at once: the same

@@ -31,8 +31,8 @@ use crate::ir::{verify, Function, Module};
 /// operands before the loop (`hoist_dots`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`), scatters into narrow
 /// types that set, add, multiply or take maxima/minima in 32 bits (`narrow_scatters`), splits
 /// convolutions with lhs dilation into one per output phase (`conv_phases`), unrolls counted
-/// loops with small bodies (`unroll`) and removes dead code,
-/// then verifies the result again.
+/// loops with small bodies (`unroll`), removes dead code and the vectors of decompositions
+/// nothing reads (`dce::drop_unused_vectors`), then verifies the result again.
 pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     verify::verify_module(module)?;
     let mut f = inline::inline_entry(module, entry)?;
@@ -55,6 +55,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     unroll::unroll_counted_loops(&mut f);
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
+        dce::drop_unused_vectors(body);
     }
     verify::verify_function(&f)?;
     Ok(f)

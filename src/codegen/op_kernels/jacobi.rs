@@ -457,7 +457,11 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         return Err(Error::invalid(format!("{what} needs square matrices")));
     }
     let d = at.dims();
-    let res = check_results(f, op, &[d[..d.len() - 1].to_vec(), d.clone()], &what)?;
+    // Without vectors (`passes::dce::drop_unused_vectors`) the last kernel is left out.
+    let vectors = op.results.len() != 1;
+    let mut want = vec![d[..d.len() - 1].to_vec(), d.clone()];
+    want.truncate(if vectors { 2 } else { 1 });
+    let res = check_results(f, op, &want, &what)?;
     // The state is padded to an even order (a zero row and column, whose rotations are all
     // the identity): every round then has n/2 real pairs.
     let n0 = s.n;
@@ -636,11 +640,21 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         n0,
         target,
     )?;
+    let mut launches = vec![Launch::new(0, Vec::new())];
+    launches.extend(sweeps);
+    launches.push(Launch::new(2, Vec::new()));
+    let Some(res_v) = res.get(1) else {
+        return Ok(Plan {
+            kernels: vec![init, sweep_k, rank],
+            temps: vec![state_t, rank_t],
+            launches,
+        });
+    };
     let vectors = kernel::threaded(
         &format!("{name}_vectors"),
         &format!("kernel {name}_vectors: eigenvectors of {desc} in the order of their eigenvalues\nloop iterations per invocation: 0\nfuses: {what}"),
         vec![state, binding(temp(1), &rank_t)],
-        vec![binding(op.results[1], &res[1])],
+        vec![binding(op.results[1], res_v)],
         &Default::default(),
         "",
         &format!(
@@ -655,9 +669,6 @@ fn eigh(name: &str, f: &Function, op: &Operation, target: Target) -> Result<Plan
         0,
         target,
     )?;
-    let mut launches = vec![Launch::new(0, Vec::new())];
-    launches.extend(sweeps);
-    launches.push(Launch::new(2, Vec::new()));
     launches.push(Launch::new(3, Vec::new()));
     Ok(Plan {
         kernels: vec![init, sweep_k, rank, vectors],
@@ -699,7 +710,10 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
     let uv = !eigh && op.results.len() == 3;
     let mut want = vec![d[..r - 1].to_vec()];
     want[0][r - 2] = d[r - 1];
-    if eigh {
+    // eigh without vectors (`passes::dce::drop_unused_vectors`): the vectors' kernel is left
+    // out.
+    let eigh_vectors = eigh && op.results.len() != 1;
+    if eigh_vectors {
         want.push(d.clone());
     }
     if uv {
@@ -1080,23 +1094,19 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
             &w_at,
             target,
         )?;
+        let mut kernels = vec![init, sweep_k, norms, terms, sums, values];
+        if eigh_vectors {
+            kernels.push(normalized("vectors", "eigenvectors")?);
+        }
         let mut launches = vec![
             Launch::new(0, Vec::new()),
-            Launch::updating(7, Vec::new(), 0),
+            Launch::updating(kernels.len(), Vec::new(), 0),
         ];
         launches.extend(sweeps);
-        launches.extend((2..7).map(|k| Launch::new(k, Vec::new())));
+        launches.extend((2..kernels.len()).map(|k| Launch::new(k, Vec::new())));
+        kernels.push(shift);
         return Ok(Plan {
-            kernels: vec![
-                init,
-                sweep_k,
-                norms,
-                terms,
-                sums,
-                values,
-                normalized("vectors", "eigenvectors")?,
-                shift,
-            ],
+            kernels,
             temps: vec![state_t, vec_t.clone(), rank_t, terms_t, vec_t],
             launches,
         });

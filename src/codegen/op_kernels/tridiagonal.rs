@@ -133,10 +133,18 @@ impl Dims {
     fn ql_slot(self) -> u64 {
         2 * self.ld() + QL_STATUS
     }
-    /// The QL state (f64): Z by columns, then `d`, `e` and status twice (the launches read one
-    /// copy and write the other).
-    fn ql_stride(self) -> u64 {
-        self.size() + 2 * self.ql_slot()
+    /// The QL state (f64): Z by columns (with `vectors`), then `d`, `e` and status twice (the
+    /// launches read one copy and write the other).
+    fn ql_stride(self, vectors: bool) -> u64 {
+        self.ql_z(vectors) + 2 * self.ql_slot()
+    }
+    /// Words of Z in the QL state.
+    fn ql_z(self, vectors: bool) -> u64 {
+        if vectors {
+            self.size()
+        } else {
+            0
+        }
     }
     /// Workgroups per matrix of the QL kernel: each repeats the (cheap, scalar) QL iteration
     /// and rotates its own rows of Z, so the rotations, which are the work, use every core.
@@ -329,11 +337,19 @@ pub fn plan(
     {
         return Ok(None);
     }
-    let res = check_results(f, op, &[d[..d.len() - 1].to_vec(), d.clone()], &what)?;
+    // Without vectors (`passes::dce::drop_unused_vectors`: `eigvalsh`) no Z is kept: the QL
+    // iteration is the chase alone, and no back-transformation follows.
+    let vectors = op.results.len() != 1;
+    let mut want = vec![d[..d.len() - 1].to_vec(), d.clone()];
+    want.truncate(if vectors { 2 } else { 1 });
+    let res = check_results(f, op, &want, &what)?;
     let desc = format!("{batch} symmetric {n}x{n} f32 matrices");
     let (ld, n4, size) = (s.ld(), s.n4(), s.size());
     let tri_t = TensorType::new(vec![(batch * s.tri_stride()) as i64], ElementType::F32);
-    let ql_t = TensorType::new(vec![(batch * s.ql_stride()) as i64], ElementType::F64);
+    let ql_t = TensorType::new(
+        vec![(batch * s.ql_stride(vectors)) as i64],
+        ElementType::F64,
+    );
     let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
     let z_t = TensorType::new(vec![(batch * size) as i64], ElementType::F32);
     let tri = binding(temp(0), &tri_t);
@@ -354,7 +370,7 @@ pub fn plan(
             ("$WG", wg.to_string()),
             ("$B", batch.to_string()),
             ("$TS", s.tri_stride().to_string()),
-            ("$QS", s.ql_stride().to_string()),
+            ("$QS", s.ql_stride(vectors).to_string()),
             ("$RZ", RUNTIME_ZERO.to_string()),
         ],
         target,
@@ -420,8 +436,8 @@ pub fn plan(
         "the QL state (Z = I, d, e, status; f64)",
         vec![tri.clone()],
         vec![ql.clone()],
-        "    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu;\n    var x = 0.0lf;\n    if (e < $SIZEu) {\n        x = select(0.0lf, 1.0lf, e / $LDu == e % $LDu);\n    } else if (e < $SIZEu + $LDu) {\n        let i = e - $SIZEu;\n        if (i < $Nu) { x = f64(in0[sb + i * $LDu + i]); }\n    } else if (e < $SIZEu + 2u * $LDu) {\n        let i = e - $SIZEu - $LDu;\n        if (i + 2u < $Nu) {\n            x = f64(in0[sb + $SIZEu + i]);\n        } else if (i + 2u == $Nu) {\n            x = f64(in0[sb + i * $LDu + i + 1u]);\n        }\n    }\n    out0[tid] = x;\n",
-        batch * s.ql_stride(),
+        &format!("    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu;\n    var x = 0.0lf;\n    if (e < {zs}u) {{\n        x = select(0.0lf, 1.0lf, e / $LDu == e % $LDu);\n    }} else if (e < {zs}u + $LDu) {{\n        let i = e - {zs}u;\n        if (i < $Nu) {{ x = f64(in0[sb + i * $LDu + i]); }}\n    }} else if (e < {zs}u + 2u * $LDu) {{\n        let i = e - {zs}u - $LDu;\n        if (i + 2u < $Nu) {{\n            x = f64(in0[sb + $SIZEu + i]);\n        }} else if (i + 2u == $Nu) {{\n            x = f64(in0[sb + i * $LDu + i + 1u]);\n        }}\n    }}\n    out0[tid] = x;\n", zs = s.ql_z(vectors)),
+        batch * s.ql_stride(vectors),
         0,
     )?);
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
@@ -431,11 +447,13 @@ pub fn plan(
             state: &ql,
             batch,
             order: n,
-            z: (
-                s.ql_groups(target.cpu_adapter),
-                s.ql_rows(target.cpu_adapter),
-            ),
-            stride: s.ql_stride(),
+            z: vectors.then(|| {
+                (
+                    s.ql_groups(target.cpu_adapter),
+                    s.ql_rows(target.cpu_adapter),
+                )
+            }),
+            stride: s.ql_stride(vectors),
             slot: s.ql_slot(),
             budget,
         },
@@ -456,6 +474,13 @@ pub fn plan(
         (false, true),
     )?);
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+    let Some(res_v) = res.get(1) else {
+        return Ok(Some(Plan {
+            kernels,
+            temps: vec![tri_t, ql_t, rank_t],
+            launches,
+        }));
+    };
     // Z's columns in eigenvalue order, row-major (rows padded to LD with zeros).
     kernels.push(cx.threaded(
         "vectors",
@@ -517,7 +542,7 @@ pub fn plan(
         "out",
         "eigenvectors",
         vec![zs.clone()],
-        vec![binding(op.results[1], &res[1])],
+        vec![binding(op.results[1], res_v)],
         "    let mat = tid / $NNu;\n    let e = tid % $NNu;\n    out0[tid] = in0[mat * $SIZEu + e / $Nu * $LDu + e % $Nu];\n",
         batch * n * n,
         0,
@@ -989,8 +1014,9 @@ struct Ql<'a> {
     state: &'a Binding,
     batch: u64,
     order: u64,
-    /// Workgroups per matrix and vec4s of Z's rows per workgroup.
-    z: (u64, u64),
+    /// Workgroups per matrix and vec4s of Z's rows per workgroup; `None`: no Z (the chase
+    /// alone, one workgroup per matrix).
+    z: Option<(u64, u64)>,
     stride: u64,
     slot: u64,
     budget: u64,
@@ -1024,13 +1050,18 @@ fn ql_stage(
     let (name, desc, what, target) = (q.cx.name, q.cx.desc, q.cx.what, q.cx.target);
     let n = q.order;
     let ld = (q.slot - QL_STATUS) / 2;
-    let (groups, rows) = q.z;
-    let (n4, size) = (ld / 4, n * ld);
+    let (groups, rows) = q.z.unwrap_or((1, 8));
+    let (n4, size) = if q.z.is_some() {
+        (ld / 4, n * ld)
+    } else {
+        (0, 0)
+    };
     let step = ql_step(n);
     let iters = q.budget.min(step * (n + 1));
     // Two QL iterations per sweep of Z where their rotations fit workgroup memory
     // (`WGPU_HLO_TWO_CHAINS=0`: one).
-    let two = ql_bytes(n, true) <= target.max_workgroup_storage
+    let two = q.z.is_some()
+        && ql_bytes(n, true) <= target.max_workgroup_storage
         && !crate::fusion::switched_off("WGPU_HLO_TWO_CHAINS");
     let body = fill(
         QL_KERNEL,
@@ -1052,7 +1083,9 @@ fn ql_stage(
             ),
             (
                 "$ZAPPLY",
-                if two {
+                if q.z.is_none() {
+                    String::new()
+                } else if two {
                     QL_Z_TWO.replace("$ONE", QL_Z_ONE)
                 } else {
                     format!("        let r4 = part * $Ru + lid;\n        if (r4 < $N4u) {{\n{QL_Z_ONE}        }}\n")
