@@ -36,6 +36,10 @@ WGPU_HLO_JACOBI_BLOCKS=0 cargo test --release --test jacobi
 echo "== eigh and values-only svd by tridiagonal/bidiagonal reduction everywhere, and by Jacobi only"
 WGPU_HLO_EIGH_TRIDIAGONAL=1 WGPU_HLO_SVD_BIDIAGONAL=1 cargo test --release --test jacobi
 WGPU_HLO_EIGH_TRIDIAGONAL=0 WGPU_HLO_SVD_BIDIAGONAL=0 cargo test --release --test jacobi
+# What adapters without f64 (Metal, many mobile GPUs) get: eigh's QL iteration in f32, svd by
+# Jacobi only.
+echo "== without f64 (WGPU_HLO_F64=0), eigh by tridiagonal reduction everywhere"
+WGPU_HLO_F64=0 WGPU_HLO_EIGH_TRIDIAGONAL=1 cargo test --release --test jacobi --test linalg
 # The kernel shapes a GPU gets (workgroup-memory tiles instead of CPU register blocks), run on
 # this adapter against the same references, so CI checks code no GPU here would otherwise run.
 echo "== GPU kernel choices on this adapter (WGPU_HLO_ADAPTER_CLASS=gpu)"

@@ -501,6 +501,12 @@ impl Device {
         if std::env::var("WGPU_HLO_SUBGROUPS").is_ok_and(|v| v.trim() == "0") {
             wanted &= !wgpu::Features::SUBGROUP;
         }
+        // `WGPU_HLO_F64=0` leaves f64 off, as on Metal and many mobile GPUs, so that what such
+        // adapters get (f64 programs refused, eigh's QL iteration in f32, svd by Jacobi) can be
+        // tested on any adapter.
+        if std::env::var("WGPU_HLO_F64").is_ok_and(|v| v.trim() == "0") {
+            wanted &= !wgpu::Features::SHADER_F64;
+        }
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {

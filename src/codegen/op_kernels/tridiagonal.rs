@@ -16,7 +16,8 @@
 //!    the subdiagonal goes to `e`. Within a launch the update's pass also computes the next
 //!    column's `p` (its reflector taken first from the updated row `k + 1`), so the block is
 //!    read once per column instead of twice.
-//! 2. `_ql`: the implicit QL iteration with Wilkinson-like shifts (EISPACK's tql2), in f64:
+//! 2. `_ql`: the implicit QL iteration with Wilkinson-like shifts (EISPACK's tql2), in f64
+//!    (in f32 on adapters without it, [`ql_in_f64`]; without vectors, the chase alone):
 //!    one thread chases each bulge through `d` and `e` in workgroup memory and records the
 //!    rotations, then every thread applies them to its vec4 of `Z`'s rows (`Z` by columns);
 //!    where workgroup memory holds two sets of rotations, the thread chases two iterations and
@@ -75,8 +76,8 @@ pub(super) fn budget(target: Target) -> u64 {
 }
 
 /// Whether eigh (`var` = `WGPU_HLO_EIGH_TRIDIAGONAL`) or svd (`WGPU_HLO_SVD_BIDIAGONAL`) of
-/// `n`-column matrices takes the route of this module or of `bidiagonal` (which need f64 for
-/// the QL/QR iterations): `var=0` never, `=1` always (where its steps fit the loop budget and
+/// `n`-column matrices takes the route of this module or of `bidiagonal` (svd's needs f64
+/// for its QR iteration; eigh's QL iteration runs in f32 without it, [`ql_in_f64`]): `var=0` never, `=1` always (where its steps fit the loop budget and
 /// workgroup memory), otherwise from `min_n` columns (by adapter class) and on any adapter
 /// where the Jacobi kernels cannot take the matrix (`fallback`).
 pub(super) fn chosen(var: &str, n: u64, min_n: MinN, target: Target, fallback: bool) -> bool {
@@ -85,12 +86,11 @@ pub(super) fn chosen(var: &str, n: u64, min_n: MinN, target: Target, fallback: b
     } else {
         min_n.gpu
     };
-    target.caps.f64
-        && match std::env::var(var).as_deref() {
-            Ok("0") => false,
-            Ok("1") => true,
-            _ => fallback || n >= min_n,
-        }
+    match std::env::var(var).as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => fallback || n >= min_n,
+    }
 }
 
 /// The shape of the plan: order, threads per workgroup of the reduction and QL kernels.
@@ -346,9 +346,14 @@ pub fn plan(
     let desc = format!("{batch} symmetric {n}x{n} f32 matrices");
     let (ld, n4, size) = (s.ld(), s.n4(), s.size());
     let tri_t = TensorType::new(vec![(batch * s.tri_stride()) as i64], ElementType::F32);
+    let in_f64 = ql_in_f64(target);
     let ql_t = TensorType::new(
         vec![(batch * s.ql_stride(vectors)) as i64],
-        ElementType::F64,
+        if in_f64 {
+            ElementType::F64
+        } else {
+            ElementType::F32
+        },
     );
     let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
     let z_t = TensorType::new(vec![(batch * size) as i64], ElementType::F32);
@@ -433,10 +438,13 @@ pub fn plan(
     // The QL state (f64): Z = I by columns, d, e (e[n-1] = 0), status in the first copy.
     kernels.push(cx.threaded(
         "ql_init",
-        "the QL state (Z = I, d, e, status; f64)",
+        "the QL state (Z = I, d, e, status)",
         vec![tri.clone()],
         vec![ql.clone()],
-        &format!("    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu;\n    var x = 0.0lf;\n    if (e < {zs}u) {{\n        x = select(0.0lf, 1.0lf, e / $LDu == e % $LDu);\n    }} else if (e < {zs}u + $LDu) {{\n        let i = e - {zs}u;\n        if (i < $Nu) {{ x = f64(in0[sb + i * $LDu + i]); }}\n    }} else if (e < {zs}u + 2u * $LDu) {{\n        let i = e - {zs}u - $LDu;\n        if (i + 2u < $Nu) {{\n            x = f64(in0[sb + $SIZEu + i]);\n        }} else if (i + 2u == $Nu) {{\n            x = f64(in0[sb + i * $LDu + i + 1u]);\n        }}\n    }}\n    out0[tid] = x;\n", zs = s.ql_z(vectors)),
+        &fill(
+            &format!("    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu;\n    var x = 0.0$FS;\n    if (e < {zs}u) {{\n        x = select(0.0$FS, 1.0$FS, e / $LDu == e % $LDu);\n    }} else if (e < {zs}u + $LDu) {{\n        let i = e - {zs}u;\n        if (i < $Nu) {{ x = $FT(in0[sb + i * $LDu + i]); }}\n    }} else if (e < {zs}u + 2u * $LDu) {{\n        let i = e - {zs}u - $LDu;\n        if (i + 2u < $Nu) {{\n            x = $FT(in0[sb + $SIZEu + i]);\n        }} else if (i + 2u == $Nu) {{\n            x = $FT(in0[sb + i * $LDu + i + 1u]);\n        }}\n    }}\n    out0[tid] = x;\n", zs = s.ql_z(vectors)),
+            &ql_float(in_f64),
+        ),
         batch * s.ql_stride(vectors),
         0,
     )?);
@@ -454,6 +462,7 @@ pub fn plan(
                 )
             }),
             stride: s.ql_stride(vectors),
+            f64: in_f64,
             slot: s.ql_slot(),
             budget,
         },
@@ -594,9 +603,11 @@ pub(super) fn svd_operand(
 ) -> Result<Option<SvdOperand>> {
     let what = format!("custom_call @{SVD_TARGET}");
     let (a, at, m, n) = matrix_operand(f, op, &what)?;
+    // The bidiagonal QR iteration runs in f64 only.
     if op.results.len() != results
         || m < n
         || n < 2
+        || !target.caps.f64
         || !chosen("WGPU_HLO_SVD_BIDIAGONAL", n, min_n, target, fallback)
     {
         return Ok(None);
@@ -1017,9 +1028,34 @@ struct Ql<'a> {
     /// Workgroups per matrix and vec4s of Z's rows per workgroup; `None`: no Z (the chase
     /// alone, one workgroup per matrix).
     z: Option<(u64, u64)>,
+    /// The state and the arithmetic in f64 (else f32: [`ql_in_f64`]).
+    f64: bool,
     stride: u64,
     slot: u64,
     budget: u64,
+}
+
+/// Whether the QL iteration of eigh runs in f64 on `target`: where the adapter has f64
+/// (`WGPU_HLO_QL_F32=1`: never). Without it (Metal, many mobile GPUs) it runs in f32, as
+/// LAPACK's `ssteqr` does, with a convergence test at f32's epsilon instead of 1e-12, so that
+/// eigh keeps the tridiagonal route there instead of Jacobi sweeps only.
+fn ql_in_f64(target: Target) -> bool {
+    target.caps.f64 && !std::env::var("WGPU_HLO_QL_F32").is_ok_and(|v| v.trim() == "1")
+}
+
+/// The `$` names of the QL kernels' float type: the type, the literal suffix and the
+/// convergence tolerance (relative to the neighbouring diagonal entries).
+fn ql_float(f64: bool) -> [(&'static str, String); 3] {
+    let (ty, suffix, tol) = if f64 {
+        ("f64", "lf", "1e-12lf")
+    } else {
+        ("f32", "f", "1.1920929e-7f")
+    };
+    [
+        ("$FT", ty.to_string()),
+        ("$FS", suffix.to_string()),
+        ("$QTOL", tol.to_string()),
+    ]
 }
 
 /// Workgroup memory of the QL kernel for order `n`: `d`, `e` and `n - 1` rotations (f64), a
@@ -1071,9 +1107,9 @@ fn ql_stage(
             (
                 "$STORE_ROT",
                 if two {
-                    "                        if (chain == 0u) { rot[i] = vec2<f64>(c, s); } else { rot2[i] = vec2<f64>(c, s); }"
+                    "                        if (chain == 0u) { rot[i] = vec2<$FT>(c, s); } else { rot2[i] = vec2<$FT>(c, s); }"
                 } else {
-                    "                        rot[i] = vec2<f64>(c, s);"
+                    "                        rot[i] = vec2<$FT>(c, s);"
                 }
                 .to_string(),
             ),
@@ -1105,11 +1141,14 @@ fn ql_stage(
             ("$BUDGET", q.budget.to_string()),
             ("$MAXIT", MAX_ITERATIONS.to_string()),
             ("$NM1", n.saturating_sub(1).max(1).to_string()),
-        ],
+        ]
+        .into_iter()
+        .chain(ql_float(q.f64))
+        .collect::<Vec<_>>(),
     );
     kernels.push(workgroup_kernel(
         &format!("{name}_ql"),
-        &format!("kernel {name}_ql: implicit QL iterations (f64; parameter: the launch's index) on the tridiagonal matrices of {desc}, resumed where the last launch stopped, {groups} workgroups per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}"),
+        &format!("kernel {name}_ql: implicit QL iterations ({}; parameter: the launch's index) on the tridiagonal matrices of {desc}, resumed where the last launch stopped, {groups} workgroups per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}", if q.f64 { "f64" } else { "f32" }),
         vec![params()],
         vec![q.state.clone()],
         &body,
@@ -1126,7 +1165,8 @@ fn ql_stage(
         launches.push(Launch::updating(k, vec![i as u32, 0], t));
     }
     let last = size + (count % 2) * q.slot;
-    Ok((last, format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2)))
+    let one = if q.f64 { "1.0lf" } else { "1.0" };
+    Ok((last, format!("in0[qb + {}u] == {one}", last + 2 * ld + 2)))
 }
 
 /// The back-transformation (see the module comment): `out0` the padded row-major vectors by
@@ -1351,7 +1391,7 @@ $TREE            let x0 = un[r0 + 1u];
 
 /// The QL kernel's second set of rotations and its chain (first | last << 16; first == last:
 /// none).
-const QL_DECL2: &str = "var<workgroup> rot2: array<vec2<f64>, $NM1>;\nvar<workgroup> ch2: u32;\n";
+const QL_DECL2: &str = "var<workgroup> rot2: array<vec2<$FT>, $NM1>;\nvar<workgroup> ch2: u32;\n";
 
 /// The QL kernel's rotations of Z by one chain: rotations lo..m-1, from m-1 down, on this
 /// workgroup's rows of Z (a vec4 of rows per thread), the row pair's second row carried.
@@ -1395,11 +1435,11 @@ $ONE        } else if (r4 < $N4u) {
                 let y = cs.y * zi + cs.x * carry;
                 carry = cs.x * zi - cs.y * carry;
                 let j = i + 1u;
-                let g = select(vec2<f64>(1.0lf, 0.0lf), rot2[j], j >= lo2 && j < m2);
+                let g = select(vec2<$FT>(1.0$FS, 0.0$FS), rot2[j], j >= lo2 && j < m2);
                 out0[b4 + (j + 1u) * $N4u + r4] = g.y * y + g.x * carry2;
                 carry2 = g.x * y - g.y * carry2;
             }
-            let g = select(vec2<f64>(1.0lf, 0.0lf), rot2[lo1], lo1 >= lo2 && lo1 < m2);
+            let g = select(vec2<$FT>(1.0$FS, 0.0$FS), rot2[lo1], lo1 >= lo2 && lo1 < m2);
             out0[b4 + (lo1 + 1u) * $N4u + r4] = g.y * carry + g.x * carry2;
             out0[b4 + lo1 * $N4u + r4] = g.x * carry - g.y * carry2;
         }
@@ -1407,24 +1447,24 @@ $ONE        } else if (r4 < $N4u) {
 
 /// The QL kernel (see the module comment): `out0` the f64 state by vec4s (Z's rows by
 /// fours; the scalars read as components).
-const QL_KERNEL: &str = r#"var<workgroup> dd: array<f64, $N>;
-var<workgroup> ee: array<f64, $N>;
+const QL_KERNEL: &str = r#"var<workgroup> dd: array<$FT, $N>;
+var<workgroup> ee: array<$FT, $N>;
 // Rotations i = l..m-1 (m < N); one vec4 of control words: the first eigenvalue not yet
 // converged, the iterations spent on it and (from bit 8) the state, the chain's first and
 // (from bit 16) last index, the loop iterations spent. 32 N bytes in all: order 1024 fits
 // llvmpipe's 32 KiB (two vec4s and N rotations missed it by 32 bytes, and eigh 1024x1024
 // took one-sided Jacobi, 21 s).
-var<workgroup> rot: array<vec2<f64>, $NM1>;
+var<workgroup> rot: array<vec2<$FT>, $NM1>;
 var<workgroup> ctl: vec4<u32>;
 $DECL2
 // sqrt(a^2 + b^2) without overflow.
-fn hyp(a: f64, b: f64) -> f64 {
+fn hyp(a: $FT, b: $FT) -> $FT {
     let x = abs(a);
     let y = abs(b);
     let big = max(x, y);
-    if (!(big > 0.0lf)) { return x + y; }
+    if (!(big > 0.0$FS)) { return x + y; }
     let q = min(x, y) / big;
-    return big * sqrt(1.0lf + q * q);
+    return big * sqrt(1.0$FS + q * q);
 }
 
 @compute @workgroup_size($R)
@@ -1478,7 +1518,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     loop {
                         if (m + 1u >= $Nu) { break; }
                         let e = abs(ee[m]);
-                        if (e <= 1e-12lf * (abs(dd[m]) + abs(dd[m + 1u])) || e < 1e-30lf) { break; }
+                        if (e <= $QTOL * (abs(dd[m]) + abs(dd[m + 1u])) || e < 1e-30$FS) { break; }
                         m = m + 1u;
                     }
                     // A second chain outside the first's rows waits for the next round.
@@ -1494,12 +1534,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     // One QL iteration on [l, m], shifted by the eigenvalue of the leading 2x2
                     // block nearer d[l]; rotations m-1 down to l.
                     let el = ee[l];
-                    var g = (dd[l + 1u] - dd[l]) / (2.0lf * el);
-                    var r = hyp(g, 1.0lf);
-                    g = dd[m] - dd[l] + el / (g + select(-r, r, g >= 0.0lf));
-                    var s = 1.0lf;
-                    var c = 1.0lf;
-                    var p = 0.0lf;
+                    var g = (dd[l + 1u] - dd[l]) / (2.0$FS * el);
+                    var r = hyp(g, 1.0$FS);
+                    g = dd[m] - dd[l] + el / (g + select(-r, r, g >= 0.0$FS));
+                    var s = 1.0$FS;
+                    var c = 1.0$FS;
+                    var p = 0.0$FS;
                     var i = m;
                     var under = false;
                     loop {
@@ -1509,17 +1549,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                         let b = c * ee[i];
                         r = hyp(f, g);
                         ee[i + 1u] = r;
-                        if (r == 0.0lf) {
+                        if (r == 0.0$FS) {
                             // Underflow: the rotations so far stand, the iteration restarts.
                             dd[i + 1u] = dd[i + 1u] - p;
-                            ee[m] = 0.0lf;
+                            ee[m] = 0.0$FS;
                             under = true;
                             break;
                         }
                         s = f / r;
                         c = g / r;
                         g = dd[i + 1u] - p;
-                        r = (dd[i] - g) * s + 2.0lf * c * b;
+                        r = (dd[i] - g) * s + 2.0$FS * c * b;
                         p = s * r;
                         dd[i + 1u] = g + p;
                         g = c * r - b;
@@ -1530,7 +1570,7 @@ $STORE_ROT
                     } else {
                         dd[l] = dd[l] - p;
                         ee[l] = g;
-                        ee[m] = 0.0lf;
+                        ee[m] = 0.0$FS;
                         lo = l;
                     }
                     spent = spent + m - l;
@@ -1572,7 +1612,7 @@ $ZAPPLY
     if (lid == 0u) {
         let c = ctl;
         let state = c.y >> 8u;
-        out0[(dst + 2u * $LDu) >> 2u] = vec4<f64>(f64(c.x), f64(c.y & 255u), f64(select(state, 0u, state == 3u)), 0.0lf);
+        out0[(dst + 2u * $LDu) >> 2u] = vec4<$FT>($FT(c.x), $FT(c.y & 255u), $FT(select(state, 0u, state == 3u)), 0.0$FS);
     }
 }
 "#;
