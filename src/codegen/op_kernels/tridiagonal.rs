@@ -603,7 +603,8 @@ pub(super) fn svd_operand(
 ) -> Result<Option<SvdOperand>> {
     let what = format!("custom_call @{SVD_TARGET}");
     let (a, at, m, n) = matrix_operand(f, op, &what)?;
-    // The bidiagonal QR iteration runs in f64 only.
+    // The bidiagonal QR iteration runs in f64 only: in f32 its singular values came out 1e-5
+    // (256x256) to 5e-5 (1000x999) of the largest off, 30-500 times Jacobi's error.
     if op.results.len() != results
         || m < n
         || n < 2
