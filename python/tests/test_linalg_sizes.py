@@ -259,15 +259,16 @@ def test_eigh_svd_qr_128_batched(gpu):
 @pytest.mark.parametrize("shape", [(2, 70, 70), (130, 130), (256, 256)])
 def test_eigh_ql_in_f32(gpu, shape, monkeypatch):
     """eigh's QL iteration in f32, what adapters without f64 (Metal, many mobile GPUs) run
-    (`WGPU_HLO_QL_F32=1` forces it here): within 1e-5 of cpu's eigenvalues relative to the
-    largest, residual and orthogonality within 1e-4; eigvalsh too (the chase alone)."""
+    (`WGPU_HLO_QL_F32=1` forces it here): eigenvalues (Rayleigh quotients of the vectors)
+    within 2e-6 of cpu's relative to the largest, residual and orthogonality within 1e-4;
+    eigvalsh (the chase alone, whose rounding drifts: 2e-6 at 256) within 1e-5."""
     monkeypatch.setenv("WGPU_HLO_QL_F32", "1")
     monkeypatch.setenv("WGPU_HLO_EIGH_TRIDIAGONAL", "1")
     a = sym(shape, 24)
     # Fresh functions: jit would reuse an executable of `jnp.linalg.eigh` compiled before.
     w, v = on(gpu, lambda a: jnp.linalg.eigh(a), a)
     wc = on(CPU, jnp.linalg.eigvalsh, a)
-    assert_close(w, wc, 1e-5)
+    assert_close(w, wc, 2e-6)
     n = shape[-1]
     assert_close(a @ v, v * w[..., None, :], 1e-4)
     assert_close(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(n), v.shape), 1e-4)

@@ -470,6 +470,23 @@ pub fn plan(
         &mut launches,
         1,
     )?;
+    if vectors && !in_f64 {
+        // In f32 each of the QL iteration's ~2n sweeps rounds the eigenvalues it passes, and
+        // they drift (256x256: 1.9e-6 of the largest), while the vectors stay accurate: each
+        // eigenvalue becomes the Rayleigh quotient z^T T z / z^T z of its vector on the
+        // tridiagonal matrix, summed with compensation (1.9e-6 -> 2.1e-7; with rounded sums
+        // as large as the drift).
+        kernels.push(cx.threaded(
+            "rayleigh",
+            "the eigenvalues as Rayleigh quotients of the tridiagonal matrices' eigenvectors",
+            vec![tri.clone()],
+            vec![ql.clone()],
+            &format!("    let mat = tid / $Nu;\n    let i = tid % $Nu;\n    let qb = mat * $QSu;\n    let sb = mat * $TSu;\n    let zb = qb + i * $LDu;\n{RAYLEIGH}    out0[qb + {last}u + i] = (num + cn) / (den + cd);\n"),
+            batch * n,
+            n,
+        )?);
+        launches.push(Launch::updating(kernels.len() - 1, Vec::new(), 1));
+    }
 
     // Eigenvalues ascending (NaN unless the QL iteration finished), their ranks.
     kernels.push(cx.ranked_values(
@@ -1017,6 +1034,37 @@ $KEEPR
     }
 }
 "#;
+
+/// The Rayleigh quotient of column `zb..` of an f32 QL state's Z on the tridiagonal matrix
+/// of the reduction's state at `sb` (`in0`): `num / den` plus their compensations `cn`, `cd`
+/// (Neumaier's summation: the error of each sum about one rounding of its largest term).
+const RAYLEIGH: &str = "    var num = 0.0;
+    var cn = 0.0;
+    var den = 0.0;
+    var cd = 0.0;
+    var zp = 0.0;
+    var ep = 0.0;
+    var zj = out0[zb];
+    for (var j = 0u; j < $Nu; j = j + 1u) {
+        var ej = 0.0;
+        var zn = 0.0;
+        if (j + 1u < $Nu) {
+            zn = out0[zb + j + 1u];
+            if (j + 2u < $Nu) { ej = in0[sb + $SIZEu + j]; } else { ej = in0[sb + j * $LDu + j + 1u]; }
+        }
+        let t = zj * (in0[sb + j * $LDu + j] * zj + ep * zp + ej * zn);
+        let s1 = num + t;
+        cn = cn + select((t - s1) + num, (num - s1) + t, abs(num) >= abs(t));
+        num = s1;
+        let q = zj * zj;
+        let s2 = den + q;
+        cd = cd + select((q - s2) + den, (den - s2) + q, abs(den) >= abs(q));
+        den = s2;
+        zp = zj;
+        ep = ej;
+        zj = zn;
+    }
+";
 
 /// A QL stage ([`ql_stage`]): the state `state` (f64) holds, per matrix (`stride` words), Z
 /// by columns, then two copies (`slot` words each) of `d`, `e` (each `ld = slot / 2 - 2`
