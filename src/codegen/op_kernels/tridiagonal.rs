@@ -26,6 +26,8 @@
 //!    resume where the last one stopped (`d`, `e` and the status alternate between two
 //!    copies); a matrix whose eigenvalue needs more than 30 iterations, or that is not done
 //!    after the last launch, gets NaN results: never a wrong answer without a sign.
+//!    Values alone (`eigvalsh`) take `_bisect` instead where it fits one launch: bisection on
+//!    Sturm counts, one thread per eigenvalue ([`BISECT_KERNEL`]).
 //! 3. eigh: `_values` ranks the eigenvalues (ascending), `_vectors` writes `Z`'s columns in
 //!    that order, row-major, `_back` applies the reflectors to them (`V = Q Z`, a vec4 of
 //!    columns per thread, the last reflectors first) and `_out` drops the padding. svd:
@@ -433,6 +435,41 @@ pub fn plan(
             true,
             target,
         )?);
+    }
+
+    // The values alone, where every eigenvalue's bisection fits one launch: one thread per
+    // eigenvalue (`WGPU_HLO_EIGH_BISECT=0`: the QL iteration's chase instead).
+    let bisect_iters = BISECT_STEPS * (n + 1) + 2 * n;
+    if !vectors && bisect_iters <= budget && !crate::fusion::switched_off("WGPU_HLO_EIGH_BISECT") {
+        let groups = n.div_ceil(BISECT_WG);
+        kernels.push(workgroup_kernel(
+            &format!("{name}_bisect"),
+            &format!("kernel {name}_bisect: eigenvalues of the tridiagonal matrices of {desc} by bisection on Sturm counts, one thread per eigenvalue, {groups} workgroups per matrix\nloop iterations per invocation: at most {bisect_iters}\nfuses: {what}"),
+            vec![tri.clone()],
+            vec![binding(op.results[0], &res[0])],
+            &fill(
+                BISECT_KERNEL,
+                &[
+                    cx.subs.clone(),
+                    vec![
+                        ("$BWG", BISECT_WG.to_string()),
+                        ("$G", groups.to_string()),
+                        ("$STEPS", BISECT_STEPS.to_string()),
+                    ],
+                ]
+                .concat(),
+            ),
+            batch * groups,
+            bisect_iters,
+            false,
+            target,
+        )?);
+        launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+        return Ok(Some(Plan {
+            kernels,
+            temps: vec![tri_t],
+            launches,
+        }));
     }
 
     // The QL state (f64): Z = I by columns, d, e (e[n-1] = 0), status in the first copy.
@@ -1032,6 +1069,116 @@ $KEEPR
             workgroupBarrier();
         }
     }
+}
+"#;
+
+/// Threads per workgroup of [`BISECT_KERNEL`].
+const BISECT_WG: u64 = 64;
+
+/// Most bisection steps per eigenvalue: the interval starts at most 2.0003 times the matrix's
+/// norm wide (up to 1024 columns) and stops at 2 epsilons of the norm, which 24 halvings
+/// reach; one more for margin. A matrix takes bisection where its steps fit one launch
+/// (llvmpipe: up to 605 columns).
+const BISECT_STEPS: u64 = 25;
+
+/// Eigenvalues of the symmetric tridiagonal matrices in the reduction's state (`in0`, the
+/// matrices scaled by `g`) by bisection (LAPACK's `sstebz`): the thread of eigenvalue `k`
+/// (ascending) halves an interval within the Gershgorin bounds, keeping the half in which
+/// the Sturm count (the negative pivots of `T - x I = L D L^T`, the number of eigenvalues
+/// below `x`) passes `k`, down to 2 f32 epsilons of `|T|`; every thread of a workgroup reads
+/// the matrix's `d` and `e^2` from workgroup memory. No iteration to converge or fail, f32
+/// only (adapters without f64 too), and each eigenvalue independent of the others: within a
+/// few epsilons of `|T|` (the count is exact for a matrix within a few epsilons of `T`),
+/// where the QL iteration's chase is one thread and its eigenvalues drift in f32. Writes
+/// `w = x / g`, ascending.
+const BISECT_KERNEL: &str = r#"var<workgroup> dd: array<f32, $N>;
+var<workgroup> e2: array<f32, $N>;
+var<workgroup> bounds: vec2<f32>;
+
+@compute @workgroup_size($BWG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    $RZ = nwg.z >> 16u;
+    let gid = wid.y * nwg.x + wid.x;
+    let mat = gid / $Gu;
+    let k = (gid % $Gu) * $BWGu + lid;
+    if (mat >= $Bu) { return; }
+    let sb = mat * $TSu;
+    // e_j couples rows j and j + 1: the reduction's e, the last one still in the matrix.
+    for (var j = lid; j < $Nu; j = j + $BWGu) {
+        dd[j] = in0[sb + j * $LDu + j];
+        var e = 0.0;
+        if (j + 2u < $Nu) {
+            e = in0[sb + $SIZEu + j];
+        } else if (j + 2u == $Nu) {
+            e = in0[sb + j * $LDu + j + 1u];
+        }
+        e2[j] = e * e;
+    }
+    workgroupBarrier();
+    if (lid == 0u) {
+        var lo = dd[0];
+        var hi = dd[0];
+        var ep = 0.0;
+        for (var j = 0u; j < $Nu; j = j + 1u) {
+            let e = sqrt(e2[j]);
+            lo = min(lo, dd[j] - ep - e);
+            hi = max(hi, dd[j] + ep + e);
+            ep = e;
+        }
+        bounds = vec2<f32>(lo, hi);
+    }
+    let b = workgroupUniformLoad(&bounds);
+    if (k >= $Nu) { return; }
+    let tnorm = max(abs(b.x), abs(b.y));
+    // Widened as LAPACK does, so that every eigenvalue lies inside.
+    // The smallest pivot magnitude: above f32's smallest normal number.
+    let pivmin = 1e-37;
+    let pad = 2.4e-7 * tnorm * f32($Nu) + 4.0 * pivmin;
+    let tol = 2.4e-7 * tnorm;
+    var lo = b.x - pad;
+    var hi = b.y + pad;
+    // The eigenvalues below lo and below hi (a pivot of exactly 0 counts as negative).
+    var clo = 0u;
+    var chi = $Nu;
+    for (var it = 0u; it < $STEPSu; it = it + 1u) {
+        if (hi - lo <= tol) { break; }
+        let x = 0.5 * (lo + hi);
+        // The eigenvalues below x.
+        var count = 0u;
+        var q = dd[0] - x;
+        for (var j = 0u; j < $Nu; j = j + 1u) {
+            if (j > 0u) { q = (dd[j] - x) - e2[j - 1u] / q; }
+            if (abs(q) < pivmin) { q = -pivmin; }
+            if (q < 0.0) { count = count + 1u; }
+        }
+        if (count > k) {
+            hi = x;
+            chi = count;
+        } else {
+            lo = x;
+            clo = count;
+        }
+    }
+    // Where every eigenvalue in [lo, hi] is a diagonal entry with zero couplings on both
+    // sides, all equal, it is exactly that entry: a diagonal or zero matrix gives its own
+    // entries, as the QL iteration does (a midpoint within the tolerance would not).
+    var m = 0u;
+    var vmin = 3.0e38;
+    var vmax = -3.0e38;
+    for (var j = 0u; j < $Nu; j = j + 1u) {
+        let alone = e2[j] == 0.0 && (j == 0u || e2[j - 1u] == 0.0);
+        // (Within the pivots' clamp of the ends: a zero pivot counts as negative.)
+        if (alone && dd[j] >= lo - 2.0 * pivmin && dd[j] <= hi + 2.0 * pivmin) {
+            m = m + 1u;
+            vmin = min(vmin, dd[j]);
+            vmax = max(vmax, dd[j]);
+        }
+    }
+    var w = 0.5 * (lo + hi);
+    if (m > 0u && m == chi - clo && vmin == vmax) { w = vmin; }
+    // The scale g, a power of two: the division is exact.
+    let g = in0[sb + $SIZEu + $LDu];
+    out0[mat * $Nu + k] = w / g;
 }
 "#;
 
