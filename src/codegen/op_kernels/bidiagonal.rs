@@ -28,8 +28,8 @@
 
 use super::jacobi::{binding, check_results, params};
 use super::tridiagonal::{
-    bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, budget, fill, ql_step, svd_operand,
-    Ctx, MinN, SvdOperand, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS,
+    bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, budget, ql_step, svd_operand, Ctx,
+    MinN, SvdOperand, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS,
 };
 use super::{temp, Launch, Plan};
 use crate::codegen::expr::Binding;
@@ -249,29 +249,24 @@ fn plan_svd(
             hi = lo;
         }
         let threads = batch * n4;
-        kernels.push(super::jacobi::workgroup_kernel(
-            &format!("{name}_back_{kname}"),
-            &format!("kernel {name}_back_{kname}: the reflections (parameters: end and first) applied to the bidiagonal's singular vectors ({kname}) of {desc}, a vec4 of columns per thread\nloop iterations per invocation: at most {back_iters}\nfuses: {what}"),
+        kernels.push(cx.grouped(
+            &format!("back_{kname}"),
+            &format!("the reflections (parameters: end and first) applied to the bidiagonal's singular vectors ({kname}) of {desc}, a vec4 of columns per thread"),
             vec![params(), bi.clone()],
             vec![if kname == "u" { uz.clone() } else { vz.clone() }],
-            &fill(
+            (
                 BACK_KERNEL,
                 &[
-                    cx.subs.clone(),
-                    vec![
-                        ("$BWG", BACK_WG.to_string()),
-                        ("$T", threads.to_string()),
-                        ("$ROWS", rows_of.to_string()),
-                        ("$FIRST", first.to_string()),
-                        ("$AT", at),
-                    ],
-                ]
-                .concat(),
+                    ("$BWG", BACK_WG.to_string()),
+                    ("$T", threads.to_string()),
+                    ("$ROWS", rows_of.to_string()),
+                    ("$FIRST", first.to_string()),
+                    ("$AT", at),
+                ],
             ),
             threads.div_ceil(BACK_WG),
             back_iters,
             true,
-            target,
         )?);
         let k_back = kernels.len() - 1;
         for (hi, lo) in ranges {
@@ -335,7 +330,7 @@ fn qr_stage(
         budget,
         step,
     } = *q;
-    let (name, desc, what, target) = (cx.name, cx.desc, cx.what, cx.target);
+    let (desc, target) = (cx.desc, cx.target);
     let n4 = n.div_ceil(4);
     let ld = 4 * n4;
     let vectors = zs > 0;
@@ -387,15 +382,14 @@ fn qr_stage(
             }
         }
     }
-    kernels.push(super::jacobi::workgroup_kernel(
-        &format!("{name}_qr"),
-        &format!("kernel {name}_qr: implicitly shifted QR sweeps (f64; parameter: the launch's index) on the bidiagonal matrices of {desc}, resumed where the last launch stopped, {parts} workgroups per matrix{}\nloop iterations per invocation: at most {iters}\nfuses: {what}", if vectors { "" } else { ", no vectors" }),
+    kernels.push(cx.grouped(
+        "qr",
+        &format!("implicitly shifted QR sweeps (f64; parameter: the launch's index) on the bidiagonal matrices of {desc}, resumed where the last launch stopped, {parts} workgroups per matrix{}", if vectors { "" } else { ", no vectors" }),
         vec![params()],
         vec![qr.clone()],
-        &fill(
+        (
             QR_KERNEL,
             &[
-                cx.subs.clone(),
                 vec![
                     ("$G", groups.to_string()),
                     ("$PARTS", parts.to_string()),
@@ -412,7 +406,6 @@ fn qr_stage(
         batch * parts,
         iters,
         true,
-        target,
     )?);
     // Room for PLANNED_ITERATIONS sweeps per singular value, each over the rest of the matrix.
     let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;

@@ -216,6 +216,35 @@ impl Ctx<'_> {
         )
     }
 
+    /// A kernel of `groups` workgroups whose body is `template` filled in with the plan's `$`
+    /// names and `extra` ones; `does` is its comment after the name (the matrices included).
+    /// `vec4_state`: `out0` bound as vec4s.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn grouped(
+        &self,
+        kname: &str,
+        does: &str,
+        inputs: Vec<Binding>,
+        outputs: Vec<Binding>,
+        (template, extra): (&str, &[(&'static str, String)]),
+        groups: u64,
+        iterations: u64,
+        vec4_state: bool,
+    ) -> Result<kernel::Kernel> {
+        let (name, what) = (self.name, self.what);
+        workgroup_kernel(
+            &format!("{name}_{kname}"),
+            &format!("kernel {name}_{kname}: {does}\nloop iterations per invocation: at most {iterations}\nfuses: {what}"),
+            inputs,
+            outputs,
+            &fill(template, &[self.subs.as_slice(), extra].concat()),
+            groups,
+            iterations,
+            vec4_state,
+            self.target,
+        )
+    }
+
     /// The kernel `_values`: per matrix, the `n` values at offset `last` of the state bound as
     /// `in0` (`qs` f64 words per matrix; `abs`: by magnitude), divided by the reduction's scale
     /// (`in1`, at `$SIZE + scale` of each matrix's `$TS` words), written in rank order
@@ -442,27 +471,22 @@ pub fn plan(
     let bisect_iters = BISECT_STEPS * (n + 1) + 2 * n;
     if !vectors && bisect_iters <= budget && !crate::fusion::switched_off("WGPU_HLO_EIGH_BISECT") {
         let groups = n.div_ceil(BISECT_WG);
-        kernels.push(workgroup_kernel(
-            &format!("{name}_bisect"),
-            &format!("kernel {name}_bisect: eigenvalues of the tridiagonal matrices of {desc} by bisection on Sturm counts, one thread per eigenvalue, {groups} workgroups per matrix\nloop iterations per invocation: at most {bisect_iters}\nfuses: {what}"),
+        kernels.push(cx.grouped(
+            "bisect",
+            &format!("eigenvalues of the tridiagonal matrices of {desc} by bisection on Sturm counts, one thread per eigenvalue, {groups} workgroups per matrix"),
             vec![tri.clone()],
             vec![binding(op.results[0], &res[0])],
-            &fill(
+            (
                 BISECT_KERNEL,
                 &[
-                    cx.subs.clone(),
-                    vec![
-                        ("$BWG", BISECT_WG.to_string()),
-                        ("$G", groups.to_string()),
-                        ("$STEPS", BISECT_STEPS.to_string()),
-                    ],
-                ]
-                .concat(),
+                    ("$BWG", BISECT_WG.to_string()),
+                    ("$G", groups.to_string()),
+                    ("$STEPS", BISECT_STEPS.to_string()),
+                ],
             ),
             batch * groups,
             bisect_iters,
             false,
-            target,
         )?);
         launches.push(Launch::new(kernels.len() - 1, Vec::new()));
         return Ok(Some(Plan {
@@ -577,23 +601,18 @@ pub fn plan(
             hi = lo;
         }
         let threads = batch * n4;
-        kernels.push(workgroup_kernel(
-            &format!("{name}_back"),
-            &format!("kernel {name}_back: the reflections (parameters: end and first) applied to the tridiagonal matrices' eigenvectors of {desc}, a vec4 of columns per thread\nloop iterations per invocation: at most {back_iters}\nfuses: {what}"),
+        kernels.push(cx.grouped(
+            "back",
+            &format!("the reflections (parameters: end and first) applied to the tridiagonal matrices' eigenvectors of {desc}, a vec4 of columns per thread"),
             vec![params(), tri.clone()],
             vec![zs.clone()],
-            &fill(
+            (
                 BACK_KERNEL,
-                &[
-                    cx.subs.clone(),
-                    vec![("$BWG", BACK_WG.to_string()), ("$T", threads.to_string())],
-                ]
-                .concat(),
+                &[("$BWG", BACK_WG.to_string()), ("$T", threads.to_string())],
             ),
             threads.div_ceil(BACK_WG),
             back_iters,
             true,
-            target,
         )?);
         let k_back = kernels.len() - 1;
         for (hi, lo) in ranges {
