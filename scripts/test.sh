@@ -40,6 +40,11 @@ WGPU_HLO_EIGH_TRIDIAGONAL=0 WGPU_HLO_SVD_BIDIAGONAL=0 cargo test --release --tes
 # Jacobi only.
 echo "== without f64 (WGPU_HLO_F64=0), eigh by tridiagonal reduction everywhere"
 WGPU_HLO_F64=0 WGPU_HLO_EIGH_TRIDIAGONAL=1 cargo test --release --test jacobi --test linalg
+# Cholesky's column kernels, which the tiled plan replaced and which remain its fallback where
+# workgroup memory cannot hold a block of 8 columns.
+echo "== cholesky by the column kernels (WGPU_HLO_CHOLESKY=workgroup, =columns)"
+WGPU_HLO_CHOLESKY=workgroup cargo test --release --test linalg cholesky
+WGPU_HLO_CHOLESKY=columns cargo test --release --test linalg cholesky
 # The kernel shapes a GPU gets (workgroup-memory tiles instead of CPU register blocks), run on
 # this adapter against the same references, so CI checks code no GPU here would otherwise run.
 echo "== GPU kernel choices on this adapter (WGPU_HLO_ADAPTER_CLASS=gpu)"

@@ -126,8 +126,10 @@ fn cholesky_large_f32() {
     check_cholesky(2, 130, false, ElementType::F32, 1e-4);
 }
 
-/// Up to 512 columns one workgroup per matrix factors ranges of columns per launch (more than
-/// one range at 300 and 512), past it a launch per column: both against the host, batched.
+/// The tiled plan: blocks of 64 columns (the last narrower at 513), batched, both triangles,
+/// against the host. With `WGPU_HLO_CHOLESKY=workgroup` (scripts/test.sh) the column kernels
+/// instead: up to 512 columns one workgroup per matrix factors ranges of columns per launch
+/// (more than one range at 300 and 512), past it a launch per column.
 #[test]
 fn cholesky_in_workgroups_and_by_columns() {
     check_cholesky(5, 48, true, ElementType::F32, 1e-4);

@@ -508,18 +508,44 @@ def test_pinv_accuracy(gpu, shape):
     assert np.abs(got - want).max() < 1e-5 * np.abs(want).max()
 
 
-def test_cholesky_blocked(gpu):
-    # From 256 columns cholesky runs by blocks of 64 (n padded to whole blocks with the
-    # identity), above 512 in column segments (`test_cholesky_segments`; 600 makes two, of 512
-    # and 128 columns): batched, upper, n not a multiple of 64, and matrices that are not
-    # positive definite, in either segment, which are NaN as a whole.
+def test_cholesky_tiled(gpu):
+    # Below 2048 columns cholesky is one `stablehlo.cholesky`, planned as a tiled
+    # factorization (blocks of 64 columns: diagonal block, panel below it, update of the
+    # trailing lower triangle): batched, upper, n not a multiple of 64, and matrices that are
+    # not positive definite in the first, a middle or the last (narrower) block, which are
+    # NaN as a whole, the others of the batch untouched.
+    a = spd(600, (2,), seed=7)
+    f = lambda a: jsl.cholesky(a, lower=False)
+    assert_close(on(gpu, f, a), on(CPU, f, a), 1e-5)
+    for pivot in (30, 270, 570):
+        bad = spd(600, (2,), seed=8)
+        bad[1, pivot, pivot] = -10.0
+        g, c = on(gpu, jnp.linalg.cholesky, bad), on(CPU, jnp.linalg.cholesky, bad)
+        assert np.isnan(c[1][np.tril_indices(600)]).all() and not np.isnan(c[0]).any()
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(c))
+        assert_close(g[0], c[0], 1e-5)
+    # Block edges, and many small matrices (one workgroup each per launch).
+    for n, batch in [(63, ()), (64, ()), (65, ()), (128, ()), (129, (3,)), (70, (200,))]:
+        a = spd(n, batch, seed=n)
+        assert_close(on(gpu, jnp.linalg.cholesky, a), on(CPU, jnp.linalg.cholesky, a), 1e-5)
+
+
+def test_cholesky_blocked(gpu, monkeypatch):
+    # From 2048 columns cholesky runs in column segments of 64-column blocks
+    # (`test_cholesky_segments`), n padded to whole blocks with the identity; here from 256
+    # (600 makes two segments, of 512 and 128 columns): batched, upper, and matrices that are
+    # not positive definite, in either segment, which are NaN as a whole.
+    from jax_plugins.wgpu import lowerings
+
+    monkeypatch.setattr(lowerings, "_CHOLESKY_BLOCKED_N", 256)
     a = spd(600, (2,), seed=7)
     f = lambda a: jsl.cholesky(a, lower=False)
     assert_close(on(gpu, f, a), on(CPU, f, a), 1e-5)
     for pivot in (270, 570):
         bad = spd(600, seed=8)
         bad[pivot, pivot] = -10.0
-        g, c = on(gpu, jnp.linalg.cholesky, bad), on(CPU, jnp.linalg.cholesky, bad)
+        chol = lambda a: jnp.linalg.cholesky(a)
+        g, c = on(gpu, chol, bad), on(CPU, chol, bad)
         assert np.isnan(c).any()
         np.testing.assert_array_equal(np.isnan(g), np.isnan(c))
 
@@ -537,7 +563,7 @@ def test_cholesky_segments():
 
 @slow
 def test_cholesky_2000_batched(gpu):
-    # Four segments of 512 columns (2000 padded to 2048 with the identity), two matrices.
+    # The tiled plan (32 blocks of 64 columns, the last narrower), two matrices.
     a = spd(2000, (2,), seed=9)
     assert_close(on(gpu, jnp.linalg.cholesky, a), on(CPU, jnp.linalg.cholesky, a), 1e-5)
 

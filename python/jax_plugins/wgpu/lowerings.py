@@ -26,7 +26,7 @@ the compiler plans as whole sweeps per launch with the convergence test on the d
 Real f32/f64 `lu` of moderate size runs as `custom_call @wgpu_hlo.lu` (`lu_rule`: one
 workgroup per matrix, LAPACK's pivots, `src/codegen/op_kernels/lu.rs`); larger ones and other
 dtypes take JAX's rule (blocked; its panels loop over columns of StableHLO ops). Real
-`cholesky` of 256 columns or more runs by blocks (`_cholesky_impl`, installed by
+`cholesky` of 2048 columns or more runs by segments of blocks (`_cholesky_impl`, installed by
 `host_ops.register_solvers`), its diagonal blocks and smaller matrices as `stablehlo.cholesky`.
 Real `triangular_solve` of 256 or more rows with 32 or more right-hand sides runs by blocks
 too (`_triangular_solve_impl`): products with the inverses of the diagonal blocks (one batched
@@ -836,10 +836,15 @@ def _svd_on_device(aval, *, subset_by_index=None, **_):
 _CHOLESKY_BLOCK = 64
 """Columns per diagonal block of the blocked Cholesky factorization."""
 
-_CHOLESKY_BLOCKED_N = 256
-"""Smallest n factored by blocks (below it the column kernels' fewer launches win: lavapipe,
-130 x 130: 19 ms by columns, 46 by blocks; 256 x 256: 64 and 33-39; 512: 509 and 96-102;
-64-column blocks beat 128 from 256 to 1024)."""
+_CHOLESKY_BLOCKED_N = 2048
+"""Smallest n factored here by segments of blocks; smaller matrices are one `stablehlo.cholesky`,
+which the compiler plans as a tiled factorization (`src/codegen/op_kernels/linalg.rs`,
+`tiled`: three launches per 64 columns). lavapipe, 2 cores, ms per call (segments here, the
+tiled plan): 256 x 256 11.8-13.7 and 4.2-5.1; 512: 29-38 and 14.3-14.5; 1024: 81-112 and
+73-79; 2048: 472 and 528 (from there the segments' products, on the compiler's dot kernels,
+run faster than the plan's update kernel). The first call of 1024 x 1024 compiles 376 ms
+here, 199 ms as the plan."""
+
 
 _CHOLESKY_BLOCK_PRIMITIVE: list = []
 

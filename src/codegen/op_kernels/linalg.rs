@@ -208,7 +208,7 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
             op.name()
         ),
         Vec::new(),
-        vec![result],
+        vec![result.clone()],
         &Default::default(),
         "",
         &format!(
@@ -221,6 +221,17 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
         2 * n,
         target,
     )?;
+    if let Some(plan) = tiled(
+        name,
+        (&what, &op.name()),
+        (n, batch, w, lower),
+        &a,
+        (input_binding(op, &t), result.clone()),
+        t.dtype,
+        target,
+    )? {
+        return Ok(plan);
+    }
     // Columns in one workgroup per matrix when the matrices are small enough: a launch per
     // range of columns instead of one per column.
     if let Some((columns, ranges)) = columns_in_workgroups(
@@ -252,6 +263,478 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
         temps: vec![t],
         launches,
     })
+}
+
+/// Columns per block of the tiled Cholesky ([`tiled`]), or fewer where workgroup memory
+/// does not hold a block of them.
+const TILED_BLOCK: u64 = 64;
+/// Threads of the panel kernel (one row each) and of the update kernel (one column each).
+const TILED_WG: u64 = 64;
+/// Rows of the trailing matrix one workgroup of the update kernel updates.
+const TILED_ROWS: u64 = 16;
+/// Columns each lane of the CPU adapters' update kernel updates (one per thread elsewhere).
+/// lavapipe, 1024 x 1024, the update launches' time: 16 rows x 8 columns per lane 46-55 ms,
+/// 32 x 4 43-56, 64 x 4 43-47, 8 x 4 and 8 x 2 about twice as long; 32 x 8 and 64 x 4
+/// took 2 s to compile at the first call.
+const UPDATE_COLUMNS_PER_LANE: u64 = 8;
+
+/// The tiled right-looking Cholesky: `init` copies the triangle of `a` the op names into a
+/// state buffer per matrix (the factor, lower, row-major, then a scratch of `b` rows of `n`:
+/// the current panel transposed); per block of `b` columns from `j0` (a parameter) `diag`,
+/// then, unless it is the last block, `panel` and `update`; `finish` writes the result (the
+/// other triangle zero) or NaNs for a matrix with a pivot that is not positive (as LAPACK's
+/// potrf reports and XLA returns). About n^3/3 flops in 3n/b + 1 launches, where the column
+/// kernels launch once per column (or per range of columns in one workgroup) and reread
+/// every column before.
+///
+/// * `diag` factors the diagonal block in workgroup memory, one workgroup per matrix (of 8
+///   threads on CPU adapters, where a barrier between a workgroup's invocations costs a
+///   switch between them), one barrier per column: the trailing update of column `c` scales
+///   by the pivot not yet rooted, `d[r][s] -= d[r][c] d[s][c] / d[c][c]`, so nothing waits
+///   for the column's own scaling.
+/// * `panel` solves the rows below it against it, one thread per row (the block in
+///   workgroup memory), and stores the solved rows transposed in the scratch as well, so
+///   that neighbouring threads read neighbouring words there.
+/// * `update` subtracts the panel's product from the trailing matrix, `A22 -= L21 L21^T`, on
+///   its lower triangle only: one thread per column of a 64-column strip, `TILED_ROWS` rows
+///   per workgroup, both factors read from the scratch (the rows' words the same for every
+///   thread of the workgroup).
+///
+/// CPU adapters with subgroups of a known size (llvmpipe: 8) run every load lane by lane, so
+/// there `panel` and `update` are one subgroup per workgroup and load each shared word once
+/// per subgroup (`subgroupBroadcast` hands it to the other lanes): `panel` 4 rows per lane,
+/// their solved words in private arrays (see [`shared_panel`]), `update` 8 columns per lane.
+/// lavapipe, ms per call of `jnp.linalg.cholesky` (this plan; the column kernels in one
+/// workgroup and, from 256, JAX-level blocks of 64 on them): 256 x 256 4.2-5.3 (11-14),
+/// 512 14-18 (29-44), 1024 72-79 (81-112).
+///
+/// `None` with `WGPU_HLO_CHOLESKY=columns` or `workgroup` (the column kernels).
+#[allow(clippy::too_many_arguments)]
+fn tiled(
+    name: &str,
+    (what, op_name): (&str, &str),
+    (n, batch, w, lower): (u64, u64, &str, bool),
+    a: &dyn Fn(&str, &str) -> String,
+    (input, result): (Binding, Binding),
+    dtype: ElementType,
+    target: Target,
+) -> Result<Option<Plan>> {
+    let mode = std::env::var("WGPU_HLO_CHOLESKY").unwrap_or_default();
+    if matches!(mode.trim(), "columns" | "workgroup") || n < 2 {
+        return Ok(None);
+    }
+    let bytes = if w == "f64" { 8 } else { 4 };
+    let mut b = TILED_BLOCK.min(n);
+    while b > 8 && b * b * bytes + 16 > target.max_workgroup_storage {
+        b /= 2;
+    }
+    if b * b * bytes + 16 > target.max_workgroup_storage {
+        return Ok(None);
+    }
+    let nn = n * n;
+    let stride = nn + b * n;
+    if batch * stride * bytes > target.max_binding_size {
+        return Ok(None);
+    }
+    let state_ty = TensorType::new(vec![(batch * stride) as i64], dtype);
+    let state = Binding {
+        value: temp(0),
+        ty: state_ty.clone(),
+    };
+    // L(i, j) and the scratch's P(k, i) in the state (`base`: the matrix's offset there).
+    let l = |i: &str, j: &str| format!("out0[base + ({i}) * {n}u + ({j})]");
+    let p = |k: &str, i: &str| format!("out0[base + {nn}u + ({k}) * {n}u + ({i})]");
+    let init = kernel::threaded(
+        &format!("{name}_init"),
+        &format!(
+            "kernel {name}_init: the state of a {what}: the triangle of the matrix it names, lower, the other triangle zero\nloop iterations per invocation: 0\nfuses: {op_name}"
+        ),
+        vec![input],
+        vec![state.clone()],
+        &Default::default(),
+        "",
+        &format!(
+            "    let j = tid % {n}u;\n    let i = (tid / {n}u) % {n}u;\n    let mat = tid / {nn}u;\n    let base = mat * {stride}u;\n    let src = mat * {nn}u;\n    \
+             if (i >= j) {{\n        {lij} = {aij};\n    }} else {{\n        {lij} = {w}(0);\n    }}\n",
+            lij = l("i", "j"),
+            aij = a("i", "j").replace("base +", "src +"),
+        ),
+        batch * nn,
+        0,
+        target,
+    )?;
+    let bb = b * b;
+    // The entry point up to `j0` (the block's first column) and `bw` (its width); `sub`:
+    // with the subgroup builtins, and no block in workgroup memory.
+    let header = |wg: u64, groups: u64, sub: bool| {
+        let (memory, entry) = if sub {
+            (String::new(), kernel::subgroup_entry_header(wg as u32))
+        } else {
+            (
+                format!("var<workgroup> d: array<{w}, {bb}>;\n"),
+                kernel::entry_header(wg as u32),
+            )
+        };
+        format!(
+            "{memory}var<workgroup> start: u32;\n\n{entry}    let g = wid.y * nwg.x + wid.x;
+    if (g >= {groups}u) {{ return; }}
+    if (lid == 0u) {{ start = in0[0]; }}
+    let j0 = workgroupUniformLoad(&start);
+    let bw = min({b}u, {n}u - j0);
+"
+        )
+    };
+    // A statement for each element of the block's lower triangle, spread over the threads:
+    // `e` its index in `d`, `i`, `j` in the matrix.
+    let block_elements = |wg: u64, stmt: &str| {
+        format!(
+            "    for (var e = lid; e < {bb}u; e = e + {wg}u) {{
+        let r = e / {b}u;
+        let c = e % {b}u;
+        if (r < bw && c <= r) {{
+            let i = j0 + r;
+            let j = j0 + c;
+            {stmt}
+        }}
+    }}
+    workgroupBarrier();
+"
+        )
+    };
+    let lij = l("i", "j");
+    let dw = if target.cpu_adapter { 8 } else { 64 }.min(b.next_power_of_two());
+    // The busiest diag thread: its share of the block twice, the columns' updates of its
+    // rows, the pivots.
+    // Per column c, thread t's rows r > c, each r - c steps.
+    let updates = (0..dw)
+        .map(|t| {
+            (0..b)
+                .map(|c| {
+                    (t..b)
+                        .step_by(dw as usize)
+                        .filter(|&r| r > c)
+                        .map(|r| 1 + r - c)
+                        .sum::<u64>()
+                })
+                .sum::<u64>()
+        })
+        .max()
+        .unwrap_or(0);
+    let diag_iterations =
+        2 * bb.div_ceil(dw) + b + updates + 3 * b.div_ceil(dw) + b * b.div_ceil(dw);
+    let diag_body = format!(
+        "{}    let base = g * {stride}u;
+{}    for (var c = 0u; c < bw; c = c + 1u) {{
+        let dc = d[c * {b}u + c];
+        for (var r = c + 1u + lid; r < bw; r = r + {dw}u) {{
+            let f = d[r * {b}u + c] / dc;
+            for (var s = c + 1u; s <= r; s = s + 1u) {{
+                d[r * {b}u + s] = d[r * {b}u + s] - f * d[s * {b}u + c];
+            }}
+        }}
+        workgroupBarrier();
+    }}
+    var piv: array<{w}, {pr}>;
+    for (var r = lid; r < bw; r = r + {dw}u) {{
+        piv[r / {dw}u] = sqrt(d[r * {b}u + r]);
+    }}
+    workgroupBarrier();
+    for (var r = lid; r < bw; r = r + {dw}u) {{
+        d[r * {b}u + r] = piv[r / {dw}u];
+    }}
+    workgroupBarrier();
+    for (var r = lid; r < bw; r = r + {dw}u) {{
+        for (var c = 0u; c < r; c = c + 1u) {{
+            d[r * {b}u + c] = d[r * {b}u + c] / d[c * {b}u + c];
+        }}
+    }}
+    workgroupBarrier();
+{}}}
+",
+        header(dw, batch, false),
+        block_elements(dw, &format!("d[e] = {lij};")),
+        block_elements(dw, &format!("{lij} = d[e];")),
+        pr = b.div_ceil(dw),
+    );
+    let diag_name = format!("{name}_diag");
+    let diag = kernel::in_workgroups(
+        &diag_name,
+        &format!(
+            "kernel {diag_name}: the diagonal block of {b} columns from j0 (a parameter) of a {what}, factored in workgroup memory, one workgroup per matrix, a barrier per column\nloop iterations per invocation: at most {diag_iterations}\nfuses: {op_name}"
+        ),
+        vec![params(1)],
+        vec![state.clone()],
+        &Default::default(),
+        &diag_body,
+        batch,
+        diag_iterations,
+        target,
+    )?;
+    let mut kernels = vec![init, diag];
+    if n > b {
+        let wg = TILED_WG;
+        let r = TILED_ROWS;
+        // On a CPU adapter with subgroups of a known size, a workgroup is one subgroup: each
+        // lane loads one word of the rows' and broadcasts it, and takes several columns,
+        // since every load there runs lane by lane.
+        let lanes = u64::from(target.caps.subgroup_size);
+        let shared = target.cpu_adapter
+            && target.caps.subgroup
+            && matches!(lanes, 4 | 8 | 16)
+            && r % lanes == 0
+            && wg % lanes == 0
+            && b % lanes == 0;
+        let (panel_wg, panel_rows) = if shared {
+            (lanes, PANEL_ROWS_PER_LANE * lanes)
+        } else {
+            (wg, wg)
+        };
+        let chunks = (n - b).div_ceil(panel_rows);
+        let panel_iterations = if shared {
+            b * (b / lanes + 1)
+        } else {
+            bb.div_ceil(wg) + b * (b + 1) / 2
+        };
+        let panel_body = if shared {
+            shared_panel(
+                &header(panel_wg, batch * chunks, true),
+                (n, b, w, lanes, chunks, stride),
+                &l,
+                &p,
+            )
+        } else {
+            format!(
+                "{}    let base = (g / {chunks}u) * {stride}u;
+    let chunk = g % {chunks}u;
+    if (j0 + bw + chunk * {wg}u >= {n}u) {{ return; }}
+{}    let i = j0 + bw + chunk * {wg}u + lid;
+    if (i >= {n}u) {{ return; }}
+    for (var c = 0u; c < bw; c = c + 1u) {{
+        let j = j0 + c;
+        var t = {lij};
+        for (var s = 0u; s < c; s = s + 1u) {{
+            t = t - {pis} * d[c * {b}u + s];
+        }}
+        t = t / d[c * {b}u + c];
+        {lij} = t;
+        {pic} = t;
+    }}
+}}
+",
+                header(wg, batch * chunks, false),
+                block_elements(wg, &format!("d[e] = {lij};")),
+                pis = p("s", "i"),
+                pic = p("c", "i"),
+            )
+        };
+        let panel_name = format!("{name}_panel");
+        kernels.push(kernel::in_workgroups(
+            &panel_name,
+            &format!(
+                "kernel {panel_name}: the rows below the diagonal block of {b} columns from j0 (a parameter) of a {what}, one thread per row, the factored block in workgroup memory; the rows solved are stored transposed in the scratch too\nloop iterations per invocation: at most {panel_iterations}\nfuses: {op_name}"
+            ),
+            vec![params(1)],
+            vec![state.clone()],
+            &Default::default(),
+            &panel_body,
+            batch * chunks,
+            panel_iterations,
+            target,
+        )?);
+        let row_blocks = (n - b).div_ceil(r);
+        let strip = if shared {
+            lanes * UPDATE_COLUMNS_PER_LANE
+        } else {
+            wg
+        };
+        let col_blocks = (n - b).div_ceil(strip);
+        let per_mat = row_blocks * col_blocks;
+        let (threads, cols) = if shared {
+            (lanes, UPDATE_COLUMNS_PER_LANE)
+        } else {
+            (wg, 1)
+        };
+        let m = n - 1;
+        let mut accs = String::new();
+        let mut inner = String::new();
+        let mut stores = String::new();
+        for c in 0..cols {
+            let jc = if shared {
+                format!("c0 + sgl + {}u", lanes * c)
+            } else {
+                "c0 + lid".to_string()
+            };
+            accs.push_str(&format!("    let j{c} = {jc};\n"));
+            inner.push_str(&format!(
+                "        let pj{c} = {};\n",
+                p("k", &format!("min(j{c}, {m}u)"))
+            ));
+        }
+        if shared {
+            for t in 0..r / lanes {
+                inner.push_str(&format!(
+                    "        let pi{t} = {};\n",
+                    p("k", &format!("min(i0 + sgl + {}u, {m}u)", lanes * t))
+                ));
+            }
+        }
+        for q in 0..r {
+            let pi = if shared {
+                format!("subgroupBroadcast(pi{}, {}u)", q / lanes, q % lanes)
+            } else {
+                p("k", &format!("min(i0 + {q}u, {m}u)"))
+            };
+            inner.push_str(&format!("        let x{q} = {pi};\n"));
+            for c in 0..cols {
+                accs.push_str(&format!("    var acc{q}_{c}: {w} = {w}(0);\n"));
+                inner.push_str(&format!(
+                    "        acc{q}_{c} = acc{q}_{c} + x{q} * pj{c};\n"
+                ));
+                let lq = l(&format!("i0 + {q}u"), &format!("j{c}"));
+                stores.push_str(&format!(
+                    "    if (i0 + {q}u < {n}u && j{c} <= i0 + {q}u) {{ {lq} = {lq} - acc{q}_{c}; }}\n"
+                ));
+            }
+        }
+        let entry = if shared {
+            kernel::subgroup_entry_header(threads as u32)
+        } else {
+            kernel::entry_header(threads as u32)
+        };
+        let update_body = format!(
+            "var<workgroup> start: u32;\n\n{entry}    let g = wid.y * nwg.x + wid.x;
+    if (g >= {groups}u) {{ return; }}
+    let base = (g / {per_mat}u) * {stride}u;
+    let rb = (g % {per_mat}u) / {col_blocks}u;
+    let cb = g % {col_blocks}u;
+    if (lid == 0u) {{ start = in0[0]; }}
+    let s = workgroupUniformLoad(&start) + {b}u;
+    let i0 = s + rb * {r}u;
+    let c0 = s + cb * {strip}u;
+    if (i0 >= {n}u || c0 >= i0 + {r}u) {{ return; }}
+{accs}    for (var k = 0u; k < {b}u; k = k + 1u) {{
+{inner}    }}
+{stores}}}
+",
+            groups = batch * per_mat,
+        );
+        let update_name = format!("{name}_update");
+        kernels.push(kernel::in_workgroups(
+            &update_name,
+            &format!(
+                "kernel {update_name}: the trailing matrix after the block of {b} columns from j0 (a parameter) of a {what} loses the block's product, lower triangle only: {r} rows by {wg} columns per workgroup, one thread per column\nloop iterations per invocation: at most {b}\nfuses: {op_name}"
+            ),
+            vec![params(1)],
+            vec![state.clone()],
+            &Default::default(),
+            &update_body,
+            batch * per_mat,
+            b,
+            target,
+        )?);
+    }
+    // The result: the factor, its transpose for `lower = false`, or NaNs.
+    let out = if lower {
+        format!("out0[src + i * {n}u + j]")
+    } else {
+        format!("out0[src + j * {n}u + i]")
+    };
+    let finish = kernel::threaded(
+        &format!("{name}_finish"),
+        &format!(
+            "kernel {name}_finish: the result of a {what}, one thread per row: NaNs for a matrix with a pivot that is not positive (as LAPACK's potrf reports and XLA returns)\nloop iterations per invocation: at most {}\nfuses: {op_name}",
+            2 * n
+        ),
+        vec![state],
+        vec![result],
+        &Default::default(),
+        "",
+        &format!(
+            "    let i = tid % {n}u;\n    let mat = tid / {n}u;\n    let base = mat * {stride}u;\n    let src = mat * {nn}u;\n    var ok = true;\n    \
+             for (var e = 0u; e < {n}u; e = e + 1u) {{\n        ok = ok && in0[base + e * {n1}u] > {w}(0);\n    }}\n    \
+             for (var j = 0u; j < {n}u; j = j + 1u) {{\n        var v = in0[base + i * {n}u + j];\n        if (j > i) {{ v = {w}(0); }}\n        if (!ok) {{ v = {nan}; }}\n        {out} = v;\n    }}\n",
+            n1 = n + 1,
+            nan = scalar(dtype).1,
+        ),
+        batch * n,
+        2 * n,
+        target,
+    )?;
+    let finish_index = kernels.len();
+    kernels.push(finish);
+    let mut launches = vec![Launch::new(0, Vec::new())];
+    let starts: Vec<u64> = (0..n).step_by(b as usize).collect();
+    for (k, &j0) in starts.iter().enumerate() {
+        launches.push(Launch::updating(1, vec![j0 as u32], 0));
+        if k + 1 < starts.len() {
+            launches.push(Launch::updating(2, vec![j0 as u32], 0));
+            launches.push(Launch::updating(3, vec![j0 as u32], 0));
+        }
+    }
+    launches.push(Launch::new(finish_index, Vec::new()));
+    Ok(Some(Plan {
+        kernels,
+        temps: vec![state_ty],
+        launches,
+    }))
+}
+
+/// Rows each lane of the CPU adapters' panel kernel solves (module of [`tiled`]).
+const PANEL_ROWS_PER_LANE: u64 = 4;
+
+/// The panel kernel of [`tiled`] for CPU adapters with subgroups of `lanes`: one subgroup
+/// per workgroup, [`PANEL_ROWS_PER_LANE`] rows per lane, each row's solved words in a private
+/// array (indexed alike by every lane), the factored block's words read once per subgroup
+/// (each lane loads one, `subgroupBroadcast` hands it to the others).
+fn shared_panel(
+    header: &str,
+    (n, b, w, lanes, chunks, stride): (u64, u64, &str, u64, u64, u64),
+    l: &dyn Fn(&str, &str) -> String,
+    p: &dyn Fn(&str, &str) -> String,
+) -> String {
+    let rr = PANEL_ROWS_PER_LANE;
+    let m = n - 1;
+    let mut s = format!(
+        "{header}    let base = (g / {chunks}u) * {stride}u;\n    let first = j0 + bw + (g % {chunks}u) * {}u;\n    if (first >= {n}u) {{ return; }}\n",
+        rr * lanes
+    );
+    for t in 0..rr {
+        s.push_str(&format!(
+            "    let i{t} = first + {}u + sgl;\n    let r{t} = min(i{t}, {m}u);\n    var x{t}: array<{w}, {b}>;\n",
+            t * lanes
+        ));
+    }
+    s.push_str("    for (var c = 0u; c < bw; c = c + 1u) {\n        let j = j0 + c;\n");
+    for t in 0..rr {
+        s.push_str(&format!(
+            "        var t{t} = {};\n",
+            l(&format!("r{t}"), "j")
+        ));
+    }
+    s.push_str(&format!(
+        "        for (var s0 = 0u; s0 < c; s0 = s0 + {lanes}u) {{\n            let v = select({w}(0), {}, s0 + sgl < c);\n",
+        l("j", "j0 + min(s0 + sgl, c)")
+    ));
+    for u in 0..lanes {
+        s.push_str(&format!(
+            "            let c{u} = subgroupBroadcast(v, {u}u);\n"
+        ));
+        for t in 0..rr {
+            s.push_str(&format!(
+                "            t{t} = t{t} - x{t}[s0 + {u}u] * c{u};\n"
+            ));
+        }
+    }
+    s.push_str(&format!("        }}\n        let piv = {};\n", l("j", "j")));
+    for t in 0..rr {
+        s.push_str(&format!(
+            "        t{t} = t{t} / piv;\n        x{t}[c] = t{t};\n        if (i{t} < {n}u) {{\n            {} = t{t};\n            {} = t{t};\n        }}\n",
+            l(&format!("i{t}"), "j"),
+            p("c", &format!("i{t}")),
+        ));
+    }
+    s.push_str("    }\n}\n");
+    s
 }
 
 /// The statements computing `L(i, j)` (WGSL `i`, `j`, with `base` the matrix's offset) from
