@@ -3,7 +3,9 @@
 //! as llvmpipe silently leave loops after 65535 iterations per invocation; GPUs have
 //! watchdogs):
 //!
-//! * `cholesky`, left-looking: one launch per column `j`, one thread per (matrix, row `i >= j`)
+//! * `cholesky`, tiled ([`tiled`]): right-looking by blocks of 64 columns, three launches per
+//!   block. Its fallback (and `WGPU_HLO_CHOLESKY=workgroup|columns`) is the column kernels:
+//!   left-looking, one launch per column `j`, one thread per (matrix, row `i >= j`)
 //!   computing `L(i, j)` from the columns before `j` (each thread also forms the pivot `L(j, j)`
 //!   itself, so no launch waits on another's pivot): `j` iterations per thread. A last launch
 //!   turns every matrix with a pivot that is not positive into NaNs, as XLA does.
@@ -332,7 +334,9 @@ fn tiled(
         return Ok(None);
     }
     let nn = n * n;
-    let stride = nn + b * n;
+    // The factor, the scratch, then a word set where a pivot is not positive.
+    let flag = nn + b * n;
+    let stride = flag + 1;
     if batch * stride * bytes > target.max_binding_size {
         return Ok(None);
     }
@@ -355,7 +359,7 @@ fn tiled(
         "",
         &format!(
             "    let j = tid % {n}u;\n    let i = (tid / {n}u) % {n}u;\n    let mat = tid / {nn}u;\n    let base = mat * {stride}u;\n    let src = mat * {nn}u;\n    \
-             if (i >= j) {{\n        {lij} = {aij};\n    }} else {{\n        {lij} = {w}(0);\n    }}\n",
+             if (i >= j) {{\n        {lij} = {aij};\n    }} else {{\n        {lij} = {w}(0);\n    }}\n    if (i == 0u && j == 0u) {{ out0[base + {flag}u] = {w}(0); }}\n",
             lij = l("i", "j"),
             aij = a("i", "j").replace("base +", "src +"),
         ),
@@ -401,6 +405,16 @@ fn tiled(
 "
         )
     };
+    // On a CPU adapter with subgroups of a known size, a workgroup is one subgroup: each
+    // lane loads one word of the rows' and broadcasts it, and takes several columns,
+    // since every load there runs lane by lane.
+    let lanes = u64::from(target.caps.subgroup_size);
+    let shared = target.cpu_adapter
+        && target.caps.subgroup
+        && matches!(lanes, 4 | 8 | 16)
+        && TILED_ROWS % lanes == 0
+        && TILED_WG % lanes == 0
+        && b % lanes == 0;
     let lij = l("i", "j");
     let dw = if target.cpu_adapter { 8 } else { 64 }.min(b.next_power_of_two());
     // The busiest diag thread: its share of the block twice, the columns' updates of its
@@ -436,7 +450,9 @@ fn tiled(
     }}
     var piv: array<{w}, {pr}>;
     for (var r = lid; r < bw; r = r + {dw}u) {{
-        piv[r / {dw}u] = sqrt(d[r * {b}u + r]);
+        let dr = d[r * {b}u + r];
+        if (!(dr > {w}(0))) {{ out0[base + {flag}u] = {w}(1); }}
+        piv[r / {dw}u] = sqrt(dr);
     }}
     workgroupBarrier();
     for (var r = lid; r < bw; r = r + {dw}u) {{
@@ -456,11 +472,32 @@ fn tiled(
         block_elements(dw, &format!("{lij} = d[e];")),
         pr = b.div_ceil(dw),
     );
+    let (diag_body, diag_iterations, how) = if shared {
+        // Per column c: its slots from c's twice, c steps each over them.
+        let slots = b / lanes;
+        let iterations = (0..b)
+            .map(|c| {
+                let left = slots - c / lanes;
+                1 + 2 * left + c * (1 + left)
+            })
+            .sum();
+        (
+            shared_diag(&header(lanes, batch, true), (n, b, w, lanes, stride, flag), &l),
+            iterations,
+            "one subgroup per matrix, each lane's rows in private arrays, the pivot row's words from its lane by subgroupShuffle",
+        )
+    } else {
+        (
+            diag_body,
+            diag_iterations,
+            "one workgroup per matrix, a barrier per column",
+        )
+    };
     let diag_name = format!("{name}_diag");
     let diag = kernel::in_workgroups(
         &diag_name,
         &format!(
-            "kernel {diag_name}: the diagonal block of {b} columns from j0 (a parameter) of a {what}, factored in workgroup memory, one workgroup per matrix, a barrier per column\nloop iterations per invocation: at most {diag_iterations}\nfuses: {op_name}"
+            "kernel {diag_name}: the diagonal block of {b} columns from j0 (a parameter) of a {what}, factored, {how}\nloop iterations per invocation: at most {diag_iterations}\nfuses: {op_name}"
         ),
         vec![params(1)],
         vec![state.clone()],
@@ -474,16 +511,6 @@ fn tiled(
     if n > b {
         let wg = TILED_WG;
         let r = TILED_ROWS;
-        // On a CPU adapter with subgroups of a known size, a workgroup is one subgroup: each
-        // lane loads one word of the rows' and broadcasts it, and takes several columns,
-        // since every load there runs lane by lane.
-        let lanes = u64::from(target.caps.subgroup_size);
-        let shared = target.cpu_adapter
-            && target.caps.subgroup
-            && matches!(lanes, 4 | 8 | 16)
-            && r % lanes == 0
-            && wg % lanes == 0
-            && b % lanes == 0;
         let (panel_wg, panel_rows) = if shared {
             (lanes, PANEL_ROWS_PER_LANE * lanes)
         } else {
@@ -642,22 +669,19 @@ fn tiled(
     let finish = kernel::threaded(
         &format!("{name}_finish"),
         &format!(
-            "kernel {name}_finish: the result of a {what}, one thread per row: NaNs for a matrix with a pivot that is not positive (as LAPACK's potrf reports and XLA returns)\nloop iterations per invocation: at most {}\nfuses: {op_name}",
-            2 * n
+            "kernel {name}_finish: the result of a {what}, one thread per element: NaNs for a matrix with a pivot that is not positive (as LAPACK's potrf reports and XLA returns)\nloop iterations per invocation: 0\nfuses: {op_name}"
         ),
         vec![state],
         vec![result],
         &Default::default(),
         "",
         &format!(
-            "    let i = tid % {n}u;\n    let mat = tid / {n}u;\n    let base = mat * {stride}u;\n    let src = mat * {nn}u;\n    var ok = true;\n    \
-             for (var e = 0u; e < {n}u; e = e + 1u) {{\n        ok = ok && in0[base + e * {n1}u] > {w}(0);\n    }}\n    \
-             for (var j = 0u; j < {n}u; j = j + 1u) {{\n        var v = in0[base + i * {n}u + j];\n        if (j > i) {{ v = {w}(0); }}\n        if (!ok) {{ v = {nan}; }}\n        {out} = v;\n    }}\n",
-            n1 = n + 1,
+            "    let j = tid % {n}u;\n    let i = (tid / {n}u) % {n}u;\n    let mat = tid / {nn}u;\n    let base = mat * {stride}u;\n    let src = mat * {nn}u;\n    \
+             var v = in0[base + i * {n}u + j];\n    if (j > i) {{ v = {w}(0); }}\n    if (in0[base + {flag}u] != {w}(0)) {{ v = {nan}; }}\n    {out} = v;\n",
             nan = scalar(dtype).1,
         ),
-        batch * n,
-        2 * n,
+        batch * nn,
+        0,
         target,
     )?;
     let finish_index = kernels.len();
@@ -735,6 +759,55 @@ fn shared_panel(
     }
     s.push_str("    }\n}\n");
     s
+}
+
+/// The diag kernel of [`tiled`] for CPU adapters with subgroups of `lanes`: one subgroup
+/// per matrix, left-looking, lane `l` holding rows `l`, `l + lanes`, ... of the block in
+/// private arrays; column `c` takes row `c`'s words from its lane (`subgroupShuffle`), so no
+/// barrier is needed (lavapipe: each barrier switches between a workgroup's invocations).
+fn shared_diag(
+    header: &str,
+    (n, b, w, lanes, stride, flag): (u64, u64, &str, u64, u64, u64),
+    l: &dyn Fn(&str, &str) -> String,
+) -> String {
+    let slots = b / lanes;
+    let m = n - 1;
+    format!(
+        "{header}    let base = g * {stride}u;
+    var x: array<array<{w}, {b}>, {slots}>;
+    var acc: array<{w}, {slots}>;
+    for (var c = 0u; c < bw; c = c + 1u) {{
+        let ct = c / {lanes}u;
+        let cl = c % {lanes}u;
+        let j = j0 + c;
+        for (var t = ct; t < {slots}u; t = t + 1u) {{
+            let i = min(j0 + t * {lanes}u + sgl, {m}u);
+            acc[t] = {lij};
+        }}
+        for (var s = 0u; s < c; s = s + 1u) {{
+            let coef = subgroupShuffle(x[ct][s], cl);
+            for (var t = ct; t < {slots}u; t = t + 1u) {{
+                acc[t] = acc[t] - x[t][s] * coef;
+            }}
+        }}
+        let pre = subgroupShuffle(acc[ct], cl);
+        if (sgl == cl && !(pre > {w}(0))) {{ out0[base + {flag}u] = {w}(1); }}
+        let piv = sqrt(pre);
+        for (var t = ct; t < {slots}u; t = t + 1u) {{
+            let r = t * {lanes}u + sgl;
+            var v = acc[t] / piv;
+            if (r == c) {{ v = piv; }}
+            x[t][c] = v;
+            if (r < bw && r >= c) {{
+                let i = j0 + r;
+                {lij} = v;
+            }}
+        }}
+    }}
+}}
+",
+        lij = l("i", "j"),
+    )
 }
 
 /// The statements computing `L(i, j)` (WGSL `i`, `j`, with `base` the matrix's offset) from
