@@ -550,6 +550,20 @@ def test_cholesky_blocked(gpu, monkeypatch):
         np.testing.assert_array_equal(np.isnan(g), np.isnan(c))
 
 
+def test_cholesky_batch_past_the_plan_bytes(gpu, monkeypatch):
+    # A batch whose tiled-plan state (factor and transpose) would pass _CHOLESKY_PLAN_BYTES
+    # (128 MiB: WebGPU's default binding limit) is factored by segments instead of falling
+    # back to a launch per column; here with the limit lowered to 1 MiB.
+    from jax_plugins.wgpu import lowerings
+
+    monkeypatch.setattr(lowerings, "_CHOLESKY_PLAN_BYTES", 1 << 20)
+    a = spd(300, (2,), seed=12)
+    chol = lambda a: jnp.linalg.cholesky(a)
+    text = jax.jit(chol).lower(jax.device_put(a, gpu)).as_text()
+    assert "stablehlo.while" in text
+    assert_close(on(gpu, chol, a), on(CPU, chol, a), 1e-5)
+
+
 def test_cholesky_segments():
     # Column segments of whole 64-column blocks, at least 8 blocks wide, at most 8 segments,
     # the last one narrower where the blocks do not divide evenly.

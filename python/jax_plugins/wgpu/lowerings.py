@@ -840,10 +840,14 @@ _CHOLESKY_BLOCKED_N = 2048
 """Smallest n factored here by segments of blocks; smaller matrices are one `stablehlo.cholesky`,
 which the compiler plans as a tiled factorization (`src/codegen/op_kernels/linalg.rs`,
 `tiled`: three launches per 64 columns). lavapipe, 2 cores, ms per call (segments here, the
-tiled plan): 256 x 256 11.8-13.7 and 4.2-5.1; 512: 29-38 and 14.3-14.5; 1024: 81-112 and
-73-79; 2048: 472 and 528 (from there the segments' products, on the compiler's dot kernels,
-run faster than the plan's update kernel). The first call of 1024 x 1024 compiles 376 ms
-here, 199 ms as the plan."""
+tiled plan): 256 x 256 11.8-13.7 and 3.8-3.9; 512: 29-38 and 14; 1024: 81-112 and 55;
+2048: 472 and 427. The first call of 1024 x 1024 compiles 376 ms here, 199 ms as the plan."""
+
+_CHOLESKY_PLAN_BYTES = 1 << 27
+"""Most bytes of the tiled plan's state (twice the matrices: the factor and its transpose) that
+this rule leaves to it: 128 MiB, WebGPU's default binding limit. The plan falls back to one
+launch per column where its state does not fit the adapter's binding; a large batch is
+factored here by segments instead."""
 
 
 _CHOLESKY_BLOCK_PRIMITIVE: list = []
@@ -937,7 +941,8 @@ def _cholesky_panel(p):
 
 
 def _cholesky_impl(x):
-    """Blocked Cholesky from `_CHOLESKY_BLOCKED_N` columns, by column segments
+    """Blocked Cholesky from `_CHOLESKY_BLOCKED_N` columns (or where a batch would pass
+    `_CHOLESKY_PLAN_BYTES` in the compiler's tiled plan), by column segments
     (`_cholesky_segments`) of static, shrinking shapes: a segment's panel (its columns, from
     its diagonal down) loses the contributions of all earlier columns in one product, then is
     factored by blocks (`_cholesky_panel`). That is about 0.5 n³ flops with 8 segments, where
@@ -950,7 +955,9 @@ def _cholesky_impl(x):
 
     n = x.shape[-1]
     b = _CHOLESKY_BLOCK
-    if n < _CHOLESKY_BLOCKED_N or not np.issubdtype(np.dtype(x.dtype), np.floating):
+    state = 2 * x.size * np.dtype(x.dtype).itemsize
+    small = n < _CHOLESKY_BLOCKED_N and (n < _CHOLESKY_BLOCK or state <= _CHOLESKY_PLAN_BYTES)
+    if small or not np.issubdtype(np.dtype(x.dtype), np.floating):
         return [_cholesky_block_primitive().bind(x)]
     # Padded to whole blocks with the identity, so the padded matrix stays positive definite.
     size = -(-n // b) * b

@@ -3,7 +3,7 @@
 //! as llvmpipe silently leave loops after 65535 iterations per invocation; GPUs have
 //! watchdogs):
 //!
-//! * `cholesky`, tiled ([`tiled`]): right-looking by blocks of 64 columns, three launches per
+//! * `cholesky`, tiled ([`tiled`]): left-looking by blocks of 64 columns, three launches per
 //!   block. Its fallback (and `WGPU_HLO_CHOLESKY=workgroup|columns`) is the column kernels:
 //!   left-looking, one launch per column `j`, one thread per (matrix, row `i >= j`)
 //!   computing `L(i, j)` from the columns before `j` (each thread also forms the pivot `L(j, j)`
@@ -272,45 +272,48 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
 const TILED_BLOCK: u64 = 64;
 /// Threads of the panel kernel (one row each) and of the update kernel (one column each).
 const TILED_WG: u64 = 64;
-/// Rows of the trailing matrix one workgroup of the update kernel updates.
+/// Rows of a block column one workgroup of the update kernel updates.
 const TILED_ROWS: u64 = 16;
 /// Columns each lane of the CPU adapters' update kernel updates (one per thread elsewhere).
-/// lavapipe, 1024 x 1024, the update launches' time: 16 rows x 8 columns per lane 46-55 ms,
-/// 32 x 4 43-56, 64 x 4 43-47, 8 x 4 and 8 x 2 about twice as long; 32 x 8 and 64 x 4
-/// took 2 s to compile at the first call.
+/// lavapipe, 1024 x 1024, the update launches' time (measured right-looking, the same loop):
+/// 16 rows x 8 columns per lane 46-55 ms, 32 x 4 43-56, 64 x 4 43-47, 8 x 4 and 8 x 2 about
+/// twice as long; 32 x 8 and 64 x 4 took 2 s to compile at the first call.
 const UPDATE_COLUMNS_PER_LANE: u64 = 8;
 
-/// The tiled right-looking Cholesky: `init` copies the triangle of `a` the op names into a
-/// state buffer per matrix (the factor, lower, row-major, then a scratch of `b` rows of `n`:
-/// the current panel transposed); per block of `b` columns from `j0` (a parameter) `diag`,
-/// then, unless it is the last block, `panel` and `update`; `finish` writes the result (the
-/// other triangle zero) or NaNs for a matrix with a pivot that is not positive (as LAPACK's
-/// potrf reports and XLA returns). About n^3/3 flops in 3n/b + 1 launches, where the column
-/// kernels launch once per column (or per range of columns in one workgroup) and reread
-/// every column before.
+/// The tiled Cholesky, left-looking by blocks: `init` copies the triangle of `a` the op
+/// names into a state buffer per matrix (the factor, lower, row-major; its transpose, for
+/// the columns factored so far; a word set where a pivot is not positive); per block of `b`
+/// columns from `j0` (a parameter) `update` (but for the first), `diag`, and `panel` (but
+/// for the last); `finish` writes the result (the other triangle zero) or NaNs for a matrix
+/// with a pivot that is not positive (as LAPACK's potrf reports and XLA returns). About
+/// n^3/3 flops in 3n/b launches, where the column kernels launch once per column (or per
+/// range of columns in one workgroup) and reread every column before.
 ///
-/// * `diag` factors the diagonal block in workgroup memory, one workgroup per matrix (of 8
-///   threads on CPU adapters, where a barrier between a workgroup's invocations costs a
-///   switch between them), one barrier per column: the trailing update of column `c` scales
-///   by the pivot not yet rooted, `d[r][s] -= d[r][c] d[s][c] / d[c][c]`, so nothing waits
-///   for the column's own scaling.
+/// * `update` subtracts from the block column, from its diagonal down, the product of the
+///   columns before it, `A(j0.., blk) -= L(j0.., ..j0) L(blk, ..j0)^T`, lower triangle only:
+///   one thread per column, `TILED_ROWS` rows per workgroup, both factors read from the
+///   transpose (the rows' words the same for every thread of the workgroup). Each element
+///   is read and written once in all (right-looking, once per block before it: on lavapipe
+///   the stores cost as much as the products, 1024 x 1024 47 ms against 29 left-looking).
+/// * `diag` factors the diagonal block in workgroup memory, one workgroup per matrix, one
+///   barrier per column: the trailing update of column `c` scales by the pivot not yet
+///   rooted, `d[r][s] -= d[r][c] d[s][c] / d[c][c]`, so nothing waits for the column's own
+///   scaling.
 /// * `panel` solves the rows below it against it, one thread per row (the block in
-///   workgroup memory), and stores the solved rows transposed in the scratch as well, so
-///   that neighbouring threads read neighbouring words there.
-/// * `update` subtracts the panel's product from the trailing matrix, `A22 -= L21 L21^T`, on
-///   its lower triangle only: one thread per column of a 64-column strip, `TILED_ROWS` rows
-///   per workgroup, both factors read from the scratch (the rows' words the same for every
-///   thread of the workgroup).
+///   workgroup memory), and stores the solved rows in the transpose as well, so that
+///   neighbouring threads read neighbouring words there.
 ///
-/// CPU adapters with subgroups of a known size (llvmpipe: 8) run every load lane by lane, so
-/// there `panel` and `update` are one subgroup per workgroup and load each shared word once
-/// per subgroup (`subgroupBroadcast` hands it to the other lanes): `panel` 4 rows per lane,
-/// their solved words in private arrays (see [`shared_panel`]), `update` 8 columns per lane.
-/// lavapipe, ms per call of `jnp.linalg.cholesky` (this plan; the column kernels in one
-/// workgroup and, from 256, JAX-level blocks of 64 on them): 256 x 256 4.2-5.3 (11-14),
-/// 512 14-18 (29-44), 1024 72-79 (81-112).
+/// CPU adapters with subgroups of a known size (llvmpipe: 8) run every load lane by lane and
+/// switch between a workgroup's invocations at every barrier, so there every kernel is one
+/// subgroup per workgroup and loads each shared word once per subgroup (`subgroupBroadcast`
+/// hands it to the other lanes): `update` 8 columns per lane, `panel` 4 rows per lane, their
+/// solved words in private arrays (see [`shared_panel`]), `diag` left-looking with no
+/// barrier (see [`shared_diag`]). lavapipe, ms per call of `jnp.linalg.cholesky` (this plan;
+/// the column kernels in one workgroup and, from 256, JAX-level blocks of 64 on them):
+/// 256 x 256 3.8-3.9 (11-14), 512 14 (29-44), 1024 55 (81-112), 2048 427 (472).
 ///
-/// `None` with `WGPU_HLO_CHOLESKY=columns` or `workgroup` (the column kernels).
+/// `None` (the column kernels) where the state does not fit one binding, where `n` passes
+/// the loop bound, or with `WGPU_HLO_CHOLESKY=columns` or `workgroup`.
 #[allow(clippy::too_many_arguments)]
 fn tiled(
     name: &str,
@@ -335,9 +338,12 @@ fn tiled(
     }
     let nn = n * n;
     // The factor, the scratch, then a word set where a pivot is not positive.
-    let flag = nn + b * n;
+    let flag = 2 * nn;
     let stride = flag + 1;
-    if batch * stride * bytes > target.max_binding_size {
+    // The update kernel loops over every column before its block.
+    if batch * stride * bytes > target.max_binding_size
+        || n > MAX_ITERATIONS.min(target.max_invocation_iterations)
+    {
         return Ok(None);
     }
     let state_ty = TensorType::new(vec![(batch * stride) as i64], dtype);
@@ -550,8 +556,8 @@ fn tiled(
 ",
                 header(wg, batch * chunks, false),
                 block_elements(wg, &format!("d[e] = {lij};")),
-                pis = p("s", "i"),
-                pic = p("c", "i"),
+                pis = p("j0 + s", "i"),
+                pic = p("j", "i"),
             )
         };
         let panel_name = format!("{name}_panel");
@@ -574,7 +580,7 @@ fn tiled(
         } else {
             wg
         };
-        let col_blocks = (n - b).div_ceil(strip);
+        let col_blocks = b.div_ceil(strip);
         let per_mat = row_blocks * col_blocks;
         let (threads, cols) = if shared {
             (lanes, UPDATE_COLUMNS_PER_LANE)
@@ -591,10 +597,10 @@ fn tiled(
             } else {
                 "c0 + lid".to_string()
             };
-            accs.push_str(&format!("    let j{c} = {jc};\n"));
+            accs.push_str(&format!("    let col{c} = {jc};\n"));
             inner.push_str(&format!(
                 "        let pj{c} = {};\n",
-                p("k", &format!("min(j{c}, {m}u)"))
+                p("k", &format!("min(col{c}, {m}u)"))
             ));
         }
         if shared {
@@ -617,9 +623,9 @@ fn tiled(
                 inner.push_str(&format!(
                     "        acc{q}_{c} = acc{q}_{c} + x{q} * pj{c};\n"
                 ));
-                let lq = l(&format!("i0 + {q}u"), &format!("j{c}"));
+                let lq = l(&format!("i0 + {q}u"), &format!("col{c}"));
                 stores.push_str(&format!(
-                    "    if (i0 + {q}u < {n}u && j{c} <= i0 + {q}u) {{ {lq} = {lq} - acc{q}_{c}; }}\n"
+                    "    if (i0 + {q}u < {n}u && col{c} < j0 + bw && col{c} <= i0 + {q}u) {{ {lq} = {lq} - acc{q}_{c}; }}\n"
                 ));
             }
         }
@@ -635,11 +641,12 @@ fn tiled(
     let rb = (g % {per_mat}u) / {col_blocks}u;
     let cb = g % {col_blocks}u;
     if (lid == 0u) {{ start = in0[0]; }}
-    let s = workgroupUniformLoad(&start) + {b}u;
-    let i0 = s + rb * {r}u;
-    let c0 = s + cb * {strip}u;
+    let j0 = workgroupUniformLoad(&start);
+    let bw = min({b}u, {n}u - j0);
+    let i0 = j0 + rb * {r}u;
+    let c0 = j0 + cb * {strip}u;
     if (i0 >= {n}u || c0 >= i0 + {r}u) {{ return; }}
-{accs}    for (var k = 0u; k < {b}u; k = k + 1u) {{
+{accs}    for (var k = 0u; k < j0; k = k + 1u) {{
 {inner}    }}
 {stores}}}
 ",
@@ -649,14 +656,14 @@ fn tiled(
         kernels.push(kernel::in_workgroups(
             &update_name,
             &format!(
-                "kernel {update_name}: the trailing matrix after the block of {b} columns from j0 (a parameter) of a {what} loses the block's product, lower triangle only: {r} rows by {wg} columns per workgroup, one thread per column\nloop iterations per invocation: at most {b}\nfuses: {op_name}"
+                "kernel {update_name}: the block of {b} columns from j0 (a parameter) of a {what}, from its diagonal down, loses the product of the columns before it, left-looking (lower triangle only): {r} rows by {strip} columns per workgroup\nloop iterations per invocation: at most {n}\nfuses: {op_name}"
             ),
             vec![params(1)],
             vec![state.clone()],
             &Default::default(),
             &update_body,
             batch * per_mat,
-            b,
+            n,
             target,
         )?);
     }
@@ -689,10 +696,12 @@ fn tiled(
     let mut launches = vec![Launch::new(0, Vec::new())];
     let starts: Vec<u64> = (0..n).step_by(b as usize).collect();
     for (k, &j0) in starts.iter().enumerate() {
+        if k > 0 {
+            launches.push(Launch::updating(3, vec![j0 as u32], 0));
+        }
         launches.push(Launch::updating(1, vec![j0 as u32], 0));
         if k + 1 < starts.len() {
             launches.push(Launch::updating(2, vec![j0 as u32], 0));
-            launches.push(Launch::updating(3, vec![j0 as u32], 0));
         }
     }
     launches.push(Launch::new(finish_index, Vec::new()));
@@ -754,7 +763,7 @@ fn shared_panel(
         s.push_str(&format!(
             "        t{t} = t{t} / piv;\n        x{t}[c] = t{t};\n        if (i{t} < {n}u) {{\n            {} = t{t};\n            {} = t{t};\n        }}\n",
             l(&format!("i{t}"), "j"),
-            p("c", &format!("i{t}")),
+            p("j", &format!("i{t}")),
         ));
     }
     s.push_str("    }\n}\n");
