@@ -499,19 +499,30 @@ fn tiled(
             "one workgroup per matrix, a barrier per column",
         )
     };
-    let diag_name = format!("{name}_diag");
-    let diag = kernel::in_workgroups(
-        &diag_name,
-        &format!(
-            "kernel {diag_name}: the diagonal block of {b} columns from j0 (a parameter) of a {what}, factored, {how}\nloop iterations per invocation: at most {diag_iterations}\nfuses: {op_name}"
-        ),
-        vec![params(1)],
-        vec![state.clone()],
-        &Default::default(),
+    // A kernel of one block step: the block's first column as its parameter, the state
+    // updated in place.
+    let step = |part: &str, does: &str, body: &str, groups: u64, iterations: u64| {
+        let kname = format!("{name}_{part}");
+        kernel::in_workgroups(
+            &kname,
+            &format!(
+                "kernel {kname}: {does}, for the block of {b} columns from j0 (a parameter) of a {what}\nloop iterations per invocation: at most {iterations}\nfuses: {op_name}"
+            ),
+            vec![params(1)],
+            vec![state.clone()],
+            &Default::default(),
+            body,
+            groups,
+            iterations,
+            target,
+        )
+    };
+    let diag = step(
+        "diag",
+        &format!("the diagonal block factored, {how}"),
         &diag_body,
         batch,
         diag_iterations,
-        target,
     )?;
     let mut kernels = vec![init, diag];
     if n > b {
@@ -560,19 +571,17 @@ fn tiled(
                 pic = p("j", "i"),
             )
         };
-        let panel_name = format!("{name}_panel");
-        kernels.push(kernel::in_workgroups(
-            &panel_name,
-            &format!(
-                "kernel {panel_name}: the rows below the diagonal block of {b} columns from j0 (a parameter) of a {what}, one thread per row, the factored block in workgroup memory; the rows solved are stored transposed in the scratch too\nloop iterations per invocation: at most {panel_iterations}\nfuses: {op_name}"
-            ),
-            vec![params(1)],
-            vec![state.clone()],
-            &Default::default(),
+        let panel_how = if shared {
+            "4 rows per lane of one subgroup, the block's words shared by subgroupBroadcast"
+        } else {
+            "one thread per row, the factored block in workgroup memory"
+        };
+        kernels.push(step(
+            "panel",
+            &format!("the rows below the diagonal block solved against it, {panel_how}, and stored in the transpose too"),
             &panel_body,
             batch * chunks,
             panel_iterations,
-            target,
         )?);
         let row_blocks = (n - b).div_ceil(r);
         let strip = if shared {
@@ -652,19 +661,12 @@ fn tiled(
 ",
             groups = batch * per_mat,
         );
-        let update_name = format!("{name}_update");
-        kernels.push(kernel::in_workgroups(
-            &update_name,
-            &format!(
-                "kernel {update_name}: the block of {b} columns from j0 (a parameter) of a {what}, from its diagonal down, loses the product of the columns before it, left-looking (lower triangle only): {r} rows by {strip} columns per workgroup\nloop iterations per invocation: at most {n}\nfuses: {op_name}"
-            ),
-            vec![params(1)],
-            vec![state.clone()],
-            &Default::default(),
+        kernels.push(step(
+            "update",
+            &format!("the block column from its diagonal down loses the product of the columns before it (left-looking, lower triangle only), {r} rows by {strip} columns per workgroup"),
             &update_body,
             batch * per_mat,
             n,
-            target,
         )?);
     }
     // The result: the factor, its transpose for `lower = false`, or NaNs.
