@@ -337,7 +337,7 @@ fn tiled(
         return Ok(None);
     }
     let nn = n * n;
-    // The factor, the scratch, then a word set where a pivot is not positive.
+    // The factor, its transpose, then a word set where a pivot is not positive.
     let flag = 2 * nn;
     let stride = flag + 1;
     // The update kernel loops over every column before its block.
@@ -351,7 +351,8 @@ fn tiled(
         value: temp(0),
         ty: state_ty.clone(),
     };
-    // L(i, j) and the scratch's P(k, i) in the state (`base`: the matrix's offset there).
+    // L(i, j) and the transpose's P(k, i) = L(i, k) in the state (`base`: the matrix's offset
+    // there).
     let l = |i: &str, j: &str| format!("out0[base + ({i}) * {n}u + ({j})]");
     let p = |k: &str, i: &str| format!("out0[base + {nn}u + ({k}) * {n}u + ({i})]");
     let init = kernel::threaded(
@@ -375,15 +376,17 @@ fn tiled(
     )?;
     let bb = b * b;
     // The entry point up to `j0` (the block's first column) and `bw` (its width); `sub`:
-    // with the subgroup builtins, and no block in workgroup memory.
-    let header = |wg: u64, groups: u64, sub: bool| {
-        let (memory, entry) = if sub {
-            (String::new(), kernel::subgroup_entry_header(wg as u32))
+    // with the subgroup builtins; `block`: with the block `d` in workgroup memory.
+    let header = |wg: u64, groups: u64, sub: bool, block: bool| {
+        let entry = if sub {
+            kernel::subgroup_entry_header(wg as u32)
         } else {
-            (
-                format!("var<workgroup> d: array<{w}, {bb}>;\n"),
-                kernel::entry_header(wg as u32),
-            )
+            kernel::entry_header(wg as u32)
+        };
+        let memory = if block {
+            format!("var<workgroup> d: array<{w}, {bb}>;\n")
+        } else {
+            String::new()
         };
         format!(
             "{memory}var<workgroup> start: u32;\n\n{entry}    let g = wid.y * nwg.x + wid.x;
@@ -473,7 +476,7 @@ fn tiled(
     workgroupBarrier();
 {}}}
 ",
-        header(dw, batch, false),
+        header(dw, batch, false, true),
         block_elements(dw, &format!("d[e] = {lij};")),
         block_elements(dw, &format!("{lij} = d[e];")),
         pr = b.div_ceil(dw),
@@ -488,7 +491,7 @@ fn tiled(
             })
             .sum();
         (
-            shared_diag(&header(lanes, batch, true), (n, b, w, lanes, stride, flag), &l),
+            shared_diag(&header(lanes, batch, true, false), (n, b, w, lanes, stride, flag), &l),
             iterations,
             "one subgroup per matrix, each lane's rows in private arrays, the pivot row's words from its lane by subgroupShuffle",
         )
@@ -541,7 +544,7 @@ fn tiled(
         };
         let panel_body = if shared {
             shared_panel(
-                &header(panel_wg, batch * chunks, true),
+                &header(panel_wg, batch * chunks, true, false),
                 (n, b, w, lanes, chunks, stride),
                 &l,
                 &p,
@@ -565,7 +568,7 @@ fn tiled(
     }}
 }}
 ",
-                header(wg, batch * chunks, false),
+                header(wg, batch * chunks, false, true),
                 block_elements(wg, &format!("d[e] = {lij};")),
                 pis = p("j0 + s", "i"),
                 pic = p("j", "i"),
@@ -638,20 +641,10 @@ fn tiled(
                 ));
             }
         }
-        let entry = if shared {
-            kernel::subgroup_entry_header(threads as u32)
-        } else {
-            kernel::entry_header(threads as u32)
-        };
         let update_body = format!(
-            "var<workgroup> start: u32;\n\n{entry}    let g = wid.y * nwg.x + wid.x;
-    if (g >= {groups}u) {{ return; }}
-    let base = (g / {per_mat}u) * {stride}u;
+            "{}    let base = (g / {per_mat}u) * {stride}u;
     let rb = (g % {per_mat}u) / {col_blocks}u;
     let cb = g % {col_blocks}u;
-    if (lid == 0u) {{ start = in0[0]; }}
-    let j0 = workgroupUniformLoad(&start);
-    let bw = min({b}u, {n}u - j0);
     let i0 = j0 + rb * {r}u;
     let c0 = j0 + cb * {strip}u;
     if (i0 >= {n}u || c0 >= i0 + {r}u) {{ return; }}
@@ -659,7 +652,7 @@ fn tiled(
 {inner}    }}
 {stores}}}
 ",
-            groups = batch * per_mat,
+            header(threads, batch * per_mat, shared, false),
         );
         kernels.push(step(
             "update",
