@@ -45,6 +45,11 @@ WGPU_HLO_F64=0 WGPU_HLO_EIGH_TRIDIAGONAL=1 cargo test --release --test jacobi --
 echo "== cholesky by the column kernels (WGPU_HLO_CHOLESKY=workgroup, =columns)"
 WGPU_HLO_CHOLESKY=workgroup cargo test --release --test linalg cholesky
 WGPU_HLO_CHOLESKY=columns cargo test --release --test linalg cholesky
+# LU's one-workgroup kernels and JAX-level panels, which the tiled plan replaced by default
+# and which remain reachable (the panels take LU states past 128 MiB).
+echo "== LU by the one-workgroup kernels (WGPU_HLO_LU=workgroup) and by JAX-level panels (=blocked)"
+WGPU_HLO_LU=workgroup "$VENV/bin/python" -m pytest -q python/tests/test_linalg_sizes.py -k "lu or solve"
+WGPU_HLO_LU=blocked "$VENV/bin/python" -m pytest -q python/tests/test_linalg_sizes.py -k "lu or solve"
 # The kernel shapes a GPU gets (workgroup-memory tiles instead of CPU register blocks), run on
 # this adapter against the same references, so CI checks code no GPU here would otherwise run.
 echo "== GPU kernel choices on this adapter (WGPU_HLO_ADAPTER_CLASS=gpu)"

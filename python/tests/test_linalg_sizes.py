@@ -188,9 +188,11 @@ def test_lu_kernel_ties_zero_pivots_and_f64(gpu):
 
 @pytest.mark.parametrize("shape", [(400, 400), (700, 350), (350, 700), (2, 333, 333), (520, 520)])
 def test_lu_panels_pivots_as_lapack(gpu, shape):
-    # min(m, n) of 160 or more on CPU adapters (512 on GPUs: 520 x 520 in both runs): LU by
-    # 64-column panels in a fori_loop (each panel through the kernel, its rows rotated so
-    # that one shape serves every step; remainder panels for 333 and 520), the block row by a
+    # By default the compiler's tiled plan (`custom_call @wgpu_hlo.lu`). With
+    # `WGPU_HLO_LU=blocked` (scripts/test.sh runs these tests so too), min(m, n) of 160 or
+    # more on CPU adapters (512 on GPUs: 520 x 520 in both runs) goes by JAX-level 64-column
+    # panels in a fori_loop (each panel through the kernel, its rows rotated so that one
+    # shape serves every step; remainder panels for 333 and 520), the block row by a
     # triangular solve, the trailing matrix by a product; from eight panels the second half
     # on the trailing window (its row interchanges applied to the rows of L left of it;
     # 520 x 520: four panels, then a 264 x 264 window with a remainder panel). The same
@@ -201,6 +203,42 @@ def test_lu_panels_pivots_as_lapack(gpu, shape):
     np.testing.assert_array_equal(g[1], c[1])
     np.testing.assert_array_equal(g[2], c[2])
     assert_close(g[0], c[0], 3e-4)
+
+
+@pytest.mark.parametrize("shape", [(33, 33), (65, 70), (70, 133), (133, 70), (3, 97, 97),
+                                   (513, 100), (4100, 40)])
+def test_lu_tiled(gpu, shape):
+    # The tiled plan of `custom_call @wgpu_hlo.lu` (blocks of 32 columns on CPU adapters, 64
+    # on GPUs; rows padded to whole vec4s): one block and a column more, wide and tall with
+    # a block row of U or a trailing matrix that is not a whole block, batched, 4100 rows
+    # (past the rows a CPU adapter's panel holds in registers: the panel in the state). The
+    # same pivots as LAPACK, factors to rounding.
+    a = rand(shape, seed=sum(shape) + 7)
+    g, c = on(gpu, lax.linalg.lu, a), on(CPU, lax.linalg.lu, a)
+    np.testing.assert_array_equal(g[1], c[1])
+    np.testing.assert_array_equal(g[2], c[2])
+    assert_close(g[0], c[0], 1e-4)
+
+
+def test_lu_tiled_ties_singular_and_f64(gpu):
+    # Small integers (ties in magnitude everywhere: the first row in LAPACK's order after the
+    # interchanges so far), a zero column and a repeated row, f64.
+    rng = np.random.default_rng(3)
+    ints = rng.integers(-2, 3, (96, 96)).astype(np.float32)
+    singular = rand((100, 100), seed=4)
+    singular[:, 7] = 0
+    singular[50] = singular[10]
+    for a in (ints, singular):
+        g, c = on(gpu, lax.linalg.lu, a), on(CPU, lax.linalg.lu, a)
+        np.testing.assert_array_equal(g[1], c[1])
+        np.testing.assert_array_equal(g[2], c[2])
+        assert_close(g[0], c[0], 1e-4)
+    with jax.enable_x64(True):
+        a64 = rand((2, 150, 150), seed=6).astype(np.float64)
+        g, c = on(gpu, lax.linalg.lu, a64), on(CPU, lax.linalg.lu, a64)
+        assert g[0].dtype == np.float64
+        np.testing.assert_array_equal(g[1], c[1])
+        assert_close(g[0], c[0], 1e-12)
 
 
 def test_solve_inv_slogdet_300(gpu):

@@ -23,9 +23,10 @@ Jacobi kernels: the rules emit `stablehlo.custom_call @wgpu_hlo.eigh` / `@wgpu_h
 the compiler plans as whole sweeps per launch with the convergence test on the device
 (`src/codegen/op_kernels/jacobi.rs`); `WGPU_HLO_LINALG=jax` keeps the plain-JAX rules above.
 
-Real f32/f64 `lu` of moderate size runs as `custom_call @wgpu_hlo.lu` (`lu_rule`: one
-workgroup per matrix, LAPACK's pivots, `src/codegen/op_kernels/lu.rs`); larger ones and other
-dtypes take JAX's rule (blocked; its panels loop over columns of StableHLO ops). Real
+Real f32/f64 `lu` whose state fits one binding runs as `custom_call @wgpu_hlo.lu` (`lu_rule`:
+LAPACK's pivots; the compiler plans it tiled, three launches per block of columns,
+`src/codegen/op_kernels/lu.rs`); larger ones by JAX-level panels (`_lu_blocked`), other
+dtypes by JAX's rule (blocked; its panels loop over columns of StableHLO ops). Real
 `cholesky` of 2048 columns or more runs by segments of blocks (`_cholesky_impl`, installed by
 `host_ops.register_solvers`), its diagonal blocks and smaller matrices as `stablehlo.cholesky`.
 Real `triangular_solve` of 256 or more rows with 32 or more right-hand sides runs by blocks
@@ -1129,6 +1130,13 @@ def _lu_on_device(m, n) -> bool:
     return m * n * min(m, n) <= _LU_KERNEL_WORK["cpu" if _cpu_adapter() else "gpu"]
 
 
+_LU_PLAN_BYTES = 1 << 27
+"""Most bytes of the LU's state (the matrices, their pivots and permutations) that the rule
+leaves to `custom_call @wgpu_hlo.lu`, which the compiler plans as a tiled factorization
+(`src/codegen/op_kernels/lu.rs`, `tiled`: three launches per block of columns): 128 MiB,
+WebGPU's default binding limit. Larger ones go by JAX-level panels (`_lu_blocked`), whose
+products the compiler splits over bindings."""
+
 _LU_PANEL = 64
 """Columns of the panels of the blocked LU (`_lu_blocked`). lavapipe, 1024 x 1024 (ms): 32:
 688, 64: 643; the one-workgroup kernel's panels take half the time."""
@@ -1231,12 +1239,19 @@ def _lu_blocked(a, split=True):
 
 
 def lu_rule(default):
-    """The rule of `lu` on wgpu, for real f32/f64 matrices: narrow or small ones through
-    `custom_call @wgpu_hlo.lu` (one workgroup per matrix, LAPACK's pivots); wider than a
-    panel and either min(m, n) from `_LU_BLOCKED_FROM` or past the kernel's work bound, by
-    panels (`_lu_blocked`); everything else (complex, past `_LU_MAX`) through `default`
-    (JAX's blocked rule, whose panels loop over columns with ~18 kernel launches a column).
-    `WGPU_HLO_LINALG=jax` keeps `default`; `WGPU_HLO_LU=kernel` never takes panels.
+    """The rule of `lu` on wgpu, for real f32/f64 matrices: through `custom_call
+    @wgpu_hlo.lu` (LAPACK's pivots; the compiler's tiled plan) where the state fits
+    `_LU_PLAN_BYTES`; past it, or with `WGPU_HLO_LU=blocked` (the rule before the tiled
+    plan), narrow or small ones through the custom call and ones wider than a panel with
+    min(m, n) from `_LU_BLOCKED_FROM` or past the kernel's work bound by JAX-level panels
+    (`_lu_blocked`); everything else (complex, past `_LU_MAX`) through `default` (JAX's
+    blocked rule, whose panels loop over columns with ~18 kernel launches a column).
+    `WGPU_HLO_LINALG=jax` keeps `default`; `WGPU_HLO_LU=kernel` (or `workgroup`, which also
+    has the compiler take its one-workgroup kernels) never takes panels.
+
+    Since 2026-12-01, by the tiled plan (lavapipe, ms per `solve`, JAX-level panels before):
+    128: 3.9 (4.7), 256: 15 (24, noisy), 512: 40 (62), 1024: 206 (233); first calls with
+    the shader caches warm 0.5 s (4.4 s) at 512.
 
     lavapipe, square f32 (ms; kernel / panels / JAX's rule): 256: 59 / 54 / 268, 512: 485 /
     150 / 640, 1024: - / 643 / 1600; first calls with empty caches: 512: 0.5 / 1.8 / 1.1 s."""
@@ -1255,17 +1270,21 @@ def lu_rule(default):
             or not (1 <= m <= _LU_MAX and 1 <= n <= _LU_MAX)
         ):
             return default(ctx, a, **params)
-        cls = "cpu" if _cpu_adapter() else "gpu"
-        # A panel (at most `_LU_PANEL` columns) always takes the kernel: `_lu_blocked`'s own
-        # panels come back here.
-        if (
-            min(m, n) > _LU_PANEL
-            and (min(m, n) >= _LU_BLOCKED_FROM[cls] or not _lu_on_device(m, n))
-            and os.environ.get("WGPU_HLO_LU", "") != "kernel"
-        ):
-            return blocked(ctx, a)
-        if not _lu_on_device(m, n):
-            return default(ctx, a, **params)
+        mode = os.environ.get("WGPU_HLO_LU", "").strip()
+        batch = int(np.prod(av.shape[:-2], dtype=np.int64))
+        state = batch * (m * n + min(m, n) + m) * np.dtype(av.dtype).itemsize
+        if mode == "blocked" or state > _LU_PLAN_BYTES:
+            cls = "cpu" if _cpu_adapter() else "gpu"
+            # A panel (at most `_LU_PANEL` columns) always takes the kernel: `_lu_blocked`'s
+            # own panels come back here.
+            if (
+                min(m, n) > _LU_PANEL
+                and (min(m, n) >= _LU_BLOCKED_FROM[cls] or not _lu_on_device(m, n))
+                and mode not in ("kernel", "workgroup")
+            ):
+                return blocked(ctx, a)
+            if not _lu_on_device(m, n):
+                return default(ctx, a, **params)
         types = [mlir.aval_to_ir_type(ctx.module_context, v) for v in ctx.avals_out]
         op = mlir.custom_call("wgpu_hlo.lu", result_types=types, operands=[a], api_version=1)
         return list(op.results)
