@@ -150,6 +150,15 @@ def test_blocked_triangular_solve_sizes(gpu, k, nrhs):
         assert_close(on(gpu, f, a, x), on(CPU, f, a, x), 2e-5)
 
 
+def check_lu(gpu, a, tol):
+    """`lax.linalg.lu` of `a` on `gpu`: the same pivots and permutation as LAPACK on the cpu
+    backend, the factors within `tol`."""
+    g, c = on(gpu, lax.linalg.lu, a), on(CPU, lax.linalg.lu, a)
+    np.testing.assert_array_equal(g[1], c[1])
+    np.testing.assert_array_equal(g[2], c[2])
+    assert_close(g[0], c[0], tol)
+
+
 def test_lu_and_solve_256(gpu):
     a, b = rand((256, 256), seed=11), rand((256, 2), seed=12)
     f = lambda a, b: (jsl.lu(a)[2], jnp.linalg.solve(a, b))
@@ -164,20 +173,14 @@ def test_lu_kernel_pivots_as_lapack(gpu, shape):
     # The device LU (`custom_call @wgpu_hlo.lu`): the same pivots and permutation as LAPACK,
     # factors to rounding, for square, wide, tall and batched matrices.
     a = rand(shape, seed=sum(shape))
-    g, c = on(gpu, lax.linalg.lu, a), on(CPU, lax.linalg.lu, a)
-    np.testing.assert_array_equal(g[1], c[1])
-    np.testing.assert_array_equal(g[2], c[2])
-    assert_close(g[0], c[0], 1e-4)
+    check_lu(gpu, a, 1e-4)
 
 
 def test_lu_kernel_ties_zero_pivots_and_f64(gpu):
     # Ties in magnitude take the first row (isamax); a zero column leaves its pivot in place
     # and the column unscaled; f64 keeps f64.
     a = np.array([[1, -2, 2, 0], [2, 1, -2, 0], [-2, 2, 1, 0], [1, 1, 1, 0]], np.float32)
-    g, c = on(gpu, lax.linalg.lu, a), on(CPU, lax.linalg.lu, a)
-    np.testing.assert_array_equal(g[1], c[1])
-    np.testing.assert_array_equal(g[2], c[2])
-    assert_close(g[0], c[0], 1e-6)
+    check_lu(gpu, a, 1e-6)
     with jax.enable_x64(True):
         a64 = rand((2, 40, 40), seed=5).astype(np.float64)
         g, c = on(gpu, lax.linalg.lu, a64), on(CPU, lax.linalg.lu, a64)
@@ -199,10 +202,7 @@ def test_lu_panels_pivots_as_lapack(gpu, shape):
     # pivots as LAPACK; factors to f32 rounding (350 x 700: wgpu and cpu are 7.2e-5 and
     # 5.5e-5 from an f64 LU, 1.3e-4 from each other).
     a = rand(shape, seed=sum(shape) + 1)
-    g, c = on(gpu, lax.linalg.lu, a), on(CPU, lax.linalg.lu, a)
-    np.testing.assert_array_equal(g[1], c[1])
-    np.testing.assert_array_equal(g[2], c[2])
-    assert_close(g[0], c[0], 3e-4)
+    check_lu(gpu, a, 3e-4)
 
 
 @pytest.mark.parametrize("shape", [(33, 33), (65, 70), (70, 133), (133, 70), (3, 97, 97),
@@ -214,10 +214,7 @@ def test_lu_tiled(gpu, shape):
     # (past the rows a CPU adapter's panel holds in registers: the panel in the state). The
     # same pivots as LAPACK, factors to rounding.
     a = rand(shape, seed=sum(shape) + 7)
-    g, c = on(gpu, lax.linalg.lu, a), on(CPU, lax.linalg.lu, a)
-    np.testing.assert_array_equal(g[1], c[1])
-    np.testing.assert_array_equal(g[2], c[2])
-    assert_close(g[0], c[0], 1e-4)
+    check_lu(gpu, a, 1e-4)
 
 
 def test_lu_tiled_ties_singular_and_f64(gpu):
@@ -229,10 +226,7 @@ def test_lu_tiled_ties_singular_and_f64(gpu):
     singular[:, 7] = 0
     singular[50] = singular[10]
     for a in (ints, singular):
-        g, c = on(gpu, lax.linalg.lu, a), on(CPU, lax.linalg.lu, a)
-        np.testing.assert_array_equal(g[1], c[1])
-        np.testing.assert_array_equal(g[2], c[2])
-        assert_close(g[0], c[0], 1e-4)
+        check_lu(gpu, a, 1e-4)
     with jax.enable_x64(True):
         a64 = rand((2, 150, 150), seed=6).astype(np.float64)
         g, c = on(gpu, lax.linalg.lu, a64), on(CPU, lax.linalg.lu, a64)

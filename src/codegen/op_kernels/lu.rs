@@ -799,7 +799,7 @@ fn tiled(
                 {aij} = lt;
             }}
             for (var q = c + 1u; q < bw; q = q + 1u) {{
-                {aiq} = {aiq} - lt * {ajq2};
+                {aiq} = {aiq} - lt * {ajq};
             }}
         }}
         storageBarrier();
@@ -812,7 +812,6 @@ fn tiled(
                 ajq = a("j", "j0 + q"),
                 apq = a("p", "j0 + q"),
                 aiq = a("i", "j0 + q"),
-                ajq2 = a("j", "j0 + q"),
                 pivot = pivot_search(w, wg, target),
                 recip = corrected_division(w),
                 record = record.replace("j0 + p", "j0 + pp"),
