@@ -206,13 +206,14 @@ def test_lu_panels_pivots_as_lapack(gpu, shape):
 
 
 @pytest.mark.parametrize("shape", [(33, 33), (65, 70), (70, 133), (133, 70), (3, 97, 97),
-                                   (513, 100), (4100, 40)])
+                                   (513, 100), (4100, 40), (3000, 8, 8), (500, 20, 12)])
 def test_lu_tiled(gpu, shape):
     # The tiled plan of `custom_call @wgpu_hlo.lu` (blocks of 32 columns on CPU adapters, 64
     # on GPUs; rows padded to whole vec4s): one block and a column more, wide and tall with
     # a block row of U or a trailing matrix that is not a whole block, batched, 4100 rows
-    # (past the rows a CPU adapter's panel holds in registers: the panel in the state). The
-    # same pivots as LAPACK, factors to rounding.
+    # (past the rows a CPU adapter's panel holds in registers: the panel in the state),
+    # batches of small matrices (a workgroup of one subgroup each). The same pivots as
+    # LAPACK, factors to rounding.
     a = rand(shape, seed=sum(shape) + 7)
     check_lu(gpu, a, 1e-4)
 

@@ -557,9 +557,12 @@ struct PanelShape {
 
 impl PanelShape {
     /// The widest block (64, 32 or 16 columns, at most `k`) whose panel fits: on CPU adapters
-    /// rows in private arrays of at most [`REGISTER_ELEMENTS`] (the smallest workgroup that
-    /// holds them), else in the state with a workgroup of up to 256, within `bound` loop
-    /// iterations per invocation.
+    /// rows in private arrays of at most [`REGISTER_ELEMENTS`] (the smallest workgroup, from
+    /// 8 invocations, that holds them: see [`shared_register_panel`]), else in the state with
+    /// a workgroup of up to 256, within `bound` loop iterations per invocation. With
+    /// workgroups of at least 64, batches of small matrices took longer than the
+    /// one-workgroup kernels (lavapipe, LU of 100000 x 4 x 4 / 20000 x 16 x 16 / 3000 x 40 x
+    /// 40: 1953 / 2421 / 1436 ms against 329 / 755 / 1276); from 8 they take 141 / 217 / 182.
     fn choose(m: u64, k: u64, w: &str, target: Target, bound: u64) -> Option<PanelShape> {
         let registers =
             target.cpu_adapter && !std::env::var("WGPU_HLO_LU_REGISTERS").is_ok_and(|v| v == "0");
@@ -571,7 +574,7 @@ impl PanelShape {
         let blocks = [top, 32, 16].map(|b| b.min(k));
         if registers {
             let found = blocks.into_iter().find_map(|b| {
-                [64u64, 128, 256].into_iter().find_map(|wg| {
+                [8u64, 16, 32, 64, 128, 256].into_iter().find_map(|wg| {
                     let r = m.div_ceil(wg);
                     let shape = PanelShape { b, wg, r };
                     (r * b <= REGISTER_ELEMENTS && shape.iterations(m, w, target) <= bound)
