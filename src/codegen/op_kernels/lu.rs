@@ -1002,10 +1002,50 @@ fn tiled(
     }
     let rows_index = 1 + 1;
     let update_index = rows_index + usize::from(has_rows);
+    // The blocks whose rows fit half the panel's take a panel kernel of their own on fewer
+    // invocations (CPU adapters, where invocations cost more than rows).
+    let lower = if r > 0 && shared && w == "f32" && m >= 4 * b {
+        let half = m.div_ceil(2);
+        [8u64, 16, 32, 64, 128, 256]
+            .into_iter()
+            .filter(|&g| g % lanes == 0 && g < wg)
+            .map(|g| PanelShape {
+                b,
+                wg: g,
+                r: half.div_ceil(g),
+            })
+            .find(|s| s.r * b <= REGISTER_ELEMENTS && s.iterations(half, w, target) <= bound)
+    } else {
+        None
+    };
+    let lower_index = kernels.len() + 1;
+    if let Some(low) = lower {
+        kernels.push(step(
+            "panel_lower",
+            &format!(
+                "the block's columns from the diagonal down factored with partial pivoting where at most {} rows remain, one workgroup per matrix, {} rows per invocation of {} in private arrays, interchanged by their positions, one barrier per column",
+                low.r * low.wg,
+                low.r,
+                low.wg
+            ),
+            shared_register_panel(
+                &start(&kernel::subgroup_entry_header(low.wg as u32), batch),
+                (m, ld, stride, mn, mk),
+                low,
+                lanes,
+            ),
+            batch,
+            low.iterations(m.div_ceil(2), w, target),
+        )?);
+    }
     let mut launches = Vec::new();
     for j0 in (0..k).step_by(b as usize) {
         let bw = b.min(k - j0);
-        launches.push(Launch::updating(1, vec![j0 as u32], 0));
+        let panel = match lower {
+            Some(low) if m - j0 <= low.r * low.wg => lower_index,
+            _ => 1,
+        };
+        launches.push(Launch::updating(panel, vec![j0 as u32], 0));
         if has_rows && (j0 > 0 || j0 + bw < n) {
             launches.push(Launch::updating(rows_index, vec![j0 as u32], 0));
         }
