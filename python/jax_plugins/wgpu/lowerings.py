@@ -1249,9 +1249,9 @@ def lu_rule(default):
     `WGPU_HLO_LINALG=jax` keeps `default`; `WGPU_HLO_LU=kernel` (or `workgroup`, which also
     has the compiler take its one-workgroup kernels) never takes panels.
 
-    Since 2026-12-01, by the tiled plan (lavapipe, ms per `solve`, JAX-level panels before):
-    128: 3.9 (4.7), 256: 15 (24, noisy), 512: 40 (62), 1024: 206 (233); first calls with
-    the shader caches warm 0.5 s (4.4 s) at 512.
+    Since 2026-12-01, by the tiled plan (lavapipe, ms per `solve`; before: JAX-level panels,
+    from 160 columns): 128: 2.7 (4.7), 256: 5.8 (13-24), 512: 23 (49-62), 1024: 117 (233);
+    first calls with the shader caches warm 0.5 s (4.4 s) at 512.
 
     lavapipe, square f32 (ms; kernel / panels / JAX's rule): 256: 59 / 54 / 268, 512: 485 /
     150 / 640, 1024: - / 643 / 1600; first calls with empty caches: 512: 0.5 / 1.8 / 1.1 s."""

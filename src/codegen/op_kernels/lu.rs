@@ -10,7 +10,7 @@
 //! the trailing matrix updated by a product — on one state buffer per matrix (the matrix
 //! with rows padded to whole vec4s, then the pivots and the permutation as numbers of the
 //! matrix's type). lavapipe, ms of kernel time per LU (JAX-level panels before): 512 x 512
-//! 23-28 (55), 1024 x 1024 122 (233 per `solve`).
+//! 19-20 (55), 1024 x 1024 110-121 (233 per `solve`).
 //!
 //! The one-workgroup kernels (`WGPU_HLO_LU=workgroup`, and the fallback where no panel
 //! shape fits the loop bound): right-looking, in one state buffer per matrix (the matrix,
