@@ -1272,7 +1272,9 @@ def lu_rule(default):
             return default(ctx, a, **params)
         mode = os.environ.get("WGPU_HLO_LU", "").strip()
         batch = int(np.prod(av.shape[:-2], dtype=np.int64))
-        state = batch * (m * n + min(m, n) + m) * np.dtype(av.dtype).itemsize
+        # The tiled plan's state: rows padded to whole vec4s, a whole vec4 per matrix.
+        words = -(-(m * (-(-n // 4) * 4) + min(m, n) + m) // 4) * 4
+        state = batch * words * np.dtype(av.dtype).itemsize
         if mode == "blocked" or state > _LU_PLAN_BYTES:
             cls = "cpu" if _cpu_adapter() else "gpu"
             # A panel (at most `_LU_PANEL` columns) always takes the kernel: `_lu_blocked`'s

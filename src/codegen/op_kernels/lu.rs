@@ -628,8 +628,8 @@ impl PanelShape {
 /// workgroup, each shared word loaded by one lane and handed to the others by
 /// `subgroupBroadcast` (llvmpipe runs every load lane by lane).
 ///
-/// `None` (the one-workgroup kernels) with `WGPU_HLO_LU=workgroup`, or where no panel shape
-/// stays within the loop bound.
+/// `None` (the one-workgroup kernels) with `WGPU_HLO_LU=workgroup`, where the state does not
+/// fit one binding, or where no panel shape stays within the loop bound.
 #[allow(clippy::too_many_arguments)]
 fn tiled(
     name: &str,
@@ -640,6 +640,10 @@ fn tiled(
     target: Target,
 ) -> Result<Option<(Vec<kernel::Kernel>, Vec<Launch>)>> {
     if std::env::var("WGPU_HLO_LU").is_ok_and(|v| v.trim() == "workgroup") {
+        return Ok(None);
+    }
+    let bytes = if w == "f64" { 8 } else { 4 };
+    if batch * stride * bytes > target.max_binding_size {
         return Ok(None);
     }
     let bound = target.max_invocation_iterations;
@@ -1000,7 +1004,8 @@ fn tiled(
             b,
         )?);
     }
-    let rows_index = 1 + 1;
+    // Kernel 0 is the plan's `init`, 1 the panel.
+    let rows_index = 2;
     let update_index = rows_index + usize::from(has_rows);
     // The blocks whose rows fit half the panel's take a panel kernel of their own on fewer
     // invocations (CPU adapters, where invocations cost more than rows).
@@ -1046,7 +1051,7 @@ fn tiled(
             _ => 1,
         };
         launches.push(Launch::updating(panel, vec![j0 as u32], 0));
-        if has_rows && (j0 > 0 || j0 + bw < n) {
+        if has_rows {
             launches.push(Launch::updating(rows_index, vec![j0 as u32], 0));
         }
         if has_update && j0 + bw < m && j0 + bw < n {
