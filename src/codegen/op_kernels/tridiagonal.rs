@@ -18,14 +18,16 @@
 //!    read once per column instead of twice.
 //! 2. `_ql`: the implicit QL iteration with Wilkinson-like shifts (EISPACK's tql2), in f64
 //!    (in f32 on adapters without it, [`ql_in_f64`]; without vectors, the chase alone):
-//!    one thread chases each bulge through `d` and `e` in workgroup memory and records the
-//!    rotations, then every thread applies them to its vec4 of `Z`'s rows (`Z` by columns);
-//!    where workgroup memory holds two sets of rotations, the thread chases two iterations and
-//!    both chains are applied in one sweep over `Z` (the second's rows within the first's);
-//!    several workgroups per matrix repeat the chase and rotate their own rows. Launches
-//!    resume where the last one stopped (`d`, `e` and the status alternate between two
-//!    copies); a matrix whose eigenvalue needs more than 30 iterations, or that is not done
-//!    after the last launch, gets NaN results: never a wrong answer without a sign.
+//!    one thread chases each bulge through `d` and `e` in workgroup memory. With vectors it
+//!    logs each iteration's rotations in the state, and in the next launch the other
+//!    workgroups of the matrix apply that log to `Z` (by columns, a vec4 of rows per thread,
+//!    no barriers) while the chase goes on into the other log: [`QL_WAVE`] chains per sweep
+//!    over `Z`, on CPU adapters each rotation loaded once per subgroup and shared by
+//!    `subgroupBroadcast`. `e` is negligible below f64's epsilon of its neighbours or of the
+//!    matrix's norm. Launches resume where the last one stopped (`d`, `e` and the status
+//!    alternate between two copies); a matrix whose eigenvalue needs more than 30 iterations,
+//!    or that is not done after the last launch, gets NaN results: never a wrong answer
+//!    without a sign.
 //!    Values alone (`eigvalsh`) take `_bisect` instead where it fits one launch: bisection on
 //!    Sturm counts, one thread per eigenvalue ([`BISECT_KERNEL`]).
 //! 3. eigh: `_values` ranks the eigenvalues (ascending), `_vectors` writes `Z`'s columns in
@@ -362,7 +364,7 @@ pub fn plan(
     let s = Dims { n, wg };
     // Workgroup memory: the reduction's u, w, (u, w) pairs, the next column's u and p, and
     // tree; QL's d, e and rotations (f64).
-    let bytes = (4 * (6 * s.ld() + wg + 4)).max(ql_bytes(n, false));
+    let bytes = (4 * (6 * s.ld() + wg + 4)).max(ql_bytes(n));
     if bytes > target.max_workgroup_storage
         || batch > target.max_workgroups as u64 * target.max_workgroups as u64
     {
@@ -378,8 +380,19 @@ pub fn plan(
     let (ld, n4, size) = (s.ld(), s.n4(), s.size());
     let tri_t = TensorType::new(vec![(batch * s.tri_stride()) as i64], ElementType::F32);
     let in_f64 = ql_in_f64(target);
+    // With vectors, a log of each chase launch's rotations follows (`ql_stage`), as long as
+    // Z where one binding holds it (shorter logs take more launches).
+    let word = if in_f64 { 8 } else { 4 };
+    let room =
+        (target.max_binding_size / word / batch.max(1)).saturating_sub(s.ql_stride(vectors)) / 4;
+    let log = if vectors {
+        (size / 4).min(budget).min(room / 2).max(n + 2)
+    } else {
+        0
+    };
+    let qs = s.ql_stride(vectors) + 8 * log;
     let ql_t = TensorType::new(
-        vec![(batch * s.ql_stride(vectors)) as i64],
+        vec![(batch * qs) as i64],
         if in_f64 {
             ElementType::F64
         } else {
@@ -406,7 +419,7 @@ pub fn plan(
             ("$WG", wg.to_string()),
             ("$B", batch.to_string()),
             ("$TS", s.tri_stride().to_string()),
-            ("$QS", s.ql_stride(vectors).to_string()),
+            ("$QS", qs.to_string()),
             ("$RZ", RUNTIME_ZERO.to_string()),
         ],
         target,
@@ -506,7 +519,7 @@ pub fn plan(
             &format!("    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu;\n    var x = 0.0$FS;\n    if (e < {zs}u) {{\n        x = select(0.0$FS, 1.0$FS, e / $LDu == e % $LDu);\n    }} else if (e < {zs}u + $LDu) {{\n        let i = e - {zs}u;\n        if (i < $Nu) {{ x = $FT(in0[sb + i * $LDu + i]); }}\n    }} else if (e < {zs}u + 2u * $LDu) {{\n        let i = e - {zs}u - $LDu;\n        if (i + 2u < $Nu) {{\n            x = $FT(in0[sb + $SIZEu + i]);\n        }} else if (i + 2u == $Nu) {{\n            x = $FT(in0[sb + i * $LDu + i + 1u]);\n        }}\n    }}\n    out0[tid] = x;\n", zs = s.ql_z(vectors)),
             &ql_float(in_f64),
         ),
-        batch * s.ql_stride(vectors),
+        batch * qs,
         0,
     )?);
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
@@ -522,7 +535,8 @@ pub fn plan(
                     s.ql_rows(target.cpu_adapter),
                 )
             }),
-            stride: s.ql_stride(vectors),
+            stride: qs,
+            log,
             f64: in_f64,
             slot: s.ql_slot(),
             budget,
@@ -1246,6 +1260,9 @@ struct Ql<'a> {
     /// The state and the arithmetic in f64 (else f32: [`ql_in_f64`]).
     f64: bool,
     stride: u64,
+    /// With Z: vec4 entries of each of the two rotation logs at the end of each matrix's
+    /// state.
+    log: u64,
     slot: u64,
     budget: u64,
 }
@@ -1260,24 +1277,23 @@ fn ql_in_f64(target: Target) -> bool {
 
 /// The `$` names of the QL kernels' float type: the type, the literal suffix and the
 /// convergence tolerance (relative to the neighbouring diagonal entries).
-fn ql_float(f64: bool) -> [(&'static str, String); 3] {
-    let (ty, suffix, tol) = if f64 {
-        ("f64", "lf", "1e-12lf")
+fn ql_float(f64: bool) -> [(&'static str, String); 4] {
+    let (ty, suffix, tol, abs) = if f64 {
+        ("f64", "lf", "1e-12lf", "2.220446049250313e-16lf")
     } else {
-        ("f32", "f", "1.1920929e-7f")
+        ("f32", "f", "1.1920929e-7f", "5.9604645e-8f")
     };
     [
         ("$FT", ty.to_string()),
         ("$FS", suffix.to_string()),
         ("$QTOL", tol.to_string()),
+        ("$QABS", abs.to_string()),
     ]
 }
 
-/// Workgroup memory of the QL kernel for order `n`: `d`, `e` and `n - 1` rotations (f64), a
-/// vec4 of control words; with `two`, a second set of rotations and its chain.
-fn ql_bytes(n: u64, two: bool) -> u64 {
-    let rotations = 16 * n.saturating_sub(1).max(1);
-    8 * 2 * n + rotations + 16 + if two { rotations + 4 } else { 0 }
+/// Workgroup memory of the QL kernel for order `n`: `d` and `e` (f64), the control words.
+fn ql_bytes(n: u64) -> u64 {
+    8 * 2 * n + 8
 }
 
 /// Loop iterations per QL (or bidiagonal QR) rotation: the search, the chase and a thread's
@@ -1301,47 +1317,73 @@ fn ql_stage(
     let (name, desc, what, target) = (q.cx.name, q.cx.desc, q.cx.what, q.cx.target);
     let n = q.order;
     let ld = (q.slot - QL_STATUS) / 2;
-    let (groups, rows) = q.z.unwrap_or((1, 8));
     let (n4, size) = if q.z.is_some() {
         (ld / 4, n * ld)
     } else {
         (0, 0)
     };
     let step = ql_step(n);
-    let iters = q.budget.min(step * (n + 1));
-    // Two QL iterations per sweep of Z where their rotations fit workgroup memory
-    // (`WGPU_HLO_TWO_CHAINS=0`: one).
-    let two = q.z.is_some()
-        && ql_bytes(n, true) <= target.max_workgroup_storage
-        && !crate::fusion::switched_off("WGPU_HLO_TWO_CHAINS");
+    // The logs (with Z, two: one written while the other is applied): their first word
+    // in each matrix's state.
+    let log_at = q.stride - 8 * q.log;
+    let (groups, rows) = q.z.unwrap_or((0, 8));
+    let logged = q.z.is_some();
+    // With Z the chase's rotations are logged only as far as their application stays within
+    // the budget too.
+    let iters = if logged {
+        q.budget
+    } else {
+        q.budget.min(step * (n + 1))
+    };
+    // Rotations shared through subgroups where the adapter is a CPU with subgroups of a
+    // known size (the workgroup whole subgroups).
+    let lanes = u64::from(target.caps.subgroup_size);
+    let broadcast = target.cpu_adapter
+        && target.caps.subgroup
+        && matches!(lanes, 4 | 8 | 16)
+        && rows % lanes == 0
+        && !crate::fusion::switched_off("WGPU_HLO_QL_BROADCAST");
+    let main = if logged {
+        ql_apply_kernel(QL_WAVE, broadcast.then_some(lanes))
+    } else {
+        QL_MAIN.to_string()
+    };
     let body = fill(
-        QL_KERNEL,
+        &QL_KERNEL.replace("$MAIN", &main),
         &[
-            ("$DECL2", if two { QL_DECL2 } else { "" }.to_string()),
-            ("$CHAINS", if two { "2" } else { "1" }.to_string()),
             (
                 "$STORE_ROT",
-                if two {
-                    "                        if (chain == 0u) { rot[i] = vec2<$FT>(c, s); } else { rot2[i] = vec2<$FT>(c, s); }"
+                if logged {
+                    "            out0[lb + lpos + 1u + i - l] = vec4<$FT>(c, s, 0.0$FS, 0.0$FS);"
                 } else {
-                    "                        rot[i] = vec2<$FT>(c, s);"
+                    ""
                 }
                 .to_string(),
             ),
             (
-                "$SET_CH2",
-                if two { "            ch2 = lo2 | (m2 << 16u);" } else { "" }.to_string(),
+                "$LOG_DECL",
+                if logged { QL_LOG_DECL } else { "" }.to_string(),
             ),
             (
-                "$ZAPPLY",
-                if q.z.is_none() {
-                    String::new()
-                } else if two {
-                    QL_Z_TWO.replace("$ONE", QL_Z_ONE)
-                } else {
-                    format!("        let r4 = part * $Ru + lid;\n        if (r4 < $N4u) {{\n{QL_Z_ONE}        }}\n")
-                },
+                "$LOG_CHECK",
+                if logged { QL_LOG_CHECK } else { "" }.to_string(),
             ),
+            (
+                "$LOG_CHAIN",
+                if logged { QL_LOG_CHAIN } else { "" }.to_string(),
+            ),
+            (
+                "$LOG_END",
+                if logged {
+                    "    out0[lb] = vec4<$FT>($FT(chains), 0.0$FS, 0.0$FS, 0.0$FS);\n"
+                } else {
+                    ""
+                }
+                .to_string(),
+            ),
+            ("$KW", QL_WAVE.to_string()),
+            ("$LOGAT", log_at.to_string()),
+            ("$LOGCAP", q.log.to_string()),
             ("$N", n.to_string()),
             ("$N4", n4.to_string()),
             ("$LD", ld.to_string()),
@@ -1350,38 +1392,196 @@ fn ql_stage(
             ("$QS", q.stride.to_string()),
             ("$RZ", RUNTIME_ZERO.to_string()),
             ("$SLOT", q.slot.to_string()),
-            ("$G", groups.to_string()),
-            ("$R", rows.to_string()),
             ("$STEP", step.to_string()),
             ("$BUDGET", q.budget.to_string()),
             ("$MAXIT", MAX_ITERATIONS.to_string()),
-            ("$NM1", n.saturating_sub(1).max(1).to_string()),
+            ("$G", groups.to_string()),
+            ("$R", rows.to_string()),
+            ("$CW", rows.to_string()),
         ]
         .into_iter()
         .chain(ql_float(q.f64))
         .collect::<Vec<_>>(),
     );
+    let float = if q.f64 { "f64" } else { "f32" };
+    let how = if logged {
+        format!(", one workgroup per matrix chasing and logging the rotations while {groups} apply the last launch's log to Z ({QL_WAVE} chains per sweep, a vec4 of rows per thread; parameters: the launch's index, and 1 chase | 2 apply)")
+    } else {
+        ", one workgroup per matrix".to_string()
+    };
     kernels.push(workgroup_kernel(
         &format!("{name}_ql"),
-        &format!("kernel {name}_ql: implicit QL iterations ({}; parameter: the launch's index) on the tridiagonal matrices of {desc}, resumed where the last launch stopped, {groups} workgroups per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}", if q.f64 { "f64" } else { "f32" }),
+        &format!("kernel {name}_ql: implicit QL iterations ({float}; parameter: the launch's index) on the tridiagonal matrices of {desc}, resumed where the last launch stopped{how}\nloop iterations per invocation: at most {iters}\nfuses: {what}"),
         vec![params()],
         vec![q.state.clone()],
         &body,
-        q.batch * groups,
+        q.batch * (groups + 1),
         iters,
         true,
         target,
     )?);
-    // Room for PLANNED_ITERATIONS iterations per eigenvalue, each over the rest of the matrix.
-    let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
-    let count = (rotations * QL_PER_ROTATION).div_ceil(q.budget - step) + 1;
     let k = kernels.len() - 1;
+    // Room for PLANNED_ITERATIONS iterations per eigenvalue, each over the rest of the matrix;
+    // a launch stops at its loop budget or (with Z) where its log is full, after at least
+    // `log - n - 1` entries, two per rotation at worst (chains of one rotation).
+    let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
+    let mut per_launch = (q.budget - step) / QL_PER_ROTATION;
+    if logged {
+        per_launch = per_launch.min(q.log.saturating_sub(n + 1) / 2);
+    }
+    let count = rotations.div_ceil(per_launch.max(1)) + 1;
     for i in 0..count {
-        launches.push(Launch::updating(k, vec![i as u32, 0], t));
+        let apply = if logged && i > 0 { 2 } else { 0 };
+        launches.push(Launch::updating(k, vec![i as u32, 1 | apply], t));
+    }
+    if logged {
+        // The last launch's log.
+        launches.push(Launch::updating(k, vec![count as u32, 2], t));
     }
     let last = size + (count % 2) * q.slot;
     let one = if q.f64 { "1.0lf" } else { "1.0" };
     Ok((last, format!("in0[qb + {}u] == {one}", last + 2 * ld + 2)))
+}
+
+/// Chains of QL rotations applied in one sweep over Z: each row of Z is loaded and stored
+/// once per wave. llvmpipe, eigh 256x256, the rotations' device time (without subgroup
+/// broadcasts): 2 chains 25-30 ms, 3 20-24, 4 16-17, 5 15-16, 8 26 (its carries spill).
+const QL_WAVE: u64 = 4;
+
+/// The chase's log (lane 0's): the next entry, the chains logged, and the waves of `$KW`
+/// chains the application will sweep: the current one's rows and the loop iterations of
+/// the ones before.
+const QL_LOG_DECL: &str = "    let lb = b4 + ($LOGATu >> 2u) + (in0[0] & 1u) * $LOGCAPu;\n    var lpos = 1u;\n    var chains = 0u;\n    var wlo = 0u;\n    var wm = 0u;\n    var wcost = 0u;\n";
+
+/// Before a QL iteration on [l, m] with Z: stop the launch where its rotations do not fit
+/// the log, or their wave would take the next launch's application past its loop budget.
+const QL_LOG_CHECK: &str = r#"        let fresh = chains % $KWu == 0u;
+        let done = select(wcost, wcost + wm - wlo + $KWu + 2u, fresh && chains > 0u);
+        let nlo = select(min(wlo, l), l, fresh);
+        let nm = select(max(wm, m), m, fresh);
+        if (lpos + 1u + m - l > $LOGCAPu || done + nm - nlo + $KWu + 2u > $BUDGETu) { state = 3u; break; }
+"#;
+
+/// After a QL iteration with Z: its chain's header (first and last row, the row of the
+/// first logged rotation) before its rotations.
+const QL_LOG_CHAIN: &str = r#"        out0[lb + lpos] = vec4<$FT>($FT(lo), $FT(m), $FT(l), 0.0$FS);
+        lpos = lpos + 1u + m - l;
+        chains = chains + 1u;
+        wcost = done;
+        wlo = nlo;
+        wm = nm;
+"#;
+
+/// The QL kernel's application of the chains the last launch logged to Z (by columns in
+/// `out0`, a vec4 of rows per thread), `k` at a time in one sweep: chain `j` is a carry
+/// that takes the rows chain `j - 1` finished, one step behind it, rotations outside its
+/// range the identity (which passes its carry on exactly), so each row of Z is loaded and
+/// stored once per `k` chains instead of once per chain. No barriers: the threads' rows are
+/// their own.
+fn ql_apply_kernel(k: u64, lanes: Option<u64>) -> String {
+    let mut heads = String::new();
+    for j in 0..k {
+        heads.push_str(&format!(
+            "        let ok{j} = c + {j}u < count;\n        let hd{j} = out0[lb + select(0u, h, ok{j})];\n        let lo{j} = select(0u, u32(hd{j}.x), ok{j});\n        let m{j} = select(0u, u32(hd{j}.y), ok{j});\n        let f{j} = h + 1u - u32(hd{j}.z);\n        if (ok{j}) {{\n            lo = min(lo, lo{j});\n            hi = max(hi, m{j});\n            h = f{j} + m{j};\n        }}\n        var q{j} = vec4<$FT>(0.0$FS);\n"
+        ));
+    }
+    // Chain j's rotation for step `t` (identity outside its rows) into `cs`.
+    let rotation = |j: u64, t: &str, cs: &str, pad: &str| {
+        format!("{pad}{{\n{pad}    let i = hi + {j}u - {t};\n{pad}    let live = {t} > {j}u && i >= lo{j} && i < m{j};\n{pad}    let r = out0[lb + select(0u, f{j} + i, live)];\n{pad}    {cs} = select(vec2<$FT>(1.0$FS, 0.0$FS), r.xy, live);\n{pad}}}\n")
+    };
+    // Step `t` of every chain, the rotations from `cs(j)`.
+    let step = |t: &str, cs: &dyn Fn(u64) -> String, pad: &str| {
+        let mut out = format!("{pad}var x = vec4<$FT>(0.0$FS);\n{pad}if (act && {t} <= hi - lo) {{ x = out0[b4 + (hi - {t}) * $N4u + r4]; }}\n");
+        for j in 0..k {
+            out.push_str(&format!("{pad}{{\n{pad}    let cs = {};\n{pad}    let y = cs.y * x + cs.x * q{j};\n{pad}    q{j} = cs.x * x - cs.y * q{j};\n{pad}    x = y;\n{pad}}}\n", cs(j)));
+        }
+        out.push_str(&format!("{pad}if (act && {t} >= $KWu && {t} <= hi - lo + $KWu) {{ out0[b4 + (hi + $KWu - {t}) * $N4u + r4] = x; }}\n"));
+        out
+    };
+    let last = k - 1;
+    let (sweep, lane_arg, lane_param, lane_builtin) = match lanes {
+        // Each lane of a subgroup loads every chain's rotation for one of `l` steps, which
+        // the steps take from it by `subgroupBroadcast`: llvmpipe loads lane by lane, so
+        // one load serves `l` steps instead of one.
+        Some(l) => {
+            let mut body = format!("        for (var t0 = 0u; t0 <= hi - lo + $KWu; t0 = t0 + {l}u) {{\n            let tq = t0 + sgl;\n");
+            for j in 0..k {
+                body.push_str(&format!(
+                    "            var s{j} = vec2<$FT>(1.0$FS, 0.0$FS);\n"
+                ));
+                body.push_str(&rotation(j, "tq", &format!("s{j}"), "            "));
+            }
+            for u in 0..l {
+                body.push_str(&format!(
+                    "            {{\n                let t = t0 + {u}u;\n"
+                ));
+                body.push_str(&step(
+                    "t",
+                    &|j| format!("subgroupBroadcast(s{j}, {u}u)"),
+                    "                ",
+                ));
+                body.push_str("            }\n");
+            }
+            body.push_str("        }\n");
+            (
+                body,
+                ", sgl",
+                ", sgl: u32",
+                ", @builtin(subgroup_invocation_id) sgl: u32",
+            )
+        }
+        None => {
+            let mut body =
+                "        for (var t = 0u; t <= hi - lo + $KWu; t = t + 1u) {\n".to_string();
+            for j in 0..k {
+                body.push_str(&format!(
+                    "            var s{j} = vec2<$FT>(1.0$FS, 0.0$FS);\n"
+                ));
+                body.push_str(&rotation(j, "t", &format!("s{j}"), "            "));
+            }
+            body.push_str(&step("t", &|j| format!("s{j}"), "            "));
+            body.push_str("        }\n");
+            (body, "", "", "")
+        }
+    };
+    format!(
+        r#"
+// The rotations the last launch logged, applied to the rows `r4` of matrix `mat`'s Z (by
+// every thread, `act` those with rows).
+fn apply(mat: u32, r4: u32, act: bool{lane_param}) {{
+    let b4 = mat * ($QSu >> 2u);
+    let lb = b4 + ($LOGATu >> 2u) + ((in0[0] + 1u) & 1u) * $LOGCAPu;
+    let count = u32(out0[lb].x);
+    // The next chain's header.
+    var h = 1u;
+    for (var c = 0u; c < count; c = c + $KWu) {{
+        // This wave's chains (headers: first and last row, the row of the first logged
+        // rotation; chain j's rotation i at entry f_j + i) and the rows they span.
+        var lo = 0xffffffffu;
+        var hi = 0u;
+{heads}        // Step t: chain 0 takes row hi - t, chain j row hi + j - t; chain {last} finishes
+        // row hi + {last} - t + 1.
+{sweep}    }}
+}}
+
+// Per matrix, workgroup 0 chases (where `in0[1]` has bit 0) and logs, the others rotate Z
+// by the last launch's log (bit 1).
+@compute @workgroup_size($R)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32{lane_builtin}) {{
+    $RZ = nwg.z >> 16u;
+    let gid = wid.y * nwg.x + wid.x;
+    let mat = gid / ($Gu + 1u);
+    let part = gid % ($Gu + 1u);
+    if (mat >= $Bu) {{ return; }}
+    if (part == 0u) {{
+        if ((in0[1] & 1u) != 0u) {{ chase(mat, lid); }}
+        return;
+    }}
+    let r4 = (part - 1u) * $Ru + lid;
+    if ((in0[1] & 2u) != 0u) {{ apply(mat, min(r4, $N4u - 1u), r4 < $N4u{lane_arg}); }}
+}}
+"#
+    )
 }
 
 /// The back-transformation (see the module comment): `out0` the padded row-major vectors by
@@ -1604,74 +1804,12 @@ $TREE            let x0 = un[r0 + 1u];
 }
 "#;
 
-/// The QL kernel's second set of rotations and its chain (first | last << 16; first == last:
-/// none).
-const QL_DECL2: &str = "var<workgroup> rot2: array<vec2<$FT>, $NM1>;\nvar<workgroup> ch2: u32;\n";
-
-/// The QL kernel's rotations of Z by one chain: rotations lo..m-1, from m-1 down, on this
-/// workgroup's rows of Z (a vec4 of rows per thread), the row pair's second row carried.
-const QL_Z_ONE: &str = r#"            var carry = out0[b4 + ch.y * $N4u + r4];
-            var i = ch.y;
-            loop {
-                if (i == ch.x) { break; }
-                i = i - 1u;
-                let cs = rot[i];
-                let zi = out0[b4 + i * $N4u + r4];
-                out0[b4 + (i + 1u) * $N4u + r4] = cs.y * zi + cs.x * carry;
-                carry = cs.x * zi - cs.y * carry;
-            }
-            out0[b4 + ch.x * $N4u + r4] = carry;
-"#;
-
-/// The QL kernel's rotations of Z by one or two chains. Two in one sweep (the second's rows
-/// within the first's): the second chain's rotation i + 1 follows the first's rotation i,
-/// once the first has finished row i + 1, with a carry of its own and the identity outside
-/// its rows; each row of Z is loaded and stored once for both, in the order of applying one
-/// chain after the other (llvmpipe, eigh 256x256: the QL kernel 29.0-29.7 -> 24.8-25.0 ms a call).
-const QL_Z_TWO: &str = r#"        let c2 = workgroupUniformLoad(&ch2);
-        let lo2 = c2 & 65535u;
-        let m2 = c2 >> 16u;
-        let r4 = part * $Ru + lid;
-        if (r4 < $N4u && lo2 == m2) {
-$ONE        } else if (r4 < $N4u) {
-            let lo1 = ch.x;
-            var carry = out0[b4 + ch.y * $N4u + r4];
-            var i = ch.y - 1u;
-            let cs0 = rot[i];
-            let z0 = out0[b4 + i * $N4u + r4];
-            // Row m1 after the first chain: where the second starts.
-            var carry2 = cs0.y * z0 + cs0.x * carry;
-            carry = cs0.x * z0 - cs0.y * carry;
-            loop {
-                if (i == lo1) { break; }
-                i = i - 1u;
-                let cs = rot[i];
-                let zi = out0[b4 + i * $N4u + r4];
-                let y = cs.y * zi + cs.x * carry;
-                carry = cs.x * zi - cs.y * carry;
-                let j = i + 1u;
-                let g = select(vec2<$FT>(1.0$FS, 0.0$FS), rot2[j], j >= lo2 && j < m2);
-                out0[b4 + (j + 1u) * $N4u + r4] = g.y * y + g.x * carry2;
-                carry2 = g.x * y - g.y * carry2;
-            }
-            let g = select(vec2<$FT>(1.0$FS, 0.0$FS), rot2[lo1], lo1 >= lo2 && lo1 < m2);
-            out0[b4 + (lo1 + 1u) * $N4u + r4] = g.y * carry + g.x * carry2;
-            out0[b4 + lo1 * $N4u + r4] = g.x * carry - g.y * carry2;
-        }
-"#;
-
 /// The QL kernel (see the module comment): `out0` the f64 state by vec4s (Z's rows by
-/// fours; the scalars read as components).
+/// fours; the scalars read as components); one workgroup per matrix, its first thread
+/// chasing.
 const QL_KERNEL: &str = r#"var<workgroup> dd: array<$FT, $N>;
 var<workgroup> ee: array<$FT, $N>;
-// Rotations i = l..m-1 (m < N); one vec4 of control words: the first eigenvalue not yet
-// converged, the iterations spent on it and (from bit 8) the state, the chain's first and
-// (from bit 16) last index, the loop iterations spent. 32 N bytes in all: order 1024 fits
-// llvmpipe's 32 KiB (two vec4s and N rotations missed it by 32 bytes, and eigh 1024x1024
-// took one-sided Jacobi, 21 s).
-var<workgroup> rot: array<vec2<$FT>, $NM1>;
-var<workgroup> ctl: vec4<u32>;
-$DECL2
+
 // sqrt(a^2 + b^2) without overflow.
 fn hyp(a: $FT, b: $FT) -> $FT {
     let x = abs(a);
@@ -1682,152 +1820,110 @@ fn hyp(a: $FT, b: $FT) -> $FT {
     return big * sqrt(1.0$FS + q * q);
 }
 
-@compute @workgroup_size($R)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    $RZ = nwg.z >> 16u;
-    let gid = wid.y * nwg.x + wid.x;
-    let mat = gid / $Gu;
-    let part = gid % $Gu;
-    if (mat >= $Bu) { return; }
+// The QL iterations of matrix `mat` this launch runs, by its first thread (`$CW` per
+// workgroup).
+fn chase(mat: u32, lid: u32) {
     let base = mat * $QSu;
     let b4 = base >> 2u;
-    // This launch's copy of d, e and the status, and the copy it writes (its first
-    // workgroup, when all have read theirs).
+    // This launch's copy of d, e and the status, and the copy it writes.
     let src = base + $SIZEu + (in0[0] & 1u) * $SLOTu;
     let dst = base + $SIZEu + (1u - (in0[0] & 1u)) * $SLOTu;
-    for (var i = lid; i < $Nu; i = i + $Ru) {
+    for (var i = lid; i < $Nu; i = i + $CWu) {
         dd[i] = out0[(src + i) >> 2u][(src + i) & 3u];
         ee[i] = out0[(src + $LDu + i) >> 2u][(src + $LDu + i) & 3u];
     }
-    if (lid == 0u) {
-        let s = out0[(src + 2u * $LDu) >> 2u];
-        ctl = vec4<u32>(u32(s.x), u32(s.y) | (u32(s.z) << 8u), 0u, 0u);
-    }
-    let c0 = workgroupUniformLoad(&ctl);
-    if ((c0.y >> 8u) == 0u) {
-    var used = 0u;
-    loop {
-        if (lid == 0u) {
-            var l = ctl.x;
-            var it = ctl.y & 255u;
-            var state = 0u;
-            var spent = used;
-            // The chains of this round: the first, and (with two chains) a second QL
-            // iteration's when it lies within the first's rows (the usual case: the same
-            // block again), applied to Z in the same sweep.
-            var lo1 = 0u;
-            var m1 = 0u;
-            var lo2 = 0u;
-            var m2 = 0u;
-            for (var chain = 0u; chain < $CHAINSu; chain = chain + 1u) {
-                var lo = 0u;
-                var m = 0u;
-                var ran = false;
-                loop {
-                    if (l >= $Nu) { state = 1u; break; }
-                    // Out of this launch's budget: the next launch goes on from here.
-                    if (spent + $STEPu > $BUDGETu) { state = 3u; break; }
-                    // The first negligible e from l (far below f32's precision): [l, m] is an
-                    // unreduced block.
-                    m = l;
-                    loop {
-                        if (m + 1u >= $Nu) { break; }
-                        let e = abs(ee[m]);
-                        if (e <= $QTOL * (abs(dd[m]) + abs(dd[m + 1u])) || e < 1e-30$FS) { break; }
-                        m = m + 1u;
-                    }
-                    // A second chain outside the first's rows waits for the next round.
-                    if (chain == 1u && (l < lo1 || m > m1)) { break; }
-                    spent = spent + m - l + 1u;
-                    if (m == l) {
-                        l = l + 1u;
-                        it = 0u;
-                        continue;
-                    }
-                    if (it >= $MAXITu) { state = 2u; break; }
-                    it = it + 1u;
-                    // One QL iteration on [l, m], shifted by the eigenvalue of the leading 2x2
-                    // block nearer d[l]; rotations m-1 down to l.
-                    let el = ee[l];
-                    var g = (dd[l + 1u] - dd[l]) / (2.0$FS * el);
-                    var r = hyp(g, 1.0$FS);
-                    g = dd[m] - dd[l] + el / (g + select(-r, r, g >= 0.0$FS));
-                    var s = 1.0$FS;
-                    var c = 1.0$FS;
-                    var p = 0.0$FS;
-                    var i = m;
-                    var under = false;
-                    loop {
-                        if (i == l) { break; }
-                        i = i - 1u;
-                        let f = s * ee[i];
-                        let b = c * ee[i];
-                        r = hyp(f, g);
-                        ee[i + 1u] = r;
-                        if (r == 0.0$FS) {
-                            // Underflow: the rotations so far stand, the iteration restarts.
-                            dd[i + 1u] = dd[i + 1u] - p;
-                            ee[m] = 0.0$FS;
-                            under = true;
-                            break;
-                        }
-                        s = f / r;
-                        c = g / r;
-                        g = dd[i + 1u] - p;
-                        r = (dd[i] - g) * s + 2.0$FS * c * b;
-                        p = s * r;
-                        dd[i + 1u] = g + p;
-                        g = c * r - b;
-$STORE_ROT
-                    }
-                    if (under) {
-                        lo = i + 1u;
-                    } else {
-                        dd[l] = dd[l] - p;
-                        ee[l] = g;
-                        ee[m] = 0.0$FS;
-                        lo = l;
-                    }
-                    spent = spent + m - l;
-                    ran = true;
-                    break;
-                }
-                if (chain == 0u) {
-                    lo1 = lo;
-                    m1 = m;
-                    // No second chain into an empty first one.
-                    if (!ran || lo1 == m1) { break; }
-                } else {
-                    if (ran) {
-                        lo2 = lo;
-                        m2 = m;
-                    }
-                    // What stopped the second chain stops the next round's first again.
-                    state = 0u;
-                }
-            }
-            ctl = vec4<u32>(l, it | (state << 8u), lo1 | (m1 << 16u), spent);
-$SET_CH2
-        }
-        let c = workgroupUniformLoad(&ctl);
-        if ((c.y >> 8u) != 0u) { break; }
-        // The chain: (first, last, iterations spent).
-        let ch = vec3<u32>(c.z & 65535u, c.z >> 16u, c.w);
-$ZAPPLY
-        used = ch.z + (ch.y - ch.x);
-        workgroupBarrier();
-    }
-    }
-    if (part != 0u) { return; }
     workgroupBarrier();
-    for (var i = lid; i < $Nu; i = i + $Ru) {
+    if (lid != 0u) { return; }
+    // Deflation where e is negligible next to its neighbours or to the matrix.
+    var tnorm = 0.0$FS;
+    for (var i = 0u; i < $Nu; i = i + 1u) {
+        tnorm = max(tnorm, abs(dd[i]) + abs(ee[i]));
+    }
+    let small = max($QABS * tnorm, 1e-30$FS);
+    let s0 = out0[(src + 2u * $LDu) >> 2u];
+    var l = u32(s0.x);
+    var it = u32(s0.y);
+    var state = u32(s0.z);
+$LOG_DECL    var spent = 0u;
+    loop {
+        if (state != 0u) { break; }
+        if (l >= $Nu) { state = 1u; break; }
+        // Out of this launch's budget: the next launch goes on from here.
+        if (spent + $STEPu > $BUDGETu) { state = 3u; break; }
+        // The first negligible e from l (far below f32's precision): [l, m] is an
+        // unreduced block.
+        var m = l;
+        loop {
+            if (m + 1u >= $Nu) { break; }
+            let e = abs(ee[m]);
+            if (e <= $QTOL * (abs(dd[m]) + abs(dd[m + 1u])) || e <= small) { break; }
+            m = m + 1u;
+        }
+        spent = spent + m - l + 1u;
+        if (m == l) {
+            l = l + 1u;
+            it = 0u;
+            continue;
+        }
+$LOG_CHECK        if (it >= $MAXITu) { state = 2u; break; }
+        it = it + 1u;
+        // One QL iteration on [l, m], shifted by the eigenvalue of the leading 2x2 block
+        // nearer d[l]; rotations m-1 down to l.
+        let el = ee[l];
+        var g = (dd[l + 1u] - dd[l]) / (2.0$FS * el);
+        var r = hyp(g, 1.0$FS);
+        g = dd[m] - dd[l] + el / (g + select(-r, r, g >= 0.0$FS));
+        var s = 1.0$FS;
+        var c = 1.0$FS;
+        var p = 0.0$FS;
+        var i = m;
+        var lo = l;
+        loop {
+            if (i == l) { break; }
+            i = i - 1u;
+            let f = s * ee[i];
+            let b = c * ee[i];
+            r = hyp(f, g);
+            ee[i + 1u] = r;
+            if (r == 0.0$FS) {
+                // Underflow: the rotations so far stand, the iteration restarts.
+                dd[i + 1u] = dd[i + 1u] - p;
+                ee[m] = 0.0$FS;
+                lo = i + 1u;
+                break;
+            }
+            s = f / r;
+            c = g / r;
+            g = dd[i + 1u] - p;
+            r = (dd[i] - g) * s + 2.0$FS * c * b;
+            p = s * r;
+            dd[i + 1u] = g + p;
+            g = c * r - b;
+$STORE_ROT
+        }
+        if (lo == l) {
+            dd[l] = dd[l] - p;
+            ee[l] = g;
+            ee[m] = 0.0$FS;
+        }
+        // The chase, and (counted here) the rotation of Z's rows it asks for.
+        spent = spent + 2u * (m - l);
+$LOG_CHAIN    }
+    for (var i = 0u; i < $Nu; i = i + 1u) {
         out0[(dst + i) >> 2u][(dst + i) & 3u] = dd[i];
         out0[(dst + $LDu + i) >> 2u][(dst + $LDu + i) & 3u] = ee[i];
     }
-    if (lid == 0u) {
-        let c = ctl;
-        let state = c.y >> 8u;
-        out0[(dst + 2u * $LDu) >> 2u] = vec4<$FT>($FT(c.x), $FT(c.y & 255u), $FT(select(state, 0u, state == 3u)), 0.0$FS);
-    }
+$LOG_END    out0[(dst + 2u * $LDu) >> 2u] = vec4<$FT>($FT(l), $FT(it), $FT(select(state, 0u, state == 3u)), 0.0$FS);
+}
+$MAIN"#;
+
+/// The entry point of the QL kernel without Z.
+const QL_MAIN: &str = r#"
+@compute @workgroup_size(8)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    $RZ = nwg.z >> 16u;
+    let mat = wid.y * nwg.x + wid.x;
+    if (mat >= $Bu) { return; }
+    chase(mat, lid);
 }
 "#;
