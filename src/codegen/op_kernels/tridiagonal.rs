@@ -441,11 +441,34 @@ pub fn plan(
     let steps = n.saturating_sub(2);
     if steps > 0 {
         let tree = tree_reduce(wg / 2, SUM, "        ");
+        // Rows' coefficients shared through subgroups on CPU adapters with subgroups of a
+        // known size (the workgroup whole subgroups).
+        let lanes = u64::from(target.caps.subgroup_size);
+        let tri_lanes = (target.cpu_adapter
+            && target.caps.subgroup
+            && matches!(lanes, 4 | 8 | 16)
+            && wg % lanes == 0
+            && !crate::fusion::switched_off("WGPU_HLO_TRI_BROADCAST"))
+        .then_some(lanes);
         let body = fill(
             TRI_KERNEL,
             &[
                 cx.subs.clone(),
-                vec![("$TREE", tree), ("$REFLECTION", REFLECTION.to_string())],
+                vec![
+                    ("$TREE", tree),
+                    ("$REFLECTION", REFLECTION.to_string()),
+                    ("$UPDATE_NEXT", tri_update(true, tri_lanes)),
+                    ("$UPDATE_LAST", tri_update(false, tri_lanes)),
+                    (
+                        "$LANE_BUILTIN",
+                        if tri_lanes.is_some() {
+                            ", @builtin(subgroup_invocation_id) sgl: u32"
+                        } else {
+                            ""
+                        }
+                        .to_string(),
+                    ),
+                ],
             ]
             .concat(),
         );
@@ -1671,7 +1694,7 @@ var<workgroup> pn: array<f32, $LD>;
 
 $REFLECTION
 @compute @workgroup_size($WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32$LANE_BUILTIN) {
     $RZ = nwg.z >> 16u;
     let mat = wid.y * nwg.x + wid.x;
     if (mat >= $Bu) { return; }
@@ -1769,40 +1792,100 @@ $TREE            let x0 = un[r0 + 1u];
             workgroupBarrier();
             // The update, and p = A u of the updated block for the next column (its rows
             // from r0 + 1; un is zero above).
-            for (var j4 = (r0 >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
-                let j = 4u * j4;
-                let u4 = vec4<f32>(uu[j], uu[j + 1u], uu[j + 2u], uu[j + 3u]);
-                let w4 = vec4<f32>(ww[j], ww[j + 1u], ww[j + 2u], ww[j + 3u]);
-                var p = vec4<f32>(0.0);
-                for (var i = r0; i < $Nu; i = i + 1u) {
-                    let e = b4 + i * $N4u + j4;
-                    let c = uw[i];
-                    let a = out0[e] - c.x * w4 - c.y * u4;
-                    out0[e] = a;
-                    p = p + a * un[i];
-                }
-                pn[j] = p.x;
-                pn[j + 1u] = p.y;
-                pn[j + 2u] = p.z;
-                pn[j + 3u] = p.w;
-            }
-        } else {
-            for (var j4 = (r0 >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
-                let j = 4u * j4;
-                let u4 = vec4<f32>(uu[j], uu[j + 1u], uu[j + 2u], uu[j + 3u]);
-                let w4 = vec4<f32>(ww[j], ww[j + 1u], ww[j + 2u], ww[j + 3u]);
-                for (var i = r0; i < $Nu; i = i + 1u) {
-                    let e = b4 + i * $N4u + j4;
-                    let c = uw[i];
-                    out0[e] = out0[e] - c.x * w4 - c.y * u4;
-                }
-            }
-        }
+$UPDATE_NEXT        } else {
+$UPDATE_LAST        }
         storageBarrier();
         workgroupBarrier();
     }
 }
 "#;
+
+/// The tridiagonal reduction's pass over the trailing block for column `k`: `A -= u w^T +
+/// w u^T`, a vec4 of columns per thread, and with `next` also `p = A u` of the updated block
+/// for the next column's reflector `un`. With `lanes` (CPU adapters with subgroups of that
+/// size) the threads of a subgroup load `(u_i, w_i)` (and `un_i`) for as many rows, one row
+/// each, and every row takes them by `subgroupBroadcast`: llvmpipe loads lane by lane, so
+/// one load serves `lanes` rows instead of one.
+fn tri_update(next: bool, lanes: Option<u64>) -> String {
+    let pad = "                ";
+    let row = |c: &str, i: &str, guard: Option<&str>| {
+        let mut out = match guard {
+            Some(g) => format!("{pad}if ({g}) {{\n"),
+            None => format!("{pad}{{\n"),
+        };
+        out.push_str(&format!("{pad}    let e = b4 + {i} * $N4u + j4;\n"));
+        if next {
+            out.push_str(&format!("{pad}    let a = out0[e] - {c}.x * w4 - {c}.y * u4;\n{pad}    out0[e] = a;\n{pad}    p = p + a * {c}.z;\n"));
+        } else {
+            out.push_str(&format!(
+                "{pad}    out0[e] = out0[e] - {c}.x * w4 - {c}.y * u4;\n"
+            ));
+        }
+        out.push_str(&format!("{pad}}}\n"));
+        out
+    };
+    let un = if next { "un[ir]" } else { "0.0" };
+    let (head, rows, act) = match lanes {
+        Some(l) => {
+            let mut rows = format!("            for (var i0 = r0; i0 < $Nu; i0 = i0 + {l}u) {{\n                let ir = min(i0 + sgl, $Nu - 1u);\n                let cl = vec3<f32>(uw[ir], {un});\n");
+            for q in 0..l {
+                rows.push_str(&format!("                {{\n                    let c = subgroupBroadcast(cl, {q}u);\n"));
+                rows.push_str(
+                    &row(
+                        "c",
+                        &format!("(i0 + {q}u)"),
+                        Some(&format!("act && i0 + {q}u < $Nu")),
+                    )
+                    .replace(pad, &format!("{pad}    ")),
+                );
+                rows.push_str("                }\n");
+            }
+            rows.push_str("            }\n");
+            // Every lane of a subgroup runs the rows (the broadcasts need them all): the
+            // columns loop is uniform, `act` the threads with columns.
+            (
+                "            for (var jb = r0 >> 2u; jb < $N4u; jb = jb + $WGu) {\n                let j4 = min(jb + lid, $N4u - 1u);\n                let act = jb + lid < $N4u;\n",
+                rows,
+                Some("act"),
+            )
+        }
+        None => {
+            let mut rows = format!("            for (var ir = r0; ir < $Nu; ir = ir + 1u) {{\n                let c = vec3<f32>(uw[ir], {un});\n");
+            rows.push_str(&row("c", "ir", None).replace(pad, "                "));
+            rows.push_str("            }\n");
+            (
+                "            for (var j4 = (r0 >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {\n",
+                rows,
+                None,
+            )
+        }
+    };
+    let mut out = head.to_string();
+    out.push_str("                let j = 4u * j4;\n                let u4 = vec4<f32>(uu[j], uu[j + 1u], uu[j + 2u], uu[j + 3u]);\n                let w4 = vec4<f32>(ww[j], ww[j + 1u], ww[j + 2u], ww[j + 3u]);\n");
+    if next {
+        out.push_str("                var p = vec4<f32>(0.0);\n");
+    }
+    out.push_str(
+        &rows
+            .replace("\n            ", "\n                ")
+            .replacen("            for", "                for", 1),
+    );
+    if next {
+        let store = "pn[j] = p.x;\n        pn[j + 1u] = p.y;\n        pn[j + 2u] = p.z;\n        pn[j + 3u] = p.w;\n";
+        match act {
+            Some(a) => out.push_str(&format!(
+                "                if ({a}) {{\n                    {}                }}\n",
+                store.replace("\n        ", "\n                    ")
+            )),
+            None => out.push_str(&format!(
+                "                {}",
+                store.replace("\n        ", "\n                ")
+            )),
+        }
+    }
+    out.push_str("            }\n");
+    out
+}
 
 /// The QL kernel (see the module comment): `out0` the f64 state by vec4s (Z's rows by
 /// fours; the scalars read as components); one workgroup per matrix, its first thread
