@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jax import lax
 
+from conftest import cpu_kernel_class
+
 slow = pytest.mark.skipif(
     not os.environ.get("JAX_WGPU_SLOW_TESTS"), reason="slow on lavapipe: JAX_WGPU_SLOW_TESTS=1"
 )
@@ -412,17 +414,14 @@ def test_svd_512(gpu):
 
 
 
-@pytest.mark.parametrize("chains", ["1", "2"])
-def test_tridiagonal_and_bidiagonal_rotation_chains(gpu, monkeypatch, chains):
-    """svd's bidiagonal QR kernel applies the rotations of one chase, or of two chases in one
-    sweep over the vectors (`WGPU_HLO_TWO_CHAINS=0`: one); eigh's QL kernel applies its
-    logged rotations with each step's rotation loaded by its own thread or shared through
-    subgroups (`WGPU_HLO_QL_BROADCAST=0`: loaded). Both match cpu; sizes past the Jacobi
-    kernels on CPU adapters (eigh from 65 columns, svd from 49), the eigh batched. Fresh
-    functions: the setting is read when a program compiles."""
-    if chains == "1":
-        monkeypatch.setenv("WGPU_HLO_TWO_CHAINS", "0")
-        monkeypatch.setenv("WGPU_HLO_QL_BROADCAST", "0")
+@pytest.mark.parametrize("broadcast", ["0", "1"])
+def test_tridiagonal_and_bidiagonal_rotation_chains(gpu, monkeypatch, broadcast):
+    """eigh's QL kernel and svd's bidiagonal QR kernel apply their logged rotations, four
+    chains per sweep over the vectors, each step's rotation loaded by every thread or shared
+    through subgroups on CPU adapters (`WGPU_HLO_QL_BROADCAST=0`: loaded). Both match cpu;
+    sizes past the Jacobi kernels on CPU adapters (eigh from 65 columns, svd from 49), the
+    eigh batched. Fresh functions: the setting is read when a program compiles."""
+    monkeypatch.setenv("WGPU_HLO_QL_BROADCAST", broadcast)
     a = sym((2, 100, 100), 61)
     w, v = on(gpu, lambda a: jnp.linalg.eigh(a), a)
     assert_close(w, on(CPU, lambda a: jnp.linalg.eigvalsh(a), a), 1e-4)
@@ -473,6 +472,30 @@ def test_eigh_structured(gpu, n):
         assert np.abs(w - np.linalg.eigvalsh(a64)).max() <= 2e-6 * scale, name
         assert np.abs(a64 @ v - v * w).max() <= 1e-5 * scale, name
         assert np.abs(v.T @ v - np.eye(n)).max() <= 1e-5, name
+
+
+def test_svd_cancellations_and_zero_singular_values(gpu):
+    """svd of an upper bidiagonal matrix with zero diagonal entries (the QR iteration's
+    cancellations: rotations from the left zero the superdiagonal next to them) and of a
+    rank-one matrix: U and V orthonormal, singular values within 1e-6 of numpy's in f64, the
+    product within 1e-6; never NaN. On GPUs svd under 256 columns is one-sided Jacobi, whose
+    columns of U for zero singular values are not orthonormal: CPU adapters only."""
+    if not cpu_kernel_class(gpu):
+        pytest.skip("GPU kernels: svd under 256 columns is one-sided Jacobi")
+    rng = np.random.default_rng(90)
+    b = np.diag(rng.standard_normal(120)) + np.diag(rng.standard_normal(119), 1)
+    b[50, 50] = b[90, 90] = b[119, 119] = 0
+    for a in [b, np.outer(np.arange(150), np.arange(150)) / 1e4]:
+        a32 = a.astype(np.float32)
+        u, s, vt = on(gpu, lambda a: jnp.linalg.svd(a, full_matrices=False), a32)
+        u, s, vt, a64 = (x.astype(np.float64) for x in (u, s, vt, a32))
+        scale = np.linalg.svd(a64, compute_uv=False).max()
+        assert np.isfinite(u).all() and np.isfinite(s).all() and np.isfinite(vt).all()
+        assert np.abs(s - np.linalg.svd(a64, compute_uv=False)).max() <= 1e-6 * scale
+        assert np.abs((u * s) @ vt - a64).max() <= 1e-6 * scale
+        k = s.shape[0]
+        assert np.abs(u.T @ u - np.eye(k)).max() <= 1e-5
+        assert np.abs(vt @ vt.T - np.eye(k)).max() <= 1e-5
 
 
 def sym(shape, seed):

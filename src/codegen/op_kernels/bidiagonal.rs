@@ -12,11 +12,12 @@
 //!    finds the unreduced block, chases the bulge through `d` and `e` in workgroup memory and
 //!    records the rotations from the right (for `V_B`) and from the left (for `U_B`); where a
 //!    diagonal entry above the block is negligible, rotations from the left first zero the
-//!    superdiagonal entry next to it (the block splits). Then every thread applies the
-//!    recorded rotations to its vec4 of rows of `U_B` or `V_B` (by columns; where workgroup
-//!    memory holds two sets of rotations, two sweeps' chains in one pass): half the
-//!    workgroups of a matrix hold rows of `V_B`, half rows of `U_B`, and all repeat the cheap
-//!    scalar chase. For the values alone one workgroup per matrix chases, with no vectors
+//!    superdiagonal entry next to it (the block splits). With vectors the chase logs each
+//!    sweep's rotations (both kinds in one entry) into the state, and in the next launch the
+//!    matrix's other workgroups apply that log to their vec4 of rows of `V_B` (half of them)
+//!    or `U_B` (by columns, four sweeps per pass, no barriers; see the eigh QL kernel) while
+//!    the chase goes on into a second log. For the values alone one workgroup per matrix
+//!    chases, with no vectors
 //!    (llvmpipe, 256x256: 5.2 ms, where the QL iteration on the `2n x 2n` Golub-Kahan
 //!    tridiagonal this replaced took 24.3). Launches resume where the last one stopped (`d`, `e` and the status
 //!    alternate between two copies); a matrix with a singular value that needs more than 30
@@ -28,8 +29,9 @@
 
 use super::jacobi::{binding, check_results, params};
 use super::tridiagonal::{
-    bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, budget, ql_step, svd_operand, Ctx,
-    MinN, SvdOperand, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS,
+    bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, budget, ql_step, svd_operand,
+    wave_sweep, Ctx, MinN, SvdOperand, Walk, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS,
+    QL_WAVE,
 };
 use super::{temp, Launch, Plan};
 use crate::codegen::expr::Binding;
@@ -114,7 +116,7 @@ fn plan_svd(
     let ld = 4 * n.div_ceil(4);
     // Workgroup memory: the reduction's column, row and tree; the QR kernel's d, e and the
     // rotations its workgroup applies (f64), its control words.
-    let bytes = (4 * (m + ld + wg)).max(qr_bytes(n, false));
+    let bytes = (4 * (m + ld + wg)).max(qr_bytes(n));
     if bytes > target.max_workgroup_storage
         || batch > target.max_workgroups as u64 * target.max_workgroups as u64
     {
@@ -137,7 +139,15 @@ fn plan_svd(
     // sweeps spent on it, the state: 0 running, 1 done, 2 failed; the tolerance).
     let zs = if vectors { n * ld } else { 0 };
     let slot = 2 * ld + QL_STATUS;
-    let q_stride = 2 * zs + 2 * slot;
+    // With vectors, two logs of the chase's rotations follow (`qr_stage`), each as long as
+    // U_B where one binding holds them (shorter logs take more launches).
+    let room = (target.max_binding_size / 8 / batch.max(1)).saturating_sub(2 * zs + 2 * slot) / 8;
+    let log = if vectors {
+        (zs / 4).min(budget).min(room).max(n + 2)
+    } else {
+        0
+    };
+    let q_stride = 2 * zs + 2 * slot + 8 * log;
     let bi_t = TensorType::new(vec![(batch * stride) as i64], ElementType::F32);
     let qr_t = TensorType::new(vec![(batch * q_stride) as i64], ElementType::F64);
     let rank_t = TensorType::new(vec![(batch * n) as i64], ElementType::U32);
@@ -176,6 +186,7 @@ fn plan_svd(
             n,
             zs,
             slot,
+            log,
             budget,
             step,
         },
@@ -305,6 +316,8 @@ struct Qr<'a> {
     n: u64,
     zs: u64,
     slot: u64,
+    /// With vectors: vec4 entries of each of the two rotation logs after the slots.
+    log: u64,
     budget: u64,
     step: u64,
 }
@@ -327,6 +340,7 @@ fn qr_stage(
         n,
         zs,
         slot,
+        log,
         budget,
         step,
     } = *q;
@@ -351,68 +365,109 @@ fn qr_stage(
         vec![bi.clone()],
         vec![qr.clone()],
         &format!("    let mat = tid / $QSu;\n    let e = tid % $QSu;\n    let sb = mat * $TSu + $SIZEu;\n    var x = 0.0lf;\n{identity}if (e < 2u * $ZSu + $SLOTu) {{\n        let j = e - 2u * $ZSu;\n        if (j < $Nu) {{\n            x = f64(in0[sb + j]);\n        }} else if (j >= $LDu && j < $LDu + $Nu && j > $LDu) {{\n            x = f64(in0[sb + j - 1u]);\n        }} else if (j == 2u * $LDu) {{\n            x = f64($Nu);\n        }} else if (j == 2u * $LDu + 3u) {{\n            var top = 0.0;\n            for (var i = 0u; i < $Nu; i = i + 1u) {{\n                var t = abs(in0[sb + i]);\n                if (i > 0u) {{ t = t + abs(in0[sb + $LDu + i - 1u]); }}\n                top = max(top, t);\n            }}\n            x = 1e-14lf * f64(top);\n        }}\n    }}\n    out0[tid] = x;\n"),
-        batch * (2 * zs + 2 * slot),
+        batch * (2 * zs + 2 * slot + 8 * log),
         n,
     )?);
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
 
-    // Workgroups per matrix and vec4s of rows per workgroup (a power of two) of the QR kernel.
-    // Each workgroup repeats the scalar chase: on CPU adapters as few as keep both halves
-    // busy (llvmpipe, 256x256: 73 ms in 8 workgroups of 16 rows, 52 ms in 2 of 64). Without
-    // vectors one workgroup (of 8: only its first thread works).
-    let rows = if target.cpu_adapter { 64 } else { 16 };
-    let rows = if vectors {
-        rows.min(n4.next_power_of_two()).max(8)
+    // Workgroups per half (V_B's, U_B's rows) of a matrix and vec4s of rows per workgroup (a
+    // power of two) of the QR kernel with vectors, besides the one that chases.
+    let rows = 16.min(n4.next_power_of_two()).max(8);
+    let groups = if vectors { n4.div_ceil(rows) } else { 0 };
+    let (rows, cw) = if vectors { (rows, rows) } else { (8, 8) };
+    let iters = if vectors {
+        budget
     } else {
-        8
+        budget.min(step * (n + 1))
     };
-    let groups = n4.div_ceil(rows);
-    let parts = if vectors { 2 * groups } else { 1 };
-    let iters = budget.min(step * (n + 1));
-    // Two sweeps' rotations per pass over U_B and V_B where both sets fit workgroup memory
-    // (`WGPU_HLO_TWO_CHAINS=0`: one).
-    let two = vectors
-        && qr_bytes(n, true) <= target.max_workgroup_storage
-        && !crate::fusion::switched_off("WGPU_HLO_TWO_CHAINS");
-    let mut chains = two_chains(two);
-    if !vectors {
-        for (k, v) in chains.iter_mut() {
-            if *k == "$STORE_ROT" {
-                v.clear();
-            }
+    // Rotations shared through subgroups where the adapter is a CPU with subgroups of a known
+    // size (the workgroup whole subgroups).
+    let lanes = u64::from(target.caps.subgroup_size);
+    let broadcast = target.cpu_adapter
+        && target.caps.subgroup
+        && matches!(lanes, 4 | 8 | 16)
+        && rows % lanes == 0
+        && !crate::fusion::switched_off("WGPU_HLO_QL_BROADCAST");
+    let log_at = 2 * zs + 2 * slot;
+    let main = if vectors {
+        qr_apply_kernel(QL_WAVE, broadcast.then_some(lanes))
+    } else {
+        QR_MAIN.to_string()
+    };
+    let logged = |text: &str| {
+        if vectors {
+            text.to_string()
+        } else {
+            String::new()
         }
-    }
+    };
     kernels.push(cx.grouped(
         "qr",
-        &format!("implicitly shifted QR sweeps (f64; parameter: the launch's index) on the bidiagonal matrices of {desc}, resumed where the last launch stopped, {parts} workgroups per matrix{}", if vectors { "" } else { ", no vectors" }),
+        &format!(
+            "implicitly shifted QR sweeps (f64; parameters: the launch's index{}) on the bidiagonal matrices of {desc}, resumed where the last launch stopped, {}",
+            if vectors { ", and 1 chase | 2 apply" } else { "" },
+            if vectors {
+                format!("one workgroup per matrix chasing and logging the rotations while {groups} apply the last launch's log to V_B and {groups} to U_B ({QL_WAVE} chases per sweep, a vec4 of rows per thread)")
+            } else {
+                "one workgroup per matrix, no vectors".to_string()
+            }
+        ),
         vec![params()],
         vec![qr.clone()],
         (
-            QR_KERNEL,
+            &QR_KERNEL.replace("$MAIN", &main),
             &[
-                vec![
-                    ("$G", groups.to_string()),
-                    ("$PARTS", parts.to_string()),
-                    ("$R", rows.to_string()),
-                    ("$STEP", step.to_string()),
-                    ("$BUDGET", budget.to_string()),
-                    ("$MAXIT", MAX_ITERATIONS.to_string()),
-                    ("$VECTORS", vectors.to_string()),
-                ],
-                chains,
-            ]
-            .concat(),
+                ("$G", groups.to_string()),
+                ("$R", rows.to_string()),
+                ("$CW", cw.to_string()),
+                ("$STEP", step.to_string()),
+                ("$BUDGET", budget.to_string()),
+                ("$MAXIT", MAX_ITERATIONS.to_string()),
+                ("$KW", QL_WAVE.to_string()),
+                ("$FT", "f64".to_string()),
+                ("$FS", "lf".to_string()),
+                ("$LOGAT", log_at.to_string()),
+                ("$LOGCAP", log.to_string()),
+                ("$LOG_DECL", logged(QR_LOG_DECL)),
+                ("$LOG_CHECK_CANCEL", logged(QR_LOG_CHECK_CANCEL)),
+                ("$LOG_CHECK", logged(QR_LOG_CHECK)),
+                ("$LOG_CHAIN", logged(QR_LOG_CHAIN)),
+                ("$LOG_CANCEL", logged(QR_LOG_CANCEL)),
+                (
+                    "$STORE_CANCEL",
+                    logged("                out0[lb + lpos + 1u + i - l] = vec4<f64>(1.0lf, 0.0lf, c, s);\n"),
+                ),
+                (
+                    "$STORE_ROT",
+                    logged("            out0[lb + lpos + 1u + j - l] = vec4<f64>(vc, c, s);\n"),
+                ),
+                (
+                    "$LOG_END",
+                    logged("    out0[lb] = vec4<f64>(f64(chains), 0.0lf, 0.0lf, 0.0lf);\n"),
+                ),
+            ],
         ),
-        batch * parts,
+        batch * (2 * groups + 1),
         iters,
         true,
     )?);
-    // Room for PLANNED_ITERATIONS sweeps per singular value, each over the rest of the matrix.
+    // Room for PLANNED_ITERATIONS sweeps per singular value, each over the rest of the matrix;
+    // with vectors a launch stops where its log is full, after at least `log - n - 1`
+    // entries, two per rotation at worst.
     let rotations = PLANNED_ITERATIONS * n * (n + 1) / 2;
-    let count = (rotations * 3).div_ceil(budget - step) + 1;
+    let mut per_launch = (budget - step) / 3;
+    if vectors {
+        per_launch = per_launch.min(log.saturating_sub(n + 1) / 2);
+    }
+    let count = rotations.div_ceil(per_launch.max(1)) + 1;
     let k_qr = kernels.len() - 1;
     for i in 0..count {
-        launches.push(Launch::updating(k_qr, vec![i as u32, 0], 1));
+        let apply = if vectors && i > 0 { 2 } else { 0 };
+        launches.push(Launch::updating(k_qr, vec![i as u32, 1 | apply], 1));
+    }
+    if vectors {
+        // The last launch's log.
+        launches.push(Launch::updating(k_qr, vec![count as u32, 2], 1));
     }
     let last = 2 * zs + (count % 2) * slot;
     let ok = format!("in0[qb + {}u] == 1.0lf", last + 2 * ld + 2);
@@ -512,86 +567,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
 /// The QR kernel (see the module comment): `out0` the f64 state by vec4s (the columns of
 /// `U_B` and `V_B` by fours of rows; the scalars read as components), `in0[0]` the launch's
-/// index (its parity picks the copy of `d`, `e` and the status to read).
-/// Workgroup memory of the QR kernel for order `n`: `d`, `e` and `n` rotations (f64), two
-/// vec4s of control words; with `two`, a second set of rotations and its chain.
-fn qr_bytes(n: u64, two: bool) -> u64 {
-    32 * n + 32 + if two { 16 * n + 4 } else { 0 }
-}
-
-/// The QR kernel's pieces for one chain per pass over U_B and V_B, or (`two`) two chases'
-/// chains in one pass where the second's rows lie within the first's: the second chain's
-/// rotation j - 1 follows the first's rotation j once the first has finished column j, with
-/// its own carry and the identity outside its rows; each column is loaded and stored once for
-/// both, in the order of applying one chain after the other.
-fn two_chains(two: bool) -> Vec<(&'static str, String)> {
-    if !two {
-        return vec![
-            ("$DECL2", String::new()),
-            ("$CHAINS", "1".into()),
-            ("$STORE_ROT", "rot[j] = vec2<f64>(c, s);".into()),
-            ("$SET_CH2", String::new()),
-            ("$LOAD_CH2", String::new()),
-            ("$NOT_TWO", String::new()),
-            ("$TWO_Z", String::new()),
-        ];
-    }
-    vec![
-        (
-            "$DECL2",
-            "var<workgroup> rot2: array<vec2<f64>, $N>;\nvar<workgroup> ch2: u32;\n".into(),
-        ),
-        ("$CHAINS", "2".into()),
-        (
-            "$STORE_ROT",
-            "if (chain_i == 0u) { rot[j] = vec2<f64>(c, s); } else { rot2[j] = vec2<f64>(c, s); }"
-                .into(),
-        ),
-        ("$SET_CH2", "            ch2 = lo2 | (hi2 << 16u);".into()),
-        (
-            "$LOAD_CH2",
-            "        let c2 = workgroupUniformLoad(&ch2);\n        let lo2 = c2 & 65535u;\n        let hi2 = c2 >> 16u;\n".into(),
-        ),
-        ("$NOT_TWO", " && lo2 == hi2".into()),
-        ("$TWO_Z", QR_Z_TWO.into()),
-    ]
-}
-
-/// Two chains' rotations of columns (j, j + 1) in one pass (see [`two_chains`]).
-const QR_Z_TWO: &str = r#"            } else if (ch.w == 0u) {
-                let lo1 = ch.x;
-                let hi1 = ch.y;
-                var carry = out0[zb + lo1 * $N4u + r4];
-                // Column lo1 after the first chain's rotation lo1: where the second starts.
-                let cs0 = rot[lo1];
-                let z0 = out0[zb + (lo1 + 1u) * $N4u + r4];
-                var carry2 = cs0.x * carry + cs0.y * z0;
-                carry = cs0.x * z0 - cs0.y * carry;
-                for (var j = lo1 + 1u; j < hi1; j = j + 1u) {
-                    let cs = rot[j];
-                    let zj = out0[zb + (j + 1u) * $N4u + r4];
-                    let y = cs.x * carry + cs.y * zj;
-                    carry = cs.x * zj - cs.y * carry;
-                    let i = j - 1u;
-                    let g = select(vec2<f64>(1.0lf, 0.0lf), rot2[i], i >= lo2 && i < hi2);
-                    out0[zb + i * $N4u + r4] = g.x * carry2 + g.y * y;
-                    carry2 = g.x * y - g.y * carry2;
-                }
-                let i = hi1 - 1u;
-                let g = select(vec2<f64>(1.0lf, 0.0lf), rot2[i], i >= lo2 && i < hi2);
-                out0[zb + i * $N4u + r4] = g.x * carry2 + g.y * carry;
-                out0[zb + hi1 * $N4u + r4] = g.x * carry - g.y * carry2;
-"#;
-
+/// index (its parity picks the copy of `d`, `e` and the status to read, and with vectors the
+/// log to write); one workgroup per matrix chases, its first thread.
 const QR_KERNEL: &str = r#"var<workgroup> dd: array<f64, $N>;
 var<workgroup> ee: array<f64, $N>;
-// The rotations this workgroup applies: V_B's (from the right) or U_B's (from the left).
-// Keeping only one kind takes 683-1023 columns within llvmpipe's 32 KiB (Jacobi took 10.3 s
-// for 700 x 690, this 2.1 s).
-var<workgroup> rot: array<vec2<f64>, $N>;
-var<workgroup> ctl: vec4<u32>;
-var<workgroup> chain: vec4<u32>;
-$DECL2
+
 // sqrt(a^2 + b^2) without overflow.
 fn hyp(a: f64, b: f64) -> f64 {
     let x = abs(a);
@@ -602,215 +582,271 @@ fn hyp(a: f64, b: f64) -> f64 {
     return big * sqrt(1.0lf + q * q);
 }
 
-@compute @workgroup_size($R)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    $RZ = nwg.z >> 16u;
-    let gid = wid.y * nwg.x + wid.x;
-    let mat = gid / $PARTSu;
-    let part = gid % $PARTSu;
-    if (mat >= $Bu) { return; }
+// The QR sweeps of matrix `mat` this launch runs, by its first thread (`$CW` per workgroup).
+fn chase(mat: u32, lid: u32) {
     let base = mat * $QSu;
     let b4 = base >> 2u;
     let src = base + 2u * $ZSu + (in0[0] & 1u) * $SLOTu;
     let dst = base + 2u * $ZSu + (1u - (in0[0] & 1u)) * $SLOTu;
-    for (var i = lid; i < $Nu; i = i + $Ru) {
+    for (var i = lid; i < $Nu; i = i + $CWu) {
         dd[i] = out0[(src + i) >> 2u][(src + i) & 3u];
         ee[i] = out0[(src + $LDu + i) >> 2u][(src + $LDu + i) & 3u];
     }
+    workgroupBarrier();
+    if (lid != 0u) { return; }
     let status = out0[(src + 2u * $LDu) >> 2u];
     let tol = status.w;
-    if (lid == 0u) {
-        ctl = vec4<u32>(u32(status.x), u32(status.y), u32(status.z), 0u);
-    }
-    let c0 = workgroupUniformLoad(&ctl);
-    // This workgroup's rows: of U_B in the second half of the matrix's workgroups, else of V_B.
-    let on_u = part >= $Gu;
-    let r4 = (part % $Gu) * $Ru + lid;
-    let zb = b4 + select($ZSu / 4u, 0u, on_u);
-    if (c0.z == 0u) {
-    var used = 0u;
+    var kk = u32(status.x);
+    var it = u32(status.y);
+    var state = u32(status.z);
+$LOG_DECL    var spent = 0u;
     loop {
-        if (lid == 0u) {
-            var kk = ctl.x;
-            var it = ctl.y;
-            var state = 0u;
-            var spent = used;
-            // The chains of this round: the first, and (with two chains) a second sweep's
-            // when both chase the bulge and the second's rows lie within the first's (the
-            // usual case: the same block again).
-            var kind1 = 0u;
-            var lo1 = 0u;
-            var hi1 = 0u;
-            var lo2 = 0u;
-            var hi2 = 0u;
-            for (var chain_i = 0u; chain_i < $CHAINSu; chain_i = chain_i + 1u) {
-                var kind = 0u;
-                var lo = 0u;
-                var hi = 0u;
-                var ran = false;
-                loop {
-                    if (kk == 0u) { state = 1u; break; }
-                    // Out of this launch's budget: the next launch goes on from here.
-                    if (spent + $STEPu > $BUDGETu) { state = 3u; break; }
-                    let k = kk - 1u;
-                    // The unreduced block [l, k] that ends at k: up to a negligible e (a split), or
-                    // to a negligible d just above it (then e[l] is zeroed first).
-                    var l = k;
-                    var cancel = false;
-                    loop {
-                        if (l == 0u) { break; }
-                        if (abs(ee[l]) <= tol) { break; }
-                        if (abs(dd[l - 1u]) <= tol) { cancel = true; break; }
-                        l = l - 1u;
-                    }
-                    // A second chain that is not a chase within the first's rows waits for the
-                    // next round.
-                    if (chain_i == 1u && (cancel || l < lo1 || k > hi1)) { break; }
-                    spent = spent + k - l + 1u;
-                    if (cancel) {
-                        // Rotations of rows l - 1 and i = l, l + 1, ... from the left carry e[l]
-                        // along row l - 1 until it is negligible (U_B's columns l - 1 and i).
-                        var c = 0.0lf;
-                        var s = 1.0lf;
-                        var i = l;
-                        loop {
-                            if (i > k) { break; }
-                            let f = s * ee[i];
-                            ee[i] = c * ee[i];
-                            if (abs(f) <= tol) { break; }
-                            let g = dd[i];
-                            let h = hyp(f, g);
-                            dd[i] = h;
-                            c = g / h;
-                            s = -f / h;
-                            rot[i] = vec2<f64>(c, s);
-                            i = i + 1u;
-                        }
-                        spent = spent + i - l + 1u;
-                        if (i > l) {
-                            kind = 1u;
-                            lo = l;
-                            hi = i;
-                            ran = true;
-                            break;
-                        }
-                        continue;
-                    }
-                    if (l == k) {
-                        // d[k] is a singular value (its sign is fixed in V_B at the end).
-                        kk = k;
-                        it = 0u;
-                        continue;
-                    }
-                    if (it >= $MAXITu) { state = 2u; break; }
-                    it = it + 1u;
-                    // The shift: of the trailing 2x2 block of B^T B, the eigenvalue nearer d[k]^2.
-                    var x = dd[l];
-                    let y0 = dd[k - 1u];
-                    let z0 = dd[k];
-                    let g0 = ee[k - 1u];
-                    let h0 = ee[k];
-                    var f = ((y0 - z0) * (y0 + z0) + (g0 - h0) * (g0 + h0)) / (2.0lf * h0 * y0);
-                    let r = hyp(f, 1.0lf);
-                    f = ((x - z0) * (x + z0) + h0 * (y0 / (f + select(-r, r, f >= 0.0lf)) - h0)) / x;
-                    // The chase: a rotation of columns j, j + 1 from the right (V_B's), then one
-                    // of rows j, j + 1 from the left (U_B's), j = l, ..., k - 1.
-                    var c = 1.0lf;
-                    var s = 1.0lf;
-                    for (var j = l; j < k; j = j + 1u) {
-                        var g = ee[j + 1u];
-                        var y = dd[j + 1u];
-                        var h = s * g;
-                        g = c * g;
-                        var z = hyp(f, h);
-                        ee[j] = z;
-                        c = f / z;
-                        s = h / z;
-                        f = x * c + g * s;
-                        g = g * c - x * s;
-                        h = y * s;
-                        y = y * c;
-                        if (!on_u) { $STORE_ROT }
-                        z = hyp(f, h);
-                        dd[j] = z;
-                        if (z != 0.0lf) {
-                            c = f / z;
-                            s = h / z;
-                        }
-                        f = c * g + s * y;
-                        x = c * y - s * g;
-                        if (on_u) { $STORE_ROT }
-                    }
-                    ee[l] = 0.0lf;
-                    ee[k] = f;
-                    dd[k] = x;
-                    kind = 0u;
-                    lo = l;
-                    hi = k;
-                    spent = spent + k - l;
-                    ran = true;
-                    break;
-                }
-                if (chain_i == 0u) {
-                    kind1 = kind;
-                    lo1 = lo;
-                    hi1 = hi;
-                    // A second chain only after a chase.
-                    if (!ran || kind1 != 0u) { break; }
-                } else {
-                    if (ran) {
-                        lo2 = lo;
-                        hi2 = hi;
-                    }
-                    // What stopped the second chain stops the next round's first again.
-                    state = 0u;
-                }
-            }
-            ctl = vec4<u32>(kk, it, state, 0u);
-            chain = vec4<u32>(lo1, hi1, spent, kind1);
-$SET_CH2
+        if (state != 0u) { break; }
+        if (kk == 0u) { state = 1u; break; }
+        // Out of this launch's budget: the next launch goes on from here.
+        if (spent + $STEPu > $BUDGETu) { state = 3u; break; }
+        let k = kk - 1u;
+        // The unreduced block [l, k] that ends at k: up to a negligible e (a split), or to a
+        // negligible d just above it (then e[l] is zeroed first).
+        var l = k;
+        var cancel = false;
+        loop {
+            if (l == 0u) { break; }
+            if (abs(ee[l]) <= tol) { break; }
+            if (abs(dd[l - 1u]) <= tol) { cancel = true; break; }
+            l = l - 1u;
         }
-        let c = workgroupUniformLoad(&ctl);
-        let ch = workgroupUniformLoad(&chain);
-        if (c.z != 0u) { break; }
-$LOAD_CH2
-        if ($VECTORS && r4 < $N4u) {
-            if (ch.w == 0u$NOT_TWO) {
-                // The chase's rotations of columns (j, j + 1), j = lo, ..., hi - 1.
-                var carry = out0[zb + ch.x * $N4u + r4];
-                for (var j = ch.x; j < ch.y; j = j + 1u) {
-                    let cs = rot[j];
-                    let zj = out0[zb + (j + 1u) * $N4u + r4];
-                    out0[zb + j * $N4u + r4] = cs.x * carry + cs.y * zj;
-                    carry = cs.x * zj - cs.y * carry;
-                }
-                out0[zb + ch.y * $N4u + r4] = carry;
-$TWO_Z            } else if (on_u) {
-                // The cancellation's rotations of columns (lo - 1, i), i = lo, ..., hi - 1.
-                let p = zb + (ch.x - 1u) * $N4u + r4;
-                var carry = out0[p];
-                for (var i = ch.x; i < ch.y; i = i + 1u) {
-                    let cs = rot[i];
-                    let zi = out0[zb + i * $N4u + r4];
-                    out0[zb + i * $N4u + r4] = cs.x * zi - cs.y * carry;
-                    carry = cs.x * carry + cs.y * zi;
-                }
-                out0[p] = carry;
+        spent = spent + k - l + 1u;
+        if (cancel) {
+$LOG_CHECK_CANCEL            // Rotations of rows l - 1 and i = l, l + 1, ... from the left carry e[l] along
+            // row l - 1 until it is negligible (U_B's columns l - 1 and i).
+            var c = 0.0lf;
+            var s = 1.0lf;
+            var i = l;
+            loop {
+                if (i > k) { break; }
+                let f = s * ee[i];
+                ee[i] = c * ee[i];
+                if (abs(f) <= tol) { break; }
+                let g = dd[i];
+                let h = hyp(f, g);
+                dd[i] = h;
+                c = g / h;
+                s = -f / h;
+$STORE_CANCEL                i = i + 1u;
             }
+            spent = spent + 2u * (i - l) + 1u;
+$LOG_CANCEL            continue;
         }
-        used = ch.z + (ch.y - ch.x);
-        workgroupBarrier();
-    }
-    }
-    if (part != 0u) { return; }
-    workgroupBarrier();
-    for (var i = lid; i < $Nu; i = i + $Ru) {
+        if (l == k) {
+            // d[k] is a singular value (its sign is fixed in V_B at the end).
+            kk = k;
+            it = 0u;
+            continue;
+        }
+$LOG_CHECK        if (it >= $MAXITu) { state = 2u; break; }
+        it = it + 1u;
+        // The shift: of the trailing 2x2 block of B^T B, the eigenvalue nearer d[k]^2.
+        var x = dd[l];
+        let y0 = dd[k - 1u];
+        let z0 = dd[k];
+        let g0 = ee[k - 1u];
+        let h0 = ee[k];
+        var f = ((y0 - z0) * (y0 + z0) + (g0 - h0) * (g0 + h0)) / (2.0lf * h0 * y0);
+        let r = hyp(f, 1.0lf);
+        f = ((x - z0) * (x + z0) + h0 * (y0 / (f + select(-r, r, f >= 0.0lf)) - h0)) / x;
+        // The chase: a rotation of columns j, j + 1 from the right (V_B's), then one of rows
+        // j, j + 1 from the left (U_B's), j = l, ..., k - 1.
+        var c = 1.0lf;
+        var s = 1.0lf;
+        for (var j = l; j < k; j = j + 1u) {
+            var g = ee[j + 1u];
+            var y = dd[j + 1u];
+            var h = s * g;
+            g = c * g;
+            var z = hyp(f, h);
+            ee[j] = z;
+            c = f / z;
+            s = h / z;
+            f = x * c + g * s;
+            g = g * c - x * s;
+            h = y * s;
+            y = y * c;
+            let vc = vec2<f64>(c, s);
+            z = hyp(f, h);
+            dd[j] = z;
+            if (z != 0.0lf) {
+                c = f / z;
+                s = h / z;
+            }
+            f = c * g + s * y;
+            x = c * y - s * g;
+$STORE_ROT        }
+        ee[l] = 0.0lf;
+        ee[k] = f;
+        dd[k] = x;
+        // The chase, and (counted here) the rotation of U_B's and V_B's rows it asks for.
+        spent = spent + 2u * (k - l);
+$LOG_CHAIN    }
+    for (var i = 0u; i < $Nu; i = i + 1u) {
         out0[(dst + i) >> 2u][(dst + i) & 3u] = dd[i];
         out0[(dst + $LDu + i) >> 2u][(dst + $LDu + i) & 3u] = ee[i];
     }
-    if (lid == 0u) {
-        let c = ctl;
-        out0[(dst + 2u * $LDu) >> 2u] = vec4<f64>(f64(c.x), f64(c.y), f64(select(c.z, 0u, c.z == 3u)), tol);
-    }
+$LOG_END    out0[(dst + 2u * $LDu) >> 2u] = vec4<f64>(f64(kk), f64(it), f64(select(state, 0u, state == 3u)), tol);
+}
+$MAIN"#;
+
+/// The entry point of the QR kernel without vectors.
+const QR_MAIN: &str = r#"
+@compute @workgroup_size(8)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    $RZ = nwg.z >> 16u;
+    let mat = wid.y * nwg.x + wid.x;
+    if (mat >= $Bu) { return; }
+    chase(mat, lid);
 }
 "#;
+
+/// Workgroup memory of the QR kernel for order `n`: `d` and `e` (f64).
+fn qr_bytes(n: u64) -> u64 {
+    16 * n
+}
+
+/// With vectors, the chase's log (lane 0's, see [`QR_LOG_CHECK`]): the next entry, the
+/// chains logged, the chases in the current wave, its rows, the loop iterations of the
+/// waves before.
+const QR_LOG_DECL: &str = "    let lb = b4 + ($LOGATu >> 2u) + (in0[0] & 1u) * $LOGCAPu;\n    var lpos = 1u;\n    var chains = 0u;\n    var wn = 0u;\n    var wlo = 0u;\n    var whi = 0u;\n    var wcost = 0u;\n";
+
+/// Before a sweep on [l, k] with vectors: stop the launch where its rotations do not fit the
+/// log, or their wave (up to `$KW` chases in a row) would take the next launch's
+/// application past its loop budget.
+const QR_LOG_CHECK: &str = r#"        let fresh = wn == 0u || wn == $KWu;
+        let done = select(wcost, wcost + whi - wlo + $KWu + 2u, fresh && wn > 0u);
+        let nlo = select(min(wlo, l), l, fresh);
+        let nhi = select(max(whi, k), k, fresh);
+        if (lpos + 1u + k - l > $LOGCAPu || done + nhi - nlo + $KWu + 2u > $BUDGETu) { state = 3u; break; }
+"#;
+
+/// After a sweep with vectors: its chain's header (first and last column, kind 0) before
+/// its rotations.
+const QR_LOG_CHAIN: &str = r#"        out0[lb + lpos] = vec4<f64>(f64(l), f64(k), 0.0lf, 0.0lf);
+        lpos = lpos + 1u + k - l;
+        chains = chains + 1u;
+        wcost = done;
+        wlo = nlo;
+        whi = nhi;
+        wn = select(wn + 1u, 1u, fresh);
+"#;
+
+/// Before a cancellation with vectors: as [`QR_LOG_CHECK`], for at most `k - l + 1`
+/// rotations applied on their own (they end the wave before them).
+const QR_LOG_CHECK_CANCEL: &str = r#"            let done = select(wcost, wcost + whi - wlo + $KWu + 2u, wn > 0u);
+            if (lpos + 2u + k - l > $LOGCAPu || done + k - l + 3u > $BUDGETu) { state = 3u; break; }
+"#;
+
+/// After a cancellation with vectors: its chain's header (first and end column, kind 1).
+const QR_LOG_CANCEL: &str = r#"            if (i > l) {
+                out0[lb + lpos] = vec4<f64>(f64(l), f64(i), 1.0lf, 0.0lf);
+                lpos = lpos + 1u + i - l;
+                chains = chains + 1u;
+                wcost = done + i - l + 2u;
+                wn = 0u;
+            }
+"#;
+
+/// The QR kernel with vectors: workgroup 0 of each matrix chases and logs, the others
+/// apply the last launch's log to their rows of `V_B` (the first half) or `U_B`: chases
+/// [`super::tridiagonal::QL_WAVE`] at a time by [`wave_sweep`] (from their first column
+/// up; a log entry holds `V_B`'s rotation, then `U_B`'s), a cancellation (`U_B` alone) on
+/// its own. No barriers: the threads' rows are their own.
+fn qr_apply_kernel(k: u64, lanes: Option<u64>) -> String {
+    let mut heads = String::new();
+    for j in 0..k {
+        let prev = if j == 0 {
+            "true".to_string()
+        } else {
+            format!("ok{}", j - 1)
+        };
+        heads.push_str(&format!(
+            "        let hd{j} = out0[lb + select(0u, h, {prev} && c + {j}u < count)];\n        let ok{j} = {prev} && c + {j}u < count && hd{j}.z == 0.0lf;\n        let a{j} = select(0u, u32(hd{j}.x), ok{j});\n        let b{j} = select(0u, u32(hd{j}.y), ok{j});\n        let f{j} = h + 1u - a{j};\n        if (ok{j}) {{\n            lo = min(lo, a{j});\n            hi = max(hi, b{j});\n            h = f{j} + b{j};\n            c = c + 1u;\n        }}\n        var q{j} = vec4<f64>(0.0lf);\n"
+        ));
+    }
+    let sweep = wave_sweep(
+        k,
+        lanes,
+        &Walk {
+            load: "lo + $T",
+            rotation: "lo + $T - $J - 1u",
+            store: "lo + $T - $KWu",
+            components: "select(r.xy, r.zw, on_u)",
+        },
+    );
+    let (lane_arg, lane_param, lane_builtin) = if lanes.is_some() {
+        (
+            ", sgl",
+            ", sgl: u32",
+            ", @builtin(subgroup_invocation_id) sgl: u32",
+        )
+    } else {
+        ("", "", "")
+    };
+    format!(
+        r#"
+// The rotations the last launch logged, applied to the rows `r4` of matrix `mat`'s U_B
+// (`on_u`) or V_B (by every thread, `act` those with rows).
+fn apply(mat: u32, r4: u32, act: bool, on_u: bool{lane_param}) {{
+    let base4 = mat * ($QSu >> 2u);
+    let b4 = base4 + select($ZSu / 4u, 0u, on_u);
+    let lb = base4 + ($LOGATu >> 2u) + ((in0[0] + 1u) & 1u) * $LOGCAPu;
+    let count = u32(out0[lb].x);
+    // The next chain's header (first and last or end column, kind).
+    var h = 1u;
+    var c = 0u;
+    loop {{
+        if (c >= count) {{ break; }}
+        let hc = out0[lb + h];
+        if (hc.z != 0.0lf) {{
+            // A cancellation: rotations of columns (lo - 1, i), i = lo, ..., end - 1 (U_B's).
+            let lo = u32(hc.x);
+            let end = u32(hc.y);
+            if (on_u && act) {{
+                let p = b4 + (lo - 1u) * $N4u + r4;
+                var carry = out0[p];
+                for (var i = lo; i < end; i = i + 1u) {{
+                    let cs = out0[lb + h + 1u + i - lo].zw;
+                    let zi = out0[b4 + i * $N4u + r4];
+                    out0[b4 + i * $N4u + r4] = cs.x * zi - cs.y * carry;
+                    carry = cs.x * carry + cs.y * zi;
+                }}
+                out0[p] = carry;
+            }}
+            h = h + 1u + end - lo;
+            c = c + 1u;
+            continue;
+        }}
+        // The next chases, up to $KW in a row (headers: first and last column; chain j's
+        // rotation i at entry f_j + i) and the columns they span. Step t: chain 0 takes
+        // column lo + t, chain j column lo + t - j; the last finishes column lo + t - $KW.
+        var lo = 0xffffffffu;
+        var hi = 0u;
+{heads}{sweep}    }}
+}}
+
+@compute @workgroup_size($R)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32{lane_builtin}) {{
+    $RZ = nwg.z >> 16u;
+    let gid = wid.y * nwg.x + wid.x;
+    let mat = gid / (2u * $Gu + 1u);
+    let part = gid % (2u * $Gu + 1u);
+    if (mat >= $Bu) {{ return; }}
+    if (part == 0u) {{
+        if ((in0[1] & 1u) != 0u) {{ chase(mat, lid); }}
+        return;
+    }}
+    let on_u = part > $Gu;
+    let r4 = ((part - 1u) % $Gu) * $Ru + lid;
+    if ((in0[1] & 2u) != 0u) {{ apply(mat, min(r4, $N4u - 1u), r4 < $N4u, on_u{lane_arg}); }}
+}}
+"#
+    )
+}

@@ -1469,7 +1469,7 @@ fn ql_stage(
 /// Chains of QL rotations applied in one sweep over Z: each row of Z is loaded and stored
 /// once per wave. llvmpipe, eigh 256x256, the rotations' device time (without subgroup
 /// broadcasts): 2 chains 25-30 ms, 3 20-24, 4 16-17, 5 15-16, 8 26 (its carries spill).
-const QL_WAVE: u64 = 4;
+pub(super) const QL_WAVE: u64 = 4;
 
 /// The chase's log (lane 0's): the next entry, the chains logged, and the waves of `$KW`
 /// chains the application will sweep: the current one's rows and the loop iterations of
@@ -1495,37 +1495,47 @@ const QL_LOG_CHAIN: &str = r#"        out0[lb + lpos] = vec4<$FT>($FT(lo), $FT(m
         wm = nm;
 "#;
 
-/// The QL kernel's application of the chains the last launch logged to Z (by columns in
-/// `out0`, a vec4 of rows per thread), `k` at a time in one sweep: chain `j` is a carry
-/// that takes the rows chain `j - 1` finished, one step behind it, rotations outside its
-/// range the identity (which passes its carry on exactly), so each row of Z is loaded and
-/// stored once per `k` chains instead of once per chain. No barriers: the threads' rows are
-/// their own.
-fn ql_apply_kernel(k: u64, lanes: Option<u64>) -> String {
-    let mut heads = String::new();
-    for j in 0..k {
-        heads.push_str(&format!(
-            "        let ok{j} = c + {j}u < count;\n        let hd{j} = out0[lb + select(0u, h, ok{j})];\n        let lo{j} = select(0u, u32(hd{j}.x), ok{j});\n        let m{j} = select(0u, u32(hd{j}.y), ok{j});\n        let f{j} = h + 1u - u32(hd{j}.z);\n        if (ok{j}) {{\n            lo = min(lo, lo{j});\n            hi = max(hi, m{j});\n            h = f{j} + m{j};\n        }}\n        var q{j} = vec4<$FT>(0.0$FS);\n"
-        ));
-    }
+/// How [`wave_sweep`] walks a wave's rows: `$T` stands for the step. The row step `$T`
+/// loads (while `$T <= hi - lo`), chain `j`'s rotation index at step `$T` (`$J` for `j`),
+/// the row the last chain finishes at step `$T` (from `$KW`), and the rotation's
+/// components of an entry `r`.
+pub(super) struct Walk {
+    pub(super) load: &'static str,
+    pub(super) rotation: &'static str,
+    pub(super) store: &'static str,
+    pub(super) components: &'static str,
+}
+
+/// The sweep of one wave of `k` logged chains over Z's rows `b4 + row * $N4 + r4` (by the
+/// threads with `act`): chain `j` is a carry that takes the rows chain `j - 1` finished, one
+/// step behind it, its rotation the identity outside `[a_j, b_j)` (which passes its carry on
+/// exactly), so each row of Z is loaded and stored once per wave instead of once per chain.
+/// Rotation `i` of chain `j` is entry `f_j + i` of the log at `lb`; the wave spans `[lo,
+/// hi]`, its carries are `q_j`. With `lanes`, each lane of a subgroup loads every chain's
+/// rotation for one of `lanes` steps, which the steps take by `subgroupBroadcast`
+/// (llvmpipe loads lane by lane: one load serves `lanes` steps instead of one).
+pub(super) fn wave_sweep(k: u64, lanes: Option<u64>, walk: &Walk) -> String {
     // Chain j's rotation for step `t` (identity outside its rows) into `cs`.
     let rotation = |j: u64, t: &str, cs: &str, pad: &str| {
-        format!("{pad}{{\n{pad}    let i = hi + {j}u - {t};\n{pad}    let live = {t} > {j}u && i >= lo{j} && i < m{j};\n{pad}    let r = out0[lb + select(0u, f{j} + i, live)];\n{pad}    {cs} = select(vec2<$FT>(1.0$FS, 0.0$FS), r.xy, live);\n{pad}}}\n")
+        let i = walk
+            .rotation
+            .replace("$T", t)
+            .replace("$J", &format!("{j}u"));
+        let comps = walk.components;
+        format!("{pad}{{\n{pad}    let i = {i};\n{pad}    let live = {t} > {j}u && i >= a{j} && i < b{j};\n{pad}    let r = out0[lb + select(0u, f{j} + i, live)];\n{pad}    {cs} = select(vec2<$FT>(1.0$FS, 0.0$FS), {comps}, live);\n{pad}}}\n")
     };
     // Step `t` of every chain, the rotations from `cs(j)`.
     let step = |t: &str, cs: &dyn Fn(u64) -> String, pad: &str| {
-        let mut out = format!("{pad}var x = vec4<$FT>(0.0$FS);\n{pad}if (act && {t} <= hi - lo) {{ x = out0[b4 + (hi - {t}) * $N4u + r4]; }}\n");
+        let load = walk.load.replace("$T", t);
+        let store = walk.store.replace("$T", t);
+        let mut out = format!("{pad}var x = vec4<$FT>(0.0$FS);\n{pad}if (act && {t} <= hi - lo) {{ x = out0[b4 + ({load}) * $N4u + r4]; }}\n");
         for j in 0..k {
             out.push_str(&format!("{pad}{{\n{pad}    let cs = {};\n{pad}    let y = cs.y * x + cs.x * q{j};\n{pad}    q{j} = cs.x * x - cs.y * q{j};\n{pad}    x = y;\n{pad}}}\n", cs(j)));
         }
-        out.push_str(&format!("{pad}if (act && {t} >= $KWu && {t} <= hi - lo + $KWu) {{ out0[b4 + (hi + $KWu - {t}) * $N4u + r4] = x; }}\n"));
+        out.push_str(&format!("{pad}if (act && {t} >= $KWu && {t} <= hi - lo + $KWu) {{ out0[b4 + ({store}) * $N4u + r4] = x; }}\n"));
         out
     };
-    let last = k - 1;
-    let (sweep, lane_arg, lane_param, lane_builtin) = match lanes {
-        // Each lane of a subgroup loads every chain's rotation for one of `l` steps, which
-        // the steps take from it by `subgroupBroadcast`: llvmpipe loads lane by lane, so
-        // one load serves `l` steps instead of one.
+    match lanes {
         Some(l) => {
             let mut body = format!("        for (var t0 = 0u; t0 <= hi - lo + $KWu; t0 = t0 + {l}u) {{\n            let tq = t0 + sgl;\n");
             for j in 0..k {
@@ -1546,12 +1556,7 @@ fn ql_apply_kernel(k: u64, lanes: Option<u64>) -> String {
                 body.push_str("            }\n");
             }
             body.push_str("        }\n");
-            (
-                body,
-                ", sgl",
-                ", sgl: u32",
-                ", @builtin(subgroup_invocation_id) sgl: u32",
-            )
+            body
         }
         None => {
             let mut body =
@@ -1564,9 +1569,41 @@ fn ql_apply_kernel(k: u64, lanes: Option<u64>) -> String {
             }
             body.push_str(&step("t", &|j| format!("s{j}"), "            "));
             body.push_str("        }\n");
-            (body, "", "", "")
+            body
         }
+    }
+}
+
+/// The QL kernel's application of the chains the last launch logged to Z (by columns in
+/// `out0`, a vec4 of rows per thread), [`QL_WAVE`] at a time ([`wave_sweep`]); chains run
+/// from their last row down. No barriers: the threads' rows are their own.
+fn ql_apply_kernel(k: u64, lanes: Option<u64>) -> String {
+    let mut heads = String::new();
+    for j in 0..k {
+        heads.push_str(&format!(
+            "        let ok{j} = c + {j}u < count;\n        let hd{j} = out0[lb + select(0u, h, ok{j})];\n        let a{j} = select(0u, u32(hd{j}.x), ok{j});\n        let b{j} = select(0u, u32(hd{j}.y), ok{j});\n        let f{j} = h + 1u - u32(hd{j}.z);\n        if (ok{j}) {{\n            lo = min(lo, a{j});\n            hi = max(hi, b{j});\n            h = f{j} + b{j};\n        }}\n        var q{j} = vec4<$FT>(0.0$FS);\n"
+        ));
+    }
+    let sweep = wave_sweep(
+        k,
+        lanes,
+        &Walk {
+            load: "hi - $T",
+            rotation: "hi + $J - $T",
+            store: "hi + $KWu - $T",
+            components: "r.xy",
+        },
+    );
+    let (lane_arg, lane_param, lane_builtin) = if lanes.is_some() {
+        (
+            ", sgl",
+            ", sgl: u32",
+            ", @builtin(subgroup_invocation_id) sgl: u32",
+        )
+    } else {
+        ("", "", "")
     };
+    let last = k - 1;
     format!(
         r#"
 // The rotations the last launch logged, applied to the rows `r4` of matrix `mat`'s Z (by
