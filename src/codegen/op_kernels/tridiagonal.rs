@@ -861,6 +861,22 @@ pub(super) fn bidiag_stage(
     } else {
         (BIDIAG_KERNEL, "")
     };
+    // Rows' and columns' vectors shared through subgroups on CPU adapters with subgroups of
+    // a known size (the workgroup whole subgroups).
+    let lanes = u64::from(cx.target.caps.subgroup_size);
+    let shared = (defer
+        && cx.target.cpu_adapter
+        && cx.target.caps.subgroup
+        && matches!(lanes, 4 | 8 | 16)
+        && wg % lanes == 0
+        && !crate::fusion::switched_off("WGPU_HLO_BIDIAG_BROADCAST"))
+    .then_some(lanes);
+    let mut template = template.to_string();
+    if defer {
+        for (key, text) in bidiag_passes(shared) {
+            template = template.replace(key, &text);
+        }
+    }
     let body = fill(
         &template
             .replace("$KEEPL\n", keep_left)
@@ -881,6 +897,135 @@ pub(super) fn bidiag_stage(
         cx.target,
     )?);
     Ok(())
+}
+
+/// The deferred bidiagonal reduction's two passes over the block for column `k`: by columns
+/// (a vec4 of them per thread: the pending updates applied, `2 v^T A`) and by rows (a row per
+/// thread: `2 A u`; the `apply` branch follows). With `lanes` (CPU adapters with subgroups of
+/// that size) the threads of a subgroup load the rows' `(v_i, v'_i, z_i)`, or the columns'
+/// `s_j` and `u_j`, for as many rows or vec4s of columns, one each, and every step takes
+/// them by `subgroupBroadcast` (llvmpipe loads lane by lane: one load serves `lanes`); the
+/// loops are subgroup-uniform, the threads past the block masked.
+fn bidiag_passes(lanes: Option<u64>) -> [(&'static str, String); 4] {
+    let Some(l) = lanes else {
+        return [
+            (
+                "$COLS_PASS",
+                "        for (var j4 = (k >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
+            let cols = 4u * j4 + vec4<u32>(0u, 1u, 2u, 3u);
+            let live = cols > vec4<u32>(k);
+            let sj = select(vec4<f32>(0.0), ss[j4], live);
+            let uj = select(vec4<f32>(0.0), rr[j4], live);
+            // Summed by blocks of 32 rows: over a tall column one running f32 sum rounds
+            // m times (3000 x 64: U orthogonal to 6.7e-6).
+            var s = vec4<f32>(0.0);
+            for (var i0 = k; i0 < $Mu; i0 = i0 + 32u) {
+                var part = vec4<f32>(0.0);
+                for (var i = i0; i < min(i0 + 32u, $Mu); i = i + 1u) {
+                    let e = b4 + i * $N4u + j4;
+                    let c = cv[i];
+                    let x = (out0[e] - c.x * sj) - zz[i] * uj;
+                    out0[e] = x;
+                    part = part + c.y * x;
+                }
+                s = s + part;
+            }
+            ss[j4] = select(vec4<f32>(0.0), 2.0 * s, live);
+        }
+"
+                .to_string(),
+            ),
+            (
+                "$ROWS_PASS",
+                "            for (var i = k + 1u + lid; i < $Mu; i = i + $WGu) {
+                let rb = b4 + i * $N4u;
+                let vi = cv[i].y;
+                var t = 0.0;
+                for (var j4 = (k + 1u) >> 2u; j4 < $N4u; j4 = j4 + 1u) {
+                    t = t + dot(out0[rb + j4] - vi * ss[j4], rr[j4]);
+                }
+                t = 2.0 * t;
+"
+                .to_string(),
+            ),
+            ("$ROWS_END", String::new()),
+            ("$LANE_BUILTIN", String::new()),
+        ];
+    };
+    let mut cols = format!(
+        "        for (var jb = k >> 2u; jb < $N4u; jb = jb + $WGu) {{
+            let act = jb + lid < $N4u;
+            let j4 = min(jb + lid, $N4u - 1u);
+            let cols = 4u * j4 + vec4<u32>(0u, 1u, 2u, 3u);
+            let live = cols > vec4<u32>(k);
+            let sj = select(vec4<f32>(0.0), ss[j4], live);
+            let uj = select(vec4<f32>(0.0), rr[j4], live);
+            // Summed by blocks of 32 rows: over a tall column one running f32 sum rounds
+            // m times (3000 x 64: U orthogonal to 6.7e-6).
+            var s = vec4<f32>(0.0);
+            for (var i0 = k; i0 < $Mu; i0 = i0 + 32u) {{
+                var part = vec4<f32>(0.0);
+                for (var i1 = i0; i1 < min(i0 + 32u, $Mu); i1 = i1 + {l}u) {{
+                    let il = min(i1 + sgl, $Mu - 1u);
+                    let cl = vec3<f32>(cv[il], zz[il]);
+"
+    );
+    for q in 0..l {
+        cols.push_str(&format!(
+            "                    {{
+                        let c = subgroupBroadcast(cl, {q}u);
+                        let i = i1 + {q}u;
+                        if (act && i < $Mu) {{
+                            let e = b4 + i * $N4u + j4;
+                            let x = (out0[e] - c.x * sj) - c.z * uj;
+                            out0[e] = x;
+                            part = part + c.y * x;
+                        }}
+                    }}
+"
+        ));
+    }
+    cols.push_str(
+        "                }
+                s = s + part;
+            }
+            if (act) {
+                ss[j4] = select(vec4<f32>(0.0), 2.0 * s, live);
+            }
+        }
+",
+    );
+    let mut rows = format!(
+        "            for (var ib = k + 1u; ib < $Mu; ib = ib + $WGu) {{
+                let act = ib + lid < $Mu;
+                let i = min(ib + lid, $Mu - 1u);
+                let rb = b4 + i * $N4u;
+                let vi = cv[i].y;
+                var t = 0.0;
+                for (var j0 = (k + 1u) >> 2u; j0 < $N4u; j0 = j0 + {l}u) {{
+                    let jl = min(j0 + sgl, $N4u - 1u);
+                    let sl = ss[jl];
+                    let rl = rr[jl];
+"
+    );
+    for q in 0..l {
+        rows.push_str(&format!(
+            "                    if (j0 + {q}u < $N4u) {{
+                        t = t + dot(out0[rb + j0 + {q}u] - vi * subgroupBroadcast(sl, {q}u), subgroupBroadcast(rl, {q}u));
+                    }}
+"
+        ));
+    }
+    rows.push_str("                }\n                t = 2.0 * t;\n                if (act) {\n");
+    [
+        ("$COLS_PASS", cols),
+        ("$ROWS_PASS", rows),
+        ("$ROWS_END", "                }\n".to_string()),
+        (
+            "$LANE_BUILTIN",
+            ", @builtin(subgroup_invocation_id) sgl: u32".to_string(),
+        ),
+    ]
 }
 
 /// The bidiagonal reduction ([`bidiag_stage`]): `out0` the state by vec4s (the matrix's
@@ -1007,7 +1152,7 @@ var<workgroup> ss: array<vec4<f32>, $N4>;
 
 $REFLECTION
 @compute @workgroup_size($WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32$LANE_BUILTIN) {
     $RZ = nwg.z >> 16u;
     let mat = wid.y * nwg.x + wid.x;
     if (mat >= $Bu) { return; }
@@ -1050,28 +1195,7 @@ $KEEPSYNC
         workgroupBarrier();
         // On the columns right of k (a vec4 of them per thread; k and left of it rewritten
         // unchanged): the pending updates applied and written, and 2 v^T A of the result.
-        for (var j4 = (k >> 2u) + lid; j4 < $N4u; j4 = j4 + $WGu) {
-            let cols = 4u * j4 + vec4<u32>(0u, 1u, 2u, 3u);
-            let live = cols > vec4<u32>(k);
-            let sj = select(vec4<f32>(0.0), ss[j4], live);
-            let uj = select(vec4<f32>(0.0), rr[j4], live);
-            // Summed by blocks of 32 rows: over a tall column one running f32 sum rounds
-            // m times (3000 x 64: U orthogonal to 6.7e-6).
-            var s = vec4<f32>(0.0);
-            for (var i0 = k; i0 < $Mu; i0 = i0 + 32u) {
-                var part = vec4<f32>(0.0);
-                for (var i = i0; i < min(i0 + 32u, $Mu); i = i + 1u) {
-                    let e = b4 + i * $N4u + j4;
-                    let c = cv[i];
-                    let x = (out0[e] - c.x * sj) - zz[i] * uj;
-                    out0[e] = x;
-                    part = part + c.y * x;
-                }
-                s = s + part;
-            }
-            ss[j4] = select(vec4<f32>(0.0), 2.0 * s, live);
-        }
-        storageBarrier();
+$COLS_PASS        storageBarrier();
         workgroupBarrier();
         if (k + 1u < $Nu) {
             // From the right: row k from column k + 1, the left update subtracted (at the last
@@ -1102,15 +1226,7 @@ $KEEPR
             // On the rows below k (a row per thread, by vec4s): 2 A u of the rows with the
             // left update subtracted; the last column of a launch writes both updates.
             let apply = k + 1u == in0[1];
-            for (var i = k + 1u + lid; i < $Mu; i = i + $WGu) {
-                let rb = b4 + i * $N4u;
-                let vi = cv[i].y;
-                var t = 0.0;
-                for (var j4 = (k + 1u) >> 2u; j4 < $N4u; j4 = j4 + 1u) {
-                    t = t + dot(out0[rb + j4] - vi * ss[j4], rr[j4]);
-                }
-                t = 2.0 * t;
-                if (apply) {
+$ROWS_PASS                if (apply) {
                     for (var j4 = (k + 1u) >> 2u; j4 < $N4u; j4 = j4 + 1u) {
                         out0[rb + j4] = (out0[rb + j4] - vi * ss[j4]) - t * rr[j4];
                     }
@@ -1120,7 +1236,7 @@ $KEEPR
                     cv[i].x = vi;
                     zz[i] = t;
                 }
-            }
+$ROWS_END            }
             storageBarrier();
             workgroupBarrier();
         }
