@@ -637,15 +637,35 @@ pub fn plan(
             ranges.push((hi, lo));
             hi = lo;
         }
-        let threads = batch * n4;
+        // Reflector entries shared through subgroups on CPU adapters with subgroups of a
+        // known size: then each matrix has workgroups of its own.
+        let lanes = u64::from(target.caps.subgroup_size);
+        let shared = (target.cpu_adapter
+            && target.caps.subgroup
+            && matches!(lanes, 4 | 8 | 16)
+            && BACK_WG % lanes == 0
+            && !crate::fusion::switched_off("WGPU_HLO_BACK_BROADCAST"))
+        .then_some(lanes);
+        let (template, threads, how) = match shared {
+            Some(l) => (
+                back_shared_kernel(l),
+                batch * n4.div_ceil(BACK_WG) * BACK_WG,
+                ", the reflectors' entries shared through subgroups",
+            ),
+            None => (BACK_KERNEL.to_string(), batch * n4, ""),
+        };
         kernels.push(cx.grouped(
             "back",
-            &format!("the reflections (parameters: end and first) applied to the tridiagonal matrices' eigenvectors of {desc}, a vec4 of columns per thread"),
+            &format!("the reflections (parameters: end and first) applied to the tridiagonal matrices' eigenvectors of {desc}, a vec4 of columns per thread{how}"),
             vec![params(), tri.clone()],
             vec![zs.clone()],
             (
-                BACK_KERNEL,
-                &[("$BWG", BACK_WG.to_string()), ("$T", threads.to_string())],
+                &template,
+                &[
+                    ("$BWG", BACK_WG.to_string()),
+                    ("$T", threads.to_string()),
+                    ("$BG", n4.div_ceil(BACK_WG).to_string()),
+                ],
             ),
             threads.div_ceil(BACK_WG),
             back_iters,
@@ -1755,6 +1775,82 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }}
     let r4 = (part - 1u) * $Ru + lid;
     if ((in0[1] & 2u) != 0u) {{ apply(mat, min(r4, $N4u - 1u), r4 < $N4u{lane_arg}); }}
+}}
+"#
+    )
+}
+
+/// [`BACK_KERNEL`] with each row's reflector entries loaded by one lane of a subgroup (for
+/// `lanes` rows) and shared by `subgroupBroadcast` (llvmpipe loads lane by lane): the same
+/// operations in the same order. Each matrix has `$BG` workgroups of its own (a subgroup
+/// never spans two matrices); every thread runs the loops (clamped to the last vec4 of
+/// columns), those past the matrix's columns store nothing.
+fn back_shared_kernel(lanes: u64) -> String {
+    let rows = |body: &dyn Fn(u64) -> String, loads: &str| {
+        let mut out = format!("            for (var i0 = $FIRST; i0 < $Nu; i0 = i0 + {lanes}u) {{\n                let il = min(i0 + sgl, $Nu - 1u);\n                let rl = {loads};\n");
+        for q in 0..lanes {
+            out.push_str(&format!("                if (i0 + {q}u < $Nu) {{\n                    let i = i0 + {q}u;\n                    let r = subgroupBroadcast(rl, {q}u);\n{}                }}\n", body(q)));
+        }
+        out.push_str("            }\n");
+        out
+    };
+    let pair = "vec2<f32>(in1[ua + il], in1[ub + il])";
+    let dot_pair = rows(
+        &|_| "                    let z = out0[zb + i * $N4u];\n                    c = c + r.y * r.x;\n                    da = da + r.x * z;\n                    db = db + r.y * z;\n".to_string(),
+        pair,
+    )
+    .replace("$FIRST", "a + 1u");
+    let update_pair = rows(
+        &|_| "                    let z = out0[zb + i * $N4u] - r.x * da - r.y * db;\n                    if (act) { out0[zb + i * $N4u] = z; }\n".to_string(),
+        pair,
+    )
+    .replace("$FIRST", "a + 1u");
+    let one = "in1[ub + il]";
+    let dot_one = rows(
+        &|_| "                    dot = dot + r * out0[zb + i * $N4u];\n".to_string(),
+        one,
+    )
+    .replace("$FIRST", "k + 1u");
+    let update_one = rows(
+        &|_| "                    let z = out0[zb + i * $N4u] - r * dot;\n                    if (act) { out0[zb + i * $N4u] = z; }\n".to_string(),
+        one,
+    )
+    .replace("$FIRST", "k + 1u");
+    format!(
+        r#"@compute @workgroup_size($BWG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) sgl: u32) {{
+    $RZ = nwg.z >> 16u;
+    let gid = wid.y * nwg.x + wid.x;
+    let mat = gid / $BGu;
+    if (mat >= $Bu) {{ return; }}
+    let col = (gid % $BGu) * $BWGu + lid;
+    let act = col < $N4u;
+    let sb = mat * $TSu;
+    let zb = mat * ($SIZEu / 4u) + min(col, $N4u - 1u);
+    var kk = in0[0];
+    loop {{
+        if (kk <= in0[1]) {{ break; }}
+        if (kk >= in0[1] + 2u) {{
+            // Two reflections in one pass over the columns (see BACK_KERNEL).
+            let a = kk - 1u;
+            let ua = sb + a * $LDu;
+            let ub = ua - $LDu;
+            var c = 0.0;
+            var da = vec4<f32>(0.0);
+            var db = in1[ub + a] * out0[zb + a * $N4u];
+{dot_pair}            da = 2.0 * da;
+            db = 2.0 * (db - c * da);
+            let za = out0[zb + a * $N4u] - in1[ub + a] * db;
+            if (act) {{ out0[zb + a * $N4u] = za; }}
+{update_pair}            kk = kk - 2u;
+            continue;
+        }}
+        let k = kk - 1u;
+        let ub = sb + k * $LDu;
+        var dot = vec4<f32>(0.0);
+{dot_one}        dot = 2.0 * dot;
+{update_one}        kk = k;
+    }}
 }}
 "#
     )
