@@ -16,6 +16,12 @@
 //!    the subdiagonal goes to `e`. Within a launch the update's pass also computes the next
 //!    column's `p` (its reflector taken first from the updated row `k + 1`), so the block is
 //!    read once per column instead of twice.
+//!
+//!    On CPU adapters with subgroups the passes over the block (and the back-transformations
+//!    of step 3) share what every thread needs of a row through `subgroupBroadcast`, one
+//!    lane loading it for the subgroup: llvmpipe runs every load lane by lane, so a uniform
+//!    load costs as much as eight, and the broadcasts cut the loads per row (same operations
+//!    in the same order, the same bits; `WGPU_HLO_{TRI,BIDIAG,BACK,QL}_BROADCAST=0`: off).
 //! 2. `_ql`: the implicit QL iteration with Wilkinson-like shifts (EISPACK's tql2), in f64
 //!    (in f32 on adapters without it, [`ql_in_f64`]; without vectors, the chase alone):
 //!    one thread chases each bulge through `d` and `e` in workgroup memory. With vectors it
