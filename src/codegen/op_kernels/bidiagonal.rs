@@ -29,9 +29,9 @@
 
 use super::jacobi::{binding, check_results, params};
 use super::tridiagonal::{
-    bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, budget, ql_step, svd_operand,
-    wave_sweep, Ctx, MinN, SvdOperand, Walk, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS,
-    QL_WAVE,
+    bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, broadcast_lanes, budget,
+    lane_names, ql_step, svd_operand, wave_sweep, Ctx, MinN, SvdOperand, Walk, CHASE_MAIN,
+    MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS, QL_WAVE,
 };
 use super::{temp, Launch, Plan};
 use crate::codegen::expr::Binding;
@@ -259,15 +259,9 @@ fn plan_svd(
             ranges.push((hi, lo));
             hi = lo;
         }
-        // Reflector entries shared through subgroups on CPU adapters with subgroups of a
-        // known size: then each matrix has workgroups of its own.
-        let lanes = u64::from(target.caps.subgroup_size);
-        let shared = (target.cpu_adapter
-            && target.caps.subgroup
-            && matches!(lanes, 4 | 8 | 16)
-            && BACK_WG % lanes == 0
-            && !crate::fusion::switched_off("WGPU_HLO_BACK_BROADCAST"))
-        .then_some(lanes);
+        // Reflector entries shared through subgroups on CPU adapters: then each matrix has
+        // workgroups of its own.
+        let shared = broadcast_lanes(target, BACK_WG, "WGPU_HLO_BACK_BROADCAST");
         let (template, threads, how) = match shared {
             Some(l) => (
                 back_shared_kernel(l),
@@ -397,19 +391,15 @@ fn qr_stage(
     } else {
         budget.min(step * (n + 1))
     };
-    // Rotations shared through subgroups where the adapter is a CPU with subgroups of a known
-    // size (the workgroup whole subgroups).
-    let lanes = u64::from(target.caps.subgroup_size);
-    let broadcast = target.cpu_adapter
-        && target.caps.subgroup
-        && matches!(lanes, 4 | 8 | 16)
-        && rows % lanes == 0
-        && !crate::fusion::switched_off("WGPU_HLO_QL_BROADCAST");
     let log_at = 2 * zs + 2 * slot;
     let main = if vectors {
-        qr_apply_kernel(QL_WAVE, broadcast.then_some(lanes))
+        // Rotations shared through subgroups on CPU adapters.
+        qr_apply_kernel(
+            QL_WAVE,
+            broadcast_lanes(target, rows, "WGPU_HLO_QL_BROADCAST"),
+        )
     } else {
-        QR_MAIN.to_string()
+        CHASE_MAIN.to_string()
     };
     let logged = |text: &str| {
         if vectors {
@@ -823,17 +813,6 @@ $LOG_END    out0[(dst + 2u * $LDu) >> 2u] = vec4<f64>(f64(kk), f64(it), f64(sele
 }
 $MAIN"#;
 
-/// The entry point of the QR kernel without vectors.
-const QR_MAIN: &str = r#"
-@compute @workgroup_size(8)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    $RZ = nwg.z >> 16u;
-    let mat = wid.y * nwg.x + wid.x;
-    if (mat >= $Bu) { return; }
-    chase(mat, lid);
-}
-"#;
-
 /// Workgroup memory of the QR kernel for order `n`: `d` and `e` (f64).
 fn qr_bytes(n: u64) -> u64 {
     16 * n
@@ -908,15 +887,7 @@ fn qr_apply_kernel(k: u64, lanes: Option<u64>) -> String {
             components: "select(r.xy, r.zw, on_u)",
         },
     );
-    let (lane_arg, lane_param, lane_builtin) = if lanes.is_some() {
-        (
-            ", sgl",
-            ", sgl: u32",
-            ", @builtin(subgroup_invocation_id) sgl: u32",
-        )
-    } else {
-        ("", "", "")
-    };
+    let (lane_arg, lane_param, lane_builtin) = lane_names(lanes.is_some());
     format!(
         r#"
 // The rotations the last launch logged, applied to the rows `r4` of matrix `mat`'s U_B

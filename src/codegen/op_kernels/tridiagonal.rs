@@ -174,6 +174,20 @@ impl Dims {
     }
 }
 
+/// The subgroup size by which kernels of `threads` per workgroup share what every thread
+/// needs of a row through `subgroupBroadcast`: on CPU adapters with subgroups of 4, 8 or 16
+/// lanes (llvmpipe runs every load lane by lane), the workgroup whole subgroups, unless
+/// `var` is 0.
+pub(super) fn broadcast_lanes(target: Target, threads: u64, var: &str) -> Option<u64> {
+    let lanes = u64::from(target.caps.subgroup_size);
+    (target.cpu_adapter
+        && target.caps.subgroup
+        && matches!(lanes, 4 | 8 | 16)
+        && threads % lanes == 0
+        && !crate::fusion::switched_off(var))
+    .then_some(lanes)
+}
+
 /// `template` with each `(key, value)` substituted (keys are `$NAME` tokens).
 pub(super) fn fill(template: &str, subs: &[(&str, String)]) -> String {
     let mut out = template.to_string();
@@ -447,15 +461,8 @@ pub fn plan(
     let steps = n.saturating_sub(2);
     if steps > 0 {
         let tree = tree_reduce(wg / 2, SUM, "        ");
-        // Rows' coefficients shared through subgroups on CPU adapters with subgroups of a
-        // known size (the workgroup whole subgroups).
-        let lanes = u64::from(target.caps.subgroup_size);
-        let tri_lanes = (target.cpu_adapter
-            && target.caps.subgroup
-            && matches!(lanes, 4 | 8 | 16)
-            && wg % lanes == 0
-            && !crate::fusion::switched_off("WGPU_HLO_TRI_BROADCAST"))
-        .then_some(lanes);
+        // Rows' coefficients shared through subgroups on CPU adapters.
+        let tri_lanes = broadcast_lanes(target, wg, "WGPU_HLO_TRI_BROADCAST");
         let body = fill(
             TRI_KERNEL,
             &[
@@ -643,15 +650,9 @@ pub fn plan(
             ranges.push((hi, lo));
             hi = lo;
         }
-        // Reflector entries shared through subgroups on CPU adapters with subgroups of a
-        // known size: then each matrix has workgroups of its own.
-        let lanes = u64::from(target.caps.subgroup_size);
-        let shared = (target.cpu_adapter
-            && target.caps.subgroup
-            && matches!(lanes, 4 | 8 | 16)
-            && BACK_WG % lanes == 0
-            && !crate::fusion::switched_off("WGPU_HLO_BACK_BROADCAST"))
-        .then_some(lanes);
+        // Reflector entries shared through subgroups on CPU adapters: then each matrix has
+        // workgroups of its own.
+        let shared = broadcast_lanes(target, BACK_WG, "WGPU_HLO_BACK_BROADCAST");
         let (template, threads, how) = match shared {
             Some(l) => (
                 back_shared_kernel(l),
@@ -887,16 +888,8 @@ pub(super) fn bidiag_stage(
     } else {
         (BIDIAG_KERNEL, "")
     };
-    // Rows' and columns' vectors shared through subgroups on CPU adapters with subgroups of
-    // a known size (the workgroup whole subgroups).
-    let lanes = u64::from(cx.target.caps.subgroup_size);
-    let shared = (defer
-        && cx.target.cpu_adapter
-        && cx.target.caps.subgroup
-        && matches!(lanes, 4 | 8 | 16)
-        && wg % lanes == 0
-        && !crate::fusion::switched_off("WGPU_HLO_BIDIAG_BROADCAST"))
-    .then_some(lanes);
+    // Rows' and columns' vectors shared through subgroups on CPU adapters.
+    let shared = broadcast_lanes(cx.target, wg, "WGPU_HLO_BIDIAG_BROADCAST").filter(|_| defer);
     let mut template = template.to_string();
     if defer {
         for (key, text) in bidiag_passes(shared) {
@@ -1500,18 +1493,14 @@ fn ql_stage(
     } else {
         q.budget.min(step * (n + 1))
     };
-    // Rotations shared through subgroups where the adapter is a CPU with subgroups of a
-    // known size (the workgroup whole subgroups).
-    let lanes = u64::from(target.caps.subgroup_size);
-    let broadcast = target.cpu_adapter
-        && target.caps.subgroup
-        && matches!(lanes, 4 | 8 | 16)
-        && rows % lanes == 0
-        && !crate::fusion::switched_off("WGPU_HLO_QL_BROADCAST");
+    // Rotations shared through subgroups on CPU adapters.
     let main = if logged {
-        ql_apply_kernel(QL_WAVE, broadcast.then_some(lanes))
+        ql_apply_kernel(
+            QL_WAVE,
+            broadcast_lanes(target, rows, "WGPU_HLO_QL_BROADCAST"),
+        )
     } else {
-        QL_MAIN.to_string()
+        CHASE_MAIN.to_string()
     };
     let body = fill(
         &QL_KERNEL.replace("$MAIN", &main),
@@ -1716,6 +1705,20 @@ pub(super) fn wave_sweep(k: u64, lanes: Option<u64>, walk: &Walk) -> String {
     }
 }
 
+/// With subgroup broadcasts: the lane's index as an argument, a parameter and the entry
+/// point's builtin (`sgl`); else nothing.
+pub(super) fn lane_names(shared: bool) -> (&'static str, &'static str, &'static str) {
+    if shared {
+        (
+            ", sgl",
+            ", sgl: u32",
+            ", @builtin(subgroup_invocation_id) sgl: u32",
+        )
+    } else {
+        ("", "", "")
+    }
+}
+
 /// The QL kernel's application of the chains the last launch logged to Z (by columns in
 /// `out0`, a vec4 of rows per thread), [`QL_WAVE`] at a time ([`wave_sweep`]); chains run
 /// from their last row down. No barriers: the threads' rows are their own.
@@ -1736,15 +1739,7 @@ fn ql_apply_kernel(k: u64, lanes: Option<u64>) -> String {
             components: "r.xy",
         },
     );
-    let (lane_arg, lane_param, lane_builtin) = if lanes.is_some() {
-        (
-            ", sgl",
-            ", sgl: u32",
-            ", @builtin(subgroup_invocation_id) sgl: u32",
-        )
-    } else {
-        ("", "", "")
-    };
+    let (lane_arg, lane_param, lane_builtin) = lane_names(lanes.is_some());
     let last = k - 1;
     format!(
         r#"
@@ -2255,8 +2250,9 @@ $LOG_END    out0[(dst + 2u * $LDu) >> 2u] = vec4<$FT>($FT(l), $FT(it), $FT(selec
 }
 $MAIN"#;
 
-/// The entry point of the QL kernel without Z.
-const QL_MAIN: &str = r#"
+/// The entry point of a chase without vectors (the QL kernel's, svd's QR kernel's): one
+/// workgroup of 8 per matrix.
+pub(super) const CHASE_MAIN: &str = r#"
 @compute @workgroup_size(8)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     $RZ = nwg.z >> 16u;
