@@ -974,12 +974,12 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
     )?;
     // The normalized columns of the rotated matrix, in the order of the ranks: U, or with
     // `eigh` the eigenvectors.
-    let normalized = |kname: &str, vectors: &str| {
+    let normalized = |kname: &str, vectors: &str, out: Binding| {
         kernel::threaded(
             &format!("{name}_{kname}"),
             &format!("kernel {name}_{kname}: {vectors} of {desc} in the order of their values\nloop iterations per invocation: 0\nfuses: {what}"),
             vec![state.clone(), binding(temp(1), &vec_t), binding(temp(2), &rank_t)],
-            vec![binding(op.results[1], &res[1])],
+            vec![out],
             &Default::default(),
             "",
             &format!(
@@ -1096,7 +1096,11 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
         )?;
         let mut kernels = vec![init, sweep_k, norms, terms, sums, values];
         if eigh_vectors {
-            kernels.push(normalized("vectors", "eigenvectors")?);
+            kernels.push(normalized(
+                "vectors",
+                "eigenvectors",
+                binding(op.results[1], &res[1]),
+            )?);
         }
         let mut launches = vec![
             Launch::new(0, Vec::new()),
@@ -1158,8 +1162,13 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
     launches.extend(sweeps);
     launches.push(Launch::new(2, Vec::new()));
     launches.push(Launch::new(3, Vec::new()));
+    let mut temps = vec![state_t, vec_t.clone(), rank_t.clone()];
     if uv {
-        kernels.push(normalized("u", "left singular vectors")?);
+        // U into a temporary, its columns for numerically zero singular values completed to
+        // an orthonormal basis, then the result.
+        let u_t = TensorType::new(vec![(batch * m * n) as i64], ElementType::F32);
+        let u_tmp = binding(temp(3), &u_t);
+        kernels.push(normalized("u", "left singular vectors", u_tmp.clone())?);
         kernels.push(kernel::threaded(
             &format!("{name}_v"),
             &format!("kernel {name}_v: right singular vectors of {desc} in the order of their values\nloop iterations per invocation: 0\nfuses: {what}"),
@@ -1177,6 +1186,16 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
         )?);
         launches.push(Launch::new(4, Vec::new()));
         launches.push(Launch::new(5, Vec::new()));
+        complete_u(
+            (name, &desc, &what),
+            (&u_tmp, &vec_t),
+            binding(op.results[1], &res[1]),
+            (batch, m, n),
+            target,
+            &mut kernels,
+            &mut launches,
+        )?;
+        temps.push(u_t);
     }
     if let Some(scale) = scale {
         // Scaled right after the state is made.
@@ -1185,10 +1204,200 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
     }
     Ok(Plan {
         kernels,
-        temps: vec![state_t, vec_t, rank_t],
+        temps,
         launches,
     })
 }
+
+/// Threads per workgroup of [`COMPLETE_U`] (CPU adapters: fewer, barriers cost there).
+fn complete_threads(target: Target) -> u64 {
+    if target.cpu_adapter {
+        64
+    } else {
+        256
+    }
+}
+
+/// The columns of one-sided Jacobi's `U` (temporary 3, `m x n` row-major, columns by
+/// descending singular value) whose singular value is numerically zero (at most `n` f32
+/// epsilons of the largest) replaced by an orthonormal completion of the others, as LAPACK
+/// returns: Jacobi leaves such a column zero (`s = 0`) or rounding noise, and `U^T U` was
+/// not the identity for rank-deficient matrices (a rank-one 8 x 8: zero columns, `|U^T U -
+/// I|` 1.0). Launches take ranges of columns within the loop budget; then the result.
+#[allow(clippy::too_many_arguments)]
+fn complete_u(
+    (name, desc, what): (&str, &str, &str),
+    (u, vec_t): (&Binding, &TensorType),
+    out: Binding,
+    (batch, m, n): (u64, u64, u64),
+    target: Target,
+    kernels: &mut Vec<kernel::Kernel>,
+    launches: &mut Vec<Launch>,
+) -> Result<()> {
+    let w = complete_threads(target);
+    // Loop iterations of column j: the row norms, the two projections, the norm's sum.
+    let cost = |j: u64| 4 * m.div_ceil(w) * j.max(1) + j.div_ceil(w) * m + w + 2 * n + 8;
+    let budget = (target.max_invocation_iterations / 2).max(1);
+    let mut ranges = Vec::new();
+    let mut j0 = 0;
+    let mut iters = 0;
+    while j0 < n {
+        let mut c = cost(j0);
+        let mut j1 = j0 + 1;
+        while j1 < n && c + cost(j1) <= budget {
+            c += cost(j1);
+            j1 += 1;
+        }
+        iters = c.max(iters);
+        ranges.push((j0, j1));
+        j0 = j1;
+    }
+    let body = COMPLETE_U
+        .replace("$W", &w.to_string())
+        .replace("$MN", &(m * n).to_string())
+        .replace("$M", &m.to_string())
+        .replace("$N", &n.to_string())
+        .replace("$B", &batch.to_string())
+        .replace("$TOL", &format!("{:e}", n as f64 * f64::from(f32::EPSILON)))
+        .replace("$RZ", kernel::RUNTIME_ZERO);
+    kernels.push(workgroup_kernel(
+        &format!("{name}_u_complete"),
+        &format!("kernel {name}_u_complete: the left singular vectors of {desc} for numerically zero singular values completed to an orthonormal basis (parameters: first and end column), one workgroup per matrix\nloop iterations per invocation: at most {iters}\nfuses: {what}"),
+        vec![params(), binding(temp(1), vec_t)],
+        vec![u.clone()],
+        &body,
+        batch,
+        iters,
+        false,
+        target,
+    )?);
+    let k = kernels.len() - 1;
+    for (j0, j1) in ranges {
+        launches.push(Launch::updating(k, vec![j0 as u32, j1 as u32], 3));
+    }
+    kernels.push(kernel::threaded(
+        &format!("{name}_u_out"),
+        &format!("kernel {name}_u_out: left singular vectors of {desc}\nloop iterations per invocation: 0\nfuses: {what}"),
+        vec![u.clone()],
+        vec![out],
+        &Default::default(),
+        "",
+        "    out0[tid] = in0[tid];\n",
+        batch * m * n,
+        0,
+        target,
+    )?);
+    launches.push(Launch::new(kernels.len() - 1, Vec::new()));
+    Ok(())
+}
+
+/// [`complete_u`]'s kernel: `out0` U (`m x n` row-major, updated), `in1` the singular values
+/// of the columns in their original order (scaled), `in0` the first and end column. Column
+/// `j` (from the first numerically zero one) starts as `e_k` for the row `k` the columns
+/// before it cover least (its squared residual is then at least `1 - j / m`), is projected
+/// off them twice (classical Gram-Schmidt with reorthogonalization) and normalized.
+const COMPLETE_U: &str = r#"var<workgroup> cc: array<f32, $N>;
+var<workgroup> rv: array<f32, $W>;
+var<workgroup> ri: array<u32, $W>;
+var<workgroup> pick: u32;
+var<workgroup> total: f32;
+
+@compute @workgroup_size($W)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    $RZ = nwg.z >> 16u;
+    let mat = wid.y * nwg.x + wid.x;
+    if (mat >= $Bu) { return; }
+    let ub = mat * $MNu;
+    // The columns with singular values above the tolerance (none completed where it is not
+    // a number: NaN results stay as they are).
+    var smax = 0.0;
+    for (var c = 0u; c < $Nu; c = c + 1u) {
+        smax = max(smax, in1[mat * $Nu + c]);
+    }
+    let tol = smax * $TOL;
+    var r = 0u;
+    for (var c = 0u; c < $Nu; c = c + 1u) {
+        if (in1[mat * $Nu + c] > tol) { r = r + 1u; }
+    }
+    if (!(tol >= 0.0) || smax != smax) { r = $Nu; }
+    let first = max(in0[0], r);
+    let end = in0[1];
+    for (var j = first; j < end; j = j + 1u) {
+        // The row the columns before j cover least.
+        var bv = 3.0e38;
+        var bi = 0u;
+        for (var k = lid; k < $Mu; k = k + $Wu) {
+            var sq = 0.0;
+            for (var i = 0u; i < j; i = i + 1u) {
+                let x = out0[ub + k * $Nu + i];
+                sq = sq + x * x;
+            }
+            if (sq < bv) {
+                bv = sq;
+                bi = k;
+            }
+        }
+        rv[lid] = bv;
+        ri[lid] = bi;
+        workgroupBarrier();
+        if (lid == 0u) {
+            var b = rv[0];
+            var kb = ri[0];
+            for (var t = 1u; t < $Wu; t = t + 1u) {
+                if (rv[t] < b || (rv[t] == b && ri[t] < kb)) {
+                    b = rv[t];
+                    kb = ri[t];
+                }
+            }
+            pick = kb;
+        }
+        let k = workgroupUniformLoad(&pick);
+        // x = e_k less its projections on the columns before j, into column j.
+        for (var row = lid; row < $Mu; row = row + $Wu) {
+            var x = select(0.0, 1.0, row == k);
+            for (var i = 0u; i < j; i = i + 1u) {
+                x = x - out0[ub + row * $Nu + i] * out0[ub + k * $Nu + i];
+            }
+            out0[ub + row * $Nu + j] = x;
+        }
+        storageBarrier();
+        workgroupBarrier();
+        // Again: c = U^T x, x -= U c.
+        for (var i = lid; i < j; i = i + $Wu) {
+            var c = 0.0;
+            for (var row = 0u; row < $Mu; row = row + 1u) {
+                c = c + out0[ub + row * $Nu + i] * out0[ub + row * $Nu + j];
+            }
+            cc[i] = c;
+        }
+        workgroupBarrier();
+        var part = 0.0;
+        for (var row = lid; row < $Mu; row = row + $Wu) {
+            var x = out0[ub + row * $Nu + j];
+            for (var i = 0u; i < j; i = i + 1u) {
+                x = x - out0[ub + row * $Nu + i] * cc[i];
+            }
+            out0[ub + row * $Nu + j] = x;
+            part = part + x * x;
+        }
+        rv[lid] = part;
+        workgroupBarrier();
+        if (lid == 0u) {
+            var t = 0.0;
+            for (var q = 0u; q < $Wu; q = q + 1u) {
+                t = t + rv[q];
+            }
+            total = t;
+        }
+        let inv = 1.0 / sqrt(workgroupUniformLoad(&total));
+        for (var row = lid; row < $Mu; row = row + $Wu) {
+            out0[ub + row * $Nu + j] = out0[ub + row * $Nu + j] * inv;
+        }
+        storageBarrier();
+        workgroupBarrier();
+    }
+}
+"#;
 
 /// A tree reduction of `red[0..2 half]` into `red[0]` by `combine` (a WGSL expression of
 /// `red[lid]` and `red[lid + w]`), every invocation of the workgroup taking part, with
