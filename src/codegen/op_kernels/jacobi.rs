@@ -1165,10 +1165,21 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
     let mut temps = vec![state_t, vec_t.clone(), rank_t.clone()];
     if uv {
         // U into a temporary, its columns for numerically zero singular values completed to
-        // an orthonormal basis, then the result.
+        // an orthonormal basis, then the result; straight into the result where one column's
+        // completion would pass the loop budget (very tall matrices).
         let u_t = TensorType::new(vec![(batch * m * n) as i64], ElementType::F32);
         let u_tmp = binding(temp(3), &u_t);
-        kernels.push(normalized("u", "left singular vectors", u_tmp.clone())?);
+        let complete =
+            completion_cost(m, n, n.saturating_sub(1), target) <= completion_budget(target);
+        kernels.push(normalized(
+            "u",
+            "left singular vectors",
+            if complete {
+                u_tmp.clone()
+            } else {
+                binding(op.results[1], &res[1])
+            },
+        )?);
         kernels.push(kernel::threaded(
             &format!("{name}_v"),
             &format!("kernel {name}_v: right singular vectors of {desc} in the order of their values\nloop iterations per invocation: 0\nfuses: {what}"),
@@ -1186,16 +1197,18 @@ fn svd(name: &str, f: &Function, op: &Operation, target: Target, eigh: bool) -> 
         )?);
         launches.push(Launch::new(4, Vec::new()));
         launches.push(Launch::new(5, Vec::new()));
-        complete_u(
-            (name, &desc, &what),
-            (&u_tmp, &vec_t),
-            binding(op.results[1], &res[1]),
-            (batch, m, n),
-            target,
-            &mut kernels,
-            &mut launches,
-        )?;
-        temps.push(u_t);
+        if complete {
+            complete_u(
+                (name, &desc, &what),
+                (&u_tmp, &vec_t),
+                binding(op.results[1], &res[1]),
+                (batch, m, n),
+                target,
+                &mut kernels,
+                &mut launches,
+            )?;
+            temps.push(u_t);
+        }
     }
     if let Some(scale) = scale {
         // Scaled right after the state is made.
@@ -1218,6 +1231,18 @@ fn complete_threads(target: Target) -> u64 {
     }
 }
 
+/// Loop iterations one launch of [`COMPLETE_U`] may run.
+fn completion_budget(target: Target) -> u64 {
+    (target.max_invocation_iterations / 2).max(1)
+}
+
+/// Loop iterations of [`COMPLETE_U`] on column `j` of `m x n` matrices: the row norms, the
+/// two projections, the norm's sum, the tolerance's loops.
+fn completion_cost(m: u64, n: u64, j: u64, target: Target) -> u64 {
+    let w = complete_threads(target);
+    4 * m.div_ceil(w) * j.max(1) + j.div_ceil(w) * m + w + 2 * n + 8
+}
+
 /// The columns of one-sided Jacobi's `U` (temporary 3, `m x n` row-major, columns by
 /// descending singular value) whose singular value is numerically zero (at most `n` f32
 /// epsilons of the largest) replaced by an orthonormal completion of the others, as LAPACK
@@ -1235,9 +1260,8 @@ fn complete_u(
     launches: &mut Vec<Launch>,
 ) -> Result<()> {
     let w = complete_threads(target);
-    // Loop iterations of column j: the row norms, the two projections, the norm's sum.
-    let cost = |j: u64| 4 * m.div_ceil(w) * j.max(1) + j.div_ceil(w) * m + w + 2 * n + 8;
-    let budget = (target.max_invocation_iterations / 2).max(1);
+    let cost = |j: u64| completion_cost(m, n, j, target);
+    let budget = completion_budget(target);
     let mut ranges = Vec::new();
     let mut j0 = 0;
     let mut iters = 0;
