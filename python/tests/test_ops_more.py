@@ -122,11 +122,14 @@ def test_narrow_float_converts(gpu, name):
     t = jnp.dtype(getattr(jnp, name))
     codes, probes = narrow_float_probes(t)
     same_bits(gpu, lambda c, x: (c.astype(jnp.float32), x.astype(t), c.astype(jnp.bfloat16)), codes, probes)
-    # ml_dtypes agrees with XLA up to the sign of NaNs.
+    # ml_dtypes agrees with XLA up to the sign of NaNs, and for normal f32 inputs: how it rounds a
+    # subnormal f32 depends on the host (CI once saw 0x5fffff give float8_e8m0fnu code 0 where
+    # this host and XLA's cpu backend give 1), so subnormal probes are checked against jax cpu
+    # alone, by `same_bits` above.
     enc = on(gpu, lambda x: x.astype(t), probes)
     want = probes.astype(t)
-    nan = np.isnan(probes)
-    np.testing.assert_array_equal(enc.view(np.uint8)[~nan], want.view(np.uint8)[~nan])
+    keep = ~np.isnan(probes) & ((probes == 0) | ~(np.abs(probes) < np.finfo(np.float32).tiny))
+    np.testing.assert_array_equal(enc.view(np.uint8)[keep], want.view(np.uint8)[keep])
 
 
 @pytest.mark.parametrize(
