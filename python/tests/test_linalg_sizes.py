@@ -641,6 +641,36 @@ def test_cholesky_tiled(gpu):
         assert_close(on(gpu, jnp.linalg.cholesky, a), on(CPU, jnp.linalg.cholesky, a), 1e-5)
 
 
+@pytest.mark.parametrize("plan", ["", "tiled"])
+def test_cholesky_small(gpu, monkeypatch, plan):
+    # Up to 64 columns on CPU adapters with subgroups, one kernel factors each matrix in one
+    # subgroup (`WGPU_HLO_CHOLESKY=tiled`: the tiled plan's init, diagonal and finish
+    # kernels; the same bits where n is a multiple of the lanes). Sizes around the lanes' 8 and
+    # the 64-column limit, batched, upper, and matrices that are not positive definite (a
+    # late pivot, a NaN) in a batch: NaN as a whole, their neighbours untouched.
+    monkeypatch.setenv("WGPU_HLO_CHOLESKY", plan)
+    for n, batch in [(1, ()), (2, ()), (7, ()), (8, ()), (9, (2,)), (33, ()), (48, ()), (50, (3,)),
+                     (63, ()), (64, ()), (16, (300,))]:
+        a = spd(n, batch, seed=n)
+        chol = lambda a: jnp.linalg.cholesky(a)
+        assert_close(on(gpu, chol, a), on(CPU, chol, a), 1e-5)
+    a = spd(40, (2,), seed=3)
+    upper = lambda a: jsl.cholesky(a, lower=False)
+    assert_close(on(gpu, upper, a), on(CPU, upper, a), 1e-5)
+    bad = spd(40, (4,), seed=4)
+    bad[1, 39, 39] = -10.0
+    bad[2, 5, 0] = bad[2, 0, 5] = np.nan
+    for f in (lambda a: jnp.linalg.cholesky(a), lambda a: jsl.cholesky(a, lower=False)):
+        g, c = on(gpu, f, bad), on(CPU, f, bad)
+        assert np.isnan(c[1]).any() and np.isnan(c[2]).any()
+        # A NaN pivot fails as LAPACK's potrf has it (its whole triangle NaN); XLA's cpu lets
+        # the NaN spread through the factor only.
+        assert np.isnan(g[2]).sum() == 40 * 41 // 2 and np.isnan(c[2]).any()
+        np.testing.assert_array_equal(np.isnan(g[[0, 1, 3]]), np.isnan(c[[0, 1, 3]]))
+        ok = ~np.isnan(c[[0, 3]])
+        assert np.abs(g[[0, 3]][ok] - c[[0, 3]][ok]).max() <= 1e-5 * np.abs(c[[0, 3]][ok]).max()
+
+
 def test_cholesky_blocked(gpu, monkeypatch):
     # From 2048 columns cholesky runs in column segments of 64-column blocks
     # (`test_cholesky_segments`), n padded to whole blocks with the identity; here from 256

@@ -4,7 +4,8 @@
 //! watchdogs):
 //!
 //! * `cholesky`, tiled ([`tiled`]): left-looking by blocks of 64 columns, three launches per
-//!   block. Its fallback (and `WGPU_HLO_CHOLESKY=workgroup|columns`) is the column kernels:
+//!   block; up to 64 columns on CPU adapters with subgroups, one launch ([`one_subgroup`]).
+//!   Its fallback (and `WGPU_HLO_CHOLESKY=workgroup|columns`) is the column kernels:
 //!   left-looking, one launch per column `j`, one thread per (matrix, row `i >= j`)
 //!   computing `L(i, j)` from the columns before `j` (each thread also forms the pivot `L(j, j)`
 //!   itself, so no launch waits on another's pivot): `j` iterations per thread. A last launch
@@ -223,6 +224,16 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
         2 * n,
         target,
     )?;
+    if let Some(plan) = one_subgroup(
+        name,
+        (&what, &op.name()),
+        (n, batch, w, lower),
+        &a,
+        (input_binding(op, &t), result.clone()),
+        target,
+    )? {
+        return Ok(plan);
+    }
     if let Some(plan) = tiled(
         name,
         (&what, &op.name()),
@@ -265,6 +276,123 @@ pub fn cholesky(name: &str, f: &Function, op: &Operation, target: Target) -> Res
         temps: vec![t],
         launches,
     })
+}
+
+/// Matrices of at most [`TILED_BLOCK`] columns on CPU adapters with subgroups of a known size
+/// (llvmpipe: 8): the whole factorization in one kernel, one subgroup per matrix, reading the
+/// triangle of `a` the op names and writing the result (the other triangle zero, or NaNs
+/// where a pivot is not positive). It is the tiled plan's diagonal kernel ([`shared_diag`]:
+/// each lane's rows in private arrays, the pivot row's words by `subgroupShuffle`; the same
+/// operations in the same order, so the same bits where `n` is a multiple of the lanes, which
+/// that kernel needs) without the state buffer, so without the
+/// `init` and `finish` launches around it: lavapipe runs every launch for tens of
+/// microseconds, and `jnp.linalg.cholesky` of 48 x 48 was five (JAX's symmetrization and
+/// masking around `init`, `diag`, `finish`). `WGPU_HLO_CHOLESKY=tiled` keeps the tiled plan.
+fn one_subgroup(
+    name: &str,
+    (what, op_name): (&str, &str),
+    (n, batch, w, lower): (u64, u64, &str, bool),
+    a: &dyn Fn(&str, &str) -> String,
+    (input, result): (Binding, Binding),
+    target: Target,
+) -> Result<Option<Plan>> {
+    let lanes = u64::from(target.caps.subgroup_size);
+    let mode = std::env::var("WGPU_HLO_CHOLESKY").unwrap_or_default();
+    if !(target.cpu_adapter && target.caps.subgroup && matches!(lanes, 4 | 8 | 16))
+        || n == 0
+        || n > TILED_BLOCK
+        || matches!(mode.trim(), "tiled" | "columns" | "workgroup")
+    {
+        return Ok(None);
+    }
+    let slots = n.div_ceil(lanes);
+    // Per column c: its slots from c's loaded, c steps over them, the pivot's; then the
+    // stores, a row of n per slot.
+    let iterations: u64 = (0..n)
+        .map(|c| {
+            let left = slots - c / lanes;
+            1 + 2 * left + c * (1 + left)
+        })
+        .sum::<u64>()
+        + slots * (n + 1);
+    if iterations > MAX_ITERATIONS.min(target.max_invocation_iterations) {
+        return Ok(None);
+    }
+    let (m, nn) = (n - 1, n * n);
+    let out = if lower {
+        format!("out0[base + i * {n}u + j]")
+    } else {
+        format!("out0[base + j * {n}u + i]")
+    };
+    let body = format!(
+        "{entry}    let g = wid.y * nwg.x + wid.x;
+    if (g >= {batch}u) {{ return; }}
+    let base = g * {nn}u;
+    var x: array<array<{w}, {n}>, {slots}>;
+    var acc: array<{w}, {slots}>;
+    var bad = false;
+    for (var c = 0u; c < {n}u; c = c + 1u) {{
+        let ct = c / {lanes}u;
+        let cl = c % {lanes}u;
+        for (var t = ct; t < {slots}u; t = t + 1u) {{
+            let i = min(t * {lanes}u + sgl, {m}u);
+            acc[t] = {aic};
+        }}
+        for (var s = 0u; s < c; s = s + 1u) {{
+            let coef = subgroupShuffle(x[ct][s], cl);
+            for (var t = ct; t < {slots}u; t = t + 1u) {{
+                acc[t] = acc[t] - x[t][s] * coef;
+            }}
+        }}
+        // Every lane takes the pivot, so `bad` is the same in all of them.
+        let pre = subgroupShuffle(acc[ct], cl);
+        bad = bad || !(pre > {w}(0));
+        let piv = sqrt(pre);
+        for (var t = ct; t < {slots}u; t = t + 1u) {{
+            var v = acc[t] / piv;
+            if (t * {lanes}u + sgl == c) {{ v = piv; }}
+            x[t][c] = v;
+        }}
+    }}
+    for (var t = 0u; t < {slots}u; t = t + 1u) {{
+        let i = t * {lanes}u + sgl;
+        if (i < {n}u) {{
+            for (var j = 0u; j < {n}u; j = j + 1u) {{
+                var v = select({w}(0), x[t][j], j <= i);
+                if (bad) {{ v = {nan}; }}
+                {out} = v;
+            }}
+        }}
+    }}
+}}
+",
+        entry = kernel::subgroup_entry_header(lanes as u32),
+        aic = a("i", "c"),
+        nan = if w == "f64" {
+            dtype::f64_literal(f64::NAN)
+        } else {
+            dtype::f32_literal(f32::NAN)
+        },
+    );
+    let kname = format!("{name}_factor");
+    let factor = kernel::in_workgroups(
+        &kname,
+        &format!(
+            "kernel {kname}: a {what}, one subgroup per matrix, each lane's rows in private arrays, the pivot row's words from its lane by subgroupShuffle; NaNs for a matrix with a pivot that is not positive (as LAPACK's potrf reports and XLA returns)\nloop iterations per invocation: at most {iterations}\nfuses: {op_name}"
+        ),
+        vec![input],
+        vec![result],
+        &Default::default(),
+        &body,
+        batch,
+        iterations,
+        target,
+    )?;
+    Ok(Some(Plan {
+        kernels: vec![factor],
+        temps: Vec::new(),
+        launches: vec![Launch::new(0, Vec::new())],
+    }))
 }
 
 /// Columns per block of the tiled Cholesky ([`tiled`]), or fewer where workgroup memory
