@@ -1,6 +1,7 @@
 """`top_k` of long rows by radix selection (`src/codegen/op_kernels/top_k.rs`): tiles with no
 candidate left after a pass write an empty histogram without reading their elements, and
-tiles with nothing chosen place nothing. The values and indices must equal jax cpu's bit for
+tiles with nothing chosen place nothing; on CPU adapters a row with few elements at or below
+the bound is selected directly, and the passes skip it. The values and indices must equal jax cpu's bit for
 bit, ties (first position wins), NaNs, signed zeros and k close to n included, and inputs that
 stress the bound on the k-th key CPU adapters take first."""
 
@@ -30,6 +31,13 @@ CASES = {
     "ties_across_lanes": (np.where(np.arange(400000) % 997 == 0, 1.0, 0.0).astype(np.float32), 300),
     "half_the_lanes": (RNG.standard_normal(1 << 20).astype(np.float32), 2000),
     "negative_int": (-RNG.integers(0, 1000, 500000).astype(np.int32), 150),
+    # Rows whose elements at or below the bound are few take the direct selection (ranked in
+    # one workgroup, the passes skip them); rows with many (ties) take the passes, in the same
+    # launches: both kinds in one batch, and k at both ends of what the direct one takes.
+    "mixed_rows": (np.stack([RNG.standard_normal(60000), np.ones(60000),
+                             RNG.integers(0, 4, 60000), RNG.standard_normal(60000)]).astype(np.float32), 64),
+    "k_one": (RNG.standard_normal(200000).astype(np.float32), 1),
+    "k_256": (RNG.standard_normal((3, 100000)).astype(np.float32), 256),
 }
 
 

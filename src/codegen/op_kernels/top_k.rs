@@ -39,6 +39,11 @@ const K_MAX: u64 = 4096;
 /// 0.66× at 256; of 8 x 50000 (k = 64) 0.80× at 64, 0.76× at 256.
 const CPU_PER: u64 = 256;
 
+/// Most candidates (elements at or below the bound) the direct selection ranks in workgroup
+/// memory; rows with more take the radix passes. Random rows have about k: 77 for k = 64 of
+/// 50000, 100 for k = 100 of 2^20.
+const DIRECT_CAP: u64 = 512;
+
 /// Most comparisons of the ranking of the chosen elements, over all rows.
 const RANK_WORK: u64 = 1 << 28;
 
@@ -112,9 +117,16 @@ pub fn plan(
         // The bisection's loops (32 rounds over the row's lanes) within the loop bound.
         && 32 * (tiles + 2 * wg) < target.max_invocation_iterations
         && !std::env::var("WGPU_HLO_TOP_K_BOUND").is_ok_and(|v| v.trim() == "0");
+    // The direct selection (below) where the bound is and k leaves it room; rows it takes
+    // keep their result's positions after the states.
+    let direct_on = bounded
+        && 2 * k <= DIRECT_CAP
+        && !std::env::var("WGPU_HLO_TOP_K_DIRECT").is_ok_and(|v| v.trim() == "0");
+    let slots_at = rows * 4;
+    let state_len = slots_at + if direct_on { rows * k } else { 0 };
     let temps = vec![
         u32s(rows * k),
-        u32s(rows * 4),
+        u32s(state_len),
         u32s(groups * BINS),
         u32s(groups),
         u32s(rows * k * 2),
@@ -208,7 +220,7 @@ pub fn plan(
         &format!("{name}_select_init"),
         &format!("kernel {name}_select_init: the rows' states before a {what}\nfuses: {fuses}"),
         Vec::new(),
-        vec![bind(state, u32s(rows * 4))],
+        vec![bind(state, u32s(state_len))],
         &Default::default(),
         "",
         &format!("    out0[tid] = select(0u, {k}u, tid % 4u == 2u);\n"),
@@ -220,7 +232,7 @@ pub fn plan(
     // Histogram of the next digit among the elements that agree with the decided bits.
     let histogram = {
         let mut em = emitter();
-        em.inputs.push(bind(state, u32s(rows * 4)));
+        em.inputs.push(bind(state, u32s(state_len)));
         em.inputs.push(bind(PARAMS, u32s(3)));
         if bounded {
             em.inputs.push(bind(bounds, u32s(rows)));
@@ -325,8 +337,9 @@ pub fn plan(
     let choose = {
         let sw = wg.min(BINS);
         let mut em = emitter();
+        // The state is updated in place (`out0`): rows the direct selection took keep the
+        // positions it left after the states.
         em.inputs.push(bind(hist, u32s(groups * BINS)));
-        em.inputs.push(bind(state, u32s(rows * 4)));
         em.inputs.push(bind(PARAMS, u32s(3)));
         if bounded {
             em.inputs.push(bind(bounds, u32s(rows)));
@@ -335,7 +348,7 @@ pub fn plan(
         em.line(&format!("if (row >= {rows}u) {{ return; }}"));
         // A finished row's histograms were not written (above).
         em.open_loop(
-            &format!("for (var b = lid; b < {BINS}u && in1[row * 4u + 3u] == 0u; b = b + {sw}u)"),
+            &format!("for (var b = lid; b < {BINS}u && out0[row * 4u + 3u] == 0u; b = b + {sw}u)"),
             BINS / sw,
         );
         em.line("var s = 0u;");
@@ -349,11 +362,11 @@ pub fn plan(
         em.close(None);
         em.line("workgroupBarrier();");
         em.open("if (lid == 0u)");
-        em.line("let shift = in2[0];");
-        em.line("var tk = in1[row * 4u];");
-        em.line("var ti = in1[row * 4u + 1u];");
-        em.line("let rem = in1[row * 4u + 2u];");
-        em.line("var done = in1[row * 4u + 3u];");
+        em.line("let shift = in1[0];");
+        em.line("var tk = out0[row * 4u];");
+        em.line("var ti = out0[row * 4u + 1u];");
+        em.line("let rem = out0[row * 4u + 2u];");
+        em.line("var done = out0[row * 4u + 3u];");
         em.open("if (done == 0u)");
         em.line("var acc = 0u;");
         em.line(&format!("var pick = {}u;", BINS - 1));
@@ -364,7 +377,7 @@ pub fn plan(
         em.line("acc = acc + c;");
         em.close(None);
         em.line(
-            "if (in2[1] != 0u) { ti = ti | (pick << shift); } else { tk = tk | (pick << shift); }",
+            "if (in1[1] != 0u) { ti = ti | (pick << shift); } else { tk = tk | (pick << shift); }",
         );
         // Every element left with these bits is taken: the pair's remaining bits are all
         // ones (the largest key with them, any position), and the passes left count nothing.
@@ -372,9 +385,9 @@ pub fn plan(
         em.line("let low = select((1u << shift) - 1u, 0u, shift == 0u);");
         // Only elements at or below the row's bound were counted: the taken keys stop there.
         em.line(if bounded {
-            "if (in2[1] != 0u) { ti = ti | low; } else { tk = min(tk | low, in3[row]); ti = 0xffffffffu; }"
+            "if (in1[1] != 0u) { ti = ti | low; } else { tk = min(tk | low, in2[row]); ti = 0xffffffffu; }"
         } else {
-            "if (in2[1] != 0u) { ti = ti | low; } else { tk = tk | low; ti = 0xffffffffu; }"
+            "if (in1[1] != 0u) { ti = ti | low; } else { tk = tk | low; ti = 0xffffffffu; }"
         });
         em.line("done = 1u;");
         em.close(None);
@@ -390,7 +403,7 @@ pub fn plan(
             em,
             &format!("{name}_select_digit"),
             "the next digit of each row's k-th (key, position) pair",
-            vec![bind(state, u32s(rows * 4))],
+            vec![bind(state, u32s(state_len))],
             &format!("var<workgroup> tot: array<u32, {BINS}>;\n"),
             sw,
             rows,
@@ -461,14 +474,109 @@ pub fn plan(
         )
     };
 
+    // One workgroup per row (`bounded`): the elements at or below the bound, where at most
+    // DIRECT_CAP, gathered in workgroup memory (in any order) and ranked by (key, position);
+    // the k-th pair is the row's, and the row is done, so the radix passes skip it. At least
+    // k elements lie at or below the bound, so the k-th pair of the row lies among them.
+    // Where more do, the row is left as it was.
+    let direct = || -> Result<Kernel> {
+        let mut em = emitter();
+        em.inputs.push(bind(minima, u32s(rows * lanes)));
+        em.inputs.push(bind(bounds, u32s(rows)));
+        em.line("let row = wid.y * nwg.x + wid.x;");
+        em.line(&format!("if (row >= {rows}u) {{ return; }}"));
+        em.line("if (lid == 0u) { atomicStore(&found, 0u); atomicStore(&nlive, 0u); }");
+        em.line("workgroupBarrier();");
+        em.line("let bnd = in1[row];");
+        // The live lanes (a candidate each at least, so at most DIRECT_CAP of them where the
+        // row is taken), listed so that the walk below spreads their elements over the
+        // threads evenly: neighbouring threads read neighbouring elements, and no lane of a
+        // SIMD batch idles through a dead lane's span.
+        em.open_loop(
+            &format!("for (var q = lid; q < {lanes}u; q = q + {wg}u)"),
+            lanes.div_ceil(wg),
+        );
+        em.open(&format!("if (in0[row * {lanes}u + q] <= bnd)"));
+        em.line("let at = atomicAdd(&nlive, 1u);");
+        em.line(&format!("if (at < {DIRECT_CAP}u) {{ live[at] = q; }}"));
+        em.close(None);
+        em.close(None);
+        em.line("workgroupBarrier();");
+        em.line("if (lid == 0u) { nlv = atomicLoad(&nlive); }");
+        em.line("let nl = workgroupUniformLoad(&nlv);");
+        em.line(&format!("if (nl > {DIRECT_CAP}u) {{ return; }}"));
+        em.open_loop("for (var li = 0u; li < nl; li = li + 1u)", DIRECT_CAP);
+        em.line("let q = live[li];");
+        em.line(&format!(
+            "let first = (q / {wg}u) * {tile}u + (q % {wg}u) * {per}u;"
+        ));
+        em.open_loop(
+            &format!("for (var e = lid; e < {per}u; e = e + {wg}u)"),
+            per.div_ceil(wg),
+        );
+        em.line("let i = first + e;");
+        em.line(&format!("if (i >= {n}u) {{ break; }}"));
+        key_line(&mut em)?;
+        em.open("if (key <= bnd)");
+        em.line("let slot = atomicAdd(&found, 1u);");
+        em.line(&format!(
+            "if (slot < {DIRECT_CAP}u) {{ cand[slot] = vec2<u32>(key, i); }}"
+        ));
+        em.close(None);
+        em.close(None);
+        em.close(None);
+        em.line("workgroupBarrier();");
+        em.line("let c = atomicLoad(&found);");
+        em.line(&format!("if (c > {DIRECT_CAP}u) {{ return; }}"));
+        em.open_loop(
+            &format!("for (var j = lid; j < c; j = j + {wg}u)"),
+            DIRECT_CAP.div_ceil(wg),
+        );
+        em.line("let pj = cand[j];");
+        em.line("var r = 0u;");
+        em.open_loop("for (var q = 0u; q < c; q = q + 1u)", DIRECT_CAP);
+        em.line("let pq = cand[q];");
+        em.line("if (pq.x < pj.x || (pq.x == pj.x && pq.y < pj.y)) { r = r + 1u; }");
+        em.close(None);
+        // The chosen: the first k pairs, each at its place in the result. Done marked 2: the
+        // passes skip the row as any done one, the count and the ranking too.
+        em.line(&format!(
+            "if (r < {k}u) {{ out0[{slots_at}u + row * {k}u + r] = pj.y; }}"
+        ));
+        em.open(&format!("if (r == {}u)", k - 1));
+        em.line("out0[row * 4u] = pj.x;");
+        em.line("out0[row * 4u + 1u] = pj.y;");
+        em.line("out0[row * 4u + 2u] = 0u;");
+        em.line("out0[row * 4u + 3u] = 2u;");
+        em.close(None);
+        em.close(None);
+        finish(
+            em,
+            &format!("{name}_select_direct"),
+            "each row's k-th (key, position) pair ranked among its elements at or below the bound, where those are few",
+            vec![bind(state, u32s(state_len))],
+            &format!(
+                "var<workgroup> cand: array<vec2<u32>, {DIRECT_CAP}>;\nvar<workgroup> live: array<u32, {DIRECT_CAP}>;\nvar<workgroup> found: atomic<u32>;\nvar<workgroup> nlive: atomic<u32>;\nvar<workgroup> nlv: u32;\n"
+            ),
+            wg,
+            rows,
+        )
+    };
+
     // The number of chosen elements in each tile.
     let count = {
         let mut em = emitter();
-        em.inputs.push(bind(state, u32s(rows * 4)));
+        em.inputs.push(bind(state, u32s(state_len)));
         if bounded {
             em.inputs.push(bind(minima, u32s(rows * lanes)));
         }
         tile_start(&mut em);
+        // A row the direct selection took counts nothing (so its tiles place nothing).
+        em.line("if (lid == 0u) { skip = in0[row * 4u + 3u]; }");
+        em.open("if (workgroupUniformLoad(&skip) == 2u)");
+        em.line("if (lid == 0u) { out0[g] = 0u; }");
+        em.line("return;");
+        em.close(None);
         em.line("let tk = in0[row * 4u];");
         em.line("let ti = in0[row * 4u + 1u];");
         live_span(&mut em, bounded.then_some(1));
@@ -482,7 +590,7 @@ pub fn plan(
             &format!("{name}_select_count"),
             "the chosen elements per tile",
             vec![bind(counts, u32s(groups))],
-            &format!("var<workgroup> part: array<u32, {wg}>;\n"),
+            &format!("var<workgroup> part: array<u32, {wg}>;\nvar<workgroup> skip: u32;\n"),
             wg,
             groups,
         )?
@@ -491,7 +599,7 @@ pub fn plan(
     // The chosen (key, position) pairs of each row in position order.
     let place = {
         let mut em = emitter();
-        em.inputs.push(bind(state, u32s(rows * 4)));
+        em.inputs.push(bind(state, u32s(state_len)));
         em.inputs.push(bind(counts, u32s(groups)));
         if bounded {
             em.inputs.push(bind(minima, u32s(rows * lanes)));
@@ -558,12 +666,12 @@ pub fn plan(
         &format!(
             "kernel {name}_select_rank: the chosen elements in order of a {what}\nloop iterations per invocation: at most {k}\nfuses: {fuses}"
         ),
-        vec![bind(chosen, u32s(rows * k * 2))],
+        vec![bind(chosen, u32s(rows * k * 2)), bind(state, u32s(state_len))],
         vec![bind(perm, u32s(rows * k))],
         &Default::default(),
         "",
         &format!(
-            "    let base = (tid / {k}u) * {k}u;\n    let kj = in0[tid * 2u];\n    let ij = in0[tid * 2u + 1u];\n    var r = 0u;\n    for (var q = 0u; q < {k}u; q = q + 1u) {{\n        let kq = in0[(base + q) * 2u];\n        let iq = in0[(base + q) * 2u + 1u];\n        if (kq < kj || (kq == kj && iq < ij)) {{ r = r + 1u; }}\n    }}\n    out0[base + r] = ij;\n"
+            "    if (in1[(tid / {k}u) * 4u + 3u] == 2u) {{\n        out0[tid] = in1[{slots_at}u + tid];\n        return;\n    }}\n    let base = (tid / {k}u) * {k}u;\n    let kj = in0[tid * 2u];\n    let ij = in0[tid * 2u + 1u];\n    var r = 0u;\n    for (var q = 0u; q < {k}u; q = q + 1u) {{\n        let kq = in0[(base + q) * 2u];\n        let iq = in0[(base + q) * 2u + 1u];\n        if (kq < kj || (kq == kj && iq < ij)) {{ r = r + 1u; }}\n    }}\n    out0[base + r] = ij;\n"
         ),
         rows * k,
         k,
@@ -586,10 +694,21 @@ pub fn plan(
     {
         return Ok(None);
     }
+    // The direct selection where k leaves it room (`WGPU_HLO_TOP_K_DIRECT=0`: the radix
+    // passes alone).
+    let direct = if direct_on {
+        Some(direct()?).filter(|kn| kn.iterations <= target.max_invocation_iterations)
+    } else {
+        None
+    };
     let mut launches = vec![Launch::new(0, Vec::new())];
     if bounded {
         launches.push(Launch::new(7, Vec::new()));
         launches.push(Launch::new(8, Vec::new()));
+    }
+    if let Some(d) = direct {
+        launches.push(Launch::updating(kernels.len(), Vec::new(), 1));
+        kernels.push(d);
     }
     let mut pass = |shift: u32, by_position: bool, head: bool| {
         let p = vec![shift, u32::from(by_position), u32::from(head)];
@@ -603,7 +722,7 @@ pub fn plan(
         } else {
             Launch::updating(1, p.clone(), 2)
         });
-        launches.push(Launch::new(2, p));
+        launches.push(Launch::updating(2, p, 1));
     };
     for d in 0..32 / SELECT_BITS {
         pass(32 - SELECT_BITS * (d + 1), false, d == 0);
