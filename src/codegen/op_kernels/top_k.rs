@@ -44,6 +44,10 @@ const CPU_PER: u64 = 256;
 /// 50000, 100 for k = 100 of 2^20.
 const DIRECT_CAP: u64 = 512;
 
+/// Most lanes a row's bound ranks (`bound`) instead of bisecting: lanes^2 / 4 loads per
+/// workgroup of 64.
+const RANKED_LANES: u64 = 1024;
+
 /// Most comparisons of the ranking of the chosen elements, over all rows.
 const RANK_WORK: u64 = 1 << 28;
 
@@ -433,12 +437,59 @@ pub fn plan(
     };
 
     // One workgroup per row: the k-th smallest of its lanes' smallest keys, by bisection of
-    // the key range (at least k lanes hold a key at or below it).
+    // the key range (at least k lanes hold a key at or below it); for rows of at most
+    // RANKED_LANES lanes by ranking them instead (the same key): each lane's smallest key
+    // counts those before it in (key, lane) order, four lanes a load, and the one with k - 1
+    // before it is the bound. The bisection's 32 rounds of barriers and serial sums took
+    // 0.1 ms a row on lavapipe.
     let bound = || -> Result<Kernel> {
         let mut em = emitter();
         em.inputs.push(bind(minima, u32s(rows * lanes)));
         em.line("let row = wid.y * nwg.x + wid.x;");
         em.line(&format!("if (row >= {rows}u) {{ return; }}"));
+        if lanes <= RANKED_LANES
+            && !std::env::var("WGPU_HLO_TOP_K_RANKED").is_ok_and(|v| v.trim() == "0")
+        {
+            let l4 = lanes.div_ceil(4);
+            em.open_loop(
+                &format!("for (var q = lid; q < {l4}u; q = q + {wg}u)"),
+                l4.div_ceil(wg),
+            );
+            em.line("var v = vec4<u32>(0xffffffffu);");
+            em.open_loop("for (var c = 0u; c < 4u; c = c + 1u)", 4);
+            em.line(&format!(
+                "if (q * 4u + c < {lanes}u) {{ v[c] = in0[row * {lanes}u + q * 4u + c]; }}"
+            ));
+            em.close(None);
+            em.line("mins[q] = v;");
+            em.close(None);
+            em.line("workgroupBarrier();");
+            em.open_loop(
+                &format!("for (var j = lid; j < {lanes}u; j = j + {wg}u)"),
+                lanes.div_ceil(wg),
+            );
+            em.line("let mj = mins[j / 4u][j % 4u];");
+            em.line("var r = 0u;");
+            em.open_loop(&format!("for (var q = 0u; q < {l4}u; q = q + 1u)"), l4);
+            em.line("let m = mins[q];");
+            em.line("let at = vec4<u32>(q * 4u) + vec4<u32>(0u, 1u, 2u, 3u);");
+            em.line(
+                "let before = (m < vec4<u32>(mj)) | ((m == vec4<u32>(mj)) & (at < vec4<u32>(j)));",
+            );
+            em.line("r = r + dot(select(vec4<u32>(0u), vec4<u32>(1u), before), vec4<u32>(1u));");
+            em.close(None);
+            em.line(&format!("if (r == {}u) {{ out0[row] = mj; }}", k - 1));
+            em.close(None);
+            return finish(
+                em,
+                &format!("{name}_select_bound"),
+                "each row's bound on its k-th key, ranked",
+                vec![bind(bounds, u32s(rows))],
+                &format!("var<workgroup> mins: array<vec4<u32>, {l4}>;\n"),
+                wg,
+                rows,
+            );
+        }
         em.line("var lo = 0u;");
         em.line("var hi = 0xffffffffu;");
         em.open_loop("for (var it = 0u; it < 32u; it = it + 1u)", 32);
