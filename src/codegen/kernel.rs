@@ -154,6 +154,49 @@ pub fn in_workgroups_vec4(
     })
 }
 
+/// [`in_workgroups_vec4`] for a kernel that also loads inputs `vec4_inputs` four elements at
+/// a time: they are declared as arrays of `vec4`s of their storage element as well.
+#[allow(clippy::too_many_arguments)]
+pub fn in_workgroups_quads(
+    name: &str,
+    comment: &str,
+    inputs: Vec<Binding>,
+    outputs: Vec<Binding>,
+    body: &str,
+    (vec4_inputs, vec4_outputs): (&[usize], &[usize]),
+    (groups, iterations): (u64, u64),
+    target: super::loop_kernel::Target,
+) -> Result<Kernel> {
+    let wgsl = module_text(comment, &inputs, &outputs, &Default::default(), body)?;
+    let mut wgsl = declare_vec4s(name, wgsl, &outputs, vec4_outputs)?;
+    for &j in vec4_inputs {
+        let t = inputs
+            .get(j)
+            .map(|b| super::dtype::storage_elem(b.ty.dtype))
+            .ok_or_else(|| Error::internal(format!("{name}: no input {j}")))?;
+        let decl = format!("var<storage, read> in{j}: array<{t}>;");
+        if !wgsl.contains(&decl) {
+            return Err(Error::internal(format!("{name}: no declaration of in{j}")));
+        }
+        wgsl = wgsl.replacen(
+            &decl,
+            &format!("var<storage, read> in{j}: array<vec4<{t}>>;"),
+            1,
+        );
+    }
+    validate(name, &wgsl, target.caps)?;
+    Ok(Kernel {
+        name: name.to_string(),
+        wgsl,
+        inputs,
+        outputs,
+        workgroups: grid(groups, target.max_workgroups)?,
+        iterations,
+        texture_inputs: Vec::new(),
+        parted: Vec::new(),
+    })
+}
+
 /// `wgsl` (from [`module_text`]) with outputs `js` of `outputs` declared as arrays of
 /// `vec4`s of their storage element.
 fn declare_vec4s(
