@@ -107,6 +107,25 @@ def test_triangular_solve(gpu, left_side, lower, transpose_a, unit_diagonal):
     assert_close(on(gpu, f, a, b), on(CPU, f, a, b), 1e-5)
 
 
+@pytest.mark.parametrize("left_side", [True, False])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("transpose_a", [False, True])
+def test_triangular_solve_few_vectors(gpu, left_side, lower, transpose_a):
+    # 1-3 right-hand sides of 128 rows or more: a workgroup per vector; on CPU adapters with
+    # subgroups one subgroup, each lane's rows in a private array (`vectors_in_subgroups`):
+    # rows not a multiple of the lanes, a batch of two single vectors, and 2040 rows (255 a
+    # lane, over several launches).
+    for n, nv, batch in [(517, 1, ()), (517, 3, ()), (300, 1, (2,)), (2040, 1, ())]:
+        a = rand(batch + (n, n), seed=n) / n + np.eye(n, dtype=np.float32)
+        b = rand(batch + ((n, nv) if left_side else (nv, n)), seed=n + 1)
+
+        def f(a, b):
+            return lax.linalg.triangular_solve(a, b, left_side=left_side, lower=lower,
+                                               transpose_a=transpose_a, unit_diagonal=transpose_a)
+
+        assert_close(on(gpu, f, a, b), on(CPU, f, a, b), 1e-5)
+
+
 def test_triangular_solve_1024(gpu):
     n = 1024
     a = rand((n, n), seed=9) / n + np.eye(n, dtype=np.float32)

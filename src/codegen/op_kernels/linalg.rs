@@ -1178,6 +1178,17 @@ fn vectors_in_workgroups(
     if off || !workgroup_solve(target, k, s.vectors) || bytes + 8 > target.max_workgroup_storage {
         return Ok(None);
     }
+    if let Some(found) = vectors_in_subgroups(
+        name,
+        op_name,
+        &s,
+        (a_el, el),
+        (inputs, &result),
+        &pre,
+        target,
+    )? {
+        return Ok(Some(found));
+    }
     // CPU adapters switch between a workgroup's invocations at every barrier: fewer switch
     // faster.
     let wg = if target.cpu_adapter { 64 } else { 256 }.min(k.next_power_of_two());
@@ -1252,6 +1263,111 @@ fn vectors_in_workgroups(
     )?;
     let last = kernel_for("", result)?;
     Ok(Some((rows, last, ranges)))
+}
+
+/// Most rows each lane of [`vectors_in_subgroups`] holds in its private array.
+const SUBGROUP_SOLVE_ROWS: u64 = 256;
+
+/// [`vectors_in_workgroups`] on CPU adapters with subgroups of a known size (llvmpipe: 8): a
+/// workgroup is one subgroup, each lane holds its rows still to solve (every `lanes`-th, in
+/// solving order) in a private array instead of workgroup memory, and each row's solution
+/// reaches the other lanes by `subgroupShuffle` instead of a barrier. llvmpipe loads and
+/// stores workgroup memory lane by lane, where a private array indexed alike by every lane is
+/// one vector access: the update of a row costs one load of the matrix instead of three
+/// loads and stores. The same operations in the same order as the workgroup kernel; the rows
+/// left at the end of a launch are stored in the result's type, and the launches split the
+/// rows elsewhere (a lane's loop bound), so results may differ in the last bit. lavapipe,
+/// one vector of 1000 rows: 5.4-5.6 -> 2.3-2.5 ms a call; in `bench_everyday.py`'s GP
+/// likelihood each of the two solves 5.2-5.5 -> 2.1-2.3 ms of device time.
+/// `WGPU_HLO_TRIANGULAR_SOLVE=workgroup` keeps the workgroup kernel.
+#[allow(clippy::type_complexity)]
+fn vectors_in_subgroups(
+    name: &str,
+    op_name: &str,
+    s: &Solve,
+    (a_el, el): (&dyn Fn(&str, &str) -> String, &dyn Fn(&str) -> String),
+    (inputs, result): (&[Binding], &Binding),
+    pre: &Preamble,
+    target: Target,
+) -> Result<Option<(kernel::Kernel, kernel::Kernel, Vec<(u64, u64)>)>> {
+    let lanes = u64::from(target.caps.subgroup_size);
+    let k = s.k;
+    let rows = k.div_ceil(lanes.max(1));
+    if !(target.cpu_adapter && target.caps.subgroup && matches!(lanes, 4 | 8 | 16))
+        || rows > SUBGROUP_SOLVE_ROWS
+        || std::env::var("WGPU_HLO_TRIANGULAR_SOLVE").is_ok_and(|v| v.trim() == "workgroup")
+    {
+        return Ok(None);
+    }
+    let acc = if target.caps.f64 { "f64" } else { s.w };
+    let bound = MAX_ITERATIONS.min(target.max_invocation_iterations);
+    // The busiest lane's loop iterations for row ii (in solving order): its slots from ii's
+    // on, plus the row loop's own; each launch also loads and stores its slots.
+    let cost = |ii: u64| rows - ii / lanes + 1;
+    let Some((ranges, most)) = ranges_within(k, 2 * rows, cost, bound) else {
+        return Ok(None);
+    };
+    let row = |v: &str| {
+        if s.s_lower {
+            v.to_string()
+        } else {
+            format!("({k}u - 1u - {v})")
+        }
+    };
+    let w = s.w;
+    let x = |v: &str| format!("out0[bbase + {}]", el(v));
+    let diag = if s.unit {
+        format!("{acc}(1)")
+    } else {
+        format!("{acc}({})", a_el("i", "i"))
+    };
+    let body = format!(
+        "var<workgroup> range: vec2<u32>;\n\n{entry}    let tid = wid.y * nwg.x + wid.x;\n    if (tid >= {vectors}u) {{ return; }}\n    {mats}\n    \
+         if (lid == 0u) {{ range = vec2<u32>(in2[0], in2[1]); }}\n    let r = workgroupUniformLoad(&range);\n    \
+         var rest: array<{acc}, {rows}>;\n    \
+         for (var m = r.x / {lanes}u; m < {rows}u; m = m + 1u) {{\n        let q = sgl + m * {lanes}u;\n        if (q >= r.x && q < {k}u) {{\n            let p = {rq};\n            \
+         if (r.x == 0u) {{ rest[m] = {acc}(in1[bbase + {elp}]); }} else {{ rest[m] = {acc}({xp}); }}\n        }}\n    }}\n    \
+         for (var ii = r.x; ii < r.y; ii = ii + 1u) {{\n        let i = {ri};\n        let mi = ii / {lanes}u;\n        \
+         let xi = subgroupShuffle(rest[mi] / {diag}, ii % {lanes}u);\n        if (sgl == ii % {lanes}u) {{ {xi} = {w}(xi); }}\n        \
+         for (var m = mi; m < {rows}u; m = m + 1u) {{\n            let q = sgl + m * {lanes}u;\n            if (q > ii && q < {k}u) {{\n                let p = {rq};\n                rest[m] = rest[m] - {acc}({aip}) * xi;\n            }}\n        }}\n    }}\n    \
+         for (var m = r.y / {lanes}u; m < {rows}u; m = m + 1u) {{\n        let q = sgl + m * {lanes}u;\n        if (q >= r.y && q < {k}u) {{\n            let p = {rq};\n            {xp} = {w}(rest[m]);\n        }}\n    }}\n}}\n",
+        entry = kernel::subgroup_entry_header(lanes as u32),
+        vectors = s.vectors,
+        mats = pre.mats,
+        elp = el("p"),
+        ri = row("ii"),
+        xi = x("i"),
+        rq = row("q"),
+        xp = x("p"),
+        aip = a_el("p", "i"),
+    );
+    let kernel_for = |suffix: &str, out: Binding| -> Result<kernel::Kernel> {
+        let kname = format!("{name}{suffix}");
+        let comment = format!(
+            "kernel {kname}: rows r0..r1 (parameters, in solving order) of {}, one subgroup per right-hand side, right-looking, each lane's rows in a private array, each row's solution by subgroupShuffle\nloop iterations per invocation: at most {most}\nfuses: {op_name}",
+            pre.what
+        );
+        kernel::in_workgroups(
+            &kname,
+            &comment,
+            inputs.to_vec(),
+            vec![out],
+            &Default::default(),
+            &body,
+            s.vectors,
+            most,
+            target,
+        )
+    };
+    let rows_k = kernel_for(
+        "_rows",
+        Binding {
+            value: temp(0),
+            ty: result.ty.clone(),
+        },
+    )?;
+    let last = kernel_for("", result.clone())?;
+    Ok(Some((rows_k, last, ranges)))
 }
 
 /// Most rows a thread-per-vector solve keeps its solved values of in a private array
