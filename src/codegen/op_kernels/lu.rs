@@ -350,6 +350,16 @@ fn finish(
     Ok(Plan::ranged(init, columns, split, state_type, ranges))
 }
 
+/// Whether [`init_kernel`] and [`split`] move four words a thread: rows of a multiple of 4
+/// elements, a state whose rows and matrices start at multiples of 4 words
+/// (`WGPU_HLO_LU_QUADS=0`: a word a thread).
+fn quads(n: u64, ld: u64, stride: u64) -> bool {
+    n % 4 == 0
+        && ld % 4 == 0
+        && stride % 4 == 0
+        && !crate::fusion::switched_off("WGPU_HLO_LU_QUADS")
+}
+
 /// The kernel writing a state (`batch` matrices of `m` rows of `ld` words, `ld >= n` (the
 /// words past `n` zero), then the pivots, then the permutation, `stride` words per matrix)
 /// from the operand: zero pivots, the identity permutation. One thread per state word.
@@ -363,6 +373,35 @@ fn init_kernel(
 ) -> Result<kernel::Kernel> {
     let words = m * ld;
     let mk = words + k;
+    if quads(n, ld, stride) {
+        // Four words a thread (rows of a multiple of 4, aligned in the operand and the
+        // state): a vec4 load of the operand, a vec4 store of the state; the pivots and the
+        // permutation word by word into their quad. llvmpipe loads and stores lane by lane,
+        // a vec4 for about a scalar's cost: 512 x 512, 1.0 ms with a word a thread.
+        let (s4, w4, l4, n4, mn4) = (stride / 4, words / 4, ld / 4, n / 4, m * n / 4);
+        let mark = crate::codegen::texture_reads::STORAGE_MARK;
+        return kernel::in_workgroups_quads(
+            &format!("{name}_init"),
+            &format!("kernel {name}_init: the state of an {desc}, four words a thread\nfuses: {what}"),
+            vec![input],
+            vec![state],
+            &format!(
+                "{}{}    if (tid >= {t}u) {{ return; }}\n    let mat = tid / {s4}u;\n    let q = tid % {s4}u;\n    \
+                 var v = vec4<{w}>({w}(0));\n    \
+                 if (q < {w4}u) {{\n        let c4 = q % {l4}u;\n        \
+                 if (c4 < {n4}u) {{ v = in0[{mark} mat * {mn4}u + (q / {l4}u) * {n4}u + c4]; }}\n    }} else {{\n        \
+                 for (var c = 0u; c < 4u; c = c + 1u) {{\n            let e = q * 4u + c;\n            \
+                 if (e >= {mk}u && e < {end}u) {{ v[c] = {w}(e - {mk}u); }}\n        }}\n    }}\n    out0[tid] = v;\n}}\n",
+                kernel::entry_header(256),
+                kernel::thread_index(256),
+                t = batch * s4,
+                end = mk + m,
+            ),
+            (&[0], &[0]),
+            ((batch * s4).div_ceil(256), 4),
+            target,
+        );
+    }
     kernel::threaded(
         &format!("{name}_init"),
         &format!("kernel {name}_init: the state of an {desc}\nfuses: {what}"),
@@ -399,6 +438,34 @@ fn split(
     let mn = m * n;
     let words = m * ld;
     let lu = Binding { value: *lu, ty: at };
+    if quads(n, ld, stride) {
+        // Four elements of the factors a thread ([`init_kernel`]'s quads), the pivots and
+        // the permutation word by word.
+        let (s4, l4, n4, mn4) = (stride / 4, ld / 4, n / 4, mn / 4);
+        let mark = crate::codegen::texture_reads::STORAGE_MARK;
+        let word = |at: &str| format!("in0[{mark} base + ({at}) / 4u][({at}) % 4u]");
+        return kernel::in_workgroups_quads(
+            &format!("{name}_out"),
+            &format!("kernel {name}_out: the factors, pivots and permutation of an {desc}, four elements a thread\nfuses: {what}"),
+            vec![state],
+            vec![lu, pivots, perm],
+            &format!(
+                "{}{}    if (tid >= {t}u) {{ return; }}\n    let mat = tid / {mn4}u;\n    let q = tid % {mn4}u;\n    let base = mat * {s4}u;\n    \
+                 out0[tid] = in0[{mark} base + (q / {n4}u) * {l4}u + q % {n4}u];\n    \
+                 for (var c = 0u; c < 4u; c = c + 1u) {{\n        let e = q * 4u + c;\n        \
+                 if (e < {k}u) {{ out1[mat * {k}u + e] = i32({pw}); }}\n        \
+                 if (e < {m}u) {{ out2[mat * {m}u + e] = i32({mw}); }}\n    }}\n}}\n",
+                kernel::entry_header(256),
+                kernel::thread_index(256),
+                t = batch * mn4,
+                pw = word(&format!("{words}u + e")),
+                mw = word(&format!("{}u + e", words + k)),
+            ),
+            (&[0], &[0]),
+            ((batch * mn4).div_ceil(256), 4),
+            target,
+        );
+    }
     kernel::threaded(
         &format!("{name}_out"),
         &format!("kernel {name}_out: the factors, pivots and permutation of an {desc}\nfuses: {what}"),
