@@ -139,19 +139,16 @@ pub fn in_workgroups_vec4(
     (groups, iterations): (u64, u64),
     target: super::loop_kernel::Target,
 ) -> Result<Kernel> {
-    let wgsl = module_text(comment, &inputs, &outputs, needs, body)?;
-    let wgsl = declare_vec4s(name, wgsl, &outputs, vec4_outputs)?;
-    validate(name, &wgsl, target.caps)?;
-    Ok(Kernel {
-        name: name.to_string(),
-        wgsl,
-        inputs,
-        outputs,
-        workgroups: grid(groups, target.max_workgroups)?,
-        iterations,
-        texture_inputs: Vec::new(),
-        parted: Vec::new(),
-    })
+    in_workgroups_quads(
+        name,
+        comment,
+        (inputs, outputs),
+        needs,
+        body,
+        (&[], vec4_outputs),
+        (groups, iterations),
+        target,
+    )
 }
 
 /// [`in_workgroups_vec4`] for a kernel that also loads inputs `vec4_inputs` four elements at
@@ -160,14 +157,14 @@ pub fn in_workgroups_vec4(
 pub fn in_workgroups_quads(
     name: &str,
     comment: &str,
-    inputs: Vec<Binding>,
-    outputs: Vec<Binding>,
+    (inputs, outputs): (Vec<Binding>, Vec<Binding>),
+    needs: &std::collections::BTreeSet<String>,
     body: &str,
     (vec4_inputs, vec4_outputs): (&[usize], &[usize]),
     (groups, iterations): (u64, u64),
     target: super::loop_kernel::Target,
 ) -> Result<Kernel> {
-    let wgsl = module_text(comment, &inputs, &outputs, &Default::default(), body)?;
+    let wgsl = module_text(comment, &inputs, &outputs, needs, body)?;
     let mut wgsl = declare_vec4s(name, wgsl, &outputs, vec4_outputs)?;
     for &j in vec4_inputs {
         let t = inputs

@@ -519,8 +519,8 @@ fn tiled(
             &format!(
                 "kernel {name}_init: the state of a {what}: the lower triangle of the matrix, the other triangle zero, four elements a thread\nloop iterations per invocation: 0\nfuses: {op_name}"
             ),
-            vec![input.clone()],
-            vec![state.clone()],
+            (vec![input.clone()], vec![state.clone()]),
+            &Default::default(),
             &format!(
                 "{}{}    if (tid >= {t}u) {{ return; }}\n    let q = tid % {nn4}u;\n    let mat = tid / {nn4}u;\n    let i = q / {n4}u;\n    let j0 = (q % {n4}u) * 4u;\n    let v = in0[{mark} mat * {nn4}u + q];\n    out0[mat * {stride4}u + q] = select(v, vec4<{w}>({w}(0)), {past});\n    if (q == 0u) {{ out0[mat * {stride4}u + {flag4}u] = vec4<{w}>({w}(0)); }}\n}}\n",
                 kernel::entry_header(256),
@@ -854,8 +854,8 @@ fn tiled(
             &format!(
                 "kernel {name}_finish: the result of a {what}, four elements a thread: NaNs for a matrix with a pivot that is not positive (as LAPACK's potrf reports and XLA returns)\nloop iterations per invocation: 0\nfuses: {op_name}"
             ),
-            vec![state],
-            vec![result],
+            (vec![state], vec![result]),
+            &Default::default(),
             &format!(
                 "{}{}    if (tid >= {t}u) {{ return; }}\n    let q = tid % {nn4}u;\n    let mat = tid / {nn4}u;\n    let i = q / {n4}u;\n    let j0 = (q % {n4}u) * 4u;\n    var v = select(in0[{mark} mat * {stride4}u + q], vec4<{w}>({w}(0)), {past});\n    if (in0[{mark} mat * {stride4}u + {flag4}u].x != {w}(0)) {{ v = vec4<{w}>({nan}); }}\n    out0[mat * {nn4}u + q] = v;\n}}\n",
                 kernel::entry_header(256),
@@ -1200,6 +1200,70 @@ fn vectors_in_workgroups(
     let Some((ranges, most)) = ranges_within(k, copy, cost, bound) else {
         return Ok(None);
     };
+    let w = s.w;
+    let t = solve_terms(s.k, &s, acc, (a_el, el));
+    // The rows still to solve live in workgroup memory in `acc`; a launch loads them (from
+    // the right-hand side in the first, else from the output), and stores those it leaves.
+    let body = t.fill(&format!(
+        "var<workgroup> range: vec2<u32>;\nvar<workgroup> rest: array<{acc}, {k}>;\n\n@compute @workgroup_size({wg})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
+         {zero} = nwg.z >> 16u;\n    let tid = wid.y * nwg.x + wid.x;\n    if (tid >= {vectors}u) {{ return; }}\n    {mats}\n    \
+         if (lid == 0u) {{ range = vec2<u32>(in2[0], in2[1]); }}\n    let r = workgroupUniformLoad(&range);\n    \
+         for (var q = r.x + lid; q < {k}u; q = q + {wg}u) {{\n        let p = $RQ;\n        \
+         if (r.x == 0u) {{ rest[p] = {acc}(in1[bbase + $ELP]); }} else {{ rest[p] = {acc}($XP); }}\n    }}\n    workgroupBarrier();\n    \
+         for (var ii = r.x; ii < r.y; ii = ii + 1u) {{\n        let i = $RI;\n        let xi = rest[i] / $DIAG;\n        if (lid == 0u) {{ $XI = {w}(xi); }}\n        \
+         for (var q = ii + 1u + lid; q < {k}u; q = q + {wg}u) {{\n            let p = $RQ;\n            rest[p] = rest[p] - {acc}($AIP) * xi;\n        }}\n        \
+         workgroupBarrier();\n    }}\n    \
+         for (var q = r.y + lid; q < {k}u; q = q + {wg}u) {{\n        let p = $RQ;\n        $XP = {w}(rest[p]);\n    }}\n}}\n",
+        zero = kernel::RUNTIME_ZERO,
+        vectors = s.vectors,
+        mats = pre.mats,
+    ));
+    let (rows, last) = solve_kernel_pair(
+        (name, op_name, &pre.what),
+        "one workgroup per right-hand side, right-looking, a barrier between rows",
+        &body,
+        (inputs, &result),
+        (s.vectors, most),
+        target,
+    )?;
+    Ok(Some((rows, last, ranges)))
+}
+
+/// The WGSL terms of the per-vector solve kernels ([`vectors_in_workgroups`],
+/// [`vectors_in_subgroups`]): rows `ii` and `q` in solving order as matrix rows, the
+/// solution's elements `i` and `p`, the right-hand side's offset of `p`, `S(p, i)`, and the
+/// diagonal `S(i, i)` in `acc`.
+struct SolveTerms {
+    ri: String,
+    rq: String,
+    xi: String,
+    xp: String,
+    elp: String,
+    aip: String,
+    diag: String,
+}
+
+/// A solve's matrix element `S(i, j)` and the right-hand side's offset of element `v`.
+type SolveElements<'a> = (&'a dyn Fn(&str, &str) -> String, &'a dyn Fn(&str) -> String);
+
+impl SolveTerms {
+    /// `text` with `$RI`, `$RQ`, `$XI`, `$XP`, `$ELP`, `$AIP` and `$DIAG` filled in.
+    fn fill(&self, text: &str) -> String {
+        [
+            ("$RI", &self.ri),
+            ("$RQ", &self.rq),
+            ("$XI", &self.xi),
+            ("$XP", &self.xp),
+            ("$ELP", &self.elp),
+            ("$AIP", &self.aip),
+            ("$DIAG", &self.diag),
+        ]
+        .iter()
+        .fold(text.to_string(), |t, (k, v)| t.replace(k, v))
+    }
+}
+
+fn solve_terms(k: u64, s: &Solve, acc: &str, (a_el, el): SolveElements) -> SolveTerms {
     let row = |v: &str| {
         if s.s_lower {
             v.to_string()
@@ -1207,40 +1271,36 @@ fn vectors_in_workgroups(
             format!("({k}u - 1u - {v})")
         }
     };
-    let w = s.w;
     let x = |v: &str| format!("out0[bbase + {}]", el(v));
-    let diag = if s.unit {
-        format!("{acc}(1)")
-    } else {
-        format!("{acc}({})", a_el("i", "i"))
-    };
-    // The rows still to solve live in workgroup memory in `acc`; a launch loads them (from
-    // the right-hand side in the first, else from the output), and stores those it leaves.
-    let body = format!(
-        "var<workgroup> range: vec2<u32>;\nvar<workgroup> rest: array<{acc}, {k}>;\n\n@compute @workgroup_size({wg})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
-         {zero} = nwg.z >> 16u;\n    let tid = wid.y * nwg.x + wid.x;\n    if (tid >= {vectors}u) {{ return; }}\n    {mats}\n    \
-         if (lid == 0u) {{ range = vec2<u32>(in2[0], in2[1]); }}\n    let r = workgroupUniformLoad(&range);\n    \
-         for (var q = r.x + lid; q < {k}u; q = q + {wg}u) {{\n        let p = {rq};\n        \
-         if (r.x == 0u) {{ rest[p] = {acc}(in1[bbase + {elp}]); }} else {{ rest[p] = {acc}({xp}); }}\n    }}\n    workgroupBarrier();\n    \
-         for (var ii = r.x; ii < r.y; ii = ii + 1u) {{\n        let i = {ri};\n        let xi = rest[i] / {diag};\n        if (lid == 0u) {{ {xi} = {w}(xi); }}\n        \
-         for (var q = ii + 1u + lid; q < {k}u; q = q + {wg}u) {{\n            let p = {rq};\n            rest[p] = rest[p] - {acc}({aip}) * xi;\n        }}\n        \
-         workgroupBarrier();\n    }}\n    \
-         for (var q = r.y + lid; q < {k}u; q = q + {wg}u) {{\n        let p = {rq};\n        {xp} = {w}(rest[p]);\n    }}\n}}\n",
-        zero = kernel::RUNTIME_ZERO,
-        vectors = s.vectors,
-        mats = pre.mats,
-        elp = el("p"),
-        ri = row("ii"),
-        xi = x("i"),
-        rq = row("q"),
-        xp = x("p"),
-        aip = a_el("p", "i"),
-    );
+    SolveTerms {
+        ri: row("ii"),
+        rq: row("q"),
+        xi: x("i"),
+        xp: x("p"),
+        elp: el("p"),
+        aip: a_el("p", "i"),
+        diag: if s.unit {
+            format!("{acc}(1)")
+        } else {
+            format!("{acc}({})", a_el("i", "i"))
+        },
+    }
+}
+
+/// The two kernels of a per-vector solve by ranges of rows: `_rows` writing a temporary of
+/// the result's type, and the last, writing the result.
+fn solve_kernel_pair(
+    (name, op_name, what): (&str, &str, &str),
+    how: &str,
+    body: &str,
+    (inputs, result): (&[Binding], &Binding),
+    (vectors, most): (u64, u64),
+    target: Target,
+) -> Result<(kernel::Kernel, kernel::Kernel)> {
     let kernel_for = |suffix: &str, out: Binding| -> Result<kernel::Kernel> {
         let kname = format!("{name}{suffix}");
         let comment = format!(
-            "kernel {kname}: rows r0..r1 (parameters, in solving order) of {}, one workgroup per right-hand side, right-looking, a barrier between rows\nloop iterations per invocation: at most {most}\nfuses: {op_name}",
-            pre.what
+            "kernel {kname}: rows r0..r1 (parameters, in solving order) of {what}, {how}\nloop iterations per invocation: at most {most}\nfuses: {op_name}"
         );
         kernel::in_workgroups(
             &kname,
@@ -1248,8 +1308,8 @@ fn vectors_in_workgroups(
             inputs.to_vec(),
             vec![out],
             &Default::default(),
-            &body,
-            s.vectors,
+            body,
+            vectors,
             most,
             target,
         )
@@ -1261,8 +1321,7 @@ fn vectors_in_workgroups(
             ty: result.ty.clone(),
         },
     )?;
-    let last = kernel_for("", result)?;
-    Ok(Some((rows, last, ranges)))
+    Ok((rows, kernel_for("", result.clone())?))
 }
 
 /// Most rows each lane of [`vectors_in_subgroups`] holds in its private array.
@@ -1307,66 +1366,30 @@ fn vectors_in_subgroups(
     let Some((ranges, most)) = ranges_within(k, 2 * rows, cost, bound) else {
         return Ok(None);
     };
-    let row = |v: &str| {
-        if s.s_lower {
-            v.to_string()
-        } else {
-            format!("({k}u - 1u - {v})")
-        }
-    };
     let w = s.w;
-    let x = |v: &str| format!("out0[bbase + {}]", el(v));
-    let diag = if s.unit {
-        format!("{acc}(1)")
-    } else {
-        format!("{acc}({})", a_el("i", "i"))
-    };
-    let body = format!(
+    let t = solve_terms(s.k, s, acc, (a_el, el));
+    let body = t.fill(&format!(
         "var<workgroup> range: vec2<u32>;\n\n{entry}    let tid = wid.y * nwg.x + wid.x;\n    if (tid >= {vectors}u) {{ return; }}\n    {mats}\n    \
          if (lid == 0u) {{ range = vec2<u32>(in2[0], in2[1]); }}\n    let r = workgroupUniformLoad(&range);\n    \
          var rest: array<{acc}, {rows}>;\n    \
-         for (var m = r.x / {lanes}u; m < {rows}u; m = m + 1u) {{\n        let q = sgl + m * {lanes}u;\n        if (q >= r.x && q < {k}u) {{\n            let p = {rq};\n            \
-         if (r.x == 0u) {{ rest[m] = {acc}(in1[bbase + {elp}]); }} else {{ rest[m] = {acc}({xp}); }}\n        }}\n    }}\n    \
-         for (var ii = r.x; ii < r.y; ii = ii + 1u) {{\n        let i = {ri};\n        let mi = ii / {lanes}u;\n        \
-         let xi = subgroupShuffle(rest[mi] / {diag}, ii % {lanes}u);\n        if (sgl == ii % {lanes}u) {{ {xi} = {w}(xi); }}\n        \
-         for (var m = mi; m < {rows}u; m = m + 1u) {{\n            let q = sgl + m * {lanes}u;\n            if (q > ii && q < {k}u) {{\n                let p = {rq};\n                rest[m] = rest[m] - {acc}({aip}) * xi;\n            }}\n        }}\n    }}\n    \
-         for (var m = r.y / {lanes}u; m < {rows}u; m = m + 1u) {{\n        let q = sgl + m * {lanes}u;\n        if (q >= r.y && q < {k}u) {{\n            let p = {rq};\n            {xp} = {w}(rest[m]);\n        }}\n    }}\n}}\n",
+         for (var m = r.x / {lanes}u; m < {rows}u; m = m + 1u) {{\n        let q = sgl + m * {lanes}u;\n        if (q >= r.x && q < {k}u) {{\n            let p = $RQ;\n            \
+         if (r.x == 0u) {{ rest[m] = {acc}(in1[bbase + $ELP]); }} else {{ rest[m] = {acc}($XP); }}\n        }}\n    }}\n    \
+         for (var ii = r.x; ii < r.y; ii = ii + 1u) {{\n        let i = $RI;\n        let mi = ii / {lanes}u;\n        \
+         let xi = subgroupShuffle(rest[mi] / $DIAG, ii % {lanes}u);\n        if (sgl == ii % {lanes}u) {{ $XI = {w}(xi); }}\n        \
+         for (var m = mi; m < {rows}u; m = m + 1u) {{\n            let q = sgl + m * {lanes}u;\n            if (q > ii && q < {k}u) {{\n                let p = $RQ;\n                rest[m] = rest[m] - {acc}($AIP) * xi;\n            }}\n        }}\n    }}\n    \
+         for (var m = r.y / {lanes}u; m < {rows}u; m = m + 1u) {{\n        let q = sgl + m * {lanes}u;\n        if (q >= r.y && q < {k}u) {{\n            let p = $RQ;\n            $XP = {w}(rest[m]);\n        }}\n    }}\n}}\n",
         entry = kernel::subgroup_entry_header(lanes as u32),
         vectors = s.vectors,
         mats = pre.mats,
-        elp = el("p"),
-        ri = row("ii"),
-        xi = x("i"),
-        rq = row("q"),
-        xp = x("p"),
-        aip = a_el("p", "i"),
-    );
-    let kernel_for = |suffix: &str, out: Binding| -> Result<kernel::Kernel> {
-        let kname = format!("{name}{suffix}");
-        let comment = format!(
-            "kernel {kname}: rows r0..r1 (parameters, in solving order) of {}, one subgroup per right-hand side, right-looking, each lane's rows in a private array, each row's solution by subgroupShuffle\nloop iterations per invocation: at most {most}\nfuses: {op_name}",
-            pre.what
-        );
-        kernel::in_workgroups(
-            &kname,
-            &comment,
-            inputs.to_vec(),
-            vec![out],
-            &Default::default(),
-            &body,
-            s.vectors,
-            most,
-            target,
-        )
-    };
-    let rows_k = kernel_for(
-        "_rows",
-        Binding {
-            value: temp(0),
-            ty: result.ty.clone(),
-        },
+    ));
+    let (rows_k, last) = solve_kernel_pair(
+        (name, op_name, &pre.what),
+        "one subgroup per right-hand side, right-looking, each lane's rows in a private array, each row's solution by subgroupShuffle",
+        &body,
+        (inputs, result),
+        (s.vectors, most),
+        target,
     )?;
-    let last = kernel_for("", result.clone())?;
     Ok(Some((rows_k, last, ranges)))
 }
 

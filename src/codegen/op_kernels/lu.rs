@@ -383,8 +383,8 @@ fn init_kernel(
         return kernel::in_workgroups_quads(
             &format!("{name}_init"),
             &format!("kernel {name}_init: the state of an {desc}, four words a thread\nfuses: {what}"),
-            vec![input],
-            vec![state],
+            (vec![input], vec![state]),
+            &Default::default(),
             &format!(
                 "{}{}    if (tid >= {t}u) {{ return; }}\n    let mat = tid / {s4}u;\n    let q = tid % {s4}u;\n    \
                  var v = vec4<{w}>({w}(0));\n    \
@@ -447,8 +447,8 @@ fn split(
         return kernel::in_workgroups_quads(
             &format!("{name}_out"),
             &format!("kernel {name}_out: the factors, pivots and permutation of an {desc}, four elements a thread\nfuses: {what}"),
-            vec![state],
-            vec![lu, pivots, perm],
+            (vec![state], vec![lu, pivots, perm]),
+            &Default::default(),
             &format!(
                 "{}{}    if (tid >= {t}u) {{ return; }}\n    let mat = tid / {mn4}u;\n    let q = tid % {mn4}u;\n    let base = mat * {s4}u;\n    \
                  out0[tid] = in0[{mark} base + (q / {n4}u) * {l4}u + q % {n4}u];\n    \
