@@ -29,8 +29,8 @@
 
 use super::jacobi::{binding, check_results, params};
 use super::tridiagonal::{
-    bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, broadcast_lanes, budget,
-    lane_names, ql_step, svd_operand, wave_sweep, Ctx, MinN, SvdOperand, Walk, CHASE_MAIN,
+    back_variant, bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, broadcast_lanes,
+    budget, lane_names, ql_step, svd_operand, wave_sweep, Ctx, MinN, SvdOperand, Walk, CHASE_MAIN,
     MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS, QL_WAVE,
 };
 use super::{temp, Launch, Plan};
@@ -261,15 +261,12 @@ fn plan_svd(
         }
         // Reflector entries shared through subgroups on CPU adapters: then each matrix has
         // workgroups of its own.
-        let shared = broadcast_lanes(target, BACK_WG, "WGPU_HLO_BACK_BROADCAST");
-        let (template, threads, how) = match shared {
-            Some(l) => (
-                back_shared_kernel(l),
-                batch * n4.div_ceil(BACK_WG) * BACK_WG,
-                ", the reflectors' entries shared through subgroups",
-            ),
-            None => (BACK_KERNEL.to_string(), batch * n4, ""),
-        };
+        let (template, threads, how) = back_variant(
+            target,
+            (batch, n4, BACK_WG),
+            back_shared_kernel,
+            BACK_KERNEL,
+        );
         kernels.push(cx.grouped(
             &format!("back_{kname}"),
             &format!("the reflections (parameters: end and first) applied to the bidiagonal's singular vectors ({kname}) of {desc}, a vec4 of columns per thread{how}"),

@@ -174,6 +174,27 @@ impl Dims {
     }
 }
 
+/// A back-transformation's kernel template, its threads and the words its comment adds:
+/// `shared` (the subgroup size given), which loads the reflectors' entries once per subgroup,
+/// where [`broadcast_lanes`] allows for workgroups of `wg` (then each of the `batch` matrices
+/// of `n4` vec4 columns has workgroups of its own), else `plain`.
+/// `WGPU_HLO_BACK_BROADCAST=0`: `plain`.
+pub(super) fn back_variant(
+    target: Target,
+    (batch, n4, wg): (u64, u64, u64),
+    shared: fn(u64) -> String,
+    plain: &str,
+) -> (String, u64, &'static str) {
+    match broadcast_lanes(target, wg, "WGPU_HLO_BACK_BROADCAST") {
+        Some(l) => (
+            shared(l),
+            batch * n4.div_ceil(wg) * wg,
+            ", the reflectors' entries shared through subgroups",
+        ),
+        None => (plain.to_string(), batch * n4, ""),
+    }
+}
+
 /// The subgroup size by which kernels of `threads` per workgroup share what every thread
 /// needs of a row through `subgroupBroadcast`: on CPU adapters with subgroups of 4, 8 or 16
 /// lanes (llvmpipe runs every load lane by lane), the workgroup whole subgroups, unless
@@ -652,15 +673,12 @@ pub fn plan(
         }
         // Reflector entries shared through subgroups on CPU adapters: then each matrix has
         // workgroups of its own.
-        let shared = broadcast_lanes(target, BACK_WG, "WGPU_HLO_BACK_BROADCAST");
-        let (template, threads, how) = match shared {
-            Some(l) => (
-                back_shared_kernel(l),
-                batch * n4.div_ceil(BACK_WG) * BACK_WG,
-                ", the reflectors' entries shared through subgroups",
-            ),
-            None => (BACK_KERNEL.to_string(), batch * n4, ""),
-        };
+        let (template, threads, how) = back_variant(
+            target,
+            (batch, n4, BACK_WG),
+            back_shared_kernel,
+            BACK_KERNEL,
+        );
         kernels.push(cx.grouped(
             "back",
             &format!("the reflections (parameters: end and first) applied to the tridiagonal matrices' eigenvectors of {desc}, a vec4 of columns per thread{how}"),
@@ -1787,36 +1805,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 /// never spans two matrices); every thread runs the loops (clamped to the last vec4 of
 /// columns), those past the matrix's columns store nothing.
 fn back_shared_kernel(lanes: u64) -> String {
-    let rows = |body: &dyn Fn(u64) -> String, loads: &str| {
-        let mut out = format!("            for (var i0 = $FIRST; i0 < $Nu; i0 = i0 + {lanes}u) {{\n                let il = min(i0 + sgl, $Nu - 1u);\n                let rl = {loads};\n");
+    // Rows `first..$N` by `lanes`, `body` on row `i` with the shared entries `r`.
+    let rows = |first: &str, loads: &str, body: &str| {
+        let mut out = format!("            for (var i0 = {first}; i0 < $Nu; i0 = i0 + {lanes}u) {{\n                let il = min(i0 + sgl, $Nu - 1u);\n                let rl = {loads};\n");
         for q in 0..lanes {
-            out.push_str(&format!("                if (i0 + {q}u < $Nu) {{\n                    let i = i0 + {q}u;\n                    let r = subgroupBroadcast(rl, {q}u);\n{}                }}\n", body(q)));
+            out.push_str(&format!("                if (i0 + {q}u < $Nu) {{\n                    let i = i0 + {q}u;\n                    let r = subgroupBroadcast(rl, {q}u);\n{body}                }}\n"));
         }
         out.push_str("            }\n");
         out
     };
     let pair = "vec2<f32>(in1[ua + il], in1[ub + il])";
     let dot_pair = rows(
-        &|_| "                    let z = out0[zb + i * $N4u];\n                    c = c + r.y * r.x;\n                    da = da + r.x * z;\n                    db = db + r.y * z;\n".to_string(),
+        "a + 1u",
         pair,
-    )
-    .replace("$FIRST", "a + 1u");
+        "                    let z = out0[zb + i * $N4u];\n                    c = c + r.y * r.x;\n                    da = da + r.x * z;\n                    db = db + r.y * z;\n",
+    );
     let update_pair = rows(
-        &|_| "                    let z = out0[zb + i * $N4u] - r.x * da - r.y * db;\n                    if (act) { out0[zb + i * $N4u] = z; }\n".to_string(),
+        "a + 1u",
         pair,
-    )
-    .replace("$FIRST", "a + 1u");
+        "                    let z = out0[zb + i * $N4u] - r.x * da - r.y * db;\n                    if (act) { out0[zb + i * $N4u] = z; }\n",
+    );
     let one = "in1[ub + il]";
     let dot_one = rows(
-        &|_| "                    dot = dot + r * out0[zb + i * $N4u];\n".to_string(),
+        "k + 1u",
         one,
-    )
-    .replace("$FIRST", "k + 1u");
+        "                    dot = dot + r * out0[zb + i * $N4u];\n",
+    );
     let update_one = rows(
-        &|_| "                    let z = out0[zb + i * $N4u] - r * dot;\n                    if (act) { out0[zb + i * $N4u] = z; }\n".to_string(),
+        "k + 1u",
         one,
-    )
-    .replace("$FIRST", "k + 1u");
+        "                    let z = out0[zb + i * $N4u] - r * dot;\n                    if (act) { out0[zb + i * $N4u] = z; }\n",
+    );
     format!(
         r#"@compute @workgroup_size($BWG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) sgl: u32) {{
