@@ -421,6 +421,33 @@ def test_qr_512(gpu):
     check_qr(gpu, rand((512, 512), seed=16), 1e-4)
 
 
+@pytest.mark.parametrize("panel, max_loop", [("", ""), ("", "4000"), ("workgroup", "")])
+def test_qr_panels(gpu, monkeypatch, panel, max_loop):
+    # Householder panels of up to 256 rows run in one subgroup on CPU adapters, the panel in
+    # workgroup memory (`WGPU_HLO_QR_PANEL=workgroup`: the workgroup kernel); a low loop bound
+    # splits a panel's columns over several launches. Sizes around the 8 lanes and the 256-row
+    # limit, wide, batched, and columns already zero (tau = 0), repeated or tiny.
+    monkeypatch.setenv("WGPU_HLO_QR_PANEL", panel)
+    monkeypatch.setenv("WGPU_HLO_MAX_LOOP", max_loop)
+    for shape in [(1, 5), (5, 1), (9, 9), (70, 33), (40, 100), (3, 50, 37), (256, 256),
+                  (257, 40)]:
+        check_qr(gpu, rand(shape, seed=sum(shape)), 1e-4)
+    a = rand((90, 60), seed=17)
+    a[:, 10] = 0.0
+    a[:, 20] = a[:, 3]
+    a[40:, 30] = 0.0
+    a[:, 50] *= 1e-30
+    # Rank-deficient: R past the first dependent column is not unique, so Q R and Q only.
+    q, r = on(gpu, jnp.linalg.qr, a)
+    assert_close(q @ r, a, 1e-5)
+    assert_close(q.T @ q, np.eye(60), 1e-5)
+    assert np.all(np.tril(r, -1) == 0)
+    zeros_below = np.triu(rand((64, 64), seed=18))
+    q, r = on(gpu, jnp.linalg.qr, zeros_below)
+    np.testing.assert_array_equal(np.abs(np.diag(q)), 1.0)
+    np.testing.assert_array_equal(np.abs(r), np.abs(zeros_below))
+
+
 @slow
 def test_eigh_512(gpu):
     a = rand((512, 512), seed=14)
