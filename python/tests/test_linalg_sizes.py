@@ -423,14 +423,15 @@ def test_qr_512(gpu):
 
 @pytest.mark.parametrize("panel, max_loop", [("", ""), ("", "4000"), ("workgroup", "")])
 def test_qr_panels(gpu, monkeypatch, panel, max_loop):
-    # Householder panels of up to 256 rows run in one subgroup on CPU adapters, the panel in
-    # workgroup memory (`WGPU_HLO_QR_PANEL=workgroup`: the workgroup kernel); a low loop bound
-    # splits a panel's columns over several launches. Sizes around the 8 lanes and the 256-row
-    # limit, wide, batched, and columns already zero (tau = 0), repeated or tiny.
+    # Householder panels of up to 1024 rows run in one subgroup on CPU adapters, the panel in
+    # its state as quads of columns by lanes (`WGPU_HLO_QR_PANEL=workgroup`: the workgroup
+    # kernel); a low loop bound splits a panel's columns over several launches. Sizes around
+    # the 8 lanes and the 1024-row limit, wide, batched, and columns already zero (tau = 0),
+    # repeated or tiny.
     monkeypatch.setenv("WGPU_HLO_QR_PANEL", panel)
     monkeypatch.setenv("WGPU_HLO_MAX_LOOP", max_loop)
     for shape in [(1, 5), (5, 1), (9, 9), (70, 33), (40, 100), (3, 50, 37), (256, 256),
-                  (257, 40)]:
+                  (1024, 40), (1025, 9)]:
         check_qr(gpu, rand(shape, seed=sum(shape)), 1e-4)
     a = rand((90, 60), seed=17)
     a[:, 10] = 0.0

@@ -94,13 +94,35 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         ty: state_type.clone(),
     };
     let desc = format!("Householder panel of {batch} matrices {m}x{b} f32");
+    let params = Binding {
+        value: PARAMS,
+        ty: TensorType::new(vec![2], ElementType::U32),
+    };
+    let first_row = Binding {
+        value: *j0,
+        ty: match f.ty(*j0) {
+            Type::Tensor(t) => t.clone(),
+            _ => TensorType::new(vec![], ElementType::I32),
+        },
+    };
+    let panel = Binding {
+        value: *p,
+        ty: pt.clone(),
+    };
+    if let Some(plan) = in_one_subgroup(
+        name,
+        (&desc, &what),
+        (batch, m, b),
+        (panel.clone(), params.clone(), first_row.clone()),
+        (r.clone(), v.clone(), tau.clone()),
+        target,
+    )? {
+        return Ok(plan);
+    }
     let init = kernel::threaded(
         &format!("{name}_init"),
         &format!("kernel {name}_init: the state of a {desc}\nfuses: {what}"),
-        vec![Binding {
-            value: *p,
-            ty: pt.clone(),
-        }],
+        vec![panel],
         vec![state.clone()],
         &Default::default(),
         "",
@@ -113,34 +135,6 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         target,
     )?;
     let bound = target.max_invocation_iterations;
-    let params = Binding {
-        value: PARAMS,
-        ty: TensorType::new(vec![2], ElementType::U32),
-    };
-    let first_row = Binding {
-        value: *j0,
-        ty: match f.ty(*j0) {
-            Type::Tensor(t) => t.clone(),
-            _ => TensorType::new(vec![], ElementType::I32),
-        },
-    };
-    if let Some((columns, ranges)) = in_one_subgroup(
-        name,
-        (&desc, &what),
-        (batch, m, b),
-        (params.clone(), first_row.clone(), state.clone()),
-        target,
-    )? {
-        let split = out_kernel(
-            name,
-            (&desc, &what),
-            (batch, m, b),
-            state,
-            (r, v, tau),
-            target,
-        )?;
-        return Ok(Plan::ranged(init, columns, split, state_type, ranges));
-    }
     // CPU adapters: the fewest invocations whose columns still fit the loop bound 8 at a time
     // (a tall panel's whole columns would not), else the most.
     let wg = if target.cpu_adapter {
@@ -173,30 +167,7 @@ pub fn plan(name: &str, f: &Function, op: &Operation, target: Target) -> Result<
         most,
         target,
     )?;
-    let split = out_kernel(
-        name,
-        (&desc, &what),
-        (batch, m, b),
-        state,
-        (r, v, tau),
-        target,
-    )?;
-    Ok(Plan::ranged(init, columns, split, state_type, ranges))
-}
-
-/// The kernel splitting the `batch` states of `m x b` panels into the panel, the reflectors
-/// and the `tau`s.
-fn out_kernel(
-    name: &str,
-    (desc, what): (&str, &str),
-    (batch, m, b): (u64, u64, u64),
-    state: Binding,
-    (r, v, tau): (Binding, Binding, Binding),
-    target: Target,
-) -> Result<kernel::Kernel> {
-    let mb = m * b;
-    let stride = 2 * mb + b;
-    kernel::threaded(
+    let split = kernel::threaded(
         &format!("{name}_out"),
         &format!("kernel {name}_out: the panel, reflectors and taus of a {desc}\nfuses: {what}"),
         vec![state],
@@ -212,95 +183,72 @@ fn out_kernel(
         batch * mb,
         0,
         target,
-    )
+    )?;
+    Ok(Plan::ranged(init, columns, split, state_type, ranges))
 }
-
-/// A kernel and the ranges of columns its launches take.
-type RangedKernel = (kernel::Kernel, Vec<(u64, u64)>);
 
 /// Most rows a lane of [`in_one_subgroup`] holds in its private array of the reflector's
 /// entries (an array indexed at run time, which the driver's compile pays for by its length).
-const MAX_SLOTS: u64 = 64;
+const MAX_SLOTS: u64 = 128;
 
-/// The columns kernel on CPU adapters with subgroups of 4, 8 or 16 lanes, where the panel
-/// fits the adapter's workgroup memory (256 x 32 in 32 KiB): one subgroup per matrix, row `i`
-/// held by lane `i % L` as slot `i / L`, each column's two reductions and the products
-/// `v^T p` as `subgroupMax` / `subgroupAdd` of the lanes' partial sums, the diagonal element
-/// from its lane by `subgroupShuffle`. No barrier and no storage access per step but the
-/// reflector's and `tau`'s stores: each launch loads the panel's columns still to do from the
-/// state and stores them back.
+/// The columns kernel on CPU adapters with subgroups of 4, 8 or 16 lanes: one subgroup per
+/// matrix, row `i` held by lane `i % L` as slot `i / L`, each column's two reductions and the
+/// products `v^T p` as `subgroupMax` / `subgroupAdd` of the lanes' partial sums, the diagonal
+/// element from its lane by `subgroupShuffle`, no barrier.
 ///
-/// The panel sits in workgroup memory as quads of columns (`vec4`s), each lane's interleaved
-/// with the others' (lane `l`'s quad `q` of slot `t` at `(t * quads + q) * L + l`): no lane
-/// reads another's words, so no barrier is needed, and the products take four columns per
-/// load (columns up to the step's own are masked). Lavapipe, the panels' kernel time in a
-/// 256 x 256 QR (8 panels): 12.8-13.2 ms in the workgroup kernel, 2.3-2.5 ms here (and one
-/// launch a panel instead of two); scalar words in workgroup memory took 5.8 ms. A private
-/// array per lane (`array<array<f32, b>, slots>`) ran in 3.0 ms but took llvmpipe 14 s more
-/// to compile for 256 rows, and 400 s for 900.
+/// The state holds the panel and the reflectors as quads of columns (`vec4`s), each lane's
+/// interleaved with the others' (lane `l`'s quad `q` of slot `t` at `(t * quads + q) * L +
+/// l`; the init and out kernels convert from and to row-major): no lane reads another's
+/// words, so no barrier is needed, each load of the lanes reads consecutive words, and the
+/// products take four columns per load (columns up to the step's own masked). Lavapipe, the
+/// panels' kernel time: a 256 x 256 QR (8 panels) 12.8-15.4 ms in the workgroup kernel, 2.4
+/// ms here (and one launch a panel instead of two); the 512-row panels of a 512 x 512 QR
+/// 36-44 ms -> 7.3-8.4 ms. Also tried: the panel in workgroup memory (256 rows at most in 32
+/// KiB) 2.1-2.3 ms at 256, scalar words there 5.8 ms; a private array per lane
+/// (`array<array<f32, b>, slots>`) 3.0 ms, but llvmpipe took 14 s more to compile it for 256
+/// rows and 400 s for 900.
 ///
-/// Returns the kernel and its ranges of columns within the loop bound; `None` where it does
-/// not serve (or `WGPU_HLO_QR_PANEL` is `workgroup`).
+/// `None` where it does not serve (or `WGPU_HLO_QR_PANEL` is `workgroup`).
 fn in_one_subgroup(
     name: &str,
     (desc, what): (&str, &str),
     (batch, m, b): (u64, u64, u64),
-    (params, first_row, state): (Binding, Binding, Binding),
+    (panel, params, first_row): (Binding, Binding, Binding),
+    (r, v, tau): (Binding, Binding, Binding),
     target: Target,
-) -> Result<Option<RangedKernel>> {
+) -> Result<Option<Plan>> {
     let lanes = u64::from(target.caps.subgroup_size);
     let slots = m.div_ceil(lanes.max(1));
     if !(target.cpu_adapter && target.caps.subgroup && matches!(lanes, 4 | 8 | 16))
         || slots > MAX_SLOTS
-        || 16 * slots * lanes * b.div_ceil(4) > target.max_workgroup_storage
         || std::env::var("WGPU_HLO_QR_PANEL").is_ok_and(|v| v.trim() == "workgroup")
     {
         return Ok(None);
     }
-    // Quads of columns: the panel's columns padded to a multiple of 4.
+    // Quads of columns: the panel's columns padded to a multiple of 4; `held` quads of the
+    // panel (and as many of the reflectors) per matrix.
     let quads = b.div_ceil(4);
-    // A launch loads and stores its quads (at most all of them, a slot at a time); each
-    // column passes over the slots four times and twice per quad from its own on.
-    let overhead = 2 * slots * (quads + 1) + 4;
+    let held = slots * quads * lanes;
+    // Each column passes over the slots four times and twice per quad from its own on.
     let cost = |jj: u64| 4 * slots + (quads - jj / 4) * (2 * slots + 1) + 4;
     let Some((ranges, most)) =
-        super::linalg::ranges_within(b, overhead, cost, target.max_invocation_iterations)
+        super::linalg::ranges_within(b, 4, cost, target.max_invocation_iterations)
     else {
         return Ok(None);
     };
     let (mb, last) = (m * b, slots - 1);
-    let stride = 2 * mb + b;
-    // Quad q of slot t of a lane's rows (columns 4q .. 4q + 3), in workgroup memory by lanes.
-    let x = |t: &str, q: &str| format!("wx[({t} * {quads}u + {q}) * {lanes}u + sgl]");
-    let load = (0..4)
-        .map(|k| format!("ld(base + ic * {b}u + c0 + {k}u, ok && c0 + {k}u < {b}u)"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    // Per matrix, in quads: the panel, the reflectors, the `tau`s.
+    let stride = 2 * held + quads;
+    // Quad q of slot t of a lane's rows (columns 4q .. 4q + 3).
+    let x = |t: &str, q: &str| format!("out0[base + ({t} * {quads}u + {q}) * {lanes}u + sgl]");
     let body = format!(
-        "var<workgroup> wx: array<vec4<f32>, {words}>;
-
-fn ld(at: u32, ok: bool) -> f32 {{
-    var v = 0.0;
-    if (ok) {{ v = out0[at]; }}
-    return v;
-}}
-
-{entry}    let mat = wid.y * nwg.x + wid.x;
+        "{entry}    let mat = wid.y * nwg.x + wid.x;
     if (mat >= {batch}u) {{ return; }}
     let base = mat * {stride}u;
     let jj0 = in0[0];
     let jj1 = in0[1];
     let j0 = u32(max(in1[0], 0));
     var v: array<f32, {slots}>;
-    for (var t = 0u; t < {slots}u; t = t + 1u) {{
-        let i = t * {lanes}u + sgl;
-        let ic = min(i, {m1}u);
-        let ok = i < {m}u;
-        for (var q = jj0 / 4u; q < {quads}u; q = q + 1u) {{
-            let c0 = q * 4u;
-            {xq} = vec4<f32>({load});
-        }}
-    }}
     for (var jj = jj0; jj < jj1; jj = jj + 1u) {{
         let j = j0 + jj;
         let tj = min(j / {lanes}u, {last}u);
@@ -333,7 +281,7 @@ fn ld(at: u32, ok: bool) -> f32 {{
             var vi = 0.0;
             if (reflect && i >= j) {{ vi = select({xj}[kj] / scale * inv, 1.0, i == j); }}
             v[t] = vi;
-            if (i >= j && i < {m}u) {{ out0[base + {mb}u + i * {b}u + jj] = vi; }}
+            if (i >= j && i < {m}u) {{ out0[base + {held}u + (t * {quads}u + qj) * {lanes}u + sgl][kj] = vi; }}
         }}
         // w = tau v^T p for the columns right of jj, a quad at a time (columns up to jj
         // masked out), then p -= v w.
@@ -358,45 +306,83 @@ fn ld(at: u32, ok: bool) -> f32 {{
                 }}
             }}
         }}
-        if (sgl == 0u) {{ out0[base + {two}u + jj] = tau; }}
-    }}
-    for (var t = 0u; t < {slots}u; t = t + 1u) {{
-        let i = t * {lanes}u + sgl;
-        if (i < {m}u) {{
-            for (var q = jj0 / 4u; q < {quads}u; q = q + 1u) {{
-                let p = {xq};
-                for (var k = 0u; k < 4u; k = k + 1u) {{
-                    if (q * 4u + k < {b}u) {{ out0[base + i * {b}u + q * 4u + k] = p[k]; }}
-                }}
-            }}
-        }}
+        if (sgl == 0u) {{ out0[base + {taus}u + qj][kj] = tau; }}
     }}
 }}
 ",
         entry = kernel::subgroup_entry_header(lanes as u32),
-        m1 = m - 1,
-        two = 2 * mb,
-        words = slots * quads * lanes,
+        taus = 2 * held,
         xq = x("t", "q"),
         xj = x("t", "qj"),
         xdiag = x("tj", "qj"),
     );
+    let state_type = TensorType::new(vec![(4 * batch * stride) as i64], ElementType::F32);
+    let state = Binding {
+        value: temp(0),
+        ty: state_type.clone(),
+    };
     let kname = format!("{name}_columns");
     let comment = format!(
-        "kernel {kname}: columns jj0..jj1 (parameters) of a {desc}, one subgroup per matrix, the panel in workgroup memory by lanes, the column's sums by subgroup operations\nloop iterations per invocation: at most {most}\nfuses: {what}"
+        "kernel {kname}: columns jj0..jj1 (parameters) of a {desc}, one subgroup per matrix, the panel as quads of columns by lanes, the column's sums by subgroup operations\nloop iterations per invocation: at most {most}\nfuses: {what}"
     );
-    let columns = kernel::in_workgroups(
+    let columns = kernel::in_workgroups_quads(
         &kname,
         &comment,
-        vec![params, first_row],
-        vec![state],
+        (vec![params, first_row], vec![state.clone()]),
         &Default::default(),
         &body,
-        batch,
-        most,
+        (&[], &[0]),
+        (batch, most),
         target,
     )?;
-    Ok(Some((columns, ranges)))
+    // Word `w` of a matrix's panel, quads by lanes: element (i, c).
+    let words = 4 * stride;
+    let init = kernel::threaded(
+        &format!("{name}_init"),
+        &format!(
+            "kernel {name}_init: the state of a {desc}, quads of columns by lanes\nfuses: {what}"
+        ),
+        vec![panel],
+        vec![state.clone()],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {words}u;\n    let w = tid % {words}u;\n    \
+             let l = (w / 4u) % {lanes}u;\n    let tq = w / (4u * {lanes}u);\n    \
+             let i = (tq / {quads}u) * {lanes}u + l;\n    let c = (tq % {quads}u) * 4u + w % 4u;\n    \
+             var p = 0.0;\n    \
+             if (w < {panel_words}u && i < {m}u && c < {b}u) {{ p = in0[mat * {mb}u + i * {b}u + c]; }}\n    \
+             out0[tid] = p;\n",
+            panel_words = 4 * held,
+        ),
+        batch * words,
+        0,
+        target,
+    )?;
+    let split = kernel::threaded(
+        &format!("{name}_out"),
+        &format!(
+            "kernel {name}_out: the panel, reflectors and taus of a {desc} from its state, quads of columns by lanes\nfuses: {what}"
+        ),
+        vec![state],
+        vec![r, v, tau],
+        &Default::default(),
+        "",
+        &format!(
+            "    let mat = tid / {mb}u;\n    let ic = tid % {mb}u;\n    \
+             let i = ic / {b}u;\n    let c = ic % {b}u;\n    \
+             let w = (((i / {lanes}u) * {quads}u + c / 4u) * {lanes}u + i % {lanes}u) * 4u + c % 4u;\n    \
+             let base = mat * {words}u;\n    \
+             out0[tid] = in0[base + w];\n    out1[tid] = in0[base + {vw}u + w];\n    \
+             if (ic < {b}u) {{ out2[mat * {b}u + ic] = in0[base + {tw}u + ic]; }}\n",
+            vw = 4 * held,
+            tw = 8 * held,
+        ),
+        batch * mb,
+        0,
+        target,
+    )?;
+    Ok(Some(Plan::ranged(init, columns, split, state_type, ranges)))
 }
 
 /// The busiest invocation's loop iterations for one column of an `m x b` panel in workgroups
