@@ -276,37 +276,13 @@ pub fn sort(
             target,
         )
     };
-    // The exclusive scan of the digit-major counts: each thread sums its run of slots, one
-    // thread scans those sums, each thread writes its run's offsets.
-    let scan = {
-        let run = slots.div_ceil(SCAN_THREADS);
-        let body = format!(
-            "var<workgroup> part: array<u32, {SCAN_THREADS}>;\n\n{}    \
-             let first = lid * {run}u;\n    var sum = 0u;\n    \
-             for (var j = 0u; j < {run}u; j = j + 1u) {{\n        let i = first + j;\n        if (i >= {slots}u) {{ break; }}\n        sum = sum + in0[i];\n    }}\n    \
-             part[lid] = sum;\n    workgroupBarrier();\n    \
-             if (lid == 0u) {{\n        var at = 0u;\n        for (var t = 0u; t < {SCAN_THREADS}u; t = t + 1u) {{\n            let v = part[t];\n            part[t] = at;\n            at = at + v;\n        }}\n    }}\n    \
-             workgroupBarrier();\n    var at = part[lid];\n    \
-             for (var j = 0u; j < {run}u; j = j + 1u) {{\n        let i = first + j;\n        if (i >= {slots}u) {{ break; }}\n        let v = in0[i];\n        out0[i] = at;\n        at = at + v;\n    }}\n}}\n",
-            kernel::entry_header(SCAN_THREADS as u32)
-        );
-        let iterations = 2 * run + SCAN_THREADS;
-        let kname = format!("{name}_radix_scan");
-        let comment = format!(
-            "kernel {kname}: exclusive scan of the {slots} digit counts (digit-major) of a radix sort of {count} {what}, one workgroup\nloop iterations per invocation: at most {iterations}\nfuses: {fuses}"
-        );
-        kernel::in_workgroups(
-            &kname,
-            &comment,
-            vec![bind(counts, u32s(slots))],
-            vec![bind(offsets, u32s(slots))],
-            &Default::default(),
-            &body,
-            1,
-            iterations,
-            target,
-        )?
-    };
+    let scan = scan_kernel(
+        name,
+        (slots, count),
+        (counts, offsets),
+        (what, fuses),
+        target,
+    )?;
     // Passes alternate between the two permutations and end in `a`: an odd number starts
     // from `b`.
     let start = if n_passes % 2 == 0 { a } else { b };
@@ -370,6 +346,215 @@ pub fn sort(
         // The passes end in `a`, whose keys ride in `ka`.
         keys: ka,
     }))
+}
+
+/// [`sort`]'s parts for keys that one pass sorts, without the keys: [`bucket`].
+pub struct Bucketed {
+    /// The kernels.
+    pub kernels: Vec<Kernel>,
+    /// Their launches, in order.
+    pub launches: Vec<Launch>,
+    /// The temporaries added, numbered from the `base` given.
+    pub temps: Vec<TensorType>,
+    /// The temporary holding the digit-major exclusive scan of the tiles' digit counts: the
+    /// items of key `d` start at entry `d * tiles` (and end where key `d + 1`'s start).
+    pub offsets: ValueId,
+    /// Tiles the items were counted in.
+    pub tiles: u64,
+}
+
+/// The stable sort of `count` items (`0..count`, into temporary 0 of type `perm`) by an `i32`
+/// key that matters in `[0, limit)`, as [`Keys::Ranged`], where the keys `0..=limit + 1` fit
+/// one digit: one pass that computes each item's key where it is needed (in the count and
+/// in the placement), with no first launch writing the identity permutation and the keys,
+/// and no keys moved: the placement reads and writes one word per item instead of three and
+/// two. Where a key's items start is in the scan's offsets ([`Bucketed::offsets`]). `None`
+/// where the keys need more than one digit or the kernels would loop past the adapter's
+/// bound (then [`sort`] serves).
+#[allow(clippy::too_many_arguments)]
+pub fn bucket(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    fused: &dyn Fn(ValueId) -> bool,
+    (key, limit): (&KeyFn, u64),
+    count: u64,
+    perm: &TensorType,
+    base: usize,
+    (what, fuses): (&str, &str),
+    target: Target,
+) -> Result<Option<Bucketed>> {
+    if limit + 1 >= BUCKETS || count == 0 || count >= u32::MAX as u64 {
+        return Ok(None);
+    }
+    let (wg, per) = tile(target);
+    let tile_items = wg * per;
+    let tiles = count.div_ceil(tile_items);
+    let slots = BUCKETS * tiles;
+    let u32s = |n: u64| TensorType::new(vec![n as i64], ElementType::U32);
+    let bind = |value, ty: TensorType| Binding { value, ty };
+    let (counts, offsets) = (temp(base), temp(base + 1));
+    let tile_kernel = |place: bool| -> Result<Kernel> {
+        let mut em = ExprEmitter::new(f, defs, fused, target.caps, target.adapter);
+        if place {
+            em.inputs.push(bind(offsets, u32s(slots)));
+        }
+        em.line("let w = wid.y * nwg.x + wid.x;");
+        em.line(&format!("if (w >= {tiles}u) {{ return; }}"));
+        em.line(&format!("let first = w * {tile_items}u + lid * {per}u;"));
+        em.line(&format!("var c: array<u32, {BUCKETS}>;"));
+        // This thread's items in turn: count their digits, or place them (`pass` 1), each
+        // after the items of its digit before it.
+        for pass in [false, true] {
+            if pass && !place {
+                break;
+            }
+            if pass {
+                em.line("workgroupBarrier();");
+                em.open_loop(
+                    &format!("for (var d = 0u; d < {BUCKETS}u; d = d + 1u)"),
+                    BUCKETS,
+                );
+                em.line(&format!("c[d] = cnt[d * {wg}u + lid];"));
+                em.close(None);
+            }
+            em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
+            em.line("let i = first + e;");
+            em.line(&format!("if (i >= {count}u) {{ break; }}"));
+            let k = key(&mut em, "i")?;
+            em.line(&format!("let k_i: i32 = {k};"));
+            em.line(&format!(
+                "let d = select(select(u32(k_i) + 1u, {top}u, k_i >= {limit}i), 0u, k_i < 0i);",
+                top = limit + 1
+            ));
+            if pass {
+                em.line("out0[c[d]] = i;");
+            }
+            em.line("c[d] = c[d] + 1u;");
+            em.close(None);
+            if !pass {
+                em.open_loop(
+                    &format!("for (var d = 0u; d < {BUCKETS}u; d = d + 1u)"),
+                    BUCKETS,
+                );
+                em.line(&format!("cnt[d * {wg}u + lid] = c[d];"));
+                em.close(None);
+                em.line("workgroupBarrier();");
+                // Thread d of the first BUCKETS walks digit d's counts over the threads: the
+                // tile's total (counting) or each thread's first position (placing).
+                em.open(&format!("if (lid < {BUCKETS}u)"));
+                if place {
+                    em.line(&format!("var run = in0[lid * {tiles}u + w];"));
+                } else {
+                    em.line("var run = 0u;");
+                }
+                em.open_loop(&format!("for (var t = 0u; t < {wg}u; t = t + 1u)"), wg);
+                em.line(&format!("let v = cnt[lid * {wg}u + t];"));
+                if place {
+                    em.line(&format!("cnt[lid * {wg}u + t] = run;"));
+                }
+                em.line("run = run + v;");
+                em.close(None);
+                if !place {
+                    em.line(&format!("out0[lid * {tiles}u + w] = run;"));
+                }
+                em.close(None);
+            }
+        }
+        let outs = if place {
+            vec![bind(temp(0), perm.clone())]
+        } else {
+            vec![bind(counts, u32s(slots))]
+        };
+        let kname = format!("{name}_bucket_{}", if place { "place" } else { "count" });
+        let comment = format!(
+            "kernel {kname}: {} of a stable one-digit sort of {count} {what} (keys computed in place; {tiles} tiles of {tile_items})\nloop iterations per invocation: at most {}\nfuses: {fuses}",
+            if place { "placement" } else { "digit counts per tile" },
+            em.iterations()
+        );
+        let source = format!(
+            "var<workgroup> cnt: array<u32, {}>;\n\n{}{}}}\n",
+            BUCKETS * wg,
+            kernel::entry_header(wg as u32),
+            em.body
+        );
+        kernel::in_workgroups(
+            &kname,
+            &comment,
+            em.inputs.clone(),
+            outs,
+            &em.needs,
+            &source,
+            tiles,
+            em.iterations(),
+            target,
+        )
+    };
+    let kernels = vec![
+        tile_kernel(false)?,
+        scan_kernel(
+            name,
+            (slots, count),
+            (counts, offsets),
+            (what, fuses),
+            target,
+        )?,
+        tile_kernel(true)?,
+    ];
+    if kernels
+        .iter()
+        .any(|k| k.iterations > target.max_invocation_iterations)
+    {
+        return Ok(None);
+    }
+    Ok(Some(Bucketed {
+        kernels,
+        launches: (0..3).map(|k| Launch::new(k, Vec::new())).collect(),
+        temps: vec![u32s(slots), u32s(slots)],
+        offsets,
+        tiles,
+    }))
+}
+
+/// The exclusive scan of the `slots` digit-major counts (`counts` into `offsets`) of a sort of
+/// `count` items: each thread sums its run of slots, one thread scans those sums, each
+/// thread writes its run's offsets.
+fn scan_kernel(
+    name: &str,
+    (slots, count): (u64, u64),
+    (counts, offsets): (ValueId, ValueId),
+    (what, fuses): (&str, &str),
+    target: Target,
+) -> Result<Kernel> {
+    let u32s = |n: u64| TensorType::new(vec![n as i64], ElementType::U32);
+    let bind = |value, ty: TensorType| Binding { value, ty };
+    let run = slots.div_ceil(SCAN_THREADS);
+    let body = format!(
+        "var<workgroup> part: array<u32, {SCAN_THREADS}>;\n\n{}    \
+         let first = lid * {run}u;\n    var sum = 0u;\n    \
+         for (var j = 0u; j < {run}u; j = j + 1u) {{\n        let i = first + j;\n        if (i >= {slots}u) {{ break; }}\n        sum = sum + in0[i];\n    }}\n    \
+         part[lid] = sum;\n    workgroupBarrier();\n    \
+         if (lid == 0u) {{\n        var at = 0u;\n        for (var t = 0u; t < {SCAN_THREADS}u; t = t + 1u) {{\n            let v = part[t];\n            part[t] = at;\n            at = at + v;\n        }}\n    }}\n    \
+         workgroupBarrier();\n    var at = part[lid];\n    \
+         for (var j = 0u; j < {run}u; j = j + 1u) {{\n        let i = first + j;\n        if (i >= {slots}u) {{ break; }}\n        let v = in0[i];\n        out0[i] = at;\n        at = at + v;\n    }}\n}}\n",
+        kernel::entry_header(SCAN_THREADS as u32)
+    );
+    let iterations = 2 * run + SCAN_THREADS;
+    let kname = format!("{name}_radix_scan");
+    let comment = format!(
+        "kernel {kname}: exclusive scan of the {slots} digit counts (digit-major) of a radix sort of {count} {what}, one workgroup\nloop iterations per invocation: at most {iterations}\nfuses: {fuses}"
+    );
+    kernel::in_workgroups(
+        &kname,
+        &comment,
+        vec![bind(counts, u32s(slots))],
+        vec![bind(offsets, u32s(slots))],
+        &Default::default(),
+        &body,
+        1,
+        iterations,
+        target,
+    )
 }
 
 #[cfg(test)]

@@ -1461,16 +1461,12 @@ fn swept(
             em.line(&format!("let kb_{s}: i32 = {k};"));
             Ok(format!("select(-1i, kb_{s} / {per}i, kb_{s} >= 0i)"))
         };
-        match super::radix::sort(
+        match super::radix::bucket(
             name,
             f,
             defs,
             &|_| false,
-            super::radix::Keys::Ranged {
-                key: &block_key,
-                limit: blocks,
-                items: None,
-            },
+            (&block_key, blocks),
             count,
             &perm_type,
             1,
@@ -1506,26 +1502,18 @@ fn swept(
                 value: super::temp(0),
                 ty: perm_type.clone(),
             });
+            let tiles = sorted.tiles;
             em.inputs.push(Binding {
-                value: sorted.keys,
-                ty: crate::ir::TensorType::new(vec![count as i64], crate::ir::ElementType::U32),
+                value: sorted.offsets,
+                ty: crate::ir::TensorType::new(
+                    vec![(tiles * 16) as i64],
+                    crate::ir::ElementType::U32,
+                ),
             });
-            // The bucket: the sorted keys of block b are b + 1 (radix::Sorted::keys).
-            let steps = u64::from(64 - count.leading_zeros()) + 1;
-            for (var, key) in [("start", "b + 1u"), ("end", "b + 2u")] {
-                em.line(&format!("var {var}_lo = 0u;"));
-                em.line(&format!("var {var}_hi = {count}u;"));
-                em.open_loop(
-                    &format!("for (var it = 0u; it < {steps}u; it = it + 1u)"),
-                    steps,
-                );
-                em.line(&format!("if ({var}_lo >= {var}_hi) {{ break; }}"));
-                em.line(&format!("let mid = ({var}_lo + {var}_hi) / 2u;"));
-                em.line(&format!(
-                    "if (in2[mid] < {key}) {{ {var}_lo = mid + 1u; }} else {{ {var}_hi = mid; }}"
-                ));
-                em.close(None);
-            }
+            // The bucket: block b's windows have key b + 1 (radix::bucket), and the digit-major
+            // offsets say where each key's windows start.
+            em.line(&format!("let start_lo = in2[(b + 1u) * {tiles}u];"));
+            em.line(&format!("let end_lo = in2[(b + 2u) * {tiles}u];"));
             let chunk = bound.saturating_sub(em.iterations()).max(1);
             em.line(&format!("let first = start_lo + in0[0] * {chunk}u;"));
             em.line(&format!("let last = min(first + {chunk}u, end_lo);"));
