@@ -1385,7 +1385,7 @@ const BUCKETED_BLOCKS: u64 = 14;
 ///   invocations a core, each walking every window (the lanes of a SIMD group, one block,
 ///   read the same index and update neighbouring elements).
 /// - Narrower windows: a lane per block would read every index to update one element in
-///   eight, so the windows are first bucketed by block (one stable radix pass, `radix::sort`,
+///   eight, so the windows are first bucketed by block (one stable counting pass, `radix::bucket`,
 ///   [`BUCKETED_BLOCKS`] blocks) and each invocation walks only its own bucket.
 ///
 /// A scatter-add of 1M values at random places into 1M (lavapipe) took 127 ms sorted: six
@@ -1435,7 +1435,7 @@ fn swept(
     }
     let bucketed = w < SWEEP_WORKGROUP;
     // Few narrow windows: the one-workgroup sort and the runs' fold take two launches, the
-    // radix pass and the walk five.
+    // bucketing pass and the walk four.
     if bucketed && count <= ONE_WORKGROUP_SORT_MAX {
         return Ok(None);
     }
