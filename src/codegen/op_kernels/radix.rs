@@ -200,40 +200,9 @@ pub fn sort(
         em.line(&format!("let d = {d};"));
         em.line("c[d] = c[d] + 1u;");
         em.close(None);
-        em.open_loop(
-            &format!("for (var d = 0u; d < {BUCKETS}u; d = d + 1u)"),
-            BUCKETS,
-        );
-        em.line(&format!("cnt[d * {wg}u + lid] = c[d];"));
-        em.close(None);
-        em.line("workgroupBarrier();");
-        // Thread d of the first BUCKETS walks digit d's counts over the threads: the tile's
-        // total (counting) or each thread's first position (placing).
-        em.open(&format!("if (lid < {BUCKETS}u)"));
+        let offsets_in = format!("in{next}");
+        tile_runs(&mut em, place.then_some(offsets_in.as_str()), (wg, tiles));
         if place {
-            em.line(&format!("var run = in{next}[lid * {tiles}u + w];"));
-        } else {
-            em.line("var run = 0u;");
-        }
-        em.open_loop(&format!("for (var t = 0u; t < {wg}u; t = t + 1u)"), wg);
-        em.line(&format!("let v = cnt[lid * {wg}u + t];"));
-        if place {
-            em.line(&format!("cnt[lid * {wg}u + t] = run;"));
-        }
-        em.line("run = run + v;");
-        em.close(None);
-        if !place {
-            em.line(&format!("out0[lid * {tiles}u + w] = run;"));
-        }
-        em.close(None);
-        if place {
-            em.line("workgroupBarrier();");
-            em.open_loop(
-                &format!("for (var d = 0u; d < {BUCKETS}u; d = d + 1u)"),
-                BUCKETS,
-            );
-            em.line(&format!("c[d] = cnt[d * {wg}u + lid];"));
-            em.close(None);
             em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
             em.line("let i = first + e;");
             em.line(&format!("if (i >= {count}u) {{ break; }}"));
@@ -348,6 +317,46 @@ pub fn sort(
     }))
 }
 
+/// After a tile's threads have counted their items' digits (`c`, per thread), WGSL that
+/// shares the counts (`cnt`, digit-major) and has thread `d` of the first [`BUCKETS`] walk
+/// digit `d`'s counts over the `wg` threads: counting (`offsets: None`), the tile's total
+/// into `out0`; placing (`offsets`: the binding of the scan's offsets), each thread's first
+/// position per digit, back into its `c`.
+fn tile_runs(em: &mut ExprEmitter, offsets: Option<&str>, (wg, tiles): (u64, u64)) {
+    em.open_loop(
+        &format!("for (var d = 0u; d < {BUCKETS}u; d = d + 1u)"),
+        BUCKETS,
+    );
+    em.line(&format!("cnt[d * {wg}u + lid] = c[d];"));
+    em.close(None);
+    em.line("workgroupBarrier();");
+    em.open(&format!("if (lid < {BUCKETS}u)"));
+    match offsets {
+        Some(o) => em.line(&format!("var run = {o}[lid * {tiles}u + w];")),
+        None => em.line("var run = 0u;"),
+    }
+    em.open_loop(&format!("for (var t = 0u; t < {wg}u; t = t + 1u)"), wg);
+    em.line(&format!("let v = cnt[lid * {wg}u + t];"));
+    if offsets.is_some() {
+        em.line(&format!("cnt[lid * {wg}u + t] = run;"));
+    }
+    em.line("run = run + v;");
+    em.close(None);
+    if offsets.is_none() {
+        em.line(&format!("out0[lid * {tiles}u + w] = run;"));
+    }
+    em.close(None);
+    if offsets.is_some() {
+        em.line("workgroupBarrier();");
+        em.open_loop(
+            &format!("for (var d = 0u; d < {BUCKETS}u; d = d + 1u)"),
+            BUCKETS,
+        );
+        em.line(&format!("c[d] = cnt[d * {wg}u + lid];"));
+        em.close(None);
+    }
+}
+
 /// [`sort`]'s parts for keys that one pass sorts, without the keys: [`bucket`].
 pub struct Bucketed {
     /// The kernels.
@@ -409,15 +418,6 @@ pub fn bucket(
             if pass && !place {
                 break;
             }
-            if pass {
-                em.line("workgroupBarrier();");
-                em.open_loop(
-                    &format!("for (var d = 0u; d < {BUCKETS}u; d = d + 1u)"),
-                    BUCKETS,
-                );
-                em.line(&format!("c[d] = cnt[d * {wg}u + lid];"));
-                em.close(None);
-            }
             em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
             em.line("let i = first + e;");
             em.line(&format!("if (i >= {count}u) {{ break; }}"));
@@ -433,32 +433,7 @@ pub fn bucket(
             em.line("c[d] = c[d] + 1u;");
             em.close(None);
             if !pass {
-                em.open_loop(
-                    &format!("for (var d = 0u; d < {BUCKETS}u; d = d + 1u)"),
-                    BUCKETS,
-                );
-                em.line(&format!("cnt[d * {wg}u + lid] = c[d];"));
-                em.close(None);
-                em.line("workgroupBarrier();");
-                // Thread d of the first BUCKETS walks digit d's counts over the threads: the
-                // tile's total (counting) or each thread's first position (placing).
-                em.open(&format!("if (lid < {BUCKETS}u)"));
-                if place {
-                    em.line(&format!("var run = in0[lid * {tiles}u + w];"));
-                } else {
-                    em.line("var run = 0u;");
-                }
-                em.open_loop(&format!("for (var t = 0u; t < {wg}u; t = t + 1u)"), wg);
-                em.line(&format!("let v = cnt[lid * {wg}u + t];"));
-                if place {
-                    em.line(&format!("cnt[lid * {wg}u + t] = run;"));
-                }
-                em.line("run = run + v;");
-                em.close(None);
-                if !place {
-                    em.line(&format!("out0[lid * {tiles}u + w] = run;"));
-                }
-                em.close(None);
+                tile_runs(&mut em, place.then_some("in0"), (wg, tiles));
             }
         }
         let outs = if place {
