@@ -227,23 +227,7 @@ pub fn sort(
             if place { "placement pass" } else { "digit counts per tile" },
             em.iterations()
         );
-        let source = format!(
-            "var<workgroup> cnt: array<u32, {}>;\n\n{}{}}}\n",
-            BUCKETS * wg,
-            kernel::entry_header(wg as u32),
-            em.body
-        );
-        kernel::in_workgroups(
-            &kname,
-            &comment,
-            em.inputs.clone(),
-            outs,
-            &em.needs,
-            &source,
-            tiles,
-            em.iterations(),
-            target,
-        )
+        tile_kernel_of(&em, (&kname, &comment), outs, (wg, tiles), target)
     };
     let scan = scan_kernel(
         name,
@@ -315,6 +299,34 @@ pub fn sort(
         // The passes end in `a`, whose keys ride in `ka`.
         keys: ka,
     }))
+}
+
+/// The kernel of a count or placement body `em` (workgroups of `wg`, one per tile, sharing
+/// `cnt`).
+fn tile_kernel_of(
+    em: &ExprEmitter,
+    (kname, comment): (&str, &str),
+    outs: Vec<Binding>,
+    (wg, tiles): (u64, u64),
+    target: Target,
+) -> Result<Kernel> {
+    let source = format!(
+        "var<workgroup> cnt: array<u32, {}>;\n\n{}{}}}\n",
+        BUCKETS * wg,
+        kernel::entry_header(wg as u32),
+        em.body
+    );
+    kernel::in_workgroups(
+        kname,
+        comment,
+        em.inputs.clone(),
+        outs,
+        &em.needs,
+        &source,
+        tiles,
+        em.iterations(),
+        target,
+    )
 }
 
 /// After a tile's threads have counted their items' digits (`c`, per thread), WGSL that
@@ -447,23 +459,7 @@ pub fn bucket(
             if place { "placement" } else { "digit counts per tile" },
             em.iterations()
         );
-        let source = format!(
-            "var<workgroup> cnt: array<u32, {}>;\n\n{}{}}}\n",
-            BUCKETS * wg,
-            kernel::entry_header(wg as u32),
-            em.body
-        );
-        kernel::in_workgroups(
-            &kname,
-            &comment,
-            em.inputs.clone(),
-            outs,
-            &em.needs,
-            &source,
-            tiles,
-            em.iterations(),
-            target,
-        )
+        tile_kernel_of(&em, (&kname, &comment), outs, (wg, tiles), target)
     };
     let kernels = vec![
         tile_kernel(false)?,
