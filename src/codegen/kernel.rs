@@ -165,22 +165,8 @@ pub fn in_workgroups_quads(
     target: super::loop_kernel::Target,
 ) -> Result<Kernel> {
     let wgsl = module_text(comment, &inputs, &outputs, needs, body)?;
-    let mut wgsl = declare_vec4s(name, wgsl, &outputs, vec4_outputs)?;
-    for &j in vec4_inputs {
-        let t = inputs
-            .get(j)
-            .map(|b| super::dtype::storage_elem(b.ty.dtype))
-            .ok_or_else(|| Error::internal(format!("{name}: no input {j}")))?;
-        let decl = format!("var<storage, read> in{j}: array<{t}>;");
-        if !wgsl.contains(&decl) {
-            return Err(Error::internal(format!("{name}: no declaration of in{j}")));
-        }
-        wgsl = wgsl.replacen(
-            &decl,
-            &format!("var<storage, read> in{j}: array<vec4<{t}>>;"),
-            1,
-        );
-    }
+    let wgsl = declare_vec4s(name, wgsl, (&outputs, "out", "read_write"), vec4_outputs)?;
+    let wgsl = declare_vec4s(name, wgsl, (&inputs, "in", "read"), vec4_inputs)?;
     validate(name, &wgsl, target.caps)?;
     Ok(Kernel {
         name: name.to_string(),
@@ -194,24 +180,27 @@ pub fn in_workgroups_quads(
     })
 }
 
-/// `wgsl` (from [`module_text`]) with outputs `js` of `outputs` declared as arrays of
-/// `vec4`s of their storage element.
+/// `wgsl` (from [`module_text`]) with bindings `js` of `bindings` (named `{prefix}J`,
+/// declared with `access`: the inputs or the outputs) declared as arrays of `vec4`s of their
+/// storage element.
 fn declare_vec4s(
     name: &str,
     mut wgsl: String,
-    outputs: &[Binding],
+    (bindings, prefix, access): (&[Binding], &str, &str),
     js: &[usize],
 ) -> Result<String> {
     for &j in js {
-        let t = outputs
+        let t = bindings
             .get(j)
             .map(|o| super::dtype::storage_elem(o.ty.dtype))
-            .ok_or_else(|| Error::internal(format!("{name}: no output {j}")))?;
-        let decl = format!("var<storage, read_write> out{j}: array<{t}>;");
+            .ok_or_else(|| Error::internal(format!("{name}: no binding {prefix}{j}")))?;
+        let decl = format!("var<storage, {access}> {prefix}{j}: array<{t}>;");
         if !wgsl.contains(&decl) {
-            return Err(Error::internal(format!("{name}: no declaration of out{j}")));
+            return Err(Error::internal(format!(
+                "{name}: no declaration of {prefix}{j}"
+            )));
         }
-        let vec4 = format!("var<storage, read_write> out{j}: array<vec4<{t}>>;");
+        let vec4 = format!("var<storage, {access}> {prefix}{j}: array<vec4<{t}>>;");
         wgsl = wgsl.replacen(&decl, &vec4, 1);
     }
     Ok(wgsl)
