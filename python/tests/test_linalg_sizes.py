@@ -449,6 +449,50 @@ def test_qr_panels(gpu, monkeypatch, panel, max_loop):
     np.testing.assert_array_equal(np.abs(r), np.abs(zeros_below))
 
 
+@pytest.mark.parametrize("max_loop", ["", "300"])
+def test_block_reflectors(gpu, monkeypatch, max_loop):
+    # A panel of reflectors applied in compact WY form, c - V T V^T c or c - V T^T V^T c, by
+    # one kernel (`custom_call @wgpu_hlo.block_reflector[_t]`, a column per invocation; rows
+    # of V shared through subgroups on CPU adapters, loaded by each invocation as GPU class)
+    # against the same as JAX ops on cpu. Columns left of `start` come back bit for bit;
+    # V is zero above `row0`. Panels of 32 (quads) and of 3 or 7 reflectors (words), all
+    # columns left of `start`, batches; a loop bound of 300 takes the split plan (sums by
+    # ranges of rows, then the update on a copy). A batched `start` runs the ops under vmap.
+    from jax_plugins.wgpu.lowerings import _block_reflector_ops, _block_reflector_primitive
+
+    monkeypatch.setenv("WGPU_HLO_MAX_LOOP", max_loop)
+    rng = np.random.default_rng(23)
+
+    def operands(batch, m, w, b, row0):
+        c = rng.standard_normal(batch + (m, w)).astype(np.float32)
+        v = rng.standard_normal(batch + (m, b)).astype(np.float32)
+        v[..., :row0, :] = 0
+        t = np.triu(rng.standard_normal(batch + (b, b)), 1) * 0.3
+        t = (t + np.eye(b) * rng.uniform(0.5, 1.0, batch + (b, 1))).astype(np.float32)
+        return c, v, t
+
+    for batch, m, w, b, start, row0 in [((), 256, 256, 32, 64, 32), ((), 300, 45, 7, 0, 0),
+                                        ((), 129, 70, 32, 70, 5), ((), 20, 9, 3, 4, 19),
+                                        ((), 600, 100, 32, 37, 400), ((2, 3), 40, 36, 4, 9, 2)]:
+        c, v, t = operands(batch, m, w, b, row0)
+        for transpose in (False, True):
+            prim = _block_reflector_primitive(transpose)
+            got = on(gpu, lambda c, v, t: prim.bind(c, v, t, jnp.int32(start), jnp.int32(row0)),
+                     c, v, t)
+            want = on(CPU, lambda c, v, t: _block_reflector_ops(c, v, t, start, transpose),
+                      c, v, t)
+            assert_close(got, want, 1e-5)
+            np.testing.assert_array_equal(got[..., :start], c[..., :start])
+    c, v, t = operands((3,), 50, 40, 8, 0)
+    starts = np.array([0, 17, 40], np.int32)
+    prim = _block_reflector_primitive(True)
+    got = on(gpu, jax.vmap(lambda c, v, t, s: prim.bind(c, v, t, s, jnp.int32(0))),
+             c, v, t, starts)
+    want = on(CPU, jax.vmap(lambda c, v, t, s: _block_reflector_ops(c, v, t, s, True)),
+              c, v, t, starts)
+    assert_close(got, want, 1e-5)
+
+
 @slow
 def test_eigh_512(gpu):
     a = rand((512, 512), seed=14)

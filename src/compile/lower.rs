@@ -686,7 +686,8 @@ impl<'f, 't> Lowering<'f, 't> {
     /// long prefix scans, large FFTs, `cholesky`, `triangular_solve`), or `None` for other ops.
     fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
         use crate::codegen::op_kernels::{
-            fft, householder, jacobi, linalg, lu, reduce_window, scan, scatter, sort,
+            block_reflector, fft, householder, jacobi, linalg, lu, reduce_window, scan, scatter,
+            sort,
         };
         use crate::fusion::in_place::in_place_scatter;
         if op
@@ -712,6 +713,9 @@ impl<'f, 't> Lowering<'f, 't> {
                 jacobi::plan(&name, f, op, c, target).map(Some)
             }
             Op::CustomCall(ref c) if lu::handles(c) => lu::plan(&name, f, op, target).map(Some),
+            Op::CustomCall(ref c) if block_reflector::handles(c) => {
+                block_reflector::plan(&name, f, op, c, target).map(Some)
+            }
             Op::CustomCall(ref c) if householder::handles(c) => {
                 householder::plan(&name, f, op, target).map(Some)
             }

@@ -8,6 +8,7 @@
 //! emitted as WGSL functions with `reduce_kernel::emit_body_function`.
 
 pub mod bidiagonal;
+pub mod block_reflector;
 pub mod fft;
 pub mod householder;
 pub mod jacobi;
