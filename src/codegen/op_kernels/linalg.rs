@@ -763,7 +763,65 @@ fn tiled(
         let mut accs = String::new();
         let mut inner = String::new();
         let mut stores = String::new();
+        // On CPU adapters with quad rows the lanes load the columns' and the rows' words of
+        // the transpose as vec4s (lane l the quads from column c0 + 4 l, a strip of lanes * 4
+        // columns apart, and from row i0 + 4 l) and store quads of rows: a quarter of the
+        // lane-by-lane loads.
+        let quad_update = shared && quads && cols % 4 == 0 && r % 4 == 0 && r / 4 <= lanes;
+        if quad_update {
+            let quad = |e: String| format!("out0[({e}) >> 2u]");
+            for c in 0..cols / 4 {
+                accs.push_str(&format!(
+                    "    let colq{c} = c0 + 4u * sgl + {}u;\n",
+                    4 * lanes * c
+                ));
+                inner.push_str(&format!(
+                    "        let pq{c} = {};\n",
+                    quad(format!(
+                        "base + {nn}u + k * {n}u + min(colq{c}, {}u)",
+                        n - 4
+                    ))
+                ));
+            }
+            // The rows' words: quad t of them from lane t (r / 4 <= lanes).
+            inner.push_str(&format!(
+                "        let piq = {};\n",
+                quad(format!(
+                    "base + {nn}u + k * {n}u + min(i0 + 4u * sgl, {}u)",
+                    n - 4
+                ))
+            ));
+            for t in 0..r / 4 {
+                inner.push_str(&format!(
+                    "        let xq{t} = subgroupBroadcast(piq, {t}u);\n"
+                ));
+            }
+            for q in 0..r {
+                inner.push_str(&format!(
+                    "        let x{q} = xq{}.{};\n",
+                    q / 4,
+                    ["x", "y", "z", "w"][(q % 4) as usize]
+                ));
+                for c in 0..cols / 4 {
+                    accs.push_str(&format!("    var acc{q}_{c} = vec4<{w}>({w}(0));\n"));
+                    inner.push_str(&format!(
+                        "        acc{q}_{c} = acc{q}_{c} + x{q} * pq{c};\n"
+                    ));
+                    // The quad's columns are in the block together (its width is a
+                    // multiple of 4); those right of the diagonal keep their words.
+                    stores.push_str(&format!(
+                        "    if (i0 + {q}u < {n}u && colq{c} < j0 + bw) {{\n        \
+                         let e = (base + (i0 + {q}u) * {n}u + colq{c}) >> 2u;\n        \
+                         let cur = out0[e];\n        \
+                         out0[e] = select(cur, cur - acc{q}_{c}, vec4<u32>(colq{c}) + vec4<u32>(0u, 1u, 2u, 3u) <= vec4<u32>(i0 + {q}u));\n    }}\n"
+                    ));
+                }
+            }
+        }
         for c in 0..cols {
+            if quad_update {
+                break;
+            }
             let jc = if shared {
                 format!("c0 + sgl + {}u", lanes * c)
             } else {
@@ -775,7 +833,7 @@ fn tiled(
                 p("k", &format!("min(col{c}, {m}u)"))
             ));
         }
-        if shared {
+        if shared && !quad_update {
             for t in 0..r / lanes {
                 inner.push_str(&format!(
                     "        let pi{t} = {};\n",
@@ -783,7 +841,7 @@ fn tiled(
                 ));
             }
         }
-        for q in 0..r {
+        for q in (0..r).filter(|_| !quad_update) {
             let pi = if shared {
                 format!("subgroupBroadcast(pi{}, {}u)", q / lanes, q % lanes)
             } else {
@@ -814,13 +872,27 @@ fn tiled(
 ",
             header(threads, batch * per_mat, shared, false),
         );
-        kernels.push(step(
-            "update",
-            &format!("the block column from its diagonal down loses the product of the columns before it (left-looking, lower triangle only), {r} rows by {strip} columns per workgroup"),
-            &update_body,
-            batch * per_mat,
-            n,
-        )?);
+        let does = format!(
+            "the block column from its diagonal down loses the product of the columns before it (left-looking, lower triangle only), {r} rows by {strip} columns per workgroup{}",
+            if quad_update { ", the columns' words loaded and stored as quads" } else { "" }
+        );
+        kernels.push(if quad_update {
+            let kname = format!("{name}_update");
+            kernel::in_workgroups_quads(
+                &kname,
+                &format!(
+                    "kernel {kname}: {does}, for the block of {b} columns from j0 (a parameter) of a {what}\nloop iterations per invocation: at most {n}\nfuses: {op_name}"
+                ),
+                (vec![params(1)], vec![state.clone()]),
+                &Default::default(),
+                &update_body,
+                (&[], &[0]),
+                (batch * per_mat, n),
+                target,
+            )?
+        } else {
+            step("update", &does, &update_body, batch * per_mat, n)?
+        });
     }
     // The result: the factor, its transpose for `lower = false`, or NaNs.
     let out = if lower {
