@@ -391,7 +391,11 @@ pub fn plan(
     let budget = budget(target);
     // Fewer threads cost fewer barrier switches on CPU adapters; more, where a step needs them
     // to stay within the loop budget.
-    let first = if target.cpu_adapter { 64 } else { 256 };
+    let first = if target.cpu_adapter {
+        cpu_tri_workgroup(n)
+    } else {
+        256
+    };
     let Some(wg) = [first, 256]
         .into_iter()
         .map(|wg| wg.min(n.div_ceil(4).next_power_of_two()).max(8))
@@ -824,9 +828,25 @@ fn bidiag_cost(m: u64, n: u64, wg: u64, k: u64) -> u64 {
         + 8
 }
 
+/// Threads per workgroup of the tridiagonal reduction of `n x n` matrices on CPU adapters,
+/// where each costs barrier switches in every step (llvmpipe runs a workgroup's invocations
+/// 8 at a time on one core): 16 to 256 columns, 32 to 448, else 64. Lavapipe, the reduction's
+/// kernel time (min of 4 executions, ms) with 64 / 32 / 16 threads: 128 4.1 / - / 3.4, 256
+/// 24.3 / 21.2 / 20.4 (24.0 / - / 20.0 in a second run), 384 74.4 / 64.4 / 75.1, 512 153 /
+/// 161 / 180: past 256 columns fewer threads loop longer over more columns each.
+fn cpu_tri_workgroup(n: u64) -> u64 {
+    match n {
+        0..=256 => 16,
+        257..=448 => 32,
+        _ => 64,
+    }
+}
+
 /// Threads per workgroup of the bidiagonal reduction of `m x n` matrices (fewer on CPU
-/// adapters, where they cost barrier switches), where its first step fits the loop budget
-/// and the iteration that follows it needs at most `next` iterations a step; else `None`.
+/// adapters, where they cost barrier switches: 32 to 256 rows, else 64; lavapipe, the
+/// reduction's kernel time of svd 128 x 128 8.2-10.3 ms with 64 threads, 5.5-5.7 with 32;
+/// 256 and 384 rows the same either way), where its first step fits the loop budget and the
+/// iteration that follows it needs at most `next` iterations a step; else `None`.
 pub(super) fn bidiag_workgroup(
     m: u64,
     n: u64,
@@ -834,7 +854,11 @@ pub(super) fn bidiag_workgroup(
     budget: u64,
     next: u64,
 ) -> Option<u64> {
-    let first = if target.cpu_adapter { 64 } else { 256 };
+    let first = match (target.cpu_adapter, m) {
+        (true, 0..=256) => 32,
+        (true, _) => 64,
+        (false, _) => 256,
+    };
     [first, 256]
         .into_iter()
         .map(|wg| wg.min(m.next_power_of_two()).max(8))
