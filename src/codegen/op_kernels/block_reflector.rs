@@ -53,6 +53,9 @@ struct Shape {
     quads: bool,
     lanes: Option<u64>,
     transpose: bool,
+    /// Each invocation takes a quad of columns (with lanes and rows of whole quads; one
+    /// subgroup per workgroup), else one column.
+    cols4: bool,
 }
 
 impl Shape {
@@ -65,9 +68,30 @@ impl Shape {
         }
     }
 
+    /// Invocations per workgroup.
+    fn workgroup(&self) -> u64 {
+        match self.lanes {
+            Some(l) if self.cols4 => l,
+            _ => WG,
+        }
+    }
+
     /// Workgroups per matrix.
     fn groups_per_matrix(&self) -> u64 {
-        self.w.div_ceil(WG)
+        if self.cols4 {
+            (self.w / 4).div_ceil(self.workgroup())
+        } else {
+            self.w.div_ceil(WG)
+        }
+    }
+
+    /// The type of a column's sums (`f32`, or `vec4<f32>` for a quad of columns).
+    fn ty(&self) -> &'static str {
+        if self.cols4 {
+            "vec4<f32>"
+        } else {
+            "f32"
+        }
     }
 }
 
@@ -141,6 +165,14 @@ pub fn plan(
         lanes: (target.cpu_adapter && target.caps.subgroup && matches!(lanes, 4 | 8 | 16))
             .then_some(lanes),
         transpose,
+        cols4: false,
+    };
+    // With lanes, a quad of columns per invocation where the rows are whole quads.
+    let quad_shape = Shape {
+        cols4: shape.lanes.is_some()
+            && w % 4 == 0
+            && !crate::fusion::switched_off("WGPU_HLO_REFLECTOR_QUADS"),
+        ..shape
     };
     let result = result_binding(f, *out, ElementType::F32, batch * m * w, &what)?;
     let bind = |v: crate::ir::ValueId, ty: TensorType| Binding { value: v, ty };
@@ -163,15 +195,23 @@ pub fn plan(
             "kernel {name}: a block reflector applied to {desc}, a column per invocation{}\nloop iterations per invocation: at most {fused}\nfuses: {what}",
             if shape.lanes.is_some() { ", rows of V and T^-1 shared by subgroup broadcasts" } else { "" }
         );
-        let body = fused_body(shape);
+        let s = quad_shape;
+        let comment = if s.cols4 {
+            comment.replace(
+                ", a column per invocation",
+                ", a quad of columns per invocation",
+            )
+        } else {
+            comment
+        };
         let k = kernel::in_workgroups_quads(
             name,
             &comment,
             (vec![v_in, u_in, start_in, row0_in], vec![result]),
             &Default::default(),
-            &body,
-            (quads, &[]),
-            (batch * shape.groups_per_matrix(), fused),
+            &fused_body(s),
+            (quads, if s.cols4 { &[0] } else { &[] }),
+            (batch * s.groups_per_matrix(), fused),
             target,
         )?;
         return Ok(Plan {
@@ -241,6 +281,33 @@ fn row_entries(s: Shape, src: &str, base: &str, p: &str, from: u64) -> (String, 
 fn header(s: Shape, first: usize) -> String {
     let (m, w, row) = (s.m, s.w, s.row());
     let gpm = s.groups_per_matrix();
+    if let (true, Some(l)) = (s.cols4, s.lanes) {
+        // A quad of columns per lane, one subgroup per workgroup.
+        return format!(
+            "{entry}    let g = wid.y * nwg.x + wid.x;
+    if (g >= {groups}u) {{ return; }}
+    let mat = g / {gpm}u;
+    let q0 = (g % {gpm}u) * {l}u;
+    let start = u32(max(in{first}[0], 0));
+    let row0 = min(u32(max(in{second}[0], 0)), {m}u);
+    if (4u * q0 + {l4}u <= start || 4u * q0 >= {w}u) {{ return; }}
+    let c4 = 4u * (q0 + sgl);
+    let live4 = (vec4<u32>(c4) + vec4<u32>(0u, 1u, 2u, 3u) >= vec4<u32>(start)) & vec4<bool>(c4 < {w}u);
+    let live = c4 + 3u >= start && c4 < {w}u;
+    let cb = mat * {mw4}u + min(c4 / 4u, {wl4}u);
+    let vb = mat * {mv}u;
+    let ub = mat * {mu}u;
+",
+            entry = kernel::subgroup_entry_header(l as u32),
+            groups = s.batch * gpm,
+            second = first + 1,
+            l4 = 4 * l,
+            mw4 = m * w / 4,
+            wl4 = w / 4 - 1,
+            mv = m * row,
+            mu = s.b * row,
+        );
+    }
     let (entry, c0, quit) = match s.lanes {
         Some(l) => (
             kernel::subgroup_entry_header(WG as u32),
@@ -293,44 +360,51 @@ fn solve(s: Shape, src: &str) -> String {
         code.push_str(&format!("        // row {k} of T^-1\n"));
         code.push_str(&loads.replace("        let", "    let"));
         if s.transpose {
-            code.push_str(&format!(
-                "    s{k} = wh_div_f32(s{k}, {});\n",
-                u[k as usize]
-            ));
+            code.push_str(&divide(s, k, &u[k as usize]));
             for j in k + 1..s.b {
                 code.push_str(&format!(
-                    "    s{j} = fma(-{}, s{k}, s{j});\n",
-                    u[j as usize]
+                    "    s{j} = fma({ty}(-{}), s{k}, s{j});\n",
+                    u[j as usize],
+                    ty = s.ty()
                 ));
             }
         } else {
             for j in k + 1..s.b {
                 code.push_str(&format!(
-                    "    s{k} = fma(-{}, s{j}, s{k});\n",
-                    u[j as usize]
+                    "    s{k} = fma({ty}(-{}), s{j}, s{k});\n",
+                    u[j as usize],
+                    ty = s.ty()
                 ));
             }
-            code.push_str(&format!(
-                "    s{k} = wh_div_f32(s{k}, {});\n",
-                u[k as usize]
-            ));
+            code.push_str(&divide(s, k, &u[k as usize]));
         }
     }
     code
 }
 
+/// `s{k} /= d` (each component of a quad by itself).
+fn divide(s: Shape, k: u64, d: &str) -> String {
+    if s.cols4 {
+        format!(
+            "    s{k} = vec4<f32>(wh_div_f32(s{k}.x, {d}), wh_div_f32(s{k}.y, {d}), wh_div_f32(s{k}.z, {d}), wh_div_f32(s{k}.w, {d}));\n"
+        )
+    } else {
+        format!("    s{k} = wh_div_f32(s{k}, {d});\n")
+    }
+}
+
 /// The pass over rows `lo .. hi` (WGSL expressions) adding `V^T c` to the sums `s0 ..`.
 fn sums_pass(s: Shape, v: &str, lo: &str, hi: &str) -> String {
     let (loads, e) = row_entries(s, v, &format!("vb + i * {}u", s.row()), "vr", 0);
+    let (ty, stride) = (s.ty(), if s.cols4 { s.w / 4 } else { s.w });
     let mut code = format!(
         "    for (var i = {lo}; i < {hi}; i = i + 1u) {{
-        var x = 0.0;
-        if (live) {{ x = out0[cb + i * {w}u]; }}
-{loads}",
-        w = s.w
+        var x = {ty}();
+        if (live) {{ x = out0[cb + i * {stride}u]; }}
+{loads}"
     );
     for (k, e) in e.iter().enumerate() {
-        code.push_str(&format!("        s{k} = fma({e}, x, s{k});\n"));
+        code.push_str(&format!("        s{k} = fma({ty}({e}), x, s{k});\n"));
     }
     code.push_str("    }\n");
     code
@@ -339,21 +413,33 @@ fn sums_pass(s: Shape, v: &str, lo: &str, hi: &str) -> String {
 /// The pass over rows `lo .. hi` subtracting `V y` from the column (`y` in `s0 ..`).
 fn update_pass(s: Shape, v: &str, lo: &str, hi: &str) -> String {
     let (loads, e) = row_entries(s, v, &format!("vb + i * {}u", s.row()), "vr", 0);
-    let mut code =
-        format!("    for (var i = {lo}; i < {hi}; i = i + 1u) {{\n{loads}        var d = 0.0;\n");
+    let ty = s.ty();
+    let mut code = format!(
+        "    for (var i = {lo}; i < {hi}; i = i + 1u) {{\n{loads}        var d = {ty}();\n"
+    );
     for (k, e) in e.iter().enumerate() {
-        code.push_str(&format!("        d = fma({e}, s{k}, d);\n"));
+        code.push_str(&format!("        d = fma({ty}({e}), s{k}, d);\n"));
     }
-    code.push_str(&format!(
-        "        if (live) {{ let at = cb + i * {w}u; out0[at] = out0[at] - d; }}\n    }}\n",
-        w = s.w
-    ));
+    if s.cols4 {
+        // Columns left of `start` keep their words.
+        code.push_str(&format!(
+            "        if (live) {{ let at = cb + i * {}u; let c = out0[at]; out0[at] = select(c, c - d, live4); }}\n    }}\n",
+            s.w / 4
+        ));
+    } else {
+        code.push_str(&format!(
+            "        if (live) {{ let at = cb + i * {w}u; out0[at] = out0[at] - d; }}\n    }}\n",
+            w = s.w
+        ));
+    }
     code
 }
 
 /// The sums' declarations, zero.
 fn sums(s: Shape) -> String {
-    (0..s.b).map(|k| format!("    var s{k} = 0.0;\n")).collect()
+    (0..s.b)
+        .map(|k| format!("    var s{k} = {}();\n", s.ty()))
+        .collect()
 }
 
 /// The one-launch kernel: inputs `V`, `u`, `start`, `row0`; the output `c`, in place.
