@@ -853,19 +853,21 @@ invocation on CPU adapters, within 8192 iterations (65536 x 4 is refused; 16000 
 def _svd_qr_first(rows, cols, compute_uv) -> bool:
     """Whether the svd of a `rows x cols` matrix (rows > cols) starts with a QR (then Jacobi on
     the `cols x cols` R; `WGPU_HLO_SVD_QR_FIRST=0|1` forces it either way). Always past
-    `_SVD_JACOBI_MAX_ROWS`. Otherwise by cost on CPU adapters: the QR launches per panel of
-    columns, so it pays only where Jacobi's work (rows x cols^2, more when it also rotates U)
-    is large and the matrix is tall. lavapipe, ms direct / QR first, values and U V:
-    300x100 32 / 236 and 105 / 228; 1000x100 86 / 195 and 356 / 257; 2000x50 123 / 123 and
-    178 / 132; 5000x10 12 / 32 and 18 / 37; 4096x256 2050 / 1039 and 9111 / 1547. On GPUs
-    (not measured) from 256 rows and twice the columns.
+    `_SVD_JACOBI_MAX_ROWS`. Otherwise by cost on CPU adapters: from twice the columns and
+    rows x cols^2 of 1e5, where Jacobi's work (rows x cols^2 a sweep) passes the QR's launches
+    and Jacobi on R; with U and V from 49 columns (`_SVD_BIDIAGONAL_FROM`: the direct route
+    is the bidiagonal kernels, cheaper on tall matrices than Jacobi) from three times the
+    columns and 1e6. On GPUs (not measured) from 256 rows and twice the columns.
 
-    svd with U and V from 49 columns (`_SVD_BIDIAGONAL_FROM`) runs the bidiagonal kernels
-    instead of Jacobi on CPU adapters, and tall ones cost less (lavapipe, ms direct / QR
-    first, 2026-11-30): 300x100 23 / 27, 1000x100 58 / 79, 1500x100 87 / 100, 2000x50 38 /
-    54, 3000x64 80 / 84, 400x200 100 / 142; 800x200 181 / 142, 2000x150 236 / 186, 600x300
-    334 / 288, 1000x300 557 / 380, 4096x256 1355 / 653: QR first from twice the columns and
-    rows x cols^2 of 2.5e7."""
+    lavapipe, ms direct / QR first (2026-12-01, the QR's trailing updates by the
+    block-reflector kernel), values and U V: 64x32 0.7 / 1.1 and 1.2 / 2.5; 80x40 5.0 / 2.6
+    and 7.4 / 5.1; 120x40 7.3 / 2.7 and 8.8 / 4.7; 100x50 8.0 / 3.2 and 5.5 / 6.7; 200x50
+    15 / 3.4 and 7.9 / 8.1; 150x100 7.4 / 8.6 and 13 / 15; 300x100 19 / 11 and 27 / 19;
+    1000x100 60 / 21 and 81 / 28; 600x64 62 / 8.0 and 27 / 11; 400x40 18 / 4.4 and 20 / 5.6;
+    1000x40 39 / 7.5 and 42 / 10; 3000x40 119 / 81 and 125 / 82; 2000x50 139 / 53 and 65 /
+    58; 5000x10 12 / 9.4 and 16 / 13; 100x10 0.6 / 1.2 and 1.3 / 2.6; 250x200 35 / 36 and
+    61 / 74; 300x200 42 / 46 and 74 / 82. (With the QR as JAX ops, before, QR first paid only
+    past rows x cols^2 of 3e7 for values: 300x100 took 236 ms that way.)"""
     import os
 
     forced = os.environ.get("WGPU_HLO_SVD_QR_FIRST")
@@ -879,8 +881,8 @@ def _svd_qr_first(rows, cols, compute_uv) -> bool:
     if not _cpu_adapter():
         return rows > 256 and rows > 2 * cols
     if compute_uv and cols >= _SVD_BIDIAGONAL_FROM and forced_bidiagonal != "0":
-        return rows >= 2 * cols and rows * cols * cols >= 2.5e7
-    return rows >= 4 * cols and rows * cols * cols >= (4e6 if compute_uv else 3e7)
+        return rows >= 3 * cols and rows * cols * cols >= 1e6
+    return rows >= 2 * cols and rows * cols * cols >= 1e5
 
 
 _SVD_BIDIAGONAL_FROM = 49
