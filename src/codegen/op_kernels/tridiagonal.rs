@@ -1999,6 +1999,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let r0 = k + 1u;
         let row = base + k * $LDu;
         let fused = k > first;
+        // The per-column loops over u, w and the next column start at r0's quad: nothing
+        // before it is read again (the pass takes whole quads from r0's on, zero below r0).
         if (!fused) {
             // Column k below the diagonal (row k right of it): its squared norm past the
             // first.
@@ -2024,7 +2026,7 @@ $TREE            let x0 = uu[r0];
             }
         } else {
             // The reflector and e[k] the last update's pass computed.
-            for (var i = lid; i < $LDu; i = i + $WGu) {
+            for (var i = (r0 & 0xfffffffcu) + lid; i < $LDu; i = i + $WGu) {
                 let u = un[i];
                 uu[i] = u;
                 if (i >= r0 && i < $Nu) { out0[(row + i) >> 2u][(row + i) & 3u] = u; }
@@ -2052,7 +2054,7 @@ $TREE            let x0 = uu[r0];
         red[lid] = kp;
 $TREE        let kk = red[0];
         // w = 2 (p - K u) (zero outside the trailing block); A <- A - u w^T - w u^T.
-        for (var j = lid; j < $LDu; j = j + $WGu) {
+        for (var j = (r0 & 0xfffffffcu) + lid; j < $LDu; j = j + $WGu) {
             let w = select(0.0, 2.0 * (ww[j] - kk * uu[j]), j >= r0 && j < $Nu);
             ww[j] = w;
             uw[j] = vec2<f32>(uu[j], w);
@@ -2063,7 +2065,7 @@ $TREE        let kk = red[0];
             // below computes it, and its reflector, into un.
             let c0 = uw[r0];
             var acc = 0.0;
-            for (var j = lid; j < $LDu; j = j + $WGu) {
+            for (var j = (r0 & 0xfffffffcu) + lid; j < $LDu; j = j + $WGu) {
                 var x = 0.0;
                 if (j > r0 && j < $Nu) {
                     x = out0[(row + $LDu + j) >> 2u][(row + $LDu + j) & 3u] - c0.x * ww[j] - c0.y * uu[j];
