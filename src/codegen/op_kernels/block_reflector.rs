@@ -493,17 +493,21 @@ fn split_plan(
     let range = "    let lo = max(row0, in0[0]);\n    let hi = min({m}u, in0[1]);\n"
         .replace("{m}", &s.m.to_string());
     let sb = format!("(mat * {w}u + min(col, {wl}u)) * {b}u", wl = w - 1);
+    // Statements moving the column's sums between `s0 ..` and its words from `sb` where
+    // `guard` holds, one per sum.
+    let moves = |guard: &str, each: &dyn Fn(u64) -> String| {
+        let mut code = format!("    if ({guard}) {{\n        let sb = {sb};\n");
+        for k in 0..b {
+            code.push_str(&format!("        {};\n", each(k)));
+        }
+        code.push_str("    }\n");
+        code
+    };
     // The sums of this column so far (none on the first range).
-    let mut load = format!("    if (live && in0[2] == 0u) {{\n        let sb = {sb};\n");
-    for k in 0..b {
-        load.push_str(&format!("        s{k} = out0[sb + {k}u];\n"));
-    }
-    load.push_str("    }\n");
-    let mut store = format!("    if (live) {{\n        let sb = {sb};\n");
-    for k in 0..b {
-        store.push_str(&format!("        out0[sb + {k}u] = s{k};\n"));
-    }
-    store.push_str("    }\n");
+    let load = moves("live && in0[2] == 0u", &|k| {
+        format!("s{k} = out0[sb + {k}u]")
+    });
+    let store = moves("live", &|k| format!("out0[sb + {k}u] = s{k}"));
     // `_sums` reads `c` itself (input 4), which no launch of the plan writes.
     let sums_body = format!(
         "{}{}{range}{load}{}{store}}}\n",
@@ -526,11 +530,7 @@ fn split_plan(
         (s.batch * s.groups_per_matrix(), most),
         target,
     )?;
-    let mut read = format!("    if (live) {{\n        let sb = {sb};\n");
-    for k in 0..b {
-        read.push_str(&format!("        s{k} = in5[sb + {k}u];\n"));
-    }
-    read.push_str("    }\n");
+    let read = moves("live", &|k| format!("s{k} = in5[sb + {k}u]"));
     let apply_body = format!(
         "{}{}{range}{read}{}{}}}\n",
         header(s, 3),
