@@ -495,7 +495,8 @@ def _block_reflector(c, v, t_inv, start, row0, transpose, masked=True):
     `row0`. On CPU adapters by the block-reflector kernel for f32 and panels of at most 64
     columns (`WGPU_HLO_QR_UPDATE=dots`: as JAX ops), elsewhere as JAX ops (tiled products on
     GPUs). Lavapipe, kernel time per call of a 256 x 256 QR: the two loops' products,
-    solves and masks 17.1 ms as JAX ops (4 kernels a panel each), 3.x ms here."""
+    solves and masks 17.1 ms as JAX ops (4 kernels a panel each), 2.9-3.1 ms here (a quad
+    of columns per lane; 5.1-5.6 ms with one)."""
     import os
 
     import jax.numpy as jnp

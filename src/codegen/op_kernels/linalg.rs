@@ -818,10 +818,7 @@ fn tiled(
                 }
             }
         }
-        for c in 0..cols {
-            if quad_update {
-                break;
-            }
+        for c in (0..cols).filter(|_| !quad_update) {
             let jc = if shared {
                 format!("c0 + sgl + {}u", lanes * c)
             } else {
