@@ -510,6 +510,23 @@ def test_block_reflectors(gpu, monkeypatch, max_loop):
     assert_close(got, want, 1e-5)
 
 
+def test_block_reflector_leaves_matrices_past_one_binding_to_jax_ops(monkeypatch):
+    # The kernel updates the matrices in one binding: past 128 MiB (a 140000 x 256 QR) the
+    # update goes as JAX ops, whose products the compiler splits (the kernel refused it).
+    from jax_plugins.wgpu.lowerings import _block_reflector
+
+    monkeypatch.setenv("WGPU_HLO_ADAPTER_CLASS", "cpu")
+    monkeypatch.delenv("WGPU_HLO_QR_UPDATE", raising=False)
+
+    def prims(m):
+        shapes = [jax.ShapeDtypeStruct(s, jnp.float32) for s in [(m, 256), (m, 32), (32, 32)]]
+        jaxpr = jax.make_jaxpr(lambda c, v, t: _block_reflector(c, v, t, 32, 0, True))(*shapes)
+        return {e.primitive.name for e in jaxpr.jaxpr.eqns}
+
+    assert "wgpu_block_reflector_t" in prims(100000)
+    assert "wgpu_block_reflector_t" not in prims(140000)
+
+
 @slow
 def test_eigh_512(gpu):
     a = rand((512, 512), seed=14)

@@ -418,6 +418,12 @@ def _householder_panel(p0, j0):
 
 _REFLECTOR_PRIMITIVES: dict = {}
 
+_REFLECTOR_BYTES = 1 << 27
+"""Most bytes of the matrices (all of a batch) that `_block_reflector` gives the kernel: 128
+MiB, WebGPU's default binding limit, which the kernel updates in one binding. Larger ones go
+as JAX ops, whose products the compiler splits over bindings (a 140000 x 256 QR, 143 MB:
+23.8 s on lavapipe that way; the kernel refused it)."""
+
 
 def _block_reflector_ops(c, v, t_inv, start, transpose):
     """`c - V T^T V^T c` (`transpose`) or `c - V T V^T c`, `T = t_inv^-1`, as JAX ops, on the
@@ -493,10 +499,11 @@ def _block_reflector(c, v, t_inv, start, row0, transpose, masked=True):
     `c - V T V^T c` (the Q loop), `T = t_inv^-1`, on the columns from `start` on (`masked`;
     else all, where those left of `start` come out unchanged anyway); `v` is zero above row
     `row0`. On CPU adapters by the block-reflector kernel for f32 and panels of at most 64
-    columns (`WGPU_HLO_QR_UPDATE=dots`: as JAX ops), elsewhere as JAX ops (tiled products on
-    GPUs). Lavapipe, kernel time per call of a 256 x 256 QR: the two loops' products,
+    columns whose matrices fit `_REFLECTOR_BYTES` (`WGPU_HLO_QR_UPDATE=dots`: as JAX ops),
+    elsewhere as JAX ops (tiled products on GPUs). Lavapipe, kernel time per call of a 256 x 256 QR: the two loops' products,
     solves and masks 17.1 ms as JAX ops (4 kernels a panel each), 2.9-3.1 ms here (a quad
     of columns per lane; 5.1-5.6 ms with one)."""
+    import math
     import os
 
     import jax.numpy as jnp
@@ -504,6 +511,7 @@ def _block_reflector(c, v, t_inv, start, row0, transpose, masked=True):
     if (
         c.dtype == jnp.float32
         and v.shape[-1] <= 64
+        and math.prod(c.shape) * 4 <= _REFLECTOR_BYTES
         and os.environ.get("WGPU_HLO_QR_UPDATE", "") != "dots"
         and _cpu_adapter()
     ):
