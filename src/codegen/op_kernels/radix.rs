@@ -29,13 +29,35 @@ pub const DIGIT_BITS: u32 = 4;
 
 const BUCKETS: u64 = 1 << DIGIT_BITS;
 
-/// Threads of the count and placement kernels and the items each takes in turn.
-fn tile(target: Target) -> (u64, u64) {
-    if target.cpu_adapter {
-        (64, 16)
-    } else {
-        (128, 8)
+/// The tiles of the count and placement kernels over `count` items: `wg` threads, each taking
+/// `per` items in turn (`items` a tile), `tiles` of them, and a digit count per tile and
+/// digit (`slots`).
+#[derive(Clone, Copy)]
+struct Tiling {
+    wg: u64,
+    per: u64,
+    items: u64,
+    tiles: u64,
+    slots: u64,
+}
+
+impl Tiling {
+    fn of(count: u64, target: Target) -> Tiling {
+        let (wg, per) = if target.cpu_adapter { (64, 16) } else { (128, 8) };
+        let tiles = count.div_ceil(wg * per);
+        Tiling {
+            wg,
+            per,
+            items: wg * per,
+            tiles,
+            slots: BUCKETS * tiles,
+        }
     }
+}
+
+/// A vector of `n` `u32`s (counts, offsets, permutations).
+fn u32s(n: u64) -> TensorType {
+    TensorType::new(vec![n as i64], ElementType::U32)
 }
 
 /// Threads of the scan kernel.
@@ -119,11 +141,13 @@ pub fn sort(
     if count == 0 || count >= u32::MAX as u64 {
         return Ok(None);
     }
-    let (wg, per) = tile(target);
-    let tile_items = wg * per;
-    let tiles = count.div_ceil(tile_items);
-    let slots = BUCKETS * tiles;
-    let u32s = |n: u64| TensorType::new(vec![n as i64], ElementType::U32);
+    let Tiling {
+        wg,
+        per,
+        items: tile_items,
+        tiles,
+        slots,
+    } = Tiling::of(count, target);
     let (a, b, counts, offsets) = (temp(0), temp(base), temp(base + 1), temp(base + 2));
     // Each item's key rides along with it (`ka` with `a`, `kb` with `b`): computed once, then
     // read in order, instead of read through the permutation and computed again in every
@@ -408,11 +432,13 @@ pub fn bucket(
     if limit + 1 >= BUCKETS || count == 0 || count >= u32::MAX as u64 {
         return Ok(None);
     }
-    let (wg, per) = tile(target);
-    let tile_items = wg * per;
-    let tiles = count.div_ceil(tile_items);
-    let slots = BUCKETS * tiles;
-    let u32s = |n: u64| TensorType::new(vec![n as i64], ElementType::U32);
+    let Tiling {
+        wg,
+        per,
+        items: tile_items,
+        tiles,
+        slots,
+    } = Tiling::of(count, target);
     let bind = |value, ty: TensorType| Binding { value, ty };
     let (counts, offsets) = (temp(base), temp(base + 1));
     let tile_kernel = |place: bool| -> Result<Kernel> {
@@ -497,7 +523,6 @@ fn scan_kernel(
     (what, fuses): (&str, &str),
     target: Target,
 ) -> Result<Kernel> {
-    let u32s = |n: u64| TensorType::new(vec![n as i64], ElementType::U32);
     let bind = |value, ty: TensorType| Binding { value, ty };
     let run = slots.div_ceil(SCAN_THREADS);
     let body = format!(
