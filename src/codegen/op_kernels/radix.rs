@@ -43,7 +43,11 @@ struct Tiling {
 
 impl Tiling {
     fn of(count: u64, target: Target) -> Tiling {
-        let (wg, per) = if target.cpu_adapter { (64, 16) } else { (128, 8) };
+        let (wg, per) = if target.cpu_adapter {
+            (64, 16)
+        } else {
+            (128, 8)
+        };
         let tiles = count.div_ceil(wg * per);
         Tiling {
             wg,
