@@ -442,10 +442,10 @@ def _block_reflector_ops(c, v, t_inv, start, transpose):
 
 def _block_reflector_primitive(transpose):
     """`wgpu_block_reflector(c, v, t_inv, start, row0)`: `_block_reflector_ops` on the columns
-    from `start` on as `custom_call @wgpu_hlo.block_reflector[_t]` (one kernel, a column per
-    invocation, `src/codegen/op_kernels/block_reflector.rs`); `v` must be zero above row
-    `row0`. Batch dimensions stay in front; a batched `start` or `row0` runs the ops under
-    `vmap`."""
+    from `start` on as `custom_call @wgpu_hlo.block_reflector[_t]` (one kernel, a column or a
+    quad of columns per invocation, `src/codegen/op_kernels/block_reflector.rs`); `v` must be
+    zero above row `row0`. Batch dimensions stay in front; a batched `start` or `row0` runs
+    the ops under `vmap`."""
     if transpose in _REFLECTOR_PRIMITIVES:
         return _REFLECTOR_PRIMITIVES[transpose]
     import jax
@@ -500,9 +500,9 @@ def _block_reflector(c, v, t_inv, start, row0, transpose, masked=True):
     else all, where those left of `start` come out unchanged anyway); `v` is zero above row
     `row0`. On CPU adapters by the block-reflector kernel for f32 and panels of at most 64
     columns whose matrices fit `_REFLECTOR_BYTES` (`WGPU_HLO_QR_UPDATE=dots`: as JAX ops),
-    elsewhere as JAX ops (tiled products on GPUs). Lavapipe, kernel time per call of a 256 x 256 QR: the two loops' products,
-    solves and masks 17.1 ms as JAX ops (4 kernels a panel each), 2.9-3.1 ms here (a quad
-    of columns per lane; 5.1-5.6 ms with one)."""
+    elsewhere as JAX ops (tiled products on GPUs). Lavapipe, kernel time per call of a
+    256 x 256 QR: the two loops' products, solves and masks 17.1 ms as JAX ops (4 kernels a
+    panel each), 2.9-3.1 ms here (a quad of columns per lane; 5.1-5.6 ms with one)."""
     import math
     import os
 
@@ -875,8 +875,9 @@ def _svd_qr_first(rows, cols, compute_uv) -> bool:
     1000x100 60 / 21 and 81 / 28; 600x64 62 / 8.0 and 27 / 11; 400x40 18 / 4.4 and 20 / 5.6;
     1000x40 39 / 7.5 and 42 / 10; 3000x40 119 / 81 and 125 / 82; 2000x50 139 / 53 and 65 /
     58; 5000x10 12 / 9.4 and 16 / 13; 100x10 0.6 / 1.2 and 1.3 / 2.6; 250x200 35 / 36 and
-    61 / 74; 300x200 42 / 46 and 74 / 82. (With the QR as JAX ops, before, QR first paid only
-    past rows x cols^2 of 3e7 for values: 300x100 took 236 ms that way.)"""
+    61 / 74; 300x200 42 / 46 and 74 / 82. (The rule before was set when a QR launched about
+    8 kernels a column, 2026-11-29: QR first then paid only from rows x cols^2 of 3e7 for
+    values, and 300x100 took 236 ms that way.)"""
     import os
 
     forced = os.environ.get("WGPU_HLO_SVD_QR_FIRST")
