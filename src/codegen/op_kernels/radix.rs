@@ -42,9 +42,20 @@ struct Tiling {
 }
 
 impl Tiling {
+    /// CPU adapters: 32 threads of up to 128 items each, fewer items a thread for fewer than
+    /// 32 tiles of that size, so that the tiles still spread over the cores. Each tile's
+    /// threads share their counts through workgroup memory and barriers, and its first 16
+    /// threads walk them: on llvmpipe, where workgroup memory is accessed lane by lane, those
+    /// steps cost as much as counting or placing 1024 items, so larger tiles pay less for
+    /// them (a 1M-item sort's count launches 14-18 -> ~8 ms, its placements 50-58 -> 40-48
+    /// ms, against 64 threads of 16 items). GPUs: 128 threads of 8 items.
     fn of(count: u64, target: Target) -> Tiling {
         let (wg, per) = if target.cpu_adapter {
-            (64, 16)
+            // At least one thread a digit walks the counts (`tile_runs`).
+            const WG: u64 = 32;
+            let per = (count / (WG * 32)).clamp(16, 128);
+            // Two passes over `per` items stay well within the adapter's loop bound.
+            (WG, per.min(target.max_invocation_iterations / 8).max(1))
         } else {
             (128, 8)
         };
@@ -69,6 +80,9 @@ const SCAN_THREADS: u64 = 256;
 
 /// The key of item `s` (a `u32` WGSL name), emitted into `em`.
 pub type KeyFn<'a> = dyn Fn(&mut ExprEmitter, &str) -> Result<String> + 'a;
+
+/// The two words [`bucket`] places for an item (WGSL name) instead of its number.
+pub type CarryFn<'a> = dyn Fn(&mut ExprEmitter, &str) -> Result<(String, String)> + 'a;
 
 /// What the items sort by.
 pub enum Keys<'a> {
@@ -152,6 +166,7 @@ pub fn sort(
         tiles,
         slots,
     } = Tiling::of(count, target);
+    let counters = Counters::of(target);
     let (a, b, counts, offsets) = (temp(0), temp(base), temp(base + 1), temp(base + 2));
     // Each item's key rides along with it (`ka` with `a`, `kb` with `b`): computed once, then
     // read in order, instead of read through the permutation and computed again in every
@@ -226,18 +241,24 @@ pub fn sort(
         em.line("let i = first + e;");
         em.line(&format!("if (i >= {count}u) {{ break; }}"));
         em.line(&format!("let d = {d};"));
-        em.line("c[d] = c[d] + 1u;");
+        counters.bump(&mut em);
         em.close(None);
         let offsets_in = format!("in{next}");
-        tile_runs(&mut em, place.then_some(offsets_in.as_str()), (wg, tiles));
+        tile_runs(
+            &mut em,
+            counters,
+            place.then_some(offsets_in.as_str()),
+            (wg, tiles),
+        );
         if place {
             em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
             em.line("let i = first + e;");
             em.line(&format!("if (i >= {count}u) {{ break; }}"));
             em.line(&format!("let d = {d};"));
-            em.line(&format!("out0[c[d]] = {items}[i];"));
-            em.line("out1[c[d]] = in0[i];");
-            em.line("c[d] = c[d] + 1u;");
+            let at = counters.at_digit(&mut em);
+            em.line(&format!("out0[{at}] = {items}[i];"));
+            em.line(&format!("out1[{at}] = in0[i];"));
+            counters.bump(&mut em);
             em.close(None);
         }
         let outs = if place {
@@ -357,18 +378,84 @@ fn tile_kernel_of(
     )
 }
 
+/// How a tile kernel's thread keeps its per-digit counters `c` (an `array<u32, BUCKETS>`):
+/// indexed by the item's digit `d` (`Indexed`), or touched only at constant indices, a digit's
+/// counter read through a chain of selects and every counter bumped by a compare
+/// (`Selects`). llvmpipe runs a private array at a varying index as a loop over its SIMD
+/// lanes, a load or store per lane, for each access; at constant indices the counters are
+/// registers. `WGPU_HLO_RADIX_SELECTS=0` / `=1` overrides the default (selects on CPU
+/// adapters).
+#[derive(Clone, Copy)]
+struct Counters {
+    selects: bool,
+}
+
+impl Counters {
+    fn of(target: Target) -> Counters {
+        let selects = match std::env::var("WGPU_HLO_RADIX_SELECTS")
+            .as_deref()
+            .map(str::trim)
+        {
+            Ok("0") => false,
+            Ok("1") => true,
+            _ => target.cpu_adapter,
+        };
+        Counters { selects }
+    }
+
+    /// Counts one more item of digit `d`.
+    fn bump(self, em: &mut ExprEmitter) {
+        if !self.selects {
+            em.line("c[d] = c[d] + 1u;");
+            return;
+        }
+        for k in 0..BUCKETS {
+            em.line(&format!("c[{k}] = c[{k}] + select(0u, 1u, d == {k}u);"));
+        }
+    }
+
+    /// Digit `d`'s counter, a WGSL expression (bound to `cd` with selects).
+    fn at_digit(self, em: &mut ExprEmitter) -> &'static str {
+        if !self.selects {
+            return "c[d]";
+        }
+        em.line("var cd = c[0];");
+        for k in 1..BUCKETS {
+            em.line(&format!("cd = select(cd, c[{k}], d == {k}u);"));
+        }
+        "cd"
+    }
+
+    /// `line(k)` for every digit `k` (a WGSL name or constant): a loop, or unrolled with
+    /// selects so that `c` is indexed only by constants.
+    fn each_digit(self, em: &mut ExprEmitter, line: &dyn Fn(&str) -> String) {
+        if self.selects {
+            for k in 0..BUCKETS {
+                em.line(&line(&format!("{k}u")));
+            }
+        } else {
+            em.open_loop(
+                &format!("for (var d = 0u; d < {BUCKETS}u; d = d + 1u)"),
+                BUCKETS,
+            );
+            em.line(&line("d"));
+            em.close(None);
+        }
+    }
+}
+
 /// After a tile's threads have counted their items' digits (`c`, per thread), WGSL that
 /// shares the counts (`cnt`, digit-major) and has thread `d` of the first [`BUCKETS`] walk
 /// digit `d`'s counts over the `wg` threads: counting (`offsets: None`), the tile's total
 /// into `out0`; placing (`offsets`: the binding of the scan's offsets), each thread's first
 /// position per digit, back into its `c`.
-fn tile_runs(em: &mut ExprEmitter, offsets: Option<&str>, (wg, tiles): (u64, u64)) {
-    em.open_loop(
-        &format!("for (var d = 0u; d < {BUCKETS}u; d = d + 1u)"),
-        BUCKETS,
-    );
-    em.line(&format!("cnt[d * {wg}u + lid] = c[d];"));
-    em.close(None);
+fn tile_runs(
+    em: &mut ExprEmitter,
+    counters: Counters,
+    offsets: Option<&str>,
+    (wg, tiles): (u64, u64),
+) {
+    counters.each_digit(em, &|d| format!("cnt[{d} * {wg}u + lid] = c[{d}];"));
     em.line("workgroupBarrier();");
     em.open(&format!("if (lid < {BUCKETS}u)"));
     match offsets {
@@ -388,12 +475,7 @@ fn tile_runs(em: &mut ExprEmitter, offsets: Option<&str>, (wg, tiles): (u64, u64
     em.close(None);
     if offsets.is_some() {
         em.line("workgroupBarrier();");
-        em.open_loop(
-            &format!("for (var d = 0u; d < {BUCKETS}u; d = d + 1u)"),
-            BUCKETS,
-        );
-        em.line(&format!("c[d] = cnt[d * {wg}u + lid];"));
-        em.close(None);
+        counters.each_digit(em, &|d| format!("c[{d}] = cnt[{d} * {wg}u + lid];"));
     }
 }
 
@@ -410,6 +492,9 @@ pub struct Bucketed {
     pub offsets: ValueId,
     /// Tiles the items were counted in.
     pub tiles: u64,
+    /// With a payload ([`bucket`]'s `carry`): the temporary holding each item's payload
+    /// word in sorted order (temporary 0 then holds the keys, not the item numbers).
+    pub payload: Option<ValueId>,
 }
 
 /// The stable sort of `count` items (`0..count`, into temporary 0 of type `perm`) by an `i32`
@@ -420,6 +505,12 @@ pub struct Bucketed {
 /// two. Where a key's items start is in the scan's offsets ([`Bucketed::offsets`]). `None`
 /// where the keys need more than one digit or the kernels would loop past the adapter's
 /// bound (then [`sort`] serves).
+///
+/// With `carry` (two `u32` WGSL expressions of item `i`, emitted after its key: a word that
+/// replaces the item's number in temporary 0, and a payload word), the placement writes both
+/// words instead of the number, the payload into a third temporary ([`Bucketed::payload`]) at
+/// the same place: a consumer that needs only those two words of an item then reads them in
+/// sorted order instead of gathering through the permutation.
 #[allow(clippy::too_many_arguments)]
 pub fn bucket(
     name: &str,
@@ -430,6 +521,7 @@ pub fn bucket(
     count: u64,
     perm: &TensorType,
     base: usize,
+    carry: Option<&CarryFn>,
     (what, fuses): (&str, &str),
     target: Target,
 ) -> Result<Option<Bucketed>> {
@@ -443,8 +535,10 @@ pub fn bucket(
         tiles,
         slots,
     } = Tiling::of(count, target);
+    let counters = Counters::of(target);
     let bind = |value, ty: TensorType| Binding { value, ty };
     let (counts, offsets) = (temp(base), temp(base + 1));
+    let payload = carry.map(|_| temp(base + 2));
     let tile_kernel = |place: bool| -> Result<Kernel> {
         let mut em = ExprEmitter::new(f, defs, fused, target.caps, target.adapter);
         if place {
@@ -469,17 +563,29 @@ pub fn bucket(
                 "let d = select(select(u32(k_i) + 1u, {top}u, k_i >= {limit}i), 0u, k_i < 0i);",
                 top = limit + 1
             ));
-            if pass {
-                em.line("out0[c[d]] = i;");
+            match (pass, carry) {
+                (false, _) => {}
+                (true, None) => {
+                    let at = counters.at_digit(&mut em);
+                    em.line(&format!("out0[{at}] = i;"));
+                }
+                (true, Some(carry)) => {
+                    let (word, payload) = carry(&mut em, "i")?;
+                    let at = counters.at_digit(&mut em);
+                    em.line(&format!("out0[{at}] = {word};"));
+                    em.line(&format!("out1[{at}] = {payload};"));
+                }
             }
-            em.line("c[d] = c[d] + 1u;");
+            counters.bump(&mut em);
             em.close(None);
             if !pass {
-                tile_runs(&mut em, place.then_some("in0"), (wg, tiles));
+                tile_runs(&mut em, counters, place.then_some("in0"), (wg, tiles));
             }
         }
         let outs = if place {
-            vec![bind(temp(0), perm.clone())]
+            let mut outs = vec![bind(temp(0), perm.clone())];
+            outs.extend(payload.map(|p| bind(p, perm.clone())));
+            outs
         } else {
             vec![bind(counts, u32s(slots))]
         };
@@ -511,9 +617,14 @@ pub fn bucket(
     Ok(Some(Bucketed {
         kernels,
         launches: (0..3).map(|k| Launch::new(k, Vec::new())).collect(),
-        temps: vec![u32s(slots), u32s(slots)],
+        temps: [
+            vec![u32s(slots), u32s(slots)],
+            payload.map(|_| perm.clone()).into_iter().collect(),
+        ]
+        .concat(),
         offsets,
         tiles,
+        payload,
     }))
 }
 
