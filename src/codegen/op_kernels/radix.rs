@@ -81,9 +81,6 @@ const SCAN_THREADS: u64 = 256;
 /// The key of item `s` (a `u32` WGSL name), emitted into `em`.
 pub type KeyFn<'a> = dyn Fn(&mut ExprEmitter, &str) -> Result<String> + 'a;
 
-/// The two words [`bucket`] places for an item (WGSL name) instead of its number.
-pub type CarryFn<'a> = dyn Fn(&mut ExprEmitter, &str) -> Result<(String, String)> + 'a;
-
 /// What the items sort by.
 pub enum Keys<'a> {
     /// An `i32` key that matters in `[0, limit)` (module doc).
@@ -492,9 +489,6 @@ pub struct Bucketed {
     pub offsets: ValueId,
     /// Tiles the items were counted in.
     pub tiles: u64,
-    /// With a payload ([`bucket`]'s `carry`): the temporary holding each item's payload
-    /// word in sorted order (temporary 0 then holds the keys, not the item numbers).
-    pub payload: Option<ValueId>,
 }
 
 /// The stable sort of `count` items (`0..count`, into temporary 0 of type `perm`) by an `i32`
@@ -505,12 +499,6 @@ pub struct Bucketed {
 /// two. Where a key's items start is in the scan's offsets ([`Bucketed::offsets`]). `None`
 /// where the keys need more than one digit or the kernels would loop past the adapter's
 /// bound (then [`sort`] serves).
-///
-/// With `carry` (two `u32` WGSL expressions of item `i`, emitted after its key: a word that
-/// replaces the item's number in temporary 0, and a payload word), the placement writes both
-/// words instead of the number, the payload into a third temporary ([`Bucketed::payload`]) at
-/// the same place: a consumer that needs only those two words of an item then reads them in
-/// sorted order instead of gathering through the permutation.
 #[allow(clippy::too_many_arguments)]
 pub fn bucket(
     name: &str,
@@ -521,7 +509,6 @@ pub fn bucket(
     count: u64,
     perm: &TensorType,
     base: usize,
-    carry: Option<&CarryFn>,
     (what, fuses): (&str, &str),
     target: Target,
 ) -> Result<Option<Bucketed>> {
@@ -538,7 +525,6 @@ pub fn bucket(
     let counters = Counters::of(target);
     let bind = |value, ty: TensorType| Binding { value, ty };
     let (counts, offsets) = (temp(base), temp(base + 1));
-    let payload = carry.map(|_| temp(base + 2));
     let tile_kernel = |place: bool| -> Result<Kernel> {
         let mut em = ExprEmitter::new(f, defs, fused, target.caps, target.adapter);
         if place {
@@ -563,18 +549,9 @@ pub fn bucket(
                 "let d = select(select(u32(k_i) + 1u, {top}u, k_i >= {limit}i), 0u, k_i < 0i);",
                 top = limit + 1
             ));
-            match (pass, carry) {
-                (false, _) => {}
-                (true, None) => {
-                    let at = counters.at_digit(&mut em);
-                    em.line(&format!("out0[{at}] = i;"));
-                }
-                (true, Some(carry)) => {
-                    let (word, payload) = carry(&mut em, "i")?;
-                    let at = counters.at_digit(&mut em);
-                    em.line(&format!("out0[{at}] = {word};"));
-                    em.line(&format!("out1[{at}] = {payload};"));
-                }
+            if pass {
+                let at = counters.at_digit(&mut em);
+                em.line(&format!("out0[{at}] = i;"));
             }
             counters.bump(&mut em);
             em.close(None);
@@ -583,9 +560,7 @@ pub fn bucket(
             }
         }
         let outs = if place {
-            let mut outs = vec![bind(temp(0), perm.clone())];
-            outs.extend(payload.map(|p| bind(p, perm.clone())));
-            outs
+            vec![bind(temp(0), perm.clone())]
         } else {
             vec![bind(counts, u32s(slots))]
         };
@@ -617,14 +592,9 @@ pub fn bucket(
     Ok(Some(Bucketed {
         kernels,
         launches: (0..3).map(|k| Launch::new(k, Vec::new())).collect(),
-        temps: [
-            vec![u32s(slots), u32s(slots)],
-            payload.map(|_| perm.clone()).into_iter().collect(),
-        ]
-        .concat(),
+        temps: vec![u32s(slots), u32s(slots)],
         offsets,
         tiles,
-        payload,
     }))
 }
 

@@ -1448,11 +1448,6 @@ fn swept(
     let per = limit.div_ceil(blocks.clamp(1, limit));
     let blocks = limit.div_ceil(per);
     let threads = blocks * w;
-    // One-element windows over every dimension in order: a window's key is where its element
-    // lands (or out of range), so the placement carries the keys and the updates' bits, and
-    // the walks read both in bucket order rather than gathering each index and update through
-    // the permutation.
-    let carried = bucketed && carries_updates(f, op, keys.bounds);
 
     // The bucketing sort (bucketed only): window numbers by block, stable, in temporary 0 (the
     // result's copy the launches update follows its temporaries).
@@ -1466,11 +1461,6 @@ fn swept(
             em.line(&format!("let kb_{s}: i32 = {k};"));
             Ok(format!("select(-1i, kb_{s} / {per}i, kb_{s} >= 0i)"))
         };
-        // The window's key (bound by `block_key` as `kb_i`) and its update's bits.
-        let key_and_update = |em: &mut ExprEmitter, i: &str| -> Result<(String, String)> {
-            let u = em.value(updates, &Index::Linear(i.to_string()))?;
-            Ok((format!("u32(kb_{i})"), format!("bitcast<u32>({u})")))
-        };
         match super::radix::bucket(
             name,
             f,
@@ -1480,7 +1470,6 @@ fn swept(
             count,
             &perm_type,
             1,
-            carried.then_some(&key_and_update as &super::radix::CarryFn),
             ("scatter windows by block", "stablehlo.scatter"),
             target,
         )? {
@@ -1529,14 +1518,7 @@ fn swept(
             em.line(&format!("let first = start_lo + in0[0] * {chunk}u;"));
             em.line(&format!("let last = min(first + {chunk}u, end_lo);"));
             em.open_loop("for (var q: u32 = first; q < last; q = q + 1u)", chunk);
-            if let Some(payload) = sorted.payload {
-                em.inputs.push(Binding {
-                    value: payload,
-                    ty: perm_type.clone(),
-                });
-            } else {
-                em.line("let s = in1[q];");
-            }
+            em.line("let s = in1[q];");
             chunk
         }
         None => {
@@ -1552,21 +1534,13 @@ fn swept(
             chunk
         }
     };
-    // Where the window's one element lands and its update: read in bucket order where the
-    // placement carried them, else through the permutation, each window kept only if it fits.
-    let u = if carried {
-        em.open("");
-        em.line("let at = in1[q];");
-        format!("bitcast<{}>(in3[q])", t.wgsl())
-    } else {
-        let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
-        let start = window_starts(&mut em, dn, indices, &si, rdims.len(), keys.ic, "st")?;
-        let (fits, pos) = window_place(dn, &start, &rdims, window_sizes, &wi);
-        em.open(&format!("if ({})", all_of(&fits)));
-        let at = crate::codegen::expr::linearize(&pos, &rdims);
-        em.line(&format!("let at = {at};"));
-        em.value(updates, &Index::Multi(windows.update_at(&si, &wi)))?
-    };
+    let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
+    let start = window_starts(&mut em, dn, indices, &si, rdims.len(), keys.ic, "st")?;
+    let (fits, pos) = window_place(dn, &start, &rdims, window_sizes, &wi);
+    em.open(&format!("if ({})", all_of(&fits)));
+    let at = crate::codegen::expr::linearize(&pos, &rdims);
+    em.line(&format!("let at = {at};"));
+    let u = em.value(updates, &Index::Multi(windows.update_at(&si, &wi)))?;
     em.line(&format!("var acc: {} = out0[at];", t.wgsl()));
     em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
     em.line("out0[at] = acc;");
@@ -1586,9 +1560,7 @@ fn swept(
         crate::codegen::kernel::thread_index(SWEEP_WORKGROUP as u32),
         em.body
     );
-    let how = if carried {
-        "walks its block's windows, bucketed by a radix pass with their keys and updates, in order"
-    } else if sort.is_some() {
+    let how = if sort.is_some() {
         "walks its block's windows, bucketed by a radix pass, in order"
     } else {
         "walks every window in order and folds those landing in its block"
