@@ -913,7 +913,28 @@ fn tiled(
     };
     let has_rows = n > b;
     let has_update = m > b && n > b;
-    if has_rows {
+    // On CPU adapters with subgroups, a lane takes four adjacent columns as one vec4 where
+    // whole quads stay on one side of the block (columns, rows, the block and its start in
+    // multiples of 4 words): the interchanges move vec4s and the solve carries vec4s, the
+    // same operations per column in the same order (bit for bit the column-per-lane kernel's
+    // results) with a quarter of the lane-by-lane loads and stores.
+    let quad_rows = shared
+        && w == "f32"
+        && quads(n, ld, stride)
+        && k % 4 == 0
+        && b % 4 == 0
+        && !crate::fusion::switched_off("WGPU_HLO_LU_QUAD_ROWS");
+    if has_rows && quad_rows {
+        kernels.push(quad_rows_kernel(
+            &format!("{name}_rows"),
+            (what, desc),
+            &start(&entry(lanes), batch * n.div_ceil(4 * lanes)),
+            (batch, m, n, ld, stride, b),
+            lanes,
+            (&params, state),
+            target,
+        )?);
+    } else if has_rows {
         let per = n.div_ceil(threads);
         let xs = b.div_ceil(lanes.max(1)) * lanes.max(1);
         let solve = if shared {
@@ -1133,6 +1154,87 @@ fn tiled(
 /// 512 x 512 LU: 8 columns 8.2 ms (0.49 s to compile the plan), 16 8.9-10 ms (0.37-0.44 s),
 /// one copy 9.4 ms (0.23 s).
 const PANEL_CHUNK: u64 = 16;
+
+/// The rows step of [`tiled`] with a vec4 of four adjacent columns per lane (`lanes` a
+/// subgroup, one subgroup a workgroup, `entry` the entry point up to `j0` and `bw`): the
+/// block's row interchanges applied to every column outside it, then the block row of U
+/// right of it solved against the block's unit lower triangle, four columns at a time.
+/// Needs `n`, `ld`, `stride` and the block width multiples of 4 ([`quads`]).
+#[allow(clippy::too_many_arguments)]
+fn quad_rows_kernel(
+    kname: &str,
+    (what, desc): (&str, &str),
+    entry: &str,
+    (batch, m, n, ld, stride, b): (u64, u64, u64, u64, u64, u64),
+    lanes: u64,
+    (params, state): (&Binding, &Binding),
+    target: Target,
+) -> Result<kernel::Kernel> {
+    let per = n.div_ceil(4 * lanes);
+    let mn = m * ld;
+    let xs = b.div_ceil(lanes) * lanes;
+    // A word of the state, and the vec4 of the row's four columns from c (a multiple of 4).
+    let word = |e: &str| format!("out0[({e}) >> 2u][({e}) & 3u]");
+    let quad = |i: &str, c: &str| format!("out0[(base + ({i}) * {ld}u + ({c})) >> 2u]");
+    let mut solve = format!(
+        "        for (var k0 = 0u; k0 < i; k0 = k0 + {lanes}u) {{\n            let v = select(0.0, {}, k0 + sgl < i);\n",
+        word(&format!("base + (j0 + i) * {ld}u + j0 + min(k0 + sgl, i)"))
+    );
+    for u in 0..lanes {
+        solve.push_str(&format!(
+            "            s = s - x[k0 + {u}u] * subgroupBroadcast(v, {u}u);\n"
+        ));
+    }
+    solve.push_str("        }\n");
+    let body = format!(
+        "{entry}    let base = (g / {per}u) * {stride}u;
+    let first = (g % {per}u) * {lanes}u * 4u;
+    let idx = first + sgl * 4u;
+    let live = idx + bw < {n}u;
+    let c = select(idx, idx + bw, idx >= j0);
+    let cc = min(c, {n4}u);
+    if (live) {{
+        for (var q = 0u; q < bw; q = q + 1u) {{
+            let pr = u32({pivot});
+            if (pr != j0 + q) {{
+                let t = {aqc};
+                {aqc} = {apc};
+                {apc} = t;
+            }}
+        }}
+    }}
+    if (first + {span}u > j0 && first + bw < {n}u) {{
+        var x: array<vec4<f32>, {xs}>;
+        for (var i = 0u; i < bw; i = i + 1u) {{
+            var s = {aic};
+{solve}            x[i] = s;
+            if (live && c >= j0 + bw) {{ {aic} = s; }}
+        }}
+    }}
+}}
+",
+        n4 = n - 4,
+        span = 4 * lanes,
+        pivot = word(&format!("base + {mn}u + j0 + q")),
+        aqc = quad("j0 + q", "c"),
+        apc = quad("pr", "c"),
+        aic = quad("j0 + i", "cc"),
+    );
+    let iterations = b + b * b.div_ceil(lanes);
+    kernel::in_workgroups_vec4(
+        kname,
+        &format!(
+            "kernel {kname}: the block's row interchanges applied to every other column, four adjacent columns per lane as a vec4, and the block row of U right of it solved against the block's unit lower triangle, for the block of {b} columns from j0 (a parameter) of an {desc}\nloop iterations per invocation: at most {iterations}\nfuses: {what}"
+        ),
+        vec![params.clone()],
+        vec![state.clone()],
+        &Default::default(),
+        &body,
+        &[0],
+        (batch * per, iterations),
+        target,
+    )
+}
 
 /// The panel kernel of [`tiled`] on CPU adapters with subgroups of `lanes`, f32: each
 /// invocation holds `r` rows of `b` words as separate variables, every index a constant

@@ -53,6 +53,7 @@ impl Tiling {
         let (wg, per) = if target.cpu_adapter {
             // At least one thread a digit walks the counts (`tile_runs`).
             const WG: u64 = 32;
+            const _: () = assert!(WG >= BUCKETS);
             let per = (count / (WG * 32)).clamp(16, 128);
             // Two passes over `per` items stay well within the adapter's loop bound.
             (WG, per.min(target.max_invocation_iterations / 8).max(1))
