@@ -738,9 +738,11 @@ fn tiled(
 "
         )
     };
-    let step = |part: &str, does: &str, body: String, groups: u64, iterations: u64| {
+    // A kernel of the plan updating the state in place (read and written as vec4s with
+    // `quads`).
+    let step_of = |part: &str, does: &str, body: String, quads: bool, (groups, iterations)| {
         let kname = format!("{name}_{part}");
-        kernel::in_workgroups(
+        kernel::in_workgroups_vec4(
             &kname,
             &format!(
                 "kernel {kname}: {does}, for the block of {b} columns from j0 (a parameter) of an {desc}\nloop iterations per invocation: at most {iterations}\nfuses: {what}"
@@ -749,10 +751,13 @@ fn tiled(
             vec![state.clone()],
             &Default::default(),
             &body,
-            groups,
-            iterations,
+            if quads { &[0] } else { &[] },
+            (groups, iterations),
             target,
         )
+    };
+    let step = |part: &str, does: &str, body: String, groups: u64, iterations: u64| {
+        step_of(part, does, body, false, (groups, iterations))
     };
     let memory = format!(
         "var<workgroup> best: array<{w}, {wg}>;\nvar<workgroup> best_row: array<u32, {wg}>;\n"
@@ -925,14 +930,15 @@ fn tiled(
         && b % 4 == 0
         && !crate::fusion::switched_off("WGPU_HLO_LU_QUAD_ROWS");
     if has_rows && quad_rows {
-        kernels.push(quad_rows_kernel(
-            &format!("{name}_rows"),
-            (what, desc),
-            &start(&entry(lanes), batch * n.div_ceil(4 * lanes)),
-            (batch, m, n, ld, stride, b),
-            lanes,
-            (&params, state),
-            target,
+        let groups = batch * n.div_ceil(4 * lanes);
+        let (body, iterations) =
+            quad_rows_body(&start(&entry(lanes), groups), (m, n, ld, stride, b), lanes);
+        kernels.push(step_of(
+            "rows",
+            "the block's row interchanges applied to every other column, four adjacent columns per lane as a vec4, and the block row of U right of it solved against the block's unit lower triangle",
+            body,
+            true,
+            (groups, iterations),
         )?);
     } else if has_rows {
         let per = n.div_ceil(threads);
@@ -1155,21 +1161,17 @@ fn tiled(
 /// one copy 9.4 ms (0.23 s).
 const PANEL_CHUNK: u64 = 16;
 
-/// The rows step of [`tiled`] with a vec4 of four adjacent columns per lane (`lanes` a
-/// subgroup, one subgroup a workgroup, `entry` the entry point up to `j0` and `bw`): the
-/// block's row interchanges applied to every column outside it, then the block row of U
-/// right of it solved against the block's unit lower triangle, four columns at a time.
-/// Needs `n`, `ld`, `stride` and the block width multiples of 4 ([`quads`]).
-#[allow(clippy::too_many_arguments)]
-fn quad_rows_kernel(
-    kname: &str,
-    (what, desc): (&str, &str),
+/// The body and loop bound of [`tiled`]'s rows step with a vec4 of four adjacent columns per
+/// lane (`lanes` a subgroup, one subgroup a workgroup, `entry` the entry point up to `j0` and
+/// `bw`), the state bound as vec4s: the block's row interchanges applied to every column
+/// outside it, then the block row of U right of it solved against the block's unit lower
+/// triangle, four columns at a time. Needs `n`, `ld`, `stride` and the block width multiples
+/// of 4 ([`quads`]).
+fn quad_rows_body(
     entry: &str,
-    (batch, m, n, ld, stride, b): (u64, u64, u64, u64, u64, u64),
+    (m, n, ld, stride, b): (u64, u64, u64, u64, u64),
     lanes: u64,
-    (params, state): (&Binding, &Binding),
-    target: Target,
-) -> Result<kernel::Kernel> {
+) -> (String, u64) {
     let per = n.div_ceil(4 * lanes);
     let mn = m * ld;
     let xs = b.div_ceil(lanes) * lanes;
@@ -1220,20 +1222,7 @@ fn quad_rows_kernel(
         apc = quad("pr", "c"),
         aic = quad("j0 + i", "cc"),
     );
-    let iterations = b + b * b.div_ceil(lanes);
-    kernel::in_workgroups_vec4(
-        kname,
-        &format!(
-            "kernel {kname}: the block's row interchanges applied to every other column, four adjacent columns per lane as a vec4, and the block row of U right of it solved against the block's unit lower triangle, for the block of {b} columns from j0 (a parameter) of an {desc}\nloop iterations per invocation: at most {iterations}\nfuses: {what}"
-        ),
-        vec![params.clone()],
-        vec![state.clone()],
-        &Default::default(),
-        &body,
-        &[0],
-        (batch * per, iterations),
-        target,
-    )
+    (body, b + b * b.div_ceil(lanes))
 }
 
 /// The panel kernel of [`tiled`] on CPU adapters with subgroups of `lanes`, f32: each
