@@ -377,12 +377,11 @@ fn tile_kernel_of(
 }
 
 /// How a tile kernel's thread keeps its per-digit counters `c` (an `array<u32, BUCKETS>`):
-/// indexed by the item's digit `d` (`Indexed`), or touched only at constant indices, a digit's
-/// counter read through a chain of selects and every counter bumped by a compare
-/// (`Selects`). llvmpipe runs a private array at a varying index as a loop over its SIMD
-/// lanes, a load or store per lane, for each access; at constant indices the counters are
-/// registers. `WGPU_HLO_RADIX_SELECTS=0` / `=1` overrides the default (selects on CPU
-/// adapters).
+/// indexed by the item's digit `d`, or (`selects`) touched only at constant indices, a
+/// digit's counter read through a chain of selects and every counter bumped by a compare.
+/// llvmpipe runs a private array at a varying index as a loop over its SIMD lanes, a load or
+/// store per lane, for each access; at constant indices the counters are registers.
+/// `WGPU_HLO_RADIX_SELECTS=0` / `=1` overrides the default (selects on CPU adapters).
 #[derive(Clone, Copy)]
 struct Counters {
     selects: bool,
