@@ -39,6 +39,8 @@ struct Tiling {
     items: u64,
     tiles: u64,
     slots: u64,
+    /// How each thread keeps its digit counters.
+    counters: Counters,
 }
 
 impl Tiling {
@@ -67,6 +69,7 @@ impl Tiling {
             items: wg * per,
             tiles,
             slots: BUCKETS * tiles,
+            counters: Counters::of(target),
         }
     }
 }
@@ -163,8 +166,8 @@ pub fn sort(
         items: tile_items,
         tiles,
         slots,
+        counters,
     } = Tiling::of(count, target);
-    let counters = Counters::of(target);
     let (a, b, counts, offsets) = (temp(0), temp(base), temp(base + 1), temp(base + 2));
     // Each item's key rides along with it (`ka` with `a`, `kb` with `b`): computed once, then
     // read in order, instead of read through the permutation and computed again in every
@@ -521,8 +524,8 @@ pub fn bucket(
         items: tile_items,
         tiles,
         slots,
+        counters,
     } = Tiling::of(count, target);
-    let counters = Counters::of(target);
     let bind = |value, ty: TensorType| Binding { value, ty };
     let (counts, offsets) = (temp(base), temp(base + 1));
     let tile_kernel = |place: bool| -> Result<Kernel> {
