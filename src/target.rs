@@ -127,15 +127,19 @@ pub fn cpu_adapter_from_env() -> Option<bool> {
 /// 2 cores): on the Intel host of 11-28, 11.7 ms as `vec4`s against 21-22 ms through a
 /// texture; on AMD EPYC hosts, 26-28 ms as `vec4`s against 8.4-9.5 ms through a texture
 /// (2048 x 2048: 7.5 against 1.9 ms; 3000 x 2048: 11 against 3 ms). So `vec4`s except on
-/// AMD (and Hygon) CPUs; `WGPU_HLO_COLUMN_READS=vec4|texture` overrides.
-pub fn column_reads_as_vec4() -> bool {
+/// AMD (and Hygon) CPUs, unless the reduction is cut into `chunked` stages of a few hundred
+/// rows: then the rows a batch of lanes reads stay within the host's reach for the next
+/// batch, and `vec4`s won on AMD as well (the EPYC host of 12-01, end to end: 4096 x 4096
+/// 15 ms against 19 through a texture, 2048 x 2048 4-5 against 5-7).
+/// `WGPU_HLO_COLUMN_READS=vec4|texture` overrides.
+pub fn column_reads_as_vec4(chunked: bool) -> bool {
     match std::env::var("WGPU_HLO_COLUMN_READS")
         .as_deref()
         .map(str::trim)
     {
         Ok("vec4") => true,
         Ok("texture") => false,
-        _ => !host_cpu_is_amd(),
+        _ => chunked || !host_cpu_is_amd(),
     }
 }
 

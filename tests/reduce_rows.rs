@@ -43,6 +43,10 @@ const SHAPES: &[(usize, usize)] = &[
     // thread, then a fold of the partials on CPU adapters.
     (25088, 32),
     (3001, 4),
+    // Columns enough for the cores, of a large input: chunks of 256 rows (the last one
+    // short), four groups of four columns per thread where they divide, then a fold.
+    (2051, 1024),
+    (600, 4100),
 ];
 
 /// `reduce` of `x` (f32 data, or through `producer` of it) with body op `body` over `dim`;

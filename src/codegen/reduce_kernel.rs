@@ -686,6 +686,15 @@ fn windowed(
 /// Rows reduced per thread at least when [`quad_split`] cuts a reduction into chunks.
 const QUAD_CHUNK_MIN: u64 = 256;
 
+/// Rows of a chunk when [`quad_split`] cuts a wide column reduction (columns enough for the
+/// cores without chunks) of at least [`WIDE_SPLIT_MIN`] elements.
+const WIDE_CHUNK: u64 = 256;
+
+/// Input elements from which [`quad_split`] cuts wide column reductions into chunks: below
+/// it (1024 x 1024 sums, 4 MiB) the input stays in the host's caches and the second
+/// kernel costs more than the chunks save.
+const WIDE_SPLIT_MIN: u64 = 1 << 21;
+
 /// Rows a chunk of a split column-tile reduction takes at most: each invocation folds at
 /// most `COLUMN_CHUNK / (WORKGROUP / COLUMN_TILE)` = 32 elements, eight trips of four reads.
 const COLUMN_CHUNK: u64 = 256;
@@ -742,6 +751,14 @@ fn column_tiles_fit(target: Target, dims: &[usize], dimensions: &[i64]) -> bool 
 /// two workgroups of four-columns-per-thread partials each, or `None` when the columns alone
 /// do (or the rows are too few to cut). Without it such a reduction takes a workgroup per
 /// output, reading element by element (`WGPU_HLO_QUAD_READS=0`: never).
+///
+/// Columns enough for the cores, but many rows of a large input: chunks of [`WIDE_CHUNK`]
+/// rows (`WGPU_HLO_COLUMN_CHUNKS=0`: none). A thread walking down its columns reads each
+/// row on a page of its own; over 4096 rows the pages of one batch of lanes outrun what the
+/// host's TLB and caches keep for the next batch, which reads the same rows' next columns.
+/// In chunks the batches of a workgroup share each chunk's pages (lavapipe on the AMD EPYC
+/// host of 12-01, kernel times: 4096 x 4096 sums 23-30 -> 8-11 ms through a texture;
+/// 16384 x 1024 31 -> 18 ms, 2048 x 2048 11 -> 5-6 ms end to end as `vec4`s).
 fn quad_split(
     f: &Function,
     op: &Operation,
@@ -768,7 +785,13 @@ fn quad_split(
     let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
     let wanted = 2 * u64::from(QUAD_COLUMN_WORKGROUP) * cores;
     let quads = out_count / 4;
-    if quads == 0 || quads >= wanted || red < 2 * QUAD_CHUNK_MIN {
+    if quads >= wanted {
+        let wide = red >= 2 * WIDE_CHUNK
+            && out_count.saturating_mul(red) >= WIDE_SPLIT_MIN
+            && !crate::fusion::switched_off("WGPU_HLO_COLUMN_CHUNKS");
+        return wide.then(|| red.div_ceil(WIDE_CHUNK));
+    }
+    if quads == 0 || red < 2 * QUAD_CHUNK_MIN {
         return None;
     }
     Some(wanted.div_ceil(quads).min(red / QUAD_CHUNK_MIN).max(2))
@@ -1308,22 +1331,22 @@ fn emit_stage(
         // are one aligned group, read as one vec4 of each 32-bit input (one texel fetch from
         // a texture instead of four). Workgroups of QUAD_COLUMN_WORKGROUP keep the cores busy
         // with a quarter of the threads.
-        // With a split, thread `tid` takes chunk `tid / quads` of its four columns.
         // Where the columns are many, a thread takes `per` groups, 8 groups apart: the 8
         // lanes of a SIMD batch then read 8 * per consecutive groups of every row, not 8
         // (4096 x 4096 column sums on lavapipe, hand-written: 14-18 ms with one group per
         // thread, 10.4 ms with 4; each row the batch reads is a page of its own there).
+        // With a split, thread `tid` takes chunk `tid / (quads / per)` of its groups.
         let quads = kept_count / 4;
         let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
         let wanted = 2 * u64::from(QUAD_COLUMN_WORKGROUP) * cores;
         let per = [4u64, 2]
             .into_iter()
-            .find(|&p| chunks == 1 && quads % (8 * p) == 0 && quads / p >= wanted)
+            .find(|&p| quads % (8 * p) == 0 && quads / p * chunks >= wanted)
             .unwrap_or(1);
         let threads = quads / per * chunks;
         let (qt, qc, c0) = if chunks > 1 {
-            em.line(&format!("let qt = tid % {quads}u;"));
-            em.line(&format!("let qc = tid / {quads}u;"));
+            em.line(&format!("let qt = tid % {}u;", quads / per));
+            em.line(&format!("let qc = tid / {}u;", quads / per));
             em.line(&format!("let c0 = qc * {chunk}u;"));
             ("qt", "qc", "c0")
         } else {
@@ -1368,9 +1391,9 @@ fn emit_stage(
             // With several groups per thread a batch reads 8 * per groups of each row, and
             // then vec4s from the buffer need no texture copy (the same sums on an Intel
             // host, 4 groups per thread, `bench_jax`: 22 ms through a texture, 11.7 as vec4s),
-            // except on AMD hosts, where such vec4s cost three times the texture's fetches
-            // and copy (`crate::target::column_reads_as_vec4`).
-            streaming: per > 1 && crate::target::column_reads_as_vec4(),
+            // except on AMD hosts without chunks, where such vec4s cost three times the
+            // texture's fetches and copy (`crate::target::column_reads_as_vec4`).
+            streaming: per > 1 && crate::target::column_reads_as_vec4(chunks > 1),
             // Whatever the tensor (a gathered table's rows, a broadcast row): a group of the
             // four columns is four consecutive elements of any tensor read at them whose rows
             // are a multiple of 4 long.
