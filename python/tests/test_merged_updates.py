@@ -175,3 +175,38 @@ def test_stacked_rows_as_vec4s(gpu, tmp_path, monkeypatch):
     if cpu_kernel_class(gpu):
         text = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*updat*.wgsl")))
         assert "array<vec4<f32>>" in text and "array<vec4<i32>>" in text
+
+
+def test_stacked_products_read_their_rows_as_vec4s(gpu, tmp_path, monkeypatch):
+    # A scan stacking values computed in the update kernel itself (a GRU's residuals: products
+    # of the step's values, a broadcast bias row, a transposed matrix, a reshape keeping the
+    # innermost extent): the update's group of four lies in one row, so its producers read
+    # their operands at the innermost coordinate as one vec4 where the four are consecutive
+    # there, and element by element where they are not (the transpose). Bit for bit equal to
+    # every read element by element (WGPU_HLO_QUAD_ROWS=0), and to jax cpu to rounding.
+    def f(xs, h0, bias, w, u):
+        def step(h, x):
+            a = jnp.tanh(x @ w + h)
+            return a, (a * h, h + bias, a * w.T[:8], (h * 2).reshape(2, 4, 12)[1] - a[4:], u * a)
+
+        return lax.scan(step, h0, xs)
+
+    args = (normal((7, 8, 12), 1), normal((8, 12), 2), normal((12,), 3), normal((12, 12), 4),
+            normal((8, 12), 5))
+    monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    same_as_cpu(gpu, f, *args)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    got = leaves(jax.jit(f)(*jax.device_put(args, gpu)))
+    monkeypatch.setenv("WGPU_HLO_QUAD_ROWS", "0")
+    scalar = leaves(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu)))
+    monkeypatch.delenv("WGPU_HLO_QUAD_ROWS")
+    for g, s in zip(got, scalar):
+        np.testing.assert_array_equal(g, s)
+    from conftest import cpu_kernel_class
+
+    if cpu_kernel_class(gpu):
+        text = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*updates_*.wgsl")))
+        assert "updates in place" in text, text[:2000]
+        # The bias row is read as vec4s (it is read nowhere else in that kernel).
+        assert "tensor<12xf32> (read as vec4s)" in text, text[:3000]

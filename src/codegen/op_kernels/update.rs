@@ -127,9 +127,10 @@ fn write_update_vec4(
     let elem = crate::codegen::dtype::storage_elem(xt.dtype);
     let total = ut.num_elements() as u64;
     em.line(&format!("let {t4}_0 = {t4} * 4u;"));
-    let xi = operand_position(em, op, &xdims, &udims, &format!("{t4}_0"))?;
     // Inputs read at the four elements' own offsets (the update itself) are read as one
-    // vec4 too (see `expr::Quads`).
+    // vec4 too (see `expr::Quads`), and, the group being in one row of the update (its
+    // innermost extent is a multiple of 4), so are those of fused producers read at the
+    // innermost coordinate, as in loop kernels (`WGPU_HLO_QUAD_ROWS=0`: not).
     let quads = em.quads.replace(crate::codegen::expr::Quads {
         dims: Vec::new(),
         positions: (0..4)
@@ -137,8 +138,17 @@ fn write_update_vec4(
             .collect(),
         streaming: true,
         any_shape: false,
-        rows: false,
+        rows: !crate::fusion::switched_off("WGPU_HLO_QUAD_ROWS"),
     });
+    // The group's position in the update, split with the group known (so that its innermost
+    // coordinate is registered as the group's first position, `ExprEmitter::multi`).
+    let xi = match operand_position(em, op, &xdims, &udims, &format!("{t4}_0")) {
+        Ok(xi) => xi,
+        Err(err) => {
+            em.quads = quads;
+            return Err(err);
+        }
+    };
     let mut vals = Vec::with_capacity(4);
     for e in 0..4 {
         if e > 0 {
