@@ -43,6 +43,29 @@ def same_as_cpu(gpu, f, *args, monkeypatch=None):
             np.testing.assert_array_equal(g, a)
 
 
+def same_with_switch_off(gpu, f, args, switch, tmp_path, monkeypatch):
+    """`f` on gpu against cpu (to rounding) and against itself with `switch` set to 0 (bit for
+    bit), its scans as written: unrolled 3 steps a trip, their stacking updates would be a
+    third of each stack, which fusion rewrites whole instead of updating in place. Returns the
+    dumped WGSL of its update kernels on CPU adapters, else `None`."""
+    monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    same_as_cpu(gpu, f, *args)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    got = leaves(jax.jit(f)(*jax.device_put(args, gpu)))
+    monkeypatch.setenv(switch, "0")
+    # A new function object: JAX's cache would hand back the first executable.
+    off = leaves(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu)))
+    monkeypatch.delenv(switch)
+    for g, o in zip(got, off):
+        np.testing.assert_array_equal(g, o)
+    from conftest import cpu_kernel_class
+
+    if not cpu_kernel_class(gpu):
+        return None
+    return "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*updat*.wgsl")))
+
+
 def scan_stacks(xs, h0):
     def step(h, x):
         a = jnp.tanh(x @ jnp.ones((16, 32)) * 0.1 + h)
@@ -158,22 +181,8 @@ def test_stacked_rows_as_vec4s(gpu, tmp_path, monkeypatch):
         return ys, lax.fori_loop(0, 5, body, z), lax.scan(lambda c, x: (c + x, c * 2), h0, xs[:, :, :12])[1]
 
     args = (normal((9, 5, 16), 1), normal((5, 12), 2), normal((5, 12), 3))
-    # The scans as written: unrolled 3 steps a trip, their stacking updates would be a third
-    # of each stack, which fusion rewrites whole instead of updating in place.
-    monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
-    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
-    same_as_cpu(gpu, f, *args)
-    monkeypatch.delenv("WGPU_HLO_DUMP")
-    got = leaves(jax.jit(f)(*jax.device_put(args, gpu)))
-    monkeypatch.setenv("WGPU_HLO_VEC4_STORES", "0")
-    scalar = leaves(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu)))
-    monkeypatch.delenv("WGPU_HLO_VEC4_STORES")
-    for g, s in zip(got, scalar):
-        np.testing.assert_array_equal(g, s)
-    from conftest import cpu_kernel_class
-
-    if cpu_kernel_class(gpu):
-        text = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*updat*.wgsl")))
+    text = same_with_switch_off(gpu, f, args, "WGPU_HLO_VEC4_STORES", tmp_path, monkeypatch)
+    if text is not None:
         assert "array<vec4<f32>>" in text and "array<vec4<i32>>" in text
 
 
@@ -193,20 +202,10 @@ def test_stacked_products_read_their_rows_as_vec4s(gpu, tmp_path, monkeypatch):
 
     args = (normal((7, 8, 12), 1), normal((8, 12), 2), normal((12,), 3), normal((12, 12), 4),
             normal((8, 12), 5))
-    monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
-    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
-    same_as_cpu(gpu, f, *args)
-    monkeypatch.delenv("WGPU_HLO_DUMP")
-    got = leaves(jax.jit(f)(*jax.device_put(args, gpu)))
-    monkeypatch.setenv("WGPU_HLO_QUAD_ROWS", "0")
-    scalar = leaves(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu)))
-    monkeypatch.delenv("WGPU_HLO_QUAD_ROWS")
-    for g, s in zip(got, scalar):
-        np.testing.assert_array_equal(g, s)
-    from conftest import cpu_kernel_class
-
-    if cpu_kernel_class(gpu):
-        text = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*updates_*.wgsl")))
+    text = same_with_switch_off(gpu, f, args, "WGPU_HLO_QUAD_ROWS", tmp_path, monkeypatch)
+    if text is not None:
         assert "updates in place" in text, text[:2000]
         # The bias row is read as vec4s (it is read nowhere else in that kernel).
         assert "tensor<12xf32> (read as vec4s)" in text, text[:3000]
+        # The transposed matrix is read element by element.
+        assert any(line.endswith("tensor<12x12xf32>") for line in text.splitlines()), text[:3000]
