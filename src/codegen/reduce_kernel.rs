@@ -745,6 +745,14 @@ fn column_tiles_fit(target: Target, dims: &[usize], dimensions: &[i64]) -> bool 
         && !crate::fusion::switched_off("WGPU_HLO_COLUMN_TILES")
 }
 
+/// Threads of four-columns-per-thread reductions that give every core two workgroups of
+/// [`QUAD_COLUMN_WORKGROUP`]: fewer groups of columns are cut into chunks of rows
+/// ([`quad_split`]), more let a thread take several groups (`emit_stage`).
+fn quad_threads_wanted() -> u64 {
+    let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
+    2 * u64::from(QUAD_COLUMN_WORKGROUP) * cores
+}
+
 /// On CPU adapters, a reduction over leading dimensions into few columns (the innermost
 /// input dimension kept, a multiple of 4; 32-bit results), such as the bias gradient of a
 /// convolution (25088 rows into 32): the number of chunks of rows that gives the cores
@@ -782,8 +790,7 @@ fn quad_split(
         return None;
     }
     let red = reduced_count(&dims, dimensions)?;
-    let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
-    let wanted = 2 * u64::from(QUAD_COLUMN_WORKGROUP) * cores;
+    let wanted = quad_threads_wanted();
     let quads = out_count / 4;
     if quads >= wanted {
         let wide = red >= 2 * WIDE_CHUNK
@@ -1337,8 +1344,7 @@ fn emit_stage(
         // thread, 10.4 ms with 4; each row the batch reads is a page of its own there).
         // With a split, thread `tid` takes chunk `tid / (quads / per)` of its groups.
         let quads = kept_count / 4;
-        let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
-        let wanted = 2 * u64::from(QUAD_COLUMN_WORKGROUP) * cores;
+        let wanted = quad_threads_wanted();
         let per = [4u64, 2]
             .into_iter()
             .find(|&p| quads % (8 * p) == 0 && quads / p * chunks >= wanted)
