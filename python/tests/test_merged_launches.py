@@ -153,3 +153,44 @@ def test_inside_loops_and_branches(gpu, tmp_path, monkeypatch):
     args = (normal((16, 16)), normal((16, 16), 1) * 0.2, np.float32(1.0))
     (on, merged), (off, _) = check(gpu, f, args, tmp_path, monkeypatch)
     assert merged > 0 and on < off, (on, off)
+
+
+def body_launches(dump):
+    """The kernels launched in the dumped programs' loop bodies (the launch steps indented
+    under a `body` line; a condition's come under `cond`)."""
+    names = []
+    for p in glob.glob(os.path.join(dump, "*.program.txt")):
+        section = None
+        for line in open(p):
+            words = line.split()
+            if not line.startswith(" "):
+                section = None
+            elif words[:1] in (["body"], ["cond"]):
+                section = words[0]
+            elif section == "body" and words[:1] == ["launch"]:
+                names.append(words[1])
+    return names
+
+
+@pytest.mark.parametrize("step", ["dot", "elementwise"])
+def test_loop_counter_joins_the_step(gpu, tmp_path, monkeypatch, step):
+    """A `fori_loop`'s counter (`i + 1`, one invocation) runs in the launch of the step's
+    only kernel on CPU adapters: beside a dot of one-subgroup workgroups (the counter takes
+    a workgroup of 8 lanes of its own), and packed into one 256-lane workgroup beside a loop
+    kernel. On llvmpipe a launch costs ~50 µs whatever it computes."""
+    monkeypatch.setenv("WGPU_HLO_ADAPTER_CLASS", "cpu")
+    monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
+    u = normal((128, 128), 1) / 128**0.5
+
+    def f(h, u):
+        if step == "dot":
+            return lax.fori_loop(0, 7, lambda i, h: jnp.tanh(h @ u), h)
+        return lax.fori_loop(0, 7, lambda i, h: jnp.tanh(h * 1.0001 + i), h)
+
+    (on, merged), (off, _) = check(gpu, f, (normal((32, 128)), u), tmp_path, monkeypatch, atol=1e-5)
+    body = body_launches(str(tmp_path / "merge1"))
+    assert len(body) == 1 and "+" in body[0], body
+    if step == "dot":
+        assert body[0].startswith("dot_"), body
+    assert on < off, (on, off)
+

@@ -635,7 +635,12 @@ fn elementwise(
             }
         }
     }
-    let mut body = kernel::entry_header(WORKGROUP);
+    let wg = if windowed {
+        WORKGROUP
+    } else {
+        tiny_workgroup(threads, target)
+    };
+    let mut body = kernel::entry_header(wg);
     if windowed {
         body.push_str(&format!(
             "    let tid = (wid.y * nwg.x + wid.x) * {WORKGROUP}u + lid + in0[0];\n"
@@ -643,7 +648,7 @@ fn elementwise(
         body.push_str(&format!("    {}\n", windows::guard("tid", threads)));
         body.push_str("    let ebase = in0[1];\n");
     } else {
-        body.push_str(&kernel::thread_index(WORKGROUP));
+        body.push_str(&kernel::thread_index(wg));
         body.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
     }
     let comment = format!(
@@ -654,7 +659,7 @@ fn elementwise(
             ""
         },
     );
-    let groups = threads.div_ceil(WORKGROUP as u64);
+    let groups = threads.div_ceil(wg as u64);
     let vec4_outs: Vec<usize> = if vec4 {
         (0..outs.len()).collect()
     } else {
@@ -666,6 +671,23 @@ fn elementwise(
         em.window,
     ))
 }
+
+/// Invocations per workgroup of a loop kernel of `threads` invocations: [`WORKGROUP`], or on
+/// CPU adapters one SIMD group ([`TINY_WORKGROUP`]) for a kernel that fits in one. A loop's
+/// counter or index (`i + 1`, `T - 1 - i`: one invocation) then merges into the launch of a
+/// recurrent step's dot, whose workgroups are one subgroup (`compile::merge`): on llvmpipe a
+/// launch costs ~50 µs whatever it computes, as much as the step's elementwise work.
+fn tiny_workgroup(threads: u64, target: Target) -> u32 {
+    if target.cpu_adapter && threads <= TINY_WORKGROUP as u64 {
+        TINY_WORKGROUP
+    } else {
+        WORKGROUP
+    }
+}
+
+/// The workgroup of a loop kernel that one SIMD group of llvmpipe (8 lanes of 256-bit AVX)
+/// runs whole.
+pub const TINY_WORKGROUP: u32 = 8;
 
 /// The identifiers in WGSL expression `e`.
 fn identifiers(e: &str) -> impl Iterator<Item = &str> {

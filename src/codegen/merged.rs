@@ -135,14 +135,16 @@ pub fn inspect(k: &Kernel) -> Option<Mergeable> {
 
 /// Whether parts of these workgroup sizes and kinds can share one launch, and its workgroup
 /// size: the largest; every smaller part must divide it and not be scoped. On CPU adapters
-/// all parts must have one size: llvmpipe runs a workgroup on one thread, so packing a
-/// part's workgroups together costs parallelism, and it runs the code under a branch that
-/// differs between lanes for all lanes, so idle lanes cost as much as busy ones (merging a
-/// GRU step's 64-lane dots with its 256-lane loops either way made it 20-25 % slower).
+/// a smaller part must also be one workgroup (a loop's counter): llvmpipe runs a workgroup
+/// on one thread, so packing a part's workgroups together costs parallelism, and it runs the
+/// code under a branch that differs between lanes for all lanes, so idle lanes cost as much
+/// as busy ones (merging a GRU step's 64-lane dots with its 256-lane loops either way made
+/// it 20-25 % slower).
 pub fn workgroup_of(parts: &[&Mergeable], cpu_adapter: bool) -> Option<u32> {
     let w = parts.iter().map(|p| p.workgroup).max()?;
     let fits = |p: &&Mergeable| {
-        p.workgroup == w || (!cpu_adapter && !p.scoped && p.workgroup > 0 && w % p.workgroup == 0)
+        let packs = !p.scoped && p.workgroup > 0 && w % p.workgroup == 0;
+        p.workgroup == w || (packs && (!cpu_adapter || p.groups == 1))
     };
     parts.iter().all(fits).then_some(w)
 }
