@@ -194,3 +194,39 @@ def test_loop_counter_joins_the_step(gpu, tmp_path, monkeypatch, step):
         assert body[0].startswith("dot_"), body
     assert on < off, (on, off)
 
+
+def test_reversed_scan_step_computes_its_index(gpu, tmp_path, monkeypatch):
+    """`jax.grad` of a `lax.scan` runs the scan backwards; the reversed step number
+    `T - 1 - i` starts the in-place update of the stacked gradients and the slices of the
+    residuals. The kernels reading the residuals compute it again instead of waiting for its
+    own launch (`fusion::recomputed_indices`): fewer launches a step, the same bits as with
+    `WGPU_HLO_RECOMPUTE_INDICES=0`, jax cpu's values to rounding."""
+    monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
+    u = normal((64, 64), 1) / 8
+
+    def f(h, u, xs):
+        def loss(u):
+            def cell(c, x):
+                c = jnp.tanh(c @ u + x)
+                return c, c
+
+            _, hs = lax.scan(cell, h, xs)
+            return jnp.sum(hs**2)
+
+        return jax.grad(loss)(u)
+
+    args = (normal((16, 64)), u, normal((9, 16, 64), 2))
+    want = leaves(jax.jit(f)(*jax.device_put(args, jax.devices("cpu")[0])))
+    results, bodies = [], []
+    for on in ("1", "0"):
+        dump = str(tmp_path / f"recompute{on}")
+        monkeypatch.setenv("WGPU_HLO_DUMP", dump)
+        monkeypatch.setenv("WGPU_HLO_RECOMPUTE_INDICES", on)
+        results.append(leaves(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu))))
+        monkeypatch.delenv("WGPU_HLO_DUMP")
+        monkeypatch.delenv("WGPU_HLO_RECOMPUTE_INDICES")
+        bodies.append(body_launches(dump))
+    for g, a, w in zip(results[0], results[1], want):
+        np.testing.assert_array_equal(g, a)
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+    assert len(bodies[0]) < len(bodies[1]), bodies

@@ -603,6 +603,11 @@ fn partition_forced(
             kernels.entry(*o).or_default().extend(mine.iter().copied());
         }
     }
+    // Scalar index arithmetic that must be written (a reversed scan's `T - 1 - i`, the start
+    // of its in-place updates) is still computed inline by the kernels that read it.
+    let recomputed = recomputed_indices(f, ops, &materialized);
+    let mut stops = materialized.clone();
+    stops.retain(|v| !recomputed.contains(v));
     // Build nodes in program order.
     let mut nodes = Vec::new();
     for (i, op) in ops.iter().enumerate() {
@@ -617,7 +622,7 @@ fn partition_forced(
                 };
                 let mut members = HashSet::new();
                 for o in &op.operands {
-                    add_members(*o, ops, &def, &materialized, &mut members);
+                    add_members(*o, ops, &def, &stops, &mut members);
                 }
                 nodes.push(Node::Kernel(Group {
                     kind,
@@ -666,7 +671,7 @@ fn partition_forced(
                     members.insert(*r);
                 }
                 for o in &op.operands {
-                    add_members(*o, ops, &def, &materialized, &mut members);
+                    add_members(*o, ops, &def, &stops, &mut members);
                 }
                 nodes.push(Node::Kernel(Group {
                     kind: KernelKind::Loop,
@@ -687,6 +692,62 @@ fn partition_forced(
         duplication,
         written_for_branches,
     }
+}
+
+/// Most scalar operations in a chain of [`recomputed_indices`] one kernel computes inline.
+const MAX_INDEX_CHAIN: usize = 8;
+
+/// Written values of `ops` that the kernels reading them compute inline anyway: integer
+/// scalars (0-d) computed from scalars by fusible ops, in chains of at most
+/// [`MAX_INDEX_CHAIN`] such ops. A value is written when a step that is no kernel reads it:
+/// `jax.grad` of a `lax.scan` runs the scan backwards, and the reversed step number
+/// `T - 1 - i` is the start index of the in-place updates stacking the gradients (which
+/// read buffers) and of the `dynamic_slice`s that fused kernels read the step's residuals
+/// through. Read from its buffer, it made those kernels wait for a launch of its own each
+/// step (~50 µs on llvmpipe, whatever a launch computes); computed inline, its kernel
+/// depends on nothing of the step and merges into another launch (`compile::merge`). Integer
+/// arithmetic is exact, so results do not change. `WGPU_HLO_RECOMPUTE_INDICES=0` turns it off.
+fn recomputed_indices(
+    f: &Function,
+    ops: &[Operation],
+    materialized: &HashSet<ValueId>,
+) -> HashSet<ValueId> {
+    let mut out = HashSet::new();
+    if switched_off("WGPU_HLO_RECOMPUTE_INDICES") {
+        return out;
+    }
+    let scalar_int = |v: &ValueId| {
+        f.ty(*v)
+            .as_tensor()
+            .is_some_and(|t| t.dims().is_empty() && t.dtype.is_int())
+    };
+    let scalar = |v: &ValueId| f.ty(*v).as_tensor().is_some_and(|t| t.dims().is_empty());
+    // The longest chain of inline scalar ops ending at each value computed inline.
+    let mut chain: HashMap<ValueId, usize> = HashMap::new();
+    for op in ops {
+        let [r] = op.results[..] else {
+            continue;
+        };
+        if !is_fusible(op) || !scalar_int(&r) || !op.operands.iter().all(scalar) {
+            continue;
+        }
+        let below = op
+            .operands
+            .iter()
+            .filter(|o| !materialized.contains(o) || out.contains(*o))
+            .map(|o| chain.get(o).copied().unwrap_or(MAX_INDEX_CHAIN))
+            .max()
+            .unwrap_or(0);
+        let length = below + 1;
+        if length > MAX_INDEX_CHAIN {
+            continue;
+        }
+        chain.insert(r, length);
+        if materialized.contains(&r) {
+            out.insert(r);
+        }
+    }
+    out
 }
 
 /// Most distinct indices at which one element of a kernel may evaluate a value it computes
@@ -1086,5 +1147,36 @@ mod tests {
         // Twelve: a kernel every two levels.
         let k = up_sweep(12);
         assert!((5..=7).contains(&k), "{k} kernels");
+    }
+
+    /// A reversed scan's step: `n = 63 - i` is the start of an in-place update (a step that
+    /// reads buffers) and of the `dynamic_slice` an elementwise kernel reads. `n` is written
+    /// for the update, and computed again by the kernel, which so reads `i`, not `n`.
+    #[test]
+    fn index_arithmetic_is_recomputed_where_kernels_read_it() {
+        let src = r#"
+func.func @main(%s: tensor<64x256xf32>, %x: tensor<64x256xf32>, %i: tensor<i32>) -> (tensor<64x256xf32>, tensor<1x256xf32>) {
+  %c = stablehlo.constant dense<63> : tensor<i32>
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %n = stablehlo.subtract %c, %i : tensor<i32>
+  %r = stablehlo.dynamic_slice %x, %n, %z, sizes = [1, 256] : (tensor<64x256xf32>, tensor<i32>, tensor<i32>) -> tensor<1x256xf32>
+  %e = stablehlo.exponential %r : tensor<1x256xf32>
+  %u = stablehlo.dynamic_update_slice %s, %e, %n, %z : (tensor<64x256xf32>, tensor<1x256xf32>, tensor<i32>, tensor<i32>) -> tensor<64x256xf32>
+  return %u, %e : tensor<64x256xf32>, tensor<1x256xf32>
+}"#;
+        let exp_reads = |region: &crate::ir::Region, p: &super::Partition| {
+            let def = super::definitions(region);
+            let n = region.ops[2].results[0];
+            let e = region.ops[4].results[0];
+            let g = p
+                .nodes
+                .iter()
+                .find(|node| matches!(node, Node::Kernel(g) if g.outputs.contains(&e)));
+            let reads = super::node_reads(region, &def, &p.materialized, g.expect("exp kernel"));
+            (p.materialized.contains(&n), reads.reads.contains(&n))
+        };
+        // Written (the update reads it), not read by the exponential's kernel.
+        assert_eq!(with_partition(src, true, exp_reads), (true, false));
+        assert_eq!(with_partition(src, false, exp_reads), (true, false));
     }
 }
