@@ -209,3 +209,28 @@ def test_stacked_products_read_their_rows_as_vec4s(gpu, tmp_path, monkeypatch):
         assert "tensor<12xf32> (read as vec4s)" in text, text[:3000]
         # The transposed matrix is read element by element.
         assert any(line.endswith("tensor<12x12xf32>") for line in text.splitlines()), text[:3000]
+
+
+def test_twelve_stacks_in_one_step(gpu, tmp_path, monkeypatch):
+    """A scan stacking twelve values a step (the residuals of a flax GRUCell's forward step are
+    ten): one merged update step, whose kernel binds each stack once, as the output it updates
+    in place (counting each stack as an input too had split ten updates into nine and one)."""
+    monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+
+    def f(xs, h0):
+        def step(h, x):
+            a = jnp.tanh(x + h)
+            return a, tuple(a * (k + 1) + x * k for k in range(11)) + (h,)
+
+        return lax.scan(step, h0, xs)
+
+    args = (normal((20, 8, 64)), normal((8, 64), 1))
+    same_as_cpu(gpu, f, *args)
+    programs = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.program.txt")))
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    same_as_cpu(gpu, f, *args, monkeypatch=monkeypatch)
+    steps = [line.split() for line in programs.splitlines() if line.strip().startswith("update")]
+    assert len(steps) == 1 and steps[0][0] == "updates", steps
+    into = " ".join(steps[0])
+    assert into.count("in place") == 12, into

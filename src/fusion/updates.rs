@@ -62,9 +62,15 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
         if is_update(node) {
             let Node::Op(i) = node else { continue };
             let op = &region.ops[*i];
-            let mut with: HashSet<ValueId> = reads.union(&info.reads).copied().collect();
-            with.extend(op.results.iter().copied());
             let target = op.operands.first().copied();
+            // The buffers the merged kernel would bind: what the members read, except the
+            // buffers they update (updated where they lie, each bound once, as the output
+            // counted in `produced`), and their outputs.
+            let mut with: HashSet<ValueId> = reads.union(&info.reads).copied().collect();
+            for t in targets.iter().chain(target.iter()) {
+                with.remove(t);
+            }
+            with.extend(op.results.iter().copied());
             let values: Vec<ValueId> = op.operands.iter().skip(1).copied().collect();
             // Each member updates a buffer of its own (two updates of one value are two
             // copies, which one step cannot both take), which no member reads otherwise (its
@@ -168,8 +174,14 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
                 .filter_map(|&i| region.ops[i].operands.first())
                 .any(|t| own.contains(t));
             producers.push(pg.clone());
+            // Bindings: the buffers read but not updated, and one per update.
+            let targets: HashSet<ValueId> = ops
+                .iter()
+                .filter_map(|&i| region.ops[i].operands.first().copied())
+                .collect();
             let reads = node_reads(region, &def, &p.materialized, &node).reads;
-            if targets_read || reads.len() + ops.len() > max_bindings {
+            let inputs = reads.difference(&targets).count();
+            if targets_read || inputs + ops.len() > max_bindings {
                 if let Node::Updates { producers, .. } = &mut node {
                     producers.pop();
                 }
