@@ -115,3 +115,38 @@ fn mnist_filter_gradient_at_the_default_bound() {
     c.layouts = ["f01b", "i01o", "01bf"];
     assert!(c.check(None) > 2);
 }
+
+#[test]
+fn cnn_input_gradient_is_not_split_on_cpu_adapters() {
+    // A CNN's second 3x3 convolution (32x14x14x32 -> 64 features), its input gradient: the
+    // output gradient against the reversed kernel, features swapped. The shared-rows kernel
+    // of CPU adapters runs it in 49 workgroups of one subgroup, plenty for the cores: no
+    // chunks, no partials and no fold (its lanes were once counted as the workgroups, and it
+    // was cut in two: 1.3 ms of fold and partials of 12 ms on lavapipe).
+    let d = common::device();
+    let caps = d.caps();
+    if d.info().device_type != "Cpu" || !caps.subgroup || caps.subgroup_size != 8 {
+        eprintln!("skipped: not a CPU adapter with subgroups of 8");
+        return;
+    }
+    let mut c = Conv::new(32, 64, [14, 14], 32, [3, 3]);
+    c.pad = [(1, 1), (1, 1)];
+    c.reverse = [true, true];
+    c.layouts = ["b01f", "01oi", "b01f"];
+    let wgsl = c.check_kernels(None);
+    let conv: Vec<&String> = wgsl
+        .iter()
+        .filter(|w| w.contains("implicit-GEMM convolution"))
+        .collect();
+    assert_eq!(
+        conv.len(),
+        1,
+        "{:?}",
+        wgsl.iter().map(|w| w.lines().next()).collect::<Vec<_>>()
+    );
+    assert!(
+        conv[0].contains("share") && conv[0].contains(", 1 chunks of 9 positions"),
+        "{}",
+        conv[0].lines().next().unwrap_or("")
+    );
+}

@@ -307,7 +307,7 @@ impl Gemm {
     fn direct(&self, bound: u64, target: Target) -> Option<Tiling> {
         let (rows, cols) = self.block(target);
         let inner = self.inner(cols, target);
-        let (wchunk, fchunk) = self.chunks((rows, cols), inner, bound, target)?;
+        let (wchunk, fchunk) = self.chunks((rows, cols), inner, None, bound, target)?;
         Some(Tiling {
             tiled: None,
             shared: 0,
@@ -416,7 +416,7 @@ impl Gemm {
             Inner::Scalar
         };
         // Chunks as for a register block of `rows` x `cols` (one feature per step).
-        let (wchunk, fchunk) = self.chunks((rows, cols), Inner::Scalar, bound, target)?;
+        let (wchunk, fchunk) = self.chunks((rows, cols), Inner::Scalar, Some(s), bound, target)?;
         Some(Tiling {
             tiled: None,
             shared: s,
@@ -748,10 +748,13 @@ impl Gemm {
 
     /// Window positions and input features per chunk of the contraction: every invocation
     /// within `bound` loop back-edges, and enough invocations to keep the adapter busy.
+    /// `shared`: the subgroup size of the shared-rows kernel, whose workgroups are one
+    /// subgroup each, `cols` columns a lane.
     fn chunks(
         &self,
         (rows, cols): (u64, u64),
         inner: Inner,
+        shared: Option<u64>,
         bound: u64,
         target: Target,
     ) -> Option<(u64, u64)> {
@@ -772,12 +775,25 @@ impl Gemm {
         let mut wchunks = self.windows.div_ceil(wmax);
         // Parallelism: split the windows further while invocations are few and each chunk
         // still sums a good number of products.
-        let threads = self.groups * self.m.div_ceil(rows) * self.n.div_ceil(cols);
-        let want = if target.cpu_adapter {
-            let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
-            cores * WORKGROUP * 4
-        } else {
-            1 << 15
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+        // Invocations, and how many the adapter wants: four workgroups a core on CPU adapters
+        // (llvmpipe runs a workgroup on one thread). The shared-rows kernel's workgroups are
+        // one subgroup: counted by its lanes it looked 8x short of work (the input gradient
+        // of a CNN's 3x3 convolution, 32x14x14x64 -> 32 features: 49 workgroups for 2 cores,
+        // cut in two chunks whose partials and fold cost 1.3 ms of its 12).
+        let (threads, want) = match shared {
+            Some(sg) if target.cpu_adapter => (
+                self.groups * self.m.div_ceil(rows) * self.n.div_ceil(sg * cols),
+                cores * 4,
+            ),
+            _ => (
+                self.groups * self.m.div_ceil(rows) * self.n.div_ceil(cols),
+                if target.cpu_adapter {
+                    cores * WORKGROUP * 4
+                } else {
+                    1 << 15
+                },
+            ),
         };
         let fchunks = self.cg.div_ceil(fchunk);
         while threads * wchunks * fchunks < want
