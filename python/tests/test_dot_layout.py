@@ -1,6 +1,6 @@
 """Large dots whose operands CPU adapters write transposed first (`src/passes/dot_layout.rs`:
 an operand whose innermost dimension is contracted, when the other operand's free extent is at
-least 512 and the product has at least 2^24 multiply-adds), against jax cpu: each side alone and
+least 384 and the product has at least 2^24 multiply-adds), against jax cpu: each side alone and
 both, batch dimensions, several contracting and free dimensions, one operand read by two dots,
 a dot inside a loop, a fused epilogue, and the kernels the dump shows. On GPU-class adapters the
 pass does not run and the same programs check the plain kernels."""
@@ -84,5 +84,23 @@ def test_operand_written_transposed_on_cpu_adapters(gpu, tmp_path, monkeypatch):
         # The transpose, then the dot reading both operands along their free dimension.
         assert len(copies) == 1 and len(dots) == 1
         assert "reads AlongFree x AlongFree" in dots[0]
+    else:
+        assert not copies
+
+
+def test_transformer_weights_written_transposed(gpu, tmp_path, monkeypatch):
+    """A transformer's `x @ w.T` over 8 x 63 = 504 tokens (its backward pass's products with
+    the weights): the weight, read along k, is written transposed; the activations, whose
+    innermost free extent (63) is no multiple of 4, are read as they lie."""
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    x, w = arr(8, 63, 128), arr(512, 128)
+    compare_with_cpu(gpu, lambda x, w: jnp.einsum("btd,fd->btf", x, w), x, w, tol=2e-4)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    texts = [open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.wgsl"))]
+    copies = [t for t in texts if "// fuses: stablehlo.transpose\n" in t]
+    dots = [t.splitlines()[0] for t in texts if "dot_general" in t.splitlines()[0]]
+    if cpu_kernel_class(gpu):
+        assert len(copies) == 1 and len(dots) == 1, dots
+        assert "reads AlongK x AlongFree" in dots[0], dots[0]
     else:
         assert not copies

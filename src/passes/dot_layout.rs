@@ -25,8 +25,14 @@ use std::collections::HashMap;
 
 use crate::ir::{ElementType, Function, Op, Operation, Region, TensorType, Type, ValueId};
 
-/// The smallest free extent of the other operand for which an operand is transposed.
-pub const MIN_OTHER: u64 = 512;
+/// The smallest free extent of the other operand for which an operand is transposed. It was
+/// 512, which left out a transformer's `dy @ w` and `x @ w.T` at 8 x 63 = 504 tokens (lavapipe:
+/// 504x512x128 read along k on both sides 3.5 ms, the right side written transposed 2.1 ms,
+/// for a 0.18 ms copy of the 512 x 128 weight; 4 such dots of its training step 12.1 -> 7.3
+/// ms in all). A copy costs ~3 ns an element there (a launch for a small one), a product read
+/// along free instead of k gains 0.01-0.04 ns a multiply-add: paid back from ~100 rows by
+/// these figures, but end to end 256 was measured to cost what it saves (README), so 384.
+pub const MIN_OTHER: u64 = 384;
 
 /// The smallest product (multiply-adds) whose operands are transposed: below it the
 /// shared-rows kernel takes its small form, which reads along k as scalars anyway.
