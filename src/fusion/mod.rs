@@ -332,8 +332,10 @@ fn budget_cut(
     let mut helps: Option<(usize, ValueId)> = None;
     let mut members: Vec<ValueId> = g.members.iter().copied().collect();
     members.sort_by_key(|v| v.0);
+    // Members are fused values, and written ones the kernel computes again
+    // (`recomputed_indices`): cut, those are read instead.
     for v in members {
-        if g.outputs.contains(&v) || materialized.contains(&v) {
+        if g.outputs.contains(&v) {
             continue;
         }
         let mut own = HashSet::new();
@@ -605,7 +607,7 @@ fn partition_forced(
     }
     // Scalar index arithmetic that must be written (a reversed scan's `T - 1 - i`, the start
     // of its in-place updates) is still computed inline by the kernels that read it.
-    let recomputed = recomputed_indices(f, ops, &materialized);
+    let recomputed = recomputed_indices(f, ops, &materialized, forced);
     let mut stops = materialized.clone();
     stops.retain(|v| !recomputed.contains(v));
     // Build nodes in program order.
@@ -699,7 +701,7 @@ const MAX_INDEX_CHAIN: usize = 8;
 
 /// Written values of `ops` that the kernels reading them compute inline anyway: integer
 /// scalars (0-d) computed from scalars by fusible ops, in chains of at most
-/// [`MAX_INDEX_CHAIN`] such ops. A value is written when a step that is no kernel reads it:
+/// [`MAX_INDEX_CHAIN`] such ops, except those the binding budget `forced` to be read. A value is written when a step that is no kernel reads it:
 /// `jax.grad` of a `lax.scan` runs the scan backwards, and the reversed step number
 /// `T - 1 - i` is the start index of the in-place updates stacking the gradients (which
 /// read buffers) and of the `dynamic_slice`s that fused kernels read the step's residuals
@@ -711,6 +713,7 @@ fn recomputed_indices(
     f: &Function,
     ops: &[Operation],
     materialized: &HashSet<ValueId>,
+    forced: &HashSet<ValueId>,
 ) -> HashSet<ValueId> {
     let mut out = HashSet::new();
     if switched_off("WGPU_HLO_RECOMPUTE_INDICES") {
@@ -743,7 +746,9 @@ fn recomputed_indices(
             continue;
         }
         chain.insert(r, length);
-        if materialized.contains(&r) {
+        // A kernel computing it may bind more buffers than one reading it: `partition`'s
+        // budget cut then forces it, and it is read again.
+        if materialized.contains(&r) && !forced.contains(&r) {
             out.insert(r);
         }
     }
@@ -1178,5 +1183,59 @@ func.func @main(%s: tensor<64x256xf32>, %x: tensor<64x256xf32>, %i: tensor<i32>)
         // Written (the update reads it), not read by the exponential's kernel.
         assert_eq!(with_partition(src, true, exp_reads), (true, false));
         assert_eq!(with_partition(src, false, exp_reads), (true, false));
+    }
+
+    /// `n = a + b` computed again would make its reader bind both `a` and `b` in place of
+    /// `n`: past the binding budget, the budget cut has the kernel read `n` instead.
+    #[test]
+    fn recomputed_index_gives_way_to_the_binding_budget() {
+        let src = r#"
+func.func @main(%s: tensor<64x256xf32>, %x: tensor<64x256xf32>, %y: tensor<1x256xf32>, %w: tensor<1x256xf32>, %a: tensor<i32>, %b: tensor<i32>) -> (tensor<64x256xf32>, tensor<1x256xf32>) {
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %n = stablehlo.add %a, %b : tensor<i32>
+  %r = stablehlo.dynamic_slice %x, %n, %z, sizes = [1, 256] : (tensor<64x256xf32>, tensor<i32>, tensor<i32>) -> tensor<1x256xf32>
+  %t = stablehlo.add %r, %y : tensor<1x256xf32>
+  %e = stablehlo.multiply %t, %w : tensor<1x256xf32>
+  %u = stablehlo.dynamic_update_slice %s, %e, %n, %z : (tensor<64x256xf32>, tensor<1x256xf32>, tensor<i32>, tensor<i32>) -> tensor<64x256xf32>
+  return %u, %e : tensor<64x256xf32>, tensor<1x256xf32>
+}"#;
+        let m = crate::frontend::text::parse_module(src, "t").expect("parse");
+        let f = m.functions.iter().find(|f| f.name == "main").expect("main");
+        let region = f.body.as_ref().expect("body");
+        let def = super::definitions(region);
+        let n = region.ops[1].results[0];
+        // The kernels computing n though it is written, and the most buffers one binds.
+        let computing = |budget: usize| {
+            let p = super::partition(f, region, budget, true);
+            let mut recomputing = 0;
+            let mut most = 0;
+            for node in &p.nodes {
+                if let Node::Kernel(g) = node {
+                    // A horizontal kernel's parts (here n's own kernel and its reader's).
+                    let parts = if g.parts.is_empty() {
+                        std::slice::from_ref(g)
+                    } else {
+                        &g.parts[..]
+                    };
+                    for part in parts {
+                        let own = part.outputs.contains(&n);
+                        recomputing += usize::from(part.members.contains(&n) && !own);
+                        let info = super::node_reads(
+                            region,
+                            &def,
+                            &p.materialized,
+                            &Node::Kernel(part.clone()),
+                        );
+                        most = most.max(info.reads.len() + part.outputs.len());
+                    }
+                }
+            }
+            (recomputing, most)
+        };
+        // Budget enough: the slice's kernel computes n (from a and b) instead of reading it.
+        assert_eq!(computing(31).0, 1);
+        // A budget of 3: cutting n (2 buffers for 1) is the cut that fits; no kernel computes
+        // it, and none binds more than the budget.
+        assert_eq!(computing(3), (0, 3));
     }
 }
