@@ -39,20 +39,22 @@ def launches(dump):
     return steps, merged
 
 
-def check(gpu, f, args, tmp_path, monkeypatch, rtol=2e-5, atol=2e-6):
-    """`f` on gpu with merging against cpu and against itself without merging; returns the
-    (launches, merged launches) of both builds."""
+def check(gpu, f, args, tmp_path, monkeypatch, rtol=2e-5, atol=2e-6,
+          switch="WGPU_HLO_MERGE_LAUNCHES", count=None):
+    """`f` on gpu with `switch` on (merging, by default) against cpu and against itself with
+    it off; returns `count(dump)` of both builds (by default `launches`: the launches and
+    merged launches). The dumps are `tmp_path / "on"` and `tmp_path / "off"`."""
     counts = []
     results = []
-    for merge in ("1", "0"):
-        dump = str(tmp_path / f"merge{merge}")
+    for on in ("1", "0"):
+        dump = str(tmp_path / ("on" if on == "1" else "off"))
         monkeypatch.setenv("WGPU_HLO_DUMP", dump)
-        monkeypatch.setenv("WGPU_HLO_MERGE_LAUNCHES", merge)
+        monkeypatch.setenv(switch, on)
         # A new function object each time: JAX's cache would hand back the first executable.
         results.append(leaves(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu))))
         monkeypatch.delenv("WGPU_HLO_DUMP")
-        monkeypatch.delenv("WGPU_HLO_MERGE_LAUNCHES")
-        counts.append(launches(dump))
+        monkeypatch.delenv(switch)
+        counts.append((count or launches)(dump))
     want = leaves(jax.jit(f)(*jax.device_put(args, jax.devices("cpu")[0])))
     for g, a, w in zip(results[0], results[1], want):
         assert g.shape == w.shape and g.dtype == w.dtype
@@ -188,7 +190,7 @@ def test_loop_counter_joins_the_step(gpu, tmp_path, monkeypatch, step):
         return lax.fori_loop(0, 7, lambda i, h: jnp.tanh(h * 1.0001 + i), h)
 
     (on, merged), (off, _) = check(gpu, f, (normal((32, 128)), u), tmp_path, monkeypatch, atol=1e-5)
-    body = body_launches(str(tmp_path / "merge1"))
+    body = body_launches(str(tmp_path / "on"))
     assert len(body) == 1 and "+" in body[0], body
     if step == "dot":
         assert body[0].startswith("dot_"), body
@@ -216,17 +218,6 @@ def test_reversed_scan_step_computes_its_index(gpu, tmp_path, monkeypatch):
         return jax.grad(loss)(u)
 
     args = (normal((16, 64)), u, normal((9, 16, 64), 2))
-    want = leaves(jax.jit(f)(*jax.device_put(args, jax.devices("cpu")[0])))
-    results, bodies = [], []
-    for on in ("1", "0"):
-        dump = str(tmp_path / f"recompute{on}")
-        monkeypatch.setenv("WGPU_HLO_DUMP", dump)
-        monkeypatch.setenv("WGPU_HLO_RECOMPUTE_INDICES", on)
-        results.append(leaves(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu))))
-        monkeypatch.delenv("WGPU_HLO_DUMP")
-        monkeypatch.delenv("WGPU_HLO_RECOMPUTE_INDICES")
-        bodies.append(body_launches(dump))
-    for g, a, w in zip(results[0], results[1], want):
-        np.testing.assert_array_equal(g, a)
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
-    assert len(bodies[0]) < len(bodies[1]), bodies
+    on, off = check(gpu, f, args, tmp_path, monkeypatch, rtol=1e-4, atol=1e-4,
+                    switch="WGPU_HLO_RECOMPUTE_INDICES", count=body_launches)
+    assert len(on) < len(off), (on, off)
