@@ -687,7 +687,7 @@ fn tiny_workgroup(threads: u64, target: Target) -> u32 {
 
 /// The workgroup of a loop kernel that one SIMD group of llvmpipe (8 lanes of 256-bit AVX)
 /// runs whole.
-pub const TINY_WORKGROUP: u32 = 8;
+const TINY_WORKGROUP: u32 = 8;
 
 /// The identifiers in WGSL expression `e`.
 fn identifiers(e: &str) -> impl Iterator<Item = &str> {

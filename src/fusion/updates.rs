@@ -145,6 +145,11 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
                 )
             })
             .collect();
+        // The buffers the members update: bound once each, as outputs.
+        let targets: HashSet<ValueId> = ops
+            .iter()
+            .filter_map(|&i| region.ops[i].operands.first().copied())
+            .collect();
         let mut node = Node::Updates {
             ops: ops.clone(),
             producers: Vec::new(),
@@ -169,16 +174,9 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
             };
             // Nor may a producer read a buffer the kernel updates.
             let own = node_reads(region, &def, &p.materialized, &p.nodes[k]).reads;
-            let targets_read = ops
-                .iter()
-                .filter_map(|&i| region.ops[i].operands.first())
-                .any(|t| own.contains(t));
+            let targets_read = !own.is_disjoint(&targets);
             producers.push(pg.clone());
             // Bindings: the buffers read but not updated, and one per update.
-            let targets: HashSet<ValueId> = ops
-                .iter()
-                .filter_map(|&i| region.ops[i].operands.first().copied())
-                .collect();
             let reads = node_reads(region, &def, &p.materialized, &node).reads;
             let inputs = reads.difference(&targets).count();
             if targets_read || inputs + ops.len() > max_bindings {
