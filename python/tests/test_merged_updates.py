@@ -234,3 +234,68 @@ def test_twelve_stacks_in_one_step(gpu, tmp_path, monkeypatch):
     assert len(steps) == 1 and steps[0][0] == "updates", steps
     into = " ".join(steps[0])
     assert into.count("in place") == 12, into
+
+
+def carry_and_stacks(xs, h0):
+    """A GRU-like step: gates read by several stacked residuals and by the carry, which is
+    stacked too."""
+    n = h0.shape[1]
+
+    def step(h, x):
+        r = jax.nn.sigmoid(x[:, :n] + h)
+        z = jax.nn.sigmoid(x[:, n:2 * n] + h)
+        c = jnp.tanh(x[:, 2 * n:] + r * h)
+        hn = (1 - z) * c + z * h
+        return hn, (hn, r, z * c, (1 - z) * h)
+
+    return lax.scan(step, h0, xs)
+
+
+def carry_read_before_its_stack(xs, h0):
+    """The carry is read by a reduction before the step's updates: it stays its own kernel."""
+    def step(h, x):
+        hn = jnp.tanh(h + x[:, :h.shape[1]])
+        return hn, (hn, hn * hn.sum(1, keepdims=True))
+
+    return lax.scan(step, h0, xs)
+
+
+def narrow_stacks(xs, h0):
+    """Stacks narrower than the carry: the carry is not written by the update step."""
+    def step(h, x):
+        hn = jnp.tanh(h + x[:, :h.shape[1]])
+        return hn, (hn[:, :8], hn[:, 8:16] * 2)
+
+    return lax.scan(step, h0, xs)
+
+
+@pytest.mark.parametrize("f", [carry_and_stacks, carry_read_before_its_stack, narrow_stacks])
+def test_update_step_writes_the_carry(gpu, f, tmp_path, monkeypatch):
+    """A scan step's elementwise kernel making its carry and its stacked values runs inside the
+    merged update step, which writes the carry too (`WGPU_HLO_UPDATE_OUTPUTS`), and the loop's
+    counter joins that launch: one launch a step where nothing else reads the carry before the
+    updates. Bit for bit equal to the kernels apart, and to jax cpu to rounding."""
+    args = (normal((20, 8, 96)), normal((8, 32), 1))
+    same_with_switch_off(gpu, f, args, "WGPU_HLO_UPDATE_OUTPUTS", tmp_path, monkeypatch)
+    programs = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.program.txt")))
+    body = programs[programs.index("  body"):].splitlines()[1:]
+    steps = [s.split()[0] for s in body if s.startswith("    ") and s.split()[0] in ("launch", "updates", "update")]
+    if f is carry_and_stacks:
+        assert steps == ["updates"] and "writing" in programs, programs
+    else:
+        assert "writing" not in programs, programs
+        assert steps.count("launch") >= 1, programs
+
+
+def test_update_step_writes_the_carry_unrolled(gpu, monkeypatch):
+    """The same scans unrolled (3 steps a trip, the default): each step's carry is read by the
+    next step's kernels, after its update step."""
+    args = (normal((21, 8, 96), 2), normal((8, 32), 3))
+    for f in (carry_and_stacks, carry_read_before_its_stack):
+        same_as_cpu(gpu, f, *args)
+        got = leaves(jax.jit(f)(*jax.device_put(args, gpu)))
+        monkeypatch.setenv("WGPU_HLO_UPDATE_OUTPUTS", "0")
+        off = leaves(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu)))
+        monkeypatch.delenv("WGPU_HLO_UPDATE_OUTPUTS")
+        for g, o in zip(got, off):
+            np.testing.assert_array_equal(g, o)

@@ -302,11 +302,15 @@ impl<'f, 't> Lowering<'f, 't> {
                     let dst = self.new_slot(*value)?;
                     program.steps.push(Step::Alias { src, dst });
                 }
-                Node::Updates { ops, producers } => {
+                Node::Updates {
+                    ops,
+                    producers,
+                    outputs,
+                } => {
                     let ops: Vec<&Operation> = ops.iter().map(|&i| &region.ops[i]).collect();
                     program
                         .steps
-                        .extend(self.updates_step(&ops, producers, region, &defs)?);
+                        .extend(self.updates_step(&ops, producers, outputs, region, &defs)?);
                 }
                 Node::Op(i) => {
                     let op = &region.ops[*i];
@@ -503,6 +507,7 @@ impl<'f, 't> Lowering<'f, 't> {
         &mut self,
         ops: &[&'f Operation],
         producers: &[Group],
+        outputs: &[ValueId],
         region: &'f Region,
         defs: &HashMap<ValueId, &Operation>,
     ) -> Result<Vec<Step>> {
@@ -512,18 +517,26 @@ impl<'f, 't> Lowering<'f, 't> {
             .iter()
             .flat_map(|g| g.members.iter().copied())
             .collect();
-        let merged = update::emit_many(&name, self.f, &self.all_defs, ops, &inline, self.target)
-            .and_then(|mut kernel| {
-                let first = ops
-                    .first()
-                    .copied()
-                    .ok_or_else(|| Error::internal("no updates"))?;
-                self.check(&mut kernel, first)?;
-                if !kernel.parted.is_empty() {
-                    return Err(Error::unimplemented("updates of tensors bound in parts"));
-                }
-                Ok(kernel)
-            });
+        let merged = update::emit_many(
+            &name,
+            self.f,
+            &self.all_defs,
+            ops,
+            &inline,
+            outputs,
+            self.target,
+        )
+        .and_then(|mut kernel| {
+            let first = ops
+                .first()
+                .copied()
+                .ok_or_else(|| Error::internal("no updates"))?;
+            self.check(&mut kernel, first)?;
+            if !kernel.parted.is_empty() {
+                return Err(Error::unimplemented("updates of tensors bound in parts"));
+            }
+            Ok(kernel)
+        });
         match merged {
             Ok(kernel) => {
                 let mut args = Vec::with_capacity(kernel.inputs.len());
@@ -535,6 +548,10 @@ impl<'f, 't> Lowering<'f, 't> {
                 for op in ops {
                     targets.push(self.slot(op.operands[0], op)?);
                     results.push(self.new_slot(op.results[0])?);
+                }
+                let mut written = Vec::with_capacity(outputs.len());
+                for &v in outputs {
+                    written.push(self.new_slot(v)?);
                 }
                 self.textures.insert(
                     self.kernels.len(),
@@ -551,6 +568,7 @@ impl<'f, 't> Lowering<'f, 't> {
                     takes: vec![false; targets.len()],
                     targets,
                     results,
+                    outputs: written,
                 }))])
             }
             Err(e) => {

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use super::program::{Program, Slot, Step};
+use super::program::{Program, Slot, Step, UpdatesStep};
 use crate::codegen::kernel::Kernel;
 use crate::codegen::merged::{self, Mergeable};
 use crate::target::Target;
@@ -65,6 +65,23 @@ impl Cx<'_, '_> {
             })
             .clone()
     }
+
+    /// [`Cx::info`] of an update step's kernel, whose outputs are the buffers it updates in
+    /// part: bounded by what its invocations write (at most 4 words each an output) instead.
+    fn updates_info(&mut self, k: usize) -> Option<Mergeable> {
+        let kernel = self.kernels.get(k)?;
+        let info = merged::inspect(kernel)?;
+        let max = if self.target.cpu_adapter {
+            MAX_PART_BYTES_CPU
+        } else {
+            MAX_PART_BYTES
+        };
+        let written = info
+            .groups
+            .saturating_mul(u64::from(info.workgroup))
+            .saturating_mul(16 * kernel.outputs.len() as u64);
+        (written <= max).then_some(info)
+    }
 }
 
 /// An open merged launch: where it runs and what it holds.
@@ -75,6 +92,8 @@ struct Group {
     bindings: usize,
     /// WGSL bytes of the parts.
     wgsl: usize,
+    /// Its first part is an `Updates` step's kernel.
+    updates: bool,
 }
 
 /// Merges launches throughout `program` (nested programs included), appending the merged
@@ -122,9 +141,17 @@ fn rewrite(p: &mut Program, cx: &mut Cx) {
                     args.iter()
                         .all(|a| defined_at.get(a).is_none_or(|&d| d < pos))
                 };
-                let joined = open
-                    .iter_mut()
-                    .find(|g| ready(g.pos) && accepts(g, &info, (bindings, wgsl), cx.target));
+                // An update step's kernel skips its dispatch when an input is empty (the
+                // runtime's rule), which a launch joining it may not.
+                let any_empty = cx
+                    .kernels
+                    .get(kernel)
+                    .is_none_or(|k| k.inputs.iter().any(|i| i.ty.num_elements() == 0));
+                let joined = open.iter_mut().find(|g| {
+                    ready(g.pos)
+                        && !(g.updates && any_empty)
+                        && accepts(g, &info, (bindings, wgsl), cx.target)
+                });
                 let pos = match joined {
                     Some(g) => {
                         g.parts.push(info);
@@ -138,6 +165,7 @@ fn rewrite(p: &mut Program, cx: &mut Cx) {
                             parts: vec![info],
                             bindings,
                             wgsl,
+                            updates: false,
                         });
                         out.push(Vec::new());
                         here
@@ -161,9 +189,20 @@ fn rewrite(p: &mut Program, cx: &mut Cx) {
                 defined_at.insert(result, here);
                 out.push(vec![step]);
             }
+            // Merged in-place updates: launches after them may join their kernel (a scan
+            // step's counter beside the update step computing its carry), not move above it.
             Step::Updates(ref u) => {
-                for &s in u.targets.iter().chain(&u.results) {
+                for &s in u.targets.iter().chain(&u.results).chain(&u.outputs) {
                     defined_at.insert(s, here);
+                }
+                if let Some(info) = cx.updates_info(u.kernel) {
+                    open.push(Group {
+                        pos: here,
+                        bindings: u.args.len() + u.targets.len() + u.outputs.len(),
+                        wgsl: cx.kernels.get(u.kernel).map_or(0, |k| k.wgsl.len()),
+                        parts: vec![info],
+                        updates: true,
+                    });
                 }
                 out.push(vec![step]);
             }
@@ -211,6 +250,12 @@ fn accepts(g: &Group, info: &Mergeable, (bindings, wgsl): (usize, usize), t: Tar
 fn merged_launch(launches: &[Step], cx: &mut Cx) -> Option<Step> {
     // Parts whose invocations loop longest first: workgroups start in order, so the longest
     // ones start first rather than trailing after everything else.
+    // An update step leads its group and stays first: its outputs (the buffers it updates,
+    // then those it writes) are then the merged kernel's first, as the runtime binds them.
+    let (updates, launches) = match launches.split_first() {
+        Some((Step::Updates(u), rest)) => (Some(u), rest),
+        _ => (None, launches),
+    };
     let mut launches: Vec<&Step> = launches.iter().collect();
     launches.sort_by_key(|s| match s {
         Step::Launch { kernel, .. } => {
@@ -218,9 +263,14 @@ fn merged_launch(launches: &[Step], cx: &mut Cx) -> Option<Step> {
         }
         _ => std::cmp::Reverse(0),
     });
-    let mut parts = Vec::with_capacity(launches.len());
+    let mut parts = Vec::with_capacity(launches.len() + 1);
     let mut all_args = Vec::new();
     let mut all_results = Vec::new();
+    if let Some(u) = updates {
+        parts.push((u.kernel, cx.updates_info(u.kernel)?));
+        all_args.extend(u.args.iter().copied());
+        all_results.extend(u.outputs.iter().copied());
+    }
     for s in &launches {
         let Step::Launch {
             kernel,
@@ -249,10 +299,21 @@ fn merged_launch(launches: &[Step], cx: &mut Cx) -> Option<Step> {
         }
     };
     cx.made.push(kernel);
-    Some(Step::Launch {
-        kernel: cx.kernels.len() + cx.made.len() - 1,
-        args: all_args,
-        results: all_results,
+    let kernel = cx.kernels.len() + cx.made.len() - 1;
+    Some(match updates {
+        Some(u) => Step::Updates(Box::new(UpdatesStep {
+            kernel,
+            args: all_args,
+            targets: u.targets.clone(),
+            results: u.results.clone(),
+            takes: u.takes.clone(),
+            outputs: all_results,
+        })),
+        None => Step::Launch {
+            kernel,
+            args: all_args,
+            results: all_results,
+        },
     })
 }
 

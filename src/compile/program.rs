@@ -150,6 +150,9 @@ pub struct UpdatesStep {
     pub results: Vec<Slot>,
     /// Whether each target is dead after this step (its buffer may be reused).
     pub takes: Vec<bool>,
+    /// Slots of the kernel's other outputs (fresh buffers, bound after the targets): values
+    /// of the loop kernels it computes inline that later steps read too.
+    pub outputs: Vec<Slot>,
 }
 
 /// A sequence of steps.
@@ -185,6 +188,7 @@ impl Step {
                 out.extend(&u.args);
                 out.extend(&u.targets);
                 out.extend(&u.results);
+                out.extend(&u.outputs);
             }
             Step::While(w) => {
                 out.extend(&w.init);
@@ -243,7 +247,10 @@ impl Step {
             Step::Update { result, .. } => {
                 out.insert(*result);
             }
-            Step::Updates(u) => out.extend(&u.results),
+            Step::Updates(u) => {
+                out.extend(&u.results);
+                out.extend(&u.outputs);
+            }
             Step::Alias { dst, .. } => {
                 out.insert(*dst);
             }
@@ -384,7 +391,7 @@ impl Program {
                 )?,
                 Step::Updates(u) => writeln!(
                     f,
-                    "{pad}updates {} {:?} into {:?} ({}) -> {:?}",
+                    "{pad}updates {} {:?} into {:?} ({}) -> {:?}{}",
                     kernels.get(u.kernel).map(String::as_str).unwrap_or("?"),
                     u.args,
                     u.targets,
@@ -393,7 +400,12 @@ impl Program {
                         .map(|&t| if t { "in place" } else { "copy" })
                         .collect::<Vec<_>>()
                         .join(", "),
-                    u.results
+                    u.results,
+                    if u.outputs.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", writing {:?}", u.outputs)
+                    }
                 )?,
                 Step::Free(s) => writeln!(f, "{pad}free {s:?}")?,
                 Step::HostCall(h) => writeln!(

@@ -30,7 +30,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -371,6 +371,7 @@ impl W {
                     for &t in &u.takes {
                         self.u8(t as u8);
                     }
+                    self.slots(&u.outputs);
                 }
                 Step::Alias { src, dst } => {
                     self.u8(2);
@@ -723,6 +724,7 @@ impl<'a> R<'a> {
                     let results = self.slots()?;
                     let n = self.count(1)?;
                     let takes = (0..n).map(|_| self.bool()).collect::<Result<Vec<_>>>()?;
+                    let outputs = self.slots()?;
                     if results.len() != targets.len() || takes.len() != targets.len() {
                         return Err(Error::invalid(
                             "an updates step whose targets, results and takes differ in number",
@@ -734,6 +736,7 @@ impl<'a> R<'a> {
                         targets,
                         results,
                         takes,
+                        outputs,
                     }))
                 }
                 t => return Err(Error::invalid(format!("bad step tag {t}"))),

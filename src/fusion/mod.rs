@@ -82,12 +82,15 @@ pub enum Node {
     Op(usize),
     /// In-place `dynamic_update_slice`s and scatters (`ops`: op indices, in order), each into
     /// a buffer of its own, run as one step at this place ([`updates`]), computing the update
-    /// values the loop kernels `producers` made (read by these updates only) inline.
+    /// values the loop kernels `producers` made inline, and writing those of the producers'
+    /// outputs others read too (`outputs`) to buffers of their own.
     Updates {
         /// The updates' op indices.
         ops: Vec<usize>,
         /// Loop kernels whose outputs the updates compute where they read them.
         producers: Vec<Group>,
+        /// Outputs of `producers` read after this step as well, which it writes.
+        outputs: Vec<ValueId>,
     },
 }
 
@@ -425,7 +428,7 @@ pub(crate) fn node_reads(
                 }
             }
         }
-        Node::Updates { ops, producers } => {
+        Node::Updates { ops, producers, .. } => {
             let made: HashSet<ValueId> = producers
                 .iter()
                 .flat_map(|g| g.outputs.iter().copied())
@@ -1056,7 +1059,11 @@ impl Partition {
                 Node::Alias { value, source, .. } => {
                     s.push_str(&format!("node {k}: view {value} of {source}\n"))
                 }
-                Node::Updates { ops, producers } => s.push_str(&format!(
+                Node::Updates {
+                    ops,
+                    producers,
+                    outputs,
+                } => s.push_str(&format!(
                     "node {k}: {} in-place updates in one step: {}{}\n",
                     ops.len(),
                     ops.iter()
@@ -1068,12 +1075,24 @@ impl Partition {
                         String::new()
                     } else {
                         format!(
-                            "; computing {} inline",
+                            "; computing {} inline{}",
                             producers
                                 .iter()
                                 .flat_map(|g| g.outputs.iter().map(ToString::to_string))
                                 .collect::<Vec<_>>()
-                                .join(", ")
+                                .join(", "),
+                            if outputs.is_empty() {
+                                String::new()
+                            } else {
+                                format!(
+                                    "; writing {}",
+                                    outputs
+                                        .iter()
+                                        .map(ToString::to_string)
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )
+                            }
                         )
                     }
                 )),

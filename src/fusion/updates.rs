@@ -120,7 +120,8 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
         }
     }
     let mut remove = HashSet::new();
-    for g in groups.into_iter().filter(|g| g.len() > 1) {
+    let write_outputs = !switched_off("WGPU_HLO_UPDATE_OUTPUTS");
+    for g in groups.into_iter().filter(|g| !g.is_empty()) {
         let ops: Vec<usize> = g
             .iter()
             .filter_map(|&k| match p.nodes[k] {
@@ -150,47 +151,150 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
             .iter()
             .filter_map(|&i| region.ops[i].operands.first().copied())
             .collect();
+        // The updates' common element count, if they have one.
+        let sizes: HashSet<u64> = ops
+            .iter()
+            .filter_map(|&i| region.ops[i].operands.get(value_at[&i]))
+            .filter_map(|&u| f.ty(u).as_tensor())
+            .map(|t| t.num_elements() as u64)
+            .collect();
+        let elements = match sizes.len() {
+            1 => sizes.into_iter().next(),
+            _ => None,
+        };
         let mut node = Node::Updates {
             ops: ops.clone(),
             producers: Vec::new(),
+            outputs: Vec::new(),
         };
-        for k in 0..last {
+        let is_value = |&(i, at): &(usize, usize)| value_at.get(&i).is_some_and(|&pos| pos == at);
+        // The buffers each node reads, with this group's partition.
+        let reads_of: Vec<HashSet<ValueId>> = p
+            .nodes
+            .iter()
+            .map(|n| node_reads(region, &def, &p.materialized, n).reads)
+            .collect();
+        // The nearest producers are considered first, so that those feeding them find their
+        // readers taken.
+        let mut taken: HashSet<usize> = HashSet::new();
+        for k in (0..last).rev() {
             let Node::Kernel(pg) = &p.nodes[k] else {
                 continue;
             };
-            let only_values = pg.kind == super::KernelKind::Loop
-                && !remove.contains(&k)
-                && pg.outputs.iter().all(|v| {
-                    uses.get(v).is_some_and(|u| {
-                        u.iter()
-                            .all(|&(i, at)| value_at.get(&i).is_some_and(|&pos| pos == at))
-                    })
-                });
-            if !only_values {
+            if pg.kind != super::KernelKind::Loop || remove.contains(&k) {
                 continue;
             }
-            let Node::Updates { producers, .. } = &mut node else {
+            // Each output is read as members' update values (itself, or through views between
+            // the producer and the merged step that only members read), by producers taken
+            // (computed inline too), or by others: then the merged kernel writes it as well
+            // (`outputs`), if they all come after the merged step.
+            let mut grown = pg.clone();
+            let mut views = Vec::new();
+            let mut others = Vec::new();
+            let mut read_as_value = false;
+            let mut refused = false;
+            for &v in &pg.outputs {
+                let mut other = false;
+                for (j, reads) in reads_of.iter().enumerate() {
+                    if j == k || !reads.contains(&v) {
+                        continue;
+                    }
+                    // Producers this step takes compute it inline too.
+                    if taken.contains(&j) {
+                        read_as_value = true;
+                        continue;
+                    }
+                    // Earlier groups' members: their step reads for them.
+                    if remove.contains(&j) {
+                        continue;
+                    }
+                    match &p.nodes[j] {
+                        Node::Op(i) if value_at.contains_key(i) => {
+                            let op = &region.ops[*i];
+                            if op
+                                .operands
+                                .iter()
+                                .enumerate()
+                                .any(|(at, &o)| o == v && !is_value(&(*i, at)))
+                            {
+                                refused = true;
+                            }
+                            read_as_value = true;
+                        }
+                        Node::Alias { op, value: a, .. }
+                            if j > k
+                                && j < last
+                                && uses.get(a).is_some_and(|ua| {
+                                    !ua.is_empty() && ua.iter().all(is_value)
+                                })
+                                && region.ops.get(*op).is_some_and(|o| o.operands == [v]) =>
+                        {
+                            read_as_value = true;
+                            views.push(j);
+                            grown.members.insert(*a);
+                            grown.outputs.push(*a);
+                        }
+                        _ if j > last => other = true,
+                        _ => refused = true,
+                    }
+                }
+                if other {
+                    others.push(v);
+                }
+            }
+            if refused || !read_as_value {
+                continue;
+            }
+            // The outputs written have the updates' element count (a scan step's carry beside
+            // its stacked values) and 32-bit elements, each its own word.
+            let fits = |v: &ValueId| {
+                f.ty(*v).as_tensor().is_some_and(|t| {
+                    t.dtype.byte_size() == 4 && Some(t.num_elements() as u64) == elements
+                })
+            };
+            if !others.is_empty() && (!write_outputs || !others.iter().all(fits)) {
+                continue;
+            }
+            let Node::Updates {
+                producers, outputs, ..
+            } = &mut node
+            else {
                 continue;
             };
             // Nor may a producer read a buffer the kernel updates.
             let own = node_reads(region, &def, &p.materialized, &p.nodes[k]).reads;
             let targets_read = !own.is_disjoint(&targets);
-            producers.push(pg.clone());
-            // Bindings: the buffers read but not updated, and one per update.
+            producers.push(grown);
+            let written = outputs.len() + others.len();
+            // Bindings: the buffers read but not updated, one per update, one per output.
             let reads = node_reads(region, &def, &p.materialized, &node).reads;
             let inputs = reads.difference(&targets).count();
-            if targets_read || inputs + ops.len() > max_bindings {
+            if targets_read || inputs + ops.len() + written > max_bindings {
                 if let Node::Updates { producers, .. } = &mut node {
                     producers.pop();
                 }
                 continue;
             }
+            if let Node::Updates { outputs, .. } = &mut node {
+                outputs.extend(others);
+            }
             remove.insert(k);
+            taken.insert(k);
+            remove.extend(views.iter().copied());
+            taken.extend(views);
         }
-        if let Node::Updates { producers, .. } = &node {
+        if let Node::Updates {
+            producers, outputs, ..
+        } = &node
+        {
+            if producers.is_empty() && g.len() < 2 {
+                continue;
+            }
             for g in producers {
                 for v in &g.outputs {
-                    p.materialized.remove(v);
+                    if !outputs.contains(v) {
+                        p.materialized.remove(v);
+                    }
                 }
             }
         }
@@ -219,9 +323,23 @@ mod tests {
         p.nodes
             .iter()
             .map(|n| match n {
-                Node::Updates { ops, producers } => {
-                    format!("updates{}+{}", ops.len(), producers.len())
+                Node::Updates {
+                    ops,
+                    producers,
+                    outputs,
+                } => {
+                    format!(
+                        "updates{}+{}{}",
+                        ops.len(),
+                        producers.len(),
+                        if outputs.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" writing {}", outputs.len())
+                        }
+                    )
                 }
+                Node::Alias { .. } => "view".into(),
                 Node::Op(i) => region.ops[*i].name(),
                 Node::Kernel(_) => "kernel".into(),
                 _ => "other".into(),
@@ -255,5 +373,36 @@ func.func @main(%a: tensor<64x256xf32>, %b: tensor<64x256xf32>, %c: tensor<64x25
         let u = n.iter().position(|s| s == "updates3+1");
         let k = n.iter().rposition(|s| s == "kernel");
         assert!(u < k, "{n:?}");
+    }
+
+    /// A step's carry `%y`, returned, stacked through a view, and read by the other stacked
+    /// value's computation (a scan step stacking its carry and a value of it).
+    const CARRY: &str = r#"
+func.func @main(%a: tensor<64x256xf32>, %b: tensor<64x256xf32>, %x: tensor<256xf32>, %i: tensor<i32>) -> (tensor<64x256xf32>, tensor<64x256xf32>, tensor<256xf32>) {
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %y = stablehlo.exponential %x : tensor<256xf32>
+  %w = stablehlo.multiply %y, %y : tensor<256xf32>
+  %y1 = stablehlo.reshape %y : (tensor<256xf32>) -> tensor<1x256xf32>
+  %w1 = stablehlo.reshape %w : (tensor<256xf32>) -> tensor<1x256xf32>
+  %a2 = stablehlo.dynamic_update_slice %a, %y1, %i, %z : (tensor<64x256xf32>, tensor<1x256xf32>, tensor<i32>, tensor<i32>) -> tensor<64x256xf32>
+  %b2 = stablehlo.dynamic_update_slice %b, %w1, %i, %z : (tensor<64x256xf32>, tensor<1x256xf32>, tensor<i32>, tensor<i32>) -> tensor<64x256xf32>
+  return %a2, %b2, %y : tensor<64x256xf32>, tensor<64x256xf32>, tensor<256xf32>
+}"#;
+
+    #[test]
+    fn the_update_step_writes_the_carry() {
+        let n = nodes(CARRY);
+        assert_eq!(
+            n.iter().filter(|s| *s == "kernel" || *s == "view").count(),
+            0,
+            "{n:?}"
+        );
+        assert_eq!(
+            n.iter()
+                .filter(|s| s.starts_with("updates2+") && s.ends_with("writing 1"))
+                .count(),
+            1,
+            "{n:?}"
+        );
     }
 }

@@ -872,7 +872,7 @@ impl Run<'_> {
                     target,
                     result,
                     take,
-                } => self.update(*kernel, args, &[(*target, *result, *take)])?,
+                } => self.update(*kernel, args, &[(*target, *result, *take)], &[])?,
                 Step::Updates(u) => {
                     let targets: Vec<(Slot, Slot, bool)> = u
                         .targets
@@ -881,7 +881,7 @@ impl Run<'_> {
                         .zip(&u.takes)
                         .map(|((&t, &r), &k)| (t, r, k))
                         .collect();
-                    self.update(u.kernel, &u.args, &targets)?
+                    self.update(u.kernel, &u.args, &targets, &u.outputs)?
                 }
                 Step::Free(slots) => {
                     for &s in slots {
@@ -1047,8 +1047,14 @@ impl Run<'_> {
     /// Runs update kernel `k` on its targets' buffers, `(target, result, take)` in output
     /// binding order: each in place when this step may take it and no one else holds it (no
     /// loop state, parameter or later step), else on a copy; each updated buffer becomes its
-    /// result.
-    fn update(&mut self, k: usize, args: &[Slot], targets: &[(Slot, Slot, bool)]) -> Result<()> {
+    /// result. The kernel's other outputs (`outputs`, bound after the targets) are fresh.
+    fn update(
+        &mut self,
+        k: usize,
+        args: &[Slot],
+        targets: &[(Slot, Slot, bool)],
+        outputs: &[Slot],
+    ) -> Result<()> {
         let exe = self.exe;
         let lk = &exe.kernels[k];
         let mut bufs = Vec::with_capacity(args.len() + targets.len());
@@ -1084,6 +1090,9 @@ impl Run<'_> {
             };
             bufs.push(buf.clone());
             updated.push((result, buf));
+        }
+        for &o in outputs {
+            bufs.push(self.alloc(o)?);
         }
         if lk.kernel.inputs.iter().all(|i| i.ty.num_elements() > 0) {
             self.dispatch(k, &bufs, &[])?;

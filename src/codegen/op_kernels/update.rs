@@ -22,7 +22,7 @@ pub fn emit(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
-    emit_many(name, f, defs, &[op], &Default::default(), target)
+    emit_many(name, f, defs, &[op], &Default::default(), &[], target)
 }
 
 /// The position in the operand (of `xdims`) of element `t` (a WGSL `u32` name) of the update
@@ -119,6 +119,7 @@ fn write_update_vec4(
     op: &Operation,
     j: usize,
     t4: &str,
+    declared: bool,
 ) -> Result<(u64, crate::ir::TensorType)> {
     let (x, u) = (op.operands[0], op.operands[1]);
     let xt = em.ty(x)?.clone();
@@ -126,7 +127,9 @@ fn write_update_vec4(
     let (xdims, udims) = (xt.dims(), ut.dims());
     let elem = crate::codegen::dtype::storage_elem(xt.dtype);
     let total = ut.num_elements() as u64;
-    em.line(&format!("let {t4}_0 = {t4} * 4u;"));
+    if !declared {
+        em.line(&format!("let {t4}_0 = {t4} * 4u;"));
+    }
     // Inputs read at the four elements' own offsets (the update itself) are read as one
     // vec4 too (see `expr::Quads`), and, the group being in one row of the update (its
     // innermost extent is a multiple of 4), so are those of fused producers read at the
@@ -151,7 +154,7 @@ fn write_update_vec4(
     };
     let mut vals = Vec::with_capacity(4);
     for e in 0..4 {
-        if e > 0 {
+        if e > 0 && !declared {
             em.line(&format!("let {t4}_{e} = {t4}_0 + {e}u;"));
         }
         match em.value(u, &Index::Linear(format!("{t4}_{e}"))) {
@@ -171,19 +174,70 @@ fn write_update_vec4(
     Ok((total, xt))
 }
 
+/// On CPU adapters, the statements writing elements `4 t4 ..= 4 t4 + 3` of value `v` (of type
+/// `t`, 32-bit elements, its innermost extent a multiple of 4) into output binding `j` as one
+/// `vec4`, the value's inputs read as [`write_update_vec4`] reads an update's.
+fn write_whole_vec4(
+    em: &mut ExprEmitter,
+    v: ValueId,
+    t: &crate::ir::TensorType,
+    j: usize,
+    t4: &str,
+    declared: bool,
+) -> Result<()> {
+    let elem = crate::codegen::dtype::storage_elem(t.dtype);
+    if !declared {
+        em.line(&format!("let {t4}_0 = {t4} * 4u;"));
+    }
+    let quads = em.quads.replace(crate::codegen::expr::Quads {
+        dims: Vec::new(),
+        positions: (0..4)
+            .map(|e| (format!("{t4}_{e}"), (format!("{t4}_0"), e)))
+            .collect(),
+        streaming: true,
+        any_shape: false,
+        rows: !crate::fusion::switched_off("WGPU_HLO_QUAD_ROWS"),
+    });
+    // The group's coordinates, split with the group known (its innermost one registered as
+    // the group's first position, `ExprEmitter::multi`).
+    let _ = em.multi(&Index::Linear(format!("{t4}_0")), &t.dims());
+    let mut vals = Vec::with_capacity(4);
+    for e in 0..4 {
+        if e > 0 && !declared {
+            em.line(&format!("let {t4}_{e} = {t4}_0 + {e}u;"));
+        }
+        match em.value(v, &Index::Linear(format!("{t4}_{e}"))) {
+            Ok(x) => vals.push(x),
+            Err(err) => {
+                em.quads = quads;
+                return Err(err);
+            }
+        }
+    }
+    em.quads = quads;
+    em.line(&format!(
+        "out{j}[{t4}] = vec4<{elem}>({});",
+        vals.join(", ")
+    ));
+    Ok(())
+}
+
 /// Several in-place updates (`dynamic_update_slice`s, and scatters [`emit_scatter`] takes)
 /// into buffers of their own in one kernel (`fusion::updates`): update `j` runs in the
 /// workgroups after those of the updates before it (so the branch choosing it is uniform in
 /// a workgroup), each invocation writing one element as the update's own kernel does, into
 /// output binding `j`. Inputs shared by several
 /// updates (a scan's step index) are bound once; values in `inline` (the loop kernels that
-/// produced update values, `fusion::updates`) are computed where they are read.
+/// produced update values, `fusion::updates`) are computed where they are read, and
+/// `outputs` (values among them that others read too) are written whole, each to an output
+/// binding of its own after the updates'.
 pub fn emit_many(
     name: &str,
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
     ops: &[&Operation],
     inline: &std::collections::HashSet<ValueId>,
+    outputs: &[ValueId],
     target: Target,
 ) -> Result<Kernel> {
     let (all_defs, body_vals) = scatter_defs(defs, ops);
@@ -205,7 +259,24 @@ pub fn emit_many(
     };
     // Updates written four elements per invocation as vec4s (CPU adapters).
     let fours: Vec<bool> = ops.iter().map(|op| writes_vec4s(f, op, target)).collect();
-    if let ([op], [false]) = (ops, fours.as_slice()) {
+    // The outputs written whole: (value, type, written as vec4s).
+    let mut whole = Vec::with_capacity(outputs.len());
+    for &v in outputs {
+        let t = em.ty(v)?.clone();
+        let fours = target.cpu_adapter
+            && t.dims().last().is_some_and(|&l| l % 4 == 0)
+            && t.num_elements() > 0
+            && t.num_elements() as u64 * 4 <= target.max_binding_size
+            && matches!(
+                t.dtype,
+                crate::ir::ElementType::F32
+                    | crate::ir::ElementType::I32
+                    | crate::ir::ElementType::U32
+            )
+            && !crate::fusion::switched_off("WGPU_HLO_VEC4_STORES");
+        whole.push((v, t, fours));
+    }
+    if let ([op], [false], []) = (ops, fours.as_slice(), outputs) {
         // One update: a thread per element.
         let (total, xt, func) = write(&mut em, op, 0, "tid")?;
         let comment = format!(
@@ -252,23 +323,42 @@ pub fn emit_many(
         .first()
         .map(|op| update_elements(op))
         .filter(|&n| n > 0 && ops.iter().all(|op| update_elements(op) == n));
-    let straight = same.is_some() && ops.len() > 1 && fours.iter().all(|&v| v);
+    let straight = same.is_some()
+        && ops.len() + whole.len() > 1
+        && fours.iter().all(|&v| v)
+        && whole
+            .iter()
+            .all(|(_, t, four)| *four && Some(t.num_elements() as u64) == same);
     if let (Some(n), true) = (same, straight) {
         let threads = n / 4;
         groups = threads.div_ceil(w);
         em.line(&format!("let t = grp * {w}u + lid;"));
         em.open(&format!("if (t < {threads}u)"));
+        // One scope for all: the group's positions named once, and what several updates
+        // compute inline (a recurrent cell's gates, read by several stacked residuals and the
+        // carry) computed once.
+        em.line("let t_0 = t * 4u;");
+        for e in 1..4 {
+            em.line(&format!("let t_{e} = t_0 + {e}u;"));
+        }
         for (j, op) in ops.iter().enumerate() {
             vec4_outs.push(j);
-            // A block per update: each names its values as the branches did.
-            em.open("");
-            let (total, xt) = write_update_vec4(&mut em, op, j, "t")?;
-            em.close(None);
+            let (total, xt) = write_update_vec4(&mut em, op, j, "t", true)?;
             outs.push(Binding {
                 value: op.results[0],
                 ty: xt,
             });
             elements += total;
+        }
+        for (e, (v, t, _)) in whole.iter().enumerate() {
+            let j = ops.len() + e;
+            vec4_outs.push(j);
+            write_whole_vec4(&mut em, *v, t, j, "t", true)?;
+            outs.push(Binding {
+                value: *v,
+                ty: t.clone(),
+            });
+            elements += t.num_elements() as u64;
         }
         em.close(None);
     }
@@ -290,7 +380,7 @@ pub fn emit_many(
         em.open(&format!("if (t < {threads}u)"));
         let (total, xt, func) = if fours[j] {
             vec4_outs.push(j);
-            let (total, xt) = write_update_vec4(&mut em, op, j, "t")?;
+            let (total, xt) = write_update_vec4(&mut em, op, j, "t", false)?;
             (total, xt, String::new())
         } else {
             write(&mut em, op, j, "t")?
@@ -303,6 +393,38 @@ pub fn emit_many(
         });
         groups = end;
         elements += total;
+    }
+    for (e, (v, t, four)) in whole.iter().enumerate() {
+        if straight {
+            break;
+        }
+        // An output written whole: a part of its own, an invocation per element or group of four.
+        let j = ops.len() + e;
+        let n = t.num_elements() as u64;
+        let threads = if *four { n / 4 } else { n };
+        let end = groups + threads.div_ceil(w);
+        let header = format!("if (grp < {end}u)");
+        if j == 0 {
+            em.open(&header);
+        } else {
+            em.close(Some(&format!("else {header}")));
+        }
+        em.line(&format!("let t = (grp - {groups}u) * {w}u + lid;"));
+        em.open(&format!("if (t < {threads}u)"));
+        if *four {
+            vec4_outs.push(j);
+            write_whole_vec4(&mut em, *v, t, j, "t", false)?;
+        } else {
+            let x = em.value(*v, &Index::Linear("t".into()))?;
+            em.line(&format!("out{j}[t] = {x};"));
+        }
+        em.close(None);
+        outs.push(Binding {
+            value: *v,
+            ty: t.clone(),
+        });
+        groups = end;
+        elements += n;
     }
     if groups > 0 && !straight {
         em.close(None);
@@ -354,7 +476,7 @@ pub fn emit_scatter(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
-    emit_many(name, f, defs, &[op], &Default::default(), target)
+    emit_many(name, f, defs, &[op], &Default::default(), &[], target)
 }
 
 /// `defs` with the values of the update computations of `ops` (scatters; others add
