@@ -269,7 +269,22 @@ def narrow_stacks(xs, h0):
     return lax.scan(step, h0, xs)
 
 
-@pytest.mark.parametrize("f", [carry_and_stacks, carry_read_before_its_stack, narrow_stacks])
+def stacked_then_multiplied(xs, h0):
+    """A stacked value read by a product before its update (an LSTM's backward step: the gate
+    gradients, stacked, times the weights): the product runs after the update step, which
+    writes the value."""
+    w = jnp.linspace(-0.1, 0.1, 32 * 32, dtype=jnp.float32).reshape(32, 32)
+
+    def step(h, x):
+        g = jnp.tanh(x[:, :32] + h) * x[:, 32:64]
+        return g @ w, g
+
+    return lax.scan(step, h0, xs)
+
+
+@pytest.mark.parametrize(
+    "f", [carry_and_stacks, carry_read_before_its_stack, narrow_stacks, stacked_then_multiplied]
+)
 def test_update_step_writes_the_carry(gpu, f, tmp_path, monkeypatch):
     """A scan step's elementwise kernel making its carry and its stacked values runs inside the
     merged update step, which writes the carry too (`WGPU_HLO_UPDATE_OUTPUTS`), and the loop's
@@ -282,6 +297,8 @@ def test_update_step_writes_the_carry(gpu, f, tmp_path, monkeypatch):
     steps = [s.split()[0] for s in body if s.startswith("    ") and s.split()[0] in ("launch", "updates", "update")]
     if f is carry_and_stacks:
         assert steps == ["updates"] and "writing" in programs, programs
+    elif f is stacked_then_multiplied:
+        assert steps[0] == "updates" and "writing" in programs, programs
     else:
         assert "writing" not in programs, programs
         assert steps.count("launch") >= 1, programs
@@ -291,7 +308,7 @@ def test_update_step_writes_the_carry_unrolled(gpu, monkeypatch):
     """The same scans unrolled (3 steps a trip, the default): each step's carry is read by the
     next step's kernels, after its update step."""
     args = (normal((21, 8, 96), 2), normal((8, 32), 3))
-    for f in (carry_and_stacks, carry_read_before_its_stack):
+    for f in (carry_and_stacks, carry_read_before_its_stack, stacked_then_multiplied):
         same_as_cpu(gpu, f, *args)
         got = leaves(jax.jit(f)(*jax.device_put(args, gpu)))
         monkeypatch.setenv("WGPU_HLO_UPDATE_OUTPUTS", "0")

@@ -121,6 +121,9 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
     }
     let mut remove = HashSet::new();
     let write_outputs = !switched_off("WGPU_HLO_UPDATE_OUTPUTS");
+    // Kernels that run after a merged step instead of before it (see `can_defer`): node
+    // index to the merged step's.
+    let mut deferred: std::collections::HashMap<usize, usize> = Default::default();
     for g in groups.into_iter().filter(|g| !g.is_empty()) {
         let ops: Vec<usize> = g
             .iter()
@@ -177,6 +180,23 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
         // The nearest producers are considered first, so that those feeding them find their
         // readers taken.
         let mut taken: HashSet<usize> = HashSet::new();
+        // Whether kernel node `j`, before the last member, can run right after the merged
+        // step: it reads no buffer the step updates, and nothing up to the step reads its
+        // outputs or is a step other than a kernel, view, constant or member.
+        let can_defer = |j: usize| {
+            let Some(Node::Kernel(gj)) = p.nodes.get(j) else {
+                return false;
+            };
+            reads_of[j].is_disjoint(&targets)
+                && (j + 1..=last).all(|n| {
+                    let plain = match &p.nodes[n] {
+                        Node::Kernel(_) | Node::Alias { .. } | Node::Constant(_) => true,
+                        Node::Op(i) => value_at.contains_key(i),
+                        Node::Updates { .. } => false,
+                    };
+                    plain && gj.outputs.iter().all(|o| !reads_of[n].contains(o))
+                })
+        };
         for k in (0..last).rev() {
             let Node::Kernel(pg) = &p.nodes[k] else {
                 continue;
@@ -193,6 +213,7 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
             let mut others = Vec::new();
             let mut read_as_value = false;
             let mut refused = false;
+            let mut defer = Vec::new();
             for &v in &pg.outputs {
                 let mut other = false;
                 for (j, reads) in reads_of.iter().enumerate() {
@@ -234,7 +255,14 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
                             grown.members.insert(*a);
                             grown.outputs.push(*a);
                         }
-                        _ if j > last => other = true,
+                        _ if j > last || deferred.contains_key(&j) => other = true,
+                        // A kernel between them that can run after the merged step instead
+                        // (a recurrent cell's backward product of the gate gradients the step
+                        // stacks): it reads the output written.
+                        _ if can_defer(j) => {
+                            other = true;
+                            defer.push(j);
+                        }
                         _ => refused = true,
                     }
                 }
@@ -278,6 +306,9 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
             if let Node::Updates { outputs, .. } = &mut node {
                 outputs.extend(others);
             }
+            for j in defer {
+                deferred.insert(j, last);
+            }
             remove.insert(k);
             taken.insert(k);
             remove.extend(views.iter().copied());
@@ -301,13 +332,27 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
         p.nodes[last] = node;
         remove.extend(earlier.iter().copied());
     }
-    let nodes = std::mem::take(&mut p.nodes);
-    p.nodes = nodes
-        .into_iter()
-        .enumerate()
-        .filter(|(k, _)| !remove.contains(k))
-        .map(|(_, n)| n)
-        .collect();
+    let mut nodes: Vec<Option<Node>> = std::mem::take(&mut p.nodes).into_iter().map(Some).collect();
+    let mut after: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for (&j, &at) in &deferred {
+        after.entry(at).or_default().push(j);
+    }
+    for list in after.values_mut() {
+        list.sort_unstable();
+    }
+    for k in 0..nodes.len() {
+        if remove.contains(&k) || deferred.contains_key(&k) {
+            continue;
+        }
+        if let Some(n) = nodes[k].take() {
+            p.nodes.push(n);
+        }
+        for &j in after.get(&k).into_iter().flatten() {
+            if let Some(n) = nodes[j].take() {
+                p.nodes.push(n);
+            }
+        }
+    }
     p
 }
 
@@ -404,5 +449,25 @@ func.func @main(%a: tensor<64x256xf32>, %b: tensor<64x256xf32>, %x: tensor<256xf
             1,
             "{n:?}"
         );
+    }
+
+    /// A step's value `%y`, stacked and read by a product before the update (a recurrent
+    /// cell's backward step: the gate gradients, stacked, times the weights).
+    const READ_BY_A_DOT: &str = r#"
+func.func @main(%a: tensor<64x16xf32>, %x: tensor<8x16xf32>, %w: tensor<16x16xf32>, %i: tensor<i32>) -> (tensor<64x16xf32>, tensor<8x16xf32>) {
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %y = stablehlo.exponential %x : tensor<8x16xf32>
+  %d = stablehlo.dot_general %y, %w, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %a2 = stablehlo.dynamic_update_slice %a, %y, %i, %z : (tensor<64x16xf32>, tensor<8x16xf32>, tensor<i32>, tensor<i32>) -> tensor<64x16xf32>
+  return %a2, %d : tensor<64x16xf32>, tensor<8x16xf32>
+}"#;
+
+    #[test]
+    fn a_product_of_the_stacked_value_runs_after_the_update_step() {
+        let n = nodes(READ_BY_A_DOT);
+        let u = n.iter().position(|s| s == "updates1+1 writing 1");
+        let k = n.iter().position(|s| s == "kernel");
+        assert!(u.is_some() && u < k, "{n:?}");
+        assert_eq!(n.iter().filter(|s| *s == "kernel").count(), 1, "{n:?}");
     }
 }
