@@ -158,8 +158,8 @@ def test_inside_loops_and_branches(gpu, tmp_path, monkeypatch):
 
 
 def body_launches(dump):
-    """The kernels launched in the dumped programs' loop bodies (the launch steps indented
-    under a `body` line; a condition's come under `cond`)."""
+    """The kernels launched in the dumped programs' loop bodies (the launch and update steps
+    indented under a `body` line; a condition's come under `cond`)."""
     names = []
     for p in glob.glob(os.path.join(dump, "*.program.txt")):
         section = None
@@ -169,7 +169,7 @@ def body_launches(dump):
                 section = None
             elif words[:1] in (["body"], ["cond"]):
                 section = words[0]
-            elif section == "body" and words[:1] == ["launch"]:
+            elif section == "body" and words[:1] in (["launch"], ["update"], ["updates"]):
                 names.append(words[1])
     return names
 
@@ -202,8 +202,11 @@ def test_reversed_scan_step_computes_its_index(gpu, tmp_path, monkeypatch):
     `T - 1 - i` starts the in-place update of the stacked gradients and the slices of the
     residuals. The kernels reading the residuals compute it again instead of waiting for its
     own launch (`fusion::recomputed_indices`): fewer launches a step, the same bits as with
-    `WGPU_HLO_RECOMPUTE_INDICES=0`, jax cpu's values to rounding."""
+    `WGPU_HLO_RECOMPUTE_INDICES=0`, jax cpu's values to rounding. The kernel reading the
+    residuals is kept apart from the update step (`WGPU_HLO_UPDATE_OUTPUTS=0`): the update
+    step takes it otherwise, in both settings (3 launches a step either way)."""
     monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
+    monkeypatch.setenv("WGPU_HLO_UPDATE_OUTPUTS", "0")
     u = normal((64, 64), 1) / 8
 
     def f(h, u, xs):
