@@ -180,23 +180,6 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
         // The nearest producers are considered first, so that those feeding them find their
         // readers taken.
         let mut taken: HashSet<usize> = HashSet::new();
-        // Whether kernel node `j`, before the last member, can run right after the merged
-        // step: it reads no buffer the step updates, and nothing up to the step reads its
-        // outputs or is a step other than a kernel, view, constant or member.
-        let can_defer = |j: usize| {
-            let Some(Node::Kernel(gj)) = p.nodes.get(j) else {
-                return false;
-            };
-            reads_of[j].is_disjoint(&targets)
-                && (j + 1..=last).all(|n| {
-                    let plain = match &p.nodes[n] {
-                        Node::Kernel(_) | Node::Alias { .. } | Node::Constant(_) => true,
-                        Node::Op(i) => value_at.contains_key(i),
-                        Node::Updates { .. } => false,
-                    };
-                    plain && gj.outputs.iter().all(|o| !reads_of[n].contains(o))
-                })
-        };
         for k in (0..last).rev() {
             let Node::Kernel(pg) = &p.nodes[k] else {
                 continue;
@@ -255,15 +238,31 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
                             grown.members.insert(*a);
                             grown.outputs.push(*a);
                         }
-                        _ if j > last || deferred.contains_key(&j) => other = true,
-                        // A kernel between them that can run after the merged step instead
-                        // (a recurrent cell's backward product of the gate gradients the step
-                        // stacks): it reads the output written.
-                        _ if can_defer(j) => {
-                            other = true;
-                            defer.push(j);
+                        _ if j > last || deferred.contains_key(&j) || defer.contains(&j) => {
+                            other = true
                         }
-                        _ => refused = true,
+                        // A kernel between them that can run after the merged step instead,
+                        // with the kernels after it that read what it writes (a recurrent
+                        // cell's backward products of the gate gradients the step stacks):
+                        // they read the output written.
+                        _ => match deferrable(
+                            &p.nodes,
+                            &reads_of,
+                            &targets,
+                            &taken,
+                            &value_at,
+                            (j, last),
+                        ) {
+                            Some(set) => {
+                                other = true;
+                                for n in set {
+                                    if !defer.contains(&n) {
+                                        defer.push(n);
+                                    }
+                                }
+                            }
+                            None => refused = true,
+                        },
                     }
                 }
                 if other {
@@ -354,6 +353,49 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
         }
     }
     p
+}
+
+/// The kernels that would run right after a merged step (whose last member is node `last`,
+/// updating `targets`; `taken`: the nodes it computes inline; `members`: its updates' op
+/// indices) if kernel node `j` did: `j` and
+/// every kernel up to the step reading what one of them writes. `None` if one of them reads a
+/// buffer the step updates, or what they write is read up to the step by anything but such a
+/// kernel, or a step other than a kernel, view, constant or the merged step's own update lies
+/// between.
+fn deferrable(
+    nodes: &[Node],
+    reads_of: &[HashSet<ValueId>],
+    targets: &HashSet<ValueId>,
+    taken: &HashSet<usize>,
+    members: &std::collections::HashMap<usize, usize>,
+    (j, last): (usize, usize),
+) -> Option<Vec<usize>> {
+    let Some(Node::Kernel(gj)) = nodes.get(j) else {
+        return None;
+    };
+    if !reads_of[j].is_disjoint(targets) || taken.contains(&j) {
+        return None;
+    }
+    let mut set = vec![j];
+    let mut written: HashSet<ValueId> = gj.outputs.iter().copied().collect();
+    for n in j + 1..=last {
+        let reads_moved = reads_of[n].iter().any(|v| written.contains(v));
+        match &nodes[n] {
+            Node::Kernel(gn) if reads_moved => {
+                if !reads_of[n].is_disjoint(targets) || taken.contains(&n) {
+                    return None;
+                }
+                set.push(n);
+                written.extend(gn.outputs.iter().copied());
+            }
+            Node::Kernel(_) | Node::Constant(_) => {}
+            Node::Alias { .. } if !reads_moved => {}
+            // The merged step's own updates (still in their places here).
+            Node::Op(i) if !reads_moved && members.contains_key(i) => {}
+            _ => return None,
+        }
+    }
+    Some(set)
 }
 
 #[cfg(test)]
