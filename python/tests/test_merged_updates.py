@@ -316,3 +316,30 @@ def test_update_step_writes_the_carry_unrolled(gpu, monkeypatch):
         monkeypatch.delenv("WGPU_HLO_UPDATE_OUTPUTS")
         for g, o in zip(got, off):
             np.testing.assert_array_equal(g, o)
+
+
+def test_gradient_step_writes_its_stacked_gradients(gpu, tmp_path, monkeypatch):
+    """`jax.grad` through a GRU-like scan: the backward step's gate-gradient kernels feed the
+    weight products and the stacked gradients; the update step takes them and writes what the
+    products read, and the products run after it. Bit for bit equal to the kernels apart, and
+    to jax cpu to rounding."""
+    w = normal((32, 96), 4) / 6
+
+    def f(xs, h0):
+        def loss(w):
+            def step(h, x):
+                g = h @ w
+                r = jax.nn.sigmoid(x[:, :32] + g[:, :32])
+                z = jax.nn.sigmoid(x[:, 32:64] + g[:, 32:64])
+                c = jnp.tanh(x[:, 64:] + r * g[:, 64:])
+                hn = (1 - z) * c + z * h
+                return hn, hn
+
+            return jnp.sum(lax.scan(step, h0, xs)[1] ** 2)
+
+        return jax.grad(loss)(w)
+
+    args = (normal((12, 8, 96)), normal((8, 32), 1))
+    same_with_switch_off(gpu, f, args, "WGPU_HLO_UPDATE_OUTPUTS", tmp_path, monkeypatch)
+    programs = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.program.txt")))
+    assert "writing" in programs, programs

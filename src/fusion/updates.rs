@@ -512,4 +512,25 @@ func.func @main(%a: tensor<64x16xf32>, %x: tensor<8x16xf32>, %w: tensor<16x16xf3
         assert!(u.is_some() && u < k, "{n:?}");
         assert_eq!(n.iter().filter(|s| *s == "kernel").count(), 1, "{n:?}");
     }
+
+    /// As [`READ_BY_A_DOT`], with a second product of the first (the kernels after a deferred
+    /// one that read what it writes move with it).
+    const READ_BY_TWO_DOTS: &str = r#"
+func.func @main(%a: tensor<64x16xf32>, %x: tensor<8x16xf32>, %w: tensor<16x16xf32>, %i: tensor<i32>) -> (tensor<64x16xf32>, tensor<8x16xf32>) {
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %y = stablehlo.exponential %x : tensor<8x16xf32>
+  %d = stablehlo.dot_general %y, %w, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %e = stablehlo.dot_general %d, %w, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %a2 = stablehlo.dynamic_update_slice %a, %y, %i, %z : (tensor<64x16xf32>, tensor<8x16xf32>, tensor<i32>, tensor<i32>) -> tensor<64x16xf32>
+  return %a2, %e : tensor<64x16xf32>, tensor<8x16xf32>
+}"#;
+
+    #[test]
+    fn the_products_after_it_move_with_the_first() {
+        let n = nodes(READ_BY_TWO_DOTS);
+        let u = n.iter().position(|s| s == "updates1+1 writing 1");
+        let k = n.iter().position(|s| s == "kernel");
+        assert!(u.is_some() && u < k, "{n:?}");
+        assert_eq!(n.iter().filter(|s| *s == "kernel").count(), 2, "{n:?}");
+    }
 }
