@@ -504,13 +504,23 @@ func.func @main(%a: tensor<64x16xf32>, %x: tensor<8x16xf32>, %w: tensor<16x16xf3
   return %a2, %d : tensor<64x16xf32>, tensor<8x16xf32>
 }"#;
 
-    #[test]
-    fn a_product_of_the_stacked_value_runs_after_the_update_step() {
-        let n = nodes(READ_BY_A_DOT);
+    /// `src`'s one update step takes the producer and writes its output, and the `products`
+    /// kernels reading it all run after the step.
+    fn products_after_the_step(src: &str, products: usize) {
+        let n = nodes(src);
         let u = n.iter().position(|s| s == "updates1+1 writing 1");
         let k = n.iter().position(|s| s == "kernel");
         assert!(u.is_some() && u < k, "{n:?}");
-        assert_eq!(n.iter().filter(|s| *s == "kernel").count(), 1, "{n:?}");
+        assert_eq!(
+            n.iter().filter(|s| *s == "kernel").count(),
+            products,
+            "{n:?}"
+        );
+    }
+
+    #[test]
+    fn a_product_of_the_stacked_value_runs_after_the_update_step() {
+        products_after_the_step(READ_BY_A_DOT, 1);
     }
 
     /// As [`READ_BY_A_DOT`], with a second product of the first (the kernels after a deferred
@@ -527,10 +537,6 @@ func.func @main(%a: tensor<64x16xf32>, %x: tensor<8x16xf32>, %w: tensor<16x16xf3
 
     #[test]
     fn the_products_after_it_move_with_the_first() {
-        let n = nodes(READ_BY_TWO_DOTS);
-        let u = n.iter().position(|s| s == "updates1+1 writing 1");
-        let k = n.iter().position(|s| s == "kernel");
-        assert!(u.is_some() && u < k, "{n:?}");
-        assert_eq!(n.iter().filter(|s| *s == "kernel").count(), 2, "{n:?}");
+        products_after_the_step(READ_BY_TWO_DOTS, 2);
     }
 }

@@ -76,12 +76,22 @@ fn write_update(
     Ok((total, xt))
 }
 
+/// Whether a buffer of type `t` may be written as vec4s on `target` (CPU adapters): 32-bit
+/// elements, bound whole (tensors bound in parts keep the scalar accesses the parts'
+/// functions take), `WGPU_HLO_VEC4_STORES` not off.
+fn vec4_words(t: &crate::ir::TensorType, target: Target) -> bool {
+    target.cpu_adapter
+        && !crate::fusion::switched_off("WGPU_HLO_VEC4_STORES")
+        && t.num_elements() as u64 * 4 <= target.max_binding_size
+        && matches!(
+            t.dtype,
+            crate::ir::ElementType::F32 | crate::ir::ElementType::I32 | crate::ir::ElementType::U32
+        )
+}
+
 /// Whether [`write_update_vec4`] writes `op` (see there).
 fn writes_vec4s(f: &Function, op: &Operation, target: Target) -> bool {
-    if !target.cpu_adapter
-        || op.op != Op::DynamicUpdateSlice
-        || crate::fusion::switched_off("WGPU_HLO_VEC4_STORES")
-    {
+    if op.op != Op::DynamicUpdateSlice {
         return false;
     }
     let (Some(xt), Some(ut)) = (
@@ -98,12 +108,7 @@ fn writes_vec4s(f: &Function, op: &Operation, target: Target) -> bool {
     aligned
         && op.operands.len() == 2 + xdims.len()
         && ut.num_elements() > 0
-        // Tensors bound in parts keep the scalar accesses the parts' functions take.
-        && xt.num_elements() as u64 * 4 <= target.max_binding_size
-        && matches!(
-            xt.dtype,
-            crate::ir::ElementType::F32 | crate::ir::ElementType::I32 | crate::ir::ElementType::U32
-        )
+        && vec4_words(xt, target)
 }
 
 /// On CPU adapters, the statements of `op` (a `dynamic_update_slice` of 32-bit elements
@@ -127,13 +132,34 @@ fn write_update_vec4(
     let (xdims, udims) = (xt.dims(), ut.dims());
     let elem = crate::codegen::dtype::storage_elem(xt.dtype);
     let total = ut.num_elements() as u64;
+    let (xi, vals) = quad_values(em, u, t4, declared, |em| {
+        operand_position(em, op, &xdims, &udims, &format!("{t4}_0"))
+    })?;
+    let at = crate::codegen::expr::linearize(&xi, &xdims);
+    em.line(&format!(
+        "out{j}[({at}) / 4u] = vec4<{elem}>({});",
+        vals.join(", ")
+    ));
+    Ok((total, xt))
+}
+
+/// The four values of `v` at elements `4 t4 ..= 4 t4 + 3` (`t4` a WGSL `u32` name; the
+/// names `t4_0 ..= t4_3` declared here unless `declared`), with `position` run first (it
+/// splits the group's first element into coordinates: so that its innermost coordinate is
+/// registered as the group's first position, `ExprEmitter::multi`). Inputs read at the four
+/// elements' own offsets are read as one vec4 (see `expr::Quads`), and, the group being in one
+/// row (the innermost extent is a multiple of 4), so are those of fused producers read at the
+/// innermost coordinate, as in loop kernels (`WGPU_HLO_QUAD_ROWS=0`: not).
+fn quad_values<R>(
+    em: &mut ExprEmitter,
+    v: ValueId,
+    t4: &str,
+    declared: bool,
+    position: impl FnOnce(&mut ExprEmitter) -> Result<R>,
+) -> Result<(R, Vec<String>)> {
     if !declared {
         em.line(&format!("let {t4}_0 = {t4} * 4u;"));
     }
-    // Inputs read at the four elements' own offsets (the update itself) are read as one
-    // vec4 too (see `expr::Quads`), and, the group being in one row of the update (its
-    // innermost extent is a multiple of 4), so are those of fused producers read at the
-    // innermost coordinate, as in loop kernels (`WGPU_HLO_QUAD_ROWS=0`: not).
     let quads = em.quads.replace(crate::codegen::expr::Quads {
         dims: Vec::new(),
         positions: (0..4)
@@ -143,35 +169,20 @@ fn write_update_vec4(
         any_shape: false,
         rows: !crate::fusion::switched_off("WGPU_HLO_QUAD_ROWS"),
     });
-    // The group's position in the update, split with the group known (so that its innermost
-    // coordinate is registered as the group's first position, `ExprEmitter::multi`).
-    let xi = match operand_position(em, op, &xdims, &udims, &format!("{t4}_0")) {
-        Ok(xi) => xi,
-        Err(err) => {
-            em.quads = quads;
-            return Err(err);
-        }
-    };
-    let mut vals = Vec::with_capacity(4);
-    for e in 0..4 {
-        if e > 0 && !declared {
-            em.line(&format!("let {t4}_{e} = {t4}_0 + {e}u;"));
-        }
-        match em.value(u, &Index::Linear(format!("{t4}_{e}"))) {
-            Ok(v) => vals.push(v),
-            Err(err) => {
-                em.quads = quads;
-                return Err(err);
+    let values = |em: &mut ExprEmitter| -> Result<(R, Vec<String>)> {
+        let at = position(em)?;
+        let mut vals = Vec::with_capacity(4);
+        for e in 0..4 {
+            if e > 0 && !declared {
+                em.line(&format!("let {t4}_{e} = {t4}_0 + {e}u;"));
             }
+            vals.push(em.value(v, &Index::Linear(format!("{t4}_{e}")))?);
         }
-    }
+        Ok((at, vals))
+    };
+    let out = values(em);
     em.quads = quads;
-    let at = crate::codegen::expr::linearize(&xi, &xdims);
-    em.line(&format!(
-        "out{j}[({at}) / 4u] = vec4<{elem}>({});",
-        vals.join(", ")
-    ));
-    Ok((total, xt))
+    out
 }
 
 /// On CPU adapters, the statements writing elements `4 t4 ..= 4 t4 + 3` of value `v` (of type
@@ -186,40 +197,33 @@ fn write_whole_vec4(
     declared: bool,
 ) -> Result<()> {
     let elem = crate::codegen::dtype::storage_elem(t.dtype);
-    if !declared {
-        em.line(&format!("let {t4}_0 = {t4} * 4u;"));
-    }
-    let quads = em.quads.replace(crate::codegen::expr::Quads {
-        dims: Vec::new(),
-        positions: (0..4)
-            .map(|e| (format!("{t4}_{e}"), (format!("{t4}_0"), e)))
-            .collect(),
-        streaming: true,
-        any_shape: false,
-        rows: !crate::fusion::switched_off("WGPU_HLO_QUAD_ROWS"),
-    });
-    // The group's coordinates, split with the group known (its innermost one registered as
-    // the group's first position, `ExprEmitter::multi`).
-    let _ = em.multi(&Index::Linear(format!("{t4}_0")), &t.dims());
-    let mut vals = Vec::with_capacity(4);
-    for e in 0..4 {
-        if e > 0 && !declared {
-            em.line(&format!("let {t4}_{e} = {t4}_0 + {e}u;"));
-        }
-        match em.value(v, &Index::Linear(format!("{t4}_{e}"))) {
-            Ok(x) => vals.push(x),
-            Err(err) => {
-                em.quads = quads;
-                return Err(err);
-            }
-        }
-    }
-    em.quads = quads;
+    let dims = t.dims();
+    let ((), vals) = quad_values(em, v, t4, declared, |em| {
+        em.multi(&Index::Linear(format!("{t4}_0")), &dims);
+        Ok(())
+    })?;
     em.line(&format!(
         "out{j}[{t4}] = vec4<{elem}>({});",
         vals.join(", ")
     ));
     Ok(())
+}
+
+/// Opens the part of a kernel of parts in workgroups (see [`emit_many`]) whose `threads`
+/// invocations run in the workgroups from `groups` on (`first`: the kernel's first part), with
+/// `t` its invocation's index; returns the workgroup after its last.
+fn open_part(em: &mut ExprEmitter, first: bool, groups: u64, threads: u64) -> u64 {
+    let w = u64::from(kernel::WORKGROUP);
+    let end = groups + threads.div_ceil(w);
+    let header = format!("if (grp < {end}u)");
+    if first {
+        em.open(&header);
+    } else {
+        em.close(Some(&format!("else {header}")));
+    }
+    em.line(&format!("let t = (grp - {groups}u) * {w}u + lid;"));
+    em.open(&format!("if (t < {threads}u)"));
+    end
 }
 
 /// Several in-place updates (`dynamic_update_slice`s, and scatters [`emit_scatter`] takes)
@@ -263,17 +267,9 @@ pub fn emit_many(
     let mut whole = Vec::with_capacity(outputs.len());
     for &v in outputs {
         let t = em.ty(v)?.clone();
-        let fours = target.cpu_adapter
-            && t.dims().last().is_some_and(|&l| l % 4 == 0)
+        let fours = t.dims().last().is_some_and(|&l| l % 4 == 0)
             && t.num_elements() > 0
-            && t.num_elements() as u64 * 4 <= target.max_binding_size
-            && matches!(
-                t.dtype,
-                crate::ir::ElementType::F32
-                    | crate::ir::ElementType::I32
-                    | crate::ir::ElementType::U32
-            )
-            && !crate::fusion::switched_off("WGPU_HLO_VEC4_STORES");
+            && vec4_words(&t, target);
         whole.push((v, t, fours));
     }
     if let ([op], [false], []) = (ops, fours.as_slice(), outputs) {
@@ -369,15 +365,7 @@ pub fn emit_many(
         let n = update_elements(op);
         // Invocations: one per element, or per group of four.
         let threads = if fours[j] { n / 4 } else { n };
-        let end = groups + threads.div_ceil(w);
-        let header = format!("if (grp < {end}u)");
-        if j == 0 {
-            em.open(&header);
-        } else {
-            em.close(Some(&format!("else {header}")));
-        }
-        em.line(&format!("let t = (grp - {groups}u) * {w}u + lid;"));
-        em.open(&format!("if (t < {threads}u)"));
+        let end = open_part(&mut em, j == 0, groups, threads);
         let (total, xt, func) = if fours[j] {
             vec4_outs.push(j);
             let (total, xt) = write_update_vec4(&mut em, op, j, "t", false)?;
@@ -402,15 +390,7 @@ pub fn emit_many(
         let j = ops.len() + e;
         let n = t.num_elements() as u64;
         let threads = if *four { n / 4 } else { n };
-        let end = groups + threads.div_ceil(w);
-        let header = format!("if (grp < {end}u)");
-        if j == 0 {
-            em.open(&header);
-        } else {
-            em.close(Some(&format!("else {header}")));
-        }
-        em.line(&format!("let t = (grp - {groups}u) * {w}u + lid;"));
-        em.open(&format!("if (t < {threads}u)"));
+        let end = open_part(&mut em, j == 0, groups, threads);
         if *four {
             vec4_outs.push(j);
             write_whole_vec4(&mut em, *v, t, j, "t", false)?;
