@@ -37,6 +37,15 @@ pub const MAX_PART_BYTES_CPU: u64 = 1 << 16;
 /// apart).
 pub const MAX_WGSL_BYTES_CPU: usize = 16 << 10;
 
+/// [`MAX_PART_BYTES`], or [`MAX_PART_BYTES_CPU`] on CPU adapters.
+fn max_part_bytes(cpu_adapter: bool) -> u64 {
+    if cpu_adapter {
+        MAX_PART_BYTES_CPU
+    } else {
+        MAX_PART_BYTES
+    }
+}
+
 struct Cx<'a, 'b> {
     kernels: &'a [Kernel],
     infos: HashMap<usize, Option<Mergeable>>,
@@ -53,12 +62,7 @@ impl Cx<'_, '_> {
             .or_insert_with(|| {
                 let kernel = kernels.get(k)?;
                 let bytes: u64 = kernel.outputs.iter().map(|o| o.ty.byte_size() as u64).sum();
-                let max = if cpu {
-                    MAX_PART_BYTES_CPU
-                } else {
-                    MAX_PART_BYTES
-                };
-                if bytes > max {
+                if bytes > max_part_bytes(cpu) {
                     return None;
                 }
                 merged::inspect(kernel)
@@ -71,11 +75,7 @@ impl Cx<'_, '_> {
     fn updates_info(&mut self, k: usize) -> Option<Mergeable> {
         let kernel = self.kernels.get(k)?;
         let info = merged::inspect(kernel)?;
-        let max = if self.target.cpu_adapter {
-            MAX_PART_BYTES_CPU
-        } else {
-            MAX_PART_BYTES
-        };
+        let max = max_part_bytes(self.target.cpu_adapter);
         let written = info
             .groups
             .saturating_mul(u64::from(info.workgroup))

@@ -708,8 +708,9 @@ const MAX_INDEX_CHAIN: usize = 8;
 /// value is written when a step that is no kernel reads it: `jax.grad` of a `lax.scan` runs
 /// the scan backwards, and the reversed step number `T - 1 - i` is the start index of the
 /// in-place updates stacking the gradients (which read buffers) and of the `dynamic_slice`s
-/// that fused kernels read the step's residuals through. Read from its buffer, it made those kernels wait for a launch of its own each
-/// step (~50 µs on llvmpipe, whatever a launch computes); computed inline, its kernel
+/// that fused kernels read the step's residuals through. Read from its buffer, it made those
+/// kernels wait for a launch of its own each step (~50 µs on llvmpipe, whatever a launch
+/// computes); computed inline, its kernel
 /// depends on nothing of the step and merges into another launch (`compile::merge`). Integer
 /// arithmetic is exact, so results do not change. `WGPU_HLO_RECOMPUTE_INDICES=0` turns it off.
 fn recomputed_indices(

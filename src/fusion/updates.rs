@@ -289,8 +289,7 @@ pub fn fuse(f: &Function, region: &Region, mut p: Partition, max_bindings: usize
                 continue;
             };
             // Nor may a producer read a buffer the kernel updates.
-            let own = node_reads(region, &def, &p.materialized, &p.nodes[k]).reads;
-            let targets_read = !own.is_disjoint(&targets);
+            let targets_read = !reads_of[k].is_disjoint(&targets);
             producers.push(grown);
             let written = outputs.len() + others.len();
             // Bindings: the buffers read but not updated, one per update, one per output.
