@@ -224,3 +224,35 @@ def test_reversed_scan_step_computes_its_index(gpu, tmp_path, monkeypatch):
     on, off = check(gpu, f, args, tmp_path, monkeypatch, rtol=1e-4, atol=1e-4,
                     switch="WGPU_HLO_RECOMPUTE_INDICES", count=body_launches)
     assert len(on) < len(off), (on, off)
+
+
+def stacked_gradient_steps(h, u, w, xs):
+    """A gradient through a scan of a gated cell stacking its state: the backward scan's
+    update step computes the gate gradients it stacks (`fusion::updates`)."""
+
+    def loss(u, w):
+        def cell(c, x):
+            z = jax.nn.sigmoid(x @ w)
+            c = (1 - z) * c + z * jnp.tanh(c @ u + x)
+            return c, c
+
+        _, cs = lax.scan(cell, h, xs)
+        return jnp.sum(cs**2)
+
+    return jax.grad(loss, argnums=(0, 1))(u, w)
+
+
+@pytest.mark.parametrize("cls", ["cpu"])
+def test_reversed_scan_step_writes_no_unread_index(gpu, tmp_path, monkeypatch, cls):
+    """The reversed step number `T - 1 - i` that every kernel and the update step of a
+    backward scan step compute inline is not written by a launch of its own as well
+    (`fusion::unread`), and the step counter `i + 1` left alone in that launch moves after
+    the update step, where launch merging takes it into another launch: one launch a step
+    fewer, the same bits as with `WGPU_HLO_PRUNE_UNREAD=0`, jax cpu's values to rounding."""
+    monkeypatch.setenv("WGPU_HLO_ADAPTER_CLASS", cls)
+    monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
+    args = (normal((16, 64)), normal((64, 64), 1) / 8, normal((64, 64), 3) / 8,
+            normal((9, 16, 64), 2))
+    on, off = check(gpu, stacked_gradient_steps, args, tmp_path, monkeypatch, rtol=1e-4,
+                    atol=1e-4, switch="WGPU_HLO_PRUNE_UNREAD", count=body_launches)
+    assert len(on) < len(off), (on, off)

@@ -16,6 +16,7 @@ pub mod in_place;
 pub mod multi_output;
 pub mod prologue;
 pub mod rows;
+pub mod unread;
 pub mod updates;
 
 /// What kind of kernel a group becomes.
@@ -255,7 +256,8 @@ pub fn partition(
             let p = epilogue::fuse(f, region, p, max_bindings);
             let p = prologue::fuse(f, region, p, max_bindings, cpu_adapter);
             let p = horizontal::fuse(f, region, p, max_bindings, cpu_adapter);
-            return updates::fuse(f, region, p, max_bindings);
+            let p = updates::fuse(f, region, p, max_bindings);
+            return unread::prune(f, region, p);
         }
     }
 }
@@ -434,7 +436,16 @@ pub(crate) fn node_reads(
                 .flat_map(|g| g.outputs.iter().copied())
                 .collect();
             for op in ops.iter().filter_map(|&i| region.ops.get(i)) {
-                reads.extend(op.operands.iter().filter(|v| !made.contains(v)).copied());
+                for &v in op.operands.iter().filter(|v| !made.contains(v)) {
+                    // An operand a producer computes inline (a reversed scan's step index,
+                    // `recomputed_indices`) the update kernel computes the same way.
+                    match producers.iter().find(|g| g.members.contains(&v)) {
+                        Some(g) => leaves(region, def, g, materialized, v, &mut reads),
+                        None => {
+                            reads.insert(v);
+                        }
+                    }
+                }
             }
             for g in producers {
                 for &v in &g.outputs {
