@@ -242,13 +242,15 @@ def stacked_gradient_steps(h, u, w, xs):
     return jax.grad(loss, argnums=(0, 1))(u, w)
 
 
-@pytest.mark.parametrize("cls", ["cpu"])
+@pytest.mark.parametrize("cls", ["cpu", "gpu"])
 def test_reversed_scan_step_writes_no_unread_index(gpu, tmp_path, monkeypatch, cls):
     """The reversed step number `T - 1 - i` that every kernel and the update step of a
     backward scan step compute inline is not written by a launch of its own as well
     (`fusion::unread`), and the step counter `i + 1` left alone in that launch moves after
     the update step, where launch merging takes it into another launch: one launch a step
-    fewer, the same bits as with `WGPU_HLO_PRUNE_UNREAD=0`, jax cpu's values to rounding."""
+    fewer, the same bits as with `WGPU_HLO_PRUNE_UNREAD=0`, jax cpu's values to rounding.
+    Under GPU-class kernels the update step must have taken the gate kernel first (before
+    horizontal fusion merges it with the index: `WGPU_HLO_UPDATES_FIRST`)."""
     monkeypatch.setenv("WGPU_HLO_ADAPTER_CLASS", cls)
     monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
     args = (normal((16, 64)), normal((64, 64), 1) / 8, normal((64, 64), 3) / 8,

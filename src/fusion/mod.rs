@@ -255,8 +255,16 @@ pub fn partition(
             let p = multi_output::fuse(f, region, p, max_bindings);
             let p = epilogue::fuse(f, region, p, max_bindings);
             let p = prologue::fuse(f, region, p, max_bindings, cpu_adapter);
-            let p = horizontal::fuse(f, region, p, max_bindings, cpu_adapter);
-            let p = updates::fuse(f, region, p, max_bindings);
+            // Update steps take their producers before horizontal fusion merges those into
+            // kernels an update step cannot take (a scan step's gate kernel beside its index,
+            // on GPUs: their parts run to 65536 elements there).
+            let p = if switched_off("WGPU_HLO_UPDATES_FIRST") {
+                let p = horizontal::fuse(f, region, p, max_bindings, cpu_adapter);
+                updates::fuse(f, region, p, max_bindings)
+            } else {
+                let p = updates::fuse(f, region, p, max_bindings);
+                horizontal::fuse(f, region, p, max_bindings, cpu_adapter)
+            };
             return unread::prune(f, region, p);
         }
     }
