@@ -174,25 +174,28 @@ def body_launches(dump):
     return names
 
 
-@pytest.mark.parametrize("step", ["dot", "elementwise"])
+@pytest.mark.parametrize("step", ["dot", "wide dot", "elementwise"])
 def test_loop_counter_joins_the_step(gpu, tmp_path, monkeypatch, step):
     """A `fori_loop`'s counter (`i + 1`, one invocation) runs in the launch of the step's
     only kernel on CPU adapters: beside a dot of one-subgroup workgroups (the counter takes
     a workgroup of 8 lanes of its own), and packed into one 256-lane workgroup beside a loop
-    kernel. On llvmpipe a launch costs ~50 µs whatever it computes."""
+    kernel. On llvmpipe a launch costs ~50 µs whatever it computes. A dot whose WGSL is past
+    the merged kernels' bound (~25 KiB at 256 x 256 weights, as an LSTM step's 128 x 512)
+    takes it too: the counter's code is tiny (`compile::merge::TINY_WGSL_BYTES`)."""
     monkeypatch.setenv("WGPU_HLO_ADAPTER_CLASS", "cpu")
     monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
-    u = normal((128, 128), 1) / 128**0.5
+    n = 256 if step == "wide dot" else 128
+    u = normal((n, n), 1) / n**0.5
 
     def f(h, u):
-        if step == "dot":
+        if step != "elementwise":
             return lax.fori_loop(0, 7, lambda i, h: jnp.tanh(h @ u), h)
         return lax.fori_loop(0, 7, lambda i, h: jnp.tanh(h * 1.0001 + i), h)
 
-    (on, merged), (off, _) = check(gpu, f, (normal((32, 128)), u), tmp_path, monkeypatch, atol=1e-5)
+    (on, merged), (off, _) = check(gpu, f, (normal((32, n)), u), tmp_path, monkeypatch, atol=1e-5)
     body = body_launches(str(tmp_path / "on"))
     assert len(body) == 1 and "+" in body[0], body
-    if step == "dot":
+    if step != "elementwise":
         assert body[0].startswith("dot_"), body
     assert on < off, (on, off)
 

@@ -37,6 +37,17 @@ pub const MAX_PART_BYTES_CPU: u64 = 1 << 16;
 /// apart).
 pub const MAX_WGSL_BYTES_CPU: usize = 16 << 10;
 
+/// WGSL bytes of a part that may join a merged kernel on CPU adapters past
+/// [`MAX_WGSL_BYTES_CPU`]: a loop's counter (~0.7 KiB) beside an LSTM step's 23 KiB dot adds
+/// little to the driver's compile, and saves a launch (~50 µs on llvmpipe) every step.
+pub const TINY_WGSL_BYTES: usize = 2 << 10;
+
+/// Whether parts of at most [`TINY_WGSL_BYTES`] join past the WGSL bound;
+/// `WGPU_HLO_TINY_PARTS=0` turns it off (for comparisons).
+fn tiny_parts() -> bool {
+    !crate::fusion::switched_off("WGPU_HLO_TINY_PARTS")
+}
+
 /// [`MAX_PART_BYTES`], or [`MAX_PART_BYTES_CPU`] on CPU adapters.
 fn max_part_bytes(cpu_adapter: bool) -> u64 {
     if cpu_adapter {
@@ -235,7 +246,7 @@ fn accepts(g: &Group, info: &Mergeable, (bindings, wgsl): (usize, usize), t: Tar
     };
     if g.parts.len() >= MAX_PARTS
         || g.bindings + bindings > t.max_storage_buffers as usize
-        || g.wgsl + wgsl > max_wgsl
+        || (g.wgsl + wgsl > max_wgsl && !(wgsl <= TINY_WGSL_BYTES && tiny_parts()))
     {
         return false;
     }
