@@ -1193,6 +1193,19 @@ mod tests {
         assert!((5..=7).contains(&k), "{k} kernels");
     }
 
+    /// The kernels of `p` and the loop kernels its update steps compute inline.
+    fn kernels_and_producers(p: &super::Partition) -> Vec<super::Group> {
+        let mut out = Vec::new();
+        for node in &p.nodes {
+            match node {
+                Node::Kernel(g) => out.push(g.clone()),
+                Node::Updates { producers, .. } => out.extend(producers.iter().cloned()),
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// A reversed scan's step: `n = 63 - i` is the start of an in-place update (a step that
     /// reads buffers) and of the `dynamic_slice` an elementwise kernel reads. `n` is written
     /// for the update, and computed again by the kernel, which so reads `i`, not `n`.
@@ -1212,11 +1225,12 @@ func.func @main(%s: tensor<64x256xf32>, %x: tensor<64x256xf32>, %i: tensor<i32>)
             let def = super::definitions(region);
             let n = region.ops[2].results[0];
             let e = region.ops[4].results[0];
-            let g = p
-                .nodes
-                .iter()
-                .find(|node| matches!(node, Node::Kernel(g) if g.outputs.contains(&e)));
-            let reads = super::node_reads(region, &def, &p.materialized, g.expect("exp kernel"));
+            // Its own kernel, or the update step's producer computing it.
+            let g = kernels_and_producers(p)
+                .into_iter()
+                .find(|g| g.outputs.contains(&e))
+                .expect("exp kernel");
+            let reads = super::node_reads(region, &def, &p.materialized, &Node::Kernel(g));
             (p.materialized.contains(&n), reads.reads.contains(&n))
         };
         // Written (the update reads it), not read by the exponential's kernel.
@@ -1248,25 +1262,23 @@ func.func @main(%s: tensor<64x256xf32>, %x: tensor<64x256xf32>, %y: tensor<1x256
             let p = super::partition(f, region, budget, true);
             let mut recomputing = 0;
             let mut most = 0;
-            for node in &p.nodes {
-                if let Node::Kernel(g) = node {
-                    // A horizontal kernel's parts (here n's own kernel and its reader's).
-                    let parts = if g.parts.is_empty() {
-                        std::slice::from_ref(g)
-                    } else {
-                        &g.parts[..]
-                    };
-                    for part in parts {
-                        let own = part.outputs.contains(&n);
-                        recomputing += usize::from(part.members.contains(&n) && !own);
-                        let info = super::node_reads(
-                            region,
-                            &def,
-                            &p.materialized,
-                            &Node::Kernel(part.clone()),
-                        );
-                        most = most.max(info.reads.len() + part.outputs.len());
-                    }
+            for g in kernels_and_producers(&p) {
+                // A horizontal kernel's parts (here n's own kernel and its reader's).
+                let parts = if g.parts.is_empty() {
+                    std::slice::from_ref(&g)
+                } else {
+                    &g.parts[..]
+                };
+                for part in parts {
+                    let own = part.outputs.contains(&n);
+                    recomputing += usize::from(part.members.contains(&n) && !own);
+                    let info = super::node_reads(
+                        region,
+                        &def,
+                        &p.materialized,
+                        &Node::Kernel(part.clone()),
+                    );
+                    most = most.max(info.reads.len() + part.outputs.len());
                 }
             }
             (recomputing, most)
