@@ -222,3 +222,50 @@ def test_accumulated_slices_of_a_reduction(gpu, tmp_path, monkeypatch, also_read
     compare(gpu, f, xs, h0, w, tol=1e-4)
     monkeypatch.delenv("WGPU_HLO_DUMP")
     assert reductions_in_and_after_the_loop(tmp_path) == ((1, 0) if also_read else (0, 1))
+
+
+def dots_in_the_loop(dump_dir):
+    """`stablehlo.dot_general` ops inside the one loop of a dump's program after the passes."""
+    (path,) = glob.glob(os.path.join(dump_dir, "*.after_passes.mlir"))
+    text = open(path).read()
+    start = text.index('"stablehlo.while"')
+    end = text.index("}) : (", start)
+    return text[start:end].count("stablehlo.dot_general")
+
+
+@pytest.mark.parametrize("layout", ["w", "w.T"])
+def test_gate_products_of_the_state_merge(gpu, tmp_path, monkeypatch, layout):
+    """A GRU cell's three products of its state with loop-invariant weights (flax's `GRUCell`:
+    `h @ W_hr`, `h @ W_hz`, `h @ W_hn`) are one product with the weights concatenated before
+    the loop (`src/passes/merge_dots.rs`), the gates read through slices; weights stored
+    transposed (`h @ W.T`) concatenate along their rows. Bits equal to the pass off (one
+    process: the pass reads its switch when it compiles), jax cpu's values to rounding."""
+    monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
+    xs, h0 = arr(12, 16, 32), arr(16, 32)
+    ws = [arr(32, 32) for _ in range(3)]
+
+    def f(xs, h0, wr, wz, wn):
+        mm = (lambda h, w: h @ w) if layout == "w" else (lambda h, w: h @ w.T)
+
+        def cell(h, x):
+            r = jax.nn.sigmoid(x + mm(h, wr))
+            z = jax.nn.sigmoid(x * 0.5 + mm(h, wz))
+            n = jnp.tanh(x + r * mm(h, wn))
+            h = (1 - z) * n + z * h
+            return h, h.sum(1)
+
+        return lax.scan(cell, h0, xs)
+
+    args = (xs, h0, *ws)
+    outs, counts = [], []
+    for value in ["1", "0"]:
+        dump = tmp_path / value
+        monkeypatch.setenv("WGPU_HLO_MERGE_DOTS", value)
+        monkeypatch.setenv("WGPU_HLO_DUMP", str(dump))
+        outs.append(jax.jit(lambda *a: f(*a))(*jax.device_put(args, gpu)))
+        monkeypatch.delenv("WGPU_HLO_DUMP")
+        counts.append(dots_in_the_loop(dump))
+    assert counts == [1, 3], counts
+    for a, b in zip(jax.tree_util.tree_leaves(outs[0]), jax.tree_util.tree_leaves(outs[1])):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    compare(gpu, f, *args, tol=1e-4)

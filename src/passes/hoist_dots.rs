@@ -110,6 +110,42 @@ fn defined_within(r: &Region, out: &mut HashSet<ValueId>) {
     }
 }
 
+/// The values a `while` loop's body reads that do not change in the loop.
+pub(crate) struct Invariant {
+    /// Values defined within the body.
+    inside: HashSet<ValueId>,
+    /// Each body argument's operand of the loop, where the body returns it unchanged.
+    carried: HashMap<ValueId, ValueId>,
+}
+
+impl Invariant {
+    /// The invariants of `op` (a `while`; none for any other op).
+    pub(crate) fn of(op: &Operation) -> Invariant {
+        let mut inside = HashSet::new();
+        let mut carried = HashMap::new();
+        if let [_, body] = op.regions.as_slice() {
+            defined_within(body, &mut inside);
+            let returned = body.returned();
+            for (j, &a) in body.args.iter().enumerate() {
+                if let (Some(&r), Some(&o)) = (returned.get(j), op.operands.get(j)) {
+                    if r == a {
+                        carried.insert(a, o);
+                    }
+                }
+            }
+        }
+        Invariant { inside, carried }
+    }
+
+    /// The value outside the loop that `v` always equals within the body, if it is invariant.
+    pub(crate) fn outer(&self, v: ValueId) -> Option<ValueId> {
+        match self.carried.get(&v) {
+            Some(&o) => Some(o),
+            None => (!self.inside.contains(&v)).then_some(v),
+        }
+    }
+}
+
 /// The products of `op` (a `while`) to hoist, by their results in its body.
 fn plan(
     f: &Function,
@@ -123,18 +159,8 @@ fn plan(
     let [_, body] = op.regions.as_slice() else {
         return out;
     };
-    let mut inside = HashSet::new();
-    defined_within(body, &mut inside);
-    let returned = body.returned();
-    // The value outside the loop that `v` always equals within the body, if it is invariant.
-    let outer = |v: ValueId| -> Option<ValueId> {
-        if let Some(j) = body.args.iter().position(|&a| a == v) {
-            return (returned.get(j) == Some(&v))
-                .then(|| op.operands.get(j).copied())
-                .flatten();
-        }
-        (!inside.contains(&v)).then_some(v)
-    };
+    let inv = Invariant::of(op);
+    let outer = |v: ValueId| inv.outer(v);
     let local: HashMap<ValueId, &Operation> = body
         .ops
         .iter()

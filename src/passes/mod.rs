@@ -10,6 +10,7 @@ pub mod dot_layout;
 pub mod dot_transpose;
 pub mod hoist_dots;
 pub mod inline;
+pub mod merge_dots;
 pub mod narrow_dots;
 pub mod narrow_scatters;
 pub mod rewrite;
@@ -49,6 +50,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     dot_transpose::transpose_into_dot(&mut f);
     dot_transpose::operand_transposes_into_dot(&mut f);
     hoist_dots::hoist_sliced_dots(&mut f);
+    merge_dots::merge_shared_lhs_dots(&mut f);
     narrow_dots::upcast_narrow_dots(&mut f);
     narrow_scatters::widen_narrow_scatters(&mut f);
     conv_phases::split_dilated_convolutions(&mut f);
