@@ -269,3 +269,18 @@ def test_gate_products_of_the_state_merge(gpu, tmp_path, monkeypatch, layout):
     for a, b in zip(jax.tree_util.tree_leaves(outs[0]), jax.tree_util.tree_leaves(outs[1])):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     compare(gpu, f, *args, tol=1e-4)
+
+
+def test_few_steps_of_large_weights_stay_apart(gpu, tmp_path, monkeypatch):
+    """Two steps of products with three 256 x 256 weights: concatenating 768 KB of weights
+    each call would copy more than the launches it saves (`merge_dots::COPY_PER_TRIP`)."""
+    monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
+    h0, ws = arr(8, 256), [arr(256, 256) / 8 for _ in range(3)]
+
+    def f(h0, a, b, c):
+        return lax.fori_loop(0, 2, lambda i, h: jnp.tanh(h @ a) * jnp.sin(h @ b) + h @ c, h0)
+
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare(gpu, f, h0, *ws, tol=1e-4)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    assert dots_in_the_loop(tmp_path) == 3

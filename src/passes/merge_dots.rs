@@ -11,7 +11,8 @@
 //! (a value of the body), no batch dimensions, one contracting dimension on each side, a
 //! rank-2 right operand that is loop-invariant (defined outside the loop, or carried through
 //! it unchanged), and the same dimension numbers, precision config, algorithm and element
-//! types. The concatenation runs before the loop; the merged product takes the first one's
+//! types, in a counted loop whose iterations amortize the concatenation ([`COPY_PER_TRIP`]).
+//! The concatenation runs before the loop; the merged product takes the first one's
 //! place. Every element is the same sum of the same products as before (each output column
 //! contracts the same row of the state with the same weight column); the kernel computing it
 //! may differ, so the order of the sum may too. `WGPU_HLO_MERGE_DOTS=0` turns it off.
@@ -19,10 +20,18 @@
 use std::collections::HashMap;
 
 use super::hoist_dots::Invariant;
+use super::trip_count::counted;
+use super::unroll::collect;
 use crate::ir::{Function, Op, Operation, Region, TensorType, Type, ValueId};
 
 /// Most bytes of concatenated weights per merged product.
 const MAX_BYTES: u64 = 64 << 20;
+
+/// Most bytes of weights concatenated per iteration of the loop: the copy runs once a call
+/// and saves launches every step, so a few steps of large weights (two 4096² products in a
+/// loop of 10) would copy more than they save. A GRU of 128 features over 60 steps copies
+/// 3.3 KB a step.
+const COPY_PER_TRIP: u64 = 64 << 10;
 
 /// Applies the rewrite throughout `f`.
 pub fn merge_shared_lhs_dots(f: &mut Function) {
@@ -32,18 +41,31 @@ pub fn merge_shared_lhs_dots(f: &mut Function) {
     let Some(mut body) = f.body.take() else {
         return;
     };
-    rewrite_region(f, &mut body);
+    // Each counted loop's trip count, by its first result.
+    let mut trips = HashMap::new();
+    {
+        let mut defs = HashMap::new();
+        let mut loops = Vec::new();
+        collect(&body, &mut defs, &mut loops);
+        for op in loops {
+            if let (Some(c), Some(&first)) = (counted(op, &defs), op.results.first()) {
+                trips.insert(first, c.trips);
+            }
+        }
+    }
+    rewrite_region(f, &mut body, &trips);
     f.body = Some(body);
 }
 
-fn rewrite_region(f: &mut Function, region: &mut Region) {
+fn rewrite_region(f: &mut Function, region: &mut Region, trips: &HashMap<ValueId, u64>) {
     let mut out = Vec::with_capacity(region.ops.len());
     for mut op in std::mem::take(&mut region.ops) {
         for sub in &mut op.regions {
-            rewrite_region(f, sub);
+            rewrite_region(f, sub, trips);
         }
-        if op.op == Op::While && op.regions.len() == 2 {
-            out.extend(merge_in_body(f, &mut op));
+        let n = op.results.first().and_then(|r| trips.get(r)).copied();
+        if let (Op::While, 2, Some(n)) = (&op.op, op.regions.len(), n) {
+            out.extend(merge_in_body(f, &mut op, n));
         }
         out.push(op);
     }
@@ -119,9 +141,9 @@ fn candidate(f: &Function, inv: &Invariant, at: usize, op: &Operation) -> Option
     })
 }
 
-/// Merges the products of `op`'s body (see the module comment); returns the concatenations
-/// to run before the loop.
-fn merge_in_body(f: &mut Function, op: &mut Operation) -> Vec<Operation> {
+/// Merges the products of `op`'s body, a loop of `trips` iterations (see the module
+/// comment); returns the concatenations to run before the loop.
+fn merge_in_body(f: &mut Function, op: &mut Operation, trips: u64) -> Vec<Operation> {
     let inv = Invariant::of(op);
     let Some(body) = op.regions.get(1) else {
         return Vec::new();
@@ -154,7 +176,8 @@ fn merge_in_body(f: &mut Function, op: &mut Operation) -> Vec<Operation> {
         let mut shape = wt.shape.clone();
         shape[axis] = total;
         let whole_w = TensorType::new(shape, wt.dtype);
-        if whole_w.byte_size() as u64 > MAX_BYTES {
+        let bytes = whole_w.byte_size() as u64;
+        if bytes > MAX_BYTES || bytes > trips.saturating_mul(COPY_PER_TRIP) {
             continue;
         }
         let loc = body.ops[first.at].loc.clone();
