@@ -8,7 +8,7 @@
 //! does not duplicate tensors that are written), and a tensor's reads are left to the passes
 //! that own them. `WGPU_HLO_PRUNE_UNREAD=0` turns it off.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::{definitions, node_reads, switched_off, Group, KernelKind, Node, Partition};
 use crate::ir::{Function, Op, Region, ValueId};
@@ -24,18 +24,12 @@ pub fn prune(f: &Function, region: &Region, mut p: Partition) -> Partition {
         .iter()
         .flat_map(|n| node_reads(region, &def, &p.materialized, n).reads)
         .collect();
-    let unread = |v: &ValueId| {
-        !read.contains(v)
-            && f.values
-                .get(v.index())
-                .and_then(|t| t.as_tensor())
-                .is_some_and(|t| t.dims().is_empty())
-    };
+    let unread = |v: &ValueId| !read.contains(v) && scalar(f, *v);
     let mut nodes = Vec::with_capacity(p.nodes.len());
     for node in p.nodes {
         match node {
             Node::Kernel(g) if g.kind == KernelKind::Loop && g.outputs.iter().any(unread) => {
-                nodes.extend(without(region, g, &unread).map(Node::Kernel));
+                nodes.extend(without(&def, g, &unread).map(Node::Kernel));
             }
             Node::Kernel(g)
                 if g.kind == KernelKind::Horizontal
@@ -45,7 +39,7 @@ pub fn prune(f: &Function, region: &Region, mut p: Partition) -> Partition {
                 let mut parts: Vec<Group> = g
                     .parts
                     .into_iter()
-                    .filter_map(|q| without(region, q, &unread))
+                    .filter_map(|q| without(&def, q, &unread))
                     .collect();
                 match parts.len() {
                     0 => {}
@@ -68,8 +62,16 @@ pub fn prune(f: &Function, region: &Region, mut p: Partition) -> Partition {
         }
     }
     p.nodes = nodes;
-    sink(f, region, &mut p);
+    sink(f, region, &def, &mut p);
     p
+}
+
+/// Whether `v` is a scalar (a 0-d tensor).
+fn scalar(f: &Function, v: ValueId) -> bool {
+    f.values
+        .get(v.index())
+        .and_then(|t| t.as_tensor())
+        .is_some_and(|t| t.dims().is_empty())
 }
 
 /// Moves each loop kernel of scalar outputs that only the region's terminator reads (a scan
@@ -78,27 +80,20 @@ pub fn prune(f: &Function, region: &Region, mut p: Partition) -> Partition {
 /// launch after an update step join its kernel (`compile::merge`), not one before it. A
 /// reversed scan's step then runs its counter in the update step's dispatch, as a forward
 /// scan's does in its dots'.
-fn sink(f: &Function, region: &Region, p: &mut Partition) {
-    let def = definitions(region);
-    let scalar = |v: &ValueId| {
-        f.values
-            .get(v.index())
-            .and_then(|t| t.as_tensor())
-            .is_some_and(|t| t.dims().is_empty())
-    };
+fn sink(f: &Function, region: &Region, def: &HashMap<ValueId, usize>, p: &mut Partition) {
     let terminator = |n: &Node| matches!(n, Node::Op(i) if region.ops.get(*i).is_some_and(|op| matches!(op.op, Op::Return)));
     let mut moved: HashSet<ValueId> = HashSet::new();
     'again: loop {
         let reads: Vec<HashSet<ValueId>> = p
             .nodes
             .iter()
-            .map(|n| node_reads(region, &def, &p.materialized, n).reads)
+            .map(|n| node_reads(region, def, &p.materialized, n).reads)
             .collect();
         for (k, node) in p.nodes.iter().enumerate() {
             let Node::Kernel(g) = node else { continue };
             if g.kind != KernelKind::Loop
                 || g.outputs.is_empty()
-                || !g.outputs.iter().all(scalar)
+                || !g.outputs.iter().all(|&v| scalar(f, v))
                 || g.outputs.iter().any(|v| moved.contains(v))
             {
                 continue;
@@ -141,10 +136,13 @@ fn sink(f: &Function, region: &Region, p: &mut Partition) {
 /// Loop kernel `g` without its `unread` outputs (its root the op of its new first output), or
 /// `None` when it writes nothing else. The dropped values stay materialized: a reader this pass
 /// missed then fails to compile ("no buffer") instead of reading something else.
-fn without(region: &Region, mut g: Group, unread: &impl Fn(&ValueId) -> bool) -> Option<Group> {
+fn without(
+    def: &HashMap<ValueId, usize>,
+    mut g: Group,
+    unread: &impl Fn(&ValueId) -> bool,
+) -> Option<Group> {
     g.outputs.retain(|v| !unread(v));
-    let first = *g.outputs.first()?;
-    if let Some(i) = region.ops.iter().position(|op| op.results.contains(&first)) {
+    if let Some(&i) = def.get(g.outputs.first()?) {
         g.root = i;
     }
     Some(g)
