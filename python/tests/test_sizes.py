@@ -6,12 +6,16 @@ gradients that sum over 128 x 28 x 28 = 100352 products per element."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from conftest import cpu_kernel_class
 
 
 CPU = jax.devices("cpu")[0]
@@ -331,10 +335,40 @@ print(int(np.array_equal(g, c)), gpu.memory_stats()["peak_bytes_in_use"])
     ((5, 300, 1024), 1, "min"),
 ])
 def test_column_reductions_of_many_columns(gpu, shape, axis, op):
-    # On CPU adapters a thread of a column reduction takes up to 4 groups of four columns,
+    # On CPU adapters a thread of a column reduction takes up to 32 groups of four columns,
     # 8 groups apart, when the columns are many (reduce_kernel's quad columns).
     x = (np.random.default_rng(7).standard_normal(shape) * 10).astype(np.float32)
     f = {"sum": lambda x: x.sum(axis), "argmax": lambda x: jnp.argmax(x, axis),
          "max": lambda x: x.max(axis), "isum": lambda x: x.astype(jnp.int32).sum(axis),
          "min": lambda x: x.min(axis)}[op]
     compare(gpu, f, x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["sum", "argmax", "logsumexp"])
+def test_column_reductions_read_a_page_of_each_row(gpu, op, tmp_path, monkeypatch):
+    # A SIMD batch of 8 lanes reads 8 x 32 groups of four columns (4 KiB) of every row of a
+    # 4096 x 4096 column sum, where the cores leave threads enough: 16-17 ms with 4 groups,
+    # 7-8 ms with 32 on lavapipe. An argmax (value and index) keeps to 128 accumulators
+    # (16 groups), and a costly input (the exponentials of a logsumexp) to 40 KiB of WGSL.
+    import glob
+    import os
+
+    x = np.random.default_rng(3).standard_normal((4096, 4096)).astype(np.float32)
+    f = {"sum": lambda x: x.sum(0), "argmax": lambda x: jnp.argmax(x, 0),
+         "logsumexp": lambda x: jax.nn.logsumexp(x * 2.0 + 1.0, 0)}[op]
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare(gpu, f, x, rtol=1e-5, atol=1e-5)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    if not cpu_kernel_class(gpu):
+        return
+    cores = len(os.sched_getaffinity(0))
+    # 1024 groups of four columns, 16 chunks of 256 rows, two workgroups of 64 per core.
+    most = {"sum": 32, "argmax": 16, "logsumexp": 32}[op]
+    fits = [g for g in (32, 16, 8, 4, 2) if g <= most and 1024 // g * 16 >= 128 * cores]
+    texts = [open(p).read() for p in glob.glob(os.path.join(tmp_path, "*_partials.wgsl"))]
+    taken = [max([int(t) // 8 + 1 for t in re.findall(r"\(qb \+ (\d+)u\)", w)] or [1])
+             for w in texts]
+    assert max(taken) == (fits[0] if fits else 1) or op == "logsumexp", taken
+    if op == "logsumexp":
+        assert all(len(w) < 48 * 1024 for w in texts), [len(w) for w in texts]
+        assert max(taken) >= min(4, fits[0] if fits else 1), taken

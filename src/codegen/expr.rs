@@ -61,7 +61,9 @@ pub struct Binding {
     pub ty: TensorType,
 }
 
-/// Emits the WGSL statements that compute fused values.
+/// Emits the WGSL statements that compute fused values. A clone emits on from the same point
+/// (a kernel tries one form, and another from the same start when the first is too large).
+#[derive(Clone)]
 pub struct ExprEmitter<'a> {
     f: &'a Function,
     defs: &'a HashMap<ValueId, &'a Operation>,

@@ -49,6 +49,37 @@ pub(crate) const SUBGROUP_WORKGROUP: u32 = 64;
 /// Invocations per workgroup of the four-columns-per-thread reduction on CPU adapters.
 const QUAD_COLUMN_WORKGROUP: u32 = 64;
 
+/// Groups of four columns one thread of that reduction takes, the most first: at 32, the 8
+/// lanes of a SIMD batch read 8 x 32 groups of 16 bytes, a 4 KiB page, of every row. Each
+/// row of the walk down a column is on a page of its own once rows are 4 KiB or longer, so
+/// the more of each page a batch reads, the fewer pages it opens for what it reads. Lavapipe
+/// on the 2-core Intel (AVX-512) host of 12-02, `jit` of 4096 x 4096 column reductions, min
+/// of 10 calls, 8 processes each: at 4 groups (the most before) the time depends on the
+/// process, sums 7.1-17 ms, `max(tanh(x), 0)` 17-30, argmax 8.8-19, `var` 19-37; at 32
+/// (argmax: 16, the accumulator bound) sums 6.1-7.5, `max(tanh)` 15-18, argmax 8.3-12,
+/// `var` 17.5-20.5. 16384 x 1024 sums: 16 -> 6.3-6.8 in one such pair.
+/// `WGPU_HLO_QUAD_GROUPS=N` takes at most N.
+const QUAD_GROUPS: [u64; 5] = [32, 16, 8, 4, 2];
+
+/// Accumulators one thread of that reduction holds at most (groups x 4 x results): an
+/// argmax's value and index at 32 groups, 256 accumulators, took lavapipe 1.2 s to compile
+/// (0.14 s at 4 groups, 0.37 at 16).
+const QUAD_ACCUMULATORS_MAX: u64 = 128;
+
+/// Bytes of WGSL the loop of that reduction may take before fewer groups are tried: the
+/// code grows with the groups, and so does the driver's compile time (a column
+/// `logsumexp`'s sum of exponentials at 32 groups: 95 KB of WGSL, 1.7 s to compile).
+const QUAD_WGSL_MAX: usize = 40 * 1024;
+
+/// [`QUAD_GROUPS`] at most `WGPU_HLO_QUAD_GROUPS` (4: the form before 12-02).
+fn quad_groups() -> Vec<u64> {
+    let most = std::env::var("WGPU_HLO_QUAD_GROUPS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(u64::MAX);
+    QUAD_GROUPS.into_iter().filter(|&g| g <= most).collect()
+}
+
 /// Rows at least this long take the subgroup row reduction (shorter ones a thread per row).
 const SUBGROUP_ROWS_MIN: u64 = 32;
 
@@ -1342,92 +1373,109 @@ fn emit_stage(
         // lanes of a SIMD batch then read 8 * per consecutive groups of every row, not 8
         // (4096 x 4096 column sums on lavapipe, hand-written: 14-18 ms with one group per
         // thread, 10.4 ms with 4; each row the batch reads is a page of its own there).
+        // The most groups of [`QUAD_GROUPS`] that divide the columns, leave the cores two
+        // workgroups each and at most QUAD_ACCUMULATORS_MAX accumulators, and whose loop
+        // fits QUAD_WGSL_MAX (tried from the same start, `em` cloned).
         // With a split, thread `tid` takes chunk `tid / (quads / per)` of its groups.
         let quads = kept_count / 4;
         let wanted = quad_threads_wanted();
-        let per = [4u64, 2]
+        let mut pers: Vec<u64> = quad_groups()
             .into_iter()
-            .find(|&p| quads % (8 * p) == 0 && quads / p * chunks >= wanted)
-            .unwrap_or(1);
-        let threads = quads / per * chunks;
-        let (qt, qc, c0) = if chunks > 1 {
-            em.line(&format!("let qt = tid % {}u;", quads / per));
-            em.line(&format!("let qc = tid / {}u;", quads / per));
-            em.line(&format!("let c0 = qc * {chunk}u;"));
-            ("qt", "qc", "c0")
-        } else {
-            ("tid", "0u", "0u")
-        };
-        if per > 1 {
-            em.line(&format!("let qb = ({qt} / 8u) * {}u + {qt} % 8u;", 8 * per));
-        }
-        let mut outputs: Vec<String> = Vec::new();
-        let mut accs: Vec<Vec<String>> = Vec::new();
-        for g in 0..per {
-            for e in 0..4 {
-                let o = format!("o{}", g * 4 + e);
-                if per > 1 {
-                    em.line(&format!("let {o} = (qb + {}u) * 4u + {e}u;", 8 * g));
-                } else {
-                    em.line(&format!("let {o} = {qt} * 4u + {e}u;"));
-                }
-                outputs.push(o);
-                accs.push(new_accs(&mut em)?);
-            }
-        }
-        let stop = end(c0);
-        let (folded, blocks) = fold.open_elements(&mut em, (c0, &stop, red_len), &accs);
-        let idxs: Vec<Index> = outputs
-            .iter()
-            .map(|o| input_index(&mut em, o, "r"))
+            .filter(|&p| {
+                quads % (8 * p) == 0
+                    && quads / p * chunks >= wanted
+                    && p * 4 * n as u64 <= QUAD_ACCUMULATORS_MAX
+            })
             .collect();
-        let last = |i: &Index| match i {
-            Index::Multi(m) => m.last().cloned(),
-            Index::Linear(_) => None,
-        };
-        em.quads = Some(Quads {
-            dims: dims.clone(),
-            positions: idxs
-                .iter()
-                .enumerate()
-                .filter_map(|(k, i)| Some((last(i)?, (last(&idxs[k - k % 4])?, k % 4))))
-                .collect(),
-            // Each thread walks down its four columns, a row apart: from textures (4096 x
-            // 4096 column sums, lavapipe on an AMD host: 8.2 ms against 34 ms reading vec4s).
-            // With several groups per thread a batch reads 8 * per groups of each row, and
-            // then vec4s from the buffer need no texture copy (the same sums on an Intel
-            // host, 4 groups per thread, `bench_jax`: 22 ms through a texture, 11.7 as vec4s),
-            // except on AMD hosts without chunks, where such vec4s cost three times the
-            // texture's fetches and copy (`crate::target::column_reads_as_vec4`).
-            streaming: per > 1 && crate::target::column_reads_as_vec4(chunks > 1),
-            // Whatever the tensor (a gathered table's rows, a broadcast row): a group of the
-            // four columns is four consecutive elements of any tensor read at them whose rows
-            // are a multiple of 4 long.
-            any_shape: true,
-            rows: false,
-        });
-        for (k, idx) in idxs.iter().enumerate() {
-            let mut vals = Vec::new();
-            for i in 0..n {
-                vals.push(em.value(op.operands[i], idx)?);
+        pers.push(1);
+        let start = em.clone();
+        let mut threads = 0;
+        for (attempt, &per) in pers.iter().enumerate() {
+            em = start.clone();
+            threads = quads / per * chunks;
+            let (qt, qc, c0) = if chunks > 1 {
+                em.line(&format!("let qt = tid % {}u;", quads / per));
+                em.line(&format!("let qc = tid / {}u;", quads / per));
+                em.line(&format!("let c0 = qc * {chunk}u;"));
+                ("qt", "qc", "c0")
+            } else {
+                ("tid", "0u", "0u")
+            };
+            if per > 1 {
+                em.line(&format!("let qb = ({qt} / 8u) * {}u + {qt} % 8u;", 8 * per));
             }
-            em.line(&fold.element(&folded[k], &vals));
-        }
-        em.quads = None;
-        fold.close_elements(&mut em, &folded, blocks);
-        for acc in &accs {
-            if let Some(f) = fold.finish(acc) {
-                em.line(&f);
-            }
-        }
-        for (o, acc) in outputs.iter().zip(&accs) {
-            for (j, a) in acc.iter().enumerate() {
-                if split.is_some() {
-                    let v = partials::store(types[j], a);
-                    em.line(&format!("out{j}[{o} * {chunks}u + {qc}] = {v};"));
-                } else {
-                    em.line(&format!("out{j}[{o}] = {a};"));
+            let mut outputs: Vec<String> = Vec::new();
+            let mut accs: Vec<Vec<String>> = Vec::new();
+            for g in 0..per {
+                for e in 0..4 {
+                    let o = format!("o{}", g * 4 + e);
+                    if per > 1 {
+                        em.line(&format!("let {o} = (qb + {}u) * 4u + {e}u;", 8 * g));
+                    } else {
+                        em.line(&format!("let {o} = {qt} * 4u + {e}u;"));
+                    }
+                    outputs.push(o);
+                    accs.push(new_accs(&mut em)?);
                 }
+            }
+            let stop = end(c0);
+            let (folded, blocks) = fold.open_elements(&mut em, (c0, &stop, red_len), &accs);
+            let idxs: Vec<Index> = outputs
+                .iter()
+                .map(|o| input_index(&mut em, o, "r"))
+                .collect();
+            let last = |i: &Index| match i {
+                Index::Multi(m) => m.last().cloned(),
+                Index::Linear(_) => None,
+            };
+            em.quads = Some(Quads {
+                dims: dims.clone(),
+                positions: idxs
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, i)| Some((last(i)?, (last(&idxs[k - k % 4])?, k % 4))))
+                    .collect(),
+                // Each thread walks down its four columns, a row apart: from textures (4096 x
+                // 4096 column sums, lavapipe on an AMD host: 8.2 ms against 34 ms reading vec4s).
+                // With several groups per thread a batch reads 8 * per groups of each row, and
+                // then vec4s from the buffer need no texture copy (the same sums on an Intel
+                // host, 4 groups per thread, `bench_jax`: 22 ms through a texture, 11.7 as vec4s),
+                // except on AMD hosts without chunks, where such vec4s cost three times the
+                // texture's fetches and copy (`crate::target::column_reads_as_vec4`).
+                streaming: per > 1 && crate::target::column_reads_as_vec4(chunks > 1),
+                // Whatever the tensor (a gathered table's rows, a broadcast row): a group of the
+                // four columns is four consecutive elements of any tensor read at them whose rows
+                // are a multiple of 4 long.
+                any_shape: true,
+                rows: false,
+            });
+            for (k, idx) in idxs.iter().enumerate() {
+                let mut vals = Vec::new();
+                for i in 0..n {
+                    vals.push(em.value(op.operands[i], idx)?);
+                }
+                em.line(&fold.element(&folded[k], &vals));
+            }
+            em.quads = None;
+            fold.close_elements(&mut em, &folded, blocks);
+            for acc in &accs {
+                if let Some(f) = fold.finish(acc) {
+                    em.line(&f);
+                }
+            }
+            for (o, acc) in outputs.iter().zip(&accs) {
+                for (j, a) in acc.iter().enumerate() {
+                    if split.is_some() {
+                        let v = partials::store(types[j], a);
+                        em.line(&format!("out{j}[{o} * {chunks}u + {qc}] = {v};"));
+                    } else {
+                        em.line(&format!("out{j}[{o}] = {a};"));
+                    }
+                }
+            }
+            // A smaller form when this one's WGSL outgrows the budget (costly fused inputs).
+            if em.body.len() - start.body.len() <= QUAD_WGSL_MAX || attempt + 1 == pers.len() {
+                break;
             }
         }
         main.push_str(&kernel::entry_header(QUAD_COLUMN_WORKGROUP));
