@@ -332,7 +332,9 @@ print(int(np.array_equal(g, c)), gpu.memory_stats()["peak_bytes_in_use"])
 @pytest.mark.parametrize("shape,axis,op", [
     ((4096, 4096), 0, "sum"), ((64, 8192), 0, "sum"), ((3, 100, 4096), 1, "sum"),
     ((2048, 4096), 0, "argmax"), ((2048, 4096), 0, "max"), ((1000, 2048), 0, "isum"),
-    ((5, 300, 1024), 1, "min"),
+    ((5, 300, 1024), 1, "min"), ((4096, 1000), 0, "sum"), ((16384, 1000), 0, "argmax"),
+    ((8192, 784), 0, "max"), ((100000, 64), 0, "sum"), ((4096, 600), 0, "isum"),
+    ((7, 300, 2052), 1, "min"), ((65536, 128), 0, "argmax"),
 ])
 def test_column_reductions_of_many_columns(gpu, shape, axis, op):
     # On CPU adapters a thread of a column reduction takes up to 32 groups of four columns,
@@ -372,3 +374,34 @@ def test_column_reductions_read_a_page_of_each_row(gpu, op, tmp_path, monkeypatc
     if op == "logsumexp":
         assert all(len(w) < 48 * 1024 for w in texts), [len(w) for w in texts]
         assert max(taken) >= min(4, fits[0] if fits else 1), taken
+
+
+def test_column_reductions_of_other_widths_pad_and_chunk(gpu, tmp_path, monkeypatch):
+    # 1000 columns are 250 groups of four, no multiple of the 8 x groups a SIMD batch takes:
+    # the groups are padded to one, the padding's threads storing nothing (4096 x 1000 sums
+    # 4.7 -> 2.1 ms on lavapipe; 4096 x 4000 25 -> 6.8). A large input of few columns is cut
+    # into chunks of 256 rows like a wide one (65536 x 128: 7-8 -> 3.3 ms).
+    import glob
+    import os
+
+    rng = np.random.default_rng(5)
+    for shape in [(4096, 1000), (65536, 128)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        d = tmp_path / f"{shape[1]}"
+        monkeypatch.setenv("WGPU_HLO_DUMP", str(d))
+        compare(gpu, lambda x: x.sum(0), x, rtol=1e-5, atol=1e-5)
+        monkeypatch.delenv("WGPU_HLO_DUMP")
+    if not cpu_kernel_class(gpu):
+        return
+    cores = len(os.sched_getaffinity(0))
+    # 250 groups in 16 chunks: the most groups a thread whose padding stays within a quarter
+    # and that leave two workgroups of 64 per core.
+    def padded(g):
+        return -(-250 // (8 * g)) * 8 * g
+    fits = [g for g in (32, 16, 8, 4, 2)
+            if padded(g) - 250 <= 250 // 4 and padded(g) // g * 16 >= 128 * cores]
+    (w,) = [open(p).read() for p in glob.glob(str(tmp_path / "1000" / "*_partials.wgsl"))]
+    if fits:
+        assert "< 250u" in w and f"qb + {8 * (fits[0] - 1)}u" in w, w[:3000]
+    (w,) = [open(p).read() for p in glob.glob(str(tmp_path / "128" / "*_partials.wgsl"))]
+    assert "reduce 256 elements into each of" in w.splitlines()[0], w.splitlines()[0]

@@ -71,6 +71,13 @@ const QUAD_ACCUMULATORS_MAX: u64 = 128;
 /// `logsumexp`'s sum of exponentials at 32 groups: 95 KB of WGSL, 1.7 s to compile).
 const QUAD_WGSL_MAX: usize = 40 * 1024;
 
+/// The most padding that reduction's groups take, as a share of the real groups (a quarter):
+/// columns that are no multiple of the 8 x groups a batch of lanes takes are padded to one
+/// (`WGPU_HLO_QUAD_PADDING=0`: never, the form before 12-02). 4096 x 4000 column sums,
+/// lavapipe, 2-core Intel host, min of 10 calls: 25-28 -> 6.7-6.9 ms (32 groups a thread,
+/// not 1); 4096 x 1000 4.7 -> 2.0-2.2, 2048 x 3000 5.6-5.8 -> 2.6-2.9.
+const QUAD_PAD_MAX: (u64, u64) = (1, 4);
+
 /// [`QUAD_GROUPS`] at most `WGPU_HLO_QUAD_GROUPS` (4: the form before 12-02).
 fn quad_groups() -> Vec<u64> {
     let most = std::env::var("WGPU_HLO_QUAD_GROUPS")
@@ -798,6 +805,13 @@ fn quad_threads_wanted() -> u64 {
 /// In chunks the batches of a workgroup share each chunk's pages (lavapipe on the AMD EPYC
 /// host of 12-01, kernel times: 4096 x 4096 sums 23-30 -> 8-11 ms through a texture;
 /// 16384 x 1024 31 -> 18 ms, 2048 x 2048 11 -> 5-6 ms end to end as `vec4`s).
+/// Since 12-02 fewer columns of a large input take chunks of [`WIDE_CHUNK`] rows as well
+/// (`WGPU_HLO_NARROW_CHUNKS=0`: two or a few chunks, as before), which leaves their threads
+/// enough for several groups each (`emit_stage`). Lavapipe, 2-core Intel host, min of 10
+/// calls, two pairs: 16384 x 1000 sums 15-17 -> 7.1-7.3 ms; 100000 x 64 4.6-5.0 -> 2.7,
+/// 65536 x 128 7.1-8.1 -> 3.2-3.3, 32768 x 256 7.6-8.3 -> 3.3-3.5, 8192 x 784 7.0 -> 3.5-3.7,
+/// 8192 x 512 3.9-4.2 -> 1.8-2.8; 1048576 x 16 22-24 either way (one group of a 64-byte row
+/// per thread).
 fn quad_split(
     f: &Function,
     op: &Operation,
@@ -823,11 +837,14 @@ fn quad_split(
     let red = reduced_count(&dims, dimensions)?;
     let wanted = quad_threads_wanted();
     let quads = out_count / 4;
+    let wide = red >= 2 * WIDE_CHUNK
+        && out_count.saturating_mul(red) >= WIDE_SPLIT_MIN
+        && !crate::fusion::switched_off("WGPU_HLO_COLUMN_CHUNKS");
+    if wide && (quads >= wanted || !crate::fusion::switched_off("WGPU_HLO_NARROW_CHUNKS")) {
+        return Some(red.div_ceil(WIDE_CHUNK));
+    }
     if quads >= wanted {
-        let wide = red >= 2 * WIDE_CHUNK
-            && out_count.saturating_mul(red) >= WIDE_SPLIT_MIN
-            && !crate::fusion::switched_off("WGPU_HLO_COLUMN_CHUNKS");
-        return wide.then(|| red.div_ceil(WIDE_CHUNK));
+        return None;
     }
     if quads == 0 || red < 2 * QUAD_CHUNK_MIN {
         return None;
@@ -1373,17 +1390,28 @@ fn emit_stage(
         // lanes of a SIMD batch then read 8 * per consecutive groups of every row, not 8
         // (4096 x 4096 column sums on lavapipe, hand-written: 14-18 ms with one group per
         // thread, 10.4 ms with 4; each row the batch reads is a page of its own there).
-        // The most groups of [`QUAD_GROUPS`] that divide the columns, leave the cores two
-        // workgroups each and at most QUAD_ACCUMULATORS_MAX accumulators, and whose loop
-        // fits QUAD_WGSL_MAX (tried from the same start, `em` cloned).
-        // With a split, thread `tid` takes chunk `tid / (quads / per)` of its groups.
+        // The most groups of [`QUAD_GROUPS`] that leave the cores two workgroups each, at
+        // most QUAD_ACCUMULATORS_MAX accumulators and at most a QUAD_PAD_MAX share of padding
+        // (below), and whose loop fits QUAD_WGSL_MAX (tried from the same start, `em`
+        // cloned). Columns that are no multiple of 8 * per groups (1000 classes) are padded
+        // to one: the padding's threads read the last group again and store nothing.
+        // With a split, thread `tid` takes chunk `tid / (padded / per)` of its groups.
         let quads = kept_count / 4;
         let wanted = quad_threads_wanted();
+        let padding = !crate::fusion::switched_off("WGPU_HLO_QUAD_PADDING");
+        let padded_to = |p: u64| {
+            if p == 1 {
+                quads
+            } else {
+                quads.div_ceil(8 * p) * 8 * p
+            }
+        };
         let mut pers: Vec<u64> = quad_groups()
             .into_iter()
             .filter(|&p| {
-                quads % (8 * p) == 0
-                    && quads / p * chunks >= wanted
+                let padded = padded_to(p);
+                (padded - quads) * QUAD_PAD_MAX.1 <= quads * QUAD_PAD_MAX.0 * u64::from(padding)
+                    && padded / p * chunks >= wanted
                     && p * 4 * n as u64 <= QUAD_ACCUMULATORS_MAX
             })
             .collect();
@@ -1392,10 +1420,11 @@ fn emit_stage(
         let mut threads = 0;
         for (attempt, &per) in pers.iter().enumerate() {
             em = start.clone();
-            threads = quads / per * chunks;
+            let padded = padded_to(per);
+            threads = padded / per * chunks;
             let (qt, qc, c0) = if chunks > 1 {
-                em.line(&format!("let qt = tid % {}u;", quads / per));
-                em.line(&format!("let qc = tid / {}u;", quads / per));
+                em.line(&format!("let qt = tid % {}u;", padded / per));
+                em.line(&format!("let qc = tid / {}u;", padded / per));
                 em.line(&format!("let c0 = qc * {chunk}u;"));
                 ("qt", "qc", "c0")
             } else {
@@ -1406,15 +1435,29 @@ fn emit_stage(
             }
             let mut outputs: Vec<String> = Vec::new();
             let mut accs: Vec<Vec<String>> = Vec::new();
+            // Per output, the group it stores only if it exists (padding).
+            let mut guards: Vec<Option<String>> = Vec::new();
             for g in 0..per {
+                let group = if per == 1 {
+                    qt.to_string()
+                } else if padded > quads {
+                    let q = format!("qg{g}");
+                    em.line(&format!("let {q} = qb + {}u;", 8 * g));
+                    q
+                } else {
+                    format!("(qb + {}u)", 8 * g)
+                };
+                let guard = (padded > quads).then(|| format!("{group} < {quads}u"));
+                let read = if guard.is_some() {
+                    format!("min({group}, {}u)", quads - 1)
+                } else {
+                    group.clone()
+                };
                 for e in 0..4 {
                     let o = format!("o{}", g * 4 + e);
-                    if per > 1 {
-                        em.line(&format!("let {o} = (qb + {}u) * 4u + {e}u;", 8 * g));
-                    } else {
-                        em.line(&format!("let {o} = {qt} * 4u + {e}u;"));
-                    }
+                    em.line(&format!("let {o} = {read} * 4u + {e}u;"));
                     outputs.push(o);
+                    guards.push(guard.clone());
                     accs.push(new_accs(&mut em)?);
                 }
             }
@@ -1463,7 +1506,10 @@ fn emit_stage(
                     em.line(&f);
                 }
             }
-            for (o, acc) in outputs.iter().zip(&accs) {
+            for ((o, acc), guard) in outputs.iter().zip(&accs).zip(&guards) {
+                if let Some(g) = guard {
+                    em.open(&format!("if ({g})"));
+                }
                 for (j, a) in acc.iter().enumerate() {
                     if split.is_some() {
                         let v = partials::store(types[j], a);
@@ -1471,6 +1517,9 @@ fn emit_stage(
                     } else {
                         em.line(&format!("out{j}[{o}] = {a};"));
                     }
+                }
+                if guard.is_some() {
+                    em.close(None);
                 }
             }
             // A smaller form when this one's WGSL outgrows the budget (costly fused inputs).
