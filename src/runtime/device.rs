@@ -225,6 +225,8 @@ pub struct Device {
     /// Pipelines by WGSL text, held weakly: a pipeline lives as long as an executable uses
     /// it, so dropping executables (`jax.clear_caches()`) frees their driver code.
     pipelines: Mutex<HashMap<String, Weak<wgpu::ComputePipeline>>>,
+    /// Pipelines created (not found in `pipelines`), for tests.
+    pipelines_created: AtomicU64,
     /// Input textures by extent and slot (see `input_texture`), held weakly like pipelines.
     input_textures: Mutex<HashMap<(u32, u32, usize), Weak<InputTexture>>>,
     /// The driver's pipeline cache, kept on disk (Vulkan only).
@@ -346,6 +348,24 @@ pub fn pipeline_cache_dir() -> Option<PathBuf> {
     std::env::var_os("HOME")
         .and_then(nonempty)
         .map(|h| h.join(".cache").join("wgpu-hlo"))
+}
+
+/// The key of a kernel's pipeline in the device's cache: its WGSL without comments. Comments
+/// name the kernel and the values its bindings hold (`// %279 tensor<...>`), so without them
+/// the same kernel elsewhere shares one pipeline: in another executable (every jitted
+/// function with a matmul of one shape), or in this one (a transformer's layers, whose
+/// products differ only in the values they read). CPU drivers compile a pipeline's code at
+/// its first dispatch (lavapipe: 0.4-0.9 s for a large product), once per pipeline object.
+pub(crate) fn pipeline_key(wgsl: &str) -> String {
+    let mut key = String::with_capacity(wgsl.len());
+    for line in wgsl.lines() {
+        let code = line.split("//").next().unwrap_or("").trim_end();
+        if !code.is_empty() {
+            key.push_str(code);
+            key.push('\n');
+        }
+    }
+    key
 }
 
 /// First bytes of our pipeline cache files; a checksum of the driver's data follows, so a
@@ -580,6 +600,7 @@ impl Device {
             copied_bytes: AtomicU64::new(0),
             pool: Pool::new(adapter_info.device_type == wgpu::DeviceType::DiscreteGpu),
             pipelines: Mutex::new(HashMap::new()),
+            pipelines_created: AtomicU64::new(0),
             input_textures: Mutex::new(HashMap::new()),
             disk_cache,
             strict_float,
@@ -777,6 +798,11 @@ impl Device {
                 .iter()
                 .any(|r| matches!(r, BoundResource::Buffer(b, _, _) if buffers.contains(b)))
         });
+    }
+
+    /// Pipelines this device created (kernels that found theirs in its cache not counted).
+    pub fn pipelines_created(&self) -> u64 {
+        self.pipelines_created.load(Ordering::Relaxed)
     }
 
     /// Counters of the bind group cache.
@@ -1167,14 +1193,7 @@ impl Device {
 
     /// The compute pipeline for a WGSL module, created once per distinct source text.
     pub(crate) fn pipeline(&self, wgsl: &str, label: &str) -> Result<Arc<wgpu::ComputePipeline>> {
-        // Keyed by the code without its header comment (which names the kernel), so the same
-        // kernel in another executable (every jitted function with a matmul of one shape)
-        // reuses the driver's compiled pipeline.
-        let key = wgsl
-            .lines()
-            .skip_while(|l| l.starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let key = pipeline_key(wgsl);
         {
             let mut cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(p) = cache.get(&key).and_then(Weak::upgrade) {
@@ -1270,6 +1289,7 @@ impl Device {
             }
         };
         let p = Arc::new(pipeline);
+        self.pipelines_created.fetch_add(1, Ordering::Relaxed);
         self.pipelines
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -242,10 +242,21 @@ impl Executable {
     pub fn load(device: &Arc<Device>, parts: ExecutableParts) -> Result<Arc<Executable>> {
         let mut kernels = Vec::with_capacity(parts.kernels.len());
         // Pipelines first, on several threads (each parses, validates and translates its
-        // WGSL, and the driver compiles it); the first error in kernel order is returned.
-        let pipelines = crate::parallel::map(&parts.kernels, |k| device.pipeline(&k.wgsl, &k.name));
-        for (k, pipeline) in parts.kernels.iter().zip(pipelines) {
-            let pipeline = pipeline?;
+        // WGSL, and the driver compiles it), one per distinct code: kernels of the same code
+        // (a model's repeated layers) then take it from the device's cache below, and a CPU
+        // driver compiles it once, not once per kernel. The first error in kernel order is
+        // returned.
+        let mut seen = HashSet::new();
+        let distinct: Vec<&Kernel> = parts
+            .kernels
+            .iter()
+            .filter(|k| seen.insert(super::device::pipeline_key(&k.wgsl)))
+            .collect();
+        let created = crate::parallel::map(&distinct, |k| device.pipeline(&k.wgsl, &k.name));
+        for k in &parts.kernels {
+            // From the cache, which holds a weak reference to what `created` holds (a kernel
+            // whose creation failed above fails again here, in kernel order).
+            let pipeline = device.pipeline(&k.wgsl, &k.name)?;
             let layout = pipeline.get_bind_group_layout(0);
             // Inputs of one extent take slots 0, 1, ...: one launch never binds a texture
             // twice.
@@ -269,6 +280,7 @@ impl Executable {
                 textures,
             });
         }
+        drop(created);
         let mut constants = Vec::new();
         for (slot, bytes) in &parts.constants {
             let ty = parts
