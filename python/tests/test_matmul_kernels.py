@@ -177,3 +177,21 @@ def test_batched_matrix_vector(gpu, bsz, m, k):
     w = data((bsz, m, k // 4, 4), 10)
     check(run(gpu, lambda x, y: jax.numpy.einsum("bmij,bij->bm", x, y), w, v.reshape(bsz, k // 4, 4)),
           np.einsum("bmij,bij->bm", w.astype(np.float64), v64.reshape(bsz, k // 4, 4)), k)
+
+
+@pytest.mark.parametrize("m,k,n,lanes_cols", [(504, 128, 512, 4), (512, 512, 256, 8)])
+def test_mid_size_products_take_the_narrow_tile(gpu, tmp_path, monkeypatch, m, k, n, lanes_cols):
+    """Below 2^25 multiply-adds the CPU adapters' shared-rows tile keeps one vec4 of columns
+    per lane: as fast there, and half the driver's compile, which a cold first call waits
+    for (a transformer step's first call 17.4 -> 7.5 s on lavapipe with the Mesa shader cache
+    off). Larger products keep the wider tile."""
+    from conftest import cpu_kernel_class
+
+    a, b = data((m, k), 21), data((k, n), 22)
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    got = run(gpu, lambda x, y: x @ y, a, b)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    check(got, a.astype(np.float64) @ b.astype(np.float64), k)
+    if cpu_kernel_class(gpu):
+        dots = [c for c in dot_kernel_comments(tmp_path) if "shared-rows" in c]
+        assert dots and all(f"{lanes_cols} columns per lane" in c for c in dots), dots

@@ -46,6 +46,27 @@ pub(super) const MIN_WORK: u64 = 1 << 20;
 /// the small form, for ~0.1 s more compile time (lavapipe; 0.5 s more with the full tiles).
 pub(super) const SMALL_WORK: u64 = 1 << 17;
 
+/// Multiply-adds below which the shared-rows kernel's tiles keep to one vec4 of columns per
+/// lane (32 rows x 4 columns, not 32 x 8): 2^25, a 512 x 512 x 128 product. The wider tile
+/// holds twice the accumulators, which the driver spills, and its compile time is what a
+/// cold first call waits for: llvmpipe compiles each pipeline at its first dispatch, one
+/// after another on its queue's thread (0.45-1.0 s for a 32 x 8 tile, about half for 32 x
+/// 4). Below 2^25 the narrower tile ran as fast (lavapipe, 2-core Intel host, minimum
+/// kernel times over 10 calls, two alternating pairs: the `bench_jax` transformer step's 47
+/// products 39.5-40.9 -> 40.9-41.4 ms, the MLP step's 8.0-8.1 -> 8.1), and the first call
+/// of the transformer step with the Mesa shader cache off took 17.4 -> 7.5 s, the MLP step
+/// 3.6 -> 1.9 s. Above it the wider tile pays (256 x 4096 x 256: 15 against 22 ms, see
+/// [`tile`]). `WGPU_HLO_DOT_MID_WORK=N` sets it (0: the wide tile wherever it fits).
+pub(super) const MID_WORK: u64 = 1 << 25;
+
+/// [`MID_WORK`], or `WGPU_HLO_DOT_MID_WORK` where that is a number.
+fn mid_work() -> u64 {
+    std::env::var("WGPU_HLO_DOT_MID_WORK")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(MID_WORK)
+}
+
 /// [`SMALL_WORK`], or `WGPU_HLO_DOT_SMALL_WORK` where that is a number.
 fn small_work() -> u64 {
     std::env::var("WGPU_HLO_DOT_SMALL_WORK")
@@ -69,7 +90,7 @@ pub(super) const MIN_CONV_WORK: u64 = 1 << 22;
 /// Rows per subgroup tile and vec4 columns per lane for a `batch x m x n` result: the
 /// largest of (32, 2), (32, 1), (16, 1), (8, 1) (rows a multiple of `S`, and of `4S` when the
 /// left operand is read along m) that still gives every core two workgroups, else the
-/// smallest.
+/// smallest; without (32, 2) when `one_vec4` (products below [`MID_WORK`]).
 ///
 /// Taller tiles do not pay on llvmpipe (Mesa 22.3, 2 cores, texture reads; cold = the first
 /// call with empty pipeline and shader caches, mostly the driver's compile):
@@ -84,9 +105,9 @@ pub(super) const MIN_CONV_WORK: u64 = 1 << 22;
 ///
 /// (64 rows hold 128 vec4 accumulators per lane, which the driver's register allocator
 /// spills.)
-fn tile(batch: u64, m: u64, n: u64, s: u64, rows_unit: u64, small: bool) -> (u64, u64) {
+fn tile(batch: u64, m: u64, n: u64, s: u64, rows_unit: u64, one_vec4: bool) -> (u64, u64) {
     let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
-    let shapes: &[(u64, u64)] = if small {
+    let shapes: &[(u64, u64)] = if one_vec4 {
         &[(32, 1), (16, 1), (8, 1)]
     } else {
         &[(32, 2), (32, 1), (16, 1), (8, 1)]
@@ -159,7 +180,8 @@ pub(super) fn shared_rows(
     };
     let (ra, rb) = (scalar(ra), scalar(rb));
     let rows_unit = if ra == Read::AlongFree { 4 * s } else { s };
-    let (mt, cv) = tile(batch, m, n, s, rows_unit, small);
+    let narrow = work < mid_work() && !forced;
+    let (mt, cv) = tile(batch, m, n, s, rows_unit, small || narrow);
     let cols_lane = 4 * cv;
     let cols_tile = s * cols_lane;
     let kstep = if ra == Read::AlongK || rb == Read::AlongK {
