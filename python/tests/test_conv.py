@@ -122,3 +122,33 @@ def test_conv_transpose_realistic(gpu):
     x, w = rand((4, 32, 32, 32), 7), rand((4, 4, 32, 16), 8, 0.1)
     compare(gpu, lambda x, w: jax.nn.relu(lax.conv_transpose(x, w, (2, 2), "SAME",
                                                               dimension_numbers=dn)), x, w)
+
+
+def test_shared_conv_tiles_hold_at_most_256_accumulators(gpu, tmp_path, monkeypatch):
+    # On CPU adapters the shared-rows convolution takes tiles of at most 32 rows x 8 columns
+    # a lane: 64 x 8 and 128 x 4 took lavapipe 1.7-1.9 s each to compile and ran no faster
+    # (the flax CNN step's first call with the Mesa shader cache off 10.4 -> 5.0 s).
+    import glob
+    import os
+    import re
+
+    from conftest import cpu_kernel_class
+
+    x, w = rand((8, 28, 28, 64), 41), rand((3, 3, 64, 64), 42, 0.1)
+
+    def f(x, w):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jax.grad(lambda w: (lax.conv_general_dilated(
+            x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")) ** 2).sum())(w), y
+
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare(gpu, f, x, w, tol=2e-3)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    if not cpu_kernel_class(gpu):
+        return
+    heads = [open(p).readline() for p in glob.glob(os.path.join(tmp_path, "*.wgsl"))]
+    tiles = [tuple(map(int, m.groups())) for h in heads
+             for m in [re.search(r"share (\d+) rows, (\d+) columns per lane", h)] if m
+             and "convolution" in h]
+    assert tiles and all(r * c <= 256 for r, c in tiles), tiles

@@ -392,6 +392,13 @@ impl Gemm {
         }
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
         // Largest first; no wider than the columns (lanes past them compute clamped copies).
+        // At most 256 accumulators a lane (32 x 8): the 512 of 64 x 8 and 128 x 4 took the
+        // driver 1.7-1.9 s to compile each, and ran no faster (lavapipe, 2-core Intel host,
+        // minimum of 12 calls, three alternating pairs: conv 3x3 8x56x56x64 -> 64 51.0-51.9
+        // -> 50.7-51.0 ms, its filter gradient 117.8-118.5 -> 111.0-112.4, 32x14x14x64 -> 32
+        // 8.5-8.6 -> 7.8-7.9; first call with the Mesa shader cache off: 1.9 -> 0.65 s, the
+        // flax CNN step 10.4 -> 5.0 s). `WGPU_HLO_CONV_TALL_TILES=1` brings them back.
+        let tall = std::env::var("WGPU_HLO_CONV_TALL_TILES").is_ok_and(|v| v.trim() == "1");
         let shapes = [
             (64, 8),
             (128, 4),
@@ -401,15 +408,17 @@ impl Gemm {
             (16, 4),
             (8, 4),
         ];
+        let shapes = &shapes[if tall { 0 } else { 2 }..];
         let count = |(rows, cols): (u64, u64)| {
             self.groups * self.m.div_ceil(rows) * self.n.div_ceil(s * cols)
         };
         let usable = |&(r, c): &(u64, u64)| r % s == 0 && (c == 4 || s * c <= self.n);
         let (rows, cols) = shapes
-            .into_iter()
+            .iter()
+            .copied()
             .filter(usable)
             .find(|&b| count(b) >= 2 * cores)
-            .or_else(|| shapes.into_iter().rfind(usable))?;
+            .or_else(|| shapes.iter().copied().rfind(usable))?;
         let inner = if self.k_out_stride == 1 && self.n % 4 == 0 {
             Inner::Column
         } else {
