@@ -47,7 +47,8 @@ pub(super) const MIN_WORK: u64 = 1 << 20;
 pub(super) const SMALL_WORK: u64 = 1 << 17;
 
 /// Multiply-adds below which the shared-rows kernel's tiles keep to one vec4 of columns per
-/// lane (32 rows x 4 columns, not 32 x 8): 2^25, a 512 x 512 x 128 product. The wider tile
+/// lane (32 rows x 4 columns, not 32 x 8), from [`NARROW_MIN_WORK`]: 2^25, a 512 x 512 x 128
+/// product. The wider tile
 /// holds twice the accumulators, which the driver spills, and its compile time is what a
 /// cold first call waits for: llvmpipe compiles each pipeline at its first dispatch, one
 /// after another on its queue's thread (0.45-1.0 s for a 32 x 8 tile, about half for 32 x
@@ -58,6 +59,13 @@ pub(super) const SMALL_WORK: u64 = 1 << 17;
 /// 3.6 -> 1.9 s. Above it the wider tile pays (256 x 4096 x 256: 15 against 22 ms, see
 /// [`tile`]). `WGPU_HLO_DOT_MID_WORK=N` sets it (0: the wide tile wherever it fits).
 pub(super) const MID_WORK: u64 = 1 << 25;
+
+/// Multiply-adds from which products below [`MID_WORK`] take the narrower tile: 2^22. Below
+/// it the wide tile's fewer, longer workgroups ran faster, and such products are a
+/// recurrent step's, run once per step (the hand-written GRU's steps of 32 x 128 x 384,
+/// 50 of them per call: its products' kernel time 34.6-34.7 -> 36.0-36.1 ms a call with the
+/// narrow tile), where the compile is paid back.
+pub(super) const NARROW_MIN_WORK: u64 = 1 << 22;
 
 /// [`MID_WORK`], or `WGPU_HLO_DOT_MID_WORK` where that is a number.
 fn mid_work() -> u64 {
@@ -180,7 +188,7 @@ pub(super) fn shared_rows(
     };
     let (ra, rb) = (scalar(ra), scalar(rb));
     let rows_unit = if ra == Read::AlongFree { 4 * s } else { s };
-    let narrow = work < mid_work() && !forced;
+    let narrow = (NARROW_MIN_WORK..mid_work()).contains(&work) && !forced;
     let (mt, cv) = tile(batch, m, n, s, rows_unit, small || narrow);
     let cols_lane = 4 * cv;
     let cols_tile = s * cols_lane;
