@@ -370,7 +370,8 @@ def test_column_reductions_read_a_page_of_each_row(gpu, op, tmp_path, monkeypatc
     texts = [open(p).read() for p in glob.glob(os.path.join(tmp_path, "*_partials.wgsl"))]
     taken = [max([int(t) // 8 + 1 for t in re.findall(r"\(qb \+ (\d+)u\)", w)] or [1])
              for w in texts]
-    assert max(taken) == (fits[0] if fits else 1) or op == "logsumexp", taken
+    # At least what the cores allow (the plugin may count fewer cores, under a CPU quota).
+    assert (fits[0] if fits else 1) <= max(taken) <= most or op == "logsumexp", taken
     if op == "logsumexp":
         assert all(len(w) < 48 * 1024 for w in texts), [len(w) for w in texts]
         assert max(taken) >= min(4, fits[0] if fits else 1), taken
@@ -402,6 +403,7 @@ def test_column_reductions_of_other_widths_pad_and_chunk(gpu, tmp_path, monkeypa
             if padded(g) - 250 <= 250 // 4 and padded(g) // g * 16 >= 128 * cores]
     (w,) = [open(p).read() for p in glob.glob(str(tmp_path / "1000" / "*_partials.wgsl"))]
     if fits:
-        assert "< 250u" in w and f"qb + {8 * (fits[0] - 1)}u" in w, w[:3000]
+        taken = max(int(t) // 8 + 1 for t in re.findall(r"\(?qb \+ (\d+)u", w))
+        assert "< 250u" in w and taken >= fits[0], w[:3000]
     (w,) = [open(p).read() for p in glob.glob(str(tmp_path / "128" / "*_partials.wgsl"))]
     assert "reduce 256 elements into each of" in w.splitlines()[0], w.splitlines()[0]
