@@ -71,12 +71,12 @@ const QUAD_ACCUMULATORS_MAX: u64 = 128;
 /// `logsumexp`'s sum of exponentials at 32 groups: 95 KB of WGSL, 1.7 s to compile).
 const QUAD_WGSL_MAX: usize = 40 * 1024;
 
-/// The most padding that reduction's groups take, as a share of the real groups (a quarter):
-/// columns that are no multiple of the 8 x groups a batch of lanes takes are padded to one
-/// (`WGPU_HLO_QUAD_PADDING=0`: never, the form before 12-02). 4096 x 4000 column sums,
+/// The most padding that reduction's groups take: a quarter of the real groups (`quads /
+/// QUAD_PAD_DIVISOR`). Columns that are no multiple of the 8 x groups a batch of lanes takes
+/// are padded to one (`WGPU_HLO_QUAD_PADDING=0`: never, the form before 12-02). 4096 x 4000 column sums,
 /// lavapipe, 2-core Intel host, min of 10 calls: 25-28 -> 6.7-6.9 ms (32 groups a thread,
 /// not 1); 4096 x 1000 4.7 -> 2.0-2.2, 2048 x 3000 5.6-5.8 -> 2.6-2.9.
-const QUAD_PAD_MAX: (u64, u64) = (1, 4);
+const QUAD_PAD_DIVISOR: u64 = 4;
 
 /// [`QUAD_GROUPS`] at most `WGPU_HLO_QUAD_GROUPS` (4: the form before 12-02).
 fn quad_groups() -> Vec<u64> {
@@ -1391,7 +1391,7 @@ fn emit_stage(
         // (4096 x 4096 column sums on lavapipe, hand-written: 14-18 ms with one group per
         // thread, 10.4 ms with 4; each row the batch reads is a page of its own there).
         // The most groups of [`QUAD_GROUPS`] that leave the cores two workgroups each, at
-        // most QUAD_ACCUMULATORS_MAX accumulators and at most a QUAD_PAD_MAX share of padding
+        // most QUAD_ACCUMULATORS_MAX accumulators and padding of at most a QUAD_PAD_DIVISOR-th
         // (below), and whose loop fits QUAD_WGSL_MAX (tried from the same start, `em`
         // cloned). Columns that are no multiple of 8 * per groups (1000 classes) are padded
         // to one: the padding's threads read the last group again and store nothing.
@@ -1410,7 +1410,7 @@ fn emit_stage(
             .into_iter()
             .filter(|&p| {
                 let padded = padded_to(p);
-                (padded - quads) * QUAD_PAD_MAX.1 <= quads * QUAD_PAD_MAX.0 * u64::from(padding)
+                (padded == quads || padding && (padded - quads) * QUAD_PAD_DIVISOR <= quads)
                     && padded / p * chunks >= wanted
                     && p * 4 * n as u64 <= QUAD_ACCUMULATORS_MAX
             })
