@@ -238,6 +238,8 @@ pub struct Device {
     bind_groups: Mutex<BindGroupCache>,
     /// Read-back buffers of small sizes, unmapped, for the next read-back of that size.
     staging: Arc<StagingPool>,
+    /// Compiles a CPU driver's pipelines at load time on several cores (`warm`).
+    warmer: Option<super::warm::Warmer>,
 }
 
 /// Read-back buffers up to this size are kept for reuse.
@@ -572,6 +574,7 @@ impl Device {
         if strict_env == Some(true) && !strict_float {
             log::warn!("WGPU_HLO_STRICT_FLOAT: {info} cannot pass SPIR-V through; kernels stay as they are");
         }
+        let warmer = super::warm::Warmer::new(&adapter, features, &limits, strict_float);
         let poller = Poller::start(
             device.clone(),
             &info.name,
@@ -606,6 +609,7 @@ impl Device {
             strict_float,
             bind_groups: Mutex::new(BindGroupCache::new()),
             staging: Arc::new(StagingPool::default()),
+            warmer,
         }))
     }
 
@@ -803,6 +807,21 @@ impl Device {
     /// Pipelines this device created (kernels that found theirs in its cache not counted).
     pub fn pipelines_created(&self) -> u64 {
         self.pipelines_created.load(Ordering::Relaxed)
+    }
+
+    /// Pipelines compiled at load time so far (`runtime::warm`); all zero where the device
+    /// does not warm (GPU adapters, one core, `WGPU_HLO_WARM=0`, Mesa's cache off).
+    pub fn warm_stats(&self) -> super::WarmStats {
+        self.warmer.as_ref().map(|w| w.stats()).unwrap_or_default()
+    }
+
+    /// Compiles the pipelines of `items` that a CPU driver would compile at their first
+    /// dispatch now, on several cores (see `runtime::warm`); does nothing where that does not
+    /// pay. Never fails: what is not warmed compiles at its first dispatch.
+    pub(crate) fn warm(&self, items: &[super::warm::Item]) {
+        if let Some(w) = &self.warmer {
+            w.warm(self, items);
+        }
     }
 
     /// Counters of the bind group cache.
@@ -1203,91 +1222,14 @@ impl Device {
         }
         // Created without holding the cache's lock, so that executables' kernels compile on
         // several threads (two threads creating one text both succeed; the later one is kept).
-        // naga's backends panic on a few constructs its validator lets through (e.g. 64-bit
-        // bit counts): turn that into an error instead of taking the process down.
-        let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let strict = if self.strict_float {
-                Some(super::strict_float::translate(wgsl, label)?)
-            } else {
-                None
-            };
-            let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-            let (module, layout) = match &strict {
-                None => (
-                    self.device
-                        .create_shader_module(wgpu::ShaderModuleDescriptor {
-                            label: Some(label),
-                            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-                        }),
-                    None,
-                ),
-                Some(k) => {
-                    log::debug!(
-                        "kernel {label}: {} float operations decorated NoContraction",
-                        k.decorated
-                    );
-                    // SAFETY: naga wrote the module from WGSL its validator accepted; only
-                    // NoContraction decorations were added (`strict_float`).
-                    let module = unsafe {
-                        self.device.create_shader_module_passthrough(
-                            wgpu::ShaderModuleDescriptorPassthrough {
-                                label: Some(label),
-                                entry_points: std::borrow::Cow::Owned(vec![
-                                    wgpu::PassthroughShaderEntryPoint {
-                                        name: "main".into(),
-                                        workgroup_size: k.workgroup_size,
-                                    },
-                                ]),
-                                spirv: Some(std::borrow::Cow::Borrowed(&k.words)),
-                                ..Default::default()
-                            },
-                        )
-                    };
-                    let group =
-                        self.device
-                            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                                label: Some(label),
-                                entries: &k.entries,
-                            });
-                    let layout =
-                        self.device
-                            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                                label: Some(label),
-                                bind_group_layouts: &[Some(&group)],
-                                immediate_size: 0,
-                            });
-                    (module, Some(layout))
-                }
-            };
-            let pipeline = self
-                .device
-                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(label),
-                    layout: layout.as_ref(),
-                    module: &module,
-                    entry_point: Some("main"),
-                    compilation_options: Default::default(),
-                    cache: self.disk_cache.as_ref().map(|c| &c.cache),
-                });
-            Ok((pipeline, pollster::block_on(scope.pop())))
-        }));
-        let pipeline = match created {
-            Ok(Err(e)) => return Err(e),
-            Ok(Ok((_, Some(e)))) => {
-                return Err(Error::internal(format!(
-                    "kernel {label}: pipeline creation failed on {}: {e}",
-                    self.info.name
-                )))
-            }
-            Ok(Ok((p, None))) => p,
-            Err(panic) => {
-                let msg = crate::error::panic_message(panic.as_ref());
-                return Err(Error::internal(format!(
-                    "kernel {label}: the shader translator panicked on {}: {msg}",
-                    self.info.name
-                )));
-            }
-        };
+        let pipeline = create_pipeline(
+            &self.device,
+            self.strict_float,
+            self.disk_cache.as_ref().map(|c| &c.cache),
+            wgsl,
+            label,
+            &self.info.name,
+        )?;
         let p = Arc::new(pipeline);
         self.pipelines_created.fetch_add(1, Ordering::Relaxed);
         self.pipelines
@@ -1360,4 +1302,94 @@ impl Drop for GpuBuffer {
 /// to 16, at least 16.
 pub(crate) fn allocated_size(size: u64) -> u64 {
     size.max(16).next_multiple_of(16)
+}
+
+/// Creates the compute pipeline of a WGSL module on `device` (through `strict_float` when
+/// `strict`), turning validation errors and translator panics into errors that name the
+/// kernel and the adapter.
+pub(crate) fn create_pipeline(
+    device: &wgpu::Device,
+    strict: bool,
+    cache: Option<&wgpu::PipelineCache>,
+    wgsl: &str,
+    label: &str,
+    adapter: &str,
+) -> Result<wgpu::ComputePipeline> {
+    // naga's backends panic on a few constructs its validator lets through (e.g. 64-bit
+    // bit counts): turn that into an error instead of taking the process down.
+    let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let strict = if strict {
+            Some(super::strict_float::translate(wgsl, label)?)
+        } else {
+            None
+        };
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let (module, layout) = match &strict {
+            None => (
+                device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(label),
+                    source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+                }),
+                None,
+            ),
+            Some(k) => {
+                log::debug!(
+                    "kernel {label}: {} float operations decorated NoContraction",
+                    k.decorated
+                );
+                // SAFETY: naga wrote the module from WGSL its validator accepted; only
+                // NoContraction decorations were added (`strict_float`).
+                let module = unsafe {
+                    device.create_shader_module_passthrough(
+                        wgpu::ShaderModuleDescriptorPassthrough {
+                            label: Some(label),
+                            entry_points: std::borrow::Cow::Owned(vec![
+                                wgpu::PassthroughShaderEntryPoint {
+                                    name: "main".into(),
+                                    workgroup_size: k.workgroup_size,
+                                },
+                            ]),
+                            spirv: Some(std::borrow::Cow::Borrowed(&k.words)),
+                            ..Default::default()
+                        },
+                    )
+                };
+                let group = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some(label),
+                    entries: &k.entries,
+                });
+                let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                    label: Some(label),
+                    bind_group_layouts: &[Some(&group)],
+                    immediate_size: 0,
+                });
+                (module, Some(layout))
+            }
+        };
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(label),
+            layout: layout.as_ref(),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache,
+        });
+        Ok((pipeline, pollster::block_on(scope.pop())))
+    }));
+    let pipeline = match created {
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok((_, Some(e)))) => {
+            return Err(Error::internal(format!(
+                "kernel {label}: pipeline creation failed on {adapter}: {e}"
+            )))
+        }
+        Ok(Ok((p, None))) => p,
+        Err(panic) => {
+            let msg = crate::error::panic_message(panic.as_ref());
+            return Err(Error::internal(format!(
+                "kernel {label}: the shader translator panicked on {adapter}: {msg}"
+            )));
+        }
+    };
+    Ok(pipeline)
 }

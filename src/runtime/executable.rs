@@ -253,6 +253,27 @@ impl Executable {
             .filter(|k| seen.insert(super::device::pipeline_key(&k.wgsl)))
             .collect();
         let created = crate::parallel::map(&distinct, |k| device.pipeline(&k.wgsl, &k.name));
+        // A CPU driver compiles each pipeline at its first dispatch, on its one queue thread:
+        // done here on several cores instead (`runtime::warm`).
+        let warm: Vec<super::warm::Item> = created
+            .iter()
+            .zip(&distinct)
+            .filter_map(|(p, k)| {
+                let p = p.as_ref().ok()?;
+                Some(super::warm::Item {
+                    pipeline: p,
+                    wgsl: &k.wgsl,
+                    label: &k.name,
+                    textures: k
+                        .texture_inputs
+                        .iter()
+                        .map(|t| t.as_ref().map(|t| t.extent()))
+                        .collect(),
+                })
+            })
+            .collect();
+        device.warm(&warm);
+        drop(warm);
         for k in &parts.kernels {
             // From the cache, which holds a weak reference to what `created` holds (a kernel
             // whose creation failed above fails again here, in kernel order).

@@ -1,0 +1,420 @@
+//! Compiling a CPU driver's kernels at load time, on several cores at once.
+//!
+//! Mesa's llvmpipe (behind lavapipe) turns a compute pipeline into machine code at the
+//! pipeline's **first dispatch**, not at its creation, and it does so on the device's one
+//! queue thread. A program's first execution therefore waits for every kernel's LLVM compile,
+//! one after another: 7.7 s of a 2-layer transformer step's 8.8 s first call, on a host where
+//! `Executable::load` had created the same pipelines in 0.4 s on two threads.
+//!
+//! `Warmer` moves that compile into the load and spreads it over the cores. The device and
+//! a few helper devices on the same adapter take the new pipelines one at a time, largest
+//! first, and dispatch **zero workgroups** of each over dummy bindings: llvmpipe compiles the
+//! code before it looks at the grid, and runs nothing. A helper creates its own pipeline from
+//! the same text; what it compiles reaches the device through Mesa's on-disk shader cache
+//! (keyed by the code, not the device), so the device's first real dispatch of that kernel
+//! loads it instead of compiling it.
+//!
+//! Only where that pays: CPU adapters (a GPU driver compiles at creation, which the load
+//! already runs on several threads), more than one core, Mesa's shader cache not turned off
+//! (`MESA_SHADER_CACHE_DISABLE`: without it the helpers' work would be lost), and a load with
+//! at least two pipelines not warmed before. `WGPU_HLO_WARM=0` turns it off. Warming never
+//! fails a load: a kernel it cannot warm is compiled at its first dispatch, as without it.
+
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use super::device::Device;
+use crate::error::{Error, Result};
+
+/// One pipeline to warm: the device's pipeline and the WGSL it was made from.
+pub(crate) struct Item<'a> {
+    pub pipeline: &'a wgpu::ComputePipeline,
+    pub wgsl: &'a str,
+    pub label: &'a str,
+    /// Per input read through a texture, its extent in texels (see `zero_dispatch`).
+    pub textures: Vec<Option<(u32, u32)>>,
+}
+
+/// A second device on the adapter, used only to compile.
+struct Helper {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+}
+
+/// Helpers not in use, and how many exist (in use or not).
+#[derive(Default)]
+struct Helpers {
+    idle: Vec<Helper>,
+    alive: usize,
+}
+
+/// Pipelines warmed so far, by where their compile ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WarmStats {
+    /// Compiled by a zero-workgroup dispatch on the device itself.
+    pub on_device: u64,
+    /// Compiled on a helper device (and found by the device in Mesa's shader cache).
+    pub on_helpers: u64,
+}
+
+/// See the module documentation.
+pub(crate) struct Warmer {
+    adapter: wgpu::Adapter,
+    features: wgpu::Features,
+    limits: wgpu::Limits,
+    strict_float: bool,
+    max_helpers: usize,
+    helpers: Mutex<Helpers>,
+    /// Hashes of the pipeline keys passed to `warm` before: each code is warmed once.
+    seen: Mutex<HashSet<u64>>,
+    on_device: AtomicU64,
+    on_helpers: AtomicU64,
+}
+
+/// True when `MESA_SHADER_CACHE_DISABLE` turns Mesa's on-disk shader cache off.
+fn mesa_cache_disabled() -> bool {
+    std::env::var("MESA_SHADER_CACHE_DISABLE").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "y"
+        )
+    })
+}
+
+impl Warmer {
+    /// A warmer for a device opened on `adapter` with these features and limits, where
+    /// warming pays (see the module documentation); none elsewhere.
+    pub(crate) fn new(
+        adapter: &wgpu::Adapter,
+        features: wgpu::Features,
+        limits: &wgpu::Limits,
+        strict_float: bool,
+    ) -> Option<Warmer> {
+        let info = adapter.get_info();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let off = std::env::var("WGPU_HLO_WARM").is_ok_and(|v| v.trim() == "0");
+        if off
+            || info.device_type != wgpu::DeviceType::Cpu
+            || info.backend != wgpu::Backend::Vulkan
+            || cores < 2
+            || mesa_cache_disabled()
+        {
+            return None;
+        }
+        Some(Warmer {
+            adapter: adapter.clone(),
+            features,
+            limits: limits.clone(),
+            strict_float,
+            max_helpers: (cores - 1).min(7),
+            helpers: Mutex::new(Helpers::default()),
+            seen: Mutex::new(HashSet::new()),
+            on_device: AtomicU64::new(0),
+            on_helpers: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn stats(&self) -> WarmStats {
+        WarmStats {
+            on_device: self.on_device.load(Ordering::Relaxed),
+            on_helpers: self.on_helpers.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Compiles the pipelines of `items` not warmed before, on `device` and helper devices
+    /// at once; returns when all are compiled (or failed to, which is only logged).
+    pub(crate) fn warm(&self, device: &Device, items: &[Item]) {
+        let mut todo: Vec<&Item> = {
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            items
+                .iter()
+                .filter(|it| {
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    super::device::pipeline_key(it.wgsl).hash(&mut h);
+                    seen.insert(h.finish())
+                })
+                .collect()
+        };
+        // One pipeline gains nothing from moving its compile: it is compiled at its first
+        // dispatch, right after this load.
+        if todo.len() < 2 {
+            return;
+        }
+        // Largest first, so that no core is left with a long compile at the end.
+        todo.sort_by_key(|it| std::cmp::Reverse(it.wgsl.len()));
+        let taken = self.take_helpers(todo.len() - 1);
+        let next = AtomicUsize::new(0);
+        let started = std::time::Instant::now();
+        let returned: Vec<Option<Helper>> = std::thread::scope(|s| {
+            let threads: Vec<_> = taken
+                .into_iter()
+                .map(|h| {
+                    let (todo, next) = (&todo, &next);
+                    s.spawn(move || self.run_helper(h, todo, next))
+                })
+                .collect();
+            while let Some(it) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
+                match warm_on_device(device, it) {
+                    Ok(()) => {
+                        self.on_device.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => log::debug!("warming {}: {e}", it.label),
+                }
+            }
+            threads
+                .into_iter()
+                .map(|t| t.join().ok().flatten())
+                .collect()
+        });
+        log::debug!(
+            "warmed {} pipelines in {:?} with {} helpers",
+            todo.len(),
+            started.elapsed(),
+            returned.len()
+        );
+        let mut g = self.helpers.lock().unwrap_or_else(|p| p.into_inner());
+        for h in returned {
+            match h {
+                Some(h) => g.idle.push(h),
+                None => g.alive -= 1,
+            }
+        }
+    }
+
+    /// Up to `want` helpers: idle ones, then `None` for each one a thread should open, as
+    /// long as no more than `max_helpers` exist. Each counts as alive until given back.
+    fn take_helpers(&self, want: usize) -> Vec<Option<Helper>> {
+        let mut g = self.helpers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        while out.len() < want {
+            if let Some(h) = g.idle.pop() {
+                out.push(Some(h));
+            } else if g.alive < self.max_helpers {
+                g.alive += 1;
+                out.push(None);
+            } else {
+                break;
+            }
+        }
+        out
+    }
+
+    /// A helper thread: opens its device if it has none, then compiles items until none is
+    /// left. Returns the helper to keep, or none where it could not open or broke.
+    fn run_helper(
+        &self,
+        helper: Option<Helper>,
+        todo: &[&Item],
+        next: &AtomicUsize,
+    ) -> Option<Helper> {
+        let helper = match helper {
+            Some(h) => h,
+            None => match self.open_helper() {
+                Ok(h) => h,
+                Err(e) => {
+                    log::debug!("warming: no helper device: {e}");
+                    return None;
+                }
+            },
+        };
+        while let Some(it) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
+            match self.warm_on_helper(&helper, it) {
+                Ok(()) => {
+                    self.on_helpers.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    log::debug!("warming {} on a helper: {e}", it.label);
+                    if e.kind == crate::error::ErrorKind::DeadlineExceeded {
+                        return None;
+                    }
+                }
+            }
+        }
+        Some(helper)
+    }
+
+    fn open_helper(&self) -> Result<Helper> {
+        let (device, queue) =
+            pollster::block_on(self.adapter.request_device(&wgpu::DeviceDescriptor {
+                label: Some("wgpu-hlo warming"),
+                required_features: self.features,
+                required_limits: self.limits.clone(),
+                ..Default::default()
+            }))
+            .map_err(|e| Error::unavailable(format!("cannot open a helper device: {e}")))?;
+        // wgpu's default handler panics; a helper's errors only cost its warming.
+        device.on_uncaptured_error(std::sync::Arc::new(|e: wgpu::Error| {
+            log::debug!("warming: helper device error: {e}");
+        }));
+        Ok(Helper { device, queue })
+    }
+
+    fn warm_on_helper(&self, helper: &Helper, it: &Item) -> Result<()> {
+        let pipeline = super::device::create_pipeline(
+            &helper.device,
+            self.strict_float,
+            None,
+            it.wgsl,
+            it.label,
+            "a helper device",
+        )?;
+        let cmd = zero_dispatch(&helper.device, &pipeline, it)?;
+        let index = helper.queue.submit([cmd]);
+        let limit = super::event::wait_timeout();
+        helper
+            .device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(index),
+                timeout: Some(limit),
+            })
+            .map_err(|e| match e {
+                wgpu::PollError::Timeout => super::event::deadline_error("warming", limit),
+                e => Error::internal(format!("warming: {e}")),
+            })?;
+        Ok(())
+    }
+}
+
+/// Compiles `it`'s pipeline on the device itself: a zero-workgroup dispatch, waited for.
+fn warm_on_device(device: &Device, it: &Item) -> Result<()> {
+    let cmd = zero_dispatch(&device.device, it.pipeline, it)?;
+    device.submit(vec![cmd], "warming").wait()
+}
+
+/// One binding of a kernel, as its WGSL declares it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Declared {
+    Buffer(u32),
+    Texture(u32),
+}
+
+/// The bindings a kernel's WGSL declares (`@group(0) @binding(N) var...` lines, as
+/// `codegen` writes them).
+fn declared_bindings(wgsl: &str) -> Vec<Declared> {
+    wgsl.lines()
+        .filter_map(|line| {
+            let rest = line.trim_start().strip_prefix("@group(0) @binding(")?;
+            let (n, decl) = rest.split_once(')')?;
+            let n = n.trim().parse().ok()?;
+            let decl = decl.split("//").next().unwrap_or("");
+            Some(if decl.contains("texture_2d") {
+                Declared::Texture(n)
+            } else {
+                Declared::Buffer(n)
+            })
+        })
+        .collect()
+}
+
+/// A command buffer that dispatches zero workgroups of `pipeline` over dummy resources (a
+/// small storage buffer or a texture of a few texels per binding). Errors where the dummies do not
+/// fit the pipeline's layout (nothing is submitted then).
+fn zero_dispatch(
+    device: &wgpu::Device,
+    pipeline: &wgpu::ComputePipeline,
+    it: &Item,
+) -> Result<wgpu::CommandBuffer> {
+    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let declared = declared_bindings(it.wgsl);
+    let resources: Vec<(u32, Result<wgpu::Buffer, wgpu::TextureView>)> = declared
+        .iter()
+        .map(|d| match *d {
+            Declared::Buffer(n) => (
+                n,
+                Ok(device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("warming"),
+                    size: 256,
+                    usage: wgpu::BufferUsages::STORAGE,
+                    mapped_at_creation: false,
+                })),
+            ),
+            Declared::Texture(n) => {
+                // llvmpipe compiles a kernel once per kind of texture it reads, and whether
+                // each side is a power of two is part of the kind: a dummy of 1 or 3 texels a
+                // side is of the same kind as the texture the kernel will read.
+                let (w, h) = it
+                    .textures
+                    .get(n as usize)
+                    .copied()
+                    .flatten()
+                    .unwrap_or((1, 1));
+                let side = |x: u32| if x.is_power_of_two() { 1 } else { 3 };
+                let t = device.create_texture(&wgpu::TextureDescriptor {
+                    label: Some("warming"),
+                    size: wgpu::Extent3d {
+                        width: side(w),
+                        height: side(h),
+                        depth_or_array_layers: 1,
+                    },
+                    mip_level_count: 1,
+                    sample_count: 1,
+                    dimension: wgpu::TextureDimension::D2,
+                    format: wgpu::TextureFormat::Rgba32Uint,
+                    usage: wgpu::TextureUsages::TEXTURE_BINDING,
+                    view_formats: &[],
+                });
+                (
+                    n,
+                    Err(t.create_view(&wgpu::TextureViewDescriptor::default())),
+                )
+            }
+        })
+        .collect();
+    let entries: Vec<wgpu::BindGroupEntry> = resources
+        .iter()
+        .map(|(n, r)| wgpu::BindGroupEntry {
+            binding: *n,
+            resource: match r {
+                Ok(b) => b.as_entire_binding(),
+                Err(v) => wgpu::BindingResource::TextureView(v),
+            },
+        })
+        .collect();
+    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("warming"),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &entries,
+    });
+    let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        label: Some("warming"),
+    });
+    {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, &group, &[]);
+        pass.dispatch_workgroups(0, 1, 1);
+    }
+    let cmd = enc.finish();
+    match pollster::block_on(scope.pop()) {
+        Some(e) => Err(Error::internal(format!(
+            "kernel {}: its dummy bindings do not fit: {e}",
+            it.label
+        ))),
+        None => Ok(cmd),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bindings_are_read_from_the_declarations() {
+        let wgsl = "// kernel\n\
+            @group(0) @binding(0) var<storage, read> in0: array<f32>; // %0 tensor<4xf32>\n\
+            @group(0) @binding(1) var in1: texture_2d<u32>; // (read through a texture_2d)\n\
+            @group(0) @binding(2) var<storage, read_write> out0: array<vec4<f32>>;\n\
+            // @group(0) @binding(9) in a comment\n\
+            fn main() {}\n";
+        assert_eq!(
+            declared_bindings(wgsl),
+            vec![
+                Declared::Buffer(0),
+                Declared::Texture(1),
+                Declared::Buffer(2)
+            ]
+        );
+    }
+}
