@@ -305,3 +305,22 @@ def test_16bit_float_bits_survive_data_movement(gpu, name):
         )
 
     same_bits(gpu, moves, x, codes, mask)
+
+
+# 8-bit types whose values do not keep every byte: a bool is true or false whatever its
+# nonzero byte, an IEEE-like f8's NaNs carry payloads. `view` between 8-bit types must move
+# the bytes as jax cpu does, for 0-d arrays (fused: broadcast, bitcast, reshape) as for arrays.
+VIEW_TYPES = [jnp.bool_, jnp.int8, jnp.uint8, jnp.float8_e4m3, jnp.float8_e5m2,
+              jnp.float8_e3m4, jnp.float8_e4m3fn, jnp.float8_e8m0fnu]
+VIEW_BYTES = np.array([96, 1, 0, 0x7f, 0x81, 0xff, 0x7c, 0xfd], dtype=np.uint8)
+
+
+@pytest.mark.parametrize("src", VIEW_TYPES, ids=lambda t: np.dtype(t).name)
+def test_views_between_8_bit_types_move_bytes(gpu, src):
+    for dst in VIEW_TYPES:
+        for x in [VIEW_BYTES.view(src), VIEW_BYTES[3].reshape(()).view(src),
+                  VIEW_BYTES[0].reshape(()).view(src)]:
+            same_bits(gpu, lambda x: x.view(dst), x)
+    # Through a fused chain of views of a broadcast scalar.
+    x = VIEW_BYTES[5].reshape(()).view(src)
+    same_bits(gpu, lambda x: jnp.broadcast_to(x.view(jnp.uint8), (3,)).view(jnp.float8_e5m2), x)

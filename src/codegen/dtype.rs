@@ -176,14 +176,8 @@ pub fn load(t: ElementType, buf: &str, idx: &str) -> String {
     use ElementType::*;
     match per_word(t) {
         1 => format!("{buf}[{idx}]"),
-        n => {
-            let bits = 32 / n;
-            let mask = if bits == 8 { "0xffu" } else { "0xffffu" };
-            let shift = if n == 4 { "3u" } else { "1u" };
-            let raw = format!(
-                "(({buf}[({idx}) >> {}] >> ((({idx}) & {shift}) * {bits}u)) & {mask})",
-                if n == 4 { "2u" } else { "1u" }
-            );
+        _ => {
+            let raw = load_bits(t, buf, idx).unwrap_or_default();
             match t {
                 Pred => format!("({raw} != 0u)"),
                 F16 => format!("wh_f16_bits_to_f32({raw})"),
@@ -201,6 +195,30 @@ pub fn load(t: ElementType, buf: &str, idx: &str) -> String {
             }
         }
     }
+}
+
+/// The storage bits of element `idx` of a sub-word tensor in `buf` as they are (a `u32` in
+/// the low bits), without decoding; `None` for types of whole words.
+pub fn load_bits(t: ElementType, buf: &str, idx: &str) -> Option<String> {
+    let n = per_word(t);
+    if n == 1 {
+        return None;
+    }
+    let bits = 32 / n;
+    let mask = if bits == 8 { "0xffu" } else { "0xffffu" };
+    let (word, lane) = if n == 4 { ("2u", "3u") } else { ("1u", "1u") };
+    Some(format!(
+        "(({buf}[({idx}) >> {word}] >> ((({idx}) & {lane}) * {bits}u)) & {mask})"
+    ))
+}
+
+/// True for the element types whose values, as the kernels compute with them, do not keep
+/// every bit pattern: a bool is 0 or 1 (the byte may hold any value), a narrow float's or
+/// half's NaN becomes the quiet NaN. A `bitcast_convert` from or to them moves raw bits
+/// (`ExprEmitter::raw_bits_of`) where it can.
+pub fn lossy_values(t: ElementType) -> bool {
+    matches!(t, ElementType::Pred | ElementType::F16 | ElementType::BF16)
+        || narrow_float(t).is_some()
 }
 
 /// The storage bits (a `u32` in the low `storage_bits(t)` bits) of a computed value, for

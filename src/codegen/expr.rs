@@ -572,7 +572,17 @@ impl<'a> ExprEmitter<'a> {
     }
 
     fn load(&mut self, v: ValueId, idx: &Index) -> Result<String> {
+        self.load_as(v, idx, false)?
+            .ok_or_else(|| Error::internal(format!("no load of input {v}")))
+    }
+
+    /// `load`, or with `raw` the element's storage bits undecoded (a `u32`), for sub-word
+    /// types only (`None` for others).
+    fn load_as(&mut self, v: ValueId, idx: &Index, raw: bool) -> Result<Option<String>> {
         let ty = self.ty(v)?.clone();
+        if raw && dtype::per_word(ty.dtype) == 1 {
+            return Ok(None);
+        }
         let c = self.compute(ty.dtype)?;
         let b = self.input(v)?;
         let dims = ty.dims();
@@ -580,7 +590,7 @@ impl<'a> ExprEmitter<'a> {
             self.across_loads.push(idx.clone());
         }
         if let Some(name) = self.quad_load(v, &ty, c, b, idx) {
-            return Ok(name);
+            return Ok(Some(name));
         }
         let mut lin = self.linear(idx, &dims);
         if let Some(w) = self.window.as_mut().filter(|w| w.is_large(&ty)) {
@@ -618,7 +628,115 @@ impl<'a> ExprEmitter<'a> {
         if self.transposed > 0 {
             lin = format!("{} {lin}", super::texture_reads::TRANSPOSED_MARK);
         }
+        if raw {
+            let e = dtype::load_bits(ty.dtype, &format!("in{b}"), &lin).unwrap_or_default();
+            return Ok(Some(self.bind(Compute::U32, &e)));
+        }
         let e = dtype::load(ty.dtype, &format!("in{b}"), &lin);
+        Ok(Some(self.bind(c, &e)))
+    }
+
+    /// The storage bits of `v` at `idx` (a `u32`, the low `bit_width` bits set) where they can
+    /// be had without decoding a value: read from an input through broadcasts, reshapes,
+    /// slices, transposes and same-width `bitcast_convert`s, or the bits of a value a
+    /// `bitcast_convert` reinterprets.
+    /// `None` elsewhere (a computed value). A bitcast from or to a type whose values lose
+    /// bits (`dtype::lossy_values`: a bool's byte, a narrow float's NaN payload) goes through
+    /// here, so that it moves bits as XLA's cpu backend does.
+    pub fn raw_bits_of(&mut self, v: ValueId, idx: &Index) -> Result<Option<String>> {
+        if self.scalars.contains_key(&v) || self.window.is_some() {
+            return Ok(None);
+        }
+        if !(self.fused)(v) {
+            return self.load_as(v, idx, true);
+        }
+        let Some(op) = self.defs.get(&v).copied() else {
+            return Ok(None);
+        };
+        let rt = self.ty(v)?.clone();
+        let rdims = rt.dims();
+        match &op.op {
+            Op::BroadcastInDim { dimensions } => {
+                let Some(&o) = op.operands.first() else {
+                    return Ok(None);
+                };
+                let shape = self.ty(o)?.shape.clone();
+                let m = self.multi(idx, &rdims);
+                let xi = broadcast_operand_index(&m, dimensions, &shape);
+                self.raw_bits_of(o, &Index::Multi(xi))
+            }
+            Op::Reshape => {
+                let Some(&o) = op.operands.first() else {
+                    return Ok(None);
+                };
+                let lin = self.linear(idx, &rdims);
+                self.raw_bits_of(o, &Index::Linear(lin))
+            }
+            Op::Slice { start, strides, .. } => {
+                let Some(&o) = op.operands.first() else {
+                    return Ok(None);
+                };
+                let m = self.multi(idx, &rdims);
+                let xi: Vec<String> = m
+                    .iter()
+                    .zip(start.iter().zip(strides))
+                    .map(|(i, (&s, &st))| affine(i, st, s))
+                    .collect();
+                self.raw_bits_of(o, &Index::Multi(xi))
+            }
+            Op::Transpose { permutation } => {
+                let Some(&o) = op.operands.first() else {
+                    return Ok(None);
+                };
+                let m = self.multi(idx, &rdims);
+                let mut xi = vec![String::new(); m.len()];
+                for (i, &p) in permutation.iter().enumerate() {
+                    xi[p as usize] = m[i].clone();
+                }
+                self.raw_bits_of(o, &Index::Multi(xi))
+            }
+            Op::BitcastConvert => {
+                let Some(&o) = op.operands.first() else {
+                    return Ok(None);
+                };
+                let ot = self.ty(o)?.clone();
+                if ot.dtype.bit_width() != rt.dtype.bit_width() || rt.dtype.bit_width() > 32 {
+                    return Ok(None);
+                }
+                if dtype::lossy_values(ot.dtype) {
+                    return self.raw_bits_of(o, idx);
+                }
+                let oc = self.compute(ot.dtype)?;
+                let x = self.value(o, idx)?;
+                let bits = elementwise::raw_bits(ot.dtype, oc, &x, &mut self.needs)?;
+                Ok(Some(self.bind(Compute::U32, &bits)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// `v` at `idx` reinterpreted as a value of type `to` (computed as `c`) of the same width:
+    /// from its stored bits where `raw_bits_of` has them, else from its value's bits.
+    fn reinterpret(
+        &mut self,
+        v: ValueId,
+        idx: &Index,
+        to: ElementType,
+        c: Compute,
+    ) -> Result<String> {
+        let t = self.ty(v)?.dtype;
+        let bits = match self.raw_bits_of(v, idx)? {
+            Some(bits) => bits,
+            None => {
+                let vc = self.compute(t)?;
+                let x = self.value(v, idx)?;
+                elementwise::raw_bits(t, vc, &x, &mut self.needs)?
+            }
+        };
+        let e = elementwise::from_raw_bits(to, c, t.bit_width(), &bits)?;
+        for h in dtype::helpers_for(to) {
+            self.needs.insert(h.to_string());
+        }
         Ok(self.bind(c, &e))
     }
 
@@ -830,6 +948,23 @@ impl<'a> ExprEmitter<'a> {
                 }
                 Ok(self.bind(rc, &e))
             }
+            Op::BitcastConvert if dtype::lossy_values(operand_ty(self, 0)?.dtype) => {
+                // The operand's bits as stored, where they can be read so: decoding a bool or
+                // a narrow float's NaN loses bits that a bitcast keeps.
+                self.reinterpret(op.operands[0], idx, rt.dtype, rc)
+                    .map_err(ctx)
+            }
+            // A bool converted to an 8-bit integer is its byte, as XLA's cpu backend has it
+            // (JAX's `view` of a bool array is this convert): 1 for every true bool, but a
+            // byte viewed as a bool keeps its value through the round trip.
+            Op::Convert
+                if operand_ty(self, 0)?.dtype == ElementType::Pred
+                    && (rt.dtype.is_signed_int() || rt.dtype.is_unsigned_int())
+                    && rt.dtype.bit_width() == 8 =>
+            {
+                self.reinterpret(op.operands[0], idx, rt.dtype, rc)
+                    .map_err(ctx)
+            }
             Op::Convert | Op::BitcastConvert => {
                 let xt = operand_ty(self, 0)?;
                 let xc = self.compute(xt.dtype)?;
@@ -899,17 +1034,7 @@ impl<'a> ExprEmitter<'a> {
             Op::BroadcastInDim { dimensions } => {
                 let xt = operand_ty(self, 0)?;
                 let m = self.multi(idx, &rdims);
-                let xi: Vec<String> = dimensions
-                    .iter()
-                    .zip(&xt.shape)
-                    .map(|(&d, &s)| {
-                        if s == 1 {
-                            "0u".to_string()
-                        } else {
-                            m[d as usize].clone()
-                        }
-                    })
-                    .collect();
+                let xi = broadcast_operand_index(&m, dimensions, &xt.shape);
                 self.value(op.operands[0], &Index::Multi(xi))
             }
             Op::Reshape => {
@@ -1938,6 +2063,22 @@ fn affine(i: &str, stride: i64, start: i64) -> String {
     } else {
         format!("({scaled} + {start}u)")
     }
+}
+
+/// The operand's index of a `broadcast_in_dim` read at `m` (the result's per-dimension
+/// index): dimension `dimensions[i]` of the result, or 0 where the operand's is of size 1.
+fn broadcast_operand_index(m: &[String], dimensions: &[i64], shape: &[i64]) -> Vec<String> {
+    dimensions
+        .iter()
+        .zip(shape)
+        .map(|(&d, &s)| {
+            if s == 1 {
+                "0u".to_string()
+            } else {
+                m[d as usize].clone()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -588,8 +588,22 @@ fn elementwise(
             em.open(&format!("if ({lin} < {n}u)"));
         }
         for (j, o) in outs.iter().enumerate() {
-            let v = em.value(o.value, &Index::Linear(lin.clone()))?;
             let p = dtype::per_word(o.ty.dtype) as u64;
+            // A bool or narrow float that is a reinterpretation of other bits (or a copy of
+            // an input's) is stored as those bits: its value would lose some (see
+            // `ExprEmitter::raw_bits_of`).
+            if p > 1 && !vec4 && dtype::lossy_values(o.ty.dtype) {
+                if let Some(bits) = em.raw_bits_of(o.value, &Index::Linear(lin.clone()))? {
+                    let width = 32 / p;
+                    let (q, shift) = (e / p, (e % p) * width);
+                    let mask = (1u64 << width) - 1;
+                    em.line(&format!(
+                        "w{j}_{q} = w{j}_{q} | (({bits} & {mask}u) << {shift}u);"
+                    ));
+                    continue;
+                }
+            }
+            let v = em.value(o.value, &Index::Linear(lin.clone()))?;
             if vec4 {
                 vec4_values[j].push(v);
             } else if p == 1 {
