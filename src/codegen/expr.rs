@@ -139,6 +139,10 @@ pub struct Quads {
     /// coordinates (a broadcast row value, a gathered row's index) is computed once per
     /// group, and reads at the innermost coordinate are grouped too.
     pub rows: bool,
+    /// Positions at which a tensor of another shape is read by groups too: a folded row's
+    /// innermost positions modulo the operand's row (`reshape_keeping_group`), where a
+    /// group lies within one of its rows.
+    pub folded: std::collections::HashSet<String>,
 }
 
 /// How a kernel launched in chunks reads values larger than the adapter's binding limit: each
@@ -768,8 +772,8 @@ impl<'a> ExprEmitter<'a> {
             Index::Multi(m) => {
                 let (first, place) = q.positions.get(m.last()?)?.clone();
                 let dims = ty.dims();
-                let rows_of_quads =
-                    (q.any_shape || q.rows) && dims.last().is_some_and(|&d| d % 4 == 0);
+                let rows_of_quads = (q.any_shape || q.rows || q.folded.contains(m.last()?))
+                    && dims.last().is_some_and(|&d| d % 4 == 0);
                 if dims != q.dims && !rows_of_quads {
                     return None;
                 }
@@ -1794,23 +1798,48 @@ impl<'a> ExprEmitter<'a> {
         };
         let q = self.quads.as_ref()?;
         let (&inner, &operand_inner) = (rdims.last()?, odims.last()?);
-        if !q.rows
+        let folding = inner != operand_inner;
+        if !(q.rows || folding && q.dims == rdims)
             || self.window.is_some()
-            || inner != operand_inner
-            || inner % 4 != 0
+            || operand_inner == 0
+            || inner % operand_inner != 0
+            || operand_inner % 4 != 0
             || m.len() != rdims.len()
             || !q.positions.contains_key(m.last()?)
         {
             return None;
         }
         let (r, o) = (rdims.len(), odims.len());
-        let mut xi = if o > 1 {
-            let outer = linearize(&m[..r - 1], &rdims[..r - 1]);
-            self.multi(&Index::Linear(outer), &odims[..o - 1])
-        } else {
-            Vec::new()
-        };
-        xi.push(m[r - 1].clone());
+        if inner == operand_inner {
+            let mut xi = if o > 1 {
+                let outer = linearize(&m[..r - 1], &rdims[..r - 1]);
+                self.multi(&Index::Linear(outer), &odims[..o - 1])
+            } else {
+                Vec::new()
+            };
+            xi.push(m[r - 1].clone());
+            return Some(xi);
+        }
+        // Rows of several operand rows (`passes::fold_rows` reads `[R, C]` as
+        // `[R / f, f * C]`): a group lies within one operand row (C a multiple of 4), at
+        // the group's innermost positions modulo C, which become grouped positions of their
+        // own. The operand's outer coordinates come from the group's first position, so that
+        // the group's four reads share them (and their one vec4 load).
+        if o < 2 {
+            return None;
+        }
+        let pos = m[r - 1].clone();
+        let (first, place) = q.positions.get(&pos)?.clone();
+        let ratio = inner / operand_inner;
+        let outer = linearize(&m[..r - 1], &rdims[..r - 1]);
+        let lin = format!("(({outer}) * {ratio}u + {first} / {operand_inner}u)");
+        let mut xi = self.multi(&Index::Linear(lin), &odims[..o - 1]);
+        let at = |p: &str| format!("({p} % {operand_inner}u)");
+        let (key, first_key) = (at(&pos), at(&first));
+        let q = self.quads.as_mut()?;
+        q.positions.insert(key.clone(), (first_key, place));
+        q.folded.insert(key.clone());
+        xi.push(key);
         Some(xi)
     }
 

@@ -145,6 +145,7 @@ fn transposing_tiles(
         .map(|j| (format!("r{j}"), format!("c{j}")))
         .unzip();
     em.quads = Some(super::expr::Quads {
+        folded: Default::default(),
         dims: dims.clone(),
         positions: (0..TILE_BLOCK)
             .flat_map(|j| {
@@ -530,6 +531,7 @@ fn elementwise(
     // as one vec4 (one texel fetch from a texture; `WGPU_HLO_QUAD_READS=0` turns it off).
     if vec4 && !windowed && !crate::fusion::switched_off("WGPU_HLO_QUAD_READS") {
         em.quads = Some(super::expr::Quads {
+            folded: Default::default(),
             dims: Vec::new(),
             positions: (0..4)
                 .map(|e| (format!("l{e}"), ("l0".to_string(), e)))

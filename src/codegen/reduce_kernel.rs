@@ -1142,6 +1142,7 @@ fn emit_stage(
                 let first = idxs.first().and_then(lin);
                 // Lane `l` reads group `l` of its row's stretch, and its next groups further on.
                 let quads = em.quads.get_or_insert_with(|| Quads {
+                    folded: Default::default(),
                     streaming: true,
                     any_shape: false,
                     ..Quads::default()
@@ -1472,6 +1473,7 @@ fn emit_stage(
                 Index::Linear(_) => None,
             };
             em.quads = Some(Quads {
+                folded: Default::default(),
                 dims: dims.clone(),
                 positions: idxs
                     .iter()

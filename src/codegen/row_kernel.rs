@@ -154,6 +154,7 @@ pub fn emit(
         // starting at a multiple of 4.
         if l.group == 4 && red_dims.len() == 1 && !switched_off("WGPU_HLO_QUAD_READS") {
             em.quads = Some(Quads {
+                folded: Default::default(),
                 dims: dims.clone(),
                 positions: l
                     .groups()

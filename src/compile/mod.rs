@@ -277,15 +277,16 @@ pub fn compile_function(
     }
     // CPU adapters' dots read operands along their free dimensions faster: large ones get
     // such operands written transposed (`passes::dot_layout`).
-    let relaid;
-    let f = if crate::codegen::dot_kernel::shared_rows_serve(&target) {
-        let mut g = f.clone();
-        passes::dot_layout::transpose_operands_along_free(&mut g);
-        relaid = g;
-        &relaid
-    } else {
-        f
-    };
+    let mut relaid: Option<Function> = None;
+    if crate::codegen::dot_kernel::shared_rows_serve(&target) {
+        let g = relaid.get_or_insert_with(|| f.clone());
+        passes::dot_layout::transpose_operands_along_free(g);
+    }
+    // CPU adapters' column reductions want rows of many columns (`passes::fold_rows`).
+    if target.cpu_adapter {
+        passes::fold_rows::fold_narrow_rows(relaid.get_or_insert_with(|| f.clone()));
+    }
+    let f = relaid.as_ref().unwrap_or(f);
     let mut lowered = match lower::lower(f, target) {
         Ok(l) => l,
         Err(e) => {

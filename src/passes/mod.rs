@@ -8,6 +8,7 @@ pub mod cse;
 pub mod dce;
 pub mod dot_layout;
 pub mod dot_transpose;
+pub mod fold_rows;
 pub mod hoist_dots;
 pub mod inline;
 pub mod merge_dots;

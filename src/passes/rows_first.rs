@@ -107,7 +107,7 @@ fn split_point(
 
 /// The op of a body `return op(a, b)` on its two arguments, when it is associative and
 /// commutative.
-fn reducer(body: &Region) -> Option<BinaryOp> {
+pub(crate) fn reducer(body: &Region) -> Option<BinaryOp> {
     let ([a, b], [o, ret]) = (body.args.as_slice(), body.ops.as_slice()) else {
         return None;
     };
@@ -131,7 +131,7 @@ fn reducer(body: &Region) -> Option<BinaryOp> {
 }
 
 /// Whether `init` is a constant holding the identity of `k` on `dtype`.
-fn is_identity(
+pub(crate) fn is_identity(
     ops: &[Operation],
     def: &HashMap<ValueId, usize>,
     init: ValueId,

@@ -299,6 +299,7 @@ fn emit_stage(
             if group == 4 {
                 let first = xi.last().cloned().unwrap_or_default();
                 em.quads = Some(Quads {
+                    folded: Default::default(),
                     dims: xdims.clone(),
                     positions: xis
                         .iter()

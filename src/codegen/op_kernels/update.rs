@@ -161,6 +161,7 @@ fn quad_values<R>(
         em.line(&format!("let {t4}_0 = {t4} * 4u;"));
     }
     let quads = em.quads.replace(crate::codegen::expr::Quads {
+        folded: Default::default(),
         dims: Vec::new(),
         positions: (0..4)
             .map(|e| (format!("{t4}_{e}"), (format!("{t4}_0"), e)))
