@@ -819,6 +819,11 @@ impl Device {
     /// dispatch now, on several cores (see `runtime::warm`); does nothing where that does not
     /// pay. Never fails: what is not warmed compiles at its first dispatch.
     pub(crate) fn warm(&self, items: &[super::warm::Item]) {
+        // Its waits would hold the poll they need inside a device call (a load from a
+        // framework callback run there).
+        if super::poller::inside_device_call() {
+            return;
+        }
         if let Some(w) = &self.warmer {
             w.warm(self, items);
         }
