@@ -416,8 +416,8 @@ def test_column_reductions_of_other_widths_pad_and_chunk(gpu, tmp_path, monkeypa
 ])
 def test_narrow_column_reductions_fold_rows(gpu, shape, axes, op, tmp_path, monkeypatch):
     # On CPU adapters a reduction of many rows into fewer than 64 columns reads f rows side
-    # by side as one of up to 128 columns, then reduces the f partial rows
-    # (passes::fold_rows): 1048576 x 16 sums 27 -> 14 ms on lavapipe. Batch statistics of
+    # by side as one of up to 1024 columns, then reduces the f partial rows
+    # (passes::fold_rows): 1048576 x 16 sums 27 -> 10-11 ms on lavapipe. Batch statistics of
     # NHWC activations with few channels are such reductions.
     import glob
 
