@@ -1,6 +1,9 @@
 //! Kernels of the same code share one pipeline: a model's repeated layers, whose kernels
 //! differ only in the values their comments name, compile once in CPU drivers (which
-//! compile a pipeline's code at its first dispatch), not once per layer.
+//! compile a pipeline's code at its first dispatch), not once per layer. And on a CPU
+//! adapter a load compiles its kernels' driver code itself, on several cores
+//! (`runtime::warm`), instead of leaving it to each kernel's first dispatch on the driver's
+//! one queue thread.
 
 use wgpu_hlo::compile::{compile, CompileOptions};
 use wgpu_hlo::runtime::Device;
@@ -24,8 +27,37 @@ fn kernels_of_the_same_code_share_a_pipeline() {
     let dev = Device::open().expect("a wgpu adapter");
     let before = dev.pipelines_created();
     let exe = compile(&dev, PROGRAM.as_bytes(), &CompileOptions::default()).unwrap();
-    let kernels = exe.kernels();
-    let distinct: std::collections::HashSet<String> = kernels
+    let kernels = exe.kernels().len();
+    let distinct = distinct_codes(&exe);
+    assert!(
+        distinct < kernels,
+        "{kernels} kernels of {distinct} distinct codes: the layers' kernels should repeat"
+    );
+    assert_eq!(
+        dev.pipelines_created() - before,
+        distinct as u64,
+        "one pipeline per distinct code"
+    );
+    // A second executable of the same program creates none.
+    let again = compile(&dev, PROGRAM.as_bytes(), &CompileOptions::default()).unwrap();
+    assert_eq!(dev.pipelines_created() - before, distinct as u64);
+    drop((exe, again));
+}
+
+/// Five kernels of four distinct codes, for `a_cpu_adapter_compiles_each_code_once_at_load` (the two `tanh` of one shape share one).
+const WARMED: &str = r#"func.func @main(%x: tensor<64x96xf32>, %w1: tensor<96x128xf32>, %w2: tensor<128x96xf32>) -> (tensor<64x96xf32>, tensor<96xf32>) {
+  %a = stablehlo.dot_general %x, %w1, contracting_dims = [1] x [0] : (tensor<64x96xf32>, tensor<96x128xf32>) -> tensor<64x128xf32>
+  %b = stablehlo.tanh %a : tensor<64x128xf32>
+  %c = stablehlo.dot_general %b, %w2, contracting_dims = [1] x [0] : (tensor<64x128xf32>, tensor<128x96xf32>) -> tensor<64x96xf32>
+  %d = stablehlo.tanh %c : tensor<64x96xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%d init: %z) applies stablehlo.add across dimensions = [0] : (tensor<64x96xf32>, tensor<f32>) -> tensor<96xf32>
+  return %d, %s : tensor<64x96xf32>, tensor<96xf32>
+}
+"#;
+
+fn distinct_codes(exe: &wgpu_hlo::runtime::executable::Executable) -> usize {
+    exe.kernels()
         .iter()
         .map(|k| {
             k.wgsl
@@ -35,20 +67,38 @@ fn kernels_of_the_same_code_share_a_pipeline() {
                 .collect::<Vec<_>>()
                 .join("\n")
         })
-        .collect();
-    assert!(
-        distinct.len() < kernels.len(),
-        "{} kernels of {} distinct codes: the layers' kernels should repeat",
-        kernels.len(),
-        distinct.len()
-    );
-    assert_eq!(
-        dev.pipelines_created() - before,
-        distinct.len() as u64,
-        "one pipeline per distinct code"
-    );
-    // A second executable of the same program creates none.
-    let again = compile(&dev, PROGRAM.as_bytes(), &CompileOptions::default()).unwrap();
-    assert_eq!(dev.pipelines_created() - before, distinct.len() as u64);
+        .collect::<std::collections::HashSet<_>>()
+        .len()
+}
+
+#[test]
+fn a_cpu_adapter_compiles_each_code_once_at_load() {
+    let dev = Device::open().expect("a wgpu adapter");
+    let cpu = dev.info().device_type == "Cpu";
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let off = std::env::var("WGPU_HLO_WARM").is_ok_and(|v| v.trim() == "0")
+        || std::env::var("MESA_SHADER_CACHE_DISABLE").is_ok_and(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "1" | "true" | "yes" | "y"
+            )
+        });
+    let before = dev.warm_stats();
+    let exe = compile(&dev, WARMED.as_bytes(), &CompileOptions::default()).unwrap();
+    let distinct = distinct_codes(&exe);
+    assert!(distinct >= 2, "{distinct} distinct codes");
+    let after = dev.warm_stats();
+    let warmed = (after.on_device - before.on_device) + (after.on_helpers - before.on_helpers);
+    if cpu && cores >= 2 && !off {
+        assert_eq!(
+            warmed, distinct as u64,
+            "each distinct code warmed once: {after:?}"
+        );
+    } else {
+        assert_eq!(warmed, 0, "no warming on {} ({cores} cores)", dev.info());
+    }
+    // The same codes again are not warmed again.
+    let again = compile(&dev, WARMED.as_bytes(), &CompileOptions::default()).unwrap();
+    assert_eq!(dev.warm_stats(), after);
     drop((exe, again));
 }

@@ -681,11 +681,7 @@ impl<'a> ExprEmitter<'a> {
                     return Ok(None);
                 };
                 let m = self.multi(idx, &rdims);
-                let xi: Vec<String> = m
-                    .iter()
-                    .zip(start.iter().zip(strides))
-                    .map(|(i, (&s, &st))| affine(i, st, s))
-                    .collect();
+                let xi = slice_operand_index(&m, start, strides);
                 self.raw_bits_of(o, &Index::Multi(xi))
             }
             Op::Transpose { permutation } => {
@@ -693,10 +689,7 @@ impl<'a> ExprEmitter<'a> {
                     return Ok(None);
                 };
                 let m = self.multi(idx, &rdims);
-                let mut xi = vec![String::new(); m.len()];
-                for (i, &p) in permutation.iter().enumerate() {
-                    xi[p as usize] = m[i].clone();
-                }
+                let xi = transpose_operand_index(&m, permutation);
                 self.raw_bits_of(o, &Index::Multi(xi))
             }
             Op::BitcastConvert => {
@@ -1051,10 +1044,7 @@ impl<'a> ExprEmitter<'a> {
             }
             Op::Transpose { permutation } => {
                 let m = self.multi(idx, &rdims);
-                let mut xi = vec![String::new(); m.len()];
-                for (i, &p) in permutation.iter().enumerate() {
-                    xi[p as usize] = m[i].clone();
-                }
+                let xi = transpose_operand_index(&m, permutation);
                 // Neighbouring invocations read across the operand's rows.
                 let across = rdims.last().is_some_and(|&d| d > 1)
                     && permutation.last().map(|&p| p as usize) != Some(m.len().wrapping_sub(1));
@@ -1065,11 +1055,7 @@ impl<'a> ExprEmitter<'a> {
             }
             Op::Slice { start, strides, .. } => {
                 let m = self.multi(idx, &rdims);
-                let xi: Vec<String> = m
-                    .iter()
-                    .zip(start.iter().zip(strides))
-                    .map(|(i, (&s, &st))| affine(i, st, s))
-                    .collect();
+                let xi = slice_operand_index(&m, start, strides);
                 self.shift_group(&m, &xi, start.last(), strides.last());
                 self.value(op.operands[0], &Index::Multi(xi))
             }
@@ -2092,6 +2078,23 @@ fn affine(i: &str, stride: i64, start: i64) -> String {
     } else {
         format!("({scaled} + {start}u)")
     }
+}
+
+/// The operand's index of a `slice` read at `m` (the result's per-dimension index).
+fn slice_operand_index(m: &[String], start: &[i64], strides: &[i64]) -> Vec<String> {
+    m.iter()
+        .zip(start.iter().zip(strides))
+        .map(|(i, (&s, &st))| affine(i, st, s))
+        .collect()
+}
+
+/// The operand's index of a `transpose` by `permutation` read at `m`.
+fn transpose_operand_index(m: &[String], permutation: &[i64]) -> Vec<String> {
+    let mut xi = vec![String::new(); m.len()];
+    for (i, &p) in permutation.iter().enumerate() {
+        xi[p as usize] = m[i].clone();
+    }
+    xi
 }
 
 /// The operand's index of a `broadcast_in_dim` read at `m` (the result's per-dimension

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use super::rewrite::copy_ops_within;
+use super::rewrite::{copy_ops_within, expand_chosen_ops};
 use crate::ir::{ElementType, Function, Op, Operation, Region, Type, ValueId};
 
 /// Reductions into this many columns or more are left as they are.
@@ -37,40 +37,7 @@ pub fn fold_narrow_rows(f: &mut Function) {
     if std::env::var("WGPU_HLO_FOLD_ROWS").is_ok_and(|v| v.trim() == "0") {
         return;
     }
-    let Some(mut body) = f.body.take() else {
-        return;
-    };
-    walk(f, &mut body);
-    f.body = Some(body);
-}
-
-fn walk(f: &mut Function, region: &mut Region) {
-    for op in &mut region.ops {
-        for sub in &mut op.regions {
-            walk(f, sub);
-        }
-    }
-    let def: HashMap<ValueId, usize> = region
-        .ops
-        .iter()
-        .enumerate()
-        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
-        .collect();
-    let folds: HashMap<usize, i64> = region
-        .ops
-        .iter()
-        .enumerate()
-        .filter_map(|(i, op)| fold_of(f, &region.ops, &def, op).map(|k| (i, k)))
-        .collect();
-    if folds.is_empty() {
-        return;
-    }
-    for (i, op) in std::mem::take(&mut region.ops).into_iter().enumerate() {
-        match folds.get(&i) {
-            Some(&k) => region.ops.extend(fold(f, op, k)),
-            None => region.ops.push(op),
-        }
-    }
+    expand_chosen_ops(f, fold_of, fold);
 }
 
 /// How many rows `op` takes side by side, when it is a reduction this pass folds.
@@ -80,29 +47,16 @@ fn fold_of(
     def: &HashMap<ValueId, usize>,
     op: &Operation,
 ) -> Option<i64> {
-    let Op::Reduce { dimensions } = &op.op else {
-        return None;
-    };
-    let ([x, init], [r], [body]) = (
-        op.operands.as_slice(),
-        op.results.as_slice(),
-        op.regions.as_slice(),
-    ) else {
-        return None;
-    };
-    let t = f.ty(*x).as_tensor()?;
-    if !t.is_static()
-        || !matches!(
-            t.dtype,
-            ElementType::F32 | ElementType::I32 | ElementType::U32
-        )
-        || f.ty(*r).as_tensor().map(|t| t.dtype) != Some(t.dtype)
-    {
+    let (dimensions, _, t) = super::rows_first::splittable_reduce(f, ops, def, op)?;
+    if !matches!(
+        t.dtype,
+        ElementType::F32 | ElementType::I32 | ElementType::U32
+    ) {
         return None;
     }
     // The leading dimensions reduced, the others kept.
     let k = dimensions.len();
-    let mut sorted = dimensions.clone();
+    let mut sorted = dimensions.to_vec();
     sorted.sort_unstable();
     if k == 0 || k >= t.shape.len() || sorted != (0..k as i64).collect::<Vec<_>>() {
         return None;
@@ -120,11 +74,7 @@ fn fold_of(
         fold *= 2;
     }
     // The folded rows must come in groups of four columns (the kernel's vec4 reads).
-    if fold < 2 || (fold * columns) % 4 != 0 {
-        return None;
-    }
-    let binary = super::rows_first::reducer(body)?;
-    super::rows_first::is_identity(ops, def, *init, binary, t.dtype).then_some(fold)
+    (fold >= 2 && (fold * columns) % 4 == 0).then_some(fold)
 }
 
 /// `op` as a reduction of `[rows / fold, fold * columns]`, then of the `[fold, columns]`

@@ -34,6 +34,52 @@ pub fn expand_ops(
     f.body = Some(body);
 }
 
+/// Picks an op of a region for `expand_chosen_ops` (the region's ops, the index of the op
+/// defining each value there, the op), with what `Apply` needs to rewrite it.
+pub type Choose<K> = fn(&Function, &[Operation], &HashMap<ValueId, usize>, &Operation) -> Option<K>;
+
+/// Rewrites an op `Choose` picked into the ops that replace it.
+pub type Apply<K> = fn(&mut Function, Operation, K) -> Vec<Operation>;
+
+/// Replaces, in every region of `f` (nested regions first), each op that `choose` picks by the
+/// ops `apply` makes of it; `choose` sees the op's region as it was (its ops, and the index of
+/// the op defining each value there), so that it can look at an op's operands' producers.
+pub fn expand_chosen_ops<K>(f: &mut Function, choose: Choose<K>, apply: Apply<K>) {
+    fn walk<K>(f: &mut Function, region: &mut Region, choose: Choose<K>, apply: Apply<K>) {
+        for op in &mut region.ops {
+            for sub in &mut op.regions {
+                walk(f, sub, choose, apply);
+            }
+        }
+        let def: HashMap<ValueId, usize> = region
+            .ops
+            .iter()
+            .enumerate()
+            .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
+            .collect();
+        let mut chosen: HashMap<usize, K> = region
+            .ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| choose(f, &region.ops, &def, op).map(|k| (i, k)))
+            .collect();
+        if chosen.is_empty() {
+            return;
+        }
+        for (i, op) in std::mem::take(&mut region.ops).into_iter().enumerate() {
+            match chosen.remove(&i) {
+                Some(k) => region.ops.extend(apply(f, op, k)),
+                None => region.ops.push(op),
+            }
+        }
+    }
+    let Some(mut body) = f.body.take() else {
+        return;
+    };
+    walk(f, &mut body, choose, apply);
+    f.body = Some(body);
+}
+
 /// Replaces every use of a key of `subst` by its value, in `region` and all nested regions.
 /// Chains (a → b, b → c) are followed.
 pub fn substitute(region: &mut Region, subst: &HashMap<ValueId, ValueId>) {

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use super::rewrite::copy_ops_within;
+use super::rewrite::{copy_ops_within, expand_chosen_ops};
 use crate::ir::types::int_range;
 use crate::ir::{BinaryOp, ElementType, Function, Op, Operation, Region, Scalar, Type, ValueId};
 
@@ -30,41 +30,7 @@ pub fn reduce_rows_first(f: &mut Function) {
     if std::env::var("WGPU_HLO_ROWS_FIRST").is_ok_and(|v| v.trim() == "0") {
         return;
     }
-    let Some(mut body) = f.body.take() else {
-        return;
-    };
-    walk(f, &mut body);
-    f.body = Some(body);
-}
-
-fn walk(f: &mut Function, region: &mut Region) {
-    for op in &mut region.ops {
-        for sub in &mut op.regions {
-            walk(f, sub);
-        }
-    }
-    let mut def: HashMap<ValueId, usize> = HashMap::new();
-    for (i, op) in region.ops.iter().enumerate() {
-        for r in &op.results {
-            def.insert(*r, i);
-        }
-    }
-    // Where each split reduction splits, by position.
-    let splits: HashMap<usize, usize> = region
-        .ops
-        .iter()
-        .enumerate()
-        .filter_map(|(i, op)| split_point(f, &region.ops, &def, op).map(|t0| (i, t0)))
-        .collect();
-    if splits.is_empty() {
-        return;
-    }
-    for (i, op) in std::mem::take(&mut region.ops).into_iter().enumerate() {
-        match splits.get(&i) {
-            Some(&t0) => region.ops.extend(split(f, op, t0)),
-            None => region.ops.push(op),
-        }
-    }
+    expand_chosen_ops(f, split_point, split);
 }
 
 /// Where `op` splits: the first of the trailing reduced dimensions its rows leave, when it is a reduction
@@ -75,6 +41,29 @@ fn split_point(
     def: &HashMap<ValueId, usize>,
     op: &Operation,
 ) -> Option<usize> {
+    let (dimensions, x, t) = splittable_reduce(f, ops, def, op)?;
+    let rank = t.shape.len();
+    let reduced = |d: usize| dimensions.contains(&(d as i64));
+    // Rows end where the per-row value's dimensions end; all after are reduced.
+    let t0 = row_broadcast(f, ops, def, x)?;
+    if t0 == 0 || t0 >= rank || !(t0..rank).all(reduced) || !(0..t0).any(reduced) {
+        return None;
+    }
+    let row: i64 = t.shape[t0..].iter().product();
+    let rows: i64 = t.shape[..t0].iter().product();
+    (row >= MIN_ROW as i64 && rows >= 2).then_some(t0)
+}
+
+/// A single-operand reduction of a static shape into its element type whose body is one
+/// associative, commutative op and whose initial value is that op's identity (so that it
+/// may be taken in two stages, each from the same identity: `rows_first`, `fold_rows`): its
+/// dimensions, operand and operand type.
+pub(crate) fn splittable_reduce<'a>(
+    f: &'a Function,
+    ops: &[Operation],
+    def: &HashMap<ValueId, usize>,
+    op: &'a Operation,
+) -> Option<(&'a [i64], ValueId, &'a crate::ir::TensorType)> {
     let Op::Reduce { dimensions } = &op.op else {
         return None;
     };
@@ -89,25 +78,13 @@ fn split_point(
     if !t.is_static() || f.ty(*r).as_tensor().map(|t| t.dtype) != Some(t.dtype) {
         return None;
     }
-    let rank = t.shape.len();
-    let reduced = |d: usize| dimensions.contains(&(d as i64));
-    // Rows end where the per-row value's dimensions end; all after are reduced.
-    let t0 = row_broadcast(f, ops, def, *x)?;
-    if t0 == 0 || t0 >= rank || !(t0..rank).all(reduced) || !(0..t0).any(reduced) {
-        return None;
-    }
-    let row: i64 = t.shape[t0..].iter().product();
-    let rows: i64 = t.shape[..t0].iter().product();
-    if row < MIN_ROW as i64 || rows < 2 {
-        return None;
-    }
     let binary = reducer(body)?;
-    is_identity(ops, def, *init, binary, t.dtype).then_some(t0)
+    is_identity(ops, def, *init, binary, t.dtype).then_some((dimensions, *x, t))
 }
 
 /// The op of a body `return op(a, b)` on its two arguments, when it is associative and
 /// commutative.
-pub(crate) fn reducer(body: &Region) -> Option<BinaryOp> {
+fn reducer(body: &Region) -> Option<BinaryOp> {
     let ([a, b], [o, ret]) = (body.args.as_slice(), body.ops.as_slice()) else {
         return None;
     };
@@ -131,7 +108,7 @@ pub(crate) fn reducer(body: &Region) -> Option<BinaryOp> {
 }
 
 /// Whether `init` is a constant holding the identity of `k` on `dtype`.
-pub(crate) fn is_identity(
+fn is_identity(
     ops: &[Operation],
     def: &HashMap<ValueId, usize>,
     init: ValueId,
