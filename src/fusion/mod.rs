@@ -117,12 +117,7 @@ pub(crate) fn switched_off(var: &str) -> bool {
 
 /// The index in `region` of the op defining each value.
 pub(crate) fn definitions(region: &Region) -> HashMap<ValueId, usize> {
-    region
-        .ops
-        .iter()
-        .enumerate()
-        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
-        .collect()
+    region.definitions()
 }
 
 /// Most elements of a splat constant kept as an uploaded constant rather than a kernel.
@@ -322,12 +317,7 @@ fn budget_cut(
     materialized: &HashSet<ValueId>,
     max_bindings: usize,
 ) -> Option<ValueId> {
-    let def: HashMap<ValueId, usize> = region
-        .ops
-        .iter()
-        .enumerate()
-        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
-        .collect();
+    let def = region.definitions();
     let root = region.ops.get(g.root)?;
     let mut all = HashSet::new();
     let starts: Vec<ValueId> = if g.kind == KernelKind::Loop {

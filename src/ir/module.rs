@@ -168,6 +168,15 @@ pub struct Region {
 }
 
 impl Region {
+    /// The index in `ops` of the op defining each value (block arguments have none).
+    pub fn definitions(&self) -> std::collections::HashMap<ValueId, usize> {
+        self.ops
+            .iter()
+            .enumerate()
+            .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
+            .collect()
+    }
+
     /// The values the terminator returns (empty if there is no `Return`).
     pub fn returned(&self) -> &[ValueId] {
         match self.ops.last() {

@@ -51,12 +51,7 @@ pub fn expand_chosen_ops<K>(f: &mut Function, choose: Choose<K>, apply: Apply<K>
                 walk(f, sub, choose, apply);
             }
         }
-        let def: HashMap<ValueId, usize> = region
-            .ops
-            .iter()
-            .enumerate()
-            .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
-            .collect();
+        let def = region.definitions();
         let mut chosen: HashMap<usize, K> = region
             .ops
             .iter()

@@ -273,7 +273,6 @@ impl Executable {
             })
             .collect();
         device.warm(&warm);
-        drop(warm);
         for k in &parts.kernels {
             // From the cache, which holds a weak reference to what `created` holds (a kernel
             // whose creation failed above fails again here, in kernel order).
