@@ -9,6 +9,8 @@
 //! commented `// texels WxH` gets an RGBA32 texture of that size, `// r32texels WxH` an R32 one. The kernel is dispatched
 //! `--runs` times (default 50), each in its own submission waited for; the median and minimum
 //! wall-clock milliseconds are printed, with GPU timestamps where the adapter has them.
+//! `--ints I:N[,I:N...]` fills storage binding `I` with 32-bit integers drawn uniformly from
+//! `[0, N)` instead (the indices of a gather, say).
 //!
 //! On llvmpipe an invocation that runs more than 65535 loop iterations in all (every loop
 //! counted) is cut short silently, so a kernel edited to run longer than its dump's "loop
@@ -66,6 +68,7 @@ fn run() -> Result<(), String> {
     let mut grid = [1u32, 1, 1];
     let mut runs = 50usize;
     let mut bytes: Vec<u64> = Vec::new();
+    let mut ints: Vec<(u32, u64)> = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let value = || {
@@ -89,6 +92,17 @@ fn run() -> Result<(), String> {
                     .split(',')
                     .map(|s| s.parse().map_err(|e| format!("--bytes: {e}")))
                     .collect::<Result<_, String>>()?;
+                i += 1;
+            }
+            "--ints" => {
+                for spec in value()?.split(',') {
+                    let (b, n) = spec
+                        .split_once(':')
+                        .ok_or(format!("--ints: `{spec}` is not I:N"))?;
+                    let b = b.parse().map_err(|e| format!("--ints: {e}"))?;
+                    let n: u64 = n.parse().map_err(|e| format!("--ints: {e}"))?;
+                    ints.push((b, n.max(1)));
+                }
                 i += 1;
             }
             f => file = Some(f.to_string()),
@@ -197,13 +211,16 @@ fn run() -> Result<(), String> {
             .copied()
             .or(size)
             .ok_or(format!("binding {idx}: no size (give --bytes)"))?;
+        let int_range = ints.iter().find(|(b, _)| *b == idx).map(|(_, n)| *n);
         let data: Vec<u8> = (0..size / 4)
             .flat_map(|_| {
                 state ^= state << 13;
                 state ^= state >> 7;
                 state ^= state << 17;
-                let v = (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
-                v.to_le_bytes()
+                match int_range {
+                    Some(n) => (((state >> 16) % n) as u32).to_le_bytes(),
+                    None => ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0).to_le_bytes(),
+                }
             })
             .collect();
         let buf = device.create_buffer(&wgpu::BufferDescriptor {
