@@ -10,7 +10,9 @@
 //! `--runs` times (default 50), each in its own submission waited for; the median and minimum
 //! wall-clock milliseconds are printed, with GPU timestamps where the adapter has them.
 //! `--ints I:N[,I:N...]` fills storage binding `I` with 32-bit integers drawn uniformly from
-//! `[0, N)` instead (the indices of a gather, say).
+//! `[0, N)` instead (the indices of a gather, say). `--repeat K` records K dispatches of the
+//! kernel in each submission's one compute pass (times are then per submission), so
+//! `--repeat 100` against `--repeat 1` of an empty kernel gives the adapter's cost per dispatch.
 //!
 //! On llvmpipe an invocation that runs more than 65535 loop iterations in all (every loop
 //! counted) is cut short silently, so a kernel edited to run longer than its dump's "loop
@@ -67,6 +69,7 @@ fn run() -> Result<(), String> {
     let mut file = None;
     let mut grid = [1u32, 1, 1];
     let mut runs = 50usize;
+    let mut repeat = 1usize;
     let mut bytes: Vec<u64> = Vec::new();
     let mut ints: Vec<(u32, u64)> = Vec::new();
     let mut i = 0;
@@ -92,6 +95,10 @@ fn run() -> Result<(), String> {
                     .split(',')
                     .map(|s| s.parse().map_err(|e| format!("--bytes: {e}")))
                     .collect::<Result<_, String>>()?;
+                i += 1;
+            }
+            "--repeat" => {
+                repeat = value()?.parse().map_err(|e| format!("--repeat: {e}"))?;
                 i += 1;
             }
             "--ints" => {
@@ -288,7 +295,9 @@ fn run() -> Result<(), String> {
             });
             pass.set_pipeline(&pipeline);
             pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+            for _ in 0..repeat.max(1) {
+                pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+            }
         }
         if let Some(q) = &query {
             enc.resolve_query_set(q, 0..2, &resolve, 0);
