@@ -77,12 +77,7 @@ fn a_cpu_adapter_compiles_each_code_once_at_load() {
     let cpu = dev.info().device_type == "Cpu";
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let off = std::env::var("WGPU_HLO_WARM").is_ok_and(|v| v.trim() == "0")
-        || std::env::var("MESA_SHADER_CACHE_DISABLE").is_ok_and(|v| {
-            matches!(
-                v.trim().to_ascii_lowercase().as_str(),
-                "1" | "true" | "yes" | "y"
-            )
-        });
+        || !wgpu_hlo::runtime::mesa_cache_usable();
     let before = dev.warm_stats();
     let exe = compile(&dev, WARMED.as_bytes(), &CompileOptions::default()).unwrap();
     let distinct = distinct_codes(&exe);
@@ -101,4 +96,42 @@ fn a_cpu_adapter_compiles_each_code_once_at_load() {
     let again = compile(&dev, WARMED.as_bytes(), &CompileOptions::default()).unwrap();
     assert_eq!(dev.warm_stats(), after);
     drop((exe, again));
+}
+
+/// Where Mesa's shader cache directory cannot be written, what helpers compile would be lost
+/// (each kernel compiled again at its first dispatch), so nothing is warmed. Run in a child
+/// process of this test binary, with `MESA_SHADER_CACHE_DIR` under a regular file.
+#[test]
+fn an_unwritable_mesa_cache_turns_warming_off() {
+    if std::env::var("WGPU_HLO_TEST_UNWRITABLE_CACHE").is_ok() {
+        assert!(!wgpu_hlo::runtime::mesa_cache_usable());
+        let dev = Device::open().expect("a wgpu adapter");
+        let exe = compile(&dev, WARMED.as_bytes(), &CompileOptions::default()).unwrap();
+        assert!(distinct_codes(&exe) >= 2);
+        let stats = dev.warm_stats();
+        assert_eq!(stats.on_device + stats.on_helpers, 0, "{stats:?}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("wgpu-hlo-unwritable-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "an_unwritable_mesa_cache_turns_warming_off",
+            "--exact",
+            "--nocapture",
+        ])
+        .env("WGPU_HLO_TEST_UNWRITABLE_CACHE", "1")
+        .env("MESA_SHADER_CACHE_DIR", file.join("cache"))
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
 }

@@ -16,7 +16,7 @@ pub use device::{list_adapters, AdapterDescription, BindGroupStats, Device, Memo
 pub use event::{set_wait_timeout, wait_timeout, Event};
 pub use executable::KernelTimes;
 pub use poller::inside_device_call;
-pub use warm::WarmStats;
+pub use warm::{mesa_cache_usable, WarmStats};
 
 /// The environment variable to set, before any Vulkan instance exists, so that a headless
 /// process prints nothing: Mesa's implicit `VK_LAYER_MESA_device_select` layer asks the Wayland

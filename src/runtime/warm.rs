@@ -15,8 +15,9 @@
 //! loads it instead of compiling it.
 //!
 //! Only where that pays: CPU adapters (a GPU driver compiles at creation, which the load
-//! already runs on several threads), more than one core, Mesa's shader cache not turned off
-//! (`MESA_SHADER_CACHE_DISABLE`: without it the helpers' work would be lost), and a load with
+//! already runs on several threads), more than one core, Mesa's shader cache on and writable
+//! (`MESA_SHADER_CACHE_DISABLE`, or a cache directory this process cannot write: without the
+//! cache the helpers' work would be lost and every kernel compiled twice), and a load with
 //! at least two pipelines not warmed before. `WGPU_HLO_WARM=0` turns it off. Warming never
 //! fails a load: a kernel it cannot warm is compiled at its first dispatch, as without it.
 
@@ -83,6 +84,64 @@ fn mesa_cache_disabled() -> bool {
     })
 }
 
+/// The directory Mesa (22.x and later) keeps its multi-file shader cache in, from the
+/// environment as `var` gives it: `$MESA_SHADER_CACHE_DIR/mesa_shader_cache` (or the
+/// deprecated `MESA_GLSL_CACHE_DIR`), else `$XDG_CACHE_HOME/mesa_shader_cache`, else
+/// `$HOME/.cache/mesa_shader_cache`; `None` with none of them set.
+fn mesa_cache_dir(var: impl Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+    let set = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+    let base = set("MESA_SHADER_CACHE_DIR")
+        .or_else(|| set("MESA_GLSL_CACHE_DIR"))
+        .or_else(|| set("XDG_CACHE_HOME"))
+        .map(std::path::PathBuf::from)
+        .or_else(|| set("HOME").map(|h| std::path::Path::new(&h).join(".cache")))?;
+    Some(base.join("mesa_shader_cache"))
+}
+
+/// Whether this process can write files into `dir`, creating it (as Mesa does) if needed: a
+/// file made there and removed again.
+fn writable_dir(dir: &std::path::Path) -> bool {
+    if std::fs::create_dir_all(dir).is_err() {
+        return false;
+    }
+    let probe = dir.join(format!(".wgpu-hlo-probe-{}", std::process::id()));
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .is_ok();
+    if made {
+        let _ = std::fs::remove_file(&probe);
+    }
+    made
+}
+
+/// Whether Mesa's on-disk shader cache can carry compiles from one device to another in this
+/// process: not turned off, and its directory writable (checked once). Where it cannot, a
+/// CPU adapter's kernels are not warmed.
+pub fn mesa_cache_usable() -> bool {
+    static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *USABLE.get_or_init(|| {
+        if mesa_cache_disabled() {
+            return false;
+        }
+        match mesa_cache_dir(|name| std::env::var(name).ok()) {
+            Some(dir) if writable_dir(&dir) => true,
+            Some(dir) => {
+                log::debug!(
+                    "warming off: Mesa's shader cache directory {} is not writable",
+                    dir.display()
+                );
+                false
+            }
+            None => {
+                log::debug!("warming off: no directory for Mesa's shader cache");
+                false
+            }
+        }
+    })
+}
+
 impl Warmer {
     /// A warmer for a device opened on `adapter` with these features and limits, where
     /// warming pays (see the module documentation); none elsewhere.
@@ -99,7 +158,7 @@ impl Warmer {
             || info.device_type != wgpu::DeviceType::Cpu
             || info.backend != wgpu::Backend::Vulkan
             || cores < 2
-            || mesa_cache_disabled()
+            || !mesa_cache_usable()
         {
             return None;
         }
@@ -416,5 +475,50 @@ mod tests {
                 Declared::Buffer(2)
             ]
         );
+    }
+
+    #[test]
+    fn mesa_cache_dir_follows_mesas_order() {
+        fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        }
+        let all = [
+            ("MESA_SHADER_CACHE_DIR", "/a"),
+            ("XDG_CACHE_HOME", "/x"),
+            ("HOME", "/h"),
+        ];
+        let dir = |p: &str| Some(std::path::PathBuf::from(p));
+        assert_eq!(mesa_cache_dir(env(&all)), dir("/a/mesa_shader_cache"));
+        assert_eq!(mesa_cache_dir(env(&all[1..])), dir("/x/mesa_shader_cache"));
+        assert_eq!(
+            mesa_cache_dir(env(&all[2..])),
+            dir("/h/.cache/mesa_shader_cache")
+        );
+        assert_eq!(
+            mesa_cache_dir(env(&[("MESA_SHADER_CACHE_DIR", " "), ("HOME", "/h")])),
+            dir("/h/.cache/mesa_shader_cache")
+        );
+        assert_eq!(mesa_cache_dir(env(&[])), None);
+    }
+
+    #[test]
+    fn a_directory_under_a_file_is_not_writable() {
+        let base = std::env::temp_dir().join(format!("wgpu-hlo-warm-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        assert!(writable_dir(&base.join("mesa_shader_cache")));
+        let file = base.join("file");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(!writable_dir(&file.join("mesa_shader_cache")));
+        // The probe is removed again.
+        let left: Vec<_> = std::fs::read_dir(base.join("mesa_shader_cache"))
+            .unwrap()
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }
