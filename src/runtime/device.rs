@@ -825,7 +825,7 @@ impl Device {
             return;
         }
         if let Some(w) = &self.warmer {
-            w.warm(self, items);
+            w.warm(items);
         }
     }
 

@@ -258,18 +258,15 @@ impl Executable {
         let warm: Vec<super::warm::Item> = created
             .iter()
             .zip(&distinct)
-            .filter_map(|(p, k)| {
-                let p = p.as_ref().ok()?;
-                Some(super::warm::Item {
-                    pipeline: p,
-                    wgsl: &k.wgsl,
-                    label: &k.name,
-                    textures: k
-                        .texture_inputs
-                        .iter()
-                        .map(|t| t.as_ref().map(|t| t.extent()))
-                        .collect(),
-                })
+            .filter(|(p, _)| p.is_ok())
+            .map(|(_, k)| super::warm::Item {
+                wgsl: &k.wgsl,
+                label: &k.name,
+                textures: k
+                    .texture_inputs
+                    .iter()
+                    .map(|t| t.as_ref().map(|t| t.extent()))
+                    .collect(),
             })
             .collect();
         device.warm(&warm);

@@ -6,13 +6,20 @@
 //! one after another: 7.7 s of a 2-layer transformer step's 8.8 s first call, on a host where
 //! `Executable::load` had created the same pipelines in 0.4 s on two threads.
 //!
-//! `Warmer` moves that compile into the load and spreads it over the cores. The device and
-//! a few helper devices on the same adapter take the new pipelines one at a time, largest
-//! first, and dispatch **zero workgroups** of each over dummy bindings: llvmpipe compiles the
-//! code before it looks at the grid, and runs nothing. A helper creates its own pipeline from
-//! the same text; what it compiles reaches the device through Mesa's on-disk shader cache
-//! (keyed by the code, not the device), so the device's first real dispatch of that kernel
-//! loads it instead of compiling it.
+//! `Warmer` moves that compile into the load and spreads it over the cores. Helper devices on
+//! the same adapter, one per core, take the new pipelines one at a time, largest first, and
+//! dispatch **zero workgroups** of each over dummy bindings: llvmpipe compiles the code
+//! before it looks at the grid, and runs nothing. A helper creates its own pipeline from the
+//! same text; what it compiles reaches the device through Mesa's on-disk shader cache (keyed
+//! by the code, not the device), so the device's first real dispatch of that kernel loads it
+//! instead of compiling it.
+//!
+//! The device itself dispatches nothing: after zero-workgroup dispatches of its own pipelines,
+//! lavapipe's timestamp queries no longer bracketed the device's later dispatches. Each
+//! kernel's begin and end were read after it had run, so the per-kernel times of the dump
+//! and of `wgpu-hlo bench --per-kernel` came out near zero. For example, 4096² column sums took
+//! 0.07 ms of "GPU time" in a 15 ms call, where they show 14-15 ms without warming. Calls took
+//! as long either way.
 //!
 //! Only where that pays: CPU adapters (a GPU driver compiles at creation, which the load
 //! already runs on several threads), more than one core, Mesa's shader cache on and writable
@@ -26,12 +33,10 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::device::Device;
 use crate::error::{Error, Result};
 
-/// One pipeline to warm: the device's pipeline and the WGSL it was made from.
+/// One pipeline to warm: the WGSL the device's pipeline was made from.
 pub(crate) struct Item<'a> {
-    pub pipeline: &'a wgpu::ComputePipeline,
     pub wgsl: &'a str,
     pub label: &'a str,
     /// Per input read through a texture, its extent in texels (see `zero_dispatch`).
@@ -51,11 +56,9 @@ struct Helpers {
     alive: usize,
 }
 
-/// Pipelines warmed so far, by where their compile ran.
+/// Pipelines warmed so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WarmStats {
-    /// Compiled by a zero-workgroup dispatch on the device itself.
-    pub on_device: u64,
     /// Compiled on a helper device (and found by the device in Mesa's shader cache).
     pub on_helpers: u64,
 }
@@ -70,7 +73,6 @@ pub(crate) struct Warmer {
     helpers: Mutex<Helpers>,
     /// Hashes of the pipeline keys passed to `warm` before: each code is warmed once.
     seen: Mutex<HashSet<u64>>,
-    on_device: AtomicU64,
     on_helpers: AtomicU64,
 }
 
@@ -167,24 +169,23 @@ impl Warmer {
             features,
             limits: limits.clone(),
             strict_float,
-            max_helpers: (cores - 1).min(7),
+            max_helpers: cores.min(8),
             helpers: Mutex::new(Helpers::default()),
             seen: Mutex::new(HashSet::new()),
-            on_device: AtomicU64::new(0),
             on_helpers: AtomicU64::new(0),
         })
     }
 
     pub(crate) fn stats(&self) -> WarmStats {
         WarmStats {
-            on_device: self.on_device.load(Ordering::Relaxed),
             on_helpers: self.on_helpers.load(Ordering::Relaxed),
         }
     }
 
-    /// Compiles the pipelines of `items` not warmed before, on `device` and helper devices
-    /// at once; returns when all are compiled (or failed to, which is only logged).
-    pub(crate) fn warm(&self, device: &Device, items: &[Item]) {
+    /// Compiles the pipelines of `items` not warmed before, on helper devices at once;
+    /// returns when all are compiled (or failed to, which is only logged). Where every
+    /// helper is busy with another load, they are compiled at their first dispatch.
+    pub(crate) fn warm(&self, items: &[Item]) {
         let mut todo: Vec<&Item> = {
             let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
             items
@@ -203,7 +204,14 @@ impl Warmer {
         }
         // Largest first, so that no core is left with a long compile at the end.
         todo.sort_by_key(|it| std::cmp::Reverse(it.wgsl.len()));
-        let taken = self.take_helpers(todo.len() - 1);
+        let taken = self.take_helpers(todo.len());
+        if taken.is_empty() {
+            log::debug!(
+                "warming: every helper is busy; {} pipelines not warmed",
+                todo.len()
+            );
+            return;
+        }
         let next = AtomicUsize::new(0);
         let started = std::time::Instant::now();
         let returned: Vec<Option<Helper>> = std::thread::scope(|s| {
@@ -214,14 +222,6 @@ impl Warmer {
                     s.spawn(move || self.run_helper(h, todo, next))
                 })
                 .collect();
-            while let Some(it) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
-                match warm_on_device(device, it) {
-                    Ok(()) => {
-                        self.on_device.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => log::debug!("warming {}: {e}", it.label),
-                }
-            }
             threads
                 .into_iter()
                 .map(|t| t.join().ok().flatten())
@@ -334,12 +334,6 @@ impl Warmer {
             })?;
         Ok(())
     }
-}
-
-/// Compiles `it`'s pipeline on the device itself: a zero-workgroup dispatch, waited for.
-fn warm_on_device(device: &Device, it: &Item) -> Result<()> {
-    let cmd = zero_dispatch(&device.device, it.pipeline, it)?;
-    device.submit(vec![cmd], "warming").wait()
 }
 
 /// One binding of a kernel, as its WGSL declares it.
