@@ -104,3 +104,26 @@ def test_transformer_weights_written_transposed(gpu, tmp_path, monkeypatch):
         assert "reads AlongK x AlongFree" in dots[0], dots[0]
     else:
         assert not copies
+
+
+def test_conv_input_gradient_reads_its_kernel_by_columns(gpu, tmp_path, monkeypatch):
+    """The input gradient of an HWIO convolution reads the forward kernel with its input and
+    output features swapped; on CPU adapters that kernel is written with the output features
+    innermost first, so that the shared-rows convolution reads four columns per load
+    (`plan_conv` in `src/passes/dot_layout.rs`). Value and gradients against jax cpu."""
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def loss(x, w):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=dn)
+        return jnp.sum(jnp.tanh(y) ** 2)
+
+    x, w = arr(32, 14, 14, 32), arr(3, 3, 32, 64)
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare_with_cpu(gpu, jax.value_and_grad(loss, argnums=(0, 1)), x, w, tol=2e-4)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    heads = [open(p).readline() for p in glob.glob(os.path.join(tmp_path, "*.wgsl"))]
+    convs = [h for h in heads if "implicit-GEMM convolution" in h]
+    # The forward convolution, the input gradient and the filter gradient.
+    assert len(convs) == 3, convs
+    if cpu_kernel_class(gpu):
+        assert all("kernel read Column" in h for h in convs), convs
