@@ -143,6 +143,34 @@ def test_adam_update(gpu, tmp_path, monkeypatch):
     assert n <= 2 * len(params) + 2
 
 
+def test_adam_bias_corrections_are_computed_once(gpu, tmp_path, monkeypatch):
+    # `1 - b ** count` from the step count: a `power` of scalars that every thread of a large
+    # parameter's update would evaluate (2 x 100352 times for 3136 x 128). On CPU adapters it
+    # is written once, with the step count, and no update kernel computes a power.
+    import glob
+    import os
+
+    optax = pytest.importorskip("optax")
+    params = {"w": normal((3136, 128)), "b": normal((128,), 1)}
+    grads = {"w": normal((3136, 128), 2), "b": normal((128,), 3)}
+    opt = optax.adam(1e-3)
+    state = opt.init(params)
+
+    def update(p, g, s):
+        u, s = opt.update(g, s, p)
+        return optax.apply_updates(p, u), s
+
+    n = kernels(gpu, tmp_path, monkeypatch, update, params, grads, state, rtol=1e-5, atol=1e-6)
+    assert n <= 2 * len(params) + 2
+    with_power = []
+    for path in glob.glob(os.path.join(tmp_path, "*.wgsl")):
+        text = open(path).read()
+        if "wh_pow_f32(" in text.split("@compute", 1)[-1]:
+            with_power.append(text.splitlines()[0])
+    if cpu_kernel_class(gpu):
+        assert all("loop over 1 elements" in h for h in with_power), with_power
+
+
 def test_adam_update_of_many_small_parameters(gpu, tmp_path, monkeypatch):
     # Small independent updates share launches (horizontal fusion): 13 kernels apart.
     optax = pytest.importorskip("optax")

@@ -302,6 +302,27 @@ func.func @main(%a: tensor<{n}xf32>, %b: tensor<{n}xf32>) -> (tensor<{n}xf32>, t
         }
     }
 
+    /// A `power` of two scalars broadcast into a large kernel (Adam's bias corrections): its
+    /// operands are scalars, but it is evaluated in every thread of the kernel reading it.
+    fn scalar_power(n: usize) -> String {
+        format!(
+            r#"
+func.func @main(%b: tensor<f32>, %t: tensor<f32>, %x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+  %p = stablehlo.power %b, %t : tensor<f32>
+  %q = stablehlo.broadcast_in_dim %p, dims = [] : (tensor<f32>) -> tensor<{n}xf32>
+  %y = stablehlo.divide %x, %q : tensor<{n}xf32>
+  return %y : tensor<{n}xf32>
+}}"#
+        )
+    }
+
+    #[test]
+    fn an_expensive_scalar_broadcast_into_a_large_kernel_is_written_once() {
+        assert!(written(&scalar_power(1 << 20), true));
+        assert!(!written(&scalar_power(1 << 10), true));
+        assert!(!written(&scalar_power(1 << 20), false));
+    }
+
     #[test]
     fn an_expensive_value_read_by_two_kernels_is_written_once_where_arithmetic_is_dear() {
         // lavapipe: at 2^20 elements, two more tanh per element cost more than a write and

@@ -560,12 +560,15 @@ fn partition_forced(
                 }
                 let deep = inlined > max_evals && !leaf(f, op);
                 // Evaluated far more often than it has elements (broadcast into a larger
-                // kernel): written once where the model says that is cheaper.
+                // kernel): written once where the model says that is cheaper. Leaves too: a
+                // cheap one is never worth writing (`cost::amplified` wants some work per
+                // element), but a `power` of two scalars is (optax's Adam computes its bias
+                // corrections `1 - b ** count` from the step count: evaluated in every thread
+                // of every parameter's update, 0.2M times for a 3136 x 128 weight).
                 let evaluated = kernel_elements(f, ops, &readers);
                 let amplified = model
                     && amplify
                     && (kept || priced)
-                    && !leaf(f, op)
                     && cost::amplified(f, op, evaluated, rates);
                 if amplified {
                     duplication.push(format!(
