@@ -127,16 +127,23 @@ def test_attention(gpu, tmp_path, monkeypatch):
     assert n <= 3
 
 
-def test_adam_update(gpu, tmp_path, monkeypatch):
-    optax = pytest.importorskip("optax")
-    params = {"w": normal((64, 32)), "b": normal((32,), 1)}
-    grads = {"w": normal((64, 32), 2), "b": normal((32,), 3)}
+def adam_update(optax, params):
+    """An optax Adam step as `update(params, grads, state) -> (params, state)`, and the initial
+    state for `params`."""
     opt = optax.adam(1e-3)
-    state = opt.init(params)
 
     def update(p, g, s):
         u, s = opt.update(g, s, p)
         return optax.apply_updates(p, u), s
+
+    return update, opt.init(params)
+
+
+def test_adam_update(gpu, tmp_path, monkeypatch):
+    optax = pytest.importorskip("optax")
+    params = {"w": normal((64, 32)), "b": normal((32,), 1)}
+    grads = {"w": normal((64, 32), 2), "b": normal((32,), 3)}
+    update, state = adam_update(optax, params)
 
     n = kernels(gpu, tmp_path, monkeypatch, update, params, grads, state, rtol=1e-5, atol=1e-6)
     # Per parameter: the moments and the update (one elementwise kernel with its outputs).
@@ -153,12 +160,7 @@ def test_adam_bias_corrections_are_computed_once(gpu, tmp_path, monkeypatch):
     optax = pytest.importorskip("optax")
     params = {"w": normal((3136, 128)), "b": normal((128,), 1)}
     grads = {"w": normal((3136, 128), 2), "b": normal((128,), 3)}
-    opt = optax.adam(1e-3)
-    state = opt.init(params)
-
-    def update(p, g, s):
-        u, s = opt.update(g, s, p)
-        return optax.apply_updates(p, u), s
+    update, state = adam_update(optax, params)
 
     n = kernels(gpu, tmp_path, monkeypatch, update, params, grads, state, rtol=1e-5, atol=1e-6)
     assert n <= 2 * len(params) + 2
@@ -176,12 +178,7 @@ def test_adam_update_of_many_small_parameters(gpu, tmp_path, monkeypatch):
     optax = pytest.importorskip("optax")
     params = {f"p{i}": normal((8, 16) if i % 2 else (32,), i) for i in range(12)}
     grads = {k: normal(v.shape, 100 + i) for i, (k, v) in enumerate(params.items())}
-    opt = optax.adam(1e-3)
-    state = opt.init(params)
-
-    def update(p, g, s):
-        u, s = opt.update(g, s, p)
-        return optax.apply_updates(p, u), s
+    update, state = adam_update(optax, params)
 
     n = kernels(gpu, tmp_path, monkeypatch, update, params, grads, state, rtol=1e-5, atol=1e-6)
     # The step count, then the 12 updates in launches of at most 16 parts and the adapter's
