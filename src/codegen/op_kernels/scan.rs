@@ -8,7 +8,13 @@
 //! 3. each (row, chunk) rescans its elements from its prefix, writing the results.
 //!
 //! Like any parallel scan it reassociates the body (XLA's GPU scan does too), and it treats
-//! the init value as the body's identity, as reductions do. Narrow element types scan in 32-bit
+//! the init value as the body's identity, as reductions do.
+//!
+//! A floating-point sum rounds at the magnitude of its running total, so a long sequential
+//! chain loses accuracy with the total's size. For sums, step 3 adds each element to a sum
+//! local to its chunk and writes `prefix + local`, and step 2 scans its totals in two levels
+//! the same way: a `cumsum` of 4M normals was 6.8e-3 off the exact sums this way (jax cpu's
+//! own scan: 5.3e-4). Narrow element types scan in 32-bit
 //! temporaries and are packed by a fourth kernel.
 
 use std::collections::{HashMap, HashSet};
@@ -21,7 +27,7 @@ use crate::codegen::kernel::{self, Kernel};
 use crate::codegen::loop_kernel::Target;
 use crate::codegen::reduce_kernel::{combine, emit_body_function, region_defs};
 use crate::error::{Error, Result};
-use crate::ir::{ElementType, Function, Op, Operation, TensorType, ValueId};
+use crate::ir::{BinaryOp, ElementType, Function, Op, Operation, Region, TensorType, ValueId};
 
 /// Windows shorter than this are evaluated directly.
 pub const SCAN_FROM: usize = 64;
@@ -114,6 +120,13 @@ pub fn plan(
             .map(|t| em.compute(t.dtype))
             .collect::<Result<_>>()?
     };
+    // A floating-point sum: written as prefix + local sum (see the module comment).
+    let sum = nres == 1
+        && float_sum(body)
+        && matches!(
+            types[0],
+            Compute::F32 | Compute::F64 | Compute::C64 | Compute::C128
+        );
     // The storage type of a temporary holding compute values of result `j`.
     let wide = |j: usize| -> ElementType {
         let t = results[j].dtype;
@@ -216,19 +229,43 @@ pub fn plan(
         em.inputs.extend(temp_bindings(0));
         let func = emit_body_function(&mut em, "k_body", body, &types)?;
         let acc = start(&mut em, "")?;
-        em.open_loop(
-            &format!("for (var c: u32 = 0u; c < {chunks}u; c = c + 1u)"),
-            chunks as u64,
-        );
-        em.line(&format!("let l = tid * {chunks}u + c;"));
-        let mut vals = Vec::new();
-        for (j, a) in acc.iter().enumerate() {
-            em.line(&format!("let t{j} = in{j}[l];"));
-            em.line(&format!("out{j}[l] = {a};"));
-            vals.push(format!("t{j}"));
+        if sum {
+            // Two levels: runs of about sqrt(chunks) totals summed locally, each written
+            // as the sum before its run plus its local sum.
+            let run = (chunks as f64).sqrt().ceil() as usize;
+            let runs = chunks.div_ceil(run);
+            em.open_loop(
+                &format!("for (var s: u32 = 0u; s < {runs}u; s = s + 1u)"),
+                runs as u64,
+            );
+            let local = start(&mut em, "l")?;
+            em.open_loop(
+                &format!(
+                    "for (var c: u32 = s * {run}u; c < min(s * {run}u + {run}u, {chunks}u); c = c + 1u)"
+                ),
+                run as u64,
+            );
+            em.line(&format!("let l = tid * {chunks}u + c;"));
+            em.line(&format!("out0[l] = k_body({}, {});", acc[0], local[0]));
+            em.line(&combine("k_body", 1, &local, &["in0[l]".to_string()]));
+            em.close(None);
+            em.line(&combine("k_body", 1, &acc, &local));
+            em.close(None);
+        } else {
+            em.open_loop(
+                &format!("for (var c: u32 = 0u; c < {chunks}u; c = c + 1u)"),
+                chunks as u64,
+            );
+            em.line(&format!("let l = tid * {chunks}u + c;"));
+            let mut vals = Vec::new();
+            for (j, a) in acc.iter().enumerate() {
+                em.line(&format!("let t{j} = in{j}[l];"));
+                em.line(&format!("out{j}[l] = {a};"));
+                vals.push(format!("t{j}"));
+            }
+            em.line(&combine("k_body", nres, &acc, &vals));
+            em.close(None);
         }
-        em.line(&combine("k_body", nres, &acc, &vals));
-        em.close(None);
         finish(
             &format!("{name}_prefixes"),
             &format!("kernel {name}_prefixes: exclusive prefixes of the chunk totals of a {what}\nfuses: {}", op.name()),
@@ -251,6 +288,12 @@ pub fn plan(
             em.line(&format!("var acc_{j}: {} = in{j}[tid];", t.wgsl()));
             acc.push(format!("acc_{j}"));
         }
+        // A sum adds each element to a local sum from the init, written plus the prefix.
+        let local = if sum {
+            start(&mut em, "l")?
+        } else {
+            Vec::new()
+        };
         em.open_loop(
             &format!("for (var i: u32 = c0; i < min(c0 + {chunk}u, {n}u); i = i + 1u)"),
             chunk as u64,
@@ -260,10 +303,15 @@ pub fn plan(
             .iter()
             .map(|&x| em.value(x, &Index::Linear(idx.clone())))
             .collect::<Result<_>>()?;
-        em.line(&combine("k_body", nres, &acc, &vals));
         em.line(&format!("let o = {idx};"));
-        for (j, a) in acc.iter().enumerate() {
-            em.line(&format!("out{j}[o] = {a};"));
+        if sum {
+            em.line(&combine("k_body", 1, &local, &vals));
+            em.line(&format!("out0[o] = k_body({}, {});", acc[0], local[0]));
+        } else {
+            em.line(&combine("k_body", nres, &acc, &vals));
+            for (j, a) in acc.iter().enumerate() {
+                em.line(&format!("out{j}[o] = {a};"));
+            }
         }
         em.close(None);
         let outs: Vec<Binding> = if narrow {
@@ -320,6 +368,20 @@ pub fn plan(
         )?);
     }
     Ok(Some(Plan::sequential(kernels, temps)))
+}
+
+/// Whether `body` is a floating-point (or complex) sum of its two arguments.
+fn float_sum(body: &Region) -> bool {
+    let [add, ret] = body.ops.as_slice() else {
+        return false;
+    };
+    let [a, b] = body.args.as_slice() else {
+        return false;
+    };
+    add.op == Op::Binary(BinaryOp::Add)
+        && ret.op == Op::Return
+        && ret.operands.as_slice() == add.results.as_slice()
+        && (add.operands.as_slice() == [*a, *b] || add.operands.as_slice() == [*b, *a])
 }
 
 /// A kernel of `threads` threads running `em`'s body.
