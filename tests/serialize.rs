@@ -18,7 +18,8 @@ fn device() -> Arc<Device> {
 }
 
 // Everything the step program has: kernels with a non-splat constant, a matmul, a reduce, a
-// counted loop, a data-dependent while, an if, and two results.
+// counted loop, a data-dependent while, an if, a loop whose counter starts at a computed value
+// (its trip count computed when it starts), and two results.
 const PROGRAM: &str = r#"
 func.func @main(%x: tensor<16x16xf32>, %y: tensor<16xf32>) -> (tensor<16x16xf32>, tensor<16xf32>) {
   %c = stablehlo.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0]> : tensor<16xf32>
@@ -62,7 +63,20 @@ func.func @main(%x: tensor<16x16xf32>, %y: tensor<16xf32>) -> (tensor<16x16xf32>
     %b = stablehlo.add %w, %s : tensor<16xf32>
     stablehlo.return %b : tensor<16xf32>
   }) : (tensor<i1>) -> tensor<16xf32>
-  return %rm, %r : tensor<16x16xf32>, tensor<16xf32>
+  %y1s = stablehlo.slice %y [1:2] : (tensor<16xf32>) -> tensor<1xf32>
+  %y1 = stablehlo.reshape %y1s : (tensor<1xf32>) -> tensor<f32>
+  %j0 = stablehlo.convert %y1 : (tensor<f32>) -> tensor<i32>
+  %third = stablehlo.constant dense<0.75> : tensor<16xf32>
+  %rj, %ru = stablehlo.while(%j = %j0, %u = %r) : tensor<i32>, tensor<16xf32>
+  cond {
+    %cc = stablehlo.compare LT, %j, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %cc : tensor<i1>
+  } do {
+    %j1 = stablehlo.add %j, %one : tensor<i32>
+    %u1 = stablehlo.multiply %u, %third : tensor<16xf32>
+    stablehlo.return %j1, %u1 : tensor<i32>, tensor<16xf32>
+  }
+  return %rm, %ru : tensor<16x16xf32>, tensor<16xf32>
 }"#;
 
 fn f32s(v: &[f32]) -> Vec<u8> {
@@ -136,6 +150,7 @@ fn round_trip_gives_identical_results_without_compiling() {
     assert_eq!(back.fingerprint(), exe.fingerprint());
     assert_eq!(back.ir_text(), exe.ir_text());
     assert_eq!(back.program_listing(), exe.program_listing());
+    assert!(exe.program_listing().contains("computed at the start"));
     assert_eq!(back.output_types(), exe.output_types());
     assert_eq!(back.parameter_types(), exe.parameter_types());
     assert_eq!(back.output_aliases(), exe.output_aliases());

@@ -5,7 +5,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::program::{
-    BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, UpdatesStep, WhileStep,
+    BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, TripsAtStart,
+    UpdatesStep, WhileStep,
 };
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
@@ -16,8 +17,10 @@ use crate::codegen::{
 use crate::error::{Error, Result};
 use crate::fusion::{self, Group, KernelKind, Node};
 use crate::ir::HOST_CALLBACK_TARGET;
-use crate::ir::{Attr, Function, Literal, Op, Operation, Region, TensorType, Type, ValueId};
-use crate::passes::trip_count::trip_count;
+use crate::ir::{
+    Attr, ElementType, Function, Literal, Op, Operation, Region, TensorType, Type, ValueId,
+};
+use crate::passes::trip_count::{counter_tests, trip_count, Start};
 
 /// Everything lowering produces.
 pub struct Lowered {
@@ -247,6 +250,43 @@ impl<'f, 't> Lowering<'f, 't> {
                 op.loc
             ))
         })
+    }
+
+    /// How the trip count of `op` (a `while` not counted at compile time) is computed when it
+    /// starts, if its predicate is a conjunction of counter tests on 0-d 32- or 64-bit
+    /// integers (`passes::trip_count::counter_tests`).
+    fn trips_at_start(&self, op: &Operation) -> Option<TripsAtStart> {
+        let tests = counter_tests(op, &self.all_defs)?;
+        // Constants travel as i64 (in a serialized executable too).
+        let fits = |v: i128| i64::try_from(v).is_ok();
+        if !tests.iter().all(|t| {
+            fits(t.step)
+                && [t.init, t.bound]
+                    .iter()
+                    .all(|s| !matches!(s, Start::Const(c) if !fits(*c)))
+        }) {
+            return None;
+        }
+        let mut reads: Vec<(usize, ElementType)> = Vec::new();
+        for t in &tests {
+            // The counters (whose type bounds their range) and every value read.
+            for k in [Some(t.counter), start_index(t.init), start_index(t.bound)]
+                .into_iter()
+                .flatten()
+            {
+                let ty = self.tensor(*op.operands.get(k)?).ok()?;
+                if !ty.dims().is_empty()
+                    || !ty.dtype.is_int()
+                    || !matches!(ty.dtype.byte_size(), 4 | 8)
+                {
+                    return None;
+                }
+                if !reads.iter().any(|r| r.0 == k) {
+                    reads.push((k, ty.dtype));
+                }
+            }
+        }
+        Some(TripsAtStart { tests, reads })
     }
 
     fn returned(&self, region: &Region) -> Result<Vec<Slot>> {
@@ -1075,6 +1115,10 @@ impl<'f, 't> Lowering<'f, 't> {
                     .map(|&r| self.new_slot(r))
                     .collect::<Result<Vec<_>>>()?;
                 let trip_count = trip_count(op, &self.all_defs);
+                let trips_at_start = match trip_count {
+                    Some(_) => None,
+                    None => self.trips_at_start(op),
+                };
                 Ok(Some(Step::While(Box::new(WhileStep {
                     init_takes: vec![false; init.len()],
                     init,
@@ -1085,6 +1129,7 @@ impl<'f, 't> Lowering<'f, 't> {
                     body_results,
                     results,
                     trip_count,
+                    trips_at_start,
                 }))))
             }
             Op::If | Op::Case => {
@@ -1235,5 +1280,13 @@ fn kind_name(k: KernelKind) -> &'static str {
         KernelKind::Rows => "rows",
         KernelKind::Epilogue | KernelKind::Prologue => "dot",
         KernelKind::Horizontal => "horizontal",
+    }
+}
+
+/// The loop operand a counter test's value is, if it is not a constant.
+fn start_index(s: Start) -> Option<usize> {
+    match s {
+        Start::Init(k) => Some(k),
+        Start::Const(_) => None,
     }
 }

@@ -6,7 +6,8 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use crate::ir::TensorType;
+use crate::ir::{ElementType, TensorType};
+use crate::passes::trip_count::CounterTest;
 
 /// A buffer slot: filled with a parameter, a constant or a buffer a step produced.
 pub type Slot = usize;
@@ -34,6 +35,20 @@ pub struct WhileStep {
     pub results: Vec<Slot>,
     /// Iterations, when known at compile time (no predicate read-back then).
     pub trip_count: Option<u64>,
+    /// Otherwise, where the predicate is a conjunction of counter tests that read values
+    /// computed before the loop: those values are read back once and the trip count computed
+    /// from them (no predicate read-back per iteration).
+    pub trips_at_start: Option<TripsAtStart>,
+}
+
+/// A loop's trip count computed when it starts (`passes::trip_count::counter_tests`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TripsAtStart {
+    /// The predicate's conjuncts; the loop runs the fewest iterations any allows.
+    pub tests: Vec<CounterTest>,
+    /// The element type of each loop operand a test reads (`Start::Init`), by its index:
+    /// 32- or 64-bit integers.
+    pub reads: Vec<(usize, ElementType)>,
 }
 
 /// How an `if` / `case` runs: the selector is read back and one branch runs.
@@ -431,7 +446,14 @@ impl Program {
                         "{pad}while {:?} -> {:?} (trip count: {})",
                         w.init,
                         w.results,
-                        w.trip_count.map_or("read back".into(), |n| n.to_string())
+                        match (w.trip_count, &w.trips_at_start) {
+                            (Some(n), _) => n.to_string(),
+                            (None, Some(t)) => format!(
+                                "computed at the start from {:?}",
+                                t.reads.iter().map(|r| r.0).collect::<Vec<_>>()
+                            ),
+                            (None, None) => "read back".into(),
+                        }
                     )?;
                     writeln!(f, "{pad}  cond {:?} -> {}", w.args, w.cond_result)?;
                     w.cond.fmt_indented(f, indent + 2, kernels)?;
@@ -539,6 +561,7 @@ mod tests {
             body_results: vec![10, 11, 12, 13, 14],
             results: vec![20, 21, 22, 23, 24],
             trip_count: Some(3),
+            trips_at_start: None,
         };
         let mut p = Program {
             steps: vec![

@@ -19,18 +19,21 @@ use crate::codegen::kernel::Kernel;
 use crate::codegen::parted::PartedBinding;
 use crate::codegen::texture_reads::TextureInput;
 use crate::compile::program::{
-    BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, UpdatesStep, WhileStep,
+    BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, TripsAtStart,
+    UpdatesStep, WhileStep,
 };
 use crate::error::{Error, Result};
+use crate::ir::attr::ComparisonDirection;
 use crate::ir::types::{UniformQuantization, ALL_ELEMENT_TYPES};
 use crate::ir::{ElementType, TensorType, ValueId};
+use crate::passes::trip_count::{CounterTest, Start};
 use crate::runtime::executable::ExecutableParts;
 use crate::runtime::Device;
 
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -230,6 +233,18 @@ impl W {
     fn len(&mut self, v: usize) {
         self.u64(v as u64);
     }
+    fn start(&mut self, v: Start) {
+        match v {
+            Start::Const(c) => {
+                self.u8(0);
+                self.i64(c as i64);
+            }
+            Start::Init(k) => {
+                self.u8(1);
+                self.len(k);
+            }
+        }
+    }
     fn opt_len(&mut self, v: Option<usize>) {
         match v {
             None => self.u8(0),
@@ -397,6 +412,29 @@ impl W {
                             self.u64(n);
                         }
                     }
+                    match &w.trips_at_start {
+                        None => self.u8(0),
+                        Some(t) => {
+                            self.u8(1);
+                            self.len(t.tests.len());
+                            for c in &t.tests {
+                                self.len(c.counter);
+                                self.start(c.init);
+                                self.start(c.bound);
+                                self.i64(c.step as i64);
+                                let dir = ComparisonDirection::ALL
+                                    .iter()
+                                    .position(|d| *d == c.dir)
+                                    .unwrap_or(0);
+                                self.u8(dir as u8);
+                            }
+                            self.len(t.reads.len());
+                            for &(k, d) in &t.reads {
+                                self.len(k);
+                                self.dtype(d);
+                            }
+                        }
+                    }
                 }
                 Step::Branch(b) => {
                     self.u8(4);
@@ -499,6 +537,13 @@ impl<'a> R<'a> {
             return Err(truncated());
         }
         Ok(n)
+    }
+    fn start(&mut self) -> Result<Start> {
+        Ok(if self.bool()? {
+            Start::Init(self.len()?)
+        } else {
+            Start::Const(self.i64()? as i128)
+        })
     }
     fn opt_len(&mut self) -> Result<Option<usize>> {
         Ok(if self.bool()? {
@@ -665,6 +710,31 @@ impl<'a> R<'a> {
                         results: self.slots()?,
                         trip_count: if self.bool()? {
                             Some(self.u64()?)
+                        } else {
+                            None
+                        },
+                        trips_at_start: if self.bool()? {
+                            let n = self.count(35)?;
+                            let mut tests = Vec::with_capacity(n);
+                            for _ in 0..n {
+                                tests.push(CounterTest {
+                                    counter: self.len()?,
+                                    init: self.start()?,
+                                    bound: self.start()?,
+                                    step: self.i64()? as i128,
+                                    dir: *ComparisonDirection::ALL
+                                        .get(self.u8()? as usize)
+                                        .ok_or_else(|| {
+                                            Error::invalid("bad comparison direction")
+                                        })?,
+                                });
+                            }
+                            let n = self.count(9)?;
+                            let mut reads = Vec::with_capacity(n);
+                            for _ in 0..n {
+                                reads.push((self.len()?, self.dtype()?));
+                            }
+                            Some(TripsAtStart { tests, reads })
                         } else {
                             None
                         },

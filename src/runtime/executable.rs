@@ -20,10 +20,11 @@ use super::host_call::{self, HostArg, HostResult};
 use crate::codegen::kernel::Kernel;
 use crate::codegen::texture_reads::{TextureInput, TEXEL_ROW};
 use crate::compile::program::{
-    BranchStep, ChunkedStep, HostCallStep, Program, Slot, Step, WhileStep,
+    BranchStep, ChunkedStep, HostCallStep, Program, Slot, Step, TripsAtStart, WhileStep,
 };
 use crate::error::{Error, Result};
-use crate::ir::TensorType;
+use crate::ir::{ElementType, TensorType};
+use crate::passes::trip_count::Start;
 
 /// A kernel with its pipeline.
 pub struct LoadedKernel {
@@ -1135,7 +1136,19 @@ impl Run<'_> {
 
     /// Submits what is recorded and reads the first 4 bytes of slot `s`.
     fn read_word(&mut self, s: Slot) -> Result<[u8; 4]> {
-        let buf = self.get(s)?;
+        let bytes = self.read_bytes(&[(s, 4)])?;
+        let mut w = [0u8; 4];
+        w.copy_from_slice(bytes.first().and_then(|b| b.get(..4)).unwrap_or(&[0; 4]));
+        Ok(w)
+    }
+
+    /// Submits what is recorded and reads the first `len` bytes of each slot back, all
+    /// read-backs queued before any is waited for.
+    fn read_bytes(&mut self, reads: &[(Slot, usize)]) -> Result<Vec<Vec<u8>>> {
+        let bufs = reads
+            .iter()
+            .map(|&(s, _)| self.get(s))
+            .collect::<Result<Vec<_>>>()?;
         let submitted = self.submit();
         if let Some(e) = submitted.error() {
             return Err(e);
@@ -1143,23 +1156,93 @@ impl Run<'_> {
         let dev = self.exe.device.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let what = format!("a predicate of {}", self.what);
-        dev.read_buffer(&buf.buffer, 4, &what, move |r| {
-            let _ = tx.send(r);
-        });
-        drop(buf);
+        for (i, (buf, &(_, len))) in bufs.iter().zip(reads).enumerate() {
+            let tx = tx.clone();
+            dev.read_buffer(&buf.buffer, len, &what, move |r| {
+                let _ = tx.send((i, r));
+            });
+        }
+        drop(bufs);
         let limit = super::event::wait_timeout();
-        let bytes = match rx.recv_timeout(limit) {
-            Ok(r) => r?,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                return Err(super::event::deadline_error(&what, limit))
+        let mut out = vec![Vec::new(); reads.len()];
+        for _ in reads {
+            match rx.recv_timeout(limit) {
+                Ok((i, r)) => {
+                    let bytes = r?;
+                    if bytes.len() < reads[i].1 {
+                        return Err(Error::internal(format!("{what}: short read-back")));
+                    }
+                    out[i] = bytes;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(super::event::deadline_error(&what, limit))
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(Error::internal("predicate read-back was dropped"))
+                }
             }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(Error::internal("predicate read-back was dropped"))
+        }
+        Ok(out)
+    }
+
+    /// The trip count of loop `w` from the values its counter tests read (one read-back
+    /// before the first iteration), or `None` where a test would not stop or its counter
+    /// would leave its type's range: the predicate is then read after every iteration.
+    fn trips_at_start(&mut self, w: &WhileStep, t: &TripsAtStart) -> Result<Option<u64>> {
+        let mut reads = Vec::with_capacity(t.reads.len());
+        for &(k, d) in &t.reads {
+            // Only what lowering writes (a deserialized program could say otherwise).
+            if !d.is_int() || !matches!(d.byte_size(), 4 | 8) {
+                return Ok(None);
             }
+            let slot = *w
+                .init
+                .get(k)
+                .ok_or_else(|| Error::internal("a counter test reads no loop operand"))?;
+            reads.push((slot, d.byte_size()));
+        }
+        let bytes = self.read_bytes(&reads)?;
+        let mut values: Vec<(usize, i128, ElementType)> = Vec::new();
+        for (&(k, d), b) in t.reads.iter().zip(&bytes) {
+            let mut a = [0u8; 8];
+            a[..d.byte_size()].copy_from_slice(&b[..d.byte_size()]);
+            let [b0, b1, b2, b3, ..] = a;
+            let v = match (d.byte_size(), d.is_unsigned_int()) {
+                (4, false) => i32::from_le_bytes([b0, b1, b2, b3]) as i128,
+                (4, true) => u32::from_le_bytes([b0, b1, b2, b3]) as i128,
+                (_, false) => i64::from_le_bytes(a) as i128,
+                (_, true) => u64::from_le_bytes(a) as i128,
+            };
+            values.push((k, v, d));
+        }
+        let find = |k: usize| values.iter().find(|v| v.0 == k);
+        let value = |s: Start| match s {
+            Start::Const(c) => Some(c),
+            Start::Init(k) => find(k).map(|v| v.1),
         };
-        let mut w = [0u8; 4];
-        w.copy_from_slice(bytes.get(..4).unwrap_or(&[0; 4]));
-        Ok(w)
+        let mut trips: Option<u64> = None;
+        for test in &t.tests {
+            let (Some(init), Some(bound), Some(&(_, _, d))) =
+                (value(test.init), value(test.bound), find(test.counter))
+            else {
+                return Ok(None);
+            };
+            let Some(n) = test.trips(init, bound) else {
+                return Ok(None);
+            };
+            let bits = 8 * d.byte_size() as u32;
+            let (lo, hi) = if d.is_unsigned_int() {
+                (0, (1i128 << bits) - 1)
+            } else {
+                (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+            };
+            let last = init + n as i128 * test.step;
+            if !(lo..=hi).contains(&init) || !(lo..=hi).contains(&last) {
+                return Ok(None);
+            }
+            trips = Some(trips.map_or(n, |m| m.min(n)));
+        }
+        Ok(trips)
     }
 
     /// Submits what is recorded, reads the arguments of `h` back, runs the host function and
@@ -1245,6 +1328,11 @@ impl Run<'_> {
     }
 
     fn run_while(&mut self, w: &WhileStep) -> Result<()> {
+        let trip_count = match (w.trip_count, &w.trips_at_start) {
+            (Some(n), _) => Some(n),
+            (None, Some(t)) => self.trips_at_start(w, t)?,
+            (None, None) => None,
+        };
         // Initial values dead after the loop move into it, so that the body may update them
         // in place from the first iteration on.
         let mut state: Vec<Arc<GpuBuffer>> = w
@@ -1263,7 +1351,7 @@ impl Run<'_> {
         // loop arguments) are cleared between iterations.
         let own = w.body.defined();
         loop {
-            if let Some(n) = w.trip_count {
+            if let Some(n) = trip_count {
                 if iteration >= n {
                     break;
                 }
@@ -1300,7 +1388,7 @@ impl Run<'_> {
             state = next;
             iteration += 1;
             // Long counted loops are submitted in chunks to bound command buffer size.
-            if w.trip_count.is_some() && iteration % 256 == 0 {
+            if trip_count.is_some() && iteration % 256 == 0 {
                 self.submit();
             }
         }
