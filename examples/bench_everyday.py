@@ -7,7 +7,8 @@ largest cpu value), then the median of timed runs, and the ratio.
 Sorting, top_k, medians, permutations and scatters of a million elements, segment sums and
 bincounts, jax.random at 16M, LU-based solve / inv / slogdet, QR, a Gaussian process's likelihood
 and its gradient at 1000 points, a GRU's value and gradient through `lax.scan`, flax's LSTM and GRU cells' (where flax is
-installed), row reductions, a one-hot cross-entropy and its gradient. Ratios, not absolute times, are the point: the machines are noisy.
+installed), row reductions, a one-hot cross-entropy and its gradient, and loops whose trip
+counts are known only when they start or only at their end. Ratios, not absolute times, are the point: the machines are noisy.
 """
 
 from __future__ import annotations
@@ -83,6 +84,26 @@ def flax_rnn(cell_name, rng):
     return step, (params, x, y)
 
 
+def stage_loops(y0):
+    """100 steps of 7 stages each, as diffrax's Runge-Kutta solvers run them: the stage counter
+    starts at 1 after the first step (first same as last), so each step's stage loop has a
+    trip count known only when it starts."""
+
+    def step(i, y):
+        start = jnp.where(i > 0, 1, 0).astype(jnp.int32)
+        stage = lambda c: (c[0] + 1, c[1] + jnp.sin(c[1]) * 1e-2)
+        return lax.while_loop(lambda c: c[0] < 7, stage, (start, y))[1]
+
+    return lax.fori_loop(0, 100, step, y0)
+
+
+def newton_sqrt(a):
+    """Newton's iteration to a tolerance: a predicate read back after every iteration."""
+    body = lambda c: (0.5 * (c[0] + a / c[0]), c[1] + 1)
+    cond = lambda c: jnp.any(jnp.abs(c[0] * c[0] - a) > 1e-6 * a) & (c[1] < 100)
+    return lax.while_loop(cond, body, (a * 10.0, 0))[0]
+
+
 def cases():
     rng = np.random.default_rng(0)
     m = 1 << 20
@@ -130,6 +151,12 @@ def cases():
         "cross-entropy 4096x1000": (xent, (x[:, :1000], ids[:4096] % 1000)),
         "cross-entropy grad 4096x1000": (jax.grad(xent), (x[:, :1000], ids[:4096] % 1000)),
         "logsumexp rows 4096x1024": (lambda x: jax.nn.logsumexp(x, axis=1), (x,)),
+        "fori_loop to a traced bound (n=200)": (
+            lambda x, n: lax.fori_loop(0, n, lambda i, c: jnp.cos(c) * 0.5 + i * 1e-3, x),
+            (x1[:64], np.int32(200)),
+        ),
+        "stage loops starting at 0 or 1 (100x7)": (stage_loops, (x1[:64],)),
+        "while to a tolerance (Newton sqrt)": (newton_sqrt, (np.abs(x1[:64]) + 0.5,)),
         "layernorm 4096x1024": (
             lambda x: (x - x.mean(1, keepdims=True)) / jnp.sqrt(x.var(1, keepdims=True) + 1e-5),
             (x,),
