@@ -69,34 +69,9 @@ pub fn counted(op: &Operation, defs: &HashMap<ValueId, &Operation>) -> Option<Co
         (k, scalar_int(b, defs)?, *direction)
     } else {
         let k = cond.args.iter().position(|&x| x == b)?;
-        let flipped = match direction {
-            ComparisonDirection::Lt => ComparisonDirection::Gt,
-            ComparisonDirection::Le => ComparisonDirection::Ge,
-            ComparisonDirection::Gt => ComparisonDirection::Lt,
-            ComparisonDirection::Ge => ComparisonDirection::Le,
-            d => *d,
-        };
-        (k, scalar_int(a, defs)?, flipped)
+        (k, scalar_int(a, defs)?, flipped(*direction))
     };
-    let next = *body.returned().get(k)?;
-    let arg = *body.args.get(k)?;
-    let step_op = defs.get(&next)?;
-    let step = match &step_op.op {
-        Op::Binary(BinaryOp::Add) => {
-            let (x, y) = (*step_op.operands.first()?, *step_op.operands.get(1)?);
-            if x == arg {
-                scalar_int(y, defs)?
-            } else if y == arg {
-                scalar_int(x, defs)?
-            } else {
-                return None;
-            }
-        }
-        Op::Binary(BinaryOp::Subtract) if *step_op.operands.first()? == arg => {
-            -scalar_int(*step_op.operands.get(1)?, defs)?
-        }
-        _ => return None,
-    };
+    let step = step_of(body, k, defs)?;
     let init = scalar_int(*op.operands.get(k)?, defs)?;
     let n = count(init, bound, step, dir)?;
     (0..=MAX_TRIP_COUNT).contains(&n).then_some(Counted {
@@ -233,27 +208,6 @@ fn counter_test(
         return None;
     };
     let (a, b) = (*cmp_op.operands.first()?, *cmp_op.operands.get(1)?);
-    let step_of = |k: usize| -> Option<i128> {
-        let next = *body.returned().get(k)?;
-        let arg = *body.args.get(k)?;
-        let step_op = defs.get(&next)?;
-        match &step_op.op {
-            Op::Binary(BinaryOp::Add) => {
-                let (x, y) = (*step_op.operands.first()?, *step_op.operands.get(1)?);
-                if x == arg {
-                    scalar_int(y, defs)
-                } else if y == arg {
-                    scalar_int(x, defs)
-                } else {
-                    None
-                }
-            }
-            Op::Binary(BinaryOp::Subtract) if *step_op.operands.first()? == arg => {
-                Some(-scalar_int(*step_op.operands.get(1)?, defs)?)
-            }
-            _ => None,
-        }
-    };
     let start = |k: usize| -> Option<Start> {
         let v = *op.operands.get(k)?;
         Some(scalar_int(v, defs).map_or(Start::Init(k), Start::Const))
@@ -267,16 +221,9 @@ fn counter_test(
         (body.returned().get(j)? == body.args.get(j)?).then_some(())?;
         start(j)
     };
-    let flip = |d: ComparisonDirection| match d {
-        ComparisonDirection::Lt => ComparisonDirection::Gt,
-        ComparisonDirection::Le => ComparisonDirection::Ge,
-        ComparisonDirection::Gt => ComparisonDirection::Lt,
-        ComparisonDirection::Ge => ComparisonDirection::Le,
-        d => d,
-    };
     let try_side = |c: ValueId, other: ValueId, dir: ComparisonDirection| -> Option<CounterTest> {
         let k = cond.args.iter().position(|&x| x == c)?;
-        let step = step_of(k)?;
+        let step = step_of(body, k, defs)?;
         Some(CounterTest {
             counter: k,
             init: start(k)?,
@@ -285,7 +232,7 @@ fn counter_test(
             dir,
         })
     };
-    try_side(a, b, *direction).or_else(|| try_side(b, a, flip(*direction)))
+    try_side(a, b, *direction).or_else(|| try_side(b, a, flipped(*direction)))
 }
 
 /// The predicate of `op` (a `while`) as a conjunction of counter tests, if it is one: the loop
@@ -302,6 +249,41 @@ pub fn counter_tests(
         return None;
     }
     cmps.iter().map(|&c| counter_test(op, c, defs)).collect()
+}
+
+/// `d` with its operands swapped (`a < b` is `b > a`).
+fn flipped(d: ComparisonDirection) -> ComparisonDirection {
+    match d {
+        ComparisonDirection::Lt => ComparisonDirection::Gt,
+        ComparisonDirection::Le => ComparisonDirection::Ge,
+        ComparisonDirection::Gt => ComparisonDirection::Lt,
+        ComparisonDirection::Ge => ComparisonDirection::Le,
+        d => d,
+    }
+}
+
+/// What `body` adds to its loop-carried value `k` each iteration, if it returns that value plus
+/// (or minus) a constant.
+fn step_of(body: &Region, k: usize, defs: &HashMap<ValueId, &Operation>) -> Option<i128> {
+    let next = *body.returned().get(k)?;
+    let arg = *body.args.get(k)?;
+    let step_op = defs.get(&next)?;
+    match &step_op.op {
+        Op::Binary(BinaryOp::Add) => {
+            let (x, y) = (*step_op.operands.first()?, *step_op.operands.get(1)?);
+            if x == arg {
+                scalar_int(y, defs)
+            } else if y == arg {
+                scalar_int(x, defs)
+            } else {
+                None
+            }
+        }
+        Op::Binary(BinaryOp::Subtract) if *step_op.operands.first()? == arg => {
+            Some(-scalar_int(*step_op.operands.get(1)?, defs)?)
+        }
+        _ => None,
+    }
 }
 
 fn count(init: i128, bound: i128, step: i128, dir: ComparisonDirection) -> Option<i128> {
