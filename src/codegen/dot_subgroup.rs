@@ -19,7 +19,7 @@
 //! `WGPU_HLO_DOT=subgroup` forces it where it applies, `WGPU_HLO_DOT=vec` turns it off.
 
 use super::dot_kernel::{
-    operand_offsets, register_kernel, rhs_columns, store_block, Layout, Read, COMP,
+    blocked_k_loop, operand_offsets, register_kernel, rhs_columns, store_block, Layout, Read, COMP,
 };
 use super::kernel::Kernel;
 use super::loop_kernel::Target;
@@ -262,9 +262,8 @@ pub(super) fn shared_rows(
     if split.is_some() {
         body.push_str(&format!("    wh_part = g0 / {tiles}u;\n"));
     }
-    body.push_str(&format!(
-        "    for (var k = kb; k < ke; k = k + {kstep}u) {{\n"
-    ));
+    // The loop's body, then the loop (in blocks of k where it is long: `blocked_k_loop`).
+    let outer = std::mem::take(&mut body);
     if ra == Read::AlongK {
         for g in 0..lane_loads {
             body.push_str(&format!(
@@ -334,7 +333,12 @@ pub(super) fn shared_rows(
             }
         }
     }
-    body.push_str("    }\n");
+    let accs: Vec<String> = (0..mt)
+        .flat_map(|i| (0..cv).map(move |c| format!("acc{i}_{c}")))
+        .collect();
+    let k_loop = blocked_k_loop(&accs, "vec4<f32>", ("kb", "ke", kstep), chunk, &body);
+    body = outer;
+    body.push_str(&k_loop);
     let (stores, store_row) = store_block(mt, cols_lane, m, n, split.is_none());
     body.push_str(&stores);
     body.push_str("}\n");
