@@ -1464,10 +1464,29 @@ fn emit_stage(
             }
             let stop = end(c0);
             let (folded, blocks) = fold.open_elements(&mut em, (c0, &stop, red_len), &accs);
-            let idxs: Vec<Index> = outputs
-                .iter()
-                .map(|o| input_index(&mut em, o, "r"))
-                .collect();
+            // A group's four outputs share their outer coordinates (its first output is a
+            // multiple of 4, and so is the innermost extent): the later three take the first's
+            // with the innermost coordinate plus their place, so that the group is one load.
+            // Computed from each output, the outer coordinates of a reduction over a middle
+            // dimension differed in text (`o1 / 1024u`, `o2 / 1024u`, ...), and each output
+            // loaded its own `vec4`: lavapipe summed 4 x 2048 x 1024 over its middle dimension
+            // in 29 ms, against 6.8 ms for 8192 x 1024 over its rows.
+            let mut idxs: Vec<Index> = Vec::new();
+            for (k, o) in outputs.iter().enumerate() {
+                let shared = match idxs.get(k - k % 4) {
+                    Some(Index::Multi(m)) if k % 4 != 0 && !m.is_empty() => Some(m.clone()),
+                    _ => None,
+                };
+                let idx = match shared {
+                    Some(mut m) => {
+                        let end = m.len() - 1;
+                        m[end] = format!("({} + {}u)", m[end], k % 4);
+                        Index::Multi(m)
+                    }
+                    None => input_index(&mut em, o, "r"),
+                };
+                idxs.push(idx);
+            }
             let last = |i: &Index| match i {
                 Index::Multi(m) => m.last().cloned(),
                 Index::Linear(_) => None,
