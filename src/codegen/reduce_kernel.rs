@@ -470,18 +470,27 @@ pub fn plan(
             chunk_major: None,
             quads: quads.is_some(),
         };
-        let (k, _) = emit_stage(
-            &format!("{name}_partials"),
-            f,
-            defs,
-            group,
-            op,
-            target,
-            Some(&split),
-            None,
-            false,
-        )?;
-        if k.iterations <= bound {
+        // The subgroup row form where it applies and fits, else the others (whose loops
+        // are shorter for the same chunk: no loop over a workgroup's rows).
+        let mut fits = None;
+        for subgroup_rows in [true, false] {
+            let (k, _) = emit_stage(
+                &format!("{name}_partials"),
+                f,
+                defs,
+                group,
+                op,
+                target,
+                Some(&split),
+                None,
+                subgroup_rows,
+            )?;
+            if k.iterations <= bound {
+                fits = Some(k);
+                break;
+            }
+        }
+        if let Some(k) = fits {
             stage = Some((k, split));
             break;
         }
@@ -969,17 +978,21 @@ fn emit_stage(
         .iter()
         .all(|t| matches!(t, Compute::F32 | Compute::I32 | Compute::U32));
     let enough_rows = if target.cpu_adapter {
-        kept_count >= 2 * SUBGROUP_ROWS
+        out_count >= 2 * SUBGROUP_ROWS
     } else {
         kept_count >= 256 || red_count <= 1024
     };
     let quad_rows = target.cpu_adapter
         && trailing
         && red_count % 4 == 0
+        && chunk % 4 == 0
         && !crate::fusion::switched_off("WGPU_HLO_QUAD_READS");
+    // A split stage's accumulators are rows too: each a chunk of its output's row, stored at
+    // its own index (`o * chunks + c`, the partials' order).
     let use_subgroup_rows = subgroup_rows
         && subgroup_rows_allowed()
-        && split.is_none()
+        && major.is_none()
+        && !quad_stage
         && windowed.is_none()
         && target.caps.subgroup
         && !packed
@@ -1097,10 +1110,24 @@ fn emit_stage(
             SUBGROUP_ROWS,
         );
         em.line(&format!("let row = g * {SUBGROUP_ROWS}u + q;"));
-        em.line(&format!(
-            "let o = min(row, {}u);",
-            out_count.saturating_sub(1)
-        ));
+        // Accumulator `a` folds chunk `a % chunks` of output `a / chunks` (one chunk, the
+        // whole row, unless split), the elements from `rb` to `re`.
+        let (rb, re) = if chunks > 1 {
+            em.line(&format!(
+                "let a = min(row, {}u);",
+                out_count.saturating_sub(1)
+            ));
+            em.line(&format!("let o = a / {chunks}u;"));
+            em.line(&format!("let rb = (a % {chunks}u) * {chunk}u;"));
+            em.line(&format!("let re = min(rb + {chunk}u, {red_count}u);"));
+            ("rb + ", "re".to_string())
+        } else {
+            em.line(&format!(
+                "let o = min(row, {}u);",
+                out_count.saturating_sub(1)
+            ));
+            ("", format!("{red_count}u"))
+        };
         let mut acc = Vec::new();
         for (i, t) in types.iter().enumerate() {
             let init = em.value(op.operands[n + i], &Index::scalar())?;
@@ -1120,7 +1147,7 @@ fn emit_stage(
         // four. Rows are consecutive elements (`trailing`) and their length is a multiple of 4,
         // so a group starting at a multiple of 4 stays within its row.
         let step = if quad_rows { 4 } else { 1 };
-        em.line(&format!("var r: u32 = sl * {step}u;"));
+        em.line(&format!("var r: u32 = {rb}sl * {step}u;"));
         // One group of `step` elements from `first` (a WGSL u32), combined into `into`.
         let group = |em: &mut ExprEmitter, first: &str, into: &[String]| -> Result<()> {
             let mut idxs = Vec::new();
@@ -1164,11 +1191,11 @@ fn emit_stage(
         };
         em.open_loop(
             &format!(
-                "for (; r + {}u * w < {red_count}u; r = r + {}u * w)",
+                "for (; r + {}u * w < {re}; r = r + {}u * w)",
                 (SUBGROUP_UNROLL - 1) * step,
                 SUBGROUP_UNROLL * step
             ),
-            red_count.div_ceil(4 * SUBGROUP_UNROLL * step),
+            red_len.div_ceil(4 * SUBGROUP_UNROLL * step),
         );
         // An f32 sum adds each trip's elements on their own first (`SUM_BLOCK`): a lane's
         // sequential sum of a 100000-element row's share was 2.1e-6 off.
@@ -1187,7 +1214,7 @@ fn emit_stage(
         }
         em.close(None);
         em.open_loop(
-            &format!("for (; r < {red_count}u; r = r + {step}u * w)"),
+            &format!("for (; r < {re}; r = r + {step}u * w)"),
             SUBGROUP_UNROLL,
         );
         group(&mut em, "r", &acc)?;
@@ -1207,8 +1234,9 @@ fn emit_stage(
         em.line(&combine(fname, n, &acc, &other));
         em.close(None);
         em.open(&format!("if (sl == 0u && row < {out_count}u)"));
+        let slot = if chunks > 1 { "a" } else { "o" };
         for i in 0..n {
-            em.line(&format!("out{i}[o] = acc{i};"));
+            em.line(&format!("out{i}[{slot}] = acc{i};"));
         }
         em.close(None);
         em.close(None);
