@@ -131,3 +131,32 @@ def test_middle_dimension_sum_loads_each_group_once(gpu, tmp_path, monkeypatch):
     accumulators = text.count("var acc_")
     loads = text.count("in0_quad(") - 1  # less the function's definition
     assert accumulators >= 16 and 4 * loads <= accumulators + 4, (accumulators, loads)
+
+
+@pytest.mark.parametrize("n,m,d", [(256, 256, 64), (100, 37, 12), (64, 65, 20), (33, 17, 7)])
+def test_pairwise_distances(gpu, n, m, d):
+    """A row reduction over broadcast operands (`sum((x[:, None] - y[None]) ** 2, -1)`, the
+    distance matrix of a kNN or an RBF kernel, and its exponential)."""
+    x, y = arr(n, d), arr(m, d)
+
+    def f(x, y):
+        d2 = jnp.sum((x[:, None, :] - y[None, :, :]) ** 2, -1)
+        return d2, jnp.exp(-0.5 * d2 / d)
+
+    compare_with_cpu(gpu, f, x, y, tol=2e-5)
+
+
+def test_pairwise_distance_reads_groups(gpu, tmp_path, monkeypatch):
+    """The subgroup row reduction reads its operands by groups of four through broadcasts
+    too (`Quads::rows`): before, each element was its own load, and lavapipe took 75-128 ms
+    for the 256 x 256 x 64 distance matrix, now 17-20 (jax cpu 0.6)."""
+    if not cpu_kernel_class(gpu):
+        pytest.skip("grouped reads are the CPU adapter class's")
+    x = arr(256, 64)
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare_with_cpu(gpu, lambda x: jnp.sum((x[:, None] - x[None]) ** 2, -1), x, tol=2e-5)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    (path,) = glob.glob(os.path.join(tmp_path, "*.wgsl"))
+    text = open(path).read()
+    assert "subgroup per row" in text.splitlines()[0], text.splitlines()[0]
+    assert "in0_quad(" in text and "in0_at(" not in text, text[:2000]

@@ -1168,10 +1168,15 @@ fn emit_stage(
                 };
                 let first = idxs.first().and_then(lin);
                 // Lane `l` reads group `l` of its row's stretch, and its next groups further on.
+                // Groups start at multiples of 4 of a trailing row whose length is a multiple
+                // of 4: tensors read at them through broadcasts or reshapes (the operands of
+                // a pairwise distance, `x[:, None] - x[None]`) take the group's first
+                // coordinates too, and are read by groups (`Quads::rows`).
                 let quads = em.quads.get_or_insert_with(|| Quads {
                     folded: Default::default(),
                     streaming: true,
                     any_shape: false,
+                    rows: true,
                     ..Quads::default()
                 });
                 for (p, i) in idxs.iter().enumerate() {
