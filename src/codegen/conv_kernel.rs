@@ -102,6 +102,7 @@ pub fn plan(
         &[Compute::F32],
         "",
         &add,
+        true,
         target,
     )
     .map(Some)

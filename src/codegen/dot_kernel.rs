@@ -139,6 +139,7 @@ pub fn plan_whole(
                 &[c],
                 "",
                 &add,
+                true,
                 target,
             );
         }
@@ -315,6 +316,7 @@ fn fold_f32_partials(
         &[Compute::F32],
         "",
         &add,
+        true,
         target,
     )
 }

@@ -324,7 +324,7 @@ pub(crate) fn block_accumulator(em: &mut ExprEmitter) -> String {
 }
 
 /// Whether `body` adds its two f32 arguments (a sum), in either order.
-fn is_f32_sum(body: &Region, types: &[Compute]) -> bool {
+pub(crate) fn is_f32_sum(body: &Region, types: &[Compute]) -> bool {
     let [a, b] = body.args[..] else {
         return false;
     };
@@ -511,6 +511,7 @@ pub fn plan(
         &types,
         &func,
         &combine_fn,
+        op.regions.first().is_some_and(|b| is_f32_sum(b, &types)),
         target,
     )
 }
@@ -717,6 +718,7 @@ fn windowed(
         &types,
         func,
         &combine_fn,
+        op.regions.first().is_some_and(|b| is_f32_sum(b, &types)),
         target,
     )?;
     match plan.launches.first_mut() {

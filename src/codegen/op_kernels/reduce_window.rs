@@ -94,6 +94,9 @@ pub fn plan(
                 &types,
                 &func,
                 &combine_fn,
+                op.regions
+                    .first()
+                    .is_some_and(|body| crate::codegen::reduce_kernel::is_f32_sum(body, &types)),
                 target,
             )
             .map(Some);

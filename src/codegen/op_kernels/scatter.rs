@@ -1123,6 +1123,7 @@ pub fn sorted(
                 &types,
                 "",
                 &add,
+                true,
                 target,
             )?;
             // The sort's launches, then the partials and folds.
