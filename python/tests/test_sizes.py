@@ -6,6 +6,8 @@ gradients that sum over 128 x 28 x 28 = 100352 products per element."""
 
 from __future__ import annotations
 
+import glob
+import os
 import re
 
 import numpy as np
@@ -261,6 +263,33 @@ def test_tensors_larger_than_one_binding(gpu):
             np.testing.assert_allclose(a, b, rtol=0, atol=atol)
         del g, c
 
+
+
+@pytest.mark.parametrize("axis", [None, 1, 0], ids=["full", "rows", "columns"])
+def test_reductions_over_the_binding_limit(gpu, axis, tmp_path, monkeypatch):
+    # 256 MiB inputs reduced a window at a time. On CPU adapters each window's partials take
+    # a thread per chunk of consecutive elements (of a row, or of a column's rows): a
+    # workgroup per chunk had its 8-lane batches sweep the chunk 256 elements apart (lavapipe:
+    # 64 x 2^20 row sums 200 -> 130 ms, 2^20 x 64 column sums 550 -> 155 ms). The partials
+    # then fold with compensation: as accurate as jax cpu against float64.
+    shape = {None: (1 << 26,), 1: (64, 1 << 20), 0: (1 << 20, 64)}[axis]
+    x = (np.random.default_rng(5).standard_normal(shape) + 1).astype(np.float32)
+    exact = x.astype(np.float64).sum(axis=axis)
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    got = np.asarray(jax.jit(lambda x: jnp.sum(x, axis))(jax.device_put(x, gpu)))
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    cpu = np.asarray(jax.jit(lambda x: jnp.sum(x, axis))(jax.device_put(x, CPU)))
+    del x
+    err = np.max(np.abs(got - exact) / np.abs(exact))
+    cpu_err = np.max(np.abs(cpu - exact) / np.abs(exact))
+    # The GPU class keeps a workgroup per chunk, whose lanes sum 4096 elements each in
+    # sequence (1.8e-7 for the rows, cpu 9e-8).
+    assert err <= max((2 if cpu_kernel_class(gpu) else 4) * cpu_err, 6e-8), (err, cpu_err)
+    heads = [open(p).readline() for p in sorted(glob.glob(os.path.join(tmp_path, "*.wgsl")))]
+    partials = [h for h in heads if "_partials" in h]
+    assert partials, heads
+    if cpu_kernel_class(gpu):
+        assert "thread per output" in partials[0], partials
 
 def test_large_tensors_read_anywhere(gpu):
     # A GPT-2-sized embedding table (50257 x 768 f32, 154 MB) read by a lookup and by the tied

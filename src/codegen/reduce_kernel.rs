@@ -962,8 +962,12 @@ fn emit_stage(
     // cores busy, one thread per output folding sequentially is faster there (lavapipe,
     // 1000x1000 sums: 16 ms -> 4 ms, softmax 52 -> 27 ms).
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
-    // Windowed stages keep to workgroups: their chunks, and so their partials, stay fewer.
-    let barriers_are_slow = target.cpu_adapter && out_count >= 64 * cores && windowed.is_none();
+    // Windowed stages (tensors over the binding limit) always take it there: their chunks
+    // keep at least 1024 accumulators busy. A workgroup per chunk had each 8-lane batch
+    // sweep the whole chunk in steps of 256 elements (a 4 MiB row read 16 times over), or
+    // for columns every workgroup read every row: lavapipe, column sums of 2^20 x 64
+    // 624 -> 107 ms, row sums of 64 x 2^20 196 -> 78 ms.
+    let barriers_are_slow = target.cpu_adapter && (out_count >= 64 * cores || windowed.is_some());
     // Boolean partials (split `any`/`all`) stay on the thread-per-output path.
     let quad_stage = split.is_some_and(|s| s.quads);
     let use_workgroup = red_len >= WORKGROUP_REDUCE_MIN
