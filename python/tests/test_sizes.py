@@ -267,11 +267,12 @@ def test_tensors_larger_than_one_binding(gpu):
 
 @pytest.mark.parametrize("axis", [None, 1, 0], ids=["full", "rows", "columns"])
 def test_reductions_over_the_binding_limit(gpu, axis, tmp_path, monkeypatch):
-    # 256 MiB inputs reduced a window at a time. On CPU adapters each window's partials take
-    # a thread per chunk of consecutive elements (of a row, or of a column's rows): a
-    # workgroup per chunk had its 8-lane batches sweep the chunk 256 elements apart (lavapipe:
-    # 64 x 2^20 row sums 200 -> 130 ms, 2^20 x 64 column sums 550 -> 155 ms). The partials
-    # then fold with compensation: as accurate as jax cpu against float64.
+    # 256 MiB inputs reduced a window at a time. On CPU adapters each window's partials of
+    # rows take the subgroup row form (lanes over a chunk's consecutive groups of four, read as
+    # vec4s), those of columns a thread per chunk of a column's rows: a workgroup per chunk had
+    # its 8-lane batches sweep the chunk 256 elements apart (lavapipe: 64 x 2^20 row sums
+    # 200 -> 130 ms as threads, 2^20 x 64 column sums 550 -> 155 ms). The partials then fold
+    # with compensation: as accurate as jax cpu against float64.
     shape = {None: (1 << 26,), 1: (64, 1 << 20), 0: (1 << 20, 64)}[axis]
     x = (np.random.default_rng(5).standard_normal(shape) + 1).astype(np.float32)
     exact = x.astype(np.float64).sum(axis=axis)
@@ -289,7 +290,25 @@ def test_reductions_over_the_binding_limit(gpu, axis, tmp_path, monkeypatch):
     partials = [h for h in heads if "_partials" in h]
     assert partials, heads
     if cpu_kernel_class(gpu):
-        assert "thread per output" in partials[0], partials
+        form = "thread per output" if axis == 0 else "subgroup per row"
+        assert form in partials[0], partials
+
+
+@pytest.mark.parametrize("shape", [(64, 1 << 20), (33, (1 << 20) + 3)], ids=str)
+def test_row_reductions_over_the_binding_limit_fused(gpu, shape):
+    # Windowed row reductions other than plain sums: an extremum, an argmax (two results), and
+    # a sum of squares fused with a broadcast operand; rows whose length is not a multiple of
+    # 4 take the thread form instead of groups of four.
+    x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+    m = np.random.default_rng(7).standard_normal(shape[0]).astype(np.float32)
+
+    def f(x, m):
+        return jnp.max(x, 1), jnp.argmax(x, 1), jnp.sum((x - m[:, None]) ** 2, 1), jnp.min(x, 1)
+
+    g, c = (jax.jit(f)(jax.device_put(x, d), jax.device_put(m, d)) for d in (gpu, CPU))
+    del x
+    for a, b in zip(g, c):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-6, atol=0)
 
 def test_large_tensors_read_anywhere(gpu):
     # A GPT-2-sized embedding table (50257 x 768 f32, 154 MB) read by a lookup and by the tied

@@ -163,6 +163,10 @@ pub struct Window {
     /// (the compile driver binds them in parts, `super::parted`) and collected here, and those
     /// already here are read whole wherever they are read. `None`: such reads are refused.
     pub whole: Option<BTreeSet<ValueId>>,
+    /// Windowed values may be read by groups of four ([`Quads`]) at the invocation's own
+    /// elements: every launch's windows hold whole groups (the subgroup row reduction of rows
+    /// whose length and chunks are multiples of 4).
+    pub quads: bool,
 }
 
 impl Window {
@@ -174,6 +178,7 @@ impl Window {
             own: Default::default(),
             values: BTreeSet::new(),
             whole: None,
+            quads: false,
         }
     }
 
@@ -751,7 +756,7 @@ impl<'a> ExprEmitter<'a> {
         let q = self.quads.as_ref()?;
         let streaming = q.streaming;
         let elem = dtype::storage_elem(ty.dtype);
-        if self.window.is_some()
+        if self.window.as_ref().is_some_and(|w| !w.quads)
             || (self.transposed > 0 && !q.any_shape)
             || dtype::per_word(ty.dtype) != 1
             || !matches!(elem, "f32" | "i32" | "u32")
@@ -774,6 +779,15 @@ impl<'a> ExprEmitter<'a> {
                 *m0.last_mut()? = first;
                 (self.linear(&Index::Multi(m0), &dims), place)
             }
+        };
+        // A windowed value, at the group's first element (one of the invocation's own).
+        let lin0 = match self.window.as_mut().filter(|w| w.is_large(ty)) {
+            Some(w) if w.own.contains(&lin0) && w.whole.is_none() => {
+                w.values.insert(v);
+                format!("({lin0} - {})", w.base)
+            }
+            Some(_) => return None,
+            None => lin0,
         };
         let key = (v, Index::Linear(format!("quad {lin0}")));
         let quad = match self.lookup(&key) {

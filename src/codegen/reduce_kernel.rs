@@ -469,6 +469,7 @@ pub fn plan(
             partials: temps,
             chunk_major: None,
             quads: quads.is_some(),
+            workgroups: false,
         };
         // The subgroup row form where it applies and fits, else the others (whose loops
         // are shorter for the same chunk: no loop over a workgroup's rows).
@@ -618,57 +619,73 @@ fn windowed(
             "its rows of {kept} elements do not fit one binding"
         )));
     }
-    let chunk = if kernel.iterations > bound {
-        red.div_ceil(kernel.iterations.div_ceil(bound).max(2))
-    } else {
-        red
-    }
-    .min(span)
-    .max(1);
-    let mut chunk = if chunk < red {
-        1 << chunk.ilog2()
-    } else {
-        chunk
-    };
-    let (first, split, per) = loop {
-        let chunks = red.div_ceil(chunk);
-        // Accumulators per launch: `per` chunks of at most `chunk` consecutive elements,
-        // after a window start at most `multiple - 1` elements before the first; of columns,
-        // whole chunks of rows.
-        let per = if column {
-            (window - multiple + 1) / (chunk * kept) * kept
+    // The chunks, the stage and its accumulators per launch: `workgroups` takes a workgroup
+    // per chunk, whose chunks may be longer (fewer partials), else (CPU adapters) the subgroup
+    // row form where it applies and fits, or a thread per chunk.
+    let select = |workgroups: bool| -> Result<(Kernel, Split, u64)> {
+        let most = if workgroups { span } else { WINDOW_CHUNK_MAX };
+        let chunk = if kernel.iterations > bound {
+            red.div_ceil(kernel.iterations.div_ceil(bound).max(2))
         } else {
-            (window - multiple + 1) / chunk
-        };
-        let split = Split {
-            chunks,
-            chunk,
-            partials: wides
-                .iter()
-                .enumerate()
-                .map(|(i, &w)| partials::binding(i, w, kept * chunks))
-                .collect(),
-            chunk_major: column.then_some(kept),
-            quads: false,
-        };
-        let (k, _) = emit_stage(
-            &format!("{name}_partials"),
-            f,
-            defs,
-            group,
-            op,
-            target,
-            Some(&split),
-            Some(per),
-            false,
-        )?;
-        if k.iterations <= bound {
-            break (k, split, per);
+            red
         }
-        if chunk == 1 {
-            return Err(refuse("its reduction body is too long for the loop bound"));
+        .min(span)
+        .clamp(1, most.max(1));
+        let mut chunk = if chunk < red {
+            1 << chunk.ilog2()
+        } else {
+            chunk
+        };
+        loop {
+            let chunks = red.div_ceil(chunk);
+            // Accumulators per launch: `per` chunks of at most `chunk` consecutive elements,
+            // after a window start at most `multiple - 1` elements before the first; of
+            // columns, whole chunks of rows.
+            let per = if column {
+                (window - multiple + 1) / (chunk * kept) * kept
+            } else {
+                (window - multiple + 1) / chunk
+            };
+            let split = Split {
+                chunks,
+                chunk,
+                partials: wides
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &w)| partials::binding(i, w, kept * chunks))
+                    .collect(),
+                chunk_major: column.then_some(kept),
+                quads: false,
+                workgroups,
+            };
+            for subgroup_rows in [true, false] {
+                let (k, _) = emit_stage(
+                    &format!("{name}_partials"),
+                    f,
+                    defs,
+                    group,
+                    op,
+                    target,
+                    Some(&split),
+                    Some(per),
+                    subgroup_rows && !workgroups,
+                )?;
+                if k.iterations <= bound {
+                    return Ok((k, split, per));
+                }
+            }
+            if chunk == 1 {
+                return Err(refuse("its reduction body is too long for the loop bound"));
+            }
+            chunk /= 2;
         }
-        chunk /= 2;
+    };
+    let too_large = |s: &Split| s.partials.iter().any(|p| large(&p.ty, limit));
+    let (first, split, per) = match select(false)? {
+        // Short chunks' partials outgrowing a binding (a low binding limit, or a low loop
+        // bound): a workgroup per chunk.
+        picked if too_large(&picked.1) => select(true)?,
+        picked => picked,
     };
     let (chunks, chunk) = (split.chunks, split.chunk);
     if let Some(p) = split.partials.iter().find(|p| large(&p.ty, limit)) {
@@ -731,6 +748,13 @@ fn windowed(
     }
     Ok(plan)
 }
+
+/// Elements a chunk of a windowed stage ([`windowed`]) takes at most. The subgroup row form
+/// would fit chunks of 262144 of a long row in the loop bound, but then each lane added
+/// 1024 blocks into one accumulator in sequence (row sums of 64 x 2^20: 1.9e-7 off float64,
+/// jax cpu 9e-8); the thread form's chunks are this long anyway, and the folds of their
+/// partials are compensated.
+const WINDOW_CHUNK_MAX: u64 = 1 << 14;
 
 /// Rows reduced per thread at least when [`quad_split`] cuts a reduction into chunks.
 const QUAD_CHUNK_MIN: u64 = 256;
@@ -876,6 +900,9 @@ struct Split {
     chunk_major: Option<u64>,
     /// The stage reads four columns per thread ([`quad_split`]).
     quads: bool,
+    /// A windowed stage takes a workgroup per chunk on CPU adapters too (its chunks are long,
+    /// so that its partials fit one binding).
+    workgroups: bool,
 }
 
 /// The reduce kernel, or with `split` a chunked partials stage; also returns the WGSL of the
@@ -967,7 +994,9 @@ fn emit_stage(
     // sweep the whole chunk in steps of 256 elements (a 4 MiB row read 16 times over), or
     // for columns every workgroup read every row: lavapipe, column sums of 2^20 x 64
     // 624 -> 107 ms, row sums of 64 x 2^20 196 -> 78 ms.
-    let barriers_are_slow = target.cpu_adapter && (out_count >= 64 * cores || windowed.is_some());
+    let workgroups = split.is_some_and(|s| s.workgroups);
+    let barriers_are_slow =
+        target.cpu_adapter && !workgroups && (out_count >= 64 * cores || windowed.is_some());
     // Boolean partials (split `any`/`all`) stay on the thread-per-output path.
     let quad_stage = split.is_some_and(|s| s.quads);
     let use_workgroup = red_len >= WORKGROUP_REDUCE_MIN
@@ -994,12 +1023,13 @@ fn emit_stage(
         && chunk % 4 == 0
         && !crate::fusion::switched_off("WGPU_HLO_QUAD_READS");
     // A split stage's accumulators are rows too: each a chunk of its output's row, stored at
-    // its own index (`o * chunks + c`, the partials' order).
+    // its own index (`o * chunks + c`, the partials' order). So are a windowed stage's of
+    // rows (CPU adapters, rows and chunks in groups of four: its windows hold whole groups).
     let use_subgroup_rows = subgroup_rows
         && subgroup_rows_allowed()
         && major.is_none()
         && !quad_stage
-        && windowed.is_none()
+        && (windowed.is_none() || quad_rows)
         && target.caps.subgroup
         && !packed
         && shuffles
@@ -1109,29 +1139,40 @@ fn emit_stage(
         // SUBGROUP_ROWS rows per workgroup, each subgroup taking its share of them in turn.
         // Lanes beyond the workgroup's size (a subgroup larger than the workgroup) do not
         // exist, so the lanes and the butterfly span at most SUBGROUP_WORKGROUP lanes.
+        // Windowed: rows from the launch's first (`in0[0]`) to its end (`in0[2]`), whose
+        // groups are read from its windows (at `ebase`).
         em.line("let g = wid.y * nwg.x + wid.x;");
         em.line(&format!("let w = min(sgs, {SUBGROUP_WORKGROUP}u);"));
+        let (first_row, rows_end) = if windowed.is_some() {
+            if let Some(w) = em.window.as_mut() {
+                w.quads = true;
+            }
+            em.line("let ebase = in0[1];");
+            em.line(&format!("let rend = min(in0[2], {out_count}u);"));
+            ("in0[0] + ", "rend".to_string())
+        } else {
+            ("", format!("{out_count}u"))
+        };
         em.open_loop(
             &format!("for (var q: u32 = sgid; q < {SUBGROUP_ROWS}u; q = q + nsg)"),
             SUBGROUP_ROWS,
         );
-        em.line(&format!("let row = g * {SUBGROUP_ROWS}u + q;"));
+        em.line(&format!("let row = {first_row}g * {SUBGROUP_ROWS}u + q;"));
         // Accumulator `a` folds chunk `a % chunks` of output `a / chunks` (one chunk, the
         // whole row, unless split), the elements from `rb` to `re`.
+        let last_row = if windowed.is_some() {
+            format!("max({rows_end}, 1u) - 1u")
+        } else {
+            format!("{}u", out_count.saturating_sub(1))
+        };
         let (rb, re) = if chunks > 1 {
-            em.line(&format!(
-                "let a = min(row, {}u);",
-                out_count.saturating_sub(1)
-            ));
+            em.line(&format!("let a = min(row, {last_row});"));
             em.line(&format!("let o = a / {chunks}u;"));
             em.line(&format!("let rb = (a % {chunks}u) * {chunk}u;"));
             em.line(&format!("let re = min(rb + {chunk}u, {red_count}u);"));
             ("rb + ", "re".to_string())
         } else {
-            em.line(&format!(
-                "let o = min(row, {}u);",
-                out_count.saturating_sub(1)
-            ));
+            em.line(&format!("let o = min(row, {last_row});"));
             ("", format!("{red_count}u"))
         };
         let mut acc = Vec::new();
@@ -1244,14 +1285,17 @@ fn emit_stage(
         }
         em.line(&combine(fname, n, &acc, &other));
         em.close(None);
-        em.open(&format!("if (sl == 0u && row < {out_count}u)"));
+        em.open(&format!("if (sl == 0u && row < {rows_end})"));
         let slot = if chunks > 1 { "a" } else { "o" };
         for i in 0..n {
             em.line(&format!("out{i}[{slot}] = acc{i};"));
         }
         em.close(None);
         em.close(None);
-        workgroups = kernel::grid(out_count.div_ceil(SUBGROUP_ROWS), target.max_workgroups)?;
+        workgroups = kernel::grid(
+            windowed.unwrap_or(out_count).div_ceil(SUBGROUP_ROWS),
+            target.max_workgroups,
+        )?;
         main.push_str(&format!(
             "@compute @workgroup_size({SUBGROUP_WORKGROUP})\nfn main(@builtin(workgroup_id) wid: \
              vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_invocation_id) \

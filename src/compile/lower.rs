@@ -149,7 +149,8 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
     program.plan_updates(&results, &[]);
     program.plan_frees(&results);
     if let Some(min_words) = target.texture_reads {
-        // Kernels bound to parts of buffers (windows over large tensors) keep storage reads.
+        // Kernels bound to parts of buffers (windows over large tensors) keep storage reads;
+        // their groups of four (a windowed subgroup row reduction's) become vec4 loads.
         let mut windowed = HashSet::new();
         chunked_kernels(&program, &mut windowed);
         // Each rewrite re-validates its kernel (a WGSL parse): spread over the cores.
@@ -158,7 +159,16 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
         let read_once_words = target.read_once_texture_words;
         crate::parallel::for_each_mut(&mut l.kernels, |k, kernel| {
             let policy = policies.get(&k).unwrap_or(&none);
-            if !windowed.contains(&k) && !policy.scattered {
+            if windowed.contains(&k) {
+                texture_reads::apply(
+                    kernel,
+                    u64::MAX,
+                    target.max_texture_dimension,
+                    target.max_sampled_textures,
+                    target.caps,
+                    &policy.windowed,
+                );
+            } else if !policy.scattered {
                 // `WGPU_HLO_TEXTURE_READS=all` (min_words 1) keeps every eligible input.
                 // `WGPU_HLO_TEXTURE_READS_ONCE=0`: no read-once policy (for comparisons).
                 let min_words = if policy.read_once && min_words > 1 && read_once_words > 0 {
