@@ -471,27 +471,7 @@ pub fn plan(
             quads: quads.is_some(),
             workgroups: false,
         };
-        // The subgroup row form where it applies and fits, else the others (whose loops
-        // are shorter for the same chunk: no loop over a workgroup's rows).
-        let mut fits = None;
-        for subgroup_rows in [true, false] {
-            let (k, _) = emit_stage(
-                &format!("{name}_partials"),
-                f,
-                defs,
-                group,
-                op,
-                target,
-                Some(&split),
-                None,
-                subgroup_rows,
-            )?;
-            if k.iterations <= bound {
-                fits = Some(k);
-                break;
-            }
-        }
-        if let Some(k) = fits {
+        if let Some(k) = fitting_stage(name, f, defs, group, op, target, &split, None, true)? {
             stage = Some((k, split));
             break;
         }
@@ -658,21 +638,11 @@ fn windowed(
                 quads: false,
                 workgroups,
             };
-            for subgroup_rows in [true, false] {
-                let (k, _) = emit_stage(
-                    &format!("{name}_partials"),
-                    f,
-                    defs,
-                    group,
-                    op,
-                    target,
-                    Some(&split),
-                    Some(per),
-                    subgroup_rows && !workgroups,
-                )?;
-                if k.iterations <= bound {
-                    return Ok((k, split, per));
-                }
+            let rows = !workgroups;
+            if let Some(k) =
+                fitting_stage(name, f, defs, group, op, target, &split, Some(per), rows)?
+            {
+                return Ok((k, split, per));
             }
             if chunk == 1 {
                 return Err(refuse("its reduction body is too long for the loop bound"));
@@ -747,6 +717,46 @@ fn windowed(
         }
     }
     Ok(plan)
+}
+
+/// The partials stage of `split` (launched over `windowed` accumulators at a time, if so) in
+/// the subgroup row form where it applies (and `subgroup_rows`) and fits the loop bound, else
+/// in the other forms, whose loops are shorter for the same chunk (no loop over a workgroup's
+/// rows); `None` when none fits.
+#[allow(clippy::too_many_arguments)]
+fn fitting_stage(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    group: &Group,
+    op: &Operation,
+    target: Target,
+    split: &Split,
+    windowed: Option<u64>,
+    subgroup_rows: bool,
+) -> Result<Option<Kernel>> {
+    let forms: &[bool] = if subgroup_rows {
+        &[true, false]
+    } else {
+        &[false]
+    };
+    for &rows in forms {
+        let (k, _) = emit_stage(
+            &format!("{name}_partials"),
+            f,
+            defs,
+            group,
+            op,
+            target,
+            Some(split),
+            windowed,
+            rows,
+        )?;
+        if k.iterations <= target.max_invocation_iterations {
+            return Ok(Some(k));
+        }
+    }
+    Ok(None)
 }
 
 /// Elements a chunk of a windowed stage ([`windowed`]) takes at most. The subgroup row form
