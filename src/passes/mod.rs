@@ -9,6 +9,7 @@ pub mod dce;
 pub mod dot_layout;
 pub mod dot_transpose;
 pub mod fold_rows;
+pub mod guarded;
 pub mod hoist_dots;
 pub mod inline;
 pub mod merge_dots;
@@ -55,6 +56,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     narrow_dots::upcast_narrow_dots(&mut f);
     narrow_scatters::widen_narrow_scatters(&mut f);
     conv_phases::split_dilated_convolutions(&mut f);
+    guarded::guard_loops(&mut f);
     unroll::unroll_counted_loops(&mut f);
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);

@@ -329,10 +329,12 @@ mod tests {
         assert_eq!(count(0, 9, 2, Ne), None);
     }
 
-    /// The `while` of `src`'s @main, its defs, after the passes.
+    /// The `while` of `src`'s @main, its defs, canonicalized (before `guarded` rewrites
+    /// such loops).
     fn tests_of(src: &str) -> (Option<u64>, Option<Vec<CounterTest>>) {
         let m = crate::frontend::text::parse_module(src, "t").expect("parse");
-        let f = crate::passes::prepare(&m, "main").expect("prepare");
+        let mut f = crate::passes::inline::inline_entry(&m, "main").expect("inline");
+        crate::passes::canonicalize::canonicalize(&mut f);
         let body = f.body.as_ref().expect("body");
         let mut defs = HashMap::new();
         crate::passes::unroll::collect(body, &mut defs, &mut Vec::new());

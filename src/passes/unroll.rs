@@ -98,7 +98,7 @@ fn elements(f: &Function, v: ValueId) -> u64 {
 
 /// One iteration's work: result elements of each op; the update of a `dynamic_update_slice`
 /// (written in place); the inputs of a reduction; multiply-adds of dots and convolutions.
-fn work(f: &Function, op: &Operation) -> u64 {
+pub(crate) fn work(f: &Function, op: &Operation) -> u64 {
     let out: u64 = op.results.iter().map(|&r| elements(f, r)).sum();
     match &op.op {
         Op::Constant(_) | Op::Return => 0,
@@ -140,7 +140,7 @@ fn work(f: &Function, op: &Operation) -> u64 {
 /// gathers, scatters and the rest are kernels of their own in every copy, so copying them
 /// saves no launch and only adds kernels to compile (a small GRU's value and gradient: 50
 /// kernels, 112 with its scans unrolled).
-fn fuses_across_copies(op: &Op) -> bool {
+pub(crate) fn fuses_across_copies(op: &Op) -> bool {
     op.is_elementwise()
         || matches!(
             op,
@@ -208,7 +208,7 @@ fn rewrite_region(
         };
         if let Some(body) = op.regions.get_mut(1) {
             drop_index_wrap(body, c, consts);
-            unroll_body(f, body, c, k);
+            unroll_body(f, body, c, k, true);
         }
     }
 }
@@ -274,7 +274,9 @@ fn drop_index_wrap(body: &mut Region, c: Counted, consts: &HashMap<ValueId, i128
     super::rewrite::substitute(body, &subst);
 }
 
-fn unroll_body(f: &mut Function, body: &mut Region, c: Counted, k: u64) {
+/// Copies `body` `k` times (see the module's text); with `stack`, `k` stacked updates of
+/// adjacent elements become one (which needs `c`'s trip count and first value).
+pub(crate) fn unroll_body(f: &mut Function, body: &mut Region, c: Counted, k: u64, stack: bool) {
     let Some(ret) = body.ops.pop() else {
         return;
     };
@@ -341,6 +343,7 @@ fn unroll_body(f: &mut Function, body: &mut Region, c: Counted, k: u64) {
     ops.push(Operation::new(Op::Return, returned, vec![], loc.clone()));
     // Stacked outputs: k updates of adjacent elements become one.
     let combined: Vec<(Vec<usize>, [Operation; 2])> = (0..original.len())
+        .filter(|_| stack)
         .filter_map(|p| {
             stacking(
                 f,

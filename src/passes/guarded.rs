@@ -1,0 +1,737 @@
+//! `while` loops over little data whose trip count is not known at compile time, run with
+//! fewer launches and read-backs. Such a loop is launch-bound: on lavapipe a launch costs
+//! 30-100 µs and a read-back of the predicate several times that, whatever the body computes.
+//!
+//! A **guarded step** is one iteration that may not happen: the condition and the body are
+//! computed from the state, and each state value becomes `select(cond, next, state)`. Once the
+//! condition is false the state stays as it was (bit for bit), so further guarded steps change
+//! nothing: `n` guarded steps compute exactly what the loop computes whenever the loop runs at
+//! most `n` iterations. Guarded steps have no control flow, so they fuse like any elementwise
+//! ops: several steps are one kernel.
+//!
+//! Two rewrites, for loops whose predicate is a conjunction of counter tests
+//! ([`counter_tests`]) and whose condition and body hold nothing but ops that fuse across
+//! copies (elementwise, data movement, reductions: [`fuses_across_copies`]) over little data:
+//!
+//! - **At most [`MAX_STEPS`] iterations**, shown by the ranges of the values the tests start
+//!   from (diffrax's Runge-Kutta stage loops: the stage counter starts at `select(p, 1, 0)` and
+//!   runs to 7): the loop becomes that many guarded steps, with no loop and no read-back, so
+//!   the loop around it may be unrolled in turn (`unroll`).
+//! - **One counter test `i < n` (or `i > n` counting down) stepping by one, whose trip count
+//!   is computed when the loop starts** (`fori_loop` to a traced bound): a loop whose body is `k` copies of the
+//!   body runs while the next `k` iterations all would (`i < n - (k-1)·step`, the bound
+//!   computed before the loop, and no loop where that would wrap round), then `k - 1` guarded
+//!   steps run what is left. One read-back, as before, and about `k` times fewer launches.
+//!
+//! Loops whose trip count is known at compile time are the `unroll` pass's.
+//! `WGPU_HLO_GUARDED=0` turns this pass off.
+
+use std::collections::HashMap;
+
+use super::rewrite::{copy_ops_within, substitute};
+use super::trip_count::{counted, counter_tests, Counted, CounterTest, Start};
+use super::unroll::{collect, fuses_across_copies, unroll_body, work, MAX_OPS, MAX_WORK};
+use crate::ir::attr::{ComparisonDirection, ComparisonType};
+use crate::ir::{
+    BinaryOp, ElementType, Function, Literal, Location, Op, Operation, Region, Scalar, TensorType,
+    Type, ValueId,
+};
+
+/// The most iterations a loop may have to become guarded steps without a loop.
+pub const MAX_STEPS: u64 = 8;
+
+/// Iterations a trip of a split loop runs.
+pub const FACTOR: u64 = 8;
+
+/// Iterations a trip of a loop whose predicate is read back runs (some may be guarded steps
+/// that change nothing: work wasted, where a read-back costs several launches).
+pub const SPECULATE: u64 = 4;
+
+/// What becomes of a loop.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Plan {
+    /// It runs at most this many iterations: as many guarded steps, no loop.
+    Steps(u64),
+    /// Its trip count is computed when it starts, from this test: a loop of `k` iterations a
+    /// trip, then `k - 1` guarded steps.
+    Split { k: u64, test: CounterTest },
+    /// Its predicate is read back after every iteration: each iteration is followed by
+    /// `k - 1` guarded steps, so the predicate is read back once every `k` iterations.
+    Speculate { k: u64 },
+}
+
+/// Applies the rewrites throughout `f`.
+pub fn guard_loops(f: &mut Function) {
+    if std::env::var("WGPU_HLO_GUARDED").is_ok_and(|v| v == "0") {
+        return;
+    }
+    let Some(mut body) = f.body.take() else {
+        return;
+    };
+    let mut plans: HashMap<ValueId, Plan> = HashMap::new();
+    {
+        let mut defs: HashMap<ValueId, &Operation> = HashMap::new();
+        let mut loops = Vec::new();
+        collect(&body, &mut defs, &mut loops);
+        for op in loops {
+            if let (Some(plan), Some(&first)) = (decide(f, op, &defs), op.results.first()) {
+                plans.insert(first, plan);
+            }
+        }
+    }
+    if !plans.is_empty() {
+        rewrite_region(f, &mut body, &plans);
+        super::dce::eliminate_dead_code(&mut body);
+    }
+    f.body = Some(body);
+}
+
+/// The smallest and largest values of an integer type.
+fn type_range(d: ElementType) -> Option<(i128, i128)> {
+    if !d.is_int() {
+        return None;
+    }
+    let bits = d.bit_width();
+    Some(if d.is_unsigned_int() {
+        (0, (1i128 << bits) - 1)
+    } else {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    })
+}
+
+/// The element type of a 0-d integer value.
+fn scalar_int_type(f: &Function, v: ValueId) -> Option<TensorType> {
+    match f.ty(v) {
+        Type::Tensor(t) if t.rank() == 0 && t.dtype.is_int() => Some(t.clone()),
+        _ => None,
+    }
+}
+
+/// Lower and upper bounds of a value, each where known.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Range {
+    lo: Option<i128>,
+    hi: Option<i128>,
+}
+
+impl Range {
+    const UNKNOWN: Range = Range { lo: None, hi: None };
+
+    fn point(c: i128) -> Range {
+        Range {
+            lo: Some(c),
+            hi: Some(c),
+        }
+    }
+}
+
+/// What is known of the range of the 0-d integer (or `i1`) value `v` from the ops defining it:
+/// constants, `select`, `clamp`, `maximum`, `minimum`, conversions of booleans and of integers
+/// that stay in range, and adding a constant where nothing wraps round.
+fn range(f: &Function, v: ValueId, defs: &HashMap<ValueId, &Operation>, depth: usize) -> Range {
+    let Some(op) = defs.get(&v).filter(|_| depth < 16) else {
+        return Range::UNKNOWN;
+    };
+    let Type::Tensor(t) = f.ty(v) else {
+        return Range::UNKNOWN;
+    };
+    let own = if t.dtype == ElementType::Pred {
+        Some((0, 1))
+    } else {
+        type_range(t.dtype)
+    };
+    let Some((tlo, thi)) = own.filter(|_| t.rank() == 0) else {
+        return Range::UNKNOWN;
+    };
+    let of = |i: usize| {
+        op.operands
+            .get(i)
+            .map_or(Range::UNKNOWN, |&o| range(f, o, defs, depth + 1))
+    };
+    let both = |a: Option<i128>, b: Option<i128>, g: fn(i128, i128) -> i128| Some(g(a?, b?));
+    let r = match &op.op {
+        Op::Constant(l) if l.len() == 1 => Range::point(l.get(0).as_i128()),
+        Op::Select => {
+            let (a, b) = (of(1), of(2));
+            Range {
+                lo: both(a.lo, b.lo, i128::min),
+                hi: both(a.hi, b.hi, i128::max),
+            }
+        }
+        // min(max(x, lo), hi): at most hi, at least the smaller of lo and hi.
+        Op::Clamp => {
+            let (lo, hi) = (of(0), of(2));
+            Range {
+                lo: both(lo.lo, hi.lo, i128::min),
+                hi: hi.hi,
+            }
+        }
+        Op::Binary(BinaryOp::Maximum) => {
+            let (a, b) = (of(0), of(1));
+            Range {
+                lo: match (a.lo, b.lo) {
+                    (Some(x), Some(y)) => Some(x.max(y)),
+                    (x, y) => x.or(y),
+                },
+                hi: both(a.hi, b.hi, i128::max),
+            }
+        }
+        Op::Binary(BinaryOp::Minimum) => {
+            let (a, b) = (of(0), of(1));
+            Range {
+                lo: both(a.lo, b.lo, i128::min),
+                hi: match (a.hi, b.hi) {
+                    (Some(x), Some(y)) => Some(x.min(y)),
+                    (x, y) => x.or(y),
+                },
+            }
+        }
+        Op::Convert => {
+            let x = of(0);
+            match (x.lo, x.hi) {
+                (Some(a), Some(b)) if tlo <= a && b <= thi => x,
+                _ => Range::UNKNOWN,
+            }
+        }
+        Op::Binary(BinaryOp::Add) => {
+            let (a, b) = (of(0), of(1));
+            let sum = Range {
+                lo: both(a.lo, b.lo, |x, y| x + y),
+                hi: both(a.hi, b.hi, |x, y| x + y),
+            };
+            // Only where no sum can wrap round.
+            match (sum.lo, sum.hi) {
+                (Some(x), Some(y)) if tlo <= x && y <= thi => sum,
+                _ => Range::UNKNOWN,
+            }
+        }
+        _ => Range::UNKNOWN,
+    };
+    // Whatever is unknown is the type's own bound.
+    Range {
+        lo: Some(r.lo.map_or(tlo, |x| x.max(tlo))),
+        hi: Some(r.hi.map_or(thi, |x| x.min(thi))),
+    }
+}
+
+/// The most iterations for which test `t` of loop `op` can hold, from the ranges of the values
+/// it starts from; `None` where that is not bounded or a counter could wrap round.
+fn most_trips(
+    f: &Function,
+    op: &Operation,
+    t: &CounterTest,
+    defs: &HashMap<ValueId, &Operation>,
+) -> Option<u64> {
+    let ty = scalar_int_type(f, *op.operands.get(t.counter)?)?;
+    let (tlo, thi) = type_range(ty.dtype)?;
+    let range_of = |s: Start| -> Option<(i128, i128)> {
+        let r = match s {
+            Start::Const(c) => Range::point(c),
+            Start::Init(k) => range(f, *op.operands.get(k)?, defs, 0),
+        };
+        Some((r.lo?.max(tlo), r.hi?.min(thi)))
+    };
+    let (il, ih) = range_of(t.init)?;
+    let (bl, bh) = range_of(t.bound)?;
+    if il > ih || bl > bh {
+        return None;
+    }
+    use ComparisonDirection::*;
+    // The count is monotonic in the start and the bound for ordered tests: the corners bound
+    // it. Other tests only at single values.
+    let ordered = matches!(t.dir, Lt | Le | Gt | Ge);
+    if !ordered && (il != ih || bl != bh) {
+        return None;
+    }
+    // A counter stepping past its type's end wraps round and may pass the test again.
+    let edge = if t.step > 0 { bh + t.step } else { bl + t.step };
+    if !(tlo..=thi).contains(&edge) {
+        return None;
+    }
+    let mut most = 0;
+    for init in [il, ih] {
+        for bound in [bl, bh] {
+            let n = t.trips(init, bound)?;
+            let last = init + n as i128 * t.step;
+            if !(tlo..=thi).contains(&last) {
+                return None;
+            }
+            most = most.max(n);
+        }
+    }
+    Some(most)
+}
+
+/// What becomes of `op` (a `while`), if anything.
+fn decide(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>) -> Option<Plan> {
+    if op.op != Op::While || counted(op, defs).is_some() {
+        return None;
+    }
+    let [cond, body] = &op.regions[..] else {
+        return None;
+    };
+    // Only tensors (a token could not be selected), and little of them: each guarded step
+    // selects the whole state.
+    let mut state = 0u64;
+    for &v in &op.operands {
+        let Type::Tensor(t) = f.ty(v) else {
+            return None;
+        };
+        state = state.saturating_add(t.num_elements() as u64);
+    }
+    let mut simple = true;
+    let mut total = state;
+    let mut ops = op.operands.len();
+    for r in [cond, body] {
+        r.walk(&mut |o: &Operation| {
+            simple &= fuses_across_copies(&o.op);
+            total = total.saturating_add(work(f, o));
+            ops += 1;
+        });
+    }
+    if !simple || total > MAX_WORK || state > MAX_WORK {
+        return None;
+    }
+    // The loop's copies and the guarded steps after it (Split), or an iteration and its
+    // guarded steps (Speculate).
+    let k = (2..=FACTOR)
+        .rev()
+        .find(|&k| (2 * k - 1) as usize * ops <= MAX_OPS)?;
+    let Some(tests) = counter_tests(op, defs) else {
+        let k = k.min(SPECULATE);
+        return Some(Plan::Speculate { k });
+    };
+    if let Some(n) = tests
+        .iter()
+        .filter_map(|t| most_trips(f, op, t, defs))
+        .min()
+    {
+        if n <= MAX_STEPS && (n as usize) * ops <= MAX_OPS {
+            return Some(Plan::Steps(n));
+        }
+    }
+    let [test] = tests.as_slice() else {
+        return None;
+    };
+    use ComparisonDirection::*;
+    // Stepping by one, the counter meets the bound before it could wrap round: when the
+    // loop of k stops, fewer than k iterations are left.
+    if !matches!((test.dir, test.step), (Lt, 1) | (Gt, -1)) {
+        return None;
+    }
+    let ty = scalar_int_type(f, *op.operands.get(test.counter)?)?;
+    let (tlo, thi) = type_range(ty.dtype)?;
+    match test.bound {
+        Start::Const(b) if !(tlo..=thi).contains(&(b - (k as i128 - 1) * test.step)) => None,
+        Start::Init(j) if scalar_int_type(f, *op.operands.get(j)?)?.dtype != ty.dtype => None,
+        _ => Some(Plan::Split { k, test: *test }),
+    }
+}
+
+fn rewrite_region(f: &mut Function, region: &mut Region, plans: &HashMap<ValueId, Plan>) {
+    let mut subst: HashMap<ValueId, ValueId> = HashMap::new();
+    for mut op in std::mem::take(&mut region.ops) {
+        for sub in &mut op.regions {
+            rewrite_region(f, sub, plans);
+        }
+        let plan = match op.results.first().and_then(|r| plans.get(r)) {
+            Some(&p) if op.op == Op::While => p,
+            _ => {
+                region.ops.push(op);
+                continue;
+            }
+        };
+        let results = match plan {
+            Plan::Steps(n) => guarded_steps(f, &op, op.operands.clone(), n, &mut region.ops),
+            Plan::Split { k, test } => split(f, &op, k, test, &mut region.ops),
+            Plan::Speculate { k } => match speculate(f, &op, k) {
+                Some(w) => {
+                    region.ops.push(w);
+                    continue;
+                }
+                None => None,
+            },
+        };
+        match results {
+            Some(values) => {
+                for (&r, v) in op.results.iter().zip(values) {
+                    subst.insert(r, v);
+                }
+            }
+            None => region.ops.push(op),
+        }
+    }
+    substitute(region, &subst);
+}
+
+/// The ops of `r` before its `Return`, and what it returns.
+fn split_return(r: &Region) -> Option<(&[Operation], &[ValueId])> {
+    let (ret, ops) = r.ops.split_last()?;
+    (ret.op == Op::Return).then_some((ops, &ret.operands[..]))
+}
+
+/// `n` guarded steps of loop `op` from `state`, appended to `out`; the state after them.
+fn guarded_steps(
+    f: &mut Function,
+    op: &Operation,
+    mut state: Vec<ValueId>,
+    n: u64,
+    out: &mut Vec<Operation>,
+) -> Option<Vec<ValueId>> {
+    let [cond, body] = &op.regions[..] else {
+        return None;
+    };
+    let (cond_ops, cond_ret) = split_return(cond)?;
+    let (body_ops, body_ret) = split_return(body)?;
+    let (&pred, true) = (cond_ret.first()?, body_ret.len() == state.len()) else {
+        return None;
+    };
+    let mut ops = Vec::new();
+    for _ in 0..n {
+        let mut map: HashMap<ValueId, ValueId> = cond
+            .args
+            .iter()
+            .copied()
+            .zip(state.iter().copied())
+            .collect();
+        ops.extend(copy_ops_within(f, cond_ops, &mut map));
+        let p = map.get(&pred).copied().unwrap_or(pred);
+        let mut map: HashMap<ValueId, ValueId> = body
+            .args
+            .iter()
+            .copied()
+            .zip(state.iter().copied())
+            .collect();
+        ops.extend(copy_ops_within(f, body_ops, &mut map));
+        let mut next = Vec::with_capacity(state.len());
+        for (&s, &r) in state.iter().zip(body_ret) {
+            let r = map.get(&r).copied().unwrap_or(r);
+            if r == s {
+                next.push(s);
+                continue;
+            }
+            let v = f.new_value(f.ty(s).clone());
+            ops.push(Operation::new(
+                Op::Select,
+                vec![p, r, s],
+                vec![v],
+                op.loc.clone(),
+            ));
+            next.push(v);
+        }
+        state = next;
+    }
+    out.extend(ops);
+    Some(state)
+}
+
+/// Loop `op` with each iteration followed by `k - 1` guarded steps.
+fn speculate(f: &mut Function, op: &Operation, k: u64) -> Option<Operation> {
+    let [cond, body] = &op.regions[..] else {
+        return None;
+    };
+    let (body_ops, body_ret) = split_return(body)?;
+    let mut ops = body_ops.to_vec();
+    let state = guarded_steps(f, op, body_ret.to_vec(), k - 1, &mut ops)?;
+    ops.push(Operation::new(Op::Return, state, vec![], op.loc.clone()));
+    let mut w = Operation::new(
+        Op::While,
+        op.operands.clone(),
+        op.results.clone(),
+        op.loc.clone(),
+    );
+    w.regions = vec![
+        cond.clone(),
+        Region {
+            args: body.args.clone(),
+            ops,
+        },
+    ];
+    Some(w)
+}
+
+fn constant(f: &mut Function, ty: &TensorType, v: i128, loc: &Location) -> (ValueId, Operation) {
+    let value = f.new_value(Type::Tensor(ty.clone()));
+    let op = Operation::new(
+        Op::Constant(Literal::scalar(ty.dtype, Scalar::Int(v))),
+        vec![],
+        vec![value],
+        loc.clone(),
+    );
+    (value, op)
+}
+
+fn compare(
+    f: &mut Function,
+    dir: ComparisonDirection,
+    ty: &TensorType,
+    a: ValueId,
+    b: ValueId,
+    loc: &Location,
+) -> (ValueId, Operation) {
+    let p = f.new_value(Type::Tensor(TensorType::scalar(ElementType::Pred)));
+    let op = Operation::new(
+        Op::Compare {
+            direction: dir,
+            compare_type: Some(if ty.dtype.is_unsigned_int() {
+                ComparisonType::Unsigned
+            } else {
+                ComparisonType::Signed
+            }),
+        },
+        vec![a, b],
+        vec![p],
+        loc.clone(),
+    );
+    (p, op)
+}
+
+/// Loop `op` as a loop of `k` iterations a trip, run while all `k` would run, then `k - 1`
+/// guarded steps; appended to `out`; the state after them.
+fn split(
+    f: &mut Function,
+    op: &Operation,
+    k: u64,
+    test: CounterTest,
+    out: &mut Vec<Operation>,
+) -> Option<Vec<ValueId>> {
+    let [_, body] = &op.regions[..] else {
+        return None;
+    };
+    let ty = scalar_int_type(f, *op.operands.get(test.counter)?)?;
+    let (tlo, thi) = type_range(ty.dtype)?;
+    let loc = op.loc.clone();
+    // How far the counter moves in the k - 1 iterations after the one tested.
+    let ahead = (k as i128 - 1) * test.step;
+    let mut pre = Vec::new();
+    let mut operands = op.operands.clone();
+    // The new bound: a constant, or an operand computed before the loop.
+    enum Bound {
+        Const(i128),
+        Arg(usize),
+    }
+    let bound = match test.bound {
+        Start::Const(b) => Bound::Const(b - ahead),
+        Start::Init(j) => {
+            let n = *op.operands.get(j)?;
+            // n - ahead, or, where that would wrap round, the value no counter passes the
+            // test against (the loop then runs no trip: fewer than k iterations are left).
+            let (never, edge, dir) = if test.step > 0 {
+                (tlo, tlo + ahead, ComparisonDirection::Lt)
+            } else {
+                (thi, thi + ahead, ComparisonDirection::Gt)
+            };
+            let (c_ahead, d1) = constant(f, &ty, ahead, &loc);
+            let (c_edge, d2) = constant(f, &ty, edge, &loc);
+            let (c_never, d3) = constant(f, &ty, never, &loc);
+            let moved = f.new_value(Type::Tensor(ty.clone()));
+            let d4 = Operation::new(
+                Op::Binary(BinaryOp::Subtract),
+                vec![n, c_ahead],
+                vec![moved],
+                loc.clone(),
+            );
+            let (wraps, d5) = compare(f, dir, &ty, n, c_edge, &loc);
+            let bounded = f.new_value(Type::Tensor(ty.clone()));
+            let d6 = Operation::new(
+                Op::Select,
+                vec![wraps, c_never, moved],
+                vec![bounded],
+                loc.clone(),
+            );
+            pre.extend([d1, d2, d3, d4, d5, d6]);
+            operands.push(bounded);
+            Bound::Arg(operands.len() - 1)
+        }
+    };
+    let fresh = |f: &mut Function| -> Vec<ValueId> {
+        operands
+            .iter()
+            .map(|&v| f.new_value(f.ty(v).clone()))
+            .collect()
+    };
+    // The condition: counter DIR bound.
+    let cond_args = fresh(f);
+    let mut cond_ops = Vec::new();
+    let b = match bound {
+        Bound::Const(c) => {
+            let (v, d) = constant(f, &ty, c, &loc);
+            cond_ops.push(d);
+            v
+        }
+        Bound::Arg(j) => *cond_args.get(j)?,
+    };
+    let (p, d) = compare(f, test.dir, &ty, *cond_args.get(test.counter)?, b, &loc);
+    cond_ops.push(d);
+    cond_ops.push(Operation::new(Op::Return, vec![p], vec![], loc.clone()));
+    // The body: a copy of the loop's, passing the new bound on, then copied k times.
+    let body_args = fresh(f);
+    let (body_ops, body_ret) = split_return(body)?;
+    let mut map: HashMap<ValueId, ValueId> = body
+        .args
+        .iter()
+        .copied()
+        .zip(body_args.iter().copied())
+        .collect();
+    let mut ops = copy_ops_within(f, body_ops, &mut map);
+    let mut returned: Vec<ValueId> = body_ret
+        .iter()
+        .map(|v| map.get(v).copied().unwrap_or(*v))
+        .collect();
+    returned.extend(body_args.get(op.operands.len()..)?.iter().copied());
+    ops.push(Operation::new(Op::Return, returned, vec![], loc.clone()));
+    let mut new_body = Region {
+        args: body_args,
+        ops,
+    };
+    let c = Counted {
+        trips: 0,
+        counter: test.counter,
+        step: test.step,
+        init: 0,
+    };
+    unroll_body(f, &mut new_body, c, k, false);
+    let results = fresh(f);
+    let mut w = Operation::new(Op::While, operands, results.clone(), loc.clone());
+    w.regions = vec![
+        Region {
+            args: cond_args,
+            ops: cond_ops,
+        },
+        new_body,
+    ];
+    let state = results.get(..op.operands.len())?.to_vec();
+    let mut rest = Vec::new();
+    let state = guarded_steps(f, op, state, k - 1, &mut rest)?;
+    out.extend(pre);
+    out.push(w);
+    out.extend(rest);
+    Some(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prepared(src: &str) -> Function {
+        let m = crate::frontend::text::parse_module(src, "t").expect("parse");
+        crate::passes::prepare(&m, "main").expect("prepare")
+    }
+
+    fn whiles(f: &Function) -> usize {
+        let mut n = 0;
+        if let Some(b) = &f.body {
+            b.walk(&mut |o: &Operation| n += usize::from(o.op == Op::While));
+        }
+        n
+    }
+
+    // A loop from START to BOUND by STEP over four floats.
+    const LOOP: &str = r#"
+func.func @main(%x: tensor<4xf32>, %p: tensor<i1>, %n: tensor<i32>) -> tensor<4xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %c1 = stablehlo.constant dense<1> : tensor<i32>
+  %start = START
+  %r:3 = stablehlo.while(%i = %start, %m = %n, %v = %x) : tensor<i32>, tensor<i32>, tensor<4xf32>
+   cond {
+    BOUND
+    %t = stablehlo.compare DIR, %i, %b : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %t : tensor<i1>
+  } do {
+    %s = stablehlo.constant dense<STEP> : tensor<i32>
+    %y = stablehlo.sine %v : tensor<4xf32>
+    %i2 = stablehlo.add %i, %s : tensor<i32>
+    stablehlo.return %i2, %m, %y : tensor<i32>, tensor<i32>, tensor<4xf32>
+  }
+  return %r#2 : tensor<4xf32>
+}"#;
+
+    fn lp(start: &str, bound: &str, dir: &str, step: i64) -> String {
+        LOOP.replace("START", start)
+            .replace("BOUND", bound)
+            .replace("DIR", dir)
+            .replace("STEP", &step.to_string())
+    }
+
+    const SEL: &str =
+        "stablehlo.select %p, %c0, %c1 : (tensor<i1>, tensor<i32>, tensor<i32>) -> tensor<i32>";
+    const SEVEN: &str = "%b = stablehlo.constant dense<7> : tensor<i32>";
+
+    #[test]
+    fn bounded_loops_become_guarded_steps() {
+        // Starts at 0 or 1, runs to 7: at most 7 iterations, no loop left.
+        let f = prepared(&lp(SEL, SEVEN, "LT", 1));
+        assert_eq!(whiles(&f), 0);
+        // Counting down from 0 or 1 past -7.
+        let f = prepared(&lp(
+            SEL,
+            "%b = stablehlo.constant dense<-7> : tensor<i32>",
+            "GT",
+            -1,
+        ));
+        assert_eq!(whiles(&f), 0);
+        // Starts at a clamp of an argument into [0, 1].
+        let clamp =
+            "stablehlo.clamp %c0, %n, %c1 : (tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<i32>";
+        assert_eq!(whiles(&prepared(&lp(clamp, SEVEN, "LT", 1))), 0);
+    }
+
+    #[test]
+    fn loops_that_may_run_longer_stay() {
+        // 0 or 1 to 100: more than MAX_STEPS, and not one test of a traced bound: kept
+        // (its trip count is computed when it starts; split into a loop of 8 and the rest).
+        let src = lp(
+            SEL,
+            "%b = stablehlo.constant dense<100> : tensor<i32>",
+            "LT",
+            1,
+        );
+        assert!(matches!(parse_one(&src), Some(Plan::Split { .. })));
+        // A start from an argument: unbounded, computed when the loop starts.
+        let m = parse_one(&lp("stablehlo.add %n, %c0 : tensor<i32>", SEVEN, "LT", 1));
+        assert!(matches!(m, Some(Plan::Split { .. })));
+        // A counter near the end of its type, stepping by 3, could wrap round and keep
+        // running: neither guarded steps nor a split.
+        let near = "%near = stablehlo.constant dense<2147483642> : tensor<i32>";
+        let big = "stablehlo.select %p, %c0, %near : (tensor<i1>, tensor<i32>, tensor<i32>) -> tensor<i32>";
+        let src = lp(
+            big,
+            "%b = stablehlo.constant dense<2147483647> : tensor<i32>",
+            "LT",
+            3,
+        )
+        .replace("%start = ", &format!("{near}\n  %start = "));
+        assert_eq!(parse_one(&src), None);
+    }
+
+    /// The plan for the one `while` of `src` before any pass rewrites it.
+    fn parse_one(src: &str) -> Option<Plan> {
+        let m = crate::frontend::text::parse_module(src, "t").expect("parse");
+        let mut f = crate::passes::inline::inline_entry(&m, "main").expect("inline");
+        crate::passes::canonicalize::canonicalize(&mut f);
+        let body = f.body.as_ref().expect("body");
+        let mut defs = HashMap::new();
+        let mut loops = Vec::new();
+        collect(body, &mut defs, &mut loops);
+        let op = loops.first().expect("a while");
+        decide(&f, op, &defs)
+    }
+
+    #[test]
+    fn traced_bounds_split() {
+        // fori_loop(0, n): a loop of FACTOR copies, and FACTOR - 1 guarded steps.
+        let src = lp(
+            "stablehlo.constant dense<0> : tensor<i32>",
+            "%b = stablehlo.add %m, %m : tensor<i32>",
+            "LT",
+            1,
+        )
+        .replace("%i, %b", "%i, %m");
+        assert!(matches!(
+            parse_one(&src),
+            Some(Plan::Split { k: FACTOR, .. })
+        ));
+        let f = prepared(&src);
+        assert_eq!(whiles(&f), 1);
+    }
+}
