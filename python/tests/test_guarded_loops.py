@@ -144,3 +144,23 @@ def test_the_plans_in_the_dump(tmp_path):
     for p in sorted(dump.glob("*program.txt")):
         trips.append(re.findall(r"trip count: ([a-z ]+)", p.read_text()))
     assert trips == [[], ["computed at the start from "], ["read back"]], trips
+
+
+@pytest.mark.parametrize("length", [11, 13, 37, 97])
+def test_scans_whose_length_no_factor_divides(gpu, length):
+    # Counted at compile time, no unroll factor up to 8 divides the length: a loop of 8 copies
+    # runs the whole trips, the rest follow as plain copies (the fori_loop); scans stacking
+    # outputs, or reducing, stay as written.
+    def f(x):
+        def step(c, t):
+            c = jnp.cos(c) * 0.5 + t * 1e-2
+            return c, (c[:4] * 2.0, c.max())
+        return lax.scan(step, x, jnp.arange(length, dtype=jnp.float32))
+
+    compare(gpu, f, X)
+    # Reversed, and a fori_loop from 3 whose counter comes back.
+    g = lambda x: lax.scan(lambda c, t: (jnp.sin(c) + t, c * t), x,
+                           jnp.arange(length, dtype=jnp.float32), reverse=True)
+    compare(gpu, g, X)
+    h = lambda x: lax.fori_loop(3, 3 + length, lambda i, c: (c[0] + i, body(i, c[1])), (0, x))
+    compare(gpu, h, X)
