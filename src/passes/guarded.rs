@@ -36,12 +36,12 @@ use std::collections::HashMap;
 use super::rewrite::{copy_ops_within, substitute};
 use super::trip_count::{counted, counter_tests, Counted, CounterTest, Start};
 use super::unroll::{
-    collect, drop_index_wrap, fuses_across_copies, unroll_body, work, MAX_FACTOR, MAX_OPS, MAX_WORK,
+    collect, constant, drop_index_wrap, fuses_across_copies, int_constants, unroll_body, work,
+    MAX_FACTOR, MAX_OPS, MAX_WORK,
 };
 use crate::ir::attr::{ComparisonDirection, ComparisonType};
 use crate::ir::{
-    BinaryOp, ElementType, Function, Literal, Location, Op, Operation, Region, Scalar, TensorType,
-    Type, ValueId,
+    BinaryOp, ElementType, Function, Location, Op, Operation, Region, TensorType, Type, ValueId,
 };
 
 /// The most iterations a loop may have to become guarded steps without a loop.
@@ -80,18 +80,12 @@ pub fn guard_loops(f: &mut Function) {
     };
     let mut plans: HashMap<ValueId, Plan> = HashMap::new();
     // Scalar integer constants, wherever they are defined.
-    let mut consts: HashMap<ValueId, i128> = HashMap::new();
+    let consts: HashMap<ValueId, i128>;
     {
         let mut defs: HashMap<ValueId, &Operation> = HashMap::new();
         let mut loops = Vec::new();
         collect(&body, &mut defs, &mut loops);
-        for (&v, op) in &defs {
-            if let Op::Constant(l) = &op.op {
-                if l.len() == 1 && l.ty.dtype.is_int() {
-                    consts.insert(v, l.get(0).as_i128());
-                }
-            }
-        }
+        consts = int_constants(&defs);
         for op in loops {
             if let (Some(plan), Some(&first)) = (decide(f, op, &defs), op.results.first()) {
                 plans.insert(first, plan);
@@ -399,7 +393,7 @@ fn rewrite_region(
             }
         };
         let results = match plan {
-            Plan::Steps(n) => guarded_steps(f, &op, op.operands.clone(), n, &mut region.ops),
+            Plan::Steps(n) => steps(f, &op, op.operands.clone(), n, true, &mut region.ops),
             Plan::Split { k, test } => split(f, &op, k, test, &mut region.ops),
             Plan::Remainder { k, c } => remainder(f, &op, k, c, consts, &mut region.ops),
             Plan::Speculate { k } => match speculate(f, &op, k) {
@@ -428,44 +422,56 @@ fn split_return(r: &Region) -> Option<(&[Operation], &[ValueId])> {
     (ret.op == Op::Return).then_some((ops, &ret.operands[..]))
 }
 
-/// `n` guarded steps of loop `op` from `state`, appended to `out`; the state after them.
-fn guarded_steps(
+/// The ops of region `r` (but its return) copied with its arguments standing for `args`,
+/// appended to `out`; what it returns, as copied.
+fn inline(
+    f: &mut Function,
+    r: &Region,
+    args: &[ValueId],
+    out: &mut Vec<Operation>,
+) -> Option<Vec<ValueId>> {
+    let (ops, ret) = split_return(r)?;
+    let mut map: HashMap<ValueId, ValueId> =
+        r.args.iter().copied().zip(args.iter().copied()).collect();
+    out.extend(copy_ops_within(f, ops, &mut map));
+    Some(
+        ret.iter()
+            .map(|v| map.get(v).copied().unwrap_or(*v))
+            .collect(),
+    )
+}
+
+/// `n` iterations of loop `op` from `state`, appended to `out`: guarded steps, or plain
+/// copies of the body where the loop is known to run them; the state after them.
+fn steps(
     f: &mut Function,
     op: &Operation,
     mut state: Vec<ValueId>,
     n: u64,
+    guarded: bool,
     out: &mut Vec<Operation>,
 ) -> Option<Vec<ValueId>> {
     let [cond, body] = &op.regions[..] else {
         return None;
     };
-    let (cond_ops, cond_ret) = split_return(cond)?;
-    let (body_ops, body_ret) = split_return(body)?;
-    let (&pred, true) = (cond_ret.first()?, body_ret.len() == state.len()) else {
-        return None;
-    };
     let mut ops = Vec::new();
     for _ in 0..n {
-        let mut map: HashMap<ValueId, ValueId> = cond
-            .args
-            .iter()
-            .copied()
-            .zip(state.iter().copied())
-            .collect();
-        ops.extend(copy_ops_within(f, cond_ops, &mut map));
-        let p = map.get(&pred).copied().unwrap_or(pred);
-        let mut map: HashMap<ValueId, ValueId> = body
-            .args
-            .iter()
-            .copied()
-            .zip(state.iter().copied())
-            .collect();
-        ops.extend(copy_ops_within(f, body_ops, &mut map));
-        let mut next = Vec::with_capacity(state.len());
-        for (&s, &r) in state.iter().zip(body_ret) {
-            let r = map.get(&r).copied().unwrap_or(r);
+        let p = match guarded {
+            true => Some(*inline(f, cond, &state, &mut ops)?.first()?),
+            false => None,
+        };
+        let next = inline(f, body, &state, &mut ops)?;
+        if next.len() != state.len() {
+            return None;
+        }
+        let Some(p) = p else {
+            state = next;
+            continue;
+        };
+        let mut selected = Vec::with_capacity(state.len());
+        for (&s, r) in state.iter().zip(next) {
             if r == s {
-                next.push(s);
+                selected.push(s);
                 continue;
             }
             let v = f.new_value(f.ty(s).clone());
@@ -475,44 +481,77 @@ fn guarded_steps(
                 vec![v],
                 op.loc.clone(),
             ));
-            next.push(v);
+            selected.push(v);
         }
-        state = next;
+        state = selected;
     }
     out.extend(ops);
     Some(state)
 }
 
-/// `n` iterations of loop `op` from `state` as plain copies of its body (the loop is known to
-/// run them), appended to `out`; the state after them.
-fn plain_steps(
+/// What a rewritten loop's counter is compared with.
+enum Bound {
+    /// A constant.
+    Const(i128),
+    /// The loop operand at this index.
+    Arg(usize),
+}
+
+/// A loop over `operands` (`op`'s, then bounds it passes on unchanged) whose condition is
+/// `counter dir bound` and whose body is `k` copies of `op`'s (`c`: its counter and step);
+/// with `stack` (the constants of the function: `c`'s first and last values are the loop's
+/// own), stacked updates of the copies join (`unroll::stacking`).
+fn unrolled_loop(
     f: &mut Function,
     op: &Operation,
-    mut state: Vec<ValueId>,
-    n: u64,
-    out: &mut Vec<Operation>,
-) -> Option<Vec<ValueId>> {
+    operands: Vec<ValueId>,
+    (dir, bound): (ComparisonDirection, Bound),
+    (k, c): (u64, Counted),
+    stack: Option<&HashMap<ValueId, i128>>,
+) -> Option<Operation> {
     let body = op.regions.get(1)?;
-    let (body_ops, body_ret) = split_return(body)?;
-    if body_ret.len() != state.len() {
-        return None;
-    }
+    let ty = scalar_int_type(f, *operands.get(c.counter)?)?;
+    let loc = op.loc.clone();
+    let fresh = |f: &mut Function| -> Vec<ValueId> {
+        operands
+            .iter()
+            .map(|&v| f.new_value(f.ty(v).clone()))
+            .collect()
+    };
+    let cond_args = fresh(f);
+    let mut cond_ops = Vec::new();
+    let b = match bound {
+        Bound::Const(v) => {
+            let (v, d) = constant(f, &ty, v, &loc);
+            cond_ops.push(d);
+            v
+        }
+        Bound::Arg(j) => *cond_args.get(j)?,
+    };
+    let (p, d) = compare(f, dir, &ty, *cond_args.get(c.counter)?, b, &loc);
+    cond_ops.push(d);
+    cond_ops.push(Operation::new(Op::Return, vec![p], vec![], loc.clone()));
+    // A copy of the body, passing the bounds on, then copied k times.
+    let args = fresh(f);
     let mut ops = Vec::new();
-    for _ in 0..n {
-        let mut map: HashMap<ValueId, ValueId> = body
-            .args
-            .iter()
-            .copied()
-            .zip(state.iter().copied())
-            .collect();
-        ops.extend(copy_ops_within(f, body_ops, &mut map));
-        state = body_ret
-            .iter()
-            .map(|r| map.get(r).copied().unwrap_or(*r))
-            .collect();
+    let mut returned = inline(f, body, &args, &mut ops)?;
+    returned.extend(args.get(op.operands.len()..)?.iter().copied());
+    ops.push(Operation::new(Op::Return, returned, vec![], loc.clone()));
+    let mut new_body = Region { args, ops };
+    if let Some(consts) = stack {
+        drop_index_wrap(&mut new_body, c, consts);
     }
-    out.extend(ops);
-    Some(state)
+    unroll_body(f, &mut new_body, c, k, stack.is_some());
+    let results = fresh(f);
+    let mut w = Operation::new(Op::While, operands, results, loc);
+    w.regions = vec![
+        Region {
+            args: cond_args,
+            ops: cond_ops,
+        },
+        new_body,
+    ];
+    Some(w)
 }
 
 /// Loop `op`, counted (`c`), as a loop of `k` iterations a trip for the whole trips, then the
@@ -525,62 +564,23 @@ fn remainder(
     consts: &HashMap<ValueId, i128>,
     out: &mut Vec<Operation>,
 ) -> Option<Vec<ValueId>> {
-    let body = op.regions.get(1)?;
-    let ty = scalar_int_type(f, *body.args.get(c.counter)?)?;
-    let loc = op.loc.clone();
-    let trips = c.trips / k;
-    let fresh = |f: &mut Function| -> Vec<ValueId> {
-        op.operands
-            .iter()
-            .map(|&v| f.new_value(f.ty(v).clone()))
-            .collect()
-    };
-    // counter < init + trips·k·step (or > counting down): `trips` trips.
-    let cond_args = fresh(f);
-    let (bound, d) = constant(f, &ty, c.init + (trips * k) as i128 * c.step, &loc);
+    // counter < init + trips·k·step (or > counting down): the whole trips.
+    let bound = Bound::Const(c.init + (c.trips / k * k) as i128 * c.step);
     let dir = if c.step > 0 {
         ComparisonDirection::Lt
     } else {
         ComparisonDirection::Gt
     };
-    let (p, t) = compare(f, dir, &ty, *cond_args.get(c.counter)?, bound, &loc);
-    let cond_ops = vec![
-        d,
-        t,
-        Operation::new(Op::Return, vec![p], vec![], loc.clone()),
-    ];
-    let body_args = fresh(f);
-    let (body_ops, body_ret) = split_return(body)?;
-    let mut map: HashMap<ValueId, ValueId> = body
-        .args
-        .iter()
-        .copied()
-        .zip(body_args.iter().copied())
-        .collect();
-    let mut ops = copy_ops_within(f, body_ops, &mut map);
-    let returned: Vec<ValueId> = body_ret
-        .iter()
-        .map(|v| map.get(v).copied().unwrap_or(*v))
-        .collect();
-    ops.push(Operation::new(Op::Return, returned, vec![], loc.clone()));
-    let mut new_body = Region {
-        args: body_args,
-        ops,
-    };
-    // The counter's first and last values are those of the loop as written.
-    drop_index_wrap(&mut new_body, c, consts);
-    unroll_body(f, &mut new_body, c, k, true);
-    let results = fresh(f);
-    let mut w = Operation::new(Op::While, op.operands.clone(), results.clone(), loc);
-    w.regions = vec![
-        Region {
-            args: cond_args,
-            ops: cond_ops,
-        },
-        new_body,
-    ];
+    let w = unrolled_loop(
+        f,
+        op,
+        op.operands.clone(),
+        (dir, bound),
+        (k, c),
+        Some(consts),
+    )?;
     let mut rest = Vec::new();
-    let state = plain_steps(f, op, results, c.trips % k, &mut rest)?;
+    let state = steps(f, op, w.results.clone(), c.trips % k, false, &mut rest)?;
     out.push(w);
     out.extend(rest);
     Some(state)
@@ -593,7 +593,7 @@ fn speculate(f: &mut Function, op: &Operation, k: u64) -> Option<Operation> {
     };
     let (body_ops, body_ret) = split_return(body)?;
     let mut ops = body_ops.to_vec();
-    let state = guarded_steps(f, op, body_ret.to_vec(), k - 1, &mut ops)?;
+    let state = steps(f, op, body_ret.to_vec(), k - 1, true, &mut ops)?;
     ops.push(Operation::new(Op::Return, state, vec![], op.loc.clone()));
     let mut w = Operation::new(
         Op::While,
@@ -609,17 +609,6 @@ fn speculate(f: &mut Function, op: &Operation, k: u64) -> Option<Operation> {
         },
     ];
     Some(w)
-}
-
-fn constant(f: &mut Function, ty: &TensorType, v: i128, loc: &Location) -> (ValueId, Operation) {
-    let value = f.new_value(Type::Tensor(ty.clone()));
-    let op = Operation::new(
-        Op::Constant(Literal::scalar(ty.dtype, Scalar::Int(v))),
-        vec![],
-        vec![value],
-        loc.clone(),
-    );
-    (value, op)
 }
 
 fn compare(
@@ -656,9 +645,6 @@ fn split(
     test: CounterTest,
     out: &mut Vec<Operation>,
 ) -> Option<Vec<ValueId>> {
-    let [_, body] = &op.regions[..] else {
-        return None;
-    };
     let ty = scalar_int_type(f, *op.operands.get(test.counter)?)?;
     let (tlo, thi) = type_range(ty.dtype)?;
     let loc = op.loc.clone();
@@ -667,10 +653,6 @@ fn split(
     let mut pre = Vec::new();
     let mut operands = op.operands.clone();
     // The new bound: a constant, or an operand computed before the loop.
-    enum Bound {
-        Const(i128),
-        Arg(usize),
-    }
     let bound = match test.bound {
         Start::Const(b) => Bound::Const(b - ahead),
         Start::Init(j) => {
@@ -705,65 +687,17 @@ fn split(
             Bound::Arg(operands.len() - 1)
         }
     };
-    let fresh = |f: &mut Function| -> Vec<ValueId> {
-        operands
-            .iter()
-            .map(|&v| f.new_value(f.ty(v).clone()))
-            .collect()
-    };
-    // The condition: counter DIR bound.
-    let cond_args = fresh(f);
-    let mut cond_ops = Vec::new();
-    let b = match bound {
-        Bound::Const(c) => {
-            let (v, d) = constant(f, &ty, c, &loc);
-            cond_ops.push(d);
-            v
-        }
-        Bound::Arg(j) => *cond_args.get(j)?,
-    };
-    let (p, d) = compare(f, test.dir, &ty, *cond_args.get(test.counter)?, b, &loc);
-    cond_ops.push(d);
-    cond_ops.push(Operation::new(Op::Return, vec![p], vec![], loc.clone()));
-    // The body: a copy of the loop's, passing the new bound on, then copied k times.
-    let body_args = fresh(f);
-    let (body_ops, body_ret) = split_return(body)?;
-    let mut map: HashMap<ValueId, ValueId> = body
-        .args
-        .iter()
-        .copied()
-        .zip(body_args.iter().copied())
-        .collect();
-    let mut ops = copy_ops_within(f, body_ops, &mut map);
-    let mut returned: Vec<ValueId> = body_ret
-        .iter()
-        .map(|v| map.get(v).copied().unwrap_or(*v))
-        .collect();
-    returned.extend(body_args.get(op.operands.len()..)?.iter().copied());
-    ops.push(Operation::new(Op::Return, returned, vec![], loc.clone()));
-    let mut new_body = Region {
-        args: body_args,
-        ops,
-    };
+    // Only the counter and its step matter without stacking.
     let c = Counted {
         trips: 0,
         counter: test.counter,
         step: test.step,
         init: 0,
     };
-    unroll_body(f, &mut new_body, c, k, false);
-    let results = fresh(f);
-    let mut w = Operation::new(Op::While, operands, results.clone(), loc.clone());
-    w.regions = vec![
-        Region {
-            args: cond_args,
-            ops: cond_ops,
-        },
-        new_body,
-    ];
-    let state = results.get(..op.operands.len())?.to_vec();
+    let w = unrolled_loop(f, op, operands, (test.dir, bound), (k, c), None)?;
+    let state = w.results.get(..op.operands.len())?.to_vec();
     let mut rest = Vec::new();
-    let state = guarded_steps(f, op, state, k - 1, &mut rest)?;
+    let state = steps(f, op, state, k - 1, true, &mut rest)?;
     out.extend(pre);
     out.push(w);
     out.extend(rest);

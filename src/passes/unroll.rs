@@ -43,18 +43,12 @@ pub fn unroll_counted_loops(f: &mut Function) {
     // Decide with the whole function's definitions (constants may live outside the loop).
     let mut plans: HashMap<ValueId, (Counted, u64)> = HashMap::new();
     // Scalar integer constants, wherever they are defined.
-    let mut consts: HashMap<ValueId, i128> = HashMap::new();
+    let consts: HashMap<ValueId, i128>;
     {
         let mut defs: HashMap<ValueId, &Operation> = HashMap::new();
         let mut loops = Vec::new();
         collect(&body, &mut defs, &mut loops);
-        for (&v, op) in &defs {
-            if let Op::Constant(l) = &op.op {
-                if l.len() == 1 && l.ty.dtype.is_int() {
-                    consts.insert(v, l.get(0).as_i128());
-                }
-            }
-        }
+        consts = int_constants(&defs);
         for op in loops {
             if let Some(plan) = decide(f, op, &defs) {
                 if let Some(&first) = op.results.first() {
@@ -68,6 +62,16 @@ pub fn unroll_counted_loops(f: &mut Function) {
         super::dce::eliminate_dead_code(&mut body);
     }
     f.body = Some(body);
+}
+
+/// The values of the scalar integer constants among `defs`.
+pub(crate) fn int_constants(defs: &HashMap<ValueId, &Operation>) -> HashMap<ValueId, i128> {
+    defs.iter()
+        .filter_map(|(&v, op)| match &op.op {
+            Op::Constant(l) if l.len() == 1 && l.ty.dtype.is_int() => Some((v, l.get(0).as_i128())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Every op's results, and the `while` ops, throughout `r`.
@@ -214,7 +218,7 @@ fn rewrite_region(
 }
 
 /// A scalar constant of the counter's type and the op defining it.
-fn constant(
+pub(crate) fn constant(
     f: &mut Function,
     ty: &TensorType,
     v: i128,
