@@ -27,6 +27,15 @@ from conftest import compare_with_cpu
 X = np.linspace(-1, 1, 16, dtype=np.float32)
 
 
+@pytest.fixture(autouse=True, params=["whole", "guarded"])
+def loop_form(request, monkeypatch):
+    """Every loop twice: elementwise loops run whole in one kernel (`passes::whole_loops`),
+    and with those kernels off as guarded steps, the form other loops still take."""
+    if request.param == "guarded":
+        monkeypatch.setenv("WGPU_HLO_WHILE_KERNELS", "0")
+    return request.param
+
+
 def compare(gpu, f, *args):
     compare_with_cpu(gpu, f, *args, tol=2e-6)
 
@@ -116,9 +125,10 @@ def test_rejection_sampling(gpu):
     compare_with_cpu(gpu, f, key, tol=0)
 
 
-def test_the_plans_in_the_dump(tmp_path):
-    # A bounded stage loop leaves no loop; a fori_loop to a traced n becomes a loop of 8 and
-    # guarded steps, its trips computed at the start; Newton's loop still reads its predicate.
+def test_the_plans_in_the_dump(tmp_path, loop_form):
+    # A bounded stage loop leaves no loop; a fori_loop to a traced n runs whole in one kernel,
+    # or without those kernels becomes a loop of 8 and guarded steps, its trips computed at the
+    # start either way; Newton's loop still reads its predicate.
     code = textwrap.dedent("""
         import numpy as np, jax, jax.numpy as jnp
         from jax import lax
@@ -144,6 +154,9 @@ def test_the_plans_in_the_dump(tmp_path):
     for p in sorted(dump.glob("*program.txt")):
         trips.append(re.findall(r"trip count: ([a-z ]+)", p.read_text()))
     assert trips == [[], ["computed at the start from "], ["read back"]], trips
+    # The fori_loop runs whole in one kernel (Newton's predicate reduces: it cannot).
+    whole = ["while in kernel" in p.read_text() for p in sorted(dump.glob("*program.txt"))]
+    assert whole == [False, loop_form == "whole", False], whole
 
 
 @pytest.mark.parametrize("length", [11, 13, 37, 97])

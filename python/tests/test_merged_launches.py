@@ -184,6 +184,8 @@ def test_loop_counter_joins_the_step(gpu, tmp_path, monkeypatch, step):
     takes it too: the counter's code is tiny (`compile::merge::TINY_WGSL_BYTES`)."""
     monkeypatch.setenv("WGPU_HLO_ADAPTER_CLASS", "cpu")
     monkeypatch.setenv("WGPU_HLO_UNROLL", "0")
+    # The elementwise loop would run whole in one kernel.
+    monkeypatch.setenv("WGPU_HLO_WHILE_KERNELS", "0")
     n = 256 if step == "wide dot" else 128
     u = normal((n, n), 1) / n**0.5
 

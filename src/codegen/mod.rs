@@ -20,4 +20,5 @@ pub mod prologue;
 pub mod reduce_kernel;
 pub mod row_kernel;
 pub mod texture_reads;
+pub mod while_kernel;
 pub mod windows;

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::program::{
     BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, TripsAtStart,
-    UpdatesStep, WhileStep,
+    UpdatesStep, WhileKernelStep, WhileStep,
 };
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
@@ -1078,6 +1078,80 @@ impl<'f, 't> Lowering<'f, 't> {
         self.slot_types.len() - 1
     }
 
+    /// The loop `op` run whole inside one kernel (`codegen::while_kernel`), where it can be.
+    fn while_kernel(&mut self, op: &'f Operation) -> Result<Option<Step>> {
+        let name = format!("while_{}", self.kernels.len());
+        let emitted =
+            crate::codegen::while_kernel::emit(&name, self.f, &self.all_defs, op, self.target);
+        let wk = match emitted {
+            Ok(Some(wk)) => wk,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                log::debug!("{name}: the loop at {} runs from the host: {e}", op.loc);
+                return Ok(None);
+            }
+        };
+        let mut kernel = wk.kernel;
+        if let Err(e) = self.check(&mut kernel, op) {
+            log::debug!("{name}: the loop at {} runs from the host: {e}", op.loc);
+            return Ok(None);
+        }
+        // The first inputs are the initial values of the states that change (under
+        // placeholders); the regions' arguments of the others read their initial values.
+        let changing = &wk.changing;
+        let arg_of = |v: ValueId| {
+            op.regions
+                .iter()
+                .find_map(|r| r.args.iter().position(|&a| a == v))
+        };
+        let args = kernel
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(j, b)| {
+                let k = match changing.get(j) {
+                    Some(&k) if b.value == crate::codegen::while_kernel::state_placeholder(k) => {
+                        Some(k)
+                    }
+                    _ => arg_of(b.value),
+                };
+                match k.and_then(|k| op.operands.get(k)) {
+                    Some(&v) => self.slot(v, op),
+                    None => self.slot(b.value, op),
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut results = Vec::new();
+        let mut same = Vec::new();
+        for (k, (&r, &v)) in op.results.iter().zip(&op.operands).enumerate() {
+            let s = self.new_slot(r)?;
+            if changing.contains(&k) {
+                results.push(s);
+            } else {
+                same.push((s, self.slot(v, op)?));
+            }
+        }
+        let flag = self.anonymous_slot(TensorType::new(vec![1], crate::ir::ElementType::U32));
+        let trip_count = trip_count(op, &self.all_defs);
+        let trips_at_start = match trip_count {
+            Some(_) => None,
+            None => self.trips_at_start(op),
+        };
+        self.kernels.push(kernel);
+        Ok(Some(Step::WhileKernel(Box::new(WhileKernelStep {
+            kernel: self.kernels.len() - 1,
+            args,
+            states: changing.len(),
+            results,
+            same,
+            init: self.operand_slots(op)?,
+            flag,
+            per_launch: wk.per_launch,
+            trip_count,
+            trips_at_start,
+        }))))
+    }
+
     /// A step for an op that is not a kernel.
     fn op_step(&mut self, op: &'f Operation) -> Result<Option<Step>> {
         let unsupported = || {
@@ -1097,6 +1171,9 @@ impl<'f, 't> Lowering<'f, 't> {
                 Ok(None)
             }
             Op::While => {
+                if let Some(step) = self.while_kernel(op)? {
+                    return Ok(Some(step));
+                }
                 let [cond, body] = &op.regions[..] else {
                     return Err(Error::invalid(format!(
                         "{}: while needs two regions",

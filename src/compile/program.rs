@@ -51,6 +51,36 @@ pub struct TripsAtStart {
     pub reads: Vec<(usize, ElementType)>,
 }
 
+/// A `while` loop run whole inside one kernel (`codegen::while_kernel`): each launch runs up
+/// to `per_launch` iterations from the state bound, and the next launch (if any) starts from
+/// the state the last wrote.
+#[derive(Clone, Debug)]
+pub struct WhileKernelStep {
+    /// Index into the executable's kernels.
+    pub kernel: usize,
+    /// Slots bound as inputs, in binding order: the initial values of the states that change
+    /// (`states` of them), then what the regions read (values from outside the loop, the
+    /// states that do not change).
+    pub args: Vec<Slot>,
+    /// How many of `args` are states that change.
+    pub states: usize,
+    /// The results of the states that change (the kernel's outputs before the flag).
+    pub results: Vec<Slot>,
+    /// The results of the states that do not change, each with its initial value's slot:
+    /// `(result, initial value)`, the same buffer.
+    pub same: Vec<(Slot, Slot)>,
+    /// The slots of all the loop's initial values, in order (what `trips_at_start` reads).
+    pub init: Vec<Slot>,
+    /// The flag each launch writes (a `u32[1]`: 1 where its last iteration's predicate held).
+    pub flag: Slot,
+    /// Iterations a launch runs at most.
+    pub per_launch: u64,
+    /// Iterations, when known at compile time (no flag read back then).
+    pub trip_count: Option<u64>,
+    /// Or computed when the loop starts (one read-back, no flag read back).
+    pub trips_at_start: Option<TripsAtStart>,
+}
+
 /// How an `if` / `case` runs: the selector is read back and one branch runs.
 #[derive(Clone, Debug)]
 pub struct BranchStep {
@@ -142,6 +172,8 @@ pub enum Step {
     },
     /// A `while` loop.
     While(Box<WhileStep>),
+    /// A `while` loop run whole inside one kernel.
+    WhileKernel(Box<WhileKernelStep>),
     /// An `if` or `case`.
     Branch(Box<BranchStep>),
     /// Hands the buffers of these slots back to the pool.
@@ -214,6 +246,16 @@ impl Step {
                 w.cond.touched(out);
                 w.body.touched(out);
             }
+            Step::WhileKernel(w) => {
+                out.extend(&w.init);
+                out.extend(&w.args);
+                out.extend(&w.results);
+                out.insert(w.flag);
+                for &(r, i) in &w.same {
+                    out.insert(r);
+                    out.insert(i);
+                }
+            }
             Step::Branch(b) => {
                 out.insert(b.selector);
                 out.extend(&b.results);
@@ -242,6 +284,7 @@ impl Step {
             Step::Launch { kernel, .. } | Step::Update { kernel, .. } => Some(kernel),
             Step::Updates(u) => Some(&mut u.kernel),
             Step::Chunked(c) => Some(&mut c.kernel),
+            Step::WhileKernel(w) => Some(&mut w.kernel),
             _ => None,
         }
     }
@@ -270,6 +313,11 @@ impl Step {
                 out.insert(*dst);
             }
             Step::While(w) => out.extend(&w.results),
+            Step::WhileKernel(w) => {
+                out.extend(&w.results);
+                out.insert(w.flag);
+                out.extend(w.same.iter().map(|s| s.0));
+            }
             Step::Branch(b) => out.extend(&b.results),
             Step::Free(_) => {}
             Step::HostCall(h) => out.extend(&h.results),
@@ -460,6 +508,22 @@ impl Program {
                     writeln!(f, "{pad}  body -> {:?}", w.body_results)?;
                     w.body.fmt_indented(f, indent + 2, kernels)?;
                 }
+                Step::WhileKernel(w) => writeln!(
+                    f,
+                    "{pad}while in kernel {} {:?} -> {:?} ({} iterations a launch; trip count: {})",
+                    kernels.get(w.kernel).map(String::as_str).unwrap_or("?"),
+                    w.args,
+                    w.results,
+                    w.per_launch,
+                    match (w.trip_count, &w.trips_at_start) {
+                        (Some(n), _) => n.to_string(),
+                        (None, Some(t)) => format!(
+                            "computed at the start from {:?}",
+                            t.reads.iter().map(|r| r.0).collect::<Vec<_>>()
+                        ),
+                        (None, None) => "flag read back".into(),
+                    }
+                )?,
                 Step::Branch(b) => {
                     writeln!(
                         f,

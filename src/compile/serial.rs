@@ -20,7 +20,7 @@ use crate::codegen::parted::PartedBinding;
 use crate::codegen::texture_reads::TextureInput;
 use crate::compile::program::{
     BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, TripsAtStart,
-    UpdatesStep, WhileStep,
+    UpdatesStep, WhileKernelStep, WhileStep,
 };
 use crate::error::{Error, Result};
 use crate::ir::attr::ComparisonDirection;
@@ -33,7 +33,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -209,6 +209,7 @@ fn kernels_in_range(p: &Program, n: usize) -> bool {
         Step::Launch { kernel, .. } | Step::Update { kernel, .. } => *kernel < n,
         Step::Chunked(c) => c.kernel < n,
         Step::Updates(u) => u.kernel < n,
+        Step::WhileKernel(w) => w.kernel < n,
         Step::While(w) => kernels_in_range(&w.cond, n) && kernels_in_range(&w.body, n),
         Step::Branch(b) => b.branches.iter().all(|(p, _)| kernels_in_range(p, n)),
         Step::Alias { .. } | Step::Free(_) | Step::HostCall(_) => true,
@@ -348,6 +349,40 @@ impl W {
             self.u32(p.parts);
         }
     }
+    /// A loop's trip count known at compile time, or how it is computed at the start.
+    fn trips(&mut self, trip_count: Option<u64>, at_start: Option<&TripsAtStart>) {
+        match trip_count {
+            None => self.u8(0),
+            Some(n) => {
+                self.u8(1);
+                self.u64(n);
+            }
+        }
+        match at_start {
+            None => self.u8(0),
+            Some(t) => {
+                self.u8(1);
+                self.len(t.tests.len());
+                for c in &t.tests {
+                    self.len(c.counter);
+                    self.start(c.init);
+                    self.start(c.bound);
+                    self.i64(c.step as i64);
+                    let dir = ComparisonDirection::ALL
+                        .iter()
+                        .position(|d| *d == c.dir)
+                        .unwrap_or(0);
+                    self.u8(dir as u8);
+                }
+                self.len(t.reads.len());
+                for &(k, d) in &t.reads {
+                    self.len(k);
+                    self.dtype(d);
+                }
+            }
+        }
+    }
+
     fn program(&mut self, p: &Program) {
         self.len(p.steps.len());
         for s in &p.steps {
@@ -405,36 +440,21 @@ impl W {
                     self.program(&w.body);
                     self.slots(&w.body_results);
                     self.slots(&w.results);
-                    match w.trip_count {
-                        None => self.u8(0),
-                        Some(n) => {
-                            self.u8(1);
-                            self.u64(n);
-                        }
-                    }
-                    match &w.trips_at_start {
-                        None => self.u8(0),
-                        Some(t) => {
-                            self.u8(1);
-                            self.len(t.tests.len());
-                            for c in &t.tests {
-                                self.len(c.counter);
-                                self.start(c.init);
-                                self.start(c.bound);
-                                self.i64(c.step as i64);
-                                let dir = ComparisonDirection::ALL
-                                    .iter()
-                                    .position(|d| *d == c.dir)
-                                    .unwrap_or(0);
-                                self.u8(dir as u8);
-                            }
-                            self.len(t.reads.len());
-                            for &(k, d) in &t.reads {
-                                self.len(k);
-                                self.dtype(d);
-                            }
-                        }
-                    }
+                    self.trips(w.trip_count, w.trips_at_start.as_ref());
+                }
+                Step::WhileKernel(w) => {
+                    self.u8(9);
+                    self.len(w.kernel);
+                    self.slots(&w.args);
+                    self.len(w.states);
+                    self.slots(&w.results);
+                    let (r, i): (Vec<Slot>, Vec<Slot>) = w.same.iter().copied().unzip();
+                    self.slots(&r);
+                    self.slots(&i);
+                    self.slots(&w.init);
+                    self.len(w.flag);
+                    self.u64(w.per_launch);
+                    self.trips(w.trip_count, w.trips_at_start.as_ref());
                 }
                 Step::Branch(b) => {
                     self.u8(4);
@@ -666,6 +686,39 @@ impl<'a> R<'a> {
             },
         })
     }
+    fn trip_count(&mut self) -> Result<Option<u64>> {
+        Ok(if self.bool()? {
+            Some(self.u64()?)
+        } else {
+            None
+        })
+    }
+
+    fn trips_at_start(&mut self) -> Result<Option<TripsAtStart>> {
+        if !self.bool()? {
+            return Ok(None);
+        }
+        let n = self.count(35)?;
+        let mut tests = Vec::with_capacity(n);
+        for _ in 0..n {
+            tests.push(CounterTest {
+                counter: self.len()?,
+                init: self.start()?,
+                bound: self.start()?,
+                step: self.i64()? as i128,
+                dir: *ComparisonDirection::ALL
+                    .get(self.u8()? as usize)
+                    .ok_or_else(|| Error::invalid("bad comparison direction"))?,
+            });
+        }
+        let n = self.count(9)?;
+        let mut reads = Vec::with_capacity(n);
+        for _ in 0..n {
+            reads.push((self.len()?, self.dtype()?));
+        }
+        Ok(Some(TripsAtStart { tests, reads }))
+    }
+
     fn program(&mut self) -> Result<Program> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
@@ -708,38 +761,32 @@ impl<'a> R<'a> {
                         body: self.program()?,
                         body_results: self.slots()?,
                         results: self.slots()?,
-                        trip_count: if self.bool()? {
-                            Some(self.u64()?)
-                        } else {
-                            None
-                        },
-                        trips_at_start: if self.bool()? {
-                            let n = self.count(35)?;
-                            let mut tests = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                tests.push(CounterTest {
-                                    counter: self.len()?,
-                                    init: self.start()?,
-                                    bound: self.start()?,
-                                    step: self.i64()? as i128,
-                                    dir: *ComparisonDirection::ALL
-                                        .get(self.u8()? as usize)
-                                        .ok_or_else(|| {
-                                            Error::invalid("bad comparison direction")
-                                        })?,
-                                });
-                            }
-                            let n = self.count(9)?;
-                            let mut reads = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                reads.push((self.len()?, self.dtype()?));
-                            }
-                            Some(TripsAtStart { tests, reads })
-                        } else {
-                            None
-                        },
+                        trip_count: self.trip_count()?,
+                        trips_at_start: self.trips_at_start()?,
                     }))
                 }
+                9 => Step::WhileKernel(Box::new(WhileKernelStep {
+                    kernel: self.len()?,
+                    args: self.slots()?,
+                    states: self.len()?,
+                    results: self.slots()?,
+                    same: {
+                        let r = self.slots()?;
+                        let i = self.slots()?;
+                        if r.len() != i.len() {
+                            return Err(Error::invalid(
+                                "a loop kernel's unchanged results and initial values differ \
+                                 in number",
+                            ));
+                        }
+                        r.into_iter().zip(i).collect()
+                    },
+                    init: self.slots()?,
+                    flag: self.len()?,
+                    per_launch: self.u64()?,
+                    trip_count: self.trip_count()?,
+                    trips_at_start: self.trips_at_start()?,
+                })),
                 4 => {
                     let selector = self.len()?;
                     let is_if = self.bool()?;

@@ -280,6 +280,9 @@ fn decide(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>) -> 
     if op.op != Op::While {
         return None;
     }
+    // A loop that runs whole inside one kernel gains nothing from copies of its body, only
+    // from having no loop at all (`Plan::Steps`: no launch, no read-back of its trip count).
+    let whole = super::whole_loops::in_one_kernel(f, op).is_some();
     let known = counted(op, defs);
     let [cond, body] = &op.regions[..] else {
         return None;
@@ -307,7 +310,7 @@ fn decide(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>) -> 
         return None;
     }
     if let Some(c) = known {
-        return remainder_plan(f, op, c, ops);
+        return remainder_plan(f, op, c, ops).filter(|_| !whole);
     }
     // The loop's copies and the guarded steps after it (Split), or an iteration and its
     // guarded steps (Speculate).
@@ -316,7 +319,7 @@ fn decide(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>) -> 
         .find(|&k| (2 * k - 1) as usize * ops <= MAX_OPS)?;
     let Some(tests) = counter_tests(op, defs) else {
         let k = k.min(SPECULATE);
-        return Some(Plan::Speculate { k });
+        return (!whole).then_some(Plan::Speculate { k });
     };
     if let Some(n) = tests
         .iter()
@@ -330,6 +333,9 @@ fn decide(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>) -> 
     let [test] = tests.as_slice() else {
         return None;
     };
+    if whole {
+        return None;
+    }
     use ComparisonDirection::*;
     // Stepping by one, the counter meets the bound before it could wrap round: when the
     // loop of k stops, fewer than k iterations are left.
@@ -721,7 +727,8 @@ mod tests {
         n
     }
 
-    // A loop from START to BOUND by STEP over four floats.
+    // A loop from START to BOUND by STEP over four floats. Its reverse reads other elements
+    // than each its own: it does not run whole in one kernel (`whole_loops`).
     const LOOP: &str = r#"
 func.func @main(%x: tensor<4xf32>, %p: tensor<i1>, %n: tensor<i32>) -> tensor<4xf32> {
   %c0 = stablehlo.constant dense<0> : tensor<i32>
@@ -734,7 +741,8 @@ func.func @main(%x: tensor<4xf32>, %p: tensor<i1>, %n: tensor<i32>) -> tensor<4x
     stablehlo.return %t : tensor<i1>
   } do {
     %s = stablehlo.constant dense<STEP> : tensor<i32>
-    %y = stablehlo.sine %v : tensor<4xf32>
+    %y0 = stablehlo.sine %v : tensor<4xf32>
+    %y = stablehlo.reverse %y0, dims = [0] : tensor<4xf32>
     %i2 = stablehlo.add %i, %s : tensor<i32>
     stablehlo.return %i2, %m, %y : tensor<i32>, tensor<i32>, tensor<4xf32>
   }

@@ -22,6 +22,7 @@ pub mod static_shapes;
 pub mod tokens;
 pub mod trip_count;
 pub mod unroll;
+pub mod whole_loops;
 
 use crate::error::Result;
 use crate::ir::{verify, Function, Module};

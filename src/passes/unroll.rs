@@ -171,6 +171,10 @@ fn decide(
     op: &Operation,
     defs: &HashMap<ValueId, &Operation>,
 ) -> Option<(Counted, u64)> {
+    // A loop that runs whole inside one kernel gains nothing from copies of its body.
+    if super::whole_loops::in_one_kernel(f, op).is_some() {
+        return None;
+    }
     let c = counted(op, defs)?;
     let body = op.regions.get(1)?;
     let ops = body.ops.len().saturating_sub(1).max(1);
@@ -501,6 +505,8 @@ mod tests {
         (sines, super::super::trip_count::trip_count(w, &defs))
     }
 
+    // The reverse reads other elements of the state than each its own: the loop does not run
+    // whole in one kernel (`whole_loops`), which these tests would otherwise see.
     const FORI: &str = r#"
 func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
   %c0 = stablehlo.constant dense<0> : tensor<i32>
@@ -511,7 +517,8 @@ func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
     stablehlo.return %p : tensor<i1>
   } do {
     %one = stablehlo.constant dense<1> : tensor<i32>
-    %s = stablehlo.sine %v : tensor<64xf32>
+    %s0 = stablehlo.sine %v : tensor<64xf32>
+    %s = stablehlo.reverse %s0, dims = [0] : tensor<64xf32>
     %f = stablehlo.convert %i : (tensor<i32>) -> tensor<f32>
     %b = stablehlo.broadcast_in_dim %f, dims = [] : (tensor<f32>) -> tensor<64xf32>
     %a = stablehlo.add %s, %b : tensor<64xf32>

@@ -20,7 +20,8 @@ use super::host_call::{self, HostArg, HostResult};
 use crate::codegen::kernel::Kernel;
 use crate::codegen::texture_reads::{TextureInput, TEXEL_ROW};
 use crate::compile::program::{
-    BranchStep, ChunkedStep, HostCallStep, Program, Slot, Step, TripsAtStart, WhileStep,
+    BranchStep, ChunkedStep, HostCallStep, Program, Slot, Step, TripsAtStart, WhileKernelStep,
+    WhileStep,
 };
 use crate::error::{Error, Result};
 use crate::ir::{ElementType, TensorType};
@@ -919,6 +920,7 @@ impl Run<'_> {
                     }
                 }
                 Step::While(w) => self.run_while(w)?,
+                Step::WhileKernel(w) => self.run_while_kernel(w)?,
                 Step::Branch(b) => self.run_branch(b)?,
                 Step::HostCall(h) => self.host_call(h)?,
                 Step::Chunked(c) => self.chunked(c)?,
@@ -1188,15 +1190,14 @@ impl Run<'_> {
     /// The trip count of loop `w` from the values its counter tests read (one read-back
     /// before the first iteration), or `None` where a test would not stop or its counter
     /// would leave its type's range: the predicate is then read after every iteration.
-    fn trips_at_start(&mut self, w: &WhileStep, t: &TripsAtStart) -> Result<Option<u64>> {
+    fn trips_at_start(&mut self, init: &[Slot], t: &TripsAtStart) -> Result<Option<u64>> {
         let mut reads = Vec::with_capacity(t.reads.len());
         for &(k, d) in &t.reads {
             // Only what lowering writes (a deserialized program could say otherwise).
             if !d.is_int() || !matches!(d.byte_size(), 4 | 8) {
                 return Ok(None);
             }
-            let slot = *w
-                .init
+            let slot = *init
                 .get(k)
                 .ok_or_else(|| Error::internal("a counter test reads no loop operand"))?;
             reads.push((slot, d.byte_size()));
@@ -1330,7 +1331,7 @@ impl Run<'_> {
     fn run_while(&mut self, w: &WhileStep) -> Result<()> {
         let trip_count = match (w.trip_count, &w.trips_at_start) {
             (Some(n), _) => Some(n),
-            (None, Some(t)) => self.trips_at_start(w, t)?,
+            (None, Some(t)) => self.trips_at_start(&w.init, t)?,
             (None, None) => None,
         };
         // Initial values dead after the loop move into it, so that the body may update them
@@ -1393,6 +1394,51 @@ impl Run<'_> {
             }
         }
         for (&r, b) in w.results.iter().zip(state) {
+            self.set(r, Some(b));
+        }
+        Ok(())
+    }
+
+    /// Runs a loop whole inside its kernel: launches from the initial state, each next one
+    /// from the state the last wrote, as many as the trip count needs (known at compile time
+    /// or computed at the start), else until a launch's flag says its predicate failed.
+    fn run_while_kernel(&mut self, w: &WhileKernelStep) -> Result<()> {
+        let states = w.states.min(w.args.len()).min(w.results.len());
+        let trips = match (w.trip_count, &w.trips_at_start) {
+            (Some(n), _) => Some(n),
+            (None, Some(t)) => self.trips_at_start(&w.init, t)?,
+            (None, None) => None,
+        };
+        // At least one launch: it writes the results (the initial state, for no iterations).
+        let launches = trips.map(|n| n.div_ceil(w.per_launch.max(1)).max(1));
+        let mut bound: Vec<Arc<GpuBuffer>> =
+            w.args.iter().map(|&s| self.get(s)).collect::<Result<_>>()?;
+        let mut done = 0u64;
+        loop {
+            let mut bufs = bound.clone();
+            for &r in &w.results {
+                bufs.push(self.alloc(r)?);
+            }
+            bufs.push(self.alloc(w.flag)?);
+            self.dispatch(w.kernel, &bufs, &[])?;
+            done += 1;
+            let more = match launches {
+                Some(n) => done < n,
+                None => self.read_word(w.flag)?[0] != 0,
+            };
+            if !more {
+                break;
+            }
+            for (b, &r) in bound.iter_mut().zip(&w.results).take(states) {
+                *b = self.get(r)?;
+            }
+            if done % 256 == 0 {
+                self.submit();
+            }
+        }
+        self.set(w.flag, None);
+        for &(r, i) in &w.same {
+            let b = self.get(i)?;
             self.set(r, Some(b));
         }
         Ok(())

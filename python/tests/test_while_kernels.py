@@ -1,0 +1,174 @@
+"""`while` loops that run whole inside one kernel (`passes::whole_loops`,
+`codegen::while_kernel`): each invocation carries its element of the loop state through every
+iteration and computes the counters, bounds and predicate itself. Every result against jax
+cpu: trip counts known at compile time, computed when the loop starts, and found by a
+predicate on the data; states that swap, start from one value, or are read inside the loop;
+scalars of every width; loops inside other loops and branches; and launches cut short by a
+small loop budget (`WGPU_HLO_MAX_LOOP`), so that a loop runs over several launches."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from conftest import compare_with_cpu
+
+X = np.linspace(-1, 1, 64, dtype=np.float32)
+W = np.cos(np.arange(64, dtype=np.float32))
+
+
+def compare(gpu, f, *args, tol=2e-6):
+    compare_with_cpu(gpu, f, *args, tol=tol)
+
+
+@pytest.fixture(autouse=True, params=["one launch", "many launches"])
+def budget(request, monkeypatch):
+    """Each test twice: with the default loop budget, and with 16 iterations a launch at
+    most (loops then run over several launches, the next from the state the last wrote)."""
+    if request.param == "many launches":
+        monkeypatch.setenv("WGPU_HLO_MAX_LOOP", "16")
+    return request.param
+
+
+def step(i, c):
+    return jnp.cos(c) * 0.5 + i.astype(jnp.float32) * 1e-3
+
+
+@pytest.mark.parametrize("n", [-5, 0, 1, 15, 16, 17, 200, 1000])
+def test_fori_loop_to_a_traced_bound(gpu, n):
+    f = lambda x, n: lax.fori_loop(0, n, lambda i, c: (c[0] + 1, step(i, c[1])), (0, x))
+    compare(gpu, f, X, np.int32(n))
+
+
+@pytest.mark.parametrize("n", [1, 37, 100, 1000])
+def test_fori_loop_counted_at_compile_time(gpu, n):
+    compare(gpu, lambda x: lax.fori_loop(0, n, step, x), X)
+
+
+@pytest.mark.parametrize("x0", [1, 7, 27, 97, 871])
+def test_collatz_steps_exactly(gpu, x0):
+    # A predicate on the data: every iteration count up to 178 (x0 = 871), exact.
+    def f(x):
+        return lax.while_loop(lambda c: c[0] != 1,
+                              lambda c: (jnp.where(c[0] % 2 == 0, c[0] // 2, 3 * c[0] + 1),
+                                         c[1] + 1), (x, 0))
+
+    compare(gpu, f, np.int32(x0))
+
+
+def test_states_that_swap_and_start_alike(gpu):
+    # Fibonacci on vectors: the body swaps its states, which both start from x.
+    f = lambda x, n: lax.fori_loop(0, n, lambda i, c: (c[1], c[0] + c[1] * 0.5), (x, x))
+    compare(gpu, f, X, np.int32(21), tol=1e-5)
+
+
+def test_values_from_outside_read_inside(gpu):
+    # x is the initial state and is read in every iteration too; w at other elements.
+    def f(x, w, n):
+        return lax.fori_loop(0, n, lambda i, c: c * 0.5 + x * w[::-1] + w[i % 64], x)
+
+    compare(gpu, f, X, W, np.int32(50), tol=1e-5)
+
+
+def test_scalar_states_of_every_width(gpu):
+    # A bool, a uint8 and an int16 counter, a float16 and a float32 scalar beside the vector.
+    def f(x, n):
+        def body(c):
+            i, flag, b, h, s, v = c
+            return (i + 1, ~flag, (b + 3).astype(jnp.uint8), (h * 1.5).astype(jnp.float16),
+                    s + v.sum() * 0 + 0.25, jnp.where(flag, v * 0.9, v + 0.1))
+
+        init = (jnp.int16(0), jnp.bool_(True), jnp.uint8(250), jnp.float16(0.5), jnp.float32(0),
+                x)
+        return lax.while_loop(lambda c: c[0] < n.astype(jnp.int16), body, init)
+
+    # (v.sum() reduces the vector: that loop stays on the host; the same without it runs whole.)
+    compare(gpu, f, X, np.int32(9))
+
+    def g(x, n):
+        def body(c):
+            i, flag, b, h, s, v = c
+            return (i + 1, ~flag, (b + 3).astype(jnp.uint8), (h * 1.5).astype(jnp.float16),
+                    s + 0.25, jnp.where(flag, v * 0.9, v + 0.1))
+
+        init = (jnp.int16(0), jnp.bool_(True), jnp.uint8(250), jnp.float16(0.5), jnp.float32(0),
+                x)
+        return lax.while_loop(lambda c: c[0] < n.astype(jnp.int16), body, init)
+
+    compare(gpu, g, X, np.int32(9))
+
+
+def test_int64_and_float64_loops(gpu):
+    with jax.enable_x64(True):
+        f = lambda x, n: lax.fori_loop(jnp.int64(0), n, lambda i, c: c * 1.01 + i, x)
+        compare(gpu, f, X.astype(np.float64), np.int64(40), tol=1e-12)
+
+
+def test_integer_vectors(gpu):
+    # An integer state of 1000 elements, a linear congruential generator: exact.
+    f = lambda s, n: lax.fori_loop(0, n, lambda i, s: s * 1664525 + 1013904223, s)
+    compare(gpu, f, np.arange(1000, dtype=np.uint32), np.int32(77), tol=0)
+
+
+def test_loops_inside_loops_and_branches(gpu):
+    # An inner loop whose length the data decides, inside a fori_loop on the host; a loop in
+    # one arm of a cond.
+    def f(x, n):
+        def outer(i, c):
+            inner = lax.while_loop(lambda d: d[0] < i % 5 + 3,
+                                   lambda d: (d[0] + 1, jnp.sin(d[1]) + 0.1), (0, c))
+            return inner[1] * 0.9
+
+        y = lax.fori_loop(0, n, outer, x)
+        return lax.cond(n > 3, lambda: lax.fori_loop(0, n, step, y), lambda: y)
+
+    compare(gpu, f, X, np.int32(6), tol=1e-5)
+
+
+def test_a_large_state(gpu):
+    # 2^18 elements, 30 iterations: the per-launch work bound splits it (lavapipe).
+    x = np.linspace(-3, 3, 1 << 18, dtype=np.float32)
+    compare(gpu, lambda x, n: lax.fori_loop(0, n, step, x), x, np.int32(30), tol=1e-5)
+
+
+def test_grad_through_a_loop(gpu):
+    # The gradient of a fori_loop to a compile-time bound (a scan backwards, in JAX).
+    def loss(w, x):
+        return lax.fori_loop(0, 20, lambda i, c: jnp.tanh(c * w + 0.1), x).sum()
+
+    compare(gpu, jax.grad(loss), W, X, tol=1e-5)
+
+
+def test_the_dump_shows_the_loop_kernel(tmp_path, budget):
+    # The program lists the loop as one kernel; its WGSL holds the loop.
+    code = textwrap.dedent("""
+        import numpy as np, jax, jax.numpy as jnp
+        from jax import lax
+        d = jax.devices("wgpu")[0]
+        x = jax.device_put(np.linspace(0.5, 1, 16, dtype=np.float32), d)
+        n = jax.device_put(np.int32(40), d)
+        g = lambda x, n: lax.fori_loop(0, n, lambda i, c: jnp.cos(c) * 0.5, x)
+        print(np.asarray(jax.jit(g)(x, n)).sum())
+    """)
+    dump = tmp_path / "dump"
+    env = dict(os.environ, WGPU_HLO_DUMP=str(dump))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    program = "".join(p.read_text() for p in dump.glob("*program.txt"))
+    m = re.search(r"while in kernel (while_\d+) .* \((\d+) iterations a launch", program)
+    assert m, program
+    if budget == "many launches":
+        assert int(m.group(2)) <= 16, program
+    wgsl = (next(dump.glob(f"*{m.group(1)}.wgsl"))).read_text()
+    assert "for (var wh_k" in wgsl

@@ -1,0 +1,254 @@
+//! A `while` loop run whole inside one kernel (the loops `passes::whole_loops` picks): each
+//! invocation loads its element of the loop state (and the scalars, which every invocation
+//! computes alike), runs the iterations in a WGSL loop — the predicate, then the body — and
+//! stores the state when the predicate fails. A launch runs at most [`WhileKernel::per_launch`]
+//! iterations (the per-invocation loop budget, and a bound on one launch's work): it writes a
+//! flag word, 1 when it stopped there with the predicate still true, and the runtime launches
+//! again from the state written (`compile::program::WhileKernelStep`).
+//!
+//! The kernel's bindings: the initial values of the states that change first (one per state,
+//! in order), then the values from outside the loop and the states that do not change, which
+//! its regions read; its outputs are the results of the states that change, then the flag (a
+//! `u32[1]`).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use super::dtype;
+use super::expr::{Binding, ExprEmitter, Index};
+use super::kernel::{self, Kernel, WORKGROUP};
+use super::loop_kernel::Target;
+use crate::error::{Error, Result};
+use crate::ir::{ElementType, Op, Operation, TensorType, ValueId};
+use crate::passes::whole_loops;
+
+/// The placeholder value of the flag binding.
+pub const FLAG: ValueId = ValueId(u32::MAX - 2);
+
+/// Bound on one launch's work: elements times ops times iterations (about 0.1 s of a 2-core
+/// CPU adapter; far below what trips a GPU watchdog).
+const MAX_LAUNCH_WORK: u64 = 1 << 28;
+
+/// The placeholder value of the binding of state `k`'s initial value (the lowering binds the
+/// loop's operand `k` there).
+pub fn state_placeholder(k: usize) -> ValueId {
+    ValueId(u32::MAX - 1024 - k as u32)
+}
+
+/// A loop's kernel.
+#[derive(Clone, Debug)]
+pub struct WhileKernel {
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Iterations one launch runs at most.
+    pub per_launch: u64,
+    /// The states that change, in order: the first inputs are their initial values and the
+    /// first outputs their results. The others' results are their initial values.
+    pub changing: Vec<usize>,
+}
+
+/// The kernel of loop `op`, or `None` where the loop does not run whole in one kernel.
+/// `defs` must hold the definitions inside the loop's regions.
+pub fn emit(
+    name: &str,
+    f: &crate::ir::Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    target: Target,
+) -> Result<Option<WhileKernel>> {
+    let Some(whole_loops::WholeLoop {
+        shape,
+        ops,
+        invariant,
+    }) = whole_loops::in_one_kernel(f, op)
+    else {
+        return Ok(None);
+    };
+    let [cond, body] = &op.regions[..] else {
+        return Ok(None);
+    };
+    let n: u64 = shape.iter().map(|&d| d as u64).product();
+    let mut members: HashSet<ValueId> = HashSet::new();
+    for r in [cond, body] {
+        r.walk(&mut |o: &Operation| members.extend(o.results.iter().copied()));
+    }
+    let inits = &op.operands;
+    let fused = |v: ValueId| members.contains(&v);
+    let mut em = ExprEmitter::new(f, defs, &fused, target.caps, target.adapter);
+    let own = Index::Linear("tid".to_string());
+    let at = |t: &TensorType| {
+        if t.rank() == 0 {
+            Index::scalar()
+        } else {
+            own.clone()
+        }
+    };
+    // The states that change, each in a variable: (state index, variable, type). The others
+    // are read from their buffers wherever the regions read them.
+    let mut states: Vec<(usize, String, TensorType)> = Vec::new();
+    for (k, &v) in inits.iter().enumerate() {
+        if invariant.get(k).copied().unwrap_or(false) {
+            continue;
+        }
+        let t = em.ty(v)?.clone();
+        let c = em.compute(t.dtype)?;
+        let b = em.inputs.len();
+        if b != states.len() {
+            return Err(Error::internal(format!(
+                "{name}: state {k} is not binding {b}"
+            )));
+        }
+        // Stored back as they are computed: one word per element (or the scalar's word).
+        let word = dtype::per_word(t.dtype) == 1;
+        if word && c.wgsl() != dtype::storage_elem(t.dtype) {
+            return Ok(None);
+        }
+        // A binding of its own (a placeholder value: the same value read inside the loop,
+        // or another state starting from it, binds apart).
+        em.inputs.push(Binding {
+            value: state_placeholder(k),
+            ty: t.clone(),
+        });
+        for h in dtype::helpers_for(t.dtype) {
+            em.needs.insert(h.to_string());
+        }
+        let index = if t.rank() == 0 { "0u" } else { "tid" };
+        let x = dtype::load(t.dtype, &format!("in{b}"), index);
+        let var = format!("st_{k}");
+        em.line(&format!("var {var}: {} = {x};", c.wgsl()));
+        for r in [cond, body] {
+            if let Some(&a) = r.args.get(k) {
+                em.scalars.insert(a, var.clone());
+            }
+        }
+        states.push((k, var, t));
+    }
+    em.line("var wh_go = true;");
+    em.open_loop(
+        "for (var wh_k = 0u; wh_k < WH_PER_LAUNCHu; wh_k = wh_k + 1u)",
+        1,
+    );
+    let returned = |r: &crate::ir::Region| -> Result<Vec<ValueId>> {
+        r.ops
+            .last()
+            .filter(|o| o.op == Op::Return)
+            .map(|o| o.operands.clone())
+            .ok_or_else(|| Error::invalid(format!("{name}: a loop region without a return")))
+    };
+    let pred = *returned(cond)?
+        .first()
+        .ok_or_else(|| Error::invalid(format!("{name}: the loop's cond returns nothing")))?;
+    if em.ty(pred)?.dtype != ElementType::Pred {
+        return Ok(None);
+    }
+    let p = em.value(pred, &Index::scalar())?;
+    em.open(&format!("if (!{p})"));
+    em.line("wh_go = false;");
+    em.line("break;");
+    em.close(None);
+    let next = returned(body)?;
+    if next.len() != inits.len() {
+        return Err(Error::invalid(format!(
+            "{name}: the loop's body returns {} values for {} states",
+            next.len(),
+            inits.len()
+        )));
+    }
+    // Every next value is computed before any state changes (a body may swap its states).
+    let mut lets = Vec::new();
+    for (k, _, t) in &states {
+        let x = em.value(next[*k], &at(t))?;
+        let c = em.compute(t.dtype)?;
+        lets.push(em.bind(c, &x));
+    }
+    for ((_, var, _), x) in states.iter().zip(&lets) {
+        em.line(&format!("{var} = {x};"));
+    }
+    em.close(None);
+    // The results: each invocation its elements, the first the scalars and the flag.
+    let mut outs: Vec<Binding> = Vec::new();
+    let mut scalar_stores = Vec::new();
+    for (j, (k, var, t)) in states.iter().enumerate() {
+        let r = *op
+            .results
+            .get(*k)
+            .ok_or_else(|| Error::invalid(format!("{name}: loop result {k} missing")))?;
+        outs.push(Binding {
+            value: r,
+            ty: t.clone(),
+        });
+        if t.rank() > 0 {
+            em.line(&format!("out{j}[tid] = {var};"));
+        } else if dtype::per_word(t.dtype) == 1 {
+            scalar_stores.push(format!("out{j}[0] = {var};"));
+        } else {
+            for h in dtype::helpers_for(t.dtype) {
+                em.needs.insert(h.to_string());
+            }
+            scalar_stores.push(format!("out{j}[0] = {};", dtype::to_bits(t.dtype, var)));
+        }
+    }
+    let flag = outs.len();
+    outs.push(Binding {
+        value: FLAG,
+        ty: TensorType::new(vec![1], ElementType::U32),
+    });
+    scalar_stores.push(format!("out{flag}[0] = select(0u, 1u, wh_go);"));
+    em.open("if (tid == 0u)");
+    for s in &scalar_stores {
+        em.line(s);
+    }
+    em.close(None);
+    let bindings = em.inputs.len() + outs.len();
+    if bindings as u32 > target.max_storage_buffers {
+        return Ok(None);
+    }
+    if em
+        .inputs
+        .iter()
+        .chain(&outs)
+        .any(|b| super::expr::large(&b.ty, target.max_binding_size))
+    {
+        return Ok(None);
+    }
+    // Iterations per launch: within the invocation's loop budget (an iteration's own loops,
+    // such as an integer power's, counted) and the launch's work bound.
+    let cost = em.iterations().max(1);
+    let by_budget = target.max_invocation_iterations / cost;
+    let by_work = MAX_LAUNCH_WORK / n.saturating_mul(ops.max(1)).max(1);
+    let per_launch = by_budget.min(by_work);
+    if per_launch == 0 {
+        return Ok(None);
+    }
+    let wg = if target.cpu_adapter && n <= 64 {
+        64
+    } else {
+        WORKGROUP
+    };
+    let mut text = kernel::entry_header(wg);
+    text.push_str(&kernel::thread_index(wg));
+    text.push_str(&format!("    if (tid >= {n}u) {{ return; }}\n"));
+    text.push_str(&em.body.replace("WH_PER_LAUNCH", &per_launch.to_string()));
+    text.push_str("}\n");
+    let comment = format!(
+        "kernel {name}: a while loop whole, over {n} elements of state, at most {per_launch} \
+         iterations a launch\nfuses: {}",
+        em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+    let needs: BTreeSet<String> = em.needs.iter().cloned().collect();
+    let kernel = kernel::in_workgroups(
+        name,
+        &comment,
+        em.inputs.clone(),
+        outs,
+        &needs,
+        &text,
+        n.div_ceil(wg as u64),
+        per_launch.saturating_mul(cost),
+        target,
+    )?;
+    Ok(Some(WhileKernel {
+        kernel,
+        per_launch,
+        changing: states.iter().map(|s| s.0).collect(),
+    }))
+}

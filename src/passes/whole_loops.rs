@@ -1,0 +1,243 @@
+//! Which `while` loops run whole inside one kernel (`codegen::while_kernel`): loops whose
+//! every tensor of loop state is a scalar or has one shape `S`, and whose iterations compute
+//! each element of `S` from the same element of the state (elementwise ops, broadcasts of
+//! scalars, reads of values from outside at any element). Each invocation then carries its own
+//! element through every iteration, and computes the scalars (counters, bounds, the predicate)
+//! itself: the whole loop is one launch instead of one or more per iteration — a loop of 200
+//! iterations over 64 floats was 200 launches on lavapipe (~100 µs each), where the host's
+//! `fori_loop` takes microseconds.
+//!
+//! The loops [`super::guarded`] and [`super::unroll`] would rewrite are left to the kernel when
+//! it takes them: copies of the body save nothing there. `WGPU_HLO_WHILE_KERNELS=0` turns the
+//! kernels off (those passes then rewrite the loops as before).
+
+use std::collections::HashSet;
+
+use crate::ir::{Function, Op, Operation, Type, ValueId};
+
+/// Most elements of `S` times ops of one iteration: past it one launch would run so few
+/// iterations (within a per-launch work bound) that launches per iteration, as the host's
+/// loop records them, serve as well.
+pub const MAX_ELEMENT_OPS: u64 = 1 << 22;
+
+/// True unless `WGPU_HLO_WHILE_KERNELS=0`.
+pub fn enabled() -> bool {
+    !std::env::var("WGPU_HLO_WHILE_KERNELS").is_ok_and(|v| v.trim() == "0")
+}
+
+/// How a loop runs whole in one kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WholeLoop {
+    /// The shape `S` of the state's tensors (empty when every state is a scalar).
+    pub shape: Vec<usize>,
+    /// Ops of one iteration (the cond's and the body's).
+    pub ops: u64,
+    /// Per state: whether the body returns it unchanged. JAX passes the values a loop's
+    /// functions close over as such states: the kernel reads them from their buffers at any
+    /// element, of any shape and type, and the loop's result is the initial value.
+    pub invariant: Vec<bool>,
+}
+
+/// How loop `op` runs whole in one kernel, when it can.
+pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
+    if op.op != Op::While || !enabled() {
+        return None;
+    }
+    let [cond, body] = &op.regions[..] else {
+        return None;
+    };
+    let tensor = |v: ValueId| match f.ty(v) {
+        Type::Tensor(t) => Some(t),
+        _ => None,
+    };
+    if cond.args.len() != op.operands.len() || body.args.len() != op.operands.len() {
+        return None;
+    }
+    let returned = body.ops.last().filter(|o| o.op == Op::Return)?;
+    let invariant: Vec<bool> = (0..op.operands.len())
+        .map(|k| returned.operands.get(k) == body.args.get(k))
+        .collect();
+    // The state that changes: scalars, and tensors of one shape whose elements are words (a
+    // packed element shares its word with other invocations' elements).
+    let mut shape: Option<Vec<usize>> = None;
+    for (&v, &same) in op.operands.iter().zip(&invariant) {
+        let t = tensor(v)?;
+        if same || t.rank() == 0 {
+            continue;
+        }
+        if t.dtype.byte_size() < 4 {
+            return None;
+        }
+        let dims = t.dims();
+        match &shape {
+            Some(s) if *s != dims => return None,
+            Some(_) => {}
+            None => shape = Some(dims),
+        }
+    }
+    let shape = shape.unwrap_or_default();
+    let elements: u64 = shape.iter().map(|&d| d as u64).product();
+    if elements == 0 {
+        return None;
+    }
+    // Values that hold the element of `S` of each invocation: the tensor states that change
+    // and what is computed from them element by element.
+    let mut own: HashSet<ValueId> = HashSet::new();
+    for r in [cond, body] {
+        for (&a, &same) in r.args.iter().zip(&invariant) {
+            if !same && tensor(a)?.rank() > 0 {
+                own.insert(a);
+            }
+        }
+    }
+    let mut ops = 0u64;
+    for r in [cond, body] {
+        for o in &r.ops {
+            if !o.regions.is_empty() || !allowed(&o.op) {
+                return None;
+            }
+            ops += 1;
+            if !o.operands.iter().any(|v| own.contains(v)) || o.op == Op::Return {
+                continue;
+            }
+            // Read at the invocation's own element only: ops that keep each element in place.
+            let in_place = o.op.is_elementwise()
+                || matches!(o.op, Op::BitcastConvert | Op::Reshape)
+                || matches!(&o.op, Op::BroadcastInDim { dimensions }
+                    if dimensions.iter().enumerate().all(|(i, &d)| d == i as i64));
+            if !in_place {
+                return None;
+            }
+            for &v in o.operands.iter().chain(&o.results) {
+                let t = tensor(v)?;
+                if t.rank() > 0 && t.dims() != shape {
+                    return None;
+                }
+            }
+            own.extend(o.results.iter().copied());
+        }
+    }
+    if elements.saturating_mul(ops) > MAX_ELEMENT_OPS {
+        return None;
+    }
+    Some(WholeLoop {
+        shape,
+        ops,
+        invariant,
+    })
+}
+
+/// Ops a whole-loop kernel computes inline (no op with regions, no reduction, no update).
+fn allowed(op: &Op) -> bool {
+    op.is_elementwise()
+        || matches!(
+            op,
+            Op::BitcastConvert
+                | Op::Constant(_)
+                | Op::Iota { .. }
+                | Op::BroadcastInDim { .. }
+                | Op::Reshape
+                | Op::Transpose { .. }
+                | Op::Slice { .. }
+                | Op::DynamicSlice { .. }
+                | Op::Concatenate { .. }
+                | Op::Pad { .. }
+                | Op::Reverse { .. }
+                | Op::Return
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::{Function, Op, Operation};
+
+    fn prepared(src: &str) -> Function {
+        let m = crate::frontend::text::parse_module(src, "t").expect("parse");
+        crate::passes::prepare(&m, "main").expect("prepare")
+    }
+
+    /// The loops left after the passes: whether each runs whole in one kernel, and its ops.
+    fn loops(f: &Function) -> Vec<(bool, usize)> {
+        let mut out = Vec::new();
+        if let Some(b) = &f.body {
+            b.walk(&mut |o: &Operation| {
+                if o.op == Op::While {
+                    let ops = o.regions.iter().map(|r| r.ops.len()).sum();
+                    out.push((super::in_one_kernel(f, o).is_some(), ops));
+                }
+            });
+        }
+        out
+    }
+
+    // A loop of STEPS over 64 floats and a counter; BODY computes %a from %v.
+    const LOOP: &str = r#"
+func.func @main(%x: tensor<64xf32>, %w: tensor<64xf32>, %n: tensor<i32>) -> tensor<64xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %c0, %v = %x) : tensor<i32>, tensor<64xf32>
+   cond {
+    %p = stablehlo.compare LT, %i, BOUND : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    BODY
+    %j = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %j, %a : tensor<i32>, tensor<64xf32>
+  }
+  return %r#1 : tensor<64xf32>
+}"#;
+
+    fn lp(bound: &str, body: &str) -> String {
+        let (decl, bound) = match bound.parse::<i64>() {
+            Ok(n) => (
+                format!("%nb = stablehlo.constant dense<{n}> : tensor<i32>\n    "),
+                "%nb",
+            ),
+            Err(_) => (String::new(), bound),
+        };
+        LOOP.replace("BOUND", bound)
+            .replace("    %p = ", &format!("    {decl}%p = "))
+            .replace("BODY", body)
+    }
+
+    const SINE_PLUS_W: &str = "%s = stablehlo.sine %v : tensor<64xf32>
+    %a = stablehlo.add %s, %w : tensor<64xf32>";
+
+    #[test]
+    fn elementwise_loops_run_whole_and_are_not_copied() {
+        // 1000 steps known at compile time, and a traced bound: one loop each, its body as
+        // written (no copies from `unroll` or `guarded`).
+        let f = prepared(&lp("1000", SINE_PLUS_W));
+        assert_eq!(loops(&f), vec![(true, 8)]);
+        let f = prepared(&lp("%n", SINE_PLUS_W));
+        assert_eq!(loops(&f), vec![(true, 7)]);
+    }
+
+    #[test]
+    fn loops_reading_other_elements_do_not() {
+        // A reverse reads element 63 - e for element e; a reduction all of them.
+        let rev = "%s = stablehlo.sine %v : tensor<64xf32>
+    %a = stablehlo.reverse %s, dims = [0] : tensor<64xf32>";
+        let f = prepared(&lp("%n", rev));
+        assert!(loops(&f).iter().all(|l| !l.0), "{:?}", loops(&f));
+        // A slice of a value from outside, read at any element, is fine.
+        let sliced = "%q = stablehlo.slice %w [0:32] : (tensor<64xf32>) -> tensor<32xf32>
+    %c = stablehlo.concatenate %q, %q, dim = 0 : (tensor<32xf32>, tensor<32xf32>) -> tensor<64xf32>
+    %a = stablehlo.multiply %v, %c : tensor<64xf32>";
+        let f = prepared(&lp("%n", sliced));
+        assert!(matches!(loops(&f)[..], [(true, _)]), "{:?}", loops(&f));
+    }
+
+    #[test]
+    fn short_loops_still_become_steps() {
+        // At most 7 iterations (from 0 or a clamp into [0, 1]) is no loop at all: `guarded`
+        // still writes them as steps.
+        let src = lp("7", SINE_PLUS_W).replace(
+            "%r:2 = stablehlo.while(%i = %c0",
+            "%c1 = stablehlo.constant dense<1> : tensor<i32>
+  %st = stablehlo.clamp %c0, %n, %c1 : (tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<i32>
+  %r:2 = stablehlo.while(%i = %st",
+        );
+        assert_eq!(loops(&prepared(&src)), vec![]);
+    }
+}
