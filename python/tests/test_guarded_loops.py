@@ -126,9 +126,10 @@ def test_rejection_sampling(gpu):
 
 
 def test_the_plans_in_the_dump(tmp_path, loop_form):
-    # A bounded stage loop leaves no loop; a fori_loop to a traced n runs whole in one kernel,
-    # or without those kernels becomes a loop of 8 and guarded steps, its trips computed at the
-    # start either way; Newton's loop still reads its predicate.
+    # A bounded stage loop leaves no loop; a fori_loop to a traced n and Newton's loop run
+    # whole in one kernel each, or without those kernels the fori_loop becomes a loop of 8 and
+    # guarded steps, its trips computed at the start either way, and Newton's loop reads its
+    # predicate after each iteration.
     code = textwrap.dedent("""
         import numpy as np, jax, jax.numpy as jnp
         from jax import lax
@@ -153,10 +154,11 @@ def test_the_plans_in_the_dump(tmp_path, loop_form):
     trips = []
     for p in sorted(dump.glob("*program.txt")):
         trips.append(re.findall(r"trip count: ([a-z ]+)", p.read_text()))
-    assert trips == [[], ["computed at the start from "], ["read back"]], trips
-    # The fori_loop runs whole in one kernel (Newton's predicate reduces: it cannot).
+    # Whole in one kernel, Newton's loop reads a flag a launch writes, not its predicate.
+    newton = "flag read back" if loop_form == "whole" else "read back"
+    assert trips == [[], ["computed at the start from "], [newton]], trips
     whole = ["while in kernel" in p.read_text() for p in sorted(dump.glob("*program.txt"))]
-    assert whole == [False, loop_form == "whole", False], whole
+    assert whole == [False] + [loop_form == "whole"] * 2, whole
 
 
 @pytest.mark.parametrize("length", [11, 13, 37, 97])

@@ -40,6 +40,14 @@ def budget(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture
+def serial_budget(budget, monkeypatch):
+    """For loops that reduce their state (one invocation loops over the 64 elements several
+    times an iteration): a budget of a few iterations a launch."""
+    if budget == "many launches":
+        monkeypatch.setenv("WGPU_HLO_MAX_LOOP", "600")
+
+
 def step(i, c):
     return jnp.cos(c) * 0.5 + i.astype(jnp.float32) * 1e-3
 
@@ -172,3 +180,49 @@ def test_the_dump_shows_the_loop_kernel(tmp_path, budget):
         assert int(m.group(2)) <= 16, program
     wgsl = (next(dump.glob(f"*{m.group(1)}.wgsl"))).read_text()
     assert "for (var wh_k" in wgsl
+
+
+@pytest.mark.parametrize("scale", [10.0, 1.0, 1e4])
+def test_a_predicate_to_a_tolerance(gpu, scale, serial_budget):
+    # Newton's iteration until every element is within the tolerance (`jnp.any` reduces the
+    # state: one invocation computes every element), or 100 iterations.
+    def f(a):
+        body = lambda c: (0.5 * (c[0] + a / c[0]), c[1] + 1)
+        cond = lambda c: jnp.any(jnp.abs(c[0] * c[0] - a) > 1e-6 * a) & (c[1] < 100)
+        return lax.while_loop(cond, body, (a * scale, 0))
+
+    compare(gpu, f, np.abs(X) + 0.5)
+
+
+def test_reductions_in_the_body(gpu, serial_budget):
+    # Each iteration renormalizes by the sum and tracks the max and an integer count, until
+    # the max is small or n iterations have run.
+    def f(x, n):
+        def body(c):
+            i, v, m, k = c
+            w = jnp.exp(jnp.sin(v * 3.0))
+            w = w / w.sum()
+            return i + 1, w, w.max(), k + (w > 1.0 / 64).astype(jnp.int32).sum()
+
+        return lax.while_loop(lambda c: (c[0] < n) & (c[2] > 0.02), body,
+                              (0, x, jnp.float32(1), jnp.int32(0)))
+
+    compare(gpu, f, X, np.int32(30), tol=1e-5)
+    compare(gpu, f, X, np.int32(3), tol=1e-5)
+
+
+def test_all_and_min_in_the_predicate(gpu, serial_budget):
+    # Integers halved until all are below 10 or the least is 0: exact.
+    def f(x):
+        return lax.while_loop(lambda v: jnp.all(v >= 10) & (v.min() > 0),
+                              lambda v: v // 2 + (v % 3), x)
+
+    compare(gpu, f, (np.arange(1, 65, dtype=np.int32) * 977) % 5000 + 11, tol=0)
+
+
+def test_rejection_sampling(gpu):
+    # jax.random.gamma and poisson: a while loop per element, vmapped (its predicate an `any`).
+    key = jax.random.key(3)
+    compare_with_cpu(gpu, lambda k, a: jax.random.gamma(k, a, (256,)), key, np.float32(0.7),
+                     tol=2e-5)
+    compare_with_cpu(gpu, lambda k: jax.random.poisson(k, 3.5, (256,)), key, tol=0)

@@ -59,6 +59,7 @@ pub fn emit(
         shape,
         ops,
         invariant,
+        serial,
     }) = whole_loops::in_one_kernel(f, op)
     else {
         return Ok(None);
@@ -85,6 +86,8 @@ pub fn emit(
     // The states that change, each in a variable: (state index, variable, type). The others
     // are read from their buffers wherever the regions read them.
     let mut states: Vec<(usize, String, TensorType)> = Vec::new();
+    // With `serial`: the region arguments of the tensor states, and their arrays.
+    let mut elements: Vec<(ValueId, String)> = Vec::new();
     for (k, &v) in inits.iter().enumerate() {
         if invariant.get(k).copied().unwrap_or(false) {
             continue;
@@ -111,13 +114,27 @@ pub fn emit(
         for h in dtype::helpers_for(t.dtype) {
             em.needs.insert(h.to_string());
         }
-        let index = if t.rank() == 0 { "0u" } else { "tid" };
-        let x = dtype::load(t.dtype, &format!("in{b}"), index);
         let var = format!("st_{k}");
-        em.line(&format!("var {var}: {} = {x};", c.wgsl()));
-        for r in [cond, body] {
-            if let Some(&a) = r.args.get(k) {
-                em.scalars.insert(a, var.clone());
+        if serial && t.rank() > 0 {
+            // Every element, in a private array; read at the element a loop over them is at.
+            em.line(&format!("var {var}: array<{}, {n}>;", c.wgsl()));
+            em.open_loop(&format!("for (var e = 0u; e < {n}u; e = e + 1u)"), n);
+            let x = dtype::load(t.dtype, &format!("in{b}"), "e");
+            em.line(&format!("{var}[e] = {x};"));
+            em.close(None);
+            for r in [cond, body] {
+                if let Some(&a) = r.args.get(k) {
+                    elements.push((a, var.clone()));
+                }
+            }
+        } else {
+            let index = if t.rank() == 0 { "0u" } else { "tid" };
+            let x = dtype::load(t.dtype, &format!("in{b}"), index);
+            em.line(&format!("var {var}: {} = {x};", c.wgsl()));
+            for r in [cond, body] {
+                if let Some(&a) = r.args.get(k) {
+                    em.scalars.insert(a, var.clone());
+                }
             }
         }
         states.push((k, var, t));
@@ -140,6 +157,9 @@ pub fn emit(
     if em.ty(pred)?.dtype != ElementType::Pred {
         return Ok(None);
     }
+    if serial {
+        reductions(&mut em, cond, &elements, n)?;
+    }
     let p = em.value(pred, &Index::scalar())?;
     em.open(&format!("if (!{p})"));
     em.line("wh_go = false;");
@@ -155,12 +175,37 @@ pub fn emit(
     }
     // Every next value is computed before any state changes (a body may swap its states).
     let mut lets = Vec::new();
-    for (k, _, t) in &states {
+    let in_vars: Vec<&(usize, String, TensorType)> = states
+        .iter()
+        .filter(|(_, _, t)| !serial || t.rank() == 0)
+        .collect();
+    if serial {
+        reductions(&mut em, body, &elements, n)?;
+    }
+    for (k, _, t) in &in_vars {
         let x = em.value(next[*k], &at(t))?;
         let c = em.compute(t.dtype)?;
         lets.push(em.bind(c, &x));
     }
-    for ((_, var, _), x) in states.iter().zip(&lets) {
+    if serial {
+        // Each element's next values from its own (and the scalars, not yet changed): in
+        // place, element by element.
+        em.open_loop(&format!("for (var e = 0u; e < {n}u; e = e + 1u)"), n);
+        elements_at_e(&mut em, &elements, true);
+        let e = Index::Linear("e".to_string());
+        let mut element_lets = Vec::new();
+        for (k, var, t) in states.iter().filter(|s| s.2.rank() > 0) {
+            let x = em.value(next[*k], &e)?;
+            let c = em.compute(t.dtype)?;
+            element_lets.push((var.clone(), em.bind(c, &x)));
+        }
+        elements_at_e(&mut em, &elements, false);
+        for (var, x) in element_lets {
+            em.line(&format!("{var}[e] = {x};"));
+        }
+        em.close(None);
+    }
+    for ((_, var, _), x) in in_vars.iter().zip(&lets) {
         em.line(&format!("{var} = {x};"));
     }
     em.close(None);
@@ -176,7 +221,11 @@ pub fn emit(
             value: r,
             ty: t.clone(),
         });
-        if t.rank() > 0 {
+        if t.rank() > 0 && serial {
+            em.open_loop(&format!("for (var e = 0u; e < {n}u; e = e + 1u)"), n);
+            em.line(&format!("out{j}[e] = {var}[e];"));
+            em.close(None);
+        } else if t.rank() > 0 {
             em.line(&format!("out{j}[tid] = {var};"));
         } else if dtype::per_word(t.dtype) == 1 {
             scalar_stores.push(format!("out{j}[0] = {var};"));
@@ -219,19 +268,28 @@ pub fn emit(
     if per_launch == 0 {
         return Ok(None);
     }
-    let wg = if target.cpu_adapter && n <= 64 {
+    // With `serial` one invocation computes every element.
+    let threads = if serial { 1 } else { n };
+    let wg = if serial {
+        1
+    } else if target.cpu_adapter && n <= 64 {
         64
     } else {
         WORKGROUP
     };
     let mut text = kernel::entry_header(wg);
     text.push_str(&kernel::thread_index(wg));
-    text.push_str(&format!("    if (tid >= {n}u) {{ return; }}\n"));
+    text.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
     text.push_str(&em.body.replace("WH_PER_LAUNCH", &per_launch.to_string()));
     text.push_str("}\n");
     let comment = format!(
-        "kernel {name}: a while loop whole, over {n} elements of state, at most {per_launch} \
+        "kernel {name}: a while loop whole, over {n} elements of state{}, at most {per_launch} \
          iterations a launch\nfuses: {}",
+        if serial {
+            " (one invocation: it reduces them)"
+        } else {
+            ""
+        },
         em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
     );
     let needs: BTreeSet<String> = em.needs.iter().cloned().collect();
@@ -242,7 +300,7 @@ pub fn emit(
         outs,
         &needs,
         &text,
-        n.div_ceil(wg as u64),
+        threads.div_ceil(wg as u64),
         per_launch.saturating_mul(cost),
         target,
     )?;
@@ -251,4 +309,62 @@ pub fn emit(
         per_launch,
         changing: states.iter().map(|s| s.0).collect(),
     }))
+}
+
+/// Makes each tensor state's region argument read its array at element `e` (`on`), or stop
+/// doing so. Within a loop over the elements every read of such an argument is at that
+/// element (`whole_loops`), whatever form its index takes.
+fn elements_at_e(em: &mut ExprEmitter, elements: &[(ValueId, String)], on: bool) {
+    for (a, var) in elements {
+        if on {
+            em.scalars.insert(*a, format!("{var}[e]"));
+        } else {
+            em.scalars.remove(a);
+        }
+    }
+}
+
+/// Computes the full reductions of `region` (`whole_loops::full_reduction`), in order, each
+/// into a variable by a loop over the `n` elements; later values read the variable.
+fn reductions(
+    em: &mut ExprEmitter,
+    region: &crate::ir::Region,
+    elements: &[(ValueId, String)],
+    n: u64,
+) -> Result<()> {
+    for o in &region.ops {
+        let (Op::Reduce { .. }, [input, init], [result], [reducer]) =
+            (&o.op, &o.operands[..], &o.results[..], &o.regions[..])
+        else {
+            continue;
+        };
+        let (Some(&a), Some(&b), Some(ret)) = (
+            reducer.args.first(),
+            reducer.args.get(1),
+            reducer.ops.last(),
+        ) else {
+            return Err(Error::invalid("a reduction without a reducer"));
+        };
+        let &[folded] = &ret.operands[..] else {
+            return Err(Error::invalid("a reducer returning other than one value"));
+        };
+        let t = em.ty(*result)?.clone();
+        let c = em.compute(t.dtype)?;
+        let start = em.value(*init, &Index::scalar())?;
+        let acc = em.fresh("red");
+        em.line(&format!("var {acc}: {} = {start};", c.wgsl()));
+        em.open_loop(&format!("for (var e = 0u; e < {n}u; e = e + 1u)"), n);
+        elements_at_e(em, elements, true);
+        let x = em.value(*input, &Index::Linear("e".to_string()))?;
+        elements_at_e(em, elements, false);
+        em.scalars.insert(a, acc.clone());
+        em.scalars.insert(b, x);
+        let y = em.value(folded, &Index::scalar());
+        em.scalars.remove(&a);
+        em.scalars.remove(&b);
+        em.line(&format!("{acc} = {};", y?));
+        em.close(None);
+        em.scalars.insert(*result, acc);
+    }
+    Ok(())
 }

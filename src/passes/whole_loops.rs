@@ -36,6 +36,9 @@ pub struct WholeLoop {
     /// functions close over as such states: the kernel reads them from their buffers at any
     /// element, of any shape and type, and the loop's result is the initial value.
     pub invariant: Vec<bool>,
+    /// Whether the loop reduces its tensors to scalars (a predicate to a tolerance, a norm):
+    /// then one invocation computes every element, in loops over them.
+    pub serial: bool,
 }
 
 /// How loop `op` runs whole in one kernel, when it can.
@@ -91,8 +94,15 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
         }
     }
     let mut ops = 0u64;
+    let mut serial = false;
     for r in [cond, body] {
         for o in &r.ops {
+            if full_reduction(f, o, &shape) {
+                // Reads every element: one invocation computes them all (`serial`).
+                serial = true;
+                ops += 2;
+                continue;
+            }
             if !o.regions.is_empty() || !allowed(&o.op) {
                 return None;
             }
@@ -117,14 +127,45 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
             own.extend(o.results.iter().copied());
         }
     }
-    if elements.saturating_mul(ops) > MAX_ELEMENT_OPS {
+    if elements.saturating_mul(ops) > MAX_ELEMENT_OPS || (serial && elements > MAX_SERIAL) {
         return None;
     }
     Some(WholeLoop {
         shape,
         ops,
         invariant,
+        serial,
     })
+}
+
+/// Most elements of `S` a loop with reductions computes in one invocation.
+pub const MAX_SERIAL: u64 = 4096;
+
+/// True for a `reduce` of one tensor of shape `shape` to a scalar whose reducer is one binary
+/// op of its two arguments (`add`, `or`, `max`, ...): a predicate such as `jnp.any(...)` or
+/// a norm. The whole-loop kernel computes it with a loop over the elements.
+fn full_reduction(f: &Function, o: &Operation, shape: &[usize]) -> bool {
+    let (Op::Reduce { .. }, [input, init], [result], [reducer]) =
+        (&o.op, &o.operands[..], &o.results[..], &o.regions[..])
+    else {
+        return false;
+    };
+    let rank0 = |v: &ValueId| matches!(f.ty(*v), Type::Tensor(t) if t.rank() == 0);
+    let of_shape =
+        matches!(f.ty(*input), Type::Tensor(t) if !shape.is_empty() && t.dims() == shape);
+    let [a, b] = &reducer.args[..] else {
+        return false;
+    };
+    let simple = match &reducer.ops[..] {
+        [op, ret] => {
+            matches!(op.op, Op::Binary(_))
+                && ret.op == Op::Return
+                && ret.operands == op.results
+                && (op.operands == [*a, *b] || op.operands == [*b, *a])
+        }
+        _ => false,
+    };
+    of_shape && rank0(init) && rank0(result) && simple
 }
 
 /// Ops a whole-loop kernel computes inline (no op with regions, no reduction, no update).
@@ -239,5 +280,36 @@ func.func @main(%x: tensor<64xf32>, %w: tensor<64xf32>, %n: tensor<i32>) -> tens
   %r:2 = stablehlo.while(%i = %st",
         );
         assert_eq!(loops(&prepared(&src)), vec![]);
+    }
+
+    #[test]
+    fn reductions_to_scalars_run_in_one_invocation() {
+        // `jnp.any(v > 0.5)` as the predicate: whole, serial.
+        let src = r#"
+func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %r = stablehlo.while(%v = %x) : tensor<64xf32>
+   cond {
+    %h = stablehlo.constant dense<0.5> : tensor<f32>
+    %hb = stablehlo.broadcast_in_dim %h, dims = [] : (tensor<f32>) -> tensor<64xf32>
+    %g = stablehlo.compare GT, %v, %hb : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xi1>
+    %f = stablehlo.constant dense<false> : tensor<i1>
+    %a = stablehlo.reduce(%g init: %f) applies stablehlo.or across dimensions = [0] : (tensor<64xi1>, tensor<i1>) -> tensor<i1>
+    stablehlo.return %a : tensor<i1>
+  } do {
+    %s = stablehlo.sine %v : tensor<64xf32>
+    stablehlo.return %s : tensor<64xf32>
+  }
+  return %r : tensor<64xf32>
+}"#;
+        let f = prepared(src);
+        let mut found = Vec::new();
+        if let Some(b) = &f.body {
+            b.walk(&mut |o: &Operation| {
+                if o.op == Op::While {
+                    found.push(super::in_one_kernel(&f, o).map(|w| (w.serial, w.shape)));
+                }
+            });
+        }
+        assert_eq!(found, vec![Some((true, vec![64]))]);
     }
 }
