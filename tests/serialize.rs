@@ -19,7 +19,8 @@ fn device() -> Arc<Device> {
 
 // Everything the step program has: kernels with a non-splat constant, a matmul, a reduce, a
 // counted loop, a data-dependent while, an if, a loop whose counter starts at a computed value
-// (its trip count computed when it starts), and two results.
+// (its trip count computed when it starts), and two results. The counted loops run whole in
+// one kernel each; the data-dependent one, from the host.
 const PROGRAM: &str = r#"
 func.func @main(%x: tensor<16x16xf32>, %y: tensor<16xf32>) -> (tensor<16x16xf32>, tensor<16xf32>) {
   %c = stablehlo.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0]> : tensor<16xf32>
@@ -151,6 +152,10 @@ fn round_trip_gives_identical_results_without_compiling() {
     assert_eq!(back.ir_text(), exe.ir_text());
     assert_eq!(back.program_listing(), exe.program_listing());
     assert!(exe.program_listing().contains("computed at the start"));
+    // Loops run whole in one kernel (the counted ones) and from the host (the one whose
+    // predicate reads one element of its state) both round-trip.
+    assert!(exe.program_listing().contains("while in kernel"));
+    assert!(exe.program_listing().contains("trip count: read back"));
     assert_eq!(back.output_types(), exe.output_types());
     assert_eq!(back.parameter_types(), exe.parameter_types());
     assert_eq!(back.output_aliases(), exe.output_aliases());
