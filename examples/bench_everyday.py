@@ -104,6 +104,31 @@ def newton_sqrt(a):
     return lax.while_loop(cond, body, (a * 10.0, 0))[0]
 
 
+def doublings(x):
+    """A scalar doubled until it passes 1e12 (40 iterations), the vector carried along."""
+    return lax.while_loop(lambda c: c[0] < 1e12, lambda c: (c[0] * 2.0, c[1] * 0.99 + 1),
+                          (jnp.float32(1.0), x))[1]
+
+
+def bisection_sqrt(a):
+    """Bisection for sqrt(a) until every interval is below 1e-6 (`jnp.any` reduces)."""
+    def body(c):
+        lo, hi = c
+        mid = 0.5 * (lo + hi)
+        big = mid * mid > a
+        return jnp.where(big, lo, mid), jnp.where(big, mid, hi)
+
+    return lax.while_loop(lambda c: jnp.any(c[1] - c[0] > 1e-6), body,
+                          (jnp.zeros_like(a), a + 1.0))[0]
+
+
+def collatz_steps(n):
+    """Integer steps from n to 1 (111 from 27)."""
+    return lax.while_loop(lambda c: c[0] != 1,
+                          lambda c: (jnp.where(c[0] % 2 == 0, c[0] // 2, 3 * c[0] + 1), c[1] + 1),
+                          (n, 0))[1]
+
+
 def cases():
     rng = np.random.default_rng(0)
     m = 1 << 20
@@ -157,6 +182,16 @@ def cases():
         ),
         "stage loops starting at 0 or 1 (100x7)": (stage_loops, (x1[:64],)),
         "while to a tolerance (Newton sqrt)": (newton_sqrt, (np.abs(x1[:64]) + 0.5,)),
+        "while: 40 doublings of a scalar": (doublings, (x1[:64],)),
+        "while: bisection to 1e-6 (any)": (bisection_sqrt, (np.abs(x1[:64]) + 0.5,)),
+        "while: Collatz steps from 27": (collatz_steps, (np.int32(27),)),
+        "fori_loop(3, 100) over 64 floats": (
+            lambda x: lax.fori_loop(3, 100, lambda i, c: jnp.cos(c) * 0.5 + i * 1e-3, x), (x1[:64],)),
+        "fori_loop 200 steps over 2^20 floats": (
+            lambda x, n: lax.fori_loop(0, n, lambda i, c: c * 0.999 + 0.001, x), (x1, np.int32(200))),
+        "scan stacking 50 steps over 64 floats": (
+            lambda x: lax.scan(lambda c, t: (jnp.cos(c) * 0.5 + t, c), x,
+                               jnp.arange(50, dtype=jnp.float32))[1], (x1[:64],)),
         "layernorm 4096x1024": (
             lambda x: (x - x.mean(1, keepdims=True)) / jnp.sqrt(x.var(1, keepdims=True) + 1e-5),
             (x,),
