@@ -226,3 +226,40 @@ def test_rejection_sampling(gpu):
     compare_with_cpu(gpu, lambda k, a: jax.random.gamma(k, a, (256,)), key, np.float32(0.7),
                      tol=2e-5)
     compare_with_cpu(gpu, lambda k: jax.random.poisson(k, 3.5, (256,)), key, tol=0)
+
+
+@pytest.mark.parametrize("length", [1, 5, 12, 50, 300])
+def test_scans_stacking_outputs(gpu, length):
+    # lax.scan's stacked outputs (a trajectory and a computed value per step), with xs read
+    # at the step; forwards and reversed. Each invocation writes its column of each row.
+    ts = np.linspace(0, 1, length, dtype=np.float32)
+
+    def f(x, ts):
+        def step(c, t):
+            c2 = jnp.cos(c) * 0.5 + t
+            return c2, (c, c2 * t)
+
+        return lax.scan(step, x, ts), lax.scan(step, x, ts, reverse=True)
+
+    compare(gpu, f, X, ts, tol=1e-5)
+
+
+def test_scans_over_scalars_and_integers(gpu):
+    # A running product of scalars (S is a scalar: one invocation), and integer trajectories.
+    f = lambda xs: lax.scan(lambda c, x: (c * x, c), jnp.float32(1), xs)
+    compare(gpu, f, np.linspace(0.9, 1.1, 40, dtype=np.float32), tol=1e-5)
+    g = lambda s: lax.scan(lambda c, _: (c * 1103515245 + 12345, c), s, None, length=30)
+    compare(gpu, g, np.arange(100, dtype=np.uint32), tol=0)
+
+
+def test_a_row_past_the_end_is_clamped(gpu):
+    # A loop writing row i + 3 of 8 rows: rows past the end clamp to the last, as
+    # dynamic_update_slice does.
+    def f(x):
+        def body(c):
+            i, ys, v = c
+            return i + 1, lax.dynamic_update_slice(ys, v[None], (i + 3, 0)), v * 2.0
+
+        return lax.while_loop(lambda c: c[0] < 8, body, (0, jnp.zeros((8, 64), jnp.float32), x))
+
+    compare(gpu, f, X)

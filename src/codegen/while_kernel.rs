@@ -60,6 +60,7 @@ pub fn emit(
         ops,
         invariant,
         serial,
+        stacked,
     }) = whole_loops::in_one_kernel(f, op)
     else {
         return Ok(None);
@@ -88,6 +89,8 @@ pub fn emit(
     let mut states: Vec<(usize, String, TensorType)> = Vec::new();
     // With `serial`: the region arguments of the tensor states, and their arrays.
     let mut elements: Vec<(ValueId, String)> = Vec::new();
+    // Stacked outputs: (output binding, how).
+    let mut rows: Vec<(usize, whole_loops::Stacked)> = Vec::new();
     for (k, &v) in inits.iter().enumerate() {
         if invariant.get(k).copied().unwrap_or(false) {
             continue;
@@ -115,7 +118,19 @@ pub fn emit(
             em.needs.insert(h.to_string());
         }
         let var = format!("st_{k}");
-        if serial && t.rank() > 0 {
+        if let Some(Some(st)) = stacked.get(k) {
+            // A scan's stacked output: its rows copied into the output, where each
+            // iteration writes one (each invocation its own column).
+            let j = states.len();
+            em.open_loop(
+                &format!("for (var t = 0u; t < {}u; t = t + 1u)", st.rows),
+                st.rows as u64,
+            );
+            let x = dtype::load(t.dtype, &format!("in{b}"), &format!("t * {n}u + tid"));
+            em.line(&format!("out{j}[t * {n}u + tid] = {x};"));
+            em.close(None);
+            rows.push((j, st.clone()));
+        } else if serial && t.rank() > 0 {
             // Every element, in a private array; read at the element a loop over them is at.
             em.line(&format!("var {var}: array<{}, {n}>;", c.wgsl()));
             em.open_loop(&format!("for (var e = 0u; e < {n}u; e = e + 1u)"), n);
@@ -179,6 +194,7 @@ pub fn emit(
         }
     }
     em.line("var wh_go = true;");
+    let before_loop = em.iterations();
     em.open_loop(
         "for (var wh_k = 0u; wh_k < WH_PER_LAUNCHu; wh_k = wh_k + 1u)",
         1,
@@ -214,9 +230,10 @@ pub fn emit(
     }
     // Every next value is computed before any state changes (a body may swap its states).
     let mut lets = Vec::new();
+    let is_stacked = |k: usize| matches!(stacked.get(k), Some(Some(_)));
     let in_vars: Vec<&(usize, String, TensorType)> = states
         .iter()
-        .filter(|(_, _, t)| !serial || t.rank() == 0)
+        .filter(|(k, _, t)| (!serial || t.rank() == 0) && !is_stacked(*k))
         .collect();
     if serial {
         reductions(&mut em, body, &elements, n)?;
@@ -244,10 +261,28 @@ pub fn emit(
         }
         em.close(None);
     }
+    // The rows stacked outputs take this iteration (from the states before it changes).
+    let mut row_stores = Vec::new();
+    for (j, st) in &rows {
+        let vt = em.ty(st.value)?.clone();
+        let v = em.value(st.value, &at(&vt))?;
+        let r = em.value(st.row, &Index::scalar())?;
+        let last = st.rows - 1;
+        let clamped = match em.ty(st.row)?.dtype {
+            ElementType::I32 => format!("u32(clamp({r}, 0i, {last}i))"),
+            _ => format!("min({r}, {last}u)"),
+        };
+        let row = em.bind(super::dtype::Compute::U32, &clamped);
+        row_stores.push(format!("out{j}[{row} * {n}u + tid] = {v};"));
+    }
+    for s in &row_stores {
+        em.line(s);
+    }
     for ((_, var, _), x) in in_vars.iter().zip(&lets) {
         em.line(&format!("{var} = {x};"));
     }
     em.close(None);
+    let with_loop = em.iterations();
     // The results: each invocation its elements, the first the scalars and the flag.
     let mut outs: Vec<Binding> = Vec::new();
     let mut scalar_stores = Vec::new();
@@ -260,7 +295,9 @@ pub fn emit(
             value: r,
             ty: t.clone(),
         });
-        if t.rank() > 0 && serial {
+        if is_stacked(*k) {
+            // Written in place by the iterations.
+        } else if t.rank() > 0 && serial {
             em.open_loop(&format!("for (var e = 0u; e < {n}u; e = e + 1u)"), n);
             em.line(&format!("out{j}[e] = {var}[e];"));
             em.close(None);
@@ -300,8 +337,10 @@ pub fn emit(
     }
     // Iterations per launch: within the invocation's loop budget (an iteration's own loops,
     // such as an integer power's, counted) and the launch's work bound.
-    let cost = em.iterations().max(1);
-    let by_budget = target.max_invocation_iterations / cost;
+    // An iteration's back-edges, and those of the copies and stores around the loop.
+    let per_iteration = with_loop.saturating_sub(before_loop).max(1);
+    let fixed = em.iterations().saturating_sub(per_iteration);
+    let by_budget = target.max_invocation_iterations.saturating_sub(fixed) / per_iteration;
     let by_work = MAX_LAUNCH_WORK / n.saturating_mul(ops.max(1)).max(1);
     let per_launch = by_budget.min(by_work);
     if per_launch == 0 {
@@ -340,7 +379,7 @@ pub fn emit(
         &needs,
         &text,
         threads.div_ceil(wg as u64),
-        per_launch.saturating_mul(cost),
+        fixed.saturating_add(per_launch.saturating_mul(per_iteration)),
         target,
     )?;
     Ok(Some(WhileKernel {

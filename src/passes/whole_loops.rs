@@ -41,6 +41,104 @@ pub struct WholeLoop {
     /// Whether the loop reduces its tensors to scalars (a predicate to a tolerance, a norm):
     /// then one invocation computes every element, in loops over them.
     pub serial: bool,
+    /// Per state: the stacked output of a scan, when it is one (see [`Stacked`]).
+    pub stacked: Vec<Option<Stacked>>,
+}
+
+/// A state of shape `[T] ++ S` that the body only updates, at one row an iteration:
+/// `dynamic_update_slice(ys, broadcast_in_dim(v) or reshape(v), i, ...)` with `v` of shape
+/// `S` (`lax.scan`'s stacked outputs). Each invocation writes its element of the row in place.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stacked {
+    /// Rows (`T`).
+    pub rows: usize,
+    /// The value of shape `S` (or a scalar when `S` is) written at the row.
+    pub value: ValueId,
+    /// The row (a scalar `i32` or `u32`; clamped into the rows as `dynamic_update_slice`
+    /// does).
+    pub row: ValueId,
+    /// The `dynamic_update_slice` (what the body returns for the state) and the op making its
+    /// update from `value`.
+    pub ops: [ValueId; 2],
+}
+
+/// The stacked output state `k` is, if it is one (see [`Stacked`]); `shape` is not yet known,
+/// the caller checks it.
+fn stacked(f: &Function, op: &Operation, k: usize) -> Option<Stacked> {
+    let [cond, body] = &op.regions[..] else {
+        return None;
+    };
+    let (arg, carg) = (*body.args.get(k)?, *cond.args.get(k)?);
+    let returned = body.ops.last().filter(|o| o.op == Op::Return)?;
+    let result = *returned.operands.get(k)?;
+    let mut uses = 0;
+    let mut cond_reads = false;
+    body.walk(&mut |o: &Operation| uses += o.operands.iter().filter(|&&v| v == arg).count());
+    cond.walk(&mut |o: &Operation| cond_reads |= o.operands.contains(&carg));
+    let dus = body.ops.iter().find(|o| o.operands.first() == Some(&arg))?;
+    if uses != 1 || cond_reads || dus.op != Op::DynamicUpdateSlice || dus.results != [result] {
+        return None;
+    }
+    let (Some(&ys), Some(&update), Some(&row)) = (
+        dus.operands.first(),
+        dus.operands.get(1),
+        dus.operands.get(2),
+    ) else {
+        return None;
+    };
+    // The result leaves the body only as the state.
+    let mut result_uses = 0;
+    body.walk(&mut |o: &Operation| {
+        result_uses += o.operands.iter().filter(|&&v| v == result).count()
+    });
+    let maker = body.ops.iter().find(|o| o.results.contains(&update))?;
+    let mut update_uses = 0;
+    body.walk(&mut |o: &Operation| {
+        update_uses += o.operands.iter().filter(|&&v| v == update).count()
+    });
+    let [value] = maker.operands[..] else {
+        return None;
+    };
+    let (Type::Tensor(yt), Type::Tensor(vt), Type::Tensor(rt)) = (f.ty(ys), f.ty(value), f.ty(row))
+    else {
+        return None;
+    };
+    let mut want = vec![1usize];
+    want.extend(vt.dims());
+    let Type::Tensor(ut) = f.ty(update) else {
+        return None;
+    };
+    let makes = match &maker.op {
+        Op::Reshape => true,
+        Op::BroadcastInDim { dimensions } => dimensions
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| d == i as i64 + 1),
+        _ => false,
+    };
+    let ok = ys == arg
+        && result_uses == 1
+        && update_uses == 1
+        && makes
+        && ut.dims() == want
+        && yt.rank() == vt.rank() + 1
+        && yt.dims().get(1..) == Some(&vt.dims()[..])
+        && yt.dtype == vt.dtype
+        && yt.dtype.byte_size() >= 4
+        && rt.rank() == 0
+        && matches!(
+            rt.dtype,
+            crate::ir::ElementType::I32 | crate::ir::ElementType::U32
+        )
+        && dus.operands[3..]
+            .iter()
+            .all(|&v| matches!(f.ty(v), Type::Tensor(t) if t.rank() == 0));
+    ok.then(|| Stacked {
+        rows: yt.dims()[0],
+        value,
+        row,
+        ops: [result, update],
+    })
 }
 
 /// How loop `op` runs whole in one kernel, when it can.
@@ -62,12 +160,13 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
     let invariant: Vec<bool> = (0..op.operands.len())
         .map(|k| returned.operands.get(k) == body.args.get(k))
         .collect();
+    let stacks: Vec<Option<Stacked>> = (0..op.operands.len()).map(|k| stacked(f, op, k)).collect();
     // The state that changes: scalars, and tensors of one shape whose elements are words (a
     // packed element shares its word with other invocations' elements).
     let mut shape: Option<Vec<usize>> = None;
-    for (&v, &same) in op.operands.iter().zip(&invariant) {
+    for ((&v, &same), st) in op.operands.iter().zip(&invariant).zip(&stacks) {
         let t = tensor(v)?;
-        if same || t.rank() == 0 {
+        if same || st.is_some() || t.rank() == 0 {
             continue;
         }
         if t.dtype.byte_size() < 4 {
@@ -85,12 +184,20 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
     if elements == 0 {
         return None;
     }
+    // A stacked output's rows are of the state's shape.
+    let mut stacking: HashSet<ValueId> = HashSet::new();
+    for st in stacks.iter().flatten() {
+        if tensor(st.value)?.dims() != shape || st.rows == 0 {
+            return None;
+        }
+        stacking.extend(st.ops);
+    }
     // Values that hold the element of `S` of each invocation: the tensor states that change
     // and what is computed from them element by element.
     let mut own: HashSet<ValueId> = HashSet::new();
     for r in [cond, body] {
-        for (&a, &same) in r.args.iter().zip(&invariant) {
-            if !same && tensor(a)?.rank() > 0 {
+        for ((&a, &same), st) in r.args.iter().zip(&invariant).zip(&stacks) {
+            if !same && st.is_none() && tensor(a)?.rank() > 0 {
                 own.insert(a);
             }
         }
@@ -99,6 +206,11 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
     let mut serial = false;
     for r in [cond, body] {
         for o in &r.ops {
+            if o.results.iter().any(|v| stacking.contains(v)) {
+                // A stacked output's update: written in place (see `Stacked`).
+                ops += 1;
+                continue;
+            }
             if full_reduction(f, o, &shape) {
                 // Reads every element: one invocation computes them all (`serial`).
                 serial = true;
@@ -129,7 +241,9 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
             own.extend(o.results.iter().copied());
         }
     }
-    if elements.saturating_mul(ops) > MAX_ELEMENT_OPS || (serial && elements > MAX_SERIAL) {
+    if elements.saturating_mul(ops) > MAX_ELEMENT_OPS
+        || (serial && (elements > MAX_SERIAL || !stacking.is_empty()))
+    {
         return None;
     }
     Some(WholeLoop {
@@ -137,6 +251,7 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
         ops,
         invariant,
         serial,
+        stacked: stacks,
     })
 }
 
