@@ -494,14 +494,7 @@ impl Program {
                         "{pad}while {:?} -> {:?} (trip count: {})",
                         w.init,
                         w.results,
-                        match (w.trip_count, &w.trips_at_start) {
-                            (Some(n), _) => n.to_string(),
-                            (None, Some(t)) => format!(
-                                "computed at the start from {:?}",
-                                t.reads.iter().map(|r| r.0).collect::<Vec<_>>()
-                            ),
-                            (None, None) => "read back".into(),
-                        }
+                        trips_text(w.trip_count, w.trips_at_start.as_ref(), "read back")
                     )?;
                     writeln!(f, "{pad}  cond {:?} -> {}", w.args, w.cond_result)?;
                     w.cond.fmt_indented(f, indent + 2, kernels)?;
@@ -515,14 +508,7 @@ impl Program {
                     w.args,
                     w.results,
                     w.per_launch,
-                    match (w.trip_count, &w.trips_at_start) {
-                        (Some(n), _) => n.to_string(),
-                        (None, Some(t)) => format!(
-                            "computed at the start from {:?}",
-                            t.reads.iter().map(|r| r.0).collect::<Vec<_>>()
-                        ),
-                        (None, None) => "flag read back".into(),
-                    }
+                    trips_text(w.trip_count, w.trips_at_start.as_ref(), "flag read back")
                 )?,
                 Step::Branch(b) => {
                     writeln!(
@@ -556,6 +542,19 @@ impl Program {
 
 /// The type of every slot, indexed by slot.
 pub type SlotTypes = Vec<TensorType>;
+
+/// How a loop's trip count is had, for listings: a number, computed at the start from the
+/// loop operands read, or `otherwise`.
+fn trips_text(trip_count: Option<u64>, at_start: Option<&TripsAtStart>, otherwise: &str) -> String {
+    match (trip_count, at_start) {
+        (Some(n), _) => n.to_string(),
+        (None, Some(t)) => format!(
+            "computed at the start from {:?}",
+            t.reads.iter().map(|r| r.0).collect::<Vec<_>>()
+        ),
+        (None, None) => otherwise.into(),
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -285,24 +285,11 @@ fn full_reduction(f: &Function, o: &Operation, shape: &[usize]) -> bool {
     of_shape && rank0(init) && rank0(result) && simple
 }
 
-/// Ops a whole-loop kernel computes inline (no op with regions, no reduction, no update).
+/// Ops a whole-loop kernel computes inline: those whose copies fuse (`unroll`), less the
+/// reductions and updates (full reductions and stacked outputs are found apart).
 fn allowed(op: &Op) -> bool {
-    op.is_elementwise()
-        || matches!(
-            op,
-            Op::BitcastConvert
-                | Op::Constant(_)
-                | Op::Iota { .. }
-                | Op::BroadcastInDim { .. }
-                | Op::Reshape
-                | Op::Transpose { .. }
-                | Op::Slice { .. }
-                | Op::DynamicSlice { .. }
-                | Op::Concatenate { .. }
-                | Op::Pad { .. }
-                | Op::Reverse { .. }
-                | Op::Return
-        )
+    super::unroll::fuses_across_copies(op)
+        && !matches!(op, Op::Reduce { .. } | Op::DynamicUpdateSlice)
 }
 
 #[cfg(test)]
