@@ -122,6 +122,19 @@ def bisection_sqrt(a):
                           (jnp.zeros_like(a), a + 1.0))[0]
 
 
+def each_sqrt(a):
+    """Bisection for sqrt(a) of one element, to 1e-6 of max(1, a): under `jax.vmap` the loop
+    runs while any element's interval is wide, each element masked by its own."""
+    def body(c):
+        lo, hi = c
+        mid = 0.5 * (lo + hi)
+        big = mid * mid > a
+        return jnp.where(big, lo, mid), jnp.where(big, mid, hi)
+
+    return lax.while_loop(lambda c: c[1] - c[0] > 1e-6 * jnp.maximum(1.0, a), body,
+                          (jnp.float32(0), jnp.maximum(a, 1.0)))[0]
+
+
 def collatz_steps(n):
     """Integer steps from n to 1 (111 from 27)."""
     return lax.while_loop(lambda c: c[0] != 1,
@@ -185,6 +198,9 @@ def cases():
         "while: 40 doublings of a scalar": (doublings, (x1[:64],)),
         "while: bisection to 1e-6 (any)": (bisection_sqrt, (np.abs(x1[:64]) + 0.5,)),
         "while: Collatz steps from 27": (collatz_steps, (np.int32(27),)),
+        "while: vmap(bisection) over 4096 floats": (jax.vmap(each_sqrt), (np.abs(x1[:4096]) * 100,)),
+        "while: vmap(Collatz) over 10000 ints": (
+            jax.vmap(collatz_steps), (np.arange(1, 10001, dtype=np.int32),)),
         "fori_loop(3, 100) over 64 floats": (
             lambda x: lax.fori_loop(3, 100, lambda i, c: jnp.cos(c) * 0.5 + i * 1e-3, x), (x1[:64],)),
         "fori_loop 200 steps over 2^20 floats": (

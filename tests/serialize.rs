@@ -19,8 +19,9 @@ fn device() -> Arc<Device> {
 
 // Everything the step program has: kernels with a non-splat constant, a matmul, a reduce, a
 // counted loop, a data-dependent while, an if, a loop whose counter starts at a computed value
-// (its trip count computed when it starts), and two results. The counted loops run whole in
-// one kernel each; the data-dependent one, from the host.
+// (its trip count computed when it starts), a loop halving each element above 2 until none is,
+// and two results. The counted loops run whole in one kernel each, and the last with each
+// element on its own; the data-dependent one, from the host.
 const PROGRAM: &str = r#"
 func.func @main(%x: tensor<16x16xf32>, %y: tensor<16xf32>) -> (tensor<16x16xf32>, tensor<16xf32>) {
   %c = stablehlo.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0]> : tensor<16xf32>
@@ -77,7 +78,20 @@ func.func @main(%x: tensor<16x16xf32>, %y: tensor<16xf32>) -> (tensor<16x16xf32>
     %u1 = stablehlo.multiply %u, %third : tensor<16xf32>
     stablehlo.return %j1, %u1 : tensor<i32>, tensor<16xf32>
   }
-  return %rm, %ru : tensor<16x16xf32>, tensor<16xf32>
+  %fl = stablehlo.constant dense<false> : tensor<i1>
+  %h16 = stablehlo.constant dense<0.5> : tensor<16xf32>
+  %q = stablehlo.while(%v = %ru) : tensor<16xf32>
+  cond {
+    %big = stablehlo.compare GT, %v, %two : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xi1>
+    %any = stablehlo.reduce(%big init: %fl) applies stablehlo.or across dimensions = [0] : (tensor<16xi1>, tensor<i1>) -> tensor<i1>
+    stablehlo.return %any : tensor<i1>
+  } do {
+    %big = stablehlo.compare GT, %v, %two : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xi1>
+    %v1 = stablehlo.multiply %v, %h16 : tensor<16xf32>
+    %v2 = stablehlo.select %big, %v1, %v : (tensor<16xi1>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+    stablehlo.return %v2 : tensor<16xf32>
+  }
+  return %rm, %q : tensor<16x16xf32>, tensor<16xf32>
 }"#;
 
 fn f32s(v: &[f32]) -> Vec<u8> {
@@ -156,6 +170,9 @@ fn round_trip_gives_identical_results_without_compiling() {
     // predicate reads one element of its state) both round-trip.
     assert!(exe.program_listing().contains("while in kernel"));
     assert!(exe.program_listing().contains("trip count: read back"));
+    assert!(exe
+        .program_listing()
+        .contains("each element until its own predicate fails"));
     assert_eq!(back.output_types(), exe.output_types());
     assert_eq!(back.parameter_types(), exe.parameter_types());
     assert_eq!(back.output_aliases(), exe.output_aliases());

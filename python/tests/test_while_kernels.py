@@ -263,3 +263,81 @@ def test_a_row_past_the_end_is_clamped(gpu):
         return lax.while_loop(lambda c: c[0] < 8, body, (0, jnp.zeros((8, 64), jnp.float32), x))
 
     compare(gpu, f, X)
+
+
+# Loops whose elements stop on their own: `jax.vmap` of a `while_loop` (its predicate becomes
+# `any(P)`, its body `where(P, body(x), x)`), and loops masking their updates with a state.
+# Each invocation runs until its own element's predicate fails (`WholeLoop::each`).
+A = np.concatenate([np.linspace(0.01, 1000, 997), [0.0, 1.0, 4.0]]).astype(np.float32)
+
+
+def bisect_sqrt(a):
+    def body(c):
+        lo, hi = c
+        mid = 0.5 * (lo + hi)
+        big = mid * mid > a
+        return jnp.where(big, lo, mid), jnp.where(big, mid, hi)
+
+    lo, hi = lax.while_loop(lambda c: c[1] - c[0] > 1e-6 * jnp.maximum(1.0, a), body,
+                            (jnp.float32(0), jnp.maximum(a, 1.0)))
+    return lo, hi
+
+
+def test_vmapped_bisection(gpu):
+    # 1000 elements, 0 to 30 iterations each, exact against cpu.
+    compare(gpu, jax.vmap(bisect_sqrt), A, tol=0)
+
+
+def test_vmapped_newton_with_a_counter(gpu):
+    # The counter is batched too: each element counts its own iterations.
+    def newton(a):
+        return lax.while_loop(lambda c: (jnp.abs(c[0] * c[0] - a) > 1e-5 * a) & (c[1] < 100),
+                              lambda c: (0.5 * (c[0] + a / c[0]), c[1] + 1), (a + 1.0, 0))
+
+    compare(gpu, jax.vmap(newton), A[:-3] + 0.5, tol=0)
+
+
+def test_vmapped_collatz_on_a_grid(gpu):
+    # Integer trip counts from 0 to 261 over a 2-D state, exact.
+    def steps(x):
+        return lax.while_loop(lambda c: c[0] > 1,
+                              lambda c: (jnp.where(c[0] % 2 == 0, c[0] // 2, 3 * c[0] + 1),
+                                         c[1] + 1), (x, 0))
+
+    compare(gpu, jax.vmap(jax.vmap(steps)), np.arange(1, 2001, dtype=np.int32).reshape(40, 50),
+            tol=0)
+
+
+def test_a_mask_carried_as_state(gpu):
+    # A series summed to a tolerance per element, masked by an `enabled` state (the form of
+    # jax's own series loops): terms of exp(x) until they fall below 1e-7 of the sum. (Runs
+    # from the host: a changing bool state is packed four to a word, which invocations
+    # would share.)
+    def f(x):
+        def body(c):
+            on, k, term, total = c
+            term2 = jnp.where(on, term * x / k, term)
+            total2 = jnp.where(on, total + term2, total)
+            return on & (jnp.abs(term2) > 1e-7 * jnp.abs(total2)), k + 1.0, term2, total2
+
+        one = jnp.ones_like(x)
+        return lax.while_loop(lambda c: jnp.any(c[0]), body,
+                              (jnp.ones(x.shape, bool), one, one, one))
+
+    compare(gpu, f, np.linspace(-3, 8, 513, dtype=np.float32), tol=0)
+
+
+def test_loops_that_change_finished_elements(gpu):
+    # Not per element: every element halves while any is above 1, and a mask that differs
+    # from the predicate at exactly 1 (`>=` against `>`): finished elements still change.
+    x = np.concatenate([[1.0, 0.75, 3.0], np.linspace(2, 900, 997)]).astype(np.float32)
+    compare(gpu, lambda x: lax.while_loop(lambda v: jnp.any(v > 1), lambda v: v * 0.5, x), x,
+            tol=0)
+    compare(gpu, lambda x: lax.while_loop(lambda v: jnp.any(v > 1),
+                                          lambda v: jnp.where(v >= 1, v * 0.5, v), x), x, tol=0)
+
+
+def test_vmapped_loops_that_never_start(gpu):
+    # Every predicate false from the start (one launch, no iteration), and NaNs (false).
+    compare(gpu, jax.vmap(bisect_sqrt), np.zeros(300, np.float32), tol=0)
+    compare(gpu, jax.vmap(bisect_sqrt), np.full(300, np.nan, np.float32), tol=0)

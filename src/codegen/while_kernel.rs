@@ -44,6 +44,9 @@ pub struct WhileKernel {
     /// The states that change, in order: the first inputs are their initial values and the
     /// first outputs their results. The others' results are their initial values.
     pub changing: Vec<usize>,
+    /// Each element runs until its own predicate fails (`whole_loops::WholeLoop::each`): the
+    /// flag is set by any invocation, so it must be cleared before each launch.
+    pub each: bool,
 }
 
 /// The kernel of loop `op`, or `None` where the loop does not run whole in one kernel.
@@ -60,6 +63,7 @@ pub fn emit(
         ops,
         invariant,
         serial,
+        each,
         stacked,
     }) = whole_loops::in_one_kernel(f, op)
     else {
@@ -215,7 +219,17 @@ pub fn emit(
     if serial {
         reductions(&mut em, cond, &elements, n)?;
     }
-    let p = em.value(pred, &Index::scalar())?;
+    let p = if each {
+        // `any(P)` from `init`: `init || P` at this invocation's element.
+        let Some((own_pred, init)) = whole_loops::any_of(f, op) else {
+            return Ok(None);
+        };
+        let i = em.value(init, &Index::scalar())?;
+        let e = em.value(own_pred, &own)?;
+        format!("({i} || {e})")
+    } else {
+        em.value(pred, &Index::scalar())?
+    };
     em.open(&format!("if (!{p})"));
     em.line("wh_go = false;");
     em.line("break;");
@@ -317,7 +331,16 @@ pub fn emit(
         value: FLAG,
         ty: TensorType::new(vec![1], ElementType::U32),
     });
-    scalar_stores.push(format!("out{flag}[0] = select(0u, 1u, wh_go);"));
+    // The flag: 1 where the launch stopped with the predicate still true. With `each`, any
+    // invocation whose element still goes sets it (the runtime clears it before the launch).
+    let flag_store = format!("out{flag}[0] = 1u;");
+    if each {
+        em.open("if (wh_go)");
+        em.line(&flag_store);
+        em.close(None);
+    } else {
+        scalar_stores.push(format!("out{flag}[0] = select(0u, 1u, wh_go);"));
+    }
     em.open("if (tid == 0u)");
     for s in &scalar_stores {
         em.line(s);
@@ -365,13 +388,15 @@ pub fn emit(
          iterations a launch\nfuses: {}",
         if serial {
             " (one invocation: it reduces them)"
+        } else if each {
+            " (each until its own predicate fails: the loop runs while any holds)"
         } else {
             ""
         },
         em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
     );
     let needs: BTreeSet<String> = em.needs.iter().cloned().collect();
-    let kernel = kernel::in_workgroups(
+    let mut kernel = kernel::in_workgroups(
         name,
         &comment,
         em.inputs.clone(),
@@ -382,10 +407,29 @@ pub fn emit(
         fixed.saturating_add(per_launch.saturating_mul(per_iteration)),
         target,
     )?;
+    if each {
+        // Invocations set the flag concurrently: an atomic word.
+        let decl = format!("var<storage, read_write> out{flag}: array<u32>;");
+        if !kernel.wgsl.contains(&decl) || !kernel.wgsl.contains(&flag_store) {
+            return Err(Error::internal(format!(
+                "{name}: no flag out{flag} to make atomic"
+            )));
+        }
+        kernel.wgsl = kernel
+            .wgsl
+            .replacen(
+                &decl,
+                &format!("var<storage, read_write> out{flag}: array<atomic<u32>>;"),
+                1,
+            )
+            .replacen(&flag_store, &format!("atomicStore(&out{flag}[0], 1u);"), 1);
+        kernel::validate(name, &kernel.wgsl, target.caps)?;
+    }
     Ok(Some(WhileKernel {
         kernel,
         per_launch,
         changing: states.iter().map(|s| s.0).collect(),
+        each,
     }))
 }
 

@@ -1132,9 +1132,11 @@ impl<'f, 't> Lowering<'f, 't> {
             }
         }
         let flag = self.anonymous_slot(TensorType::new(vec![1], crate::ir::ElementType::U32));
-        let trip_count = trip_count(op, &self.all_defs);
+        // A loop whose elements stop on their own has no trip count: the flag says when.
+        let trip_count = trip_count(op, &self.all_defs).filter(|_| !wk.each);
         let trips_at_start = match trip_count {
             Some(_) => None,
+            None if wk.each => None,
             None => self.trips_at_start(op),
         };
         self.kernels.push(kernel);
@@ -1149,6 +1151,7 @@ impl<'f, 't> Lowering<'f, 't> {
             per_launch: wk.per_launch,
             trip_count,
             trips_at_start,
+            clear_flag: wk.each,
         }))))
     }
 

@@ -79,6 +79,9 @@ pub struct WhileKernelStep {
     pub trip_count: Option<u64>,
     /// Or computed when the loop starts (one read-back, no flag read back).
     pub trips_at_start: Option<TripsAtStart>,
+    /// Whether the flag is cleared before each launch: each element runs until its own
+    /// predicate fails, and any invocation still going sets it (`codegen::while_kernel`).
+    pub clear_flag: bool,
 }
 
 /// How an `if` / `case` runs: the selector is read back and one branch runs.
@@ -503,12 +506,17 @@ impl Program {
                 }
                 Step::WhileKernel(w) => writeln!(
                     f,
-                    "{pad}while in kernel {} {:?} -> {:?} ({} iterations a launch; trip count: {})",
+                    "{pad}while in kernel {} {:?} -> {:?} ({} iterations a launch; trip count: {}{})",
                     kernels.get(w.kernel).map(String::as_str).unwrap_or("?"),
                     w.args,
                     w.results,
                     w.per_launch,
-                    trips_text(w.trip_count, w.trips_at_start.as_ref(), "flag read back")
+                    trips_text(w.trip_count, w.trips_at_start.as_ref(), "flag read back"),
+                    if w.clear_flag {
+                        ", each element until its own predicate fails"
+                    } else {
+                        ""
+                    }
                 )?,
                 Step::Branch(b) => {
                     writeln!(

@@ -33,7 +33,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 10;
+pub const FORMAT_VERSION: u32 = 11;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -455,6 +455,7 @@ impl W {
                     self.len(w.flag);
                     self.u64(w.per_launch);
                     self.trips(w.trip_count, w.trips_at_start.as_ref());
+                    self.u8(w.clear_flag as u8);
                 }
                 Step::Branch(b) => {
                     self.u8(4);
@@ -786,6 +787,7 @@ impl<'a> R<'a> {
                     per_launch: self.u64()?,
                     trip_count: self.trip_count()?,
                     trips_at_start: self.trips_at_start()?,
+                    clear_flag: self.bool()?,
                 })),
                 4 => {
                     let selector = self.len()?;

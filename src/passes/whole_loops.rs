@@ -11,9 +11,9 @@
 //! it takes them: copies of the body save nothing there. `WGPU_HLO_WHILE_KERNELS=0` turns the
 //! kernels off (those passes then rewrite the loops as before).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use crate::ir::{Function, Op, Operation, Type, ValueId};
+use crate::ir::{BinaryOp, ElementType, Function, Op, Operation, Type, UnaryOp, ValueId};
 
 /// Most elements of `S` times ops of one iteration: within it a launch runs at least 8
 /// iterations under `codegen::while_kernel`'s bound on one launch's work (2^28 element-ops),
@@ -41,6 +41,10 @@ pub struct WholeLoop {
     /// Whether the loop reduces its tensors to scalars (a predicate to a tolerance, a norm):
     /// then one invocation computes every element, in loops over them.
     pub serial: bool,
+    /// Whether each element runs until its own predicate fails ([`each_element`]): the loop's
+    /// predicate is `any(P)` of an elementwise `P`, and an element where `P` fails keeps its
+    /// state. Then each invocation runs its own iterations (no `serial`).
+    pub each: bool,
     /// Per state: the stacked output of a scan, when it is one (see [`Stacked`]).
     pub stacked: Vec<Option<Stacked>>,
 }
@@ -241,6 +245,8 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
             own.extend(o.results.iter().copied());
         }
     }
+    let each = serial && each_element(f, op, &invariant, &stacks);
+    let serial = serial && !each;
     if elements.saturating_mul(ops) > MAX_ELEMENT_OPS
         || (serial && (elements > MAX_SERIAL || !stacking.is_empty()))
     {
@@ -251,8 +257,197 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
         ops,
         invariant,
         serial,
+        each,
         stacked: stacks,
     })
+}
+
+/// The elementwise predicate `P` of a loop whose cond returns `any(P)`, with the reduction's
+/// initial value: a reduction by `or` of a tensor of the state's shape, the cond's only
+/// reduction. (The initial value is `false` in every loop JAX writes; a kernel computes
+/// `init || P` at its element, which is the loop's predicate wherever `init` holds too.)
+pub fn any_of(f: &Function, op: &Operation) -> Option<(ValueId, ValueId)> {
+    let [cond, _] = &op.regions[..] else {
+        return None;
+    };
+    let &[r] = cond.returned() else {
+        return None;
+    };
+    let reduces = cond
+        .ops
+        .iter()
+        .filter(|o| matches!(o.op, Op::Reduce { .. }))
+        .count();
+    let o = cond.ops.iter().find(|o| o.results == [r])?;
+    let (Op::Reduce { .. }, [input, init], [reducer]) = (&o.op, &o.operands[..], &o.regions[..])
+    else {
+        return None;
+    };
+    let or = matches!(&reducer.ops[..], [x, _] if x.op == Op::Binary(BinaryOp::Or));
+    let pred = matches!(f.ty(*input), Type::Tensor(t) if t.dtype == ElementType::Pred);
+    (reduces == 1 && or && pred).then_some((*input, *init))
+}
+
+/// Whether loop `op` (whose ops already compute each element from its own: see
+/// [`in_one_kernel`]) may run each element until its own predicate fails: the loop runs while
+/// `any(P)` for an elementwise `P` ([`any_of`]), the body has no reductions, every state that
+/// changes is a tensor of the state's shape (no counters, no stacked outputs), and where `P`
+/// fails the body returns each state as it is. `jax.vmap` of a `while_loop` whose predicate
+/// becomes batched has this form (the body selects `where(P, body(x), x)` with `P`
+/// recomputed), and so do loops masking their updates with a state (`enabled`) that `P` is.
+///
+/// Then element `e`'s state stops changing at the first iteration where `P` fails at `e`, and
+/// never depends on other elements: the state the loop ends with at `e` is the state after
+/// `e`'s own iterations, whatever the others do. The proof is symbolic: the body's returned
+/// values are followed through `select`s (and `and`, `not`, identity broadcasts) with every
+/// value computed as `P` is (the same ops on the same states and outside values) taken as
+/// false, and must come back to the state itself.
+fn each_element(
+    f: &Function,
+    op: &Operation,
+    invariant: &[bool],
+    stacks: &[Option<Stacked>],
+) -> bool {
+    let [cond, body] = &op.regions[..] else {
+        return false;
+    };
+    let Some((p, _)) = any_of(f, op) else {
+        return false;
+    };
+    if body.ops.iter().any(|o| !o.regions.is_empty()) || stacks.iter().any(Option::is_some) {
+        return false;
+    }
+    let next = body.returned();
+    let proof = Proof {
+        f,
+        cond,
+        body,
+        cdefs: cond.definitions(),
+        bdefs: body.definitions(),
+        p,
+    };
+    (0..op.operands.len()).all(|k| {
+        if invariant.get(k).copied().unwrap_or(true) {
+            return true;
+        }
+        let rank = match f.ty(op.operands[k]) {
+            Type::Tensor(t) => t.rank(),
+            _ => 0,
+        };
+        let Some(&n) = next.get(k) else {
+            return false;
+        };
+        let frozen = proof.eval(n, 0);
+        rank > 0
+            && (frozen == Sym::Arg(k) || (frozen == Sym::False && cond.args.get(k) == Some(&p)))
+    })
+}
+
+/// What a body value is where the loop's predicate fails ([`each_element`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sym {
+    False,
+    True,
+    /// The state of this index, as the iteration found it.
+    Arg(usize),
+    /// Anything else.
+    Other,
+}
+
+/// Recursion bound of [`Proof`]'s walks: past it a value is [`Sym::Other`] (no proof).
+const PROOF_DEPTH: usize = 64;
+
+struct Proof<'a> {
+    f: &'a Function,
+    cond: &'a crate::ir::Region,
+    body: &'a crate::ir::Region,
+    cdefs: HashMap<ValueId, usize>,
+    bdefs: HashMap<ValueId, usize>,
+    /// The cond's predicate (a cond value).
+    p: ValueId,
+}
+
+impl Proof<'_> {
+    /// Whether cond value `c` and body value `b` are computed alike: the same ops on the same
+    /// states (by index) and outside values.
+    fn same(&self, c: ValueId, b: ValueId, depth: usize) -> bool {
+        if depth > PROOF_DEPTH || self.f.ty(c) != self.f.ty(b) {
+            return false;
+        }
+        if let Some(i) = self.cond.args.iter().position(|&a| a == c) {
+            return self.body.args.get(i) == Some(&b);
+        }
+        match (self.cdefs.get(&c), self.bdefs.get(&b)) {
+            (None, None) => c == b && !self.body.args.contains(&b),
+            (Some(&i), Some(&j)) => {
+                let (co, bo) = (&self.cond.ops[i], &self.body.ops[j]);
+                co.op == bo.op
+                    && co.regions.is_empty()
+                    && bo.regions.is_empty()
+                    && co.operands.len() == bo.operands.len()
+                    && co.results.iter().position(|&r| r == c)
+                        == bo.results.iter().position(|&r| r == b)
+                    && co
+                        .operands
+                        .iter()
+                        .zip(&bo.operands)
+                        .all(|(&x, &y)| self.same(x, y, depth + 1))
+            }
+            _ => false,
+        }
+    }
+
+    /// Body value `v` where the predicate fails.
+    fn eval(&self, v: ValueId, depth: usize) -> Sym {
+        if depth > PROOF_DEPTH {
+            return Sym::Other;
+        }
+        if self.same(self.p, v, 0) {
+            return Sym::False;
+        }
+        if let Some(k) = self.body.args.iter().position(|&a| a == v) {
+            return Sym::Arg(k);
+        }
+        let Some(&j) = self.bdefs.get(&v) else {
+            return Sym::Other;
+        };
+        let o = &self.body.ops[j];
+        let is_pred =
+            |x: ValueId| matches!(self.f.ty(x), Type::Tensor(t) if t.dtype == ElementType::Pred);
+        match (&o.op, &o.operands[..]) {
+            (Op::Select, &[c, a, b]) => match self.eval(c, depth + 1) {
+                Sym::False => self.eval(b, depth + 1),
+                Sym::True => self.eval(a, depth + 1),
+                _ => match (self.eval(a, depth + 1), self.eval(b, depth + 1)) {
+                    (x, y) if x == y && x != Sym::Other => x,
+                    _ => Sym::Other,
+                },
+            },
+            (Op::BroadcastInDim { dimensions }, &[x]) => {
+                let identity = self.f.ty(x) == self.f.ty(v)
+                    && dimensions.iter().enumerate().all(|(i, &d)| d == i as i64);
+                let scalar = matches!(self.f.ty(x), Type::Tensor(t) if t.rank() == 0);
+                match self.eval(x, depth + 1) {
+                    s @ (Sym::False | Sym::True) if identity || scalar => s,
+                    s @ Sym::Arg(_) if identity => s,
+                    _ => Sym::Other,
+                }
+            }
+            (Op::Binary(BinaryOp::And), &[x, y]) if is_pred(v) => {
+                match (self.eval(x, depth + 1), self.eval(y, depth + 1)) {
+                    (Sym::False, _) | (_, Sym::False) => Sym::False,
+                    (Sym::True, Sym::True) => Sym::True,
+                    _ => Sym::Other,
+                }
+            }
+            (Op::Unary(UnaryOp::Not), &[x]) if is_pred(v) => match self.eval(x, depth + 1) {
+                Sym::False => Sym::True,
+                Sym::True => Sym::False,
+                _ => Sym::Other,
+            },
+            _ => Sym::Other,
+        }
+    }
 }
 
 /// Most elements of `S` a loop with reductions computes in one invocation. Its tensors live
@@ -418,5 +613,78 @@ func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
             });
         }
         assert_eq!(found, vec![Some((true, vec![64]))]);
+    }
+}
+
+#[cfg(test)]
+mod each_tests {
+    use crate::ir::{Function, Op, Operation};
+
+    /// Each loop left after the passes: `(serial, each)` where it runs whole in one kernel.
+    fn whole(src: &str) -> Vec<Option<(bool, bool)>> {
+        let m = crate::frontend::text::parse_module(src, "t").expect("parse");
+        let f: Function = crate::passes::prepare(&m, "main").expect("prepare");
+        let mut found = Vec::new();
+        if let Some(b) = &f.body {
+            b.walk(&mut |o: &Operation| {
+                if o.op == Op::While {
+                    found.push(super::in_one_kernel(&f, o).map(|w| (w.serial, w.each)));
+                }
+            });
+        }
+        found
+    }
+
+    // Halves the elements above 1 while any is: the cond's predicate `any(v > 1)`, the body
+    // NEXT (of %v and %big, `v > 1` recomputed as the batching of a while loop writes it).
+    const HALVING: &str = r#"
+func.func @main(%x: tensor<1000xf32>) -> tensor<1000xf32> {
+  %f = stablehlo.constant dense<false> : tensor<i1>
+  %one = stablehlo.constant dense<1.0> : tensor<f32>
+  %r = stablehlo.while(%v = %x) : tensor<1000xf32>
+   cond {
+    %ob = stablehlo.broadcast_in_dim %one, dims = [] : (tensor<f32>) -> tensor<1000xf32>
+    %g = stablehlo.compare GT, %v, %ob : (tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xi1>
+    %a = stablehlo.reduce(%g init: %f) applies stablehlo.or across dimensions = [0] : (tensor<1000xi1>, tensor<i1>) -> tensor<i1>
+    stablehlo.return %a : tensor<i1>
+  } do {
+    %h = stablehlo.constant dense<0.5> : tensor<f32>
+    %hb = stablehlo.broadcast_in_dim %h, dims = [] : (tensor<f32>) -> tensor<1000xf32>
+    %ob = stablehlo.broadcast_in_dim %one, dims = [] : (tensor<f32>) -> tensor<1000xf32>
+    %big = stablehlo.compare CMP, %v, %ob : (tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xi1>
+    %w = stablehlo.multiply %v, %hb : tensor<1000xf32>
+    NEXT
+    stablehlo.return %n : tensor<1000xf32>
+  }
+  return %r : tensor<1000xf32>
+}"#;
+
+    fn halving(cmp: &str, next: &str) -> String {
+        HALVING.replace("CMP", cmp).replace("NEXT", next)
+    }
+
+    #[test]
+    fn masked_loops_run_each_element_on_its_own() {
+        let masked = "%n = stablehlo.select %big, %w, %v : (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xf32>";
+        assert_eq!(whole(&halving("GT", masked)), vec![Some((false, true))]);
+        // The mask negated twice, and through an `and` with another predicate.
+        let twice = "%nb = stablehlo.not %big : tensor<1000xi1>
+    %n = stablehlo.select %nb, %v, %w : (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xf32>";
+        assert_eq!(whole(&halving("GT", twice)), vec![Some((false, true))]);
+        let and = "%z = stablehlo.compare NE, %w, %hb : (tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xi1>
+    %both = stablehlo.and %z, %big : tensor<1000xi1>
+    %n = stablehlo.select %both, %w, %v : (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xf32>";
+        assert_eq!(whole(&halving("GT", and)), vec![Some((false, true))]);
+    }
+
+    #[test]
+    fn loops_that_change_stopped_elements_do_not() {
+        // Halving every element while any is above 1 (elements at or below 1 still change),
+        // and a mask that is not the predicate (`>=`: an element at 1 still changes): 1000
+        // elements, too many for one invocation, so the loops run from the host.
+        let all = "%n = stablehlo.multiply %v, %hb : tensor<1000xf32>";
+        assert_eq!(whole(&halving("GT", all)).iter().flatten().count(), 0);
+        let masked = "%n = stablehlo.select %big, %w, %v : (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xf32>";
+        assert_eq!(whole(&halving("GE", masked)).iter().flatten().count(), 0);
     }
 }

@@ -1419,7 +1419,13 @@ impl Run<'_> {
             for &r in &w.results {
                 bufs.push(self.alloc(r)?);
             }
-            bufs.push(self.alloc(w.flag)?);
+            let flag = self.alloc(w.flag)?;
+            if w.clear_flag {
+                // Set by any invocation still going, never cleared by the kernel.
+                self.end_pass();
+                self.encoder().clear_buffer(&flag.buffer, 0, None);
+            }
+            bufs.push(flag);
             self.dispatch(w.kernel, &bufs, &[])?;
             done += 1;
             let more = match launches {
