@@ -325,6 +325,8 @@ fn each_element(
         cdefs: cond.definitions(),
         bdefs: body.definitions(),
         p,
+        same_memo: Default::default(),
+        eval_memo: Default::default(),
     };
     (0..op.operands.len()).all(|k| {
         if invariant.get(k).copied().unwrap_or(true) {
@@ -365,12 +367,26 @@ struct Proof<'a> {
     bdefs: HashMap<ValueId, usize>,
     /// The cond's predicate (a cond value).
     p: ValueId,
+    /// Answers so far (a value reached along many paths is followed once: without them a
+    /// chain of ops using the one before twice took time exponential in its length). An
+    /// answer cut short by the depth bound is "no", kept: a proof may only fail for it.
+    same_memo: std::cell::RefCell<HashMap<(ValueId, ValueId), bool>>,
+    eval_memo: std::cell::RefCell<HashMap<ValueId, Sym>>,
 }
 
 impl Proof<'_> {
     /// Whether cond value `c` and body value `b` are computed alike: the same ops on the same
     /// states (by index) and outside values.
     fn same(&self, c: ValueId, b: ValueId, depth: usize) -> bool {
+        if let Some(&known) = self.same_memo.borrow().get(&(c, b)) {
+            return known;
+        }
+        let answer = self.same_uncached(c, b, depth);
+        self.same_memo.borrow_mut().insert((c, b), answer);
+        answer
+    }
+
+    fn same_uncached(&self, c: ValueId, b: ValueId, depth: usize) -> bool {
         if depth > PROOF_DEPTH || self.f.ty(c) != self.f.ty(b) {
             return false;
         }
@@ -399,6 +415,15 @@ impl Proof<'_> {
 
     /// Body value `v` where the predicate fails.
     fn eval(&self, v: ValueId, depth: usize) -> Sym {
+        if let Some(&known) = self.eval_memo.borrow().get(&v) {
+            return known;
+        }
+        let answer = self.eval_uncached(v, depth);
+        self.eval_memo.borrow_mut().insert(v, answer);
+        answer
+    }
+
+    fn eval_uncached(&self, v: ValueId, depth: usize) -> Sym {
         if depth > PROOF_DEPTH {
             return Sym::Other;
         }
@@ -675,6 +700,35 @@ func.func @main(%x: tensor<1000xf32>) -> tensor<1000xf32> {
     %both = stablehlo.and %z, %big : tensor<1000xi1>
     %n = stablehlo.select %both, %w, %v : (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xf32>";
         assert_eq!(whole(&halving("GT", and)), vec![Some((false, true))]);
+    }
+
+    #[test]
+    fn long_predicates_are_proved_quickly() {
+        // `P` at the end of a chain of 60 ops each using the one before twice (in the cond,
+        // and recomputed in the body): followed once each, not 2^60 times.
+        let chain = |pre: &str| -> String {
+            let mut out = format!("%{pre}0 = stablehlo.multiply %v, %v : tensor<1000xf32>\n");
+            for i in 1..60 {
+                out += &format!(
+                    "    %{pre}{i} = stablehlo.multiply %{pre}{j}, %{pre}{j} : tensor<1000xf32>\n",
+                    j = i - 1
+                );
+            }
+            out
+        };
+        let src = halving(
+            "GT",
+            "%n = stablehlo.select %big, %w, %v : (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xf32>",
+        )
+        .replace(
+            "%g = stablehlo.compare GT, %v, %ob",
+            &format!("{}    %g = stablehlo.compare GT, %c59, %ob", chain("c")),
+        )
+        .replace(
+            "%big = stablehlo.compare GT, %v, %ob",
+            &format!("{}    %big = stablehlo.compare GT, %b59, %ob", chain("b")),
+        );
+        assert_eq!(whole(&src), vec![Some((false, true))]);
     }
 
     #[test]
