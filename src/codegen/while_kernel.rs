@@ -219,16 +219,14 @@ pub fn emit(
     if serial {
         reductions(&mut em, cond, &elements, n)?;
     }
-    let p = if each {
+    let p = match each {
         // `any(P)` from `init`: `init || P` at this invocation's element.
-        let Some((own_pred, init)) = whole_loops::any_of(f, op) else {
-            return Ok(None);
-        };
-        let i = em.value(init, &Index::scalar())?;
-        let e = em.value(own_pred, &own)?;
-        format!("({i} || {e})")
-    } else {
-        em.value(pred, &Index::scalar())?
+        Some((own_pred, init)) => {
+            let i = em.value(init, &Index::scalar())?;
+            let e = em.value(own_pred, &own)?;
+            format!("({i} || {e})")
+        }
+        None => em.value(pred, &Index::scalar())?,
     };
     em.open(&format!("if (!{p})"));
     em.line("wh_go = false;");
@@ -334,18 +332,20 @@ pub fn emit(
     // The flag: 1 where the launch stopped with the predicate still true. With `each`, any
     // invocation whose element still goes sets it (the runtime clears it before the launch).
     let flag_store = format!("out{flag}[0] = 1u;");
-    if each {
+    if each.is_some() {
         em.open("if (wh_go)");
         em.line(&flag_store);
         em.close(None);
     } else {
         scalar_stores.push(format!("out{flag}[0] = select(0u, 1u, wh_go);"));
     }
-    em.open("if (tid == 0u)");
-    for s in &scalar_stores {
-        em.line(s);
+    if !scalar_stores.is_empty() {
+        em.open("if (tid == 0u)");
+        for s in &scalar_stores {
+            em.line(s);
+        }
+        em.close(None);
     }
-    em.close(None);
     let bindings = em.inputs.len() + outs.len();
     if bindings as u32 > target.max_storage_buffers {
         return Ok(None);
@@ -388,7 +388,7 @@ pub fn emit(
          iterations a launch\nfuses: {}",
         if serial {
             " (one invocation: it reduces them)"
-        } else if each {
+        } else if each.is_some() {
             " (each until its own predicate fails: the loop runs while any holds)"
         } else {
             ""
@@ -407,7 +407,7 @@ pub fn emit(
         fixed.saturating_add(per_launch.saturating_mul(per_iteration)),
         target,
     )?;
-    if each {
+    if each.is_some() {
         // Invocations set the flag concurrently: an atomic word.
         let decl = format!("var<storage, read_write> out{flag}: array<u32>;");
         if !kernel.wgsl.contains(&decl) || !kernel.wgsl.contains(&flag_store) {
@@ -429,7 +429,7 @@ pub fn emit(
         kernel,
         per_launch,
         changing: states.iter().map(|s| s.0).collect(),
-        each,
+        each: each.is_some(),
     }))
 }
 

@@ -1133,11 +1133,10 @@ impl<'f, 't> Lowering<'f, 't> {
         }
         let flag = self.anonymous_slot(TensorType::new(vec![1], crate::ir::ElementType::U32));
         // A loop whose elements stop on their own has no trip count: the flag says when.
-        let trip_count = trip_count(op, &self.all_defs).filter(|_| !wk.each);
-        let trips_at_start = match trip_count {
-            Some(_) => None,
-            None if wk.each => None,
-            None => self.trips_at_start(op),
+        let (trip_count, trips_at_start) = match trip_count(op, &self.all_defs) {
+            _ if wk.each => (None, None),
+            Some(n) => (Some(n), None),
+            None => (None, self.trips_at_start(op)),
         };
         self.kernels.push(kernel);
         Ok(Some(Step::WhileKernel(Box::new(WhileKernelStep {

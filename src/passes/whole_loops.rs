@@ -41,10 +41,11 @@ pub struct WholeLoop {
     /// Whether the loop reduces its tensors to scalars (a predicate to a tolerance, a norm):
     /// then one invocation computes every element, in loops over them.
     pub serial: bool,
-    /// Whether each element runs until its own predicate fails ([`each_element`]): the loop's
-    /// predicate is `any(P)` of an elementwise `P`, and an element where `P` fails keeps its
-    /// state. Then each invocation runs its own iterations (no `serial`).
-    pub each: bool,
+    /// When each element runs until its own predicate fails ([`each_element`]): the loop's
+    /// predicate is `any(P)` of an elementwise `P` (this is `P` and the reduction's initial
+    /// value, [`any_of`]), and an element where `P` fails keeps its state. Then each
+    /// invocation runs its own iterations (no `serial`).
+    pub each: Option<(ValueId, ValueId)>,
     /// Per state: the stacked output of a scan, when it is one (see [`Stacked`]).
     pub stacked: Vec<Option<Stacked>>,
 }
@@ -245,8 +246,12 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
             own.extend(o.results.iter().copied());
         }
     }
-    let each = serial && each_element(f, op, &invariant, &stacks);
-    let serial = serial && !each;
+    let each = if serial {
+        each_element(f, op, &invariant, &stacks)
+    } else {
+        None
+    };
+    let serial = serial && each.is_none();
     if elements.saturating_mul(ops) > MAX_ELEMENT_OPS
         || (serial && (elements > MAX_SERIAL || !stacking.is_empty()))
     {
@@ -266,7 +271,7 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
 /// initial value: a reduction by `or` of a tensor of the state's shape, the cond's only
 /// reduction. (The initial value is `false` in every loop JAX writes; a kernel computes
 /// `init || P` at its element, which is the loop's predicate wherever `init` holds too.)
-pub fn any_of(f: &Function, op: &Operation) -> Option<(ValueId, ValueId)> {
+fn any_of(f: &Function, op: &Operation) -> Option<(ValueId, ValueId)> {
     let [cond, _] = &op.regions[..] else {
         return None;
     };
@@ -288,8 +293,9 @@ pub fn any_of(f: &Function, op: &Operation) -> Option<(ValueId, ValueId)> {
     (reduces == 1 && or && pred).then_some((*input, *init))
 }
 
-/// Whether loop `op` (whose ops already compute each element from its own: see
-/// [`in_one_kernel`]) may run each element until its own predicate fails: the loop runs while
+/// `P` and the initial value of `any(P)` ([`any_of`]) when loop `op` (whose ops already
+/// compute each element from its own: see [`in_one_kernel`]) may run each element until its
+/// own predicate fails: the loop runs while
 /// `any(P)` for an elementwise `P` ([`any_of`]), the body has no reductions, every state that
 /// changes is a tensor of the state's shape (no counters, no stacked outputs), and where `P`
 /// fails the body returns each state as it is. `jax.vmap` of a `while_loop` whose predicate
@@ -307,15 +313,13 @@ fn each_element(
     op: &Operation,
     invariant: &[bool],
     stacks: &[Option<Stacked>],
-) -> bool {
+) -> Option<(ValueId, ValueId)> {
     let [cond, body] = &op.regions[..] else {
-        return false;
+        return None;
     };
-    let Some((p, _)) = any_of(f, op) else {
-        return false;
-    };
+    let (p, init) = any_of(f, op)?;
     if body.ops.iter().any(|o| !o.regions.is_empty()) || stacks.iter().any(Option::is_some) {
-        return false;
+        return None;
     }
     let next = body.returned();
     let proof = Proof {
@@ -328,7 +332,7 @@ fn each_element(
         same_memo: Default::default(),
         eval_memo: Default::default(),
     };
-    (0..op.operands.len()).all(|k| {
+    let frozen = (0..op.operands.len()).all(|k| {
         if invariant.get(k).copied().unwrap_or(true) {
             return true;
         }
@@ -342,7 +346,8 @@ fn each_element(
         let frozen = proof.eval(n, 0);
         rank > 0
             && (frozen == Sym::Arg(k) || (frozen == Sym::False && cond.args.get(k) == Some(&p)))
-    })
+    });
+    frozen.then_some((p, init))
 }
 
 /// What a body value is where the loop's predicate fails ([`each_element`]).
@@ -653,7 +658,7 @@ mod each_tests {
         if let Some(b) = &f.body {
             b.walk(&mut |o: &Operation| {
                 if o.op == Op::While {
-                    found.push(super::in_one_kernel(&f, o).map(|w| (w.serial, w.each)));
+                    found.push(super::in_one_kernel(&f, o).map(|w| (w.serial, w.each.is_some())));
                 }
             });
         }
