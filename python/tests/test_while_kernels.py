@@ -310,9 +310,9 @@ def test_vmapped_collatz_on_a_grid(gpu):
 
 def test_a_mask_carried_as_state(gpu):
     # A series summed to a tolerance per element, masked by an `enabled` state (the form of
-    # jax's own series loops): terms of exp(x) until they fall below 1e-7 of the sum. (Runs
-    # from the host: a changing bool state is packed four to a word, which invocations
-    # would share.)
+    # jax's own series loops): terms of exp(x) until they fall below 1e-7 of the sum. The
+    # bool state packs four to a word: each invocation carries a word's four elements, and
+    # 513 leaves a word of one.
     def f(x):
         def body(c):
             on, k, term, total = c
@@ -341,3 +341,112 @@ def test_vmapped_loops_that_never_start(gpu):
     # Every predicate false from the start (one launch, no iteration), and NaNs (false).
     compare(gpu, jax.vmap(bisect_sqrt), np.zeros(300, np.float32), tol=0)
     compare(gpu, jax.vmap(bisect_sqrt), np.full(300, np.nan, np.float32), tol=0)
+
+
+SPECIAL = {
+    "gammainc": (jax.scipy.special.gammainc, 2),
+    "gammaincc": (jax.scipy.special.gammaincc, 2),
+    "betainc": (jax.scipy.special.betainc, 3),
+    "gammainc grad": (jax.grad(lambda a, x: jax.scipy.special.gammainc(a, x).sum()), 2),
+}
+
+
+@pytest.mark.parametrize("name", list(SPECIAL))
+@pytest.mark.parametrize("n", [1001, 4096])
+def test_jax_series_loops(gpu, name, n):
+    # jax's own series loops: an `enabled` mask (bool, packed) and a scalar counter bounding
+    # the iterations (`count < 2000 && any(enabled)`), whose result is unused: each element
+    # runs its own series. Arguments over the ranges where the series and the continued
+    # fraction take over from each other, NaNs and values at the edges.
+    f, arity = SPECIAL[name]
+    rng = np.random.default_rng(n)
+    a = rng.uniform(0.1, 30, n).astype(np.float32)
+    x = rng.uniform(0.0, 40, n).astype(np.float32)
+    a[:4] = [np.nan, 0.0, 1.0, 1e-3]
+    x[4:8] = [np.nan, 0.0, 1e-6, 1e3]
+    args = (a, x) if arity == 2 else (a, x * 0.1 + 0.1, rng.uniform(0, 1, n).astype(np.float32))
+    compare(gpu, f, *args, tol=2e-5)
+
+
+def test_the_dump_shows_series_loops_as_kernels(tmp_path):
+    # Both of gammainc's loops (a series with 15 states and 31 bindings were it not for the
+    # states updated in place, and a continued fraction) are loop kernels, each element on
+    # its own; none runs from the host.
+    code = textwrap.dedent("""
+        import numpy as np, jax
+        d = jax.devices("wgpu")[0]
+        a = jax.device_put(np.linspace(0.5, 5, 4096, dtype=np.float32), d)
+        x = jax.device_put(np.linspace(0.1, 8, 4096, dtype=np.float32), d)
+        print(np.asarray(jax.jit(jax.scipy.special.gammainc)(a, x)).sum())
+    """)
+    dump = tmp_path / "dump"
+    env = dict(os.environ, WGPU_HLO_DUMP=str(dump))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    program = "".join(p.read_text() for p in dump.glob("*gammainc*program.txt"))
+    assert program.count("each element until its own predicate fails") == 2, program
+    assert not re.search(r"^while \[", program, re.M), program
+
+
+def test_packed_states_in_step(gpu):
+    # Loops whose elements move together, with bool, int8 and float16 states (packed four
+    # and two to a word), over counts that leave a partial word.
+    def f(x, n):
+        def body(i, c):
+            on, small, half, v = c
+            v2 = jnp.where(on, jnp.sin(v) + 0.1 * i, v)
+            return (v2 > 0) ^ on, (small + 3).astype(jnp.int8), (half * 0.5 + 1).astype(
+                jnp.float16), v2
+
+        x16 = x.astype(jnp.float16)
+        return lax.fori_loop(0, n, body, (x > 0, jnp.zeros(x.shape, jnp.int8), x16, x))
+
+    for size in [1, 3, 6, 64, 1001]:
+        x = np.linspace(-2, 2, size, dtype=np.float32)
+        compare(gpu, f, x, np.int32(50), tol=1e-3)
+
+
+def test_a_counter_read_after_the_loop(gpu):
+    # The series' counter returned too: the longest-running element's count, which no
+    # invocation knows, so the loop is not run element by element; the results still agree.
+    def f(x):
+        def body(c):
+            on, k, v = c
+            k2 = k + 1.0
+            v2 = jnp.where(on, v / k2, v)
+            return on & (v2 > 1), k2, v2
+
+        return lax.while_loop(lambda c: (c[1] < 50) & jnp.any(c[0]), body,
+                              (jnp.ones(x.shape, bool), jnp.float32(0), x))
+
+    compare(gpu, f, np.linspace(0.5, 1e6, 777, dtype=np.float32), tol=0)
+
+
+def test_initial_values_stay_as_they_were(gpu):
+    # A loop updates its states in place, starting from copies of the initial values where
+    # anyone else holds them: the arguments, read again after the call, and another loop
+    # starting from the same value.
+    def f(x):
+        on = jnp.ones(x.shape, bool)
+        a = lax.while_loop(lambda c: jnp.any(c[0]),
+                           lambda c: (c[0] & (c[1] * 0.5 > 1), jnp.where(c[0], c[1] * 0.5, c[1])),
+                           (on, x))[1]
+        b = lax.fori_loop(0, 10, lambda i, v: v + 1.0, x)
+        return a, b, x * 2
+
+    x0 = np.linspace(1, 3000, 1000, dtype=np.float32)
+    x = jax.device_put(x0, gpu)
+    g = jax.jit(f)
+    first = [np.asarray(r) for r in g(x)]
+    second = [np.asarray(r) for r in g(x)]
+    np.testing.assert_array_equal(np.asarray(x), x0)
+    for r1, r2, want in zip(first, second, f(jax.device_put(x0, jax.devices("cpu")[0]))):
+        np.testing.assert_array_equal(r1, r2)
+        np.testing.assert_allclose(r1, np.asarray(want), rtol=1e-6)
+    # Donated: the loop may take the argument's buffer.
+    d = jax.jit(lambda x: lax.fori_loop(0, 10, lambda i, v: v * 0.5 + 1.0, x), donate_argnums=0)
+    got = np.asarray(d(jax.device_put(x0, gpu)))
+    want = np.asarray(jax.jit(lambda x: lax.fori_loop(0, 10, lambda i, v: v * 0.5 + 1.0, x))(
+        jax.device_put(x0, jax.devices("cpu")[0])))
+    np.testing.assert_allclose(got, want, rtol=1e-6)

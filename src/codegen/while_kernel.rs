@@ -6,10 +6,14 @@
 //! flag word, 1 when it stopped there with the predicate still true, and the runtime launches
 //! again from the state written (`compile::program::WhileKernelStep`).
 //!
-//! The kernel's bindings: the initial values of the states that change first (one per state,
-//! in order), then the values from outside the loop and the states that do not change, which
-//! its regions read; its outputs are the results of the states that change, then the flag (a
-//! `u32[1]`).
+//! The kernel's bindings: the initial values of the states that change and are not updated in
+//! place first (one per state, in order), then the values from outside the loop and the
+//! states that do not change, which its regions read; its outputs are the results of the
+//! states that change, then the flag (a `u32[1]`). A tensor state each invocation reads and
+//! writes at its own elements only is updated in place (`WhileKernel::in_place`): its output
+//! starts as the initial value and is read and written, one binding instead of two, and no
+//! new buffer a launch. States packed several to a word (booleans, 8- and 16-bit types) are
+//! carried a word's elements to an invocation, one element after the other.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -47,6 +51,22 @@ pub struct WhileKernel {
     /// Each element runs until its own predicate fails (`whole_loops::WholeLoop::each`): the
     /// flag is set by any invocation, so it must be cleared before each launch.
     pub each: bool,
+    /// Per state that changes (as `changing`): whether its result is updated in place. Its
+    /// output binding starts as the state's initial value (the runtime's copy, or the
+    /// initial value's buffer when no one else needs it) and it has no input binding.
+    pub in_place: Vec<bool>,
+}
+
+/// True unless `WGPU_HLO_WHILE_IN_PLACE=0`: then no result is updated in place (each launch
+/// writes fresh ones from bindings of the initial values), for comparisons.
+fn in_place_enabled() -> bool {
+    !std::env::var("WGPU_HLO_WHILE_IN_PLACE").is_ok_and(|v| v.trim() == "0")
+}
+
+/// The state whose initial value the input placeholder `v` stands for.
+pub fn placeholder_state(v: ValueId) -> Option<usize> {
+    let k = (u32::MAX - 1024).checked_sub(v.0)?;
+    (k < (1 << 20)).then_some(k as usize)
 }
 
 /// The kernel of loop `op`, or `None` where the loop does not run whole in one kernel.
@@ -95,29 +115,67 @@ pub fn emit(
     let mut elements: Vec<(ValueId, String)> = Vec::new();
     // Stacked outputs: (output binding, how).
     let mut rows: Vec<(usize, whole_loops::Stacked)> = Vec::new();
+    // Per state that changes, in order: whether its result is updated in place — the tensor
+    // states outside `serial`, which each invocation reads and writes at its own elements
+    // only (the runtime starts the result from the initial value). One binding for both: a
+    // loop of 15 states (jax's `gammainc` series) took 31 bindings where lavapipe has 32.
+    let mut in_place: Vec<bool> = Vec::new();
+    // The states carried into words (output bindings): those packing several to a word.
+    let mut into_words: Vec<usize> = Vec::new();
+    // Elements per invocation: all of a word's, where a changing state packs several to a
+    // word (booleans: 4), carried one after the other; each invocation writes whole words.
+    let mut pack = 1u64;
+    let updating = in_place_enabled();
+    for (k, &v) in inits.iter().enumerate() {
+        if invariant.get(k).copied().unwrap_or(false) {
+            continue;
+        }
+        let t = em.ty(v)?;
+        let mine = !serial && !matches!(stacked.get(k), Some(Some(_))) && t.rank() > 0;
+        if mine && dtype::per_word(t.dtype) > 1 {
+            pack = pack.max(u64::from(dtype::per_word(t.dtype)));
+            into_words.push(in_place.len());
+        }
+        in_place.push(mine && updating);
+    }
+    if pack > 1 {
+        em.line("let wh_base = tid;");
+        for j in &into_words {
+            em.line(&format!("var wh_word_{j} = 0u;"));
+        }
+        em.open_loop(
+            &format!("for (var wh_j = 0u; wh_j < {pack}u; wh_j = wh_j + 1u)"),
+            pack,
+        );
+        em.line(&format!("let tid = wh_base * {pack}u + wh_j;"));
+        em.line(&format!("if (tid >= {n}u) {{ break; }}"));
+    }
     for (k, &v) in inits.iter().enumerate() {
         if invariant.get(k).copied().unwrap_or(false) {
             continue;
         }
         let t = em.ty(v)?.clone();
         let c = em.compute(t.dtype)?;
-        let b = em.inputs.len();
-        if b != states.len() {
-            return Err(Error::internal(format!(
-                "{name}: state {k} is not binding {b}"
-            )));
-        }
         // Stored back as they are computed: one word per element (or the scalar's word).
         let word = dtype::per_word(t.dtype) == 1;
         if word && c.wgsl() != dtype::storage_elem(t.dtype) {
             return Ok(None);
         }
-        // A binding of its own (a placeholder value: the same value read inside the loop,
-        // or another state starting from it, binds apart).
-        em.inputs.push(Binding {
-            value: state_placeholder(k),
-            ty: t.clone(),
-        });
+        let j = states.len();
+        let updated = in_place.get(j).copied().unwrap_or(false);
+        // Read from its output where updated in place, else from a binding of its own (a
+        // placeholder value: the same value read inside the loop, or another state starting
+        // from it, binds apart).
+        let b = if updated {
+            format!("out{j}")
+        } else {
+            let b = em.inputs.len();
+            em.inputs.push(Binding {
+                value: state_placeholder(k),
+                ty: t.clone(),
+            });
+            format!("in{b}")
+        };
         for h in dtype::helpers_for(t.dtype) {
             em.needs.insert(h.to_string());
         }
@@ -130,7 +188,7 @@ pub fn emit(
                 &format!("for (var t = 0u; t < {}u; t = t + 1u)", st.rows),
                 st.rows as u64,
             );
-            let x = dtype::load(t.dtype, &format!("in{b}"), &format!("t * {n}u + tid"));
+            let x = dtype::load(t.dtype, &b, &format!("t * {n}u + tid"));
             em.line(&format!("out{j}[t * {n}u + tid] = {x};"));
             em.close(None);
             rows.push((j, st.clone()));
@@ -138,7 +196,7 @@ pub fn emit(
             // Every element, in a private array; read at the element a loop over them is at.
             em.line(&format!("var {var}: array<{}, {n}>;", c.wgsl()));
             em.open_loop(&format!("for (var e = 0u; e < {n}u; e = e + 1u)"), n);
-            let x = dtype::load(t.dtype, &format!("in{b}"), "e");
+            let x = dtype::load(t.dtype, &b, "e");
             em.line(&format!("{var}[e] = {x};"));
             em.close(None);
             for r in [cond, body] {
@@ -148,7 +206,7 @@ pub fn emit(
             }
         } else {
             let index = if t.rank() == 0 { "0u" } else { "tid" };
-            let x = dtype::load(t.dtype, &format!("in{b}"), index);
+            let x = dtype::load(t.dtype, &b, index);
             em.line(&format!("var {var}: {} = {x};", c.wgsl()));
             for r in [cond, body] {
                 if let Some(&a) = r.args.get(k) {
@@ -220,11 +278,14 @@ pub fn emit(
         reductions(&mut em, cond, &elements, n)?;
     }
     let p = match each {
-        // `any(P)` from `init`: `init || P` at this invocation's element.
-        Some((own_pred, init)) => {
+        // `any(P)` from `init`: `init || P` at this invocation's element (and `also`).
+        Some(whole_loops::Each { pred, init, also }) => {
             let i = em.value(init, &Index::scalar())?;
-            let e = em.value(own_pred, &own)?;
-            format!("({i} || {e})")
+            let e = em.value(pred, &own)?;
+            match also {
+                Some(a) => format!("({} && ({i} || {e}))", em.value(a, &Index::scalar())?),
+                None => format!("({i} || {e})"),
+            }
         }
         None => em.value(pred, &Index::scalar())?,
     };
@@ -313,6 +374,22 @@ pub fn emit(
             em.open_loop(&format!("for (var e = 0u; e < {n}u; e = e + 1u)"), n);
             em.line(&format!("out{j}[e] = {var}[e];"));
             em.close(None);
+        } else if into_words.contains(&j) {
+            // Into the word (all of whose elements this invocation carries), stored after
+            // its last element.
+            let per = dtype::per_word(t.dtype);
+            let bits = 32 / per;
+            em.line(&format!(
+                "wh_word_{j} = wh_word_{j} | ({} << ((tid % {per}u) * {bits}u));",
+                dtype::to_bits(t.dtype, var)
+            ));
+            em.open(&format!(
+                "if (tid % {per}u == {}u || tid + 1u == {n}u)",
+                per - 1
+            ));
+            em.line(&format!("out{j}[tid / {per}u] = wh_word_{j};"));
+            em.line(&format!("wh_word_{j} = 0u;"));
+            em.close(None);
         } else if t.rank() > 0 {
             em.line(&format!("out{j}[tid] = {var};"));
         } else if dtype::per_word(t.dtype) == 1 {
@@ -330,20 +407,26 @@ pub fn emit(
         ty: TensorType::new(vec![1], ElementType::U32),
     });
     // The flag: 1 where the launch stopped with the predicate still true. With `each`, any
-    // invocation whose element still goes sets it (the runtime clears it before the launch).
+    // invocation whose element still goes sets it (the runtime clears it before the launch),
+    // and writes the scalars: every element still going has run as many iterations, so they
+    // agree on them (elements that stopped read them next launch, and stop again).
     let flag_store = format!("out{flag}[0] = 1u;");
     if each.is_some() {
         em.open("if (wh_go)");
         em.line(&flag_store);
+        for s in &scalar_stores {
+            em.line(s);
+        }
         em.close(None);
     } else {
         scalar_stores.push(format!("out{flag}[0] = select(0u, 1u, wh_go);"));
-    }
-    if !scalar_stores.is_empty() {
         em.open("if (tid == 0u)");
         for s in &scalar_stores {
             em.line(s);
         }
+        em.close(None);
+    }
+    if pack > 1 {
         em.close(None);
     }
     let bindings = em.inputs.len() + outs.len();
@@ -370,10 +453,10 @@ pub fn emit(
         return Ok(None);
     }
     // With `serial` one invocation computes every element.
-    let threads = if serial { 1 } else { n };
+    let threads = if serial { 1 } else { n.div_ceil(pack) };
     let wg = if serial {
         1
-    } else if target.cpu_adapter && n <= 64 {
+    } else if target.cpu_adapter && threads <= 64 {
         64
     } else {
         WORKGROUP
@@ -430,6 +513,7 @@ pub fn emit(
         per_launch,
         changing: states.iter().map(|s| s.0).collect(),
         each: each.is_some(),
+        in_place,
     }))
 }
 

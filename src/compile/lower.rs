@@ -1096,24 +1096,26 @@ impl<'f, 't> Lowering<'f, 't> {
             log::debug!("{name}: the loop at {} runs from the host: {e}", op.loc);
             return Ok(None);
         }
-        // The first inputs are the initial values of the states that change (under
-        // placeholders); the regions' arguments of the others read their initial values.
+        // The first inputs are the initial values of the states that change and are not
+        // updated in place (under placeholders); the regions' arguments of the others read
+        // their initial values.
         let changing = &wk.changing;
         let arg_of = |v: ValueId| {
             op.regions
                 .iter()
                 .find_map(|r| r.args.iter().position(|&a| a == v))
         };
+        let mut states = 0;
         let args = kernel
             .inputs
             .iter()
-            .enumerate()
-            .map(|(j, b)| {
-                let k = match changing.get(j) {
-                    Some(&k) if b.value == crate::codegen::while_kernel::state_placeholder(k) => {
+            .map(|b| {
+                let k = match crate::codegen::while_kernel::placeholder_state(b.value) {
+                    Some(k) => {
+                        states += 1;
                         Some(k)
                     }
-                    _ => arg_of(b.value),
+                    None => arg_of(b.value),
                 };
                 match k.and_then(|k| op.operands.get(k)) {
                     Some(&v) => self.slot(v, op),
@@ -1121,6 +1123,11 @@ impl<'f, 't> Lowering<'f, 't> {
                 }
             })
             .collect::<Result<Vec<_>>>()?;
+        let in_place: Vec<Option<usize>> = changing
+            .iter()
+            .zip(&wk.in_place)
+            .map(|(&k, &ip)| ip.then_some(k))
+            .collect();
         let mut results = Vec::new();
         let mut same = Vec::new();
         for (k, (&r, &v)) in op.results.iter().zip(&op.operands).enumerate() {
@@ -1142,8 +1149,9 @@ impl<'f, 't> Lowering<'f, 't> {
         Ok(Some(Step::WhileKernel(Box::new(WhileKernelStep {
             kernel: self.kernels.len() - 1,
             args,
-            states: changing.len(),
+            states,
             results,
+            in_place,
             same,
             init: self.operand_slots(op)?,
             flag,
@@ -1151,6 +1159,7 @@ impl<'f, 't> Lowering<'f, 't> {
             trip_count,
             trips_at_start,
             clear_flag: wk.each,
+            init_takes: vec![false; op.operands.len()],
         }))))
     }
 

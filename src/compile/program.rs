@@ -62,10 +62,14 @@ pub struct WhileKernelStep {
     /// (`states` of them), then what the regions read (values from outside the loop, the
     /// states that do not change).
     pub args: Vec<Slot>,
-    /// How many of `args` are states that change.
+    /// How many of `args` are states that change: the initial values of the `results` not
+    /// updated in place, in order.
     pub states: usize,
     /// The results of the states that change (the kernel's outputs before the flag).
     pub results: Vec<Slot>,
+    /// Per result: `Some(k)` when it is updated in place, starting from the loop's initial
+    /// value `k` (`init[k]`): its buffer when `init_takes[k]`, else a copy.
+    pub in_place: Vec<Option<usize>>,
     /// The results of the states that do not change, each with its initial value's slot:
     /// `(result, initial value)`, the same buffer.
     pub same: Vec<(Slot, Slot)>,
@@ -82,6 +86,9 @@ pub struct WhileKernelStep {
     /// Whether the flag is cleared before each launch: each element runs until its own
     /// predicate fails, and any invocation still going sets it (`codegen::while_kernel`).
     pub clear_flag: bool,
+    /// Per initial value: whether the loop may take its buffer for a result updated in
+    /// place (nothing later reads it: see [`Program::plan_updates`]).
+    pub init_takes: Vec<bool>,
 }
 
 /// How an `if` / `case` runs: the selector is read back and one branch runs.
@@ -387,6 +394,13 @@ impl Program {
                     let once = |s: &Slot| w.init.iter().filter(|&t| t == s).count() == 1;
                     w.init_takes = w.init.iter().map(|s| may_take(s) && once(s)).collect();
                 }
+                Step::WhileKernel(w) => {
+                    // Not also read by the kernel as it runs, nor another state's start.
+                    let once = |s: &Slot| {
+                        w.init.iter().filter(|&t| t == s).count() == 1 && !w.args.contains(s)
+                    };
+                    w.init_takes = w.init.iter().map(|s| may_take(s) && once(s)).collect();
+                }
                 _ => {}
             }
         }
@@ -504,20 +518,42 @@ impl Program {
                     writeln!(f, "{pad}  body -> {:?}", w.body_results)?;
                     w.body.fmt_indented(f, indent + 2, kernels)?;
                 }
-                Step::WhileKernel(w) => writeln!(
-                    f,
-                    "{pad}while in kernel {} {:?} -> {:?} ({} iterations a launch; trip count: {}{})",
-                    kernels.get(w.kernel).map(String::as_str).unwrap_or("?"),
-                    w.args,
-                    w.results,
-                    w.per_launch,
-                    trips_text(w.trip_count, w.trips_at_start.as_ref(), "flag read back"),
-                    if w.clear_flag {
-                        ", each element until its own predicate fails"
-                    } else {
-                        ""
-                    }
-                )?,
+                Step::WhileKernel(w) => {
+                    // Results updated in place, each from the initial value it starts as.
+                    let starts: Vec<String> = w
+                        .results
+                        .iter()
+                        .zip(&w.in_place)
+                        .filter_map(|(r, ip)| {
+                            let k = (*ip)?;
+                            let init = w.init.get(k)?;
+                            let taken = w.init_takes.get(k).copied().unwrap_or(false);
+                            Some(format!(
+                                "{r} from {init}{}",
+                                if taken { " (taken)" } else { "" }
+                            ))
+                        })
+                        .collect();
+                    writeln!(
+                        f,
+                        "{pad}while in kernel {} {:?} -> {:?} ({} iterations a launch; trip count: {}{}{})",
+                        kernels.get(w.kernel).map(String::as_str).unwrap_or("?"),
+                        w.args,
+                        w.results,
+                        w.per_launch,
+                        trips_text(w.trip_count, w.trips_at_start.as_ref(), "flag read back"),
+                        if w.clear_flag {
+                            ", each element until its own predicate fails"
+                        } else {
+                            ""
+                        },
+                        if starts.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; in place: {}", starts.join(", "))
+                        }
+                    )?
+                }
                 Step::Branch(b) => {
                     writeln!(
                         f,

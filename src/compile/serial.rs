@@ -33,7 +33,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 11;
+pub const FORMAT_VERSION: u32 = 12;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -456,6 +456,13 @@ impl W {
                     self.u64(w.per_launch);
                     self.trips(w.trip_count, w.trips_at_start.as_ref());
                     self.u8(w.clear_flag as u8);
+                    // Per result: 0, or 1 + the initial value it starts from in place.
+                    for ip in &w.in_place {
+                        self.len(ip.map_or(0, |k| k + 1));
+                    }
+                    for &t in &w.init_takes {
+                        self.u8(t as u8);
+                    }
                 }
                 Step::Branch(b) => {
                     self.u8(4);
@@ -766,29 +773,52 @@ impl<'a> R<'a> {
                         trips_at_start: self.trips_at_start()?,
                     }))
                 }
-                9 => Step::WhileKernel(Box::new(WhileKernelStep {
-                    kernel: self.len()?,
-                    args: self.slots()?,
-                    states: self.len()?,
-                    results: self.slots()?,
-                    same: {
-                        let r = self.slots()?;
-                        let i = self.slots()?;
-                        if r.len() != i.len() {
-                            return Err(Error::invalid(
-                                "a loop kernel's unchanged results and initial values differ \
-                                 in number",
-                            ));
-                        }
-                        r.into_iter().zip(i).collect()
-                    },
-                    init: self.slots()?,
-                    flag: self.len()?,
-                    per_launch: self.u64()?,
-                    trip_count: self.trip_count()?,
-                    trips_at_start: self.trips_at_start()?,
-                    clear_flag: self.bool()?,
-                })),
+                9 => {
+                    let mut w = WhileKernelStep {
+                        kernel: self.len()?,
+                        args: self.slots()?,
+                        states: self.len()?,
+                        results: self.slots()?,
+                        same: {
+                            let r = self.slots()?;
+                            let i = self.slots()?;
+                            if r.len() != i.len() {
+                                return Err(Error::invalid(
+                                    "a loop kernel's unchanged results and initial values differ \
+                                     in number",
+                                ));
+                            }
+                            r.into_iter().zip(i).collect()
+                        },
+                        init: self.slots()?,
+                        flag: self.len()?,
+                        per_launch: self.u64()?,
+                        trip_count: self.trip_count()?,
+                        trips_at_start: self.trips_at_start()?,
+                        clear_flag: self.bool()?,
+                        in_place: Vec::new(),
+                        init_takes: Vec::new(),
+                    };
+                    w.in_place = w
+                        .results
+                        .iter()
+                        .map(|_| {
+                            let v = self.len()?;
+                            Ok(v.checked_sub(1))
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    w.init_takes = w
+                        .init
+                        .iter()
+                        .map(|_| self.bool())
+                        .collect::<Result<Vec<_>>>()?;
+                    if w.in_place.iter().flatten().any(|&k| k >= w.init.len()) {
+                        return Err(Error::invalid(
+                            "a loop kernel's result starts from a missing initial value",
+                        ));
+                    }
+                    Step::WhileKernel(Box::new(w))
+                }
                 4 => {
                     let selector = self.len()?;
                     let is_if = self.bool()?;

@@ -42,12 +42,24 @@ pub struct WholeLoop {
     /// then one invocation computes every element, in loops over them.
     pub serial: bool,
     /// When each element runs until its own predicate fails ([`each_element`]): the loop's
-    /// predicate is `any(P)` of an elementwise `P` (this is `P` and the reduction's initial
-    /// value, [`any_of`]), and an element where `P` fails keeps its state. Then each
-    /// invocation runs its own iterations (no `serial`).
-    pub each: Option<(ValueId, ValueId)>,
+    /// predicate is `any(P)` of an elementwise `P` ([`Each`]), and an element where `P` fails
+    /// keeps its state. Then each invocation runs its own iterations (no `serial`).
+    pub each: Option<Each>,
     /// Per state: the stacked output of a scan, when it is one (see [`Stacked`]).
     pub stacked: Vec<Option<Stacked>>,
+}
+
+/// The predicate of a loop whose elements each run until their own predicate fails
+/// ([`each_element`]): the cond returns `any(P)`, or `also && any(P)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Each {
+    /// `P`, elementwise over the state's shape (a cond value).
+    pub pred: ValueId,
+    /// The initial value of the reduction `any(P)` (the kernel computes `init || P`).
+    pub init: ValueId,
+    /// A scalar predicate computed from the scalar states (an iteration bound such as jax's
+    /// series loops' `count < 2000`): each element runs while `also && (init || P)`.
+    pub also: Option<ValueId>,
 }
 
 /// A state of shape `[T] ++ S` that the body only updates, at one row an iteration:
@@ -166,17 +178,17 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
         .map(|k| returned.operands.get(k) == body.args.get(k))
         .collect();
     let stacks: Vec<Option<Stacked>> = (0..op.operands.len()).map(|k| stacked(f, op, k)).collect();
-    // The state that changes: scalars, and tensors of one shape whose elements are words (a
-    // packed element shares its word with other invocations' elements).
+    // The state that changes: scalars, and tensors of one shape. Packed elements (narrower
+    // than a word: booleans, 8- and 16-bit types) share a word with their neighbours, so one
+    // invocation carries all of a word's elements (`codegen::while_kernel`).
     let mut shape: Option<Vec<usize>> = None;
+    let mut packed = false;
     for ((&v, &same), st) in op.operands.iter().zip(&invariant).zip(&stacks) {
         let t = tensor(v)?;
         if same || st.is_some() || t.rank() == 0 {
             continue;
         }
-        if t.dtype.byte_size() < 4 {
-            return None;
-        }
+        packed |= t.dtype.byte_size() < 4;
         let dims = t.dims();
         match &shape {
             Some(s) if *s != dims => return None,
@@ -252,8 +264,10 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
         None
     };
     let serial = serial && each.is_none();
+    // One invocation computing every element keeps them in private arrays of their compute
+    // type, one element a word when stored: not for packed states.
     if elements.saturating_mul(ops) > MAX_ELEMENT_OPS
-        || (serial && (elements > MAX_SERIAL || !stacking.is_empty()))
+        || (serial && (elements > MAX_SERIAL || !stacking.is_empty() || packed))
     {
         return None;
     }
@@ -267,40 +281,99 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
     })
 }
 
-/// The elementwise predicate `P` of a loop whose cond returns `any(P)`, with the reduction's
-/// initial value: a reduction by `or` of a tensor of the state's shape, the cond's only
-/// reduction. (The initial value is `false` in every loop JAX writes; a kernel computes
-/// `init || P` at its element, which is the loop's predicate wherever `init` holds too.)
-fn any_of(f: &Function, op: &Operation) -> Option<(ValueId, ValueId)> {
+/// The predicate of a loop whose cond returns `any(P)` or `also && any(P)` ([`Each`]): a
+/// reduction by `or` of a tensor of the state's shape, the cond's only reduction, and a scalar
+/// `also` that does not read it. (The initial value is `false` in every loop JAX writes; a
+/// kernel computes `init || P` at its element, which is the loop's predicate wherever `init`
+/// holds too.)
+fn any_of(f: &Function, op: &Operation) -> Option<Each> {
     let [cond, _] = &op.regions[..] else {
         return None;
     };
     let &[r] = cond.returned() else {
         return None;
     };
-    let reduces = cond
+    let mut reduces = cond
         .ops
         .iter()
-        .filter(|o| matches!(o.op, Op::Reduce { .. }))
-        .count();
-    let o = cond.ops.iter().find(|o| o.results == [r])?;
+        .filter(|o| matches!(o.op, Op::Reduce { .. }));
+    let (Some(o), None) = (reduces.next(), reduces.next()) else {
+        return None;
+    };
+    let &[any] = &o.results[..] else {
+        return None;
+    };
+    let defs = cond.definitions();
+    let also = if r == any {
+        None
+    } else {
+        let a = &cond.ops[*defs.get(&r)?];
+        let also = match (&a.op, &a.operands[..]) {
+            (Op::Binary(BinaryOp::And), &[x, y]) if x == any => y,
+            (Op::Binary(BinaryOp::And), &[x, y]) if y == any => x,
+            _ => return None,
+        };
+        if reads(cond, &defs, also, &HashSet::from([any])) {
+            return None;
+        }
+        Some(also)
+    };
     let (Op::Reduce { .. }, [input, init], [reducer]) = (&o.op, &o.operands[..], &o.regions[..])
     else {
         return None;
     };
     let or = matches!(&reducer.ops[..], [x, _] if x.op == Op::Binary(BinaryOp::Or));
     let pred = matches!(f.ty(*input), Type::Tensor(t) if t.dtype == ElementType::Pred);
-    (reduces == 1 && or && pred).then_some((*input, *init))
+    (or && pred).then_some(Each {
+        pred: *input,
+        init: *init,
+        also,
+    })
 }
 
-/// `P` and the initial value of `any(P)` ([`any_of`]) when loop `op` (whose ops already
-/// compute each element from its own: see [`in_one_kernel`]) may run each element until its
-/// own predicate fails: the loop runs while
-/// `any(P)` for an elementwise `P` ([`any_of`]), the body has no reductions, every state that
-/// changes is a tensor of the state's shape (no counters, no stacked outputs), and where `P`
-/// fails the body returns each state as it is. `jax.vmap` of a `while_loop` whose predicate
-/// becomes batched has this form (the body selects `where(P, body(x), x)` with `P`
-/// recomputed), and so do loops masking their updates with a state (`enabled`) that `P` is.
+/// Whether computing value `v` of region `r` (`defs`: its definitions) reads one of
+/// `targets`.
+fn reads(
+    r: &crate::ir::Region,
+    defs: &HashMap<ValueId, usize>,
+    v: ValueId,
+    targets: &HashSet<ValueId>,
+) -> bool {
+    let mut seen = HashSet::new();
+    let mut stack = vec![v];
+    while let Some(x) = stack.pop() {
+        if targets.contains(&x) {
+            return true;
+        }
+        if !seen.insert(x) {
+            continue;
+        }
+        if let Some(&i) = defs.get(&x) {
+            if let Some(o) = r.ops.get(i) {
+                stack.extend(o.operands.iter().copied());
+            }
+        }
+    }
+    false
+}
+
+/// Whether anything in `f` reads `v`.
+fn used(f: &Function, v: ValueId) -> bool {
+    let mut found = false;
+    if let Some(b) = &f.body {
+        b.walk(&mut |o: &Operation| found |= o.operands.contains(&v));
+    }
+    found
+}
+
+/// How the elements of loop `op` (whose ops already compute each element from its own: see
+/// [`in_one_kernel`]) may each run until their own predicate fails: the loop runs while
+/// `any(P)` (or `also && any(P)`, [`any_of`]) for an elementwise `P`, the body has no
+/// reductions, every tensor state that changes has the state's shape (no stacked outputs),
+/// and where `P` fails the body returns each tensor state as it is. `jax.vmap` of a
+/// `while_loop` whose predicate becomes batched has this form (the body selects
+/// `where(P, body(x), x)` with `P` recomputed), and so do loops masking their updates with a
+/// state (`enabled`) that `P` is, such as jax's series for `gammainc` and `betainc`.
 ///
 /// Then element `e`'s state stops changing at the first iteration where `P` fails at `e`, and
 /// never depends on other elements: the state the loop ends with at `e` is the state after
@@ -308,25 +381,44 @@ fn any_of(f: &Function, op: &Operation) -> Option<(ValueId, ValueId)> {
 /// values are followed through `select`s (and `and`, `not`, identity broadcasts) with every
 /// value computed as `P` is (the same ops on the same states and outside values) taken as
 /// false, and must come back to the state itself.
+///
+/// Scalar states that change (a counter) are computed from scalars only (the body has no
+/// reductions), so alike at every element that is still running after as many iterations:
+/// each invocation carries its own copy. `P` must not read them (an element stopped would
+/// start again when they change), and the loop's result for them must be unused (it is the
+/// value after the longest-running element's iterations, which no invocation knows).
 fn each_element(
     f: &Function,
     op: &Operation,
     invariant: &[bool],
     stacks: &[Option<Stacked>],
-) -> Option<(ValueId, ValueId)> {
+) -> Option<Each> {
     let [cond, body] = &op.regions[..] else {
         return None;
     };
-    let (p, init) = any_of(f, op)?;
+    let each = any_of(f, op)?;
     if body.ops.iter().any(|o| !o.regions.is_empty()) || stacks.iter().any(Option::is_some) {
         return None;
     }
+    let rank = |k: usize| match f.ty(op.operands[k]) {
+        Type::Tensor(t) => t.rank(),
+        _ => 0,
+    };
+    let counters: HashSet<ValueId> = (0..op.operands.len())
+        .filter(|&k| !invariant.get(k).copied().unwrap_or(true) && rank(k) == 0)
+        .filter_map(|k| cond.args.get(k).copied())
+        .collect();
+    let cdefs = cond.definitions();
+    if reads(cond, &cdefs, each.pred, &counters) {
+        return None;
+    }
+    let p = each.pred;
     let next = body.returned();
     let proof = Proof {
         f,
         cond,
         body,
-        cdefs: cond.definitions(),
+        cdefs,
         bdefs: body.definitions(),
         p,
         same_memo: Default::default(),
@@ -336,18 +428,16 @@ fn each_element(
         if invariant.get(k).copied().unwrap_or(true) {
             return true;
         }
-        let rank = match f.ty(op.operands[k]) {
-            Type::Tensor(t) => t.rank(),
-            _ => 0,
-        };
+        if rank(k) == 0 {
+            return op.results.get(k).is_some_and(|&r| !used(f, r));
+        }
         let Some(&n) = next.get(k) else {
             return false;
         };
         let frozen = proof.eval(n, 0);
-        rank > 0
-            && (frozen == Sym::Arg(k) || (frozen == Sym::False && cond.args.get(k) == Some(&p)))
+        frozen == Sym::Arg(k) || (frozen == Sym::False && cond.args.get(k) == Some(&p))
     });
-    frozen.then_some((p, init))
+    frozen.then_some(each)
 }
 
 /// What a body value is where the loop's predicate fails ([`each_element`]).
@@ -745,5 +835,80 @@ func.func @main(%x: tensor<1000xf32>) -> tensor<1000xf32> {
         assert_eq!(whole(&halving("GT", all)).iter().flatten().count(), 0);
         let masked = "%n = stablehlo.select %big, %w, %v : (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xf32>";
         assert_eq!(whole(&halving("GE", masked)).iter().flatten().count(), 0);
+    }
+
+    // A series masked by an `enabled` state, with an iteration bound on a scalar counter (the
+    // form of jax's `gammainc` and `betainc` loops): divides by the counter until below 1.
+    const SERIES: &str = r#"
+func.func @main(%x: tensor<1000xf32>) -> RESULT_TYPE {
+  %t = stablehlo.constant dense<true> : tensor<i1>
+  %f = stablehlo.constant dense<false> : tensor<i1>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %on0 = stablehlo.broadcast_in_dim %t, dims = [] : (tensor<i1>) -> tensor<1000xi1>
+  %r:3 = stablehlo.while(%on = %on0, %k = %z, %v = %x) : tensor<1000xi1>, tensor<f32>, tensor<1000xf32>
+   cond {
+    %lim = stablehlo.constant dense<50.0> : tensor<f32>
+    %c = stablehlo.compare LT, %k, %lim : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    PRED
+    %a = stablehlo.reduce(%p init: %f) applies stablehlo.or across dimensions = [0] : (tensor<1000xi1>, tensor<i1>) -> tensor<i1>
+    %b = stablehlo.and %c, %a : tensor<i1>
+    stablehlo.return %b : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1.0> : tensor<f32>
+    %ob = stablehlo.broadcast_in_dim %one, dims = [] : (tensor<f32>) -> tensor<1000xf32>
+    %k2 = stablehlo.add %k, %one : tensor<f32>
+    %kb = stablehlo.broadcast_in_dim %k2, dims = [] : (tensor<f32>) -> tensor<1000xf32>
+    %w = stablehlo.divide %v, %kb : tensor<1000xf32>
+    MASK
+    %n = stablehlo.select %m, %w, %v : (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xf32>
+    %big = stablehlo.compare GT, %n, %ob : (tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xi1>
+    %onb = stablehlo.and %on, %big : tensor<1000xi1>
+    %on2 = stablehlo.select %m, %onb, %on : (tensor<1000xi1>, tensor<1000xi1>, tensor<1000xi1>) -> tensor<1000xi1>
+    stablehlo.return %on2, %k2, %n : tensor<1000xi1>, tensor<f32>, tensor<1000xf32>
+  }
+  return RESULT
+}"#;
+
+    fn series(pred: &str, result: &str, result_type: &str) -> String {
+        // The body recomputes the predicate as the cond does (`%p` as `%m`).
+        let mask = pred
+            .replace("%p =", "%m =")
+            .replace("%kb", "%kc")
+            .replace("%g", "%h");
+        SERIES
+            .replace("MASK", &mask)
+            .replace("PRED", pred)
+            .replace("RESULT_TYPE", result_type)
+            .replace("RESULT", result)
+    }
+
+    #[test]
+    fn masked_series_with_a_counter_run_each_element_on_its_own() {
+        // The mask packs four to a word and the counter is a scalar state: each element runs
+        // while `k < 50 && on`, carrying its own copy of the counter.
+        let mask = "%p = stablehlo.reshape %on : (tensor<1000xi1>) -> tensor<1000xi1>";
+        let f32s = "tensor<1000xf32>";
+        assert_eq!(
+            whole(&series(mask, "%r#2 : tensor<1000xf32>", f32s)),
+            vec![Some((false, true))]
+        );
+        // The counter's result read after the loop: no invocation knows it (the longest
+        // running element's count), so the loop runs from the host.
+        let both = series(
+            mask,
+            "%r#2, %r#1 : tensor<1000xf32>, tensor<f32>",
+            "(tensor<1000xf32>, tensor<f32>)",
+        );
+        assert_eq!(whole(&both), vec![None]);
+        // A predicate reading the counter (an element stopped may start again), though the
+        // body keeps the state where it fails.
+        let reads =
+            "%kb = stablehlo.broadcast_in_dim %k, dims = [] : (tensor<f32>) -> tensor<1000xf32>
+    %g = stablehlo.compare GT, %v, %kb : (tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xi1>
+    %p = stablehlo.and %on, %g : tensor<1000xi1>";
+        assert_eq!(
+            whole(&series(reads, "%r#2 : tensor<1000xf32>", f32s)),
+            vec![None]
+        );
     }
 }

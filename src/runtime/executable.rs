@@ -1413,11 +1413,59 @@ impl Run<'_> {
         let launches = trips.map(|n| n.div_ceil(w.per_launch.max(1)).max(1));
         let mut bound: Vec<Arc<GpuBuffer>> =
             w.args.iter().map(|&s| self.get(s)).collect::<Result<_>>()?;
+        // Results updated in place start as their initial values: the initial value's own
+        // buffer where the loop may take it and no one else holds it, else a copy.
+        for (&r, ip) in w.results.iter().zip(&w.in_place) {
+            let Some(k) = *ip else {
+                continue;
+            };
+            let init = *w.init.get(k).ok_or_else(|| {
+                Error::internal(format!(
+                    "{}: loop initial value {k} missing",
+                    self.exe.parts.name
+                ))
+            })?;
+            let take = w.init_takes.get(k).copied().unwrap_or(false);
+            let src = if take {
+                self.slots
+                    .get_mut(init)
+                    .and_then(Option::take)
+                    .ok_or_else(|| {
+                        Error::internal(format!("{}: slot {init} is empty", self.exe.parts.name))
+                    })?
+            } else {
+                self.get(init)?
+            };
+            if take && self.holders(&src) == 1 {
+                self.set(r, Some(src));
+                continue;
+            }
+            let fresh = self.alloc(r)?;
+            let size = src.size.min(fresh.size);
+            self.end_pass();
+            self.device().count_copy(size);
+            self.encoder()
+                .copy_buffer_to_buffer(&src.buffer, 0, &fresh.buffer, 0, size);
+            if take {
+                self.retire(src);
+            }
+        }
+        // The results that are not: each launch writes fresh ones, the next launch's inputs.
+        let moving: Vec<Slot> = w
+            .results
+            .iter()
+            .zip(&w.in_place)
+            .filter(|(_, ip)| ip.is_none())
+            .map(|(&r, _)| r)
+            .collect();
         let mut done = 0u64;
         loop {
             let mut bufs = bound.clone();
-            for &r in &w.results {
-                bufs.push(self.alloc(r)?);
+            for (&r, ip) in w.results.iter().zip(&w.in_place) {
+                bufs.push(match ip {
+                    Some(_) => self.get(r)?,
+                    None => self.alloc(r)?,
+                });
             }
             let flag = self.alloc(w.flag)?;
             if w.clear_flag {
@@ -1435,7 +1483,7 @@ impl Run<'_> {
             if !more {
                 break;
             }
-            for (b, &r) in bound.iter_mut().zip(&w.results).take(states) {
+            for (b, &r) in bound.iter_mut().zip(&moving).take(states) {
                 *b = self.get(r)?;
             }
             if done % 256 == 0 {
