@@ -208,6 +208,12 @@ def cases():
         "scan stacking 50 steps over 64 floats": (
             lambda x: lax.scan(lambda c, t: (jnp.cos(c) * 0.5 + t, c), x,
                                jnp.arange(50, dtype=jnp.float32))[1], (x1[:64],)),
+        "gammainc over 4096 (series loops)": (
+            jax.scipy.special.gammainc, (np.abs(x1[:4096]) * 5 + 0.5, np.abs(x1[4096:8192]) * 8)),
+        "betainc over 4096 (series loop)": (
+            jax.scipy.special.betainc,
+            (np.abs(x1[:4096]) * 5 + 0.5, np.abs(x1[4096:8192]) * 5 + 0.5,
+             np.abs(x1[8192:12288]) % 1)),
         "layernorm 4096x1024": (
             lambda x: (x - x.mean(1, keepdims=True)) / jnp.sqrt(x.var(1, keepdims=True) + 1e-5),
             (x,),
