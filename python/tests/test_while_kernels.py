@@ -157,6 +157,16 @@ def test_grad_through_a_loop(gpu):
     compare(gpu, jax.grad(loss), W, X, tol=1e-5)
 
 
+def run_dumped(tmp_path, code):
+    """Runs `code` in a fresh process with `WGPU_HLO_DUMP` set; the dump's directory."""
+    dump = tmp_path / "dump"
+    env = dict(os.environ, WGPU_HLO_DUMP=str(dump))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return dump
+
+
 def test_the_dump_shows_the_loop_kernel(tmp_path, budget):
     # The program lists the loop as one kernel; its WGSL holds the loop.
     code = textwrap.dedent("""
@@ -168,11 +178,7 @@ def test_the_dump_shows_the_loop_kernel(tmp_path, budget):
         g = lambda x, n: lax.fori_loop(0, n, lambda i, c: jnp.cos(c) * 0.5, x)
         print(np.asarray(jax.jit(g)(x, n)).sum())
     """)
-    dump = tmp_path / "dump"
-    env = dict(os.environ, WGPU_HLO_DUMP=str(dump))
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
+    dump = run_dumped(tmp_path, code)
     program = "".join(p.read_text() for p in dump.glob("*program.txt"))
     m = re.search(r"while in kernel (while_\d+) .* \((\d+) iterations a launch", program)
     assert m, program
@@ -379,11 +385,7 @@ def test_the_dump_shows_series_loops_as_kernels(tmp_path):
         x = jax.device_put(np.linspace(0.1, 8, 4096, dtype=np.float32), d)
         print(np.asarray(jax.jit(jax.scipy.special.gammainc)(a, x)).sum())
     """)
-    dump = tmp_path / "dump"
-    env = dict(os.environ, WGPU_HLO_DUMP=str(dump))
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
+    dump = run_dumped(tmp_path, code)
     program = "".join(p.read_text() for p in dump.glob("*gammainc*program.txt"))
     assert program.count("each element until its own predicate fails") == 2, program
     assert not re.search(r"^while \[", program, re.M), program
