@@ -553,6 +553,10 @@ impl<'a> R<'a> {
             t => Err(Error::invalid(format!("bad flag {t}"))),
         }
     }
+    /// `n` flags.
+    fn bools(&mut self, n: usize) -> Result<Vec<bool>> {
+        (0..n).map(|_| self.bool()).collect()
+    }
     /// A size or index: must fit in usize.
     fn len(&mut self) -> Result<usize> {
         usize::try_from(self.u64()?).map_err(|_| Error::invalid("size out of range"))
@@ -756,10 +760,7 @@ impl<'a> R<'a> {
                 },
                 3 => {
                     let init = self.slots()?;
-                    let init_takes = init
-                        .iter()
-                        .map(|_| self.bool())
-                        .collect::<Result<Vec<_>>>()?;
+                    let init_takes = self.bools(init.len())?;
                     Step::While(Box::new(WhileStep {
                         init,
                         init_takes,
@@ -807,11 +808,7 @@ impl<'a> R<'a> {
                             Ok(v.checked_sub(1))
                         })
                         .collect::<Result<Vec<_>>>()?;
-                    w.init_takes = w
-                        .init
-                        .iter()
-                        .map(|_| self.bool())
-                        .collect::<Result<Vec<_>>>()?;
+                    w.init_takes = self.bools(w.init.len())?;
                     if w.in_place.iter().flatten().any(|&k| k >= w.init.len()) {
                         return Err(Error::invalid(
                             "a loop kernel's result starts from a missing initial value",

@@ -1076,6 +1076,36 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// A buffer holding slot `target`'s value that a kernel may write: its own buffer when
+    /// `take` (nothing later reads the slot, which is emptied) and no one else holds it (no
+    /// loop state, parameter or alias), else a copy.
+    fn writable(&mut self, target: Slot, take: bool) -> Result<Arc<GpuBuffer>> {
+        let src = if take {
+            self.slots
+                .get_mut(target)
+                .and_then(Option::take)
+                .ok_or_else(|| {
+                    Error::internal(format!("{}: slot {target} is empty", self.exe.parts.name))
+                })?
+        } else {
+            self.get(target)?
+        };
+        if take && self.holders(&src) == 1 {
+            return Ok(src);
+        }
+        let size = src.size;
+        let fresh = match self.reuse(size) {
+            Some(b) => b,
+            None => Arc::new(self.device().alloc(size, "temp")?),
+        };
+        self.end_pass();
+        self.device().count_copy(size);
+        self.encoder()
+            .copy_buffer_to_buffer(&src.buffer, 0, &fresh.buffer, 0, size);
+        self.retire(src);
+        Ok(fresh)
+    }
+
     /// Runs update kernel `k` on its targets' buffers, `(target, result, take)` in output
     /// binding order: each in place when this step may take it and no one else holds it (no
     /// loop state, parameter or later step), else on a copy; each updated buffer becomes its
@@ -1095,31 +1125,7 @@ impl Run<'_> {
         }
         let mut updated = Vec::with_capacity(targets.len());
         for &(target, result, take) in targets {
-            let src = if take {
-                self.slots
-                    .get_mut(target)
-                    .and_then(Option::take)
-                    .ok_or_else(|| {
-                        Error::internal(format!("{}: slot {target} is empty", exe.parts.name))
-                    })?
-            } else {
-                self.get(target)?
-            };
-            let buf = if take && self.holders(&src) == 1 {
-                src
-            } else {
-                let size = src.size;
-                let fresh = match self.reuse(size) {
-                    Some(b) => b,
-                    None => Arc::new(self.device().alloc(size, "temp")?),
-                };
-                self.end_pass();
-                self.device().count_copy(size);
-                self.encoder()
-                    .copy_buffer_to_buffer(&src.buffer, 0, &fresh.buffer, 0, size);
-                self.retire(src);
-                fresh
-            };
+            let buf = self.writable(target, take)?;
             bufs.push(buf.clone());
             updated.push((result, buf));
         }
@@ -1425,39 +1431,9 @@ impl Run<'_> {
                     self.exe.parts.name
                 ))
             })?;
-            let take = w.init_takes.get(k).copied().unwrap_or(false);
-            let src = if take {
-                self.slots
-                    .get_mut(init)
-                    .and_then(Option::take)
-                    .ok_or_else(|| {
-                        Error::internal(format!("{}: slot {init} is empty", self.exe.parts.name))
-                    })?
-            } else {
-                self.get(init)?
-            };
-            if take && self.holders(&src) == 1 {
-                self.set(r, Some(src));
-                continue;
-            }
-            let fresh = self.alloc(r)?;
-            let size = src.size.min(fresh.size);
-            self.end_pass();
-            self.device().count_copy(size);
-            self.encoder()
-                .copy_buffer_to_buffer(&src.buffer, 0, &fresh.buffer, 0, size);
-            if take {
-                self.retire(src);
-            }
+            let buf = self.writable(init, w.init_takes.get(k).copied().unwrap_or(false))?;
+            self.set(r, Some(buf));
         }
-        // The results that are not: each launch writes fresh ones, the next launch's inputs.
-        let moving: Vec<Slot> = w
-            .results
-            .iter()
-            .zip(&w.in_place)
-            .filter(|(_, ip)| ip.is_none())
-            .map(|(&r, _)| r)
-            .collect();
         let mut done = 0u64;
         loop {
             let mut bufs = bound.clone();
@@ -1483,7 +1459,14 @@ impl Run<'_> {
             if !more {
                 break;
             }
-            for (b, &r) in bound.iter_mut().zip(&moving).take(states) {
+            // The results not updated in place: each launch writes fresh ones, the next
+            // launch's inputs.
+            let moving = w
+                .results
+                .iter()
+                .zip(&w.in_place)
+                .filter(|(_, ip)| ip.is_none());
+            for (b, (&r, _)) in bound.iter_mut().zip(moving).take(states) {
                 *b = self.get(r)?;
             }
             if done % 256 == 0 {
