@@ -131,6 +131,9 @@ impl DeviceBuffer {
             self.0.device.read_buffer(&gpu.buffer, len, &what, finish);
             return;
         }
+        // Produced already: the caller, about to wait for the bytes, may poll for them
+        // itself (`Device::read_buffer_spinning`); `on_ready` then runs on this thread.
+        let now = ready.is_ready();
         let this = self.clone();
         self.0
             .ready
@@ -142,7 +145,13 @@ impl DeviceBuffer {
                         return done(Ok(Vec::new()));
                     }
                     let what = format!("read-back of {}", this.0.ty);
-                    this.0.device.read_buffer(&gpu.buffer, len, &what, done);
+                    if now {
+                        this.0
+                            .device
+                            .read_buffer_spinning(&gpu.buffer, len, &what, done);
+                    } else {
+                        this.0.device.read_buffer(&gpu.buffer, len, &what, done);
+                    }
                 }
             });
     }

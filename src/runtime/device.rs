@@ -242,6 +242,18 @@ pub struct Device {
     warmer: Option<super::warm::Warmer>,
 }
 
+/// Read-backs recorded in an encoder not yet submitted ([`Device::stage_reads`]): the
+/// read-back buffer, its size, and each read's offset in it and length.
+pub(crate) struct StagedReads {
+    buffer: wgpu::Buffer,
+    total: u64,
+    at: Vec<(u64, usize)>,
+}
+
+/// Largest read-back whose caller polls for it itself (`Device::read_buffer_spinning`):
+/// lavapipe copies it well within the spin limit.
+const SPIN_READ_MAX_BYTES: u64 = 1 << 20;
+
 /// Read-back buffers up to this size are kept for reuse.
 const STAGING_MAX_BYTES: u64 = 1 << 20;
 /// At most this many bytes of read-back buffers are kept.
@@ -1017,6 +1029,32 @@ impl Device {
         what: &str,
         done: impl FnOnce(Result<Vec<u8>>) + Send + 'static,
     ) {
+        self.read_buffer_with(src, len, what, false, done)
+    }
+
+    /// [`Self::read_buffer`] for a caller about to wait for the bytes, of a buffer whose
+    /// producer has finished: on a CPU adapter, for a read-back of at most
+    /// [`SPIN_READ_MAX_BYTES`], this thread then polls for the copy itself for up to the spin
+    /// limit, and `done` runs on it, with no polling thread to wake (lavapipe: `jit(x + 1)`
+    /// of 64 floats and its read-back, see the commit).
+    pub(crate) fn read_buffer_spinning(
+        &self,
+        src: &wgpu::Buffer,
+        len: usize,
+        what: &str,
+        done: impl FnOnce(Result<Vec<u8>>) + Send + 'static,
+    ) {
+        self.read_buffer_with(src, len, what, true, done)
+    }
+
+    fn read_buffer_with(
+        &self,
+        src: &wgpu::Buffer,
+        len: usize,
+        what: &str,
+        spin: bool,
+        done: impl FnOnce(Result<Vec<u8>>) + Send + 'static,
+    ) {
         let copy_len = (len as u64).max(4).next_multiple_of(4);
         let staged = self.scoped(what, || {
             let staging = match self.staging.take(copy_len) {
@@ -1058,8 +1096,11 @@ impl Device {
                 }
             }
         });
+        let mapped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = mapped.clone();
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
             poller.map_finished();
+            seen.store(true, std::sync::atomic::Ordering::Release);
             let result = match r {
                 Err(e) => Err(Error::internal(format!("reading back from {name}: {e}"))),
                 Ok(()) => {
@@ -1082,6 +1123,126 @@ impl Device {
                 f(result);
             }
         });
+        let limit = self.poller.spin_limit();
+        if spin && !limit.is_zero() && copy_len <= SPIN_READ_MAX_BYTES {
+            self.poller.spin_until(limit, &mut || {
+                mapped.load(std::sync::atomic::Ordering::Acquire)
+            });
+        }
+    }
+
+    /// Records copies of the first `len` bytes of each of `srcs` into one read-back buffer,
+    /// in `enc` after the work already there: where the bytes come from is fixed by the
+    /// position in the recording, so work recorded after the copies may change the sources.
+    /// [`Self::finish_reads`] waits for them once `enc` is submitted.
+    pub(crate) fn stage_reads(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        srcs: &[(&wgpu::Buffer, usize)],
+        what: &str,
+    ) -> Result<StagedReads> {
+        // Each read at a 4-byte aligned offset (COPY_BUFFER_ALIGNMENT), at least 4 bytes.
+        let mut at = Vec::with_capacity(srcs.len());
+        let mut total = 0u64;
+        for &(_, len) in srcs {
+            let copy_len = (len as u64).max(4).next_multiple_of(4);
+            at.push((total, len));
+            total += copy_len;
+        }
+        let total = total.max(4);
+        let buffer = self.scoped(what, || {
+            Ok(match self.staging.take(total) {
+                Some(b) => b,
+                None => self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("read-back"),
+                    size: total,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                }),
+            })
+        })?;
+        for (&(src, len), &(offset, _)) in srcs.iter().zip(&at) {
+            let copy_len = (len as u64).max(4).next_multiple_of(4);
+            enc.copy_buffer_to_buffer(src, 0, &buffer, offset, copy_len);
+        }
+        Ok(StagedReads { buffer, total, at })
+    }
+
+    /// The bytes of reads staged by [`Self::stage_reads`] in work submitted as `submitted`,
+    /// for the calling thread that needs them now (a loop's predicate, a branch's selector, a
+    /// trip count). On a CPU adapter this thread polls for the map itself for up to the spin
+    /// limit, so no polling thread has to wake it; then, as every wait, it waits up to the
+    /// deadline.
+    pub(crate) fn finish_reads(
+        &self,
+        staged: StagedReads,
+        submitted: &Event,
+        what: &str,
+    ) -> Result<Vec<Vec<u8>>> {
+        if let Some(e) = submitted.error() {
+            return Err(e);
+        }
+        let StagedReads { buffer, total, at } = staged;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<()>>(2);
+        // The submission failing (lost device, deadline) answers too, should wgpu never call
+        // the map callback.
+        let failed = tx.clone();
+        submitted.on_ready(move |r| {
+            if let Err(e) = r {
+                let _ = failed.try_send(Err(e));
+            }
+        });
+        self.poller.map_started();
+        let poller = self.poller.clone();
+        let name = self.info.name.clone();
+        buffer.map_async(wgpu::MapMode::Read, .., move |r| {
+            poller.map_finished();
+            let _ = tx
+                .try_send(r.map_err(|e| Error::internal(format!("reading back from {name}: {e}"))));
+        });
+        let mut got = None;
+        let spin = self.poller.spin_limit();
+        if !spin.is_zero() {
+            self.poller.spin_until(spin, &mut || match rx.try_recv() {
+                Ok(r) => {
+                    got = Some(r);
+                    true
+                }
+                Err(_) => false,
+            });
+        }
+        let limit = super::event::wait_timeout();
+        let mapped = match got {
+            Some(r) => r,
+            None => match rx.recv_timeout(limit) {
+                Ok(r) => r,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    Err(super::event::deadline_error(what, limit))
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::internal(
+                    format!("{what}: the read-back was dropped"),
+                )),
+            },
+        };
+        // A map that failed or never came: the buffer is dropped, not reused.
+        mapped?;
+        let data = buffer.slice(..).get_mapped_range().map(|v| {
+            at.iter()
+                .map(|&(offset, len)| {
+                    v.get(offset as usize..offset as usize + len)
+                        .map(<[u8]>::to_vec)
+                })
+                .collect::<Option<Vec<_>>>()
+        });
+        buffer.unmap();
+        self.staging.put(total, buffer);
+        match data {
+            Ok(Some(v)) => Ok(v),
+            Ok(None) => Err(Error::internal(format!(
+                "{what}: read-back shorter than the tensor"
+            ))),
+            Err(e) => Err(Error::internal(format!("{what}: mapping a read-back: {e}"))),
+        }
     }
 
     /// The raw-wgpu floor: the median, over `runs` round trips, of one empty compute dispatch

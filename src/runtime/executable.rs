@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::buffer::DeviceBuffer;
-use super::device::{BindResource, Device, GpuBuffer, InputTexture};
+use super::device::{BindResource, Device, GpuBuffer, InputTexture, StagedReads};
 use super::event::Event;
 use super::host_call::{self, HostArg, HostResult};
 use crate::codegen::kernel::Kernel;
@@ -604,6 +604,7 @@ impl Executable {
                 profile: None,
                 filled: HashMap::new(),
                 written: HashMap::new(),
+                settled: false,
             };
             if profile {
                 run.profile = Some(Profiler {
@@ -676,7 +677,13 @@ impl Executable {
                 Duration::ZERO
             };
             let submitted = Instant::now();
-            let event = run.submit_spinning(spin);
+            // Nothing recorded since a read-back that followed all the work (a loop's last
+            // predicate): the results are ready, and no empty submission is made for them.
+            let event = if run.settled && run.encoder.is_none() && timing.is_none() {
+                Event::ready()
+            } else {
+                run.submit_spinning(spin)
+            };
             if !self.device.spin_limit().is_zero() {
                 let last = self.last_device_ns.clone();
                 event.on_ready(move |r| {
@@ -732,6 +739,9 @@ struct Run<'a> {
     filled: HashMap<usize, (usize, u64)>,
     /// Since the last submission: per buffer, the dispatches that bound it as an output.
     written: HashMap<usize, u64>,
+    /// Every submission of this run is known to have run (a read-back after the last one
+    /// came back): with nothing recorded since, the run ends without another submission.
+    settled: bool,
 }
 
 /// Timestamp queries around every dispatch of one execution.
@@ -808,6 +818,7 @@ impl Run<'_> {
             .into_iter()
             .collect();
         let event = self.exe.device.submit_spinning(cmds, self.what, spin);
+        self.settled = false;
         self.retired.clear();
         self.filled.clear();
         self.written.clear();
@@ -1150,106 +1161,64 @@ impl Run<'_> {
         Ok(w)
     }
 
-    /// Submits what is recorded and reads the first `len` bytes of each slot back, all
-    /// read-backs queued before any is waited for.
+    /// Submits what is recorded and reads the first `len` bytes of each slot back: the
+    /// copies recorded after the work, all in one submission.
     fn read_bytes(&mut self, reads: &[(Slot, usize)]) -> Result<Vec<Vec<u8>>> {
+        let what = format!("a predicate of {}", self.what);
+        self.read_bytes_for(reads, &what)
+    }
+
+    /// [`Self::read_bytes`], naming the reads `what` in errors.
+    fn read_bytes_for(&mut self, reads: &[(Slot, usize)], what: &str) -> Result<Vec<Vec<u8>>> {
+        let staged = self.stage_reads(reads, what)?;
+        let submitted = self.submit();
+        self.finish_reads(staged, reads, &submitted, what)
+    }
+
+    /// Records, after the work recorded so far, copies of the first `len` bytes of each slot
+    /// into a read-back buffer ([`Self::finish_reads`] after the next submission).
+    fn stage_reads(&mut self, reads: &[(Slot, usize)], what: &str) -> Result<StagedReads> {
         let bufs = reads
             .iter()
             .map(|&(s, _)| self.get(s))
             .collect::<Result<Vec<_>>>()?;
-        let submitted = self.submit();
-        if let Some(e) = submitted.error() {
-            return Err(e);
-        }
+        let srcs: Vec<(&wgpu::Buffer, usize)> = bufs
+            .iter()
+            .zip(reads)
+            .map(|(b, &(_, len))| (&b.buffer, len))
+            .collect();
         let dev = self.exe.device.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let what = format!("a predicate of {}", self.what);
-        for (i, (buf, &(_, len))) in bufs.iter().zip(reads).enumerate() {
-            let tx = tx.clone();
-            dev.read_buffer(&buf.buffer, len, &what, move |r| {
-                let _ = tx.send((i, r));
-            });
+        self.end_pass();
+        dev.stage_reads(self.encoder(), &srcs, what)
+    }
+
+    /// The bytes of reads staged by [`Self::stage_reads`] in the submission `submitted`.
+    fn finish_reads(
+        &mut self,
+        staged: StagedReads,
+        reads: &[(Slot, usize)],
+        submitted: &Event,
+        what: &str,
+    ) -> Result<Vec<Vec<u8>>> {
+        let bytes = self.exe.device.finish_reads(staged, submitted, what)?;
+        // The read-back ran after everything submitted so far.
+        self.settled = true;
+        if bytes.len() != reads.len() || bytes.iter().zip(reads).any(|(b, &(_, len))| b.len() < len)
+        {
+            return Err(Error::internal(format!("{what}: short read-back")));
         }
-        drop(bufs);
-        let limit = super::event::wait_timeout();
-        let mut out = vec![Vec::new(); reads.len()];
-        for _ in reads {
-            match rx.recv_timeout(limit) {
-                Ok((i, r)) => {
-                    let bytes = r?;
-                    if bytes.len() < reads[i].1 {
-                        return Err(Error::internal(format!("{what}: short read-back")));
-                    }
-                    out[i] = bytes;
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(super::event::deadline_error(&what, limit))
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(Error::internal("predicate read-back was dropped"))
-                }
-            }
-        }
-        Ok(out)
+        Ok(bytes)
     }
 
     /// The trip count of loop `w` from the values its counter tests read (one read-back
     /// before the first iteration), or `None` where a test would not stop or its counter
     /// would leave its type's range: the predicate is then read after every iteration.
     fn trips_at_start(&mut self, init: &[Slot], t: &TripsAtStart) -> Result<Option<u64>> {
-        let mut reads = Vec::with_capacity(t.reads.len());
-        for &(k, d) in &t.reads {
-            // Only what lowering writes (a deserialized program could say otherwise).
-            if !d.is_int() || !matches!(d.byte_size(), 4 | 8) {
-                return Ok(None);
-            }
-            let slot = *init
-                .get(k)
-                .ok_or_else(|| Error::internal("a counter test reads no loop operand"))?;
-            reads.push((slot, d.byte_size()));
-        }
-        let bytes = self.read_bytes(&reads)?;
-        let mut values: Vec<(usize, i128, ElementType)> = Vec::new();
-        for (&(k, d), b) in t.reads.iter().zip(&bytes) {
-            let mut a = [0u8; 8];
-            a[..d.byte_size()].copy_from_slice(&b[..d.byte_size()]);
-            let [b0, b1, b2, b3, ..] = a;
-            let v = match (d.byte_size(), d.is_unsigned_int()) {
-                (4, false) => i32::from_le_bytes([b0, b1, b2, b3]) as i128,
-                (4, true) => u32::from_le_bytes([b0, b1, b2, b3]) as i128,
-                (_, false) => i64::from_le_bytes(a) as i128,
-                (_, true) => u64::from_le_bytes(a) as i128,
-            };
-            values.push((k, v, d));
-        }
-        let find = |k: usize| values.iter().find(|v| v.0 == k);
-        let value = |s: Start| match s {
-            Start::Const(c) => Some(c),
-            Start::Init(k) => find(k).map(|v| v.1),
+        let Some(reads) = trip_reads(init, t)? else {
+            return Ok(None);
         };
-        let mut trips: Option<u64> = None;
-        for test in &t.tests {
-            let (Some(init), Some(bound), Some(&(_, _, d))) =
-                (value(test.init), value(test.bound), find(test.counter))
-            else {
-                return Ok(None);
-            };
-            let Some(n) = test.trips(init, bound) else {
-                return Ok(None);
-            };
-            let bits = 8 * d.byte_size() as u32;
-            let (lo, hi) = if d.is_unsigned_int() {
-                (0, (1i128 << bits) - 1)
-            } else {
-                (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
-            };
-            let last = init + n as i128 * test.step;
-            if !(lo..=hi).contains(&init) || !(lo..=hi).contains(&last) {
-                return Ok(None);
-            }
-            trips = Some(trips.map_or(n, |m| m.min(n)));
-        }
-        Ok(trips)
+        let bytes = self.read_bytes(&reads)?;
+        Ok(trips_from(t, &bytes))
     }
 
     /// Submits what is recorded, reads the arguments of `h` back, runs the host function and
@@ -1262,42 +1231,35 @@ impl Run<'_> {
                 .get(s)
                 .ok_or_else(|| Error::internal(format!("{}: slot {s} out of range", h.name)))
         };
-        let bufs: Vec<Arc<GpuBuffer>> =
-            h.args.iter().map(|&s| self.get(s)).collect::<Result<_>>()?;
-        let submitted = self.submit();
-        if let Some(e) = submitted.error() {
-            return Err(e);
-        }
-        // Every read-back is queued before any is waited for.
-        let dev = self.exe.device.clone();
+        // Every argument copied in one submission after the work before the call.
         let what = format!("the arguments of {} in {}", h.name, self.what);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut data: Vec<Vec<u8>> = vec![Vec::new(); h.args.len()];
-        let mut pending = 0;
-        for (i, (&s, buf)) in h.args.iter().zip(&bufs).enumerate() {
+        let mut reads = Vec::with_capacity(h.args.len());
+        for &s in &h.args {
             let len = ty(s)?.byte_size();
-            if len == 0 {
-                continue;
+            if len > 0 {
+                reads.push((s, len));
             }
-            let tx = tx.clone();
-            dev.read_buffer(&buf.buffer, len, &what, move |r| {
-                let _ = tx.send((i, r));
+        }
+        let mut read = if reads.is_empty() {
+            let submitted = self.submit();
+            if let Some(e) = submitted.error() {
+                return Err(e);
+            }
+            Vec::new()
+        } else {
+            self.read_bytes_for(&reads, &what)?
+        }
+        .into_iter();
+        let mut data: Vec<Vec<u8>> = Vec::with_capacity(h.args.len());
+        for &s in &h.args {
+            data.push(if ty(s)?.byte_size() > 0 {
+                read.next()
+                    .ok_or_else(|| Error::internal(format!("{what}: a read-back is missing")))?
+            } else {
+                Vec::new()
             });
-            pending += 1;
         }
-        drop(bufs);
-        let limit = super::event::wait_timeout();
-        for _ in 0..pending {
-            match rx.recv_timeout(limit) {
-                Ok((i, r)) => data[i] = r?,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(super::event::deadline_error(&what, limit))
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(Error::internal(format!("{what}: a read-back was dropped")))
-                }
-            }
-        }
+        let dev = self.exe.device.clone();
         let args = h
             .args
             .iter()
@@ -1410,13 +1372,24 @@ impl Run<'_> {
     /// or computed at the start), else until a launch's flag says its predicate failed.
     fn run_while_kernel(&mut self, w: &WhileKernelStep) -> Result<()> {
         let states = w.states.min(w.args.len()).min(w.results.len());
-        let trips = match (w.trip_count, &w.trips_at_start) {
-            (Some(n), _) => Some(n),
-            (None, Some(t)) => self.trips_at_start(&w.init, t)?,
-            (None, None) => None,
-        };
         // At least one launch: it writes the results (the initial state, for no iterations).
-        let launches = trips.map(|n| n.div_ceil(w.per_launch.max(1)).max(1));
+        let launches_for = |n: u64| n.div_ceil(w.per_launch.max(1)).max(1);
+        let mut launches = w.trip_count.map(launches_for);
+        // A trip count computed at the start is read in the first launch's submission, copied
+        // before it runs (it may update the values in place): the launch tests the predicate
+        // itself, so it runs right for any count, and one submission and read-back serve
+        // where a read-back of the count came first (lavapipe: fori_loop to a traced bound of
+        // 64 floats 0.40 -> see the commit).
+        let mut trip_values = match (&launches, &w.trips_at_start) {
+            (None, Some(t)) => match trip_reads(&w.init, t)? {
+                Some(reads) => {
+                    let what = format!("the trip count of a loop in {}", self.what);
+                    Some((t, self.stage_reads(&reads, &what)?, reads, what))
+                }
+                None => None,
+            },
+            _ => None,
+        };
         let mut bound: Vec<Arc<GpuBuffer>> =
             w.args.iter().map(|&s| self.get(s)).collect::<Result<_>>()?;
         // Results updated in place start as their initial values: the initial value's own
@@ -1452,6 +1425,12 @@ impl Run<'_> {
             bufs.push(flag);
             self.dispatch(w.kernel, &bufs, &[])?;
             done += 1;
+            if let Some((t, staged, reads, what)) = trip_values.take() {
+                let submitted = self.submit();
+                let bytes = self.finish_reads(staged, &reads, &submitted, &what)?;
+                // No count (a test that would not stop): the flags say, as without one.
+                launches = trips_from(t, &bytes).map(launches_for);
+            }
             let more = match launches {
                 Some(n) => done < n,
                 None => self.read_word(w.flag)?[0] != 0,
@@ -1516,4 +1495,65 @@ impl Run<'_> {
         }
         Ok(())
     }
+}
+
+/// The slots and byte sizes a loop's trip count is computed from (its counter tests' values),
+/// or `None` where a read is not of a 32- or 64-bit integer (only what lowering writes; a
+/// deserialized program could say otherwise).
+fn trip_reads(init: &[Slot], t: &TripsAtStart) -> Result<Option<Vec<(Slot, usize)>>> {
+    let mut reads = Vec::with_capacity(t.reads.len());
+    for &(k, d) in &t.reads {
+        if !d.is_int() || !matches!(d.byte_size(), 4 | 8) {
+            return Ok(None);
+        }
+        let slot = *init
+            .get(k)
+            .ok_or_else(|| Error::internal("a counter test reads no loop operand"))?;
+        reads.push((slot, d.byte_size()));
+    }
+    Ok(Some(reads))
+}
+
+/// The trip count from the values read ([`trip_reads`], in order): the fewest trips over the
+/// tests, or `None` where a test would not stop or its counter would leave its type's range.
+fn trips_from(t: &TripsAtStart, bytes: &[Vec<u8>]) -> Option<u64> {
+    let mut values: Vec<(usize, i128, ElementType)> = Vec::new();
+    for (&(k, d), b) in t.reads.iter().zip(bytes) {
+        let mut a = [0u8; 8];
+        a[..d.byte_size()].copy_from_slice(b.get(..d.byte_size())?);
+        let [b0, b1, b2, b3, ..] = a;
+        let v = match (d.byte_size(), d.is_unsigned_int()) {
+            (4, false) => i32::from_le_bytes([b0, b1, b2, b3]) as i128,
+            (4, true) => u32::from_le_bytes([b0, b1, b2, b3]) as i128,
+            (_, false) => i64::from_le_bytes(a) as i128,
+            (_, true) => u64::from_le_bytes(a) as i128,
+        };
+        values.push((k, v, d));
+    }
+    let find = |k: usize| values.iter().find(|v| v.0 == k);
+    let value = |s: Start| match s {
+        Start::Const(c) => Some(c),
+        Start::Init(k) => find(k).map(|v| v.1),
+    };
+    let mut trips: Option<u64> = None;
+    for test in &t.tests {
+        let (Some(init), Some(bound), Some(&(_, _, d))) =
+            (value(test.init), value(test.bound), find(test.counter))
+        else {
+            return None;
+        };
+        let n = test.trips(init, bound)?;
+        let bits = 8 * d.byte_size() as u32;
+        let (lo, hi) = if d.is_unsigned_int() {
+            (0, (1i128 << bits) - 1)
+        } else {
+            (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+        };
+        let last = init + n as i128 * test.step;
+        if !(lo..=hi).contains(&init) || !(lo..=hi).contains(&last) {
+            return None;
+        }
+        trips = Some(trips.map_or(n, |m| m.min(n)));
+    }
+    trips
 }

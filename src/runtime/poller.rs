@@ -294,6 +294,29 @@ impl Poller {
         }
     }
 
+    /// Polls without blocking, yielding the CPU between polls, until `done()` (the caller's
+    /// own test, such as a map callback having run) or `budget` has passed; returns whether
+    /// `done()` said so. A non-blocking poll cannot race the polling threads' waits (see
+    /// `spin`).
+    pub(crate) fn spin_until(&self, budget: Duration, done: &mut dyn FnMut() -> bool) -> bool {
+        let start = Instant::now();
+        loop {
+            if done() {
+                return true;
+            }
+            if self.poll(wgpu::PollType::Poll).is_none_or(|r| r.is_err()) {
+                return done();
+            }
+            if done() {
+                return true;
+            }
+            if start.elapsed() >= budget {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Counts a `map_async` whose callback is still to come (the poller keeps polling).
     pub(crate) fn map_started(&self) {
         self.lock().maps += 1;
