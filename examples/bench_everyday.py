@@ -189,6 +189,8 @@ def cases():
         "cross-entropy 4096x1000": (xent, (x[:, :1000], ids[:4096] % 1000)),
         "cross-entropy grad 4096x1000": (jax.grad(xent), (x[:, :1000], ids[:4096] % 1000)),
         "logsumexp rows 4096x1024": (lambda x: jax.nn.logsumexp(x, axis=1), (x,)),
+        "x+1 over 64 floats, read back": (lambda x: x + 1, (x1[:64],)),
+        "sum of 4096 floats, read back": (jnp.sum, (x1[:4096],)),
         "fori_loop to a traced bound (n=200)": (
             lambda x, n: lax.fori_loop(0, n, lambda i, c: jnp.cos(c) * 0.5 + i * 1e-3, x),
             (x1[:64], np.int32(200)),
@@ -226,16 +228,19 @@ def cases():
     }
 
 
-def run(f, args, device, runs):
+def run(f, args, device, runs, read=False):
+    """First-call seconds, median seconds of `runs` calls, and the result. With `read`, each
+    call's result is read to the host (`np.asarray`) rather than only waited for."""
     args = jax.device_put(args, device)
     jf = jax.jit(f)
+    finish = (lambda r: jax.tree_util.tree_map(np.asarray, r)) if read else jax.block_until_ready
     start = time.perf_counter()
-    out = jax.block_until_ready(jf(*args))
+    out = finish(jf(*args))
     first = time.perf_counter() - start
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        jax.block_until_ready(jf(*args))
+        finish(jf(*args))
         times.append(time.perf_counter() - start)
     return first, float(np.median(times)), np.asarray(out)
 
@@ -252,8 +257,9 @@ def main():
         if opts.only and not any(o in name for o in opts.only):
             continue
         try:
-            first, g_ms, g = run(f, args, gpu, opts.runs)
-            _, c_ms, c = run(f, args, cpu, opts.runs)
+            read = name.endswith("read back")
+            first, g_ms, g = run(f, args, gpu, opts.runs, read)
+            _, c_ms, c = run(f, args, cpu, opts.runs, read)
             scale = max(float(np.max(np.abs(c.astype(np.float64)))), 1e-30)
             diff = float(np.max(np.abs(g.astype(np.float64) - c))) / scale
             print(f"{name:36s} {g_ms * 1e3:9.2f} {c_ms * 1e3:9.2f} {g_ms / c_ms:9.1f} "

@@ -1,6 +1,7 @@
 //! Device buffers: a tensor's bytes on the GPU in PJRT's dense host layout (so transfers are
 //! plain copies), padded to 4 bytes, with a readiness event.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::device::{Device, GpuBuffer};
@@ -14,6 +15,69 @@ struct Inner {
     storage: Mutex<Option<Arc<GpuBuffer>>>,
     device_size: u64,
     ready: Event,
+    /// Set when this buffer is read back: tells the executable that produced it to copy the
+    /// same output for the host in its later executions (`Executable::read_hints`).
+    read_hint: Option<Arc<AtomicBool>>,
+    /// The host copy its execution made of it in its own submission, if it did.
+    prefetch: Option<Arc<Prefetch>>,
+}
+
+/// What reads the bytes of a [`Prefetch`].
+type PrefetchReader = Box<dyn FnOnce(Result<Vec<u8>>) + Send>;
+
+/// The host bytes of a result copied by its own execution (after its work, in the same
+/// submission), or the readers waiting for them.
+#[derive(Default)]
+pub(crate) struct Prefetch(Mutex<PrefetchState>);
+
+enum PrefetchState {
+    Waiting(Vec<PrefetchReader>),
+    Done(Result<Vec<u8>>),
+}
+
+impl Default for PrefetchState {
+    fn default() -> Self {
+        PrefetchState::Waiting(Vec::new())
+    }
+}
+
+impl Prefetch {
+    /// Stores the bytes (or the error) and hands them to the readers waiting; once only.
+    pub(crate) fn set(&self, r: Result<Vec<u8>>) {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(*st, PrefetchState::Done(_)) {
+            return;
+        }
+        let PrefetchState::Waiting(readers) =
+            std::mem::replace(&mut *st, PrefetchState::Done(r.clone()))
+        else {
+            return;
+        };
+        drop(st);
+        for f in readers {
+            f(r.clone());
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        matches!(
+            *self.0.lock().unwrap_or_else(|p| p.into_inner()),
+            PrefetchState::Done(_)
+        )
+    }
+
+    /// Runs `f` with the bytes: at once if they are here, else when they come.
+    fn read(&self, f: impl FnOnce(Result<Vec<u8>>) + Send + 'static) {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *st {
+            PrefetchState::Waiting(readers) => readers.push(Box::new(f)),
+            PrefetchState::Done(r) => {
+                let r = r.clone();
+                drop(st);
+                f(r);
+            }
+        }
+    }
 }
 
 /// A tensor on the device. Cheap to clone (clones share the storage).
@@ -43,7 +107,26 @@ impl DeviceBuffer {
             ty,
             storage: Mutex::new(Some(gpu)),
             ready,
+            read_hint: None,
+            prefetch: None,
         }))
+    }
+
+    /// This buffer, told the read hint of the output it is (set when it is read back) and
+    /// the host copy its execution made of it, if any. For a buffer just made (not shared).
+    pub(crate) fn with_read_hint(
+        self,
+        read_hint: Option<Arc<AtomicBool>>,
+        prefetch: Option<Arc<Prefetch>>,
+    ) -> DeviceBuffer {
+        match Arc::try_unwrap(self.0) {
+            Ok(mut inner) => {
+                inner.read_hint = read_hint;
+                inner.prefetch = prefetch;
+                DeviceBuffer(Arc::new(inner))
+            }
+            Err(shared) => DeviceBuffer(shared),
+        }
     }
 
     /// The tensor type.
@@ -111,6 +194,25 @@ impl DeviceBuffer {
     /// `done`, on whichever thread completes the transfer.
     pub fn read_to_host(&self, done: impl FnOnce(Result<Vec<u8>>) + Send + 'static) {
         let ready = &self.0.ready;
+        if let Some(h) = &self.0.read_hint {
+            h.store(true, Ordering::Relaxed);
+        }
+        if let Some(pre) = &self.0.prefetch {
+            // Copied by its execution: no read-back of its own. A deleted buffer still
+            // fails, and the producer's outcome still decides (its error wins).
+            if let Err(e) = self.gpu() {
+                return done(Err(e));
+            }
+            let producer = ready.clone();
+            let wait_here = producer.is_ready() && !pre.is_done();
+            pre.read(move |r| producer.on_ready(move |p| done(p.and(r))));
+            if wait_here {
+                // Produced already: the caller, about to wait, polls for the map itself.
+                let pre = pre.clone();
+                self.0.device.spin_until(&mut || pre.is_done());
+            }
+            return;
+        }
         if !ready.is_ready() && ready.is_queued() {
             // The producing work is on the queue already: the copy queued after it sees its
             // results, so completion and read-back take one round trip. The producer's

@@ -1018,6 +1018,13 @@ impl Device {
         self.poller.spin_limit()
     }
 
+    /// On a CPU adapter, polls without blocking on this thread until `done()` or the spin
+    /// limit has passed (`Poller::spin_until`); at once false elsewhere.
+    pub(crate) fn spin_until(&self, done: &mut dyn FnMut() -> bool) -> bool {
+        let limit = self.poller.spin_limit();
+        !limit.is_zero() && self.poller.spin_until(limit, done)
+    }
+
     /// Copies `len` bytes of `src` into a new read-back buffer, submits, and hands the bytes
     /// to `done` once the device has run the copy (on the poller thread, or on a thread that
     /// submits). Errors — a wgpu error, a failed map, a lost device, the deadline — reach
@@ -1179,70 +1186,93 @@ impl Device {
         submitted: &Event,
         what: &str,
     ) -> Result<Vec<Vec<u8>>> {
-        if let Some(e) = submitted.error() {
-            return Err(e);
-        }
-        let StagedReads { buffer, total, at } = staged;
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<()>>(2);
-        // The submission failing (lost device, deadline) answers too, should wgpu never call
-        // the map callback.
-        let failed = tx.clone();
-        submitted.on_ready(move |r| {
-            if let Err(e) = r {
-                let _ = failed.try_send(Err(e));
-            }
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<Vec<u8>>>>(1);
+        let mapped = self.map_reads(staged, submitted, what, move |r| {
+            let _ = tx.try_send(r);
         });
-        self.poller.map_started();
-        let poller = self.poller.clone();
-        let name = self.info.name.clone();
-        buffer.map_async(wgpu::MapMode::Read, .., move |r| {
-            poller.map_finished();
-            let _ = tx
-                .try_send(r.map_err(|e| Error::internal(format!("reading back from {name}: {e}"))));
-        });
-        let mut got = None;
         let spin = self.poller.spin_limit();
         if !spin.is_zero() {
-            self.poller.spin_until(spin, &mut || match rx.try_recv() {
-                Ok(r) => {
-                    got = Some(r);
-                    true
-                }
-                Err(_) => false,
+            self.poller.spin_until(spin, &mut || {
+                mapped.load(std::sync::atomic::Ordering::Acquire)
             });
         }
         let limit = super::event::wait_timeout();
-        let mapped = match got {
-            Some(r) => r,
-            None => match rx.recv_timeout(limit) {
-                Ok(r) => r,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    Err(super::event::deadline_error(what, limit))
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::internal(
-                    format!("{what}: the read-back was dropped"),
-                )),
-            },
-        };
-        // A map that failed or never came: the buffer is dropped, not reused.
-        mapped?;
-        let data = buffer.slice(..).get_mapped_range().map(|v| {
-            at.iter()
-                .map(|&(offset, len)| {
-                    v.get(offset as usize..offset as usize + len)
-                        .map(<[u8]>::to_vec)
-                })
-                .collect::<Option<Vec<_>>>()
-        });
-        buffer.unmap();
-        self.staging.put(total, buffer);
-        match data {
-            Ok(Some(v)) => Ok(v),
-            Ok(None) => Err(Error::internal(format!(
-                "{what}: read-back shorter than the tensor"
+        match rx.recv_timeout(limit) {
+            Ok(r) => r,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                Err(super::event::deadline_error(what, limit))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::internal(format!(
+                "{what}: the read-back was dropped"
             ))),
-            Err(e) => Err(Error::internal(format!("{what}: mapping a read-back: {e}"))),
         }
+    }
+
+    /// Hands the bytes of reads staged by [`Self::stage_reads`], in work submitted as
+    /// `submitted`, to `done` once mapped (on whichever thread polls then), or the error of
+    /// the submission or the map. Returns a flag set once `done` has run.
+    pub(crate) fn map_reads(
+        &self,
+        staged: StagedReads,
+        submitted: &Event,
+        what: &str,
+        done: impl FnOnce(Result<Vec<Vec<u8>>>) + Send + 'static,
+    ) -> Arc<std::sync::atomic::AtomicBool> {
+        let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = Arc::new(Mutex::new(Some(done)));
+        let answer = {
+            let (done, finished) = (done.clone(), finished.clone());
+            move |r: Result<Vec<Vec<u8>>>| {
+                let f = done.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(f) = f {
+                    f(r);
+                    finished.store(true, std::sync::atomic::Ordering::Release);
+                }
+            }
+        };
+        if let Some(e) = submitted.error() {
+            answer(Err(e));
+            return finished;
+        }
+        // The submission failing (lost device, deadline) answers too, should wgpu never call
+        // the map callback.
+        let failed = answer.clone();
+        submitted.on_ready(move |r| {
+            if let Err(e) = r {
+                failed(Err(e));
+            }
+        });
+        let StagedReads { buffer, total, at } = staged;
+        self.poller.map_started();
+        let poller = self.poller.clone();
+        let pool = self.staging.clone();
+        let what = format!("{what} on {}", self.info.name);
+        let b = buffer.clone();
+        buffer.map_async(wgpu::MapMode::Read, .., move |r| {
+            poller.map_finished();
+            if let Err(e) = r {
+                // A map that failed: the buffer is dropped, not reused.
+                return answer(Err(Error::internal(format!("{what}: reading back: {e}"))));
+            }
+            let data = b.slice(..).get_mapped_range().map(|v| {
+                at.iter()
+                    .map(|&(offset, len)| {
+                        v.get(offset as usize..offset as usize + len)
+                            .map(<[u8]>::to_vec)
+                    })
+                    .collect::<Option<Vec<_>>>()
+            });
+            b.unmap();
+            pool.put(total, b);
+            answer(match data {
+                Ok(Some(v)) => Ok(v),
+                Ok(None) => Err(Error::internal(format!(
+                    "{what}: read-back shorter than the tensor"
+                ))),
+                Err(e) => Err(Error::internal(format!("{what}: mapping a read-back: {e}"))),
+            });
+        });
+        finished
     }
 
     /// The raw-wgpu floor: the median, over `runs` round trips, of one empty compute dispatch

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::buffer::DeviceBuffer;
+use super::buffer::{DeviceBuffer, Prefetch};
 use super::device::{BindResource, Device, GpuBuffer, InputTexture, StagedReads};
 use super::event::Event;
 use super::host_call::{self, HostArg, HostResult};
@@ -81,6 +81,11 @@ pub struct Executable {
     /// process saw it (`u64::MAX` before one completed): how long its next one may spin
     /// for completion (`spin_budget`).
     last_device_ns: Arc<AtomicU64>,
+    /// Per output: set once a result of this output was read back to the host. Later
+    /// executions then copy that output for the host in their own submission (if small:
+    /// [`PREFETCH_MAX_BYTES`]), so its read-back needs no submission of its own (a training
+    /// loop reading its loss every step).
+    read_hints: Vec<Arc<std::sync::atomic::AtomicBool>>,
     /// Per slot, the pool keys of the last two buffers it was given (0: none): asked for
     /// first, so that a program run again binds the buffers it bound before and finds its
     /// bind groups cached. Two, because a result fed back as the next call's argument is
@@ -312,6 +317,7 @@ impl Executable {
         device.check_health()?;
         device.save_pipeline_cache();
         let slots = parts.slot_types.len();
+        let outputs = parts.output_types.len();
         Ok(Arc::new(Executable {
             device: device.clone(),
             fingerprint: fingerprint(&parts),
@@ -322,6 +328,9 @@ impl Executable {
             times_dump: std::sync::OnceLock::new(),
             times_dumped: std::sync::atomic::AtomicUsize::new(0),
             last_device_ns: Arc::new(AtomicU64::new(u64::MAX)),
+            read_hints: (0..outputs)
+                .map(|_| Arc::new(std::sync::atomic::AtomicBool::new(false)))
+                .collect(),
             slot_buffers: (0..slots)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
@@ -593,7 +602,8 @@ impl Executable {
             slots[*slot] = Some(buf.clone());
         }
         let what = &self.what;
-        let (outs, event, timing) = self.device.scoped(what, || {
+        let mut prefetch_staged = None;
+        let (outs, event, timing, prefetch) = self.device.scoped(what, || {
             let mut run = Run {
                 exe: self,
                 slots,
@@ -676,6 +686,30 @@ impl Executable {
             } else {
                 Duration::ZERO
             };
+            // Small outputs read back after earlier executions: copied for the host after
+            // the work, in the same submission.
+            let mut prefetch = Vec::new();
+            if timing.is_none() {
+                let mut srcs = Vec::new();
+                for (k, (buf, t)) in outs.iter().zip(&p.output_types).enumerate() {
+                    let len = t.byte_size();
+                    let hinted = self
+                        .read_hints
+                        .get(k)
+                        .is_some_and(|h| h.load(Ordering::Relaxed));
+                    if hinted && len > 0 && len as u64 <= PREFETCH_MAX_BYTES {
+                        srcs.push((&buf.buffer, len));
+                        prefetch.push(k);
+                    }
+                }
+                if !srcs.is_empty() {
+                    run.end_pass();
+                    let staged =
+                        self.device
+                            .stage_reads(run.encoder(), &srcs, "a result's read-back")?;
+                    prefetch_staged = Some(staged);
+                }
+            }
             let submitted = Instant::now();
             // Nothing recorded since a read-back that followed all the work (a loop's last
             // predicate): the results are ready, and no empty submission is made for them.
@@ -693,8 +727,34 @@ impl Executable {
                     }
                 });
             }
-            Ok((outs, event, timing))
+            Ok((outs, event, timing, prefetch))
         })?;
+        // The copies' bytes, handed to each prefetched result once mapped.
+        let mut prefetched: Vec<Option<Arc<Prefetch>>> = vec![None; outs.len()];
+        if let Some(staged) = prefetch_staged {
+            let fills: Vec<(usize, Arc<Prefetch>)> = prefetch
+                .iter()
+                .map(|&k| (k, Arc::new(Prefetch::default())))
+                .collect();
+            for (k, f) in &fills {
+                if let Some(slot) = prefetched.get_mut(*k) {
+                    *slot = Some(f.clone());
+                }
+            }
+            self.device
+                .map_reads(staged, &event, "a result's read-back", move |r| match r {
+                    Ok(bytes) => {
+                        for ((_, f), b) in fills.iter().zip(bytes) {
+                            f.set(Ok(b));
+                        }
+                    }
+                    Err(e) => {
+                        for (_, f) in &fills {
+                            f.set(Err(e.clone()));
+                        }
+                    }
+                });
+        }
         let event = if producers.is_empty() {
             event
         } else {
@@ -704,7 +764,12 @@ impl Executable {
         let results = outs
             .into_iter()
             .zip(&p.output_types)
-            .map(|(b, t)| DeviceBuffer::from_gpu(&self.device, t.clone(), b, event.clone()))
+            .zip(prefetched)
+            .enumerate()
+            .map(|(k, ((b, t), pre))| {
+                DeviceBuffer::from_gpu(&self.device, t.clone(), b, event.clone())
+                    .with_read_hint(self.read_hints.get(k).cloned(), pre)
+            })
             .collect();
         Ok((results, event, timing))
     }
@@ -743,6 +808,10 @@ struct Run<'a> {
     /// came back): with nothing recorded since, the run ends without another submission.
     settled: bool,
 }
+
+/// Largest output an execution copies for the host in its own submission once an earlier
+/// result of that output was read back (`Executable::read_hints`).
+const PREFETCH_MAX_BYTES: u64 = 64 << 10;
 
 /// Timestamp queries around every dispatch of one execution.
 struct Profiler {
