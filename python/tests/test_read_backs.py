@@ -142,3 +142,18 @@ def test_threads_read_their_own_results(gpu):
     for t in threads:
         t.join()
     assert not bad, bad[:5]
+
+
+def test_reads_that_come_and_go(gpu):
+    # Results read, then only waited for (dropped unread: the copies stop), then read again.
+    f = jax.jit(lambda x, k: x - k)
+    x = jax.device_put(np.arange(9, dtype=np.float32), gpu)
+    for k in range(30):
+        y = f(x, np.float32(k))
+        if k % 10 < 3 or k % 7 == 0:
+            np.testing.assert_array_equal(np.asarray(y), np.arange(9, dtype=np.float32) - k)
+        else:
+            y.block_until_ready()
+    held = [f(x, np.float32(k)) for k in range(5)]
+    for k, y in enumerate(held):
+        np.testing.assert_array_equal(np.asarray(y), np.arange(9, dtype=np.float32) - k)
