@@ -1062,79 +1062,29 @@ impl Device {
         spin: bool,
         done: impl FnOnce(Result<Vec<u8>>) + Send + 'static,
     ) {
-        let copy_len = (len as u64).max(4).next_multiple_of(4);
-        let staged = self.scoped(what, || {
-            let staging = match self.staging.take(copy_len) {
-                Some(b) => b,
-                None => self.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("read-back"),
-                    size: copy_len,
-                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                }),
-            };
+        // One read staged in an encoder of its own: the copy and the map as for the reads
+        // an execution stages in its own encoder.
+        let recorded = self.scoped(what, || {
             let mut enc = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-            enc.copy_buffer_to_buffer(src, 0, &staging, 0, copy_len);
-            Ok((staging, enc.finish()))
+            let staged = self.stage_reads(&mut enc, &[(src, len)], what)?;
+            Ok((staged, enc.finish()))
         });
-        let (staging, cmd) = match staged {
+        let (staged, cmd) = match recorded {
             Ok(x) => x,
             Err(e) => return done(Err(e)),
         };
         let submitted = self.submit(vec![cmd], what);
-        if let Some(e) = submitted.error() {
-            return done(Err(e));
-        }
-        self.poller.map_started();
-        let poller = self.poller.clone();
-        let name = self.info.name.clone();
-        let b = staging.clone();
-        let pool = self.staging.clone();
-        let done = Arc::new(Mutex::new(Some(done)));
-        // The submission failing (lost device, deadline) must reach `done` even if wgpu never
-        // calls the map callback; whichever comes first answers.
-        let d = done.clone();
-        submitted.on_ready(move |r| {
-            if let Err(e) = r {
-                if let Some(f) = d.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                    f(Err(e));
-                }
-            }
+        let mapped = self.map_reads(staged, &submitted, what, move |r| {
+            done(r.and_then(|mut bytes| {
+                bytes
+                    .pop()
+                    .ok_or_else(|| Error::internal("read-back shorter than the tensor"))
+            }))
         });
-        let mapped = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let seen = mapped.clone();
-        staging.map_async(wgpu::MapMode::Read, .., move |r| {
-            poller.map_finished();
-            seen.store(true, std::sync::atomic::Ordering::Release);
-            let result = match r {
-                Err(e) => Err(Error::internal(format!("reading back from {name}: {e}"))),
-                Ok(()) => {
-                    let data = b
-                        .slice(..)
-                        .get_mapped_range()
-                        .map(|v| v.get(..len).map(<[u8]>::to_vec));
-                    b.unmap();
-                    // Unmapped and no longer used by any submission: the next read-back
-                    // of this size may take it.
-                    pool.put(copy_len, b);
-                    match data {
-                        Ok(Some(v)) => Ok(v),
-                        Ok(None) => Err(Error::internal("read-back shorter than the tensor")),
-                        Err(e) => Err(Error::internal(format!("mapping a read-back: {e}"))),
-                    }
-                }
-            };
-            if let Some(f) = done.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                f(result);
-            }
-        });
-        let limit = self.poller.spin_limit();
-        if spin && !limit.is_zero() && copy_len <= SPIN_READ_MAX_BYTES {
-            self.poller.spin_until(limit, &mut || {
-                mapped.load(std::sync::atomic::Ordering::Acquire)
-            });
+        if spin && len as u64 <= SPIN_READ_MAX_BYTES {
+            self.spin_until(&mut || mapped.load(std::sync::atomic::Ordering::Acquire));
         }
     }
 
@@ -1190,12 +1140,7 @@ impl Device {
         let mapped = self.map_reads(staged, submitted, what, move |r| {
             let _ = tx.try_send(r);
         });
-        let spin = self.poller.spin_limit();
-        if !spin.is_zero() {
-            self.poller.spin_until(spin, &mut || {
-                mapped.load(std::sync::atomic::Ordering::Acquire)
-            });
-        }
+        self.spin_until(&mut || mapped.load(std::sync::atomic::Ordering::Acquire));
         let limit = super::event::wait_timeout();
         match rx.recv_timeout(limit) {
             Ok(r) => r,
