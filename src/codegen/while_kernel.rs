@@ -138,6 +138,26 @@ pub fn emit(
         }
         in_place.push(mine && updating);
     }
+    let chains = if serial || each.is_some() || pack > 1 || stacked.iter().any(Option::is_some) {
+        1
+    } else {
+        chains(target, n)
+    };
+    // The element each chain carries: chain 0 the invocation's own, chain `c` the one
+    // `c * n / chains` after it.
+    let chain_at = |c: u64| {
+        if c == 0 {
+            "tid".to_string()
+        } else {
+            format!("wh_t{c}")
+        }
+    };
+    for c in 1..chains {
+        em.line(&format!("let wh_t{c} = tid + {}u;", c * (n / chains)));
+    }
+    // Per tensor state's region arguments, the variable of each chain (chain 0's is the
+    // state's own variable).
+    let mut chain_vars: Vec<(Vec<ValueId>, Vec<String>)> = Vec::new();
     if pack > 1 {
         em.line("let wh_base = tid;");
         for j in &into_words {
@@ -208,10 +228,21 @@ pub fn emit(
             let index = if t.rank() == 0 { "0u" } else { "tid" };
             let x = dtype::load(t.dtype, &b, index);
             em.line(&format!("var {var}: {} = {x};", c.wgsl()));
-            for r in [cond, body] {
-                if let Some(&a) = r.args.get(k) {
-                    em.scalars.insert(a, var.clone());
+            let args: Vec<ValueId> = [cond, body]
+                .iter()
+                .filter_map(|r| r.args.get(k).copied())
+                .collect();
+            for &a in &args {
+                em.scalars.insert(a, var.clone());
+            }
+            if t.rank() > 0 && chains > 1 {
+                let mut vars = vec![var.clone()];
+                for ch in 1..chains {
+                    let x = dtype::load(t.dtype, &b, &chain_at(ch));
+                    em.line(&format!("var {var}_{ch}: {} = {x};", c.wgsl()));
+                    vars.push(format!("{var}_{ch}"));
                 }
+                chain_vars.push((args, vars));
             }
         }
         states.push((k, var, t));
@@ -252,7 +283,9 @@ pub fn emit(
         if t.rank() == 0 {
             em.value(v, &Index::scalar())?;
         } else if !serial && t.dims() == shape {
-            em.value(v, &own)?;
+            for ch in 0..chains {
+                em.value(v, &Index::Linear(chain_at(ch)))?;
+            }
         }
     }
     em.line("var wh_go = true;");
@@ -287,6 +320,7 @@ pub fn emit(
                 None => format!("({i} || {e})"),
             }
         }
+        // With chains, a scalar: the same for every chain.
         None => em.value(pred, &Index::scalar())?,
     };
     em.open(&format!("if (!{p})"));
@@ -311,11 +345,29 @@ pub fn emit(
     if serial {
         reductions(&mut em, body, &elements, n)?;
     }
-    for (k, _, t) in &in_vars {
-        let x = em.value(next[*k], &at(t))?;
-        let c = em.compute(t.dtype)?;
-        lets.push(em.bind(c, &x));
+    // Per chain (the scalars in chain 0's only): each state's variable and its next value.
+    for ch in 0..chains {
+        use_chain(&mut em, &chain_vars, ch as usize);
+        for (k, var, t) in &in_vars {
+            if ch > 0 && t.rank() == 0 {
+                continue;
+            }
+            let at = if t.rank() == 0 {
+                Index::scalar()
+            } else {
+                Index::Linear(chain_at(ch))
+            };
+            let x = em.value(next[*k], &at)?;
+            let c = em.compute(t.dtype)?;
+            let var = if ch == 0 {
+                var.clone()
+            } else {
+                format!("{var}_{ch}")
+            };
+            lets.push((var, em.bind(c, &x)));
+        }
     }
+    use_chain(&mut em, &chain_vars, 0);
     if serial {
         // Each element's next values from its own (and the scalars, not yet changed): in
         // place, element by element.
@@ -351,7 +403,7 @@ pub fn emit(
     for s in &row_stores {
         em.line(s);
     }
-    for ((_, var, _), x) in in_vars.iter().zip(&lets) {
+    for (var, x) in &lets {
         em.line(&format!("{var} = {x};"));
     }
     em.close(None);
@@ -392,6 +444,9 @@ pub fn emit(
             em.close(None);
         } else if t.rank() > 0 {
             em.line(&format!("out{j}[tid] = {var};"));
+            for ch in 1..chains {
+                em.line(&format!("out{j}[{}] = {var}_{ch};", chain_at(ch)));
+            }
         } else if dtype::per_word(t.dtype) == 1 {
             scalar_stores.push(format!("out{j}[0] = {var};"));
         } else {
@@ -447,16 +502,24 @@ pub fn emit(
     let per_iteration = with_loop.saturating_sub(before_loop).max(1);
     let fixed = em.iterations().saturating_sub(per_iteration);
     let by_budget = target.max_invocation_iterations.saturating_sub(fixed) / per_iteration;
-    let by_work = MAX_LAUNCH_WORK / n.saturating_mul(ops.max(1)).max(1);
+    // Chains run a light iteration up to three times as fast (see [`chains`]), a heavy one
+    // less so: a launch holds twice the iterations (a body of `sin`, `exp` and `tanh` over
+    // 2^20 floats on lavapipe, 2 cores: 30 iterations in 0.17 s, against 15 in 0.10 s).
+    let by_work =
+        MAX_LAUNCH_WORK.saturating_mul(chains.min(2)) / n.saturating_mul(ops.max(1)).max(1);
     let per_launch = by_budget.min(by_work);
     if per_launch == 0 {
         return Ok(None);
     }
     // With `serial` one invocation computes every element.
-    let threads = if serial { 1 } else { n.div_ceil(pack) };
+    let threads = if serial { 1 } else { n.div_ceil(pack) / chains };
     let wg = if serial {
         1
-    } else if target.cpu_adapter && threads <= 64 {
+    } else if target.cpu_adapter
+        && (threads <= 64 || (chains > 1 && threads < 64 * WORKGROUP as u64))
+    {
+        // Small workgroups where there are few invocations (with chains: fewer than 64
+        // workgroups of the usual size), so that the adapter's threads share them.
         64
     } else {
         WORKGROUP
@@ -464,17 +527,28 @@ pub fn emit(
     let mut text = kernel::entry_header(wg);
     text.push_str(&kernel::thread_index(wg));
     text.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
-    text.push_str(&em.body.replace("WH_PER_LAUNCH", &per_launch.to_string()));
+    // A bound of at most [`ROLLED_BELOW`] iterations is made a run-time value (see there).
+    let bound = if per_launch <= ROLLED_BELOW {
+        format!("{per_launch}u + {}", kernel::RUNTIME_ZERO)
+    } else {
+        format!("{per_launch}u")
+    };
+    text.push_str(&em.body.replace("WH_PER_LAUNCHu", &bound));
     text.push_str("}\n");
     let comment = format!(
-        "kernel {name}: a while loop whole, over {n} elements of state{}, at most {per_launch} \
-         iterations a launch\nfuses: {}",
+        "kernel {name}: a while loop whole, over {n} elements of state{}{}, at most \
+         {per_launch} iterations a launch\nfuses: {}",
         if serial {
             " (one invocation: it reduces them)"
         } else if each.is_some() {
             " (each until its own predicate fails: the loop runs while any holds)"
         } else {
             ""
+        },
+        if chains > 1 {
+            format!(" ({chains} elements an invocation, side by side)")
+        } else {
+            String::new()
         },
         em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
     );
@@ -573,4 +647,56 @@ fn reductions(
         em.scalars.insert(*result, acc);
     }
     Ok(())
+}
+
+/// Elements each invocation of a CPU adapter's loop kernel carries side by side, in chains
+/// that do not depend on each other ([`chains`]).
+const CHAINS: u64 = 4;
+
+/// Bound on a launch's iterations up to which the kernel states it as a value known at run
+/// time only (`32u + wh_rt_zero`): llvmpipe's compiler unrolls a loop of a few dozen constant
+/// iterations whole, and the unrolled loop ran slower. 32 iterations of `x * 0.999 + 0.001`
+/// over 2^20 floats (with the loop's break test): 17 ms unrolled and 13 ms rolled one element
+/// an invocation, 13 ms and 5 ms four side by side; at 64 iterations, not unrolled whole, the
+/// constant was the faster (19 and 23 ms, 6.3 and 7.1 ms), and a body of `sin`, `exp` and
+/// `tanh` at 15 iterations ran alike either way.
+const ROLLED_BELOW: u64 = 32;
+
+/// Least elements of state for chains: below it the invocations are too few to keep the
+/// adapter's threads busy.
+const CHAINS_MIN_ELEMENTS: u64 = 4096;
+
+/// Elements each invocation carries, side by side, through every iteration of a loop whose
+/// predicate is a scalar (not reducing its elements, carrying packed words or stacking rows).
+/// A CPU adapter runs an invocation's iterations one after the other, each waiting for the
+/// last one's results (llvmpipe: a lane of a SIMD vector each, the vector through the whole
+/// loop), so a loop whose iteration is one short chain of arithmetic runs at the latency of
+/// its ops, not their throughput: 128 iterations of `x * 0.999 + 0.001` over 2^20 floats took
+/// 33 ms one element an invocation and 11 ms four side by side. A GPU hides that latency with
+/// other invocations; there it is 1. Loops whose elements each stop on their own keep one: a
+/// vector then runs until the last of its 32 elements stops, not of its 8 (jax's `gammainc`
+/// series over 2^16 elements: 4.1 and 2.2 ms a kernel with one, 5.0 and 2.9 with four).
+/// `WGPU_HLO_WHILE_CHAINS=K` sets it (1 turns chains off).
+fn chains(target: Target, n: u64) -> u64 {
+    let k = match std::env::var("WGPU_HLO_WHILE_CHAINS") {
+        Ok(v) => v.trim().parse::<u64>().unwrap_or(CHAINS).max(1),
+        Err(_) if target.cpu_adapter => CHAINS,
+        Err(_) => 1,
+    };
+    if k == 1 || n % k != 0 || n < CHAINS_MIN_ELEMENTS.max(k) {
+        1
+    } else {
+        k
+    }
+}
+
+/// Points the region arguments of the tensor states at chain `ch`'s variables.
+fn use_chain(em: &mut ExprEmitter, chain_vars: &[(Vec<ValueId>, Vec<String>)], ch: usize) {
+    for (args, vars) in chain_vars {
+        if let Some(var) = vars.get(ch) {
+            for &a in args {
+                em.scalars.insert(a, var.clone());
+            }
+        }
+    }
 }
