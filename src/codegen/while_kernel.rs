@@ -675,7 +675,9 @@ const CHAINS_MIN_ELEMENTS: u64 = 4096;
 /// 33 ms one element an invocation and 11 ms four side by side. A GPU hides that latency with
 /// other invocations; there it is 1. Loops whose elements each stop on their own keep one: a
 /// vector then runs until the last of its 32 elements stops, not of its 8 (jax's `gammainc`
-/// series over 2^16 elements: 4.1 and 2.2 ms a kernel with one, 5.0 and 2.9 with four).
+/// series over 2^16 elements: 4.1 and 2.2 ms a kernel with one, 5.0 and 2.9 with four), and
+/// so do loops stacking rows, whose time goes to storing them (`lax.scan` of 50 steps over
+/// 2^16 floats: 12-20 ms a kernel with one, 24-26 with four).
 /// `WGPU_HLO_WHILE_CHAINS=K` sets it (1 turns chains off).
 fn chains(target: Target, n: u64) -> u64 {
     let k = match std::env::var("WGPU_HLO_WHILE_CHAINS") {
