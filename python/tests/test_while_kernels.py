@@ -271,6 +271,43 @@ def test_a_row_past_the_end_is_clamped(gpu):
     compare(gpu, f, X)
 
 
+@pytest.mark.parametrize("n", [0, 3, 8, 20])
+def test_rows_not_written_keep_the_initial_value(gpu, n):
+    # Rows updated in place: the loop writes rows 0 .. n-1 of 12 (a traced n) into an array
+    # that is also returned as it was, so it cannot be taken: the rows past n keep its values,
+    # the array itself is unchanged.
+    ys0 = np.arange(12 * 64, dtype=np.float32).reshape(12, 64) * 0.01
+
+    def f(x, ys0, n):
+        def body(i, c):
+            ys, v = c
+            return lax.dynamic_update_slice(ys, v[None], (i, 0)), jnp.cos(v) + 0.1
+
+        ys, v = lax.fori_loop(0, n, body, (ys0, x))
+        return ys, v, ys0 * 2.0
+
+    compare(gpu, f, X, ys0, np.int32(n), tol=1e-6)
+
+
+def test_rows_written_into_a_donated_array(gpu):
+    # The initial array donated (the loop may take its buffer), written at every other row,
+    # called again on the result.
+    def body(i, c):
+        ys, v = c
+        return lax.dynamic_update_slice(ys, v[None], (2 * i, 0)), v * 0.5 + 1.0
+
+    f = jax.jit(lambda ys, x: lax.fori_loop(0, 5, body, (ys, x))[0], donate_argnums=0)
+    ys = jax.device_put(np.full((10, 64), -1.0, np.float32), gpu)
+    want = np.full((10, 64), -1.0, np.float32)
+    for _ in range(2):
+        ys = f(ys, jax.device_put(X, gpu))
+        v = X.copy()
+        for i in range(5):
+            want[2 * i] = v
+            v = v * np.float32(0.5) + np.float32(1.0)
+        np.testing.assert_allclose(np.asarray(ys), want, rtol=1e-6)
+
+
 # Loops whose elements stop on their own: `jax.vmap` of a `while_loop` (its predicate becomes
 # `any(P)`, its body `where(P, body(x), x)`), and loops masking their updates with a state.
 # Each invocation runs until its own element's predicate fails (`WholeLoop::each`).

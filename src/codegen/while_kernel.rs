@@ -136,7 +136,11 @@ pub fn emit(
             pack = pack.max(u64::from(dtype::per_word(t.dtype)));
             into_words.push(in_place.len());
         }
-        in_place.push(mine && updating);
+        // A scan's stacked output is too: each invocation writes its own elements of the rows
+        // (32-bit types, an element a word), and the rows not written keep the initial value.
+        let rows =
+            !serial && matches!(stacked.get(k), Some(Some(_))) && dtype::per_word(t.dtype) == 1;
+        in_place.push((mine || rows) && updating);
     }
     let chains = if serial || each.is_some() || pack > 1 || stacked.iter().any(Option::is_some) {
         1
@@ -201,16 +205,18 @@ pub fn emit(
         }
         let var = format!("st_{k}");
         if let Some(Some(st)) = stacked.get(k) {
-            // A scan's stacked output: its rows copied into the output, where each
-            // iteration writes one (each invocation its own column).
+            // A scan's stacked output, where each iteration writes one row (each invocation
+            // its own column): updated in place, or its rows first copied into the output.
             let j = states.len();
-            em.open_loop(
-                &format!("for (var t = 0u; t < {}u; t = t + 1u)", st.rows),
-                st.rows as u64,
-            );
-            let x = dtype::load(t.dtype, &b, &format!("t * {n}u + tid"));
-            em.line(&format!("out{j}[t * {n}u + tid] = {x};"));
-            em.close(None);
+            if !updated {
+                em.open_loop(
+                    &format!("for (var t = 0u; t < {}u; t = t + 1u)", st.rows),
+                    st.rows as u64,
+                );
+                let x = dtype::load(t.dtype, &b, &format!("t * {n}u + tid"));
+                em.line(&format!("out{j}[t * {n}u + tid] = {x};"));
+                em.close(None);
+            }
             rows.push((j, st.clone()));
         } else if serial && t.rank() > 0 {
             // Every element, in a private array; read at the element a loop over them is at.
