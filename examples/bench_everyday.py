@@ -210,6 +210,9 @@ def cases():
         "scan stacking 50 steps over 64 floats": (
             lambda x: lax.scan(lambda c, t: (jnp.cos(c) * 0.5 + t, c), x,
                                jnp.arange(50, dtype=jnp.float32))[1], (x1[:64],)),
+        "scan stacking 50 steps over 2^16 floats": (
+            lambda x: lax.scan(lambda c, t: (c * 0.99 + t * 1e-3, c), x,
+                               jnp.arange(50, dtype=jnp.float32))[1], (x1[: 1 << 16],)),
         "gammainc over 4096 (series loops)": (
             jax.scipy.special.gammainc, (np.abs(x1[:4096]) * 5 + 0.5, np.abs(x1[4096:8192]) * 8)),
         "betainc over 4096 (series loop)": (
