@@ -308,6 +308,51 @@ def test_rows_written_into_a_donated_array(gpu):
         np.testing.assert_allclose(np.asarray(ys), want, rtol=1e-6)
 
 
+TABLE = np.sin(np.arange(100, dtype=np.float32) * 0.37)
+
+
+@pytest.mark.parametrize("mode", ["index", "clip", "fill", "wrap"])
+def test_lookups_in_a_table(gpu, mode, tmp_path, monkeypatch):
+    # Each element looks up a table from outside at a place computed from itself (a gather
+    # whose indices are of the state's shape): runs as one loop kernel. Indices run past both
+    # ends: `fill` reads NaN there, `clip` the end, indexing wraps negatives once (and clamps).
+    def f(x, t):
+        def body(i, c):
+            j = (c * 60).astype(jnp.int32) + i - 10
+            if mode == "index":
+                v = t[j]
+            elif mode == "wrap":
+                v = t[j % 100]
+            else:
+                v = jnp.take(t, j, mode=mode, fill_value=jnp.nan if mode == "fill" else None)
+            v = jnp.where(jnp.isnan(v), -0.5, v)
+            return jnp.tanh(c * 0.8 + v * 0.3)
+
+        return lax.fori_loop(0, 25, body, x)
+
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare(gpu, f, X, TABLE, tol=1e-5)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    program = "".join(p.read_text() for p in tmp_path.glob("*program.txt"))
+    assert "while in kernel" in program, program
+
+
+def test_lookups_over_a_large_state(gpu):
+    # 2^14 elements of two dimensions (chains of four on CPU adapters), a table from outside
+    # and one the body slices from it at the counter.
+    x = np.cos(np.arange(1 << 14, dtype=np.float32)).reshape(128, 128)
+
+    def f(x, t):
+        def body(i, c):
+            window = lax.dynamic_slice(t, (i,), (50,))
+            j = jnp.clip((c * 25 + 25).astype(jnp.int32), 0, 49)
+            return jnp.sin(c + window[j] * 0.2)
+
+        return lax.fori_loop(0, 40, body, x)
+
+    compare(gpu, f, x, TABLE, tol=1e-5)
+
+
 # Loops whose elements stop on their own: `jax.vmap` of a `while_loop` (its predicate becomes
 # `any(P)`, its body `where(P, body(x), x)`), and loops masking their updates with a state.
 # Each invocation runs until its own element's predicate fails (`WholeLoop::each`).

@@ -82,9 +82,16 @@ fn same_type(f: &Function, a: ValueId, b: ValueId) -> bool {
     f.ty(a) == f.ty(b)
 }
 
-/// True for a one-input `reduce` whose body is `add` of its two arguments, whose init is a
-/// zero constant in `zeros` and whose reduced dimensions all have size 1.
-fn trivial_sum(f: &Function, op: &Operation, zeros: &HashSet<ValueId>) -> bool {
+/// True for a one-input `reduce` whose body is one binary op of its two arguments, whose init
+/// is that op's identity (a zero constant in `zeros` for `add` and `or`, `true` for `and` of
+/// booleans, one of `consts`), and whose reduced dimensions all have size 1: the reduction
+/// moves no element and changes none.
+fn trivial_reduce(
+    f: &Function,
+    op: &Operation,
+    zeros: &HashSet<ValueId>,
+    consts: &HashMap<ValueId, Scalar>,
+) -> bool {
     let Op::Reduce { dimensions } = &op.op else {
         return false;
     };
@@ -104,19 +111,26 @@ fn trivial_sum(f: &Function, op: &Operation, zeros: &HashSet<ValueId>) -> bool {
             .and_then(|d| t.shape.get(d))
             .is_some_and(|&s| s == 1)
     });
-    let body_adds = match (body.args.as_slice(), body.ops.as_slice()) {
-        ([a, b], [add, ret]) => {
-            matches!(add.op, Op::Binary(BinaryOp::Add))
-                && add.results.len() == 1
-                && (add.operands == [*a, *b] || add.operands == [*b, *a])
+    let identity = match (body.args.as_slice(), body.ops.as_slice()) {
+        ([a, b], [bin, ret])
+            if bin.results.len() == 1
+                && (bin.operands == [*a, *b] || bin.operands == [*b, *a])
                 && matches!(ret.op, Op::Return)
-                && ret.operands == add.results
+                && ret.operands == bin.results =>
+        {
+            match bin.op {
+                Op::Binary(BinaryOp::Add | BinaryOp::Or) => zeros.contains(init),
+                Op::Binary(BinaryOp::And) => {
+                    t.dtype == crate::ir::ElementType::Pred
+                        && consts.get(init) == Some(&Scalar::Bool(true))
+                }
+                _ => false,
+            }
         }
         _ => false,
     };
     sizes_one
-        && body_adds
-        && zeros.contains(init)
+        && identity
         && t.dtype == r.dtype
         && t.is_static()
         && r.is_static()
@@ -265,10 +279,19 @@ fn canonicalize_region(f: &Function, region: &mut Region) {
                 consts.insert(*r, l.get(0));
             }
         }
-        if trivial_sum(f, &op, &zeros) {
+        if trivial_reduce(f, &op, &zeros, &consts) {
             // A sum over dimensions of size 1 moves no element: it is the reshape XLA also
             // makes of it (`x + 0` is `x`), and loop fusion then reads it in place instead of
-            // launching a reduction kernel (JAX's bias gradients of a `[1, n]` reshape).
+            // launching a reduction kernel (JAX's bias gradients of a `[1, n]` reshape). So
+            // is an `and` from `true` (the bounds check of a gather with `mode="fill"` of one
+            // index: it then fuses into loop kernels, which compute no reductions inline).
+            // Over no dimensions at all (equinox's `any` of a scalar) it is its input.
+            if let ([x, ..], [r]) = (op.operands.as_slice(), op.results.as_slice()) {
+                if same_type(f, *x, *r) {
+                    subst.insert(*r, *x);
+                    continue;
+                }
+            }
             op.op = Op::Reshape;
             op.operands.truncate(1);
             op.regions.clear();
@@ -384,6 +407,32 @@ mod tests {
         let names = ops(&sum("0.0", "0", "add"));
         assert!(!names.iter().any(|n| n.contains("reduce")), "{names:?}");
         assert!(names.iter().any(|n| n.contains("reshape")), "{names:?}");
+    }
+
+    #[test]
+    fn an_and_or_or_of_one_element_from_its_identity_is_a_reshape() {
+        let reduce = |init: &str, body: &str| {
+            format!(
+                "func.func @main(%x: tensor<512x1xi1>) -> tensor<512xi1> {{
+  %z = stablehlo.constant dense<{init}> : tensor<i1>
+  %0 = stablehlo.reduce(%x init: %z) applies stablehlo.{body} across dimensions = [1] : (tensor<512x1xi1>, tensor<i1>) -> tensor<512xi1>
+  return %0 : tensor<512xi1>
+}}"
+            )
+        };
+        for (init, body, kept) in [
+            ("true", "and", false),
+            ("false", "or", false),
+            ("false", "and", true),
+            ("true", "or", true),
+        ] {
+            let names = ops(&reduce(init, body));
+            assert_eq!(
+                names.iter().any(|n| n.contains("reduce")),
+                kept,
+                "{init} {body}: {names:?}"
+            );
+        }
     }
 
     #[test]

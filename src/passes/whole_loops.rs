@@ -234,11 +234,16 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
                 ops += 2;
                 continue;
             }
-            if !o.regions.is_empty() || !allowed(&o.op) {
+            let looks_up = lookup(f, o, &own, &shape);
+            if !o.regions.is_empty() || !(allowed(&o.op) || looks_up) {
                 return None;
             }
             ops += 1;
             if !o.operands.iter().any(|v| own.contains(v)) || o.op == Op::Return {
+                continue;
+            }
+            if looks_up {
+                own.extend(o.results.iter().copied());
                 continue;
             }
             // Read at the invocation's own element only: ops that keep each element in place.
@@ -251,7 +256,7 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
             }
             for &v in o.operands.iter().chain(&o.results) {
                 let t = tensor(v)?;
-                if t.rank() > 0 && t.dims() != shape {
+                if t.rank() > 0 && !same_elements(&t.dims(), &shape) {
                     return None;
                 }
             }
@@ -603,6 +608,51 @@ fn full_reduction(f: &Function, o: &Operation, shape: &[usize]) -> bool {
     of_shape && rank0(init) && rank0(result) && simple
 }
 
+/// True when `dims` lists the elements of `shape` in the same order: `shape` itself, or it
+/// followed by dimensions of 1 (the `S x 1` indices of a gather). A value of `dims` then has
+/// each invocation's element at the same linear position.
+fn same_elements(dims: &[usize], shape: &[usize]) -> bool {
+    dims.len() >= shape.len()
+        && dims[..shape.len()] == *shape
+        && dims[shape.len()..].iter().all(|&d| d == 1)
+}
+
+/// True for a `gather` that looks each element of `S` up in a table: one element of a table
+/// that is not of the invocation's own elements (a value from outside, or computed from
+/// scalars), at an index of its own (indices of shape `S` or `S x 1`, the index vector
+/// last). `jnp.take(table, i)` and `table[i]` in a loop's body; the kernel reads the table at
+/// the computed place, as it reads other values from outside at any element.
+fn lookup(f: &Function, o: &Operation, own: &HashSet<ValueId>, shape: &[usize]) -> bool {
+    let (
+        Op::Gather {
+            dimension_numbers: d,
+            slice_sizes,
+            ..
+        },
+        [table, indices],
+        [result],
+    ) = (&o.op, &o.operands[..], &o.results[..])
+    else {
+        return false;
+    };
+    let (Type::Tensor(tt), Type::Tensor(it), Type::Tensor(rt)) =
+        (f.ty(*table), f.ty(*indices), f.ty(*result))
+    else {
+        return false;
+    };
+    !shape.is_empty()
+        && !own.contains(table)
+        && rt.dims() == shape
+        && d.offset_dims.is_empty()
+        && d.operand_batching_dims.is_empty()
+        && d.start_indices_batching_dims.is_empty()
+        && d.start_index_map.len() == 1
+        && d.collapsed_slice_dims.len() == tt.rank()
+        && slice_sizes.iter().all(|&s| s == 1)
+        && d.index_vector_dim == shape.len() as i64
+        && same_elements(&it.dims(), shape)
+}
+
 /// Ops a whole-loop kernel computes inline: those whose copies fuse (`unroll`), less the
 /// reductions and updates (full reductions and stacked outputs are found apart).
 fn allowed(op: &Op) -> bool {
@@ -674,6 +724,23 @@ func.func @main(%x: tensor<64xf32>, %w: tensor<64xf32>, %n: tensor<i32>) -> tens
         assert_eq!(loops(&f), vec![(true, 8)]);
         let f = prepared(&lp("%n", SINE_PLUS_W));
         assert_eq!(loops(&f), vec![(true, 7)]);
+    }
+
+    #[test]
+    fn lookups_in_a_table_run_whole() {
+        // A gather of one element of %w (from outside) at an index computed from the state:
+        // one loop kernel. Looking the state itself up reads other elements: not.
+        let take = |table: &str| {
+            format!(
+                "%k = stablehlo.convert %v : (tensor<64xf32>) -> tensor<64xi32>
+    %ix = stablehlo.broadcast_in_dim %k, dims = [0] : (tensor<64xi32>) -> tensor<64x1xi32>
+    %a = \"stablehlo.gather\"({table}, %ix) <{{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1>}}> : (tensor<64xf32>, tensor<64x1xi32>) -> tensor<64xf32>"
+            )
+        };
+        let f = prepared(&lp("%n", &take("%w")));
+        assert!(matches!(loops(&f)[..], [(true, _)]), "{:?}", loops(&f));
+        let f = prepared(&lp("%n", &take("%v")));
+        assert!(loops(&f).iter().all(|l| !l.0), "{:?}", loops(&f));
     }
 
     #[test]
