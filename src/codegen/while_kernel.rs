@@ -533,8 +533,9 @@ pub fn emit(
     let mut text = kernel::entry_header(wg);
     text.push_str(&kernel::thread_index(wg));
     text.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
-    // A bound of at most [`ROLLED_BELOW`] iterations is made a run-time value (see there).
-    let bound = if per_launch <= ROLLED_BELOW {
+    // On a CPU adapter a bound of at most [`ROLLED_BELOW`] iterations is made a run-time
+    // value (see there; GPU compilers unroll by their own measure, unmeasured here).
+    let bound = if target.cpu_adapter && per_launch <= ROLLED_BELOW {
         format!("{per_launch}u + {}", kernel::RUNTIME_ZERO)
     } else {
         format!("{per_launch}u")
