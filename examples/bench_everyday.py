@@ -97,6 +97,15 @@ def stage_loops(y0):
     return lax.fori_loop(0, 100, step, y0)
 
 
+def table_steps(x, t):
+    # 20 steps, each element looking up a table at a place computed from itself.
+    def body(i, c):
+        j = jnp.clip((c * 50).astype(jnp.int32) + 50, 0, t.shape[0] - 1)
+        return jnp.tanh(c + jnp.take(t, j) * 0.1)
+
+    return lax.fori_loop(0, 20, body, x)
+
+
 def newton_sqrt(a):
     """Newton's iteration to a tolerance: a predicate read back after every iteration."""
     body = lambda c: (0.5 * (c[0] + a / c[0]), c[1] + 1)
@@ -210,6 +219,8 @@ def cases():
         "scan stacking 50 steps over 64 floats": (
             lambda x: lax.scan(lambda c, t: (jnp.cos(c) * 0.5 + t, c), x,
                                jnp.arange(50, dtype=jnp.float32))[1], (x1[:64],)),
+        "fori_loop 20 steps of table lookups over 12288 floats": (
+            table_steps, (x1[:12288], np.sin(np.arange(100, dtype=np.float32)))),
         "scan stacking 50 steps over 2^16 floats": (
             lambda x: lax.scan(lambda c, t: (c * 0.99 + t * 1e-3, c), x,
                                jnp.arange(50, dtype=jnp.float32))[1], (x1[: 1 << 16],)),
