@@ -308,6 +308,24 @@ def test_rows_written_into_a_donated_array(gpu):
         np.testing.assert_allclose(np.asarray(ys), want, rtol=1e-6)
 
 
+def test_a_scan_stacking_twelve_values_runs_whole(gpu, tmp_path, monkeypatch):
+    # Twelve stacked outputs of one shape, all starting from the same zeros (each a copy of
+    # them, updated in place: one binding a stack, so the loop's states fit in one kernel).
+    def f(xs, h0):
+        def step(h, x):
+            a = jnp.tanh(x + h)
+            return a, tuple(a * (k + 1) + x * k for k in range(11)) + (h,)
+
+        return lax.scan(step, h0, xs)
+
+    x = np.cos(np.arange(20 * 8 * 64, dtype=np.float32)).reshape(20, 8, 64)
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare(gpu, f, x, X.reshape(1, 64).repeat(8, 0), tol=1e-5)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    program = "".join(p.read_text() for p in tmp_path.glob("*program.txt"))
+    assert "while in kernel" in program, program
+
+
 TABLE = np.sin(np.arange(100, dtype=np.float32) * 0.37)
 
 
