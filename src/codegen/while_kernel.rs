@@ -242,13 +242,11 @@ pub fn emit(
                 em.scalars.insert(a, var.clone());
             }
             if t.rank() > 0 && chains > 1 {
-                let mut vars = vec![var.clone()];
                 for ch in 1..chains {
                     let x = dtype::load(t.dtype, &b, &chain_at(ch));
-                    em.line(&format!("var {var}_{ch}: {} = {x};", c.wgsl()));
-                    vars.push(format!("{var}_{ch}"));
+                    em.line(&format!("var {}: {} = {x};", chain_var(&var, ch), c.wgsl()));
                 }
-                chain_vars.push((args, vars));
+                chain_vars.push((args, (0..chains).map(|ch| chain_var(&var, ch)).collect()));
             }
         }
         states.push((k, var, t));
@@ -365,12 +363,7 @@ pub fn emit(
             };
             let x = em.value(next[*k], &at)?;
             let c = em.compute(t.dtype)?;
-            let var = if ch == 0 {
-                var.clone()
-            } else {
-                format!("{var}_{ch}")
-            };
-            lets.push((var, em.bind(c, &x)));
+            lets.push((chain_var(var, ch), em.bind(c, &x)));
         }
     }
     use_chain(&mut em, &chain_vars, 0);
@@ -449,9 +442,12 @@ pub fn emit(
             em.line(&format!("wh_word_{j} = 0u;"));
             em.close(None);
         } else if t.rank() > 0 {
-            em.line(&format!("out{j}[tid] = {var};"));
-            for ch in 1..chains {
-                em.line(&format!("out{j}[{}] = {var}_{ch};", chain_at(ch)));
+            for ch in 0..chains {
+                em.line(&format!(
+                    "out{j}[{}] = {};",
+                    chain_at(ch),
+                    chain_var(var, ch)
+                ));
             }
         } else if dtype::per_word(t.dtype) == 1 {
             scalar_stores.push(format!("out{j}[0] = {var};"));
@@ -696,6 +692,15 @@ fn chains(target: Target, n: u64) -> u64 {
         1
     } else {
         k
+    }
+}
+
+/// The variable of chain `ch` of the state held in `var` (chain 0's is `var` itself).
+fn chain_var(var: &str, ch: u64) -> String {
+    if ch == 0 {
+        var.to_string()
+    } else {
+        format!("{var}_{ch}")
     }
 }
 
