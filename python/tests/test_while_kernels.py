@@ -371,6 +371,61 @@ def test_lookups_over_a_large_state(gpu):
     compare(gpu, f, x, TABLE, tol=1e-5)
 
 
+def program_of(tmp_path, monkeypatch, gpu, f, *args, tol):
+    """Compares `f` with cpu while dumping; the dumped programs, joined."""
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare(gpu, f, *args, tol=tol)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    return "".join(p.read_text() for p in tmp_path.glob("*program.txt"))
+
+
+SORTED = np.sort(np.concatenate([np.round(np.sin(np.arange(997)) * 50) / 10,
+                                 [-9.0, 9.0, 0.0]])).astype(np.float32)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_runs_whole(gpu, side, tmp_path, monkeypatch):
+    # `jnp.searchsorted` searches by a loop of log2(n) steps, each gathering the table as
+    # S x 1 (an offset dimension, not a collapsed one): one loop kernel. Queries on ties (the
+    # table repeats values), past both ends and in between; exact.
+    q = np.concatenate([SORTED[::3], np.linspace(-12, 12, 3000), [np.inf, -np.inf]])
+    q = q.astype(np.float32)
+    program = program_of(tmp_path, monkeypatch, gpu,
+                         lambda a, v: jnp.searchsorted(a, v, side=side), SORTED, q, tol=0)
+    assert "while in kernel" in program, program
+
+
+def test_interp_in_a_loop_runs_whole(gpu, tmp_path, monkeypatch):
+    # `jnp.interp` in a loop's body: its search is a loop counted at compile time inside the
+    # loop, which becomes copies of its body (no loop), so the outer loop runs whole.
+    xp = np.linspace(-3, 3, 64).astype(np.float32)
+    x = np.cos(np.arange(4096, dtype=np.float32)) * 4
+
+    def f(x, xp, fp, n):
+        return lax.fori_loop(0, n, lambda i, c: jnp.interp(c, xp, fp) * 2 + 0.1 * c, x)
+
+    program = program_of(tmp_path, monkeypatch, gpu, f, x, xp, np.sin(xp), np.int32(12),
+                         tol=1e-5)
+    assert "while in kernel" in program, program
+    assert not re.search(r"^\s*while \[", program, re.M), program
+
+
+def test_short_counted_loops_inside_a_loop(gpu, tmp_path, monkeypatch):
+    # fori_loop(0, 5) inside fori_loop(0, n), and a scan of 3 steps: copies of their bodies,
+    # the outer loop one kernel. The counter of each copy is its own.
+    def f(x, n):
+        def outer(i, c):
+            c = lax.fori_loop(0, 5, lambda j, d: jnp.sin(d) * 0.9 + 0.01 * j + 0.001 * i, c)
+            c, _ = lax.scan(lambda d, t: (d * t + 0.1, None), c, jnp.arange(1.0, 1.3, 0.1))
+            return c
+
+        return lax.fori_loop(0, n, outer, x)
+
+    program = program_of(tmp_path, monkeypatch, gpu, f, X, np.int32(9), tol=1e-5)
+    assert "while in kernel" in program, program
+    assert not re.search(r"^\s*while \[", program, re.M), program
+
+
 # Loops whose elements stop on their own: `jax.vmap` of a `while_loop` (its predicate becomes
 # `any(P)`, its body `where(P, body(x), x)`), and loops masking their updates with a state.
 # Each invocation runs until its own element's predicate fails (`WholeLoop::each`).

@@ -31,7 +31,7 @@
 //! Other loops whose trip count is known at compile time are the `unroll` pass's.
 //! `WGPU_HLO_GUARDED=0` turns this pass off.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::rewrite::{copy_ops_within, substitute};
 use super::trip_count::{counted, counter_tests, Counted, CounterTest, Start};
@@ -68,6 +68,11 @@ enum Plan {
     /// Counted at compile time, with no unroll factor that divides its trip count: a loop of
     /// `k` iterations a trip for the whole trips, then the iterations left as plain copies.
     Remainder { k: u64, c: Counted },
+    /// Inside another loop, counted at compile time to this many iterations (at most
+    /// [`MAX_STEPS`]): as many plain copies of the body, no loop, so that the loop around it
+    /// has none inside and may run whole in one kernel (`whole_loops`). `jnp.interp` and
+    /// `jnp.searchsorted` search by a loop of `log2(n)` steps looking the table up.
+    Copies(u64),
 }
 
 /// Applies the rewrites throughout `f`.
@@ -86,8 +91,20 @@ pub fn guard_loops(f: &mut Function) {
         let mut loops = Vec::new();
         collect(&body, &mut defs, &mut loops);
         consts = int_constants(&defs);
+        // Loops inside another loop's condition or body.
+        let mut nested: HashSet<ValueId> = HashSet::new();
+        for op in &loops {
+            for r in &op.regions {
+                r.walk(&mut |o: &Operation| {
+                    if o.op == Op::While {
+                        nested.extend(o.results.first().copied());
+                    }
+                });
+            }
+        }
         for op in loops {
-            if let (Some(plan), Some(&first)) = (decide(f, op, &defs), op.results.first()) {
+            let inner = op.results.first().is_some_and(|r| nested.contains(r));
+            if let (Some(plan), Some(&first)) = (decide(f, op, &defs, inner), op.results.first()) {
                 plans.insert(first, plan);
             }
         }
@@ -276,7 +293,12 @@ fn most_trips(
 }
 
 /// What becomes of `op` (a `while`), if anything.
-fn decide(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>) -> Option<Plan> {
+fn decide(
+    f: &Function,
+    op: &Operation,
+    defs: &HashMap<ValueId, &Operation>,
+    inner: bool,
+) -> Option<Plan> {
     if op.op != Op::While {
         return None;
     }
@@ -297,14 +319,24 @@ fn decide(f: &Function, op: &Operation, defs: &HashMap<ValueId, &Operation>) -> 
         state = state.saturating_add(t.num_elements() as u64);
     }
     let mut simple = true;
+    // Copies that fuse with each other, gathers included (a loop kernel computes a gather
+    // inline at any index, `fusion::is_fusible`), with no reductions or updates.
+    let mut copyable = true;
     let mut total = state;
     let mut ops = op.operands.len();
     for r in [cond, body] {
         r.walk(&mut |o: &Operation| {
             simple &= fuses_across_copies(&o.op);
+            copyable &= (fuses_across_copies(&o.op) || matches!(o.op, Op::Gather { .. }))
+                && !matches!(o.op, Op::Reduce { .. } | Op::DynamicUpdateSlice);
             total = total.saturating_add(work(f, o));
             ops += 1;
         });
+    }
+    if let Some(c) = known.filter(|_| inner && copyable) {
+        if c.trips <= MAX_STEPS && (c.trips as usize).saturating_mul(ops) <= MAX_OPS {
+            return Some(Plan::Copies(c.trips));
+        }
     }
     if !simple || total > MAX_WORK || state > MAX_WORK {
         return None;
@@ -400,6 +432,7 @@ fn rewrite_region(
         };
         let results = match plan {
             Plan::Steps(n) => steps(f, &op, op.operands.clone(), n, true, &mut region.ops),
+            Plan::Copies(n) => steps(f, &op, op.operands.clone(), n, false, &mut region.ops),
             Plan::Split { k, test } => split(f, &op, k, test, &mut region.ops),
             Plan::Remainder { k, c } => remainder(f, &op, k, c, consts, &mut region.ops),
             Plan::Speculate { k } => match speculate(f, &op, k) {
@@ -817,7 +850,7 @@ func.func @main(%x: tensor<4xf32>, %p: tensor<i1>, %n: tensor<i32>) -> tensor<4x
         let mut loops = Vec::new();
         collect(body, &mut defs, &mut loops);
         let op = loops.first().expect("a while");
-        decide(&f, op, &defs)
+        decide(&f, op, &defs, false)
     }
 
     #[test]

@@ -620,8 +620,10 @@ fn same_elements(dims: &[usize], shape: &[usize]) -> bool {
 /// True for a `gather` that looks each element of `S` up in a table: one element of a table
 /// that is not of the invocation's own elements (a value from outside, or computed from
 /// scalars), at an index of its own (indices of shape `S` or `S x 1`, the index vector
-/// last). `jnp.take(table, i)` and `table[i]` in a loop's body; the kernel reads the table at
-/// the computed place, as it reads other values from outside at any element.
+/// last), giving a value of the state's shape or of it with trailing dimensions of size 1.
+/// `jnp.take(table, i)` and `table[i]` in a loop's body, the `S x 1` gathers of
+/// `jnp.searchsorted`'s search; the kernel reads the table at the computed place, as it reads
+/// other values from outside at any element.
 fn lookup(f: &Function, o: &Operation, own: &HashSet<ValueId>, shape: &[usize]) -> bool {
     let (
         Op::Gather {
@@ -640,14 +642,20 @@ fn lookup(f: &Function, o: &Operation, own: &HashSet<ValueId>, shape: &[usize]) 
     else {
         return false;
     };
+    // The table's dimensions that are not collapsed are the result's last, of size 1
+    // (`jnp.searchsorted` gathers `S x 1`).
+    let kept = tt.rank().saturating_sub(d.collapsed_slice_dims.len());
+    let trailing: Vec<i64> = (shape.len()..shape.len() + kept)
+        .map(|k| k as i64)
+        .collect();
     !shape.is_empty()
         && !own.contains(table)
-        && rt.dims() == shape
-        && d.offset_dims.is_empty()
+        && rt.rank() == shape.len() + kept
+        && same_elements(&rt.dims(), shape)
+        && d.offset_dims == trailing
         && d.operand_batching_dims.is_empty()
         && d.start_indices_batching_dims.is_empty()
         && d.start_index_map.len() == 1
-        && d.collapsed_slice_dims.len() == tt.rank()
         && slice_sizes.iter().all(|&s| s == 1)
         && d.index_vector_dim == shape.len() as i64
         && same_elements(&it.dims(), shape)
@@ -741,6 +749,39 @@ func.func @main(%x: tensor<64xf32>, %w: tensor<64xf32>, %n: tensor<i32>) -> tens
         assert!(matches!(loops(&f)[..], [(true, _)]), "{:?}", loops(&f));
         let f = prepared(&lp("%n", &take("%v")));
         assert!(loops(&f).iter().all(|l| !l.0), "{:?}", loops(&f));
+    }
+
+    #[test]
+    fn a_search_inside_a_loop_runs_whole() {
+        // A loop of 6 steps counted at compile time inside the body, gathering %w as 64 x 1
+        // (an offset dimension, as `jnp.searchsorted` does): its body copied six times
+        // (`guarded`), no loop inside, and the outer loop one kernel.
+        let inner = r#"%z = stablehlo.constant dense<0> : tensor<i32>
+    %q:2 = stablehlo.while(%k = %z, %u = %v) : tensor<i32>, tensor<64xf32>
+     cond {
+      %six = stablehlo.constant dense<6> : tensor<i32>
+      %pk = stablehlo.compare LT, %k, %six : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %pk : tensor<i1>
+    } do {
+      %one1 = stablehlo.constant dense<1> : tensor<i32>
+      %ki = stablehlo.convert %u : (tensor<64xf32>) -> tensor<64xi32>
+      %ix = stablehlo.broadcast_in_dim %ki, dims = [0] : (tensor<64xi32>) -> tensor<64x1xi32>
+      %g = "stablehlo.gather"(%w, %ix) <{dimension_numbers = #stablehlo.gather<offset_dims = [1], start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1>}> : (tensor<64xf32>, tensor<64x1xi32>) -> tensor<64x1xf32>
+      %gr = stablehlo.reshape %g : (tensor<64x1xf32>) -> tensor<64xf32>
+      %u2 = stablehlo.add %u, %gr : tensor<64xf32>
+      %k2 = stablehlo.add %k, %one1 : tensor<i32>
+      stablehlo.return %k2, %u2 : tensor<i32>, tensor<64xf32>
+    }
+    %a = stablehlo.sine %q#1 : tensor<64xf32>"#;
+        let f = prepared(&lp("%n", inner));
+        assert!(matches!(loops(&f)[..], [(true, _)]), "{:?}", loops(&f));
+        // Eight steps are still copied; nine stay a loop inside (and the outer loop runs
+        // from the host).
+        let f = prepared(&lp("%n", &inner.replace("dense<6>", "dense<8>")));
+        assert!(matches!(loops(&f)[..], [(true, _)]), "{:?}", loops(&f));
+        let f = prepared(&lp("%n", &inner.replace("dense<6>", "dense<9>")));
+        assert_eq!(loops(&f).len(), 2, "{:?}", loops(&f));
+        assert!(!loops(&f)[0].0, "{:?}", loops(&f));
     }
 
     #[test]
