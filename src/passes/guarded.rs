@@ -47,6 +47,10 @@ use crate::ir::{
 /// The most iterations a loop may have to become guarded steps without a loop.
 pub const MAX_STEPS: u64 = 8;
 
+/// The most iterations of a loop inside a loop that become copies of its body
+/// ([`Plan::Copies`]): `jnp.searchsorted`'s search of a table of up to 65535 entries.
+pub const MAX_COPIES: u64 = 16;
+
 /// Iterations a trip of a split loop runs.
 pub const FACTOR: u64 = 8;
 
@@ -69,7 +73,7 @@ enum Plan {
     /// `k` iterations a trip for the whole trips, then the iterations left as plain copies.
     Remainder { k: u64, c: Counted },
     /// Inside another loop, counted at compile time to this many iterations (at most
-    /// [`MAX_STEPS`]): as many plain copies of the body, no loop, so that the loop around it
+    /// [`MAX_COPIES`]): as many plain copies of the body, no loop, so that the loop around it
     /// has none inside and may run whole in one kernel (`whole_loops`). `jnp.interp` and
     /// `jnp.searchsorted` search by a loop of `log2(n)` steps looking the table up.
     Copies(u64),
@@ -334,7 +338,7 @@ fn decide(
         });
     }
     if let Some(c) = known.filter(|_| inner && copyable) {
-        if c.trips <= MAX_STEPS && (c.trips as usize).saturating_mul(ops) <= MAX_OPS {
+        if c.trips <= MAX_COPIES && (c.trips as usize).saturating_mul(ops) <= MAX_OPS {
             return Some(Plan::Copies(c.trips));
         }
     }

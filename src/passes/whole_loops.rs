@@ -775,11 +775,11 @@ func.func @main(%x: tensor<64xf32>, %w: tensor<64xf32>, %n: tensor<i32>) -> tens
     %a = stablehlo.sine %q#1 : tensor<64xf32>"#;
         let f = prepared(&lp("%n", inner));
         assert!(matches!(loops(&f)[..], [(true, _)]), "{:?}", loops(&f));
-        // Eight steps are still copied; nine stay a loop inside (and the outer loop runs
-        // from the host).
-        let f = prepared(&lp("%n", &inner.replace("dense<6>", "dense<8>")));
+        // Sixteen steps are still copied (`guarded::MAX_COPIES`); seventeen stay a loop
+        // inside (and the outer loop runs from the host).
+        let f = prepared(&lp("%n", &inner.replace("dense<6>", "dense<16>")));
         assert!(matches!(loops(&f)[..], [(true, _)]), "{:?}", loops(&f));
-        let f = prepared(&lp("%n", &inner.replace("dense<6>", "dense<9>")));
+        let f = prepared(&lp("%n", &inner.replace("dense<6>", "dense<17>")));
         assert_eq!(loops(&f).len(), 2, "{:?}", loops(&f));
         assert!(!loops(&f)[0].0, "{:?}", loops(&f));
     }
