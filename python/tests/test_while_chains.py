@@ -136,3 +136,22 @@ def test_loops_whose_elements_stop_on_their_own_keep_one(gpu, tmp_path, monkeypa
 
     x = np.abs(normal(8192)) * 100
     expect_chains(gpu, chained(gpu, tmp_path, monkeypatch, jax.vmap(each_sqrt), x), want=False)
+
+
+def test_long_bodies_keep_one_element(gpu, tmp_path, monkeypatch):
+    # `jnp.interp` into 1000 points in a loop: its search, copied eleven times into the
+    # body, makes the loop hundreds of ops long, past `CHAINS_MAX_OPS`: one element an
+    # invocation (four copies of such a body took llvmpipe seconds to compile).
+    xp = np.linspace(-3, 3, 1000).astype(np.float32)
+
+    def f(x, xp, fp):
+        return lax.fori_loop(0, 10, lambda i, c: jnp.interp(c, xp, fp) * 2 + 0.1 * c, x)
+
+    count = chained(gpu, tmp_path, monkeypatch, f, normal(8192) * 3, xp, np.sin(xp), tol=1e-5)
+    expect_chains(gpu, count, want=False)
+    # Asked for, they still apply (a new function: the first one's executable is cached).
+    monkeypatch.setenv("WGPU_HLO_WHILE_CHAINS", "4")
+    g = lambda x, xp, fp: f(x, xp, fp)
+    count = chained(gpu, tmp_path / "forced", monkeypatch, g, normal(8192) * 3, xp, np.sin(xp),
+                    tol=1e-5)
+    assert count == 1

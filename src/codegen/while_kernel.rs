@@ -145,7 +145,7 @@ pub fn emit(
     let chains = if serial || each.is_some() || pack > 1 || stacked.iter().any(Option::is_some) {
         1
     } else {
-        chains(target, n)
+        chains(target, n, ops)
     };
     // The element each chain carries: chain 0 the invocation's own, chain `c` the one
     // `c * n / chains` after it.
@@ -665,6 +665,14 @@ const CHAINS: u64 = 4;
 /// `tanh` at 15 iterations ran alike either way.
 const ROLLED_BELOW: u64 = 32;
 
+/// Most ops of a loop (its condition's and body's) carried in chains. A body that long is no
+/// short chain of arithmetic, and four copies of it took llvmpipe seconds to compile:
+/// `jnp.interp` into a table of 60000 points in a `fori_loop` over 4096 floats (its search
+/// copied 16 times, `guarded::Plan::Copies`: 9166 lines of WGSL) 2.1 s on the first call with
+/// chains, 0.4 s without, and 2.9 / 3.3 ms a call after; into 1000 points 0.42 / 0.19 s and
+/// 1.8 / 1.9 ms; over 16384 floats 0.55 / 0.22 s, 7.6 / 6.4 ms.
+const CHAINS_MAX_OPS: u64 = 64;
+
 /// Least elements of state for chains: below it the invocations are too few to keep the
 /// adapter's threads busy.
 const CHAINS_MIN_ELEMENTS: u64 = 4096;
@@ -681,11 +689,12 @@ const CHAINS_MIN_ELEMENTS: u64 = 4096;
 /// series over 2^16 elements: 4.1 and 2.2 ms a kernel with one, 5.0 and 2.9 with four), and
 /// so do loops stacking rows, whose time goes to storing them (`lax.scan` of 50 steps over
 /// 2^16 floats: 12-20 ms a kernel with one, 24-26 with four).
-/// `WGPU_HLO_WHILE_CHAINS=K` sets it (1 turns chains off).
-fn chains(target: Target, n: u64) -> u64 {
+/// Loops of more than [`CHAINS_MAX_OPS`] ops keep one: each chain is a copy of the body in
+/// the shader. `WGPU_HLO_WHILE_CHAINS=K` sets it (1 turns chains off) whatever the body.
+fn chains(target: Target, n: u64, ops: u64) -> u64 {
     let k = match std::env::var("WGPU_HLO_WHILE_CHAINS") {
         Ok(v) => v.trim().parse::<u64>().unwrap_or(CHAINS).max(1),
-        Err(_) if target.cpu_adapter => CHAINS,
+        Err(_) if target.cpu_adapter && ops <= CHAINS_MAX_OPS => CHAINS,
         Err(_) => 1,
     };
     if k == 1 || n % k != 0 || n < CHAINS_MIN_ELEMENTS.max(k) {
