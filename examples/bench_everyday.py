@@ -221,6 +221,10 @@ def cases():
                                jnp.arange(50, dtype=jnp.float32))[1], (x1[:64],)),
         "fori_loop 20 steps of table lookups over 12288 floats": (
             table_steps, (x1[:12288], np.sin(np.arange(100, dtype=np.float32)))),
+        "fori_loop 20 steps of jnp.interp into 1000 points over 4096 floats": (
+            lambda x, xp, fp: lax.fori_loop(0, 20, lambda i, c: jnp.interp(c, xp, fp) + 0.1 * c, x),
+            (x1[:4096], np.linspace(-3, 3, 1000, dtype=np.float32),
+             np.sin(np.linspace(-3, 3, 1000, dtype=np.float32)))),
         "scan stacking 50 steps over 2^16 floats": (
             lambda x: lax.scan(lambda c, t: (c * 0.99 + t * 1e-3, c), x,
                                jnp.arange(50, dtype=jnp.float32))[1], (x1[: 1 << 16],)),
