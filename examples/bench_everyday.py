@@ -225,6 +225,13 @@ def cases():
             lambda x, xp, fp: lax.fori_loop(0, 20, lambda i, c: jnp.interp(c, xp, fp) + 0.1 * c, x),
             (x1[:4096], np.linspace(-3, 3, 1000, dtype=np.float32),
              np.sin(np.linspace(-3, 3, 1000, dtype=np.float32)))),
+        "fori_loop 300 steps of tanh(A @ v), 64 x 64": (
+            lambda a, v: lax.fori_loop(0, 300, lambda i, v: jnp.tanh(a @ v) + 0.01, v),
+            (x1[:4096].reshape(64, 64) / 8, x1[4096:4160])),
+        "Markov chain p @ T, 500 steps of 100 states": (
+            lambda t, p: lax.fori_loop(0, 500, lambda i, p: p @ t, p),
+            (np.abs(x1[:10000].reshape(100, 100)) / np.abs(x1[:10000].reshape(100, 100)).sum(
+                1, keepdims=True), np.full(100, 0.01, np.float32))),
         "scan stacking 50 steps over 2^16 floats": (
             lambda x: lax.scan(lambda c, t: (c * 0.99 + t * 1e-3, c), x,
                                jnp.arange(50, dtype=jnp.float32))[1], (x1[: 1 << 16],)),

@@ -426,6 +426,64 @@ def test_short_counted_loops_inside_a_loop(gpu, tmp_path, monkeypatch):
     assert not re.search(r"^\s*while \[", program, re.M), program
 
 
+def matrix(n, seed=0):
+    return (np.random.default_rng(seed).standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
+
+
+MATVEC_FORMS = {
+    "A @ v": lambda a, v: jnp.tanh(a @ v) + 0.01,
+    "v @ A": lambda a, v: jnp.tanh(v @ a) + 0.01,
+    "A.T @ v": lambda a, v: jnp.sin(a.T @ v),
+    "two products": lambda a, v: jnp.tanh(a @ v + 0.5 * (jnp.cos(v) @ a)),
+}
+
+
+@pytest.mark.parametrize("n", [1, 7, 64, 100, 128])
+@pytest.mark.parametrize("form", list(MATVEC_FORMS))
+def test_products_with_a_matrix(gpu, n, form, budget, tmp_path, monkeypatch):
+    # A loop multiplying its state by a matrix from outside runs in one workgroup, an
+    # invocation an element (up to 128 elements; quads of the matrix's rows where n allows,
+    # the matrix transposed before the loop for `v @ A`); with a budget of 16 iterations a
+    # launch the larger ones run from the host. Against cpu, to a traced bound.
+    step = MATVEC_FORMS[form]
+    v = np.cos(np.arange(n, dtype=np.float32))
+    f = lambda a, v, k: lax.fori_loop(0, k, lambda i, v: step(a, v), v)
+    program = program_of(tmp_path, monkeypatch, gpu, f, matrix(n), v, np.int32(150), tol=1e-5)
+    if budget == "one launch":
+        assert "while in kernel" in program, program
+        wgsl = "".join(p.read_text() for p in tmp_path.glob("*while_*.wgsl"))
+        assert "one workgroup: it multiplies them by a matrix" in wgsl
+
+
+def test_a_markov_chain(gpu, tmp_path, monkeypatch):
+    # p @ T, 400 steps: the distribution stays one (to rounding) and matches cpu.
+    t = np.abs(matrix(64, 1))
+    t = (t / t.sum(1, keepdims=True)).astype(np.float32)
+    p0 = np.full(64, 1 / 64, np.float32)
+    f = lambda t, p: lax.fori_loop(0, 400, lambda i, p: p @ t, p)
+    program_of(tmp_path, monkeypatch, gpu, f, t, p0, tol=1e-6)
+
+
+def test_an_ode_and_an_rnn_over_inputs(gpu, tmp_path, monkeypatch):
+    # Explicit Euler steps of y' = A y - y^3, and a scan reading its inputs by the counter.
+    a = matrix(48, 2)
+    y0 = np.sin(np.arange(48, dtype=np.float32))
+    xs = np.cos(np.arange(30 * 48, dtype=np.float32)).reshape(30, 48)
+    euler = lambda a, y: lax.fori_loop(0, 200, lambda i, y: y + 0.01 * (a @ y - y ** 3), y)
+    rnn = lambda a, h, xs: lax.scan(lambda h, x: (jnp.tanh(a @ h + x), None), h, xs)[0]
+    assert "while in kernel" in program_of(tmp_path, monkeypatch, gpu, euler, a, y0, tol=1e-5)
+    assert "while in kernel" in program_of(tmp_path / "rnn", monkeypatch, gpu, rnn, a, y0, xs,
+                                           tol=1e-5)
+
+
+def test_larger_products_run_from_the_host(gpu, tmp_path, monkeypatch):
+    # Past 128 elements the loop stays on the host (one workgroup is one core on lavapipe).
+    f = lambda a, v: lax.fori_loop(0, 20, lambda i, v: jnp.tanh(v @ a), v)
+    program = program_of(tmp_path, monkeypatch, gpu, f, matrix(160), np.ones(160, np.float32),
+                         tol=1e-5)
+    assert "while in kernel" not in program, program
+
+
 # Loops whose elements stop on their own: `jax.vmap` of a `while_loop` (its predicate becomes
 # `any(P)`, its body `where(P, body(x), x)`), and loops masking their updates with a state.
 # Each invocation runs until its own element's predicate fails (`WholeLoop::each`).

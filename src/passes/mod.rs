@@ -59,6 +59,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     conv_phases::split_dilated_convolutions(&mut f);
     guarded::guard_loops(&mut f);
     unroll::unroll_counted_loops(&mut f);
+    whole_loops::matrices_by_rows(&mut f);
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
         dce::drop_unused_vectors(body);
