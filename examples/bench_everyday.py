@@ -228,6 +228,11 @@ def cases():
         "fori_loop 300 steps of tanh(A @ v), 64 x 64": (
             lambda a, v: lax.fori_loop(0, 300, lambda i, v: jnp.tanh(a @ v) + 0.01, v),
             (x1[:4096].reshape(64, 64) / 8, x1[4096:4160])),
+        "power iteration, 200 steps of 64 x 64": (
+            lambda s, v: lax.fori_loop(
+                0, 200, lambda i, v: (s @ v) / jnp.linalg.norm(s @ v), v),
+            (x1[:4096].reshape(64, 64) @ x1[:4096].reshape(64, 64).T / 64 + np.eye(64, dtype=np.float32),
+             x1[4096:4160])),
         "Markov chain p @ T, 500 steps of 100 states": (
             lambda t, p: lax.fori_loop(0, 500, lambda i, p: p @ t, p),
             (np.abs(x1[:10000].reshape(100, 100)) / np.abs(x1[:10000].reshape(100, 100)).sum(

@@ -476,6 +476,52 @@ def test_an_ode_and_an_rnn_over_inputs(gpu, tmp_path, monkeypatch):
                                            tol=1e-5)
 
 
+def workgroup_kernels(tmp_path):
+    return sum("one workgroup: it multiplies them by a matrix" in p.read_text()
+               for p in tmp_path.glob("*while_*.wgsl"))
+
+
+def test_products_and_reductions(gpu, budget, tmp_path, monkeypatch):
+    # Power iteration (a norm after each product), a Jacobi iteration to a tolerance (a max in
+    # the cond), convergence by `jnp.any` (a bool reduction), a softmax of the product: the
+    # reductions share the workgroup (invocation 0 folds in order, all read the result).
+    n = 60
+    a = matrix(n, 3)
+    s = (a @ a.T + np.eye(n)).astype(np.float32)
+    d = (np.diag(np.abs(a).sum(1) + 1.0) + a).astype(np.float32)
+    v = np.cos(np.arange(n, dtype=np.float32))
+
+    def power(s, v):
+        def body(i, v):
+            w = s @ v
+            return w / jnp.sqrt(jnp.sum(w * w))
+
+        return lax.fori_loop(0, 100, body, v)
+
+    def jacobi(d, b):
+        dg = jnp.diag(d)
+        r = d - jnp.diag(dg)
+        cond = lambda c: (jnp.max(jnp.abs(c[0] - c[1])) > 1e-6) & (c[2] < 500)
+        body = lambda c: ((b - r @ c[0]) / dg, c[0], c[2] + 1)
+        return lax.while_loop(cond, body, (b / dg, jnp.zeros_like(b), 0))
+
+    def converge(s, v):
+        def body(c):
+            w = s @ c[0]
+            return w / jnp.linalg.norm(w), c[0], c[2] + 1
+
+        cond = lambda c: jnp.any(jnp.abs(c[0] - c[1]) > 1e-5) & (c[2] < 300)
+        return lax.while_loop(cond, body, (v / jnp.linalg.norm(v), jnp.zeros_like(v), 0))
+
+    soft = lambda a, v: lax.fori_loop(0, 50, lambda i, v: jax.nn.softmax(a @ v) * 60, v)
+    for k, (f, args) in enumerate([(power, (s, v)), (jacobi, (d, v)), (converge, (s, v)),
+                                   (soft, (a, v))]):
+        where = tmp_path / str(k)
+        program_of(where, monkeypatch, gpu, f, *args, tol=1e-5)
+        # (16 iterations a launch cannot hold a product of 60: from the host.)
+        assert workgroup_kernels(where) == (budget == "one launch"), f
+
+
 def test_larger_products_run_from_the_host(gpu, tmp_path, monkeypatch):
     # Past 128 elements the loop stays on the host (one workgroup is one core on lavapipe).
     f = lambda a, v: lax.fori_loop(0, 20, lambda i, v: jnp.tanh(v @ a), v)

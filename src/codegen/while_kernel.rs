@@ -319,8 +319,12 @@ pub fn emit(
     if em.ty(pred)?.dtype != ElementType::Pred {
         return Ok(None);
     }
+    // With `workgroup`, the products and reductions go through workgroup memory.
+    let mut shared = String::new();
     if serial {
         reductions(&mut em, cond, &elements, n)?;
+    } else if workgroup {
+        shared_ops(f, &mut em, cond, &[], n, &mut shared)?;
     }
     let p = match each {
         // `any(P)` from `init`: `init || P` at this invocation's element (and `also`).
@@ -348,71 +352,8 @@ pub fn emit(
     em.line("wh_go = false;");
     em.line("break;");
     em.close(None);
-    // The products, in the body's order: each invocation shares its element of the vector,
-    // then sums its row of the matrix against all of them.
-    let mut shared = String::new();
-    // Four elements of the vector a `vec4` where `n` allows (one workgroup load for four:
-    // 64 x 64, 504 iterations on lavapipe, 5.2-5.5 -> 2.8-3.0 ms).
-    let quads = n % 4 == 0;
-    for (m, mv) in matvecs.iter().enumerate() {
-        let x = em.value(mv.vector, &own)?;
-        em.line("workgroupBarrier();");
-        if quads {
-            shared.push_str(&format!(
-                "var<workgroup> wh_vec{m}: array<vec4<f32>, {}>;\n",
-                n / 4
-            ));
-            em.line(&format!("wh_vec{m}[tid >> 2u][tid & 3u] = {x};"));
-        } else {
-            shared.push_str(&format!("var<workgroup> wh_vec{m}: array<f32, {n}>;\n"));
-            em.line(&format!("wh_vec{m}[tid] = {x};"));
-        }
-        em.line("workgroupBarrier();");
-        em.line(&format!("var wh_dot{m}: f32 = 0.0;"));
-        let j = format!("wh_j{m}");
-        let a = em.input(mv.matrix)?;
-        if quads {
-            // Four elements of the matrix a step: of the invocation's row, one load (a texel
-            // fetch, or a `vec4` load; `texture_reads`), or of its column, four from the
-            // buffer; summed in order.
-            em.open_loop(
-                &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 4u)"),
-                n / 4,
-            );
-            let load = if mv.contracted == 1 {
-                let q = format!("(tid * {n}u + {j})");
-                let quad = crate::codegen::texture_reads::QUAD_MARK;
-                format!("vec4<f32>(in{a}[{quad} {q}], in{a}[{q} + 1u], in{a}[{q} + 2u], in{a}[{q} + 3u])")
-            } else {
-                let mark = crate::codegen::texture_reads::STORAGE_MARK;
-                let at = |c: usize| format!("in{a}[{mark} ({j} + {c}u) * {n}u + tid]");
-                format!("vec4<f32>({}, {}, {}, {})", at(0), at(1), at(2), at(3))
-            };
-            em.line(&format!("let wh_a{m} = {load};"));
-            em.line(&format!("let wh_v{m} = wh_vec{m}[{j} >> 2u];"));
-            let mut sum = format!("wh_dot{m}");
-            for comp in ["x", "y", "z", "w"] {
-                sum = format!("({sum} + wh_a{m}.{comp} * wh_v{m}.{comp})");
-            }
-            em.line(&format!("wh_dot{m} = {sum};"));
-        } else {
-            // A column: the invocations read neighbouring elements, from the buffer.
-            em.open_loop(
-                &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 1u)"),
-                n,
-            );
-            let at = if mv.contracted == 0 {
-                format!("{j} * {n}u + tid")
-            } else {
-                format!("tid * {n}u + {j}")
-            };
-            let mark = crate::codegen::texture_reads::STORAGE_MARK;
-            em.line(&format!(
-                "wh_dot{m} = wh_dot{m} + in{a}[{mark} {at}] * wh_vec{m}[{j}];"
-            ));
-        }
-        em.close(None);
-        em.scalars.insert(mv.result, format!("wh_dot{m}"));
+    if workgroup {
+        shared_ops(f, &mut em, body, &matvecs, n, &mut shared)?;
     }
     if workgroup {
         shared.push_str("var<workgroup> wh_pred: u32;\n");
@@ -704,6 +645,137 @@ fn elements_at_e(em: &mut ExprEmitter, elements: &[(ValueId, String)], on: bool)
 
 /// Computes the full reductions of `region` (`whole_loops::full_reduction`), in order, each
 /// into a variable by a loop over the `n` elements; later values read the variable.
+/// A workgroup loop kernel's products and full reductions in `region`, in its order (each may
+/// read the ones before it): every invocation shares its element of the operand through
+/// workgroup memory between two barriers. A product ([`whole_loops::Matvec`]): each invocation
+/// sums its row of the matrix against the vector, in order. A reduction: invocation 0 folds
+/// the elements in order (as one invocation folds them in the serial form), and all read its
+/// result through `workgroupUniformLoad` (uniform: a predicate computed from it may guard the
+/// barriers). Declarations of the workgroup arrays are appended to `shared`.
+fn shared_ops(
+    f: &crate::ir::Function,
+    em: &mut ExprEmitter,
+    region: &crate::ir::Region,
+    matvecs: &[whole_loops::Matvec],
+    n: u64,
+    shared: &mut String,
+) -> Result<()> {
+    let own = Index::Linear("tid".to_string());
+    // Four elements of the vector a `vec4` where `n` allows (one workgroup load for four:
+    // 64 x 64, 504 iterations on lavapipe, 5.2-5.5 -> 2.8-3.0 ms).
+    let quads = n % 4 == 0;
+    for o in &region.ops {
+        // Names unique in the kernel: the arrays declared so far.
+        let m = shared.matches("var<workgroup>").count();
+        if let Some(mv) = matvecs.iter().find(|mv| o.results == [mv.result]) {
+            let x = em.value(mv.vector, &own)?;
+            em.line("workgroupBarrier();");
+            if quads {
+                shared.push_str(&format!(
+                    "var<workgroup> wh_vec{m}: array<vec4<f32>, {}>;\n",
+                    n / 4
+                ));
+                em.line(&format!("wh_vec{m}[tid >> 2u][tid & 3u] = {x};"));
+            } else {
+                shared.push_str(&format!("var<workgroup> wh_vec{m}: array<f32, {n}>;\n"));
+                em.line(&format!("wh_vec{m}[tid] = {x};"));
+            }
+            em.line("workgroupBarrier();");
+            em.line(&format!("var wh_dot{m}: f32 = 0.0;"));
+            let j = format!("wh_j{m}");
+            let a = em.input(mv.matrix)?;
+            if quads {
+                // Four elements of the matrix a step: of the invocation's row, one load (a
+                // texel fetch, or a `vec4` load; `texture_reads`), or of its column, four
+                // from the buffer; summed in order.
+                em.open_loop(
+                    &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 4u)"),
+                    n / 4,
+                );
+                let load = if mv.contracted == 1 {
+                    let q = format!("(tid * {n}u + {j})");
+                    let quad = crate::codegen::texture_reads::QUAD_MARK;
+                    format!("vec4<f32>(in{a}[{quad} {q}], in{a}[{q} + 1u], in{a}[{q} + 2u], in{a}[{q} + 3u])")
+                } else {
+                    let mark = crate::codegen::texture_reads::STORAGE_MARK;
+                    let at = |c: usize| format!("in{a}[{mark} ({j} + {c}u) * {n}u + tid]");
+                    format!("vec4<f32>({}, {}, {}, {})", at(0), at(1), at(2), at(3))
+                };
+                em.line(&format!("let wh_a{m} = {load};"));
+                em.line(&format!("let wh_v{m} = wh_vec{m}[{j} >> 2u];"));
+                let mut sum = format!("wh_dot{m}");
+                for comp in ["x", "y", "z", "w"] {
+                    sum = format!("({sum} + wh_a{m}.{comp} * wh_v{m}.{comp})");
+                }
+                em.line(&format!("wh_dot{m} = {sum};"));
+            } else {
+                // A column: the invocations read neighbouring elements, from the buffer.
+                em.open_loop(
+                    &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 1u)"),
+                    n,
+                );
+                let at = if mv.contracted == 0 {
+                    format!("{j} * {n}u + tid")
+                } else {
+                    format!("tid * {n}u + {j}")
+                };
+                let mark = crate::codegen::texture_reads::STORAGE_MARK;
+                em.line(&format!(
+                    "wh_dot{m} = wh_dot{m} + in{a}[{mark} {at}] * wh_vec{m}[{j}];"
+                ));
+            }
+            em.close(None);
+            em.scalars.insert(mv.result, format!("wh_dot{m}"));
+            continue;
+        }
+        if !whole_loops::full_reduction(f, o, &[n as usize]) {
+            continue;
+        }
+        let (Op::Reduce { .. }, [input, init], [result], [reducer]) =
+            (&o.op, &o.operands[..], &o.results[..], &o.regions[..])
+        else {
+            continue;
+        };
+        let (Some(&a), Some(&b), Some(ret)) = (
+            reducer.args.first(),
+            reducer.args.get(1),
+            reducer.ops.last(),
+        ) else {
+            return Err(Error::invalid("a reduction without a reducer"));
+        };
+        let &[folded] = &ret.operands[..] else {
+            return Err(Error::invalid("a reducer returning other than one value"));
+        };
+        let c = em.compute(em.ty(*result)?.dtype)?.wgsl();
+        let x = em.value(*input, &own)?;
+        shared.push_str(&format!("var<workgroup> wh_red{m}: array<{c}, {n}>;\n"));
+        shared.push_str(&format!("var<workgroup> wh_sum{m}: {c};\n"));
+        em.line("workgroupBarrier();");
+        em.line(&format!("wh_red{m}[tid] = {x};"));
+        em.line("workgroupBarrier();");
+        em.open("if (tid == 0u)");
+        let start = em.value(*init, &Index::scalar())?;
+        em.line(&format!("var wh_acc{m}: {c} = {start};"));
+        let j = format!("wh_j{m}");
+        em.open_loop(
+            &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 1u)"),
+            n,
+        );
+        em.scalars.insert(a, format!("wh_acc{m}"));
+        em.scalars.insert(b, format!("wh_red{m}[{j}]"));
+        let y = em.value(folded, &Index::scalar());
+        em.scalars.remove(&a);
+        em.scalars.remove(&b);
+        em.line(&format!("wh_acc{m} = {};", y?));
+        em.close(None);
+        em.line(&format!("wh_sum{m} = wh_acc{m};"));
+        em.close(None);
+        em.line(&format!("let wh_r{m} = workgroupUniformLoad(&wh_sum{m});"));
+        em.scalars.insert(*result, format!("wh_r{m}"));
+    }
+    Ok(())
+}
+
 fn reductions(
     em: &mut ExprEmitter,
     region: &crate::ir::Region,

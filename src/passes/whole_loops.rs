@@ -49,7 +49,8 @@ pub struct WholeLoop {
     pub stacked: Vec<Option<Stacked>>,
     /// Products of the state's vector with a matrix from outside, in the body's order
     /// ([`Matvec`]). With any, one workgroup runs the loop, an invocation an element, and
-    /// shares each product's vector through workgroup memory.
+    /// shares each product's vector and each full reduction's operand through workgroup
+    /// memory (no `serial`).
     pub matvecs: Vec<Matvec>,
 }
 
@@ -63,7 +64,8 @@ pub const MATVEC_MAX_ELEMENTS: usize = 128;
 
 /// A `dot_general` in a loop's body of a vector of the state's shape `[n]` (computed from the
 /// state) and an `n x n` f32 matrix that is not (from outside, or a state the body does not
-/// change): `A @ v`, `v @ A` and their transposes. `lax.fori_loop` iterating a linear map —
+/// change): `A @ v`, `v @ A` and their transposes. Full reductions may stand next to them
+/// (power iteration's norm, a Jacobi iteration's tolerance). `lax.fori_loop` iterating a linear map —
 /// `tanh(W @ h)`, a Markov chain's `p @ T`, an explicit ODE step with a linear term — ran a
 /// launch or more an iteration.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -454,12 +456,15 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
             own.extend(o.results.iter().copied());
         }
     }
-    let each = if serial {
+    // Products run in one workgroup, which computes the reductions too (`serial` is then
+    // off).
+    let workgroup = !matvecs.is_empty();
+    let each = if serial && !workgroup {
         each_element(f, op, &invariant, &stacks)
     } else {
         None
     };
-    let serial = serial && each.is_none();
+    let serial = serial && each.is_none() && !workgroup;
     // One invocation computing every element keeps them in private arrays of their compute
     // type, one element a word when stored: not for packed states.
     if elements.saturating_mul(ops) > MAX_ELEMENT_OPS
@@ -467,9 +472,8 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
     {
         return None;
     }
-    // Products run in one workgroup, an invocation an element of a word's own: not with
-    // reductions, elements that stop on their own, stacked rows or packed states.
-    if !matvecs.is_empty() && (serial || each.is_some() || !stacking.is_empty() || packed) {
+    // An invocation an element of a word's own: not with stacked rows or packed states.
+    if workgroup && (!stacking.is_empty() || packed) {
         return None;
     }
     Some(WholeLoop {
@@ -781,7 +785,7 @@ pub const MAX_SERIAL: u64 = 64;
 /// True for a `reduce` of one tensor of shape `shape` to a scalar whose reducer is one binary
 /// op of its two arguments (`add`, `or`, `max`, ...): a predicate such as `jnp.any(...)` or
 /// a norm. The whole-loop kernel computes it with a loop over the elements.
-fn full_reduction(f: &Function, o: &Operation, shape: &[usize]) -> bool {
+pub(crate) fn full_reduction(f: &Function, o: &Operation, shape: &[usize]) -> bool {
     let (Op::Reduce { .. }, [input, init], [result], [reducer]) =
         (&o.op, &o.operands[..], &o.results[..], &o.regions[..])
     else {
@@ -1056,6 +1060,29 @@ func.func @main(%x: tensor<64xf32>, %m: tensor<64x64xf32>, %n: tensor<i32>) -> t
                 "{names:?}"
             );
         }
+        // With a norm after the product (power iteration): one workgroup computes both (no
+        // serial form).
+        let normed = format!(
+            "{}\n    %z = stablehlo.constant dense<0.0> : tensor<f32>
+    %sq = stablehlo.multiply %d0, %d0 : tensor<64xf32>
+    %s = stablehlo.reduce(%sq init: %z) applies stablehlo.add across dimensions = [0] : (tensor<64xf32>, tensor<f32>) -> tensor<f32>
+    %sb = stablehlo.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<64xf32>
+    %d = stablehlo.divide %d0, %sb : tensor<64xf32>",
+            dot("%m", "%v", 1, 0)
+        );
+        let src = matvec_loop(&normed)
+            .replace("%d = stablehlo.dot_general", "%d0 = stablehlo.dot_general");
+        let f = prepared(&src);
+        assert_eq!(matvecs(&f).len(), 1);
+        let mut serial = None;
+        if let Some(b) = &f.body {
+            b.walk(&mut |o: &Operation| {
+                if o.op == Op::While {
+                    serial = super::in_one_kernel(&f, o).map(|w| w.serial);
+                }
+            });
+        }
+        assert_eq!(serial, Some(false));
         // The state times itself (no matrix from outside) does not.
         let own = "stablehlo.multiply %v, %v : tensor<64xf32>\n    %q = stablehlo.broadcast_in_dim %v, dims = [0] : (tensor<64xf32>) -> tensor<64x64xf32>\n    %d2 = stablehlo.dot_general %q, %v, contracting_dims = [1] x [0] : (tensor<64x64xf32>, tensor<64xf32>) -> tensor<64xf32>";
         let f = prepared(&matvec_loop(own).replace("stablehlo.tanh %d", "stablehlo.tanh %d2"));
