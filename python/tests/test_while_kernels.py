@@ -522,6 +522,25 @@ def test_products_and_reductions(gpu, budget, tmp_path, monkeypatch):
         assert workgroup_kernels(where) == (budget == "one launch"), f
 
 
+@pytest.mark.parametrize("form", ["scaled", "by the counter", "sliced", "sliced at the counter"])
+def test_products_with_a_matrix_the_loop_computes(gpu, form):
+    # The matrix is computed in the body from values that do not change (no buffer of its
+    # own): read element by element where the product needs it. These stopped the compile
+    # with "value has no buffer" before.
+    a = matrix(64, 4)
+    v = np.cos(np.arange(64, dtype=np.float32))
+    steps = {
+        "scaled": lambda a, i, v: jnp.tanh((a * 0.5) @ v),
+        "by the counter": lambda a, i, v: jnp.tanh((a * (1.0 - 0.01 * i)) @ v),
+        "sliced": lambda a, i, v: jnp.tanh(a[:32, 8:40] @ v),
+        "sliced at the counter": lambda a, i, v: jnp.tanh(
+            lax.dynamic_slice(a, (i, 0), (32, 32)) @ v),
+    }
+    step = steps[form]
+    f = lambda a, v: lax.fori_loop(0, 20, lambda i, v: step(a, i, v), v)
+    compare(gpu, f, a, v if form in ("scaled", "by the counter") else v[:32], tol=1e-5)
+
+
 def test_larger_products_run_from_the_host(gpu, tmp_path, monkeypatch):
     # Past 128 elements the loop stays on the host (one workgroup is one core on lavapipe).
     f = lambda a, v: lax.fori_loop(0, 20, lambda i, v: jnp.tanh(v @ a), v)

@@ -324,7 +324,7 @@ pub fn emit(
     if serial {
         reductions(&mut em, cond, &elements, n)?;
     } else if workgroup {
-        shared_ops(f, &mut em, cond, &[], n, &mut shared)?;
+        shared_ops(f, &mut em, cond, (&[], &members), n, &mut shared)?;
     }
     let p = match each {
         // `any(P)` from `init`: `init || P` at this invocation's element (and `also`).
@@ -353,7 +353,7 @@ pub fn emit(
     em.line("break;");
     em.close(None);
     if workgroup {
-        shared_ops(f, &mut em, body, &matvecs, n, &mut shared)?;
+        shared_ops(f, &mut em, body, (&matvecs, &members), n, &mut shared)?;
     }
     if workgroup {
         shared.push_str("var<workgroup> wh_pred: u32;\n");
@@ -656,7 +656,7 @@ fn shared_ops(
     f: &crate::ir::Function,
     em: &mut ExprEmitter,
     region: &crate::ir::Region,
-    matvecs: &[whole_loops::Matvec],
+    (matvecs, members): (&[whole_loops::Matvec], &HashSet<ValueId>),
     n: u64,
     shared: &mut String,
 ) -> Result<()> {
@@ -683,6 +683,29 @@ fn shared_ops(
             em.line("workgroupBarrier();");
             em.line(&format!("var wh_dot{m}: f32 = 0.0;"));
             let j = format!("wh_j{m}");
+            if members.contains(&mv.matrix) {
+                // A matrix the loop computes (from values that do not change: `(2 * A) @ v`,
+                // a slice of a matrix at the counter): each element where it is read.
+                em.open_loop(
+                    &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 1u)"),
+                    n,
+                );
+                let at = if mv.contracted == 0 {
+                    vec![j.clone(), "tid".to_string()]
+                } else {
+                    vec!["tid".to_string(), j.clone()]
+                };
+                let a = em.value(mv.matrix, &Index::Multi(at))?;
+                let x = if quads {
+                    format!("wh_vec{m}[{j} >> 2u][{j} & 3u]")
+                } else {
+                    format!("wh_vec{m}[{j}]")
+                };
+                em.line(&format!("wh_dot{m} = wh_dot{m} + {a} * {x};"));
+                em.close(None);
+                em.scalars.insert(mv.result, format!("wh_dot{m}"));
+                continue;
+            }
             let a = em.input(mv.matrix)?;
             if quads {
                 // Four elements of the matrix a step: of the invocation's row, one load (a
