@@ -541,6 +541,39 @@ def test_products_with_a_matrix_the_loop_computes(gpu, form):
     compare(gpu, f, a, v if form in ("scaled", "by the counter") else v[:32], tol=1e-5)
 
 
+@pytest.mark.parametrize("n", [7, 50, 64])
+def test_an_rnn_stacking_its_states(gpu, n, budget, tmp_path, monkeypatch):
+    # lax.scan returning every hidden state (RNN inference): the stacked rows are written in
+    # place by the workgroup, each invocation its element of the row.
+    a = matrix(n, 5)
+    h0 = np.sin(np.arange(n, dtype=np.float32))
+    xs = np.cos(np.arange(40 * n, dtype=np.float32)).reshape(40, n)
+    rnn = lambda a, h, xs: lax.scan(lambda h, x: (jnp.tanh(a @ h + x),) * 2, h, xs)
+    program_of(tmp_path, monkeypatch, gpu, rnn, a, h0, xs, tol=1e-5)
+    if budget == "one launch":
+        assert workgroup_kernels(tmp_path) == 1
+
+
+def test_workgroup_loops_over_several_launches(gpu, tmp_path, monkeypatch):
+    # A budget of 200 iterations an invocation: a few iterations a launch, each launch
+    # starting from the state (and the rows) the last wrote. An RNN stacking its states and
+    # power iteration (a reduction), n = 64 and 50.
+    monkeypatch.setenv("WGPU_HLO_MAX_LOOP", "200")
+    for n in [64, 50]:
+        a = matrix(n, 6)
+        h0 = np.sin(np.arange(n, dtype=np.float32))
+        xs = np.cos(np.arange(30 * n, dtype=np.float32)).reshape(30, n)
+        rnn = lambda a, h, xs: lax.scan(lambda h, x: (jnp.tanh(a @ h + x),) * 2, h, xs)
+        power = lambda a, v: lax.fori_loop(
+            0, 30, lambda i, v: (a @ v) / jnp.sqrt(jnp.sum((a @ v) ** 2)), v)
+        for k, (f, args) in enumerate([(rnn, (a, h0, xs)), (power, (a @ a.T, h0))]):
+            where = tmp_path / f"{n}_{k}"
+            program = program_of(where, monkeypatch, gpu, f, *args, tol=1e-5)
+            m = re.search(r"\((\d+) iterations a launch; trip count: 30", program)
+            assert m and int(m.group(1)) < 30, program
+            assert workgroup_kernels(where) == 1
+
+
 def test_larger_products_run_from_the_host(gpu, tmp_path, monkeypatch):
     # Past 128 elements the loop stays on the host (one workgroup is one core on lavapipe).
     f = lambda a, v: lax.fori_loop(0, 20, lambda i, v: jnp.tanh(v @ a), v)

@@ -65,7 +65,8 @@ pub const MATVEC_MAX_ELEMENTS: usize = 128;
 /// A `dot_general` in a loop's body of a vector of the state's shape `[n]` (computed from the
 /// state) and an `n x n` f32 matrix that is not (from outside, or a state the body does not
 /// change): `A @ v`, `v @ A` and their transposes. Full reductions may stand next to them
-/// (power iteration's norm, a Jacobi iteration's tolerance). `lax.fori_loop` iterating a linear map —
+/// (power iteration's norm, a Jacobi iteration's tolerance), and stacked outputs (an RNN's
+/// `lax.scan` returning every hidden state). `lax.fori_loop` iterating a linear map —
 /// `tanh(W @ h)`, a Markov chain's `p @ T`, an explicit ODE step with a linear term — ran a
 /// launch or more an iteration.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -472,8 +473,8 @@ pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
     {
         return None;
     }
-    // An invocation an element of a word's own: not with stacked rows or packed states.
-    if workgroup && (!stacking.is_empty() || packed) {
+    // An invocation an element of a word's own: not with packed states.
+    if workgroup && packed {
         return None;
     }
     Some(WholeLoop {
