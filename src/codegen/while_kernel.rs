@@ -754,10 +754,53 @@ fn shared_ops(
         if !whole_loops::full_reduction(f, o, &[n as usize]) {
             continue;
         }
+        let Some(fold) = Fold::of(o)? else {
+            continue;
+        };
+        let c = em.compute(em.ty(fold.result)?.dtype)?.wgsl();
+        let x = em.value(fold.input, &own)?;
+        shared.push_str(&format!("var<workgroup> wh_red{m}: array<{c}, {n}>;\n"));
+        shared.push_str(&format!("var<workgroup> wh_sum{m}: {c};\n"));
+        em.line("workgroupBarrier();");
+        em.line(&format!("wh_red{m}[tid] = {x};"));
+        em.line("workgroupBarrier();");
+        em.open("if (tid == 0u)");
+        let start = em.value(fold.init, &Index::scalar())?;
+        em.line(&format!("var wh_acc{m}: {c} = {start};"));
+        let j = format!("wh_j{m}");
+        em.open_loop(
+            &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 1u)"),
+            n,
+        );
+        let y = fold.step(em, &format!("wh_acc{m}"), format!("wh_red{m}[{j}]"))?;
+        em.line(&format!("wh_acc{m} = {y};"));
+        em.close(None);
+        em.line(&format!("wh_sum{m} = wh_acc{m};"));
+        em.close(None);
+        em.line(&format!("let wh_r{m} = workgroupUniformLoad(&wh_sum{m});"));
+        em.scalars.insert(fold.result, format!("wh_r{m}"));
+    }
+    Ok(())
+}
+
+/// A reduction's operands, result and reducer: the reducer's two arguments and the value it
+/// returns.
+struct Fold {
+    input: ValueId,
+    init: ValueId,
+    result: ValueId,
+    a: ValueId,
+    b: ValueId,
+    folded: ValueId,
+}
+
+impl Fold {
+    /// `o` as a [`Fold`]; `None` for another op.
+    fn of(o: &Operation) -> Result<Option<Fold>> {
         let (Op::Reduce { .. }, [input, init], [result], [reducer]) =
             (&o.op, &o.operands[..], &o.results[..], &o.regions[..])
         else {
-            continue;
+            return Ok(None);
         };
         let (Some(&a), Some(&b), Some(ret)) = (
             reducer.args.first(),
@@ -769,34 +812,25 @@ fn shared_ops(
         let &[folded] = &ret.operands[..] else {
             return Err(Error::invalid("a reducer returning other than one value"));
         };
-        let c = em.compute(em.ty(*result)?.dtype)?.wgsl();
-        let x = em.value(*input, &own)?;
-        shared.push_str(&format!("var<workgroup> wh_red{m}: array<{c}, {n}>;\n"));
-        shared.push_str(&format!("var<workgroup> wh_sum{m}: {c};\n"));
-        em.line("workgroupBarrier();");
-        em.line(&format!("wh_red{m}[tid] = {x};"));
-        em.line("workgroupBarrier();");
-        em.open("if (tid == 0u)");
-        let start = em.value(*init, &Index::scalar())?;
-        em.line(&format!("var wh_acc{m}: {c} = {start};"));
-        let j = format!("wh_j{m}");
-        em.open_loop(
-            &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 1u)"),
-            n,
-        );
-        em.scalars.insert(a, format!("wh_acc{m}"));
-        em.scalars.insert(b, format!("wh_red{m}[{j}]"));
-        let y = em.value(folded, &Index::scalar());
-        em.scalars.remove(&a);
-        em.scalars.remove(&b);
-        em.line(&format!("wh_acc{m} = {};", y?));
-        em.close(None);
-        em.line(&format!("wh_sum{m} = wh_acc{m};"));
-        em.close(None);
-        em.line(&format!("let wh_r{m} = workgroupUniformLoad(&wh_sum{m});"));
-        em.scalars.insert(*result, format!("wh_r{m}"));
+        Ok(Some(Fold {
+            input: *input,
+            init: *init,
+            result: *result,
+            a,
+            b,
+            folded,
+        }))
     }
-    Ok(())
+
+    /// The reducer applied to `acc` and `x` (WGSL expressions), emitted into `em`.
+    fn step(&self, em: &mut ExprEmitter, acc: &str, x: String) -> Result<String> {
+        em.scalars.insert(self.a, acc.to_string());
+        em.scalars.insert(self.b, x);
+        let y = em.value(self.folded, &Index::scalar());
+        em.scalars.remove(&self.a);
+        em.scalars.remove(&self.b);
+        y
+    }
 }
 
 fn reductions(
@@ -806,38 +840,22 @@ fn reductions(
     n: u64,
 ) -> Result<()> {
     for o in &region.ops {
-        let (Op::Reduce { .. }, [input, init], [result], [reducer]) =
-            (&o.op, &o.operands[..], &o.results[..], &o.regions[..])
-        else {
+        let Some(fold) = Fold::of(o)? else {
             continue;
         };
-        let (Some(&a), Some(&b), Some(ret)) = (
-            reducer.args.first(),
-            reducer.args.get(1),
-            reducer.ops.last(),
-        ) else {
-            return Err(Error::invalid("a reduction without a reducer"));
-        };
-        let &[folded] = &ret.operands[..] else {
-            return Err(Error::invalid("a reducer returning other than one value"));
-        };
-        let t = em.ty(*result)?.clone();
+        let t = em.ty(fold.result)?.clone();
         let c = em.compute(t.dtype)?;
-        let start = em.value(*init, &Index::scalar())?;
+        let start = em.value(fold.init, &Index::scalar())?;
         let acc = em.fresh("red");
         em.line(&format!("var {acc}: {} = {start};", c.wgsl()));
         em.open_loop(&format!("for (var e = 0u; e < {n}u; e = e + 1u)"), n);
         elements_at_e(em, elements, true);
-        let x = em.value(*input, &Index::Linear("e".to_string()))?;
+        let x = em.value(fold.input, &Index::Linear("e".to_string()))?;
         elements_at_e(em, elements, false);
-        em.scalars.insert(a, acc.clone());
-        em.scalars.insert(b, x);
-        let y = em.value(folded, &Index::scalar());
-        em.scalars.remove(&a);
-        em.scalars.remove(&b);
-        em.line(&format!("{acc} = {};", y?));
+        let y = fold.step(em, &acc, x)?;
+        em.line(&format!("{acc} = {y};"));
         em.close(None);
-        em.scalars.insert(*result, acc);
+        em.scalars.insert(fold.result, acc);
     }
     Ok(())
 }
