@@ -574,6 +574,44 @@ def test_workgroup_loops_over_several_launches(gpu, tmp_path, monkeypatch):
             assert workgroup_kernels(where) == 1
 
 
+@pytest.mark.parametrize("n", [4, 16, 48, 50, 100, 128])
+def test_rows_held_and_four_elements_an_invocation(gpu, n, budget, tmp_path, monkeypatch):
+    # On CPU adapters a workgroup loop kernel holds each invocation's rows of the matrix in
+    # private memory, loaded once, and carries four elements an invocation where the rows
+    # held stay few (n <= 64): the same sums in the same order as the plain form
+    # (`WGPU_HLO_WHILE_PRIVATE_ROWS=0`, an element an invocation, rows read each step), so
+    # both give the same bits. A product, a norm beside it, and a matrix the loop computes.
+    # With 16 iterations a launch the rows' loads may not fit: the plain form, or the host.
+    from conftest import cpu_kernel_class
+
+    a = matrix(n, 7)
+    v = np.cos(np.arange(n, dtype=np.float32))
+    forms = {
+        "product": lambda a, v: lax.fori_loop(0, 60, lambda i, v: jnp.tanh(a @ v) + 0.01, v),
+        "normed": lambda a, v: lax.fori_loop(
+            0, 40, lambda i, v: (v @ a) / jnp.sqrt(jnp.sum((v @ a) ** 2)), v),
+        "computed": lambda a, v: lax.fori_loop(
+            0, 40, lambda i, v: jnp.sin((0.5 * a) @ v + v), v),
+    }
+    for name, f in forms.items():
+        where = tmp_path / name
+        monkeypatch.setenv("WGPU_HLO_WHILE_PRIVATE_ROWS", "0")
+        plain = np.asarray(jax.jit(lambda a, v: f(a, v) * 1.0)(jax.device_put(a, gpu),
+                                                                jax.device_put(v, gpu)))
+        monkeypatch.delenv("WGPU_HLO_WHILE_PRIVATE_ROWS")
+        program = program_of(where, monkeypatch, gpu, f, a, v, tol=1e-5)
+        assert budget == "many launches" or "while in kernel" in program, program
+        held = np.asarray(jax.jit(f)(jax.device_put(a, gpu), jax.device_put(v, gpu)))
+        np.testing.assert_array_equal(held, plain)
+        wgsl = "".join(p.read_text() for p in where.glob("*while_*.wgsl"))
+        if budget == "many launches":
+            continue
+        assert "one workgroup: it multiplies them by a matrix" in wgsl
+        if cpu_kernel_class(gpu) and name != "computed":
+            assert "each invocation holding its rows" in wgsl, wgsl
+            assert ("4 elements an invocation" in wgsl) == (n % 4 == 0 and n <= 64), wgsl
+
+
 def test_larger_products_run_from_the_host(gpu, tmp_path, monkeypatch):
     # Past 128 elements the loop stays on the host (one workgroup is one core on lavapipe).
     f = lambda a, v: lax.fori_loop(0, 20, lambda i, v: jnp.tanh(v @ a), v)

@@ -78,6 +78,24 @@ pub fn emit(
     op: &Operation,
     target: Target,
 ) -> Result<Option<WhileKernel>> {
+    let mut plain = false;
+    match emit_form(name, f, defs, op, target, &mut plain)? {
+        None if plain => emit_form(name, f, defs, op, target, &mut plain),
+        k => Ok(k),
+    }
+}
+
+/// [`emit`], a workgroup loop kernel in its plain form (an element an invocation, rows read
+/// from the buffers) where `plain`. Sets `plain` where the other form did not fit an
+/// invocation's loop budget (its rows' loads) and the plain one may.
+fn emit_form(
+    name: &str,
+    f: &crate::ir::Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    target: Target,
+    plain: &mut bool,
+) -> Result<Option<WhileKernel>> {
     let Some(whole_loops::WholeLoop {
         shape,
         ops,
@@ -143,18 +161,31 @@ pub fn emit(
             !serial && matches!(stacked.get(k), Some(Some(_))) && dtype::per_word(t.dtype) == 1;
         in_place.push((mine || rows) && updating);
     }
-    // Products with a matrix: one workgroup, an invocation an element (`n` of them).
+    // Products with a matrix: one workgroup, an invocation an element or four
+    // ([`workgroup_form`]).
     let workgroup = !matvecs.is_empty();
     if workgroup && (n as usize > whole_loops::MATVEC_MAX_ELEMENTS || pack > 1 || serial) {
         return Ok(None);
     }
-    let chains =
-        if serial || each.is_some() || pack > 1 || workgroup || stacked.iter().any(Option::is_some)
-        {
-            1
-        } else {
-            chains(target, n, ops)
-        };
+    let stacks = stacked.iter().any(Option::is_some);
+    // A workgroup's form: its elements an invocation (chains) and whether the matrices'
+    // rows are held in private memory ([`workgroup_form`]).
+    let (workgroup_chains, private_rows) = if workgroup && !*plain {
+        let buffered = matvecs
+            .iter()
+            .filter(|mv| !members.contains(&mv.matrix))
+            .count() as u64;
+        workgroup_form(target, n, buffered, each.is_none() && !stacks)
+    } else {
+        (1, false)
+    };
+    let chains = if workgroup {
+        workgroup_chains
+    } else if serial || each.is_some() || pack > 1 || stacks {
+        1
+    } else {
+        chains(target, n, ops)
+    };
     // The element each chain carries: chain 0 the invocation's own, chain `c` the one
     // `c * n / chains` after it.
     let chain_at = |c: u64| {
@@ -300,6 +331,9 @@ pub fn emit(
             }
         }
     }
+    // Where the rows a workgroup's invocations hold are loaded (before the loop; known once
+    // the body's products are emitted).
+    let rows_at = em.body.len();
     em.line("var wh_go = true;");
     let before_loop = em.iterations();
     em.open_loop(
@@ -320,11 +354,25 @@ pub fn emit(
         return Ok(None);
     }
     // With `workgroup`, the products and reductions go through workgroup memory.
-    let mut shared = String::new();
+    let mut shared = Shared {
+        n,
+        at: (0..chains).map(chain_at).collect(),
+        private_rows,
+        decls: String::new(),
+        rows: String::new(),
+        row_iterations: 0,
+    };
     if serial {
         reductions(&mut em, cond, &elements, n)?;
     } else if workgroup {
-        shared_ops(f, &mut em, cond, (&[], &members), n, &mut shared)?;
+        shared_ops(
+            f,
+            &mut em,
+            cond,
+            (&[], &members),
+            &mut shared,
+            &mut chain_vars,
+        )?;
     }
     let p = match each {
         // `any(P)` from `init`: `init || P` at this invocation's element (and `also`).
@@ -353,10 +401,16 @@ pub fn emit(
     em.line("break;");
     em.close(None);
     if workgroup {
-        shared_ops(f, &mut em, body, (&matvecs, &members), n, &mut shared)?;
-    }
-    if workgroup {
-        shared.push_str("var<workgroup> wh_pred: u32;\n");
+        shared_ops(
+            f,
+            &mut em,
+            body,
+            (&matvecs, &members),
+            &mut shared,
+            &mut chain_vars,
+        )?;
+        shared.decls.push_str("var<workgroup> wh_pred: u32;\n");
+        em.body.insert_str(rows_at, &shared.rows);
     }
     let next = returned(body)?;
     if next.len() != inits.len() {
@@ -529,7 +583,10 @@ pub fn emit(
     // such as an integer power's, counted) and the launch's work bound.
     // An iteration's back-edges, and those of the copies and stores around the loop.
     let per_iteration = with_loop.saturating_sub(before_loop).max(1);
-    let fixed = em.iterations().saturating_sub(per_iteration);
+    let fixed = em
+        .iterations()
+        .saturating_sub(per_iteration)
+        .saturating_add(shared.row_iterations);
     let by_budget = target.max_invocation_iterations.saturating_sub(fixed) / per_iteration;
     // Chains run a light iteration up to three times as fast (see [`chains`]), a heavy one
     // less so: a launch holds twice the iterations (a body of `sin`, `exp` and `tanh` over
@@ -538,6 +595,7 @@ pub fn emit(
         MAX_LAUNCH_WORK.saturating_mul(chains.min(2)) / n.saturating_mul(ops.max(1)).max(1);
     let per_launch = by_budget.min(by_work);
     if per_launch == 0 {
+        *plain = !*plain && (private_rows || chains > 1);
         return Ok(None);
     }
     // With `serial` one invocation computes every element; with `workgroup` one workgroup.
@@ -545,7 +603,7 @@ pub fn emit(
     let wg = if serial {
         1
     } else if workgroup {
-        n as u32
+        threads as u32
     } else if target.cpu_adapter
         && (threads <= 64 || (chains > 1 && threads < 64 * WORKGROUP as u64))
     {
@@ -555,7 +613,7 @@ pub fn emit(
     } else {
         WORKGROUP
     };
-    let mut text = shared;
+    let mut text = shared.decls;
     text.push_str(&kernel::entry_header(wg));
     text.push_str(&kernel::thread_index(wg));
     if !workgroup {
@@ -577,6 +635,8 @@ pub fn emit(
          {per_launch} iterations a launch\nfuses: {}",
         if serial {
             " (one invocation: it reduces them)"
+        } else if workgroup && private_rows {
+            " (one workgroup: it multiplies them by a matrix, each invocation holding its rows)"
         } else if workgroup {
             " (one workgroup: it multiplies them by a matrix)"
         } else if each.is_some() {
@@ -643,45 +703,127 @@ fn elements_at_e(em: &mut ExprEmitter, elements: &[(ValueId, String)], on: bool)
     }
 }
 
-/// Computes the full reductions of `region` (`whole_loops::full_reduction`), in order, each
-/// into a variable by a loop over the `n` elements; later values read the variable.
+/// Most `vec4` words of matrix rows an invocation of a workgroup loop kernel holds in private
+/// memory, over its products and elements, with several elements an invocation.
+/// llvmpipe keeps an invocation's private array as one SIMD vector per word, so each step's
+/// reads of a row are vector loads where a texel fetch is a loop over the lanes; but its
+/// compiler takes longer the more such words a shader holds. 300 steps of `tanh(A @ v)` by
+/// hand (`examples/wgsl_bench.rs`, lavapipe, 2 cores, kernel ms; first dispatch, compile
+/// included): n = 64 from a texture, an element an invocation 2.1-2.5 (0.1 s); rows held, an
+/// element an invocation 1.2-1.3 (0.1 s); four elements an invocation 0.4-0.6 (0.17 s), eight
+/// 0.55-0.8 (2.7 s: 128 words). n = 128: texture 9.2-10.4 (0.07 s), rows held one element an
+/// invocation 4.3 (0.15 s), four 2.7 (2.2 s). n = 32: texture 0.55, four 0.17-0.27 (0.1 s).
+const PRIVATE_ROW_QUADS: u64 = 64;
+
+/// Most such words an invocation carrying one element holds.
+const PRIVATE_ROW_QUADS_ONE: u64 = 32;
+
+/// A workgroup loop kernel's form on `target` for `n` elements and `buffered` products whose
+/// matrix has a buffer: elements an invocation (chains; only where `may_chain`: no stacked
+/// rows) and whether each invocation holds its rows of those matrices in private memory,
+/// loaded once before the loop. On CPU adapters: four elements an invocation where the words
+/// held stay within [`PRIVATE_ROW_QUADS`] (fewer invocations: llvmpipe runs a workgroup's SIMD
+/// vectors as coroutines switched at every barrier), else one, the rows held within
+/// [`PRIVATE_ROW_QUADS_ONE`] words. GPUs keep an element an invocation and read the rows from
+/// their buffers (unmeasured there). `WGPU_HLO_WHILE_PRIVATE_ROWS=0` turns both off (the form
+/// of 2026-12-04).
+fn workgroup_form(target: Target, n: u64, buffered: u64, may_chain: bool) -> (u64, bool) {
+    let off = std::env::var("WGPU_HLO_WHILE_PRIVATE_ROWS").is_ok_and(|v| v.trim() == "0");
+    if !target.cpu_adapter || off {
+        return (1, false);
+    }
+    let quads = n.div_ceil(4).saturating_mul(buffered);
+    if may_chain && n % CHAINS == 0 && quads.saturating_mul(CHAINS) <= PRIVATE_ROW_QUADS {
+        (CHAINS, true)
+    } else {
+        (1, quads <= PRIVATE_ROW_QUADS_ONE)
+    }
+}
+
+/// What the products and reductions of a workgroup loop kernel share ([`shared_ops`]).
+struct Shared {
+    /// Elements of the state.
+    n: u64,
+    /// The element each chain of an invocation carries (chain 0's: `tid`).
+    at: Vec<String>,
+    /// Whether each invocation holds its rows of the matrices with buffers in private memory.
+    private_rows: bool,
+    /// Declarations of the workgroup arrays (module scope).
+    decls: String,
+    /// Statements loading the rows held, before the loop.
+    rows: String,
+    /// Loop iterations of `rows`.
+    row_iterations: u64,
+}
+
 /// A workgroup loop kernel's products and full reductions in `region`, in its order (each may
-/// read the ones before it): every invocation shares its element of the operand through
-/// workgroup memory between two barriers. A product ([`whole_loops::Matvec`]): each invocation
-/// sums its row of the matrix against the vector, in order. A reduction: invocation 0 folds
-/// the elements in order (as one invocation folds them in the serial form), and all read its
-/// result through `workgroupUniformLoad` (uniform: a predicate computed from it may guard the
-/// barriers). Declarations of the workgroup arrays are appended to `shared`.
+/// read the ones before it): every invocation shares its elements of the operand (one a
+/// chain) through workgroup memory between two barriers. A product ([`whole_loops::Matvec`]):
+/// each invocation sums its rows of the matrix against the vector, in order — from the rows it
+/// holds (`Shared::private_rows`), else from the buffer. A reduction: invocation 0 folds the
+/// elements in order (as one invocation folds them in the serial form), and all read its result
+/// through `workgroupUniformLoad` (uniform: a predicate computed from it may guard the
+/// barriers). A product's value per chain is added to `chain_vars`.
 fn shared_ops(
     f: &crate::ir::Function,
     em: &mut ExprEmitter,
     region: &crate::ir::Region,
     (matvecs, members): (&[whole_loops::Matvec], &HashSet<ValueId>),
-    n: u64,
-    shared: &mut String,
+    sh: &mut Shared,
+    chain_vars: &mut Vec<(Vec<ValueId>, Vec<String>)>,
 ) -> Result<()> {
-    let own = Index::Linear("tid".to_string());
+    let n = sh.n;
+    let at = sh.at.clone();
+    let chains = at.len();
     // Four elements of the vector a `vec4` where `n` allows (one workgroup load for four:
     // 64 x 64, 504 iterations on lavapipe, 5.2-5.5 -> 2.8-3.0 ms).
     let quads = n % 4 == 0;
+    // Each chain's element of `v` (the chain's state variables in use).
+    let per_chain = |em: &mut ExprEmitter,
+                     chain_vars: &Vec<(Vec<ValueId>, Vec<String>)>,
+                     v: ValueId|
+     -> Result<Vec<String>> {
+        let mut xs = Vec::new();
+        for (ch, e) in at.iter().enumerate() {
+            use_chain(em, chain_vars, ch);
+            xs.push(em.value(v, &Index::Linear(e.clone()))?);
+        }
+        use_chain(em, chain_vars, 0);
+        Ok(xs)
+    };
     for o in &region.ops {
         // Names unique in the kernel: the arrays declared so far.
-        let m = shared.matches("var<workgroup>").count();
+        let m = sh.decls.matches("var<workgroup>").count();
         if let Some(mv) = matvecs.iter().find(|mv| o.results == [mv.result]) {
-            let x = em.value(mv.vector, &own)?;
+            let xs = per_chain(em, chain_vars, mv.vector)?;
             em.line("workgroupBarrier();");
             if quads {
-                shared.push_str(&format!(
+                sh.decls.push_str(&format!(
                     "var<workgroup> wh_vec{m}: array<vec4<f32>, {}>;\n",
                     n / 4
                 ));
-                em.line(&format!("wh_vec{m}[tid >> 2u][tid & 3u] = {x};"));
             } else {
-                shared.push_str(&format!("var<workgroup> wh_vec{m}: array<f32, {n}>;\n"));
-                em.line(&format!("wh_vec{m}[tid] = {x};"));
+                sh.decls
+                    .push_str(&format!("var<workgroup> wh_vec{m}: array<f32, {n}>;\n"));
+            }
+            for (e, x) in at.iter().zip(&xs) {
+                if quads {
+                    em.line(&format!("wh_vec{m}[{e} >> 2u][{e} & 3u] = {x};"));
+                } else {
+                    em.line(&format!("wh_vec{m}[{e}] = {x};"));
+                }
             }
             em.line("workgroupBarrier();");
-            em.line(&format!("var wh_dot{m}: f32 = 0.0;"));
+            let dots: Vec<String> = (0..chains)
+                .map(|ch| chain_var(&format!("wh_dot{m}"), ch as u64))
+                .collect();
+            for d in &dots {
+                em.line(&format!("var {d}: f32 = 0.0;"));
+            }
+            if chains > 1 {
+                chain_vars.push((vec![mv.result], dots.clone()));
+            }
+            em.scalars.insert(mv.result, dots[0].clone());
             let j = format!("wh_j{m}");
             if members.contains(&mv.matrix) {
                 // A matrix the loop computes (from values that do not change: `(2 * A) @ v`,
@@ -690,23 +832,89 @@ fn shared_ops(
                     &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 1u)"),
                     n,
                 );
-                let at = if mv.contracted == 0 {
-                    vec![j.clone(), "tid".to_string()]
-                } else {
-                    vec!["tid".to_string(), j.clone()]
-                };
-                let a = em.value(mv.matrix, &Index::Multi(at))?;
                 let x = if quads {
                     format!("wh_vec{m}[{j} >> 2u][{j} & 3u]")
                 } else {
                     format!("wh_vec{m}[{j}]")
                 };
-                em.line(&format!("wh_dot{m} = wh_dot{m} + {a} * {x};"));
+                for (e, d) in at.iter().zip(&dots) {
+                    let place = if mv.contracted == 0 {
+                        vec![j.clone(), e.clone()]
+                    } else {
+                        vec![e.clone(), j.clone()]
+                    };
+                    let a = em.value(mv.matrix, &Index::Multi(place))?;
+                    em.line(&format!("{d} = {d} + {a} * {x};"));
+                }
                 em.close(None);
-                em.scalars.insert(mv.result, format!("wh_dot{m}"));
                 continue;
             }
             let a = em.input(mv.matrix)?;
+            // Element `(row e, j)` of the matrix as the product reads it.
+            let element = |e: &str, j: &str, mark: &str| {
+                if mv.contracted == 1 {
+                    format!("in{a}[{mark} {e} * {n}u + {j}]")
+                } else {
+                    format!("in{a}[{mark} ({j}) * {n}u + {e}]")
+                }
+            };
+            let storage = crate::codegen::texture_reads::STORAGE_MARK;
+            if sh.private_rows {
+                // Each chain's row in private memory, loaded before the loop (from the buffer:
+                // read once, no texture needed).
+                let (words, ty) = if quads {
+                    (n / 4, "vec4<f32>")
+                } else {
+                    (n, "f32")
+                };
+                for (ch, e) in at.iter().enumerate() {
+                    let row = chain_var(&format!("wh_row{m}"), ch as u64);
+                    let q = format!("wh_q{m}");
+                    let load = if quads && mv.contracted == 1 {
+                        // A texel fetch where the input is read through a texture: with four
+                        // scalar loads from the buffer here, llvmpipe took 0.8-0.9 s to
+                        // compile the kernel of `tanh(A @ v)` at n = 64, 0.15-0.2 s with one.
+                        let r = format!("({e} * {n}u + 4u * {q})");
+                        let quad = crate::codegen::texture_reads::QUAD_MARK;
+                        format!("vec4<f32>(in{a}[{quad} {r}], in{a}[{r} + 1u], in{a}[{r} + 2u], in{a}[{r} + 3u])")
+                    } else if quads {
+                        let parts: Vec<String> = (0..4)
+                            .map(|c| element(e, &format!("4u * {q} + {c}u"), storage))
+                            .collect();
+                        format!("vec4<f32>({})", parts.join(", "))
+                    } else {
+                        element(e, &q, storage)
+                    };
+                    sh.rows.push_str(&format!(
+                        "    var {row}: array<{ty}, {words}>;\n    for (var {q} = 0u; {q} < {words}u; {q} = {q} + 1u) {{ {row}[{q}] = {load}; }}\n"
+                    ));
+                    sh.row_iterations = sh.row_iterations.saturating_add(words);
+                }
+                let step = if quads { 4 } else { 1 };
+                em.open_loop(
+                    &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + {step}u)"),
+                    n / step,
+                );
+                if quads {
+                    em.line(&format!("let wh_v{m} = wh_vec{m}[{j} >> 2u];"));
+                }
+                for (ch, d) in dots.iter().enumerate() {
+                    let row = chain_var(&format!("wh_row{m}"), ch as u64);
+                    if quads {
+                        let r = chain_var(&format!("wh_a{m}"), ch as u64);
+                        em.line(&format!("let {r} = {row}[{j} >> 2u];"));
+                        let mut sum = d.clone();
+                        for comp in ["x", "y", "z", "w"] {
+                            sum = format!("({sum} + {r}.{comp} * wh_v{m}.{comp})");
+                        }
+                        em.line(&format!("{d} = {sum};"));
+                    } else {
+                        em.line(&format!("{d} = {d} + {row}[{j}] * wh_vec{m}[{j}];"));
+                    }
+                }
+                em.close(None);
+                continue;
+            }
             if quads {
                 // Four elements of the matrix a step: of the invocation's row, one load (a
                 // texel fetch, or a `vec4` load; `texture_reads`), or of its column, four
@@ -715,40 +923,38 @@ fn shared_ops(
                     &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 4u)"),
                     n / 4,
                 );
-                let load = if mv.contracted == 1 {
-                    let q = format!("(tid * {n}u + {j})");
-                    let quad = crate::codegen::texture_reads::QUAD_MARK;
-                    format!("vec4<f32>(in{a}[{quad} {q}], in{a}[{q} + 1u], in{a}[{q} + 2u], in{a}[{q} + 3u])")
-                } else {
-                    let mark = crate::codegen::texture_reads::STORAGE_MARK;
-                    let at = |c: usize| format!("in{a}[{mark} ({j} + {c}u) * {n}u + tid]");
-                    format!("vec4<f32>({}, {}, {}, {})", at(0), at(1), at(2), at(3))
-                };
-                em.line(&format!("let wh_a{m} = {load};"));
                 em.line(&format!("let wh_v{m} = wh_vec{m}[{j} >> 2u];"));
-                let mut sum = format!("wh_dot{m}");
-                for comp in ["x", "y", "z", "w"] {
-                    sum = format!("({sum} + wh_a{m}.{comp} * wh_v{m}.{comp})");
+                for (ch, (e, d)) in at.iter().zip(&dots).enumerate() {
+                    let load = if mv.contracted == 1 {
+                        let q = format!("({e} * {n}u + {j})");
+                        let quad = crate::codegen::texture_reads::QUAD_MARK;
+                        format!("vec4<f32>(in{a}[{quad} {q}], in{a}[{q} + 1u], in{a}[{q} + 2u], in{a}[{q} + 3u])")
+                    } else {
+                        let parts: Vec<String> = (0..4)
+                            .map(|c| element(e, &format!("{j} + {c}u"), storage))
+                            .collect();
+                        format!("vec4<f32>({})", parts.join(", "))
+                    };
+                    let r = chain_var(&format!("wh_a{m}"), ch as u64);
+                    em.line(&format!("let {r} = {load};"));
+                    let mut sum = d.clone();
+                    for comp in ["x", "y", "z", "w"] {
+                        sum = format!("({sum} + {r}.{comp} * wh_v{m}.{comp})");
+                    }
+                    em.line(&format!("{d} = {sum};"));
                 }
-                em.line(&format!("wh_dot{m} = {sum};"));
             } else {
                 // A column: the invocations read neighbouring elements, from the buffer.
                 em.open_loop(
                     &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 1u)"),
                     n,
                 );
-                let at = if mv.contracted == 0 {
-                    format!("{j} * {n}u + tid")
-                } else {
-                    format!("tid * {n}u + {j}")
-                };
-                let mark = crate::codegen::texture_reads::STORAGE_MARK;
-                em.line(&format!(
-                    "wh_dot{m} = wh_dot{m} + in{a}[{mark} {at}] * wh_vec{m}[{j}];"
-                ));
+                for (e, d) in at.iter().zip(&dots) {
+                    let x = element(e, &j, storage);
+                    em.line(&format!("{d} = {d} + {x} * wh_vec{m}[{j}];"));
+                }
             }
             em.close(None);
-            em.scalars.insert(mv.result, format!("wh_dot{m}"));
             continue;
         }
         if !whole_loops::full_reduction(f, o, &[n as usize]) {
@@ -758,11 +964,15 @@ fn shared_ops(
             continue;
         };
         let c = em.compute(em.ty(fold.result)?.dtype)?.wgsl();
-        let x = em.value(fold.input, &own)?;
-        shared.push_str(&format!("var<workgroup> wh_red{m}: array<{c}, {n}>;\n"));
-        shared.push_str(&format!("var<workgroup> wh_sum{m}: {c};\n"));
+        let xs = per_chain(em, chain_vars, fold.input)?;
+        sh.decls
+            .push_str(&format!("var<workgroup> wh_red{m}: array<{c}, {n}>;\n"));
+        sh.decls
+            .push_str(&format!("var<workgroup> wh_sum{m}: {c};\n"));
         em.line("workgroupBarrier();");
-        em.line(&format!("wh_red{m}[tid] = {x};"));
+        for (e, x) in at.iter().zip(&xs) {
+            em.line(&format!("wh_red{m}[{e}] = {x};"));
+        }
         em.line("workgroupBarrier();");
         em.open("if (tid == 0u)");
         let start = em.value(fold.init, &Index::scalar())?;
@@ -833,6 +1043,8 @@ impl Fold {
     }
 }
 
+/// Computes the full reductions of `region` (`whole_loops::full_reduction`), in order, each
+/// into a variable by a loop over the `n` elements; later values read the variable.
 fn reductions(
     em: &mut ExprEmitter,
     region: &crate::ir::Region,
