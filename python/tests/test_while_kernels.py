@@ -578,7 +578,7 @@ def test_workgroup_loops_over_several_launches(gpu, tmp_path, monkeypatch):
 def test_rows_held_and_four_elements_an_invocation(gpu, n, budget, tmp_path, monkeypatch):
     # On CPU adapters a workgroup loop kernel holds each invocation's rows of the matrix in
     # private memory, loaded once, and carries four elements an invocation where the rows
-    # held stay few (n <= 64): the same sums in the same order as the plain form
+    # held stay few (n <= 64; two up to 100): the same sums in the same order as the plain form
     # (`WGPU_HLO_WHILE_PRIVATE_ROWS=0`, an element an invocation, rows read each step), so
     # both give the same bits. A product, a norm beside it, and a matrix the loop computes.
     # With 16 iterations a launch the rows' loads may not fit: the plain form, or the host.
@@ -610,6 +610,7 @@ def test_rows_held_and_four_elements_an_invocation(gpu, n, budget, tmp_path, mon
         if cpu_kernel_class(gpu) and name != "computed":
             assert "each invocation holding its rows" in wgsl, wgsl
             assert ("4 elements an invocation" in wgsl) == (n % 4 == 0 and n <= 64), wgsl
+            assert ("2 elements an invocation" in wgsl) == (n in (50, 100)), wgsl
 
 
 def test_larger_products_run_from_the_host(gpu, tmp_path, monkeypatch):

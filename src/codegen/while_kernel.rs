@@ -715,6 +715,11 @@ fn elements_at_e(em: &mut ExprEmitter, elements: &[(ValueId, String)], on: bool)
 /// invocation 4.3 (0.15 s), four 2.7 (2.2 s). n = 32: texture 0.55, four 0.17-0.27 (0.1 s).
 const PRIVATE_ROW_QUADS: u64 = 64;
 
+/// Most such words an invocation carrying two elements holds: at n = 100, two elements an
+/// invocation (50 words) 1.6 ms (0.14 s), one 2.9 ms, four (100 words) 2.1 ms but 1.4 s to
+/// compile; at n = 128 two (64 words in arrays of 32) 4.1-4.6 ms and 0.75 s to compile.
+const PRIVATE_ROW_QUADS_TWO: u64 = 50;
+
 /// Most such words an invocation carrying one element holds.
 const PRIVATE_ROW_QUADS_ONE: u64 = 32;
 
@@ -723,8 +728,8 @@ const PRIVATE_ROW_QUADS_ONE: u64 = 32;
 /// rows) and whether each invocation holds its rows of those matrices in private memory,
 /// loaded once before the loop. On CPU adapters: four elements an invocation where the words
 /// held stay within [`PRIVATE_ROW_QUADS`] (fewer invocations: llvmpipe runs a workgroup's SIMD
-/// vectors as coroutines switched at every barrier), else one, the rows held within
-/// [`PRIVATE_ROW_QUADS_ONE`] words. GPUs keep an element an invocation and read the rows from
+/// vectors as coroutines switched at every barrier), else two within
+/// [`PRIVATE_ROW_QUADS_TWO`], else one, the rows held within [`PRIVATE_ROW_QUADS_ONE`] words. GPUs keep an element an invocation and read the rows from
 /// their buffers (unmeasured there). `WGPU_HLO_WHILE_PRIVATE_ROWS=0` turns both off (the form
 /// of 2026-12-04).
 fn workgroup_form(target: Target, n: u64, buffered: u64, may_chain: bool) -> (u64, bool) {
@@ -735,6 +740,8 @@ fn workgroup_form(target: Target, n: u64, buffered: u64, may_chain: bool) -> (u6
     let quads = n.div_ceil(4).saturating_mul(buffered);
     if may_chain && n % CHAINS == 0 && quads.saturating_mul(CHAINS) <= PRIVATE_ROW_QUADS {
         (CHAINS, true)
+    } else if may_chain && n % 2 == 0 && quads.saturating_mul(2) <= PRIVATE_ROW_QUADS_TWO {
+        (2, true)
     } else {
         (1, quads <= PRIVATE_ROW_QUADS_ONE)
     }
