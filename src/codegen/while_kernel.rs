@@ -857,90 +857,70 @@ fn shared_ops(
                 continue;
             }
             let a = em.input(mv.matrix)?;
+            let storage = crate::codegen::texture_reads::STORAGE_MARK;
             // Element `(row e, j)` of the matrix as the product reads it.
-            let element = |e: &str, j: &str, mark: &str| {
+            let element = |e: &str, j: &str| {
                 if mv.contracted == 1 {
-                    format!("in{a}[{mark} {e} * {n}u + {j}]")
+                    format!("in{a}[{storage} {e} * {n}u + {j}]")
                 } else {
-                    format!("in{a}[{mark} ({j}) * {n}u + {e}]")
+                    format!("in{a}[{storage} ({j}) * {n}u + {e}]")
                 }
             };
-            let storage = crate::codegen::texture_reads::STORAGE_MARK;
-            if sh.private_rows {
-                // Each chain's row in private memory, loaded before the loop (from the buffer:
-                // read once, no texture needed).
-                let (words, ty) = if quads {
-                    (n / 4, "vec4<f32>")
+            // Elements `(row e, j..j + 4)`: of a row, one load (a texel fetch, or a `vec4`
+            // load; `texture_reads`); of a column, four from the buffer.
+            let quad = |e: &str, j: &str| {
+                if mv.contracted == 1 {
+                    let q = format!("({e} * {n}u + {j})");
+                    let mark = crate::codegen::texture_reads::QUAD_MARK;
+                    format!("vec4<f32>(in{a}[{mark} {q}], in{a}[{q} + 1u], in{a}[{q} + 2u], in{a}[{q} + 3u])")
                 } else {
-                    (n, "f32")
-                };
-                for (ch, e) in at.iter().enumerate() {
-                    let row = chain_var(&format!("wh_row{m}"), ch as u64);
+                    let parts: Vec<String> =
+                        (0..4).map(|c| element(e, &format!("{j} + {c}u"))).collect();
+                    format!("vec4<f32>({})", parts.join(", "))
+                }
+            };
+            let (words, ty) = if quads {
+                (n / 4, "vec4<f32>")
+            } else {
+                (n, "f32")
+            };
+            let rows: Vec<String> = (0..chains)
+                .map(|ch| chain_var(&format!("wh_row{m}"), ch as u64))
+                .collect();
+            if sh.private_rows {
+                // Each chain's row in private memory, loaded before the loop, by texel fetches
+                // where the input is read through a texture: with four scalar loads from the
+                // buffer instead, llvmpipe took 0.8-0.9 s to compile the kernel of
+                // `tanh(A @ v)` at n = 64, 0.15-0.2 s with one.
+                for (e, row) in at.iter().zip(&rows) {
                     let q = format!("wh_q{m}");
-                    let load = if quads && mv.contracted == 1 {
-                        // A texel fetch where the input is read through a texture: with four
-                        // scalar loads from the buffer here, llvmpipe took 0.8-0.9 s to
-                        // compile the kernel of `tanh(A @ v)` at n = 64, 0.15-0.2 s with one.
-                        let r = format!("({e} * {n}u + 4u * {q})");
-                        let quad = crate::codegen::texture_reads::QUAD_MARK;
-                        format!("vec4<f32>(in{a}[{quad} {r}], in{a}[{r} + 1u], in{a}[{r} + 2u], in{a}[{r} + 3u])")
-                    } else if quads {
-                        let parts: Vec<String> = (0..4)
-                            .map(|c| element(e, &format!("4u * {q} + {c}u"), storage))
-                            .collect();
-                        format!("vec4<f32>({})", parts.join(", "))
+                    let load = if quads {
+                        quad(e, &format!("4u * {q}"))
                     } else {
-                        element(e, &q, storage)
+                        element(e, &q)
                     };
                     sh.rows.push_str(&format!(
                         "    var {row}: array<{ty}, {words}>;\n    for (var {q} = 0u; {q} < {words}u; {q} = {q} + 1u) {{ {row}[{q}] = {load}; }}\n"
                     ));
                     sh.row_iterations = sh.row_iterations.saturating_add(words);
                 }
-                let step = if quads { 4 } else { 1 };
-                em.open_loop(
-                    &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + {step}u)"),
-                    n / step,
-                );
-                if quads {
-                    em.line(&format!("let wh_v{m} = wh_vec{m}[{j} >> 2u];"));
-                }
-                for (ch, d) in dots.iter().enumerate() {
-                    let row = chain_var(&format!("wh_row{m}"), ch as u64);
-                    if quads {
-                        let r = chain_var(&format!("wh_a{m}"), ch as u64);
-                        em.line(&format!("let {r} = {row}[{j} >> 2u];"));
-                        let mut sum = d.clone();
-                        for comp in ["x", "y", "z", "w"] {
-                            sum = format!("({sum} + {r}.{comp} * wh_v{m}.{comp})");
-                        }
-                        em.line(&format!("{d} = {sum};"));
-                    } else {
-                        em.line(&format!("{d} = {d} + {row}[{j}] * wh_vec{m}[{j}];"));
-                    }
-                }
-                em.close(None);
-                continue;
             }
+            // Four elements of the row a step where `n` allows, else one (a column: the
+            // invocations read neighbouring elements); summed in order.
+            let step = if quads { 4 } else { 1 };
+            em.open_loop(
+                &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + {step}u)"),
+                words,
+            );
             if quads {
-                // Four elements of the matrix a step: of the invocation's row, one load (a
-                // texel fetch, or a `vec4` load; `texture_reads`), or of its column, four
-                // from the buffer; summed in order.
-                em.open_loop(
-                    &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 4u)"),
-                    n / 4,
-                );
                 em.line(&format!("let wh_v{m} = wh_vec{m}[{j} >> 2u];"));
-                for (ch, (e, d)) in at.iter().zip(&dots).enumerate() {
-                    let load = if mv.contracted == 1 {
-                        let q = format!("({e} * {n}u + {j})");
-                        let quad = crate::codegen::texture_reads::QUAD_MARK;
-                        format!("vec4<f32>(in{a}[{quad} {q}], in{a}[{q} + 1u], in{a}[{q} + 2u], in{a}[{q} + 3u])")
+            }
+            for (ch, ((e, d), row)) in at.iter().zip(&dots).zip(&rows).enumerate() {
+                if quads {
+                    let load = if sh.private_rows {
+                        format!("{row}[{j} >> 2u]")
                     } else {
-                        let parts: Vec<String> = (0..4)
-                            .map(|c| element(e, &format!("{j} + {c}u"), storage))
-                            .collect();
-                        format!("vec4<f32>({})", parts.join(", "))
+                        quad(e, &j)
                     };
                     let r = chain_var(&format!("wh_a{m}"), ch as u64);
                     em.line(&format!("let {r} = {load};"));
@@ -949,15 +929,12 @@ fn shared_ops(
                         sum = format!("({sum} + {r}.{comp} * wh_v{m}.{comp})");
                     }
                     em.line(&format!("{d} = {sum};"));
-                }
-            } else {
-                // A column: the invocations read neighbouring elements, from the buffer.
-                em.open_loop(
-                    &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 1u)"),
-                    n,
-                );
-                for (e, d) in at.iter().zip(&dots) {
-                    let x = element(e, &j, storage);
+                } else {
+                    let x = if sh.private_rows {
+                        format!("{row}[{j}]")
+                    } else {
+                        element(e, &j)
+                    };
                     em.line(&format!("{d} = {d} + {x} * wh_vec{m}[{j}];"));
                 }
             }
