@@ -790,3 +790,143 @@ pub fn plan(
         launches,
     }))
 }
+
+/// Most `k` the per-row selection ([`per_row`]) keeps in registers.
+const ROW_K_MAX: u64 = 16;
+
+/// Longest rows for the per-row selection (one lane walks its row alone). Lavapipe, ms,
+/// per row / radix selection: 64 x 8192 (k = 8) 2.0 / 3.7, 128 x 16384 7.0 / 9.2, 128 x
+/// 32768 13.1 / 10.4, 64 x 32768 (k = 5) 8.5 / 9.5.
+const ROW_MAX_N: u64 = 16384;
+
+/// Fewest rows for the per-row selection: an invocation a row, so fewer leave a CPU
+/// adapter's SIMD lanes idle (8 rows of 50000 keep the radix selection).
+const ROW_MIN_ROWS: u64 = 64;
+
+/// `top_k` of many rows and a small `k` on a CPU adapter: one invocation per row walks it in
+/// order, keeping the k smallest (key, position) pairs (the key of [`super::sort_radix`],
+/// the order of the radix selection) sorted in registers. Each element is compared with the
+/// k-th pair; one that comes before it is inserted by `k` selects over the registers (no
+/// array indexed per lane), shifting the later ones down. Positions only grow, so an element
+/// whose key ties a kept one stays after it: the same elements and order as the radix
+/// selection and a full sort. The positions are written in order and gathered.
+///
+/// Lavapipe, 2 cores, ms (before: radix selection, made for a few long rows, 20 launches each
+/// reading every row; rows of 128 or fewer ranked; jax cpu in brackets): 1024 x 1024, k = 8
+/// 95 -> 4.0 (3.9), 512 x 1000, k = 16 49 -> 3.5 (3.0), 256 x 4096, k = 16 16.5 -> 5.2 (3.5),
+/// 1000 x 128, k = 10 25 -> 0.8 (1.3), 4096 x 64, k = 4 27 -> 1.0 (2.0).
+/// `None` on GPUs (an invocation a row walking it alone: unmeasured there), for fewer than
+/// [`ROW_MIN_ROWS`] rows or rows past [`ROW_MAX_N`], `k` past [`ROW_K_MAX`], or with
+/// `WGPU_HLO_TOP_K=select` (the radix selection) or `=sort`.
+pub fn per_row(
+    name: &str,
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+    (n, rows): (usize, u64),
+    target: Target,
+) -> Result<Option<Plan>> {
+    let Op::TopK { k, largest: true } = &op.op else {
+        return Ok(None);
+    };
+    let Ok(k) = u64::try_from(*k) else {
+        return Ok(None);
+    };
+    let n = n as u64;
+    let choice = std::env::var("WGPU_HLO_TOP_K").unwrap_or_default();
+    if !target.cpu_adapter
+        || matches!(choice.trim(), "select" | "sort")
+        || k == 0
+        || k > ROW_K_MAX
+        || k >= n
+        || rows < ROW_MIN_ROWS
+        || n > ROW_MAX_N
+        || rows.saturating_mul(n) >= u32::MAX as u64
+        || n > target.max_invocation_iterations
+    {
+        return Ok(None);
+    }
+    let Some(rk) = radix_key(f, defs, op) else {
+        return Ok(None);
+    };
+    let Some(&x) = op.operands.first() else {
+        return Ok(None);
+    };
+    let perm = temp(0);
+    let no_fusion = |_: ValueId| false;
+    let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
+    let wg = 64u32;
+    em.line(&format!("if (tid >= {rows}u) {{ return; }}"));
+    em.line("let row = tid;");
+    // The kept pairs, sorted: (wh_k{j}, wh_p{j}); none yet (a position past every row's).
+    for j in 0..k {
+        em.line(&format!("var wh_k{j} = 0xffffffffu;"));
+        em.line(&format!("var wh_p{j} = 0xffffffffu;"));
+    }
+    em.open_loop(&format!("for (var i = 0u; i < {n}u; i = i + 1u)"), n);
+    let key = element_key(&mut em, &rk, x, format!("row * {n}u + i"), "e")?;
+    em.line(&format!("let key = {key};"));
+    let last = k - 1;
+    // Whether (key, i) comes before kept pair j.
+    let before = |j: u64| format!("(key < wh_k{j} || (key == wh_k{j} && i < wh_p{j}))");
+    em.open(&format!("if {}", before(last)));
+    for j in 0..k {
+        em.line(&format!("let wh_b{j} = {};", before(j)));
+    }
+    // From the last down, each takes the one before it where the new pair comes before
+    // both, the new pair where it comes before this one only.
+    for j in (0..k).rev() {
+        for (reg, new) in [("wh_k", "key"), ("wh_p", "i")] {
+            let from = if j == 0 {
+                new.to_string()
+            } else {
+                format!("select({new}, {reg}{}, wh_b{})", j - 1, j - 1)
+            };
+            em.line(&format!("{reg}{j} = select({reg}{j}, {from}, wh_b{j});"));
+        }
+    }
+    em.close(None);
+    em.close(None);
+    for j in 0..k {
+        em.line(&format!("out0[row * {k}u + {j}u] = wh_p{j};"));
+    }
+    let iterations = em.iterations();
+    let what = format!("top_k of {rows} rows of {n}, k = {k}");
+    let comment = format!(
+        "kernel {name}_rows: each row's k first elements, kept in registers, an invocation a row, of a {what}\nloop iterations per invocation: at most {iterations}\nfuses: {}",
+        op.name()
+    );
+    let source = format!(
+        "{}{}{}}}\n",
+        kernel::entry_header(wg),
+        kernel::thread_index(wg),
+        em.body
+    );
+    let select = kernel::in_workgroups(
+        &format!("{name}_rows"),
+        &comment,
+        em.inputs.clone(),
+        vec![Binding {
+            value: perm,
+            ty: TensorType::new(vec![(rows * k) as i64], ElementType::U32),
+        }],
+        &em.needs,
+        &source,
+        rows.div_ceil(u64::from(wg)),
+        iterations,
+        target,
+    )?;
+    if select.iterations > target.max_invocation_iterations {
+        return Ok(None);
+    }
+    let dim = f
+        .ty(x)
+        .as_tensor()
+        .map_or(0, |t| t.rank().saturating_sub(1));
+    let gathered = gather(name, f, defs, op, (dim, n as usize, 1), (k, false), target)?;
+    Ok(Some(Plan {
+        kernels: vec![select, gathered],
+        temps: vec![TensorType::new(vec![(rows * k) as i64], ElementType::U32)],
+        launches: vec![Launch::new(0, Vec::new()), Launch::new(1, Vec::new())],
+    }))
+}
