@@ -175,6 +175,7 @@ def cases():
         "argsort 1M": (jnp.argsort, (x1,)),
         "top_k 1M k=100": (lambda x: lax.top_k(x, 100)[0], (x1,)),
         "top_k 8x50000 k=64": (lambda x: lax.top_k(x, 64)[0], (x1[: 8 * 50000].reshape(8, 50000),)),
+        "top_k rows 1024x1024 k=8": (lambda x: lax.top_k(x, 8)[0], (x1.reshape(1024, 1024),)),
         "median 1M": (jnp.median, (x1,)),
         "random.permutation 1M": (lambda k: jax.random.permutation(k, 1 << 20), (key,)),
         "searchsorted 1M into 64k": (lambda a, v: jnp.searchsorted(a, v), (np.sort(x1[: 1 << 16]), x1)),
