@@ -20,6 +20,7 @@ import numpy as np
 
 import jax
 import jax.numpy as jnp
+import jax.scipy.linalg
 from jax import lax
 
 
@@ -226,6 +227,10 @@ def cases():
             lambda x, xp, fp: lax.fori_loop(0, 20, lambda i, c: jnp.interp(c, xp, fp) + 0.1 * c, x),
             (x1[:4096], np.linspace(-3, 3, 1000, dtype=np.float32),
              np.sin(np.linspace(-3, 3, 1000, dtype=np.float32)))),
+        "fori_loop 100 steps with lax.cond on the counter over 4096 floats": (
+            lambda x: lax.fori_loop(0, 100, lambda i, v: lax.cond(
+                i % 10 == 0, lambda: jnp.tanh(v), lambda: v * 1.01 + 0.001), x), (x1[:4096],)),
+        "expm 64 x 64": (lambda a: jax.scipy.linalg.expm(a), (x1[:4096].reshape(64, 64) / 10,)),
         "fori_loop 300 steps of tanh(A @ v), 64 x 64": (
             lambda a, v: lax.fori_loop(0, 300, lambda i, v: jnp.tanh(a @ v) + 0.01, v),
             (x1[:4096].reshape(64, 64) / 8, x1[4096:4160])),

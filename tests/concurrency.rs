@@ -87,7 +87,8 @@ func.func @main(%x: tensor<1024xf32>) -> tensor<1024xf32> {
   return %r : tensor<1024xf32>
 }"#;
 
-// x[0] > 50 ? x - 7 : x * 3.
+// x[0] > 50 ? x - 7 : x * 3. (The barrier keeps the branches from being computed whole and
+// selected, `passes::speculate`: the run reads the predicate back.)
 const COND: &str = r#"
 func.func @main(%x: tensor<1024xf32>) -> tensor<1024xf32> {
   %lim = stablehlo.constant dense<50.0> : tensor<f32>
@@ -96,7 +97,8 @@ func.func @main(%x: tensor<1024xf32>) -> tensor<1024xf32> {
   %p = stablehlo.compare GT, %e, %lim : (tensor<f32>, tensor<f32>) -> tensor<i1>
   %r = "stablehlo.if"(%p) ({
     %seven = stablehlo.constant dense<7.0> : tensor<1024xf32>
-    %a = stablehlo.subtract %x, %seven : tensor<1024xf32>
+    %a0 = stablehlo.subtract %x, %seven : tensor<1024xf32>
+    %a = stablehlo.optimization_barrier %a0 : tensor<1024xf32>
     stablehlo.return %a : tensor<1024xf32>
   }, {
     %three = stablehlo.constant dense<3.0> : tensor<1024xf32>

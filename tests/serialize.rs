@@ -59,7 +59,8 @@ func.func @main(%x: tensor<16x16xf32>, %y: tensor<16xf32>) -> (tensor<16x16xf32>
   %e = stablehlo.reshape %sl : (tensor<1xf32>) -> tensor<f32>
   %p = stablehlo.compare GT, %e, %lim : (tensor<f32>, tensor<f32>) -> tensor<i1>
   %r = "stablehlo.if"(%p) ({
-    %a = stablehlo.subtract %w, %s : tensor<16xf32>
+    %a0 = stablehlo.subtract %w, %s : tensor<16xf32>
+    %a = stablehlo.optimization_barrier %a0 : tensor<16xf32>
     stablehlo.return %a : tensor<16xf32>
   }, {
     %b = stablehlo.add %w, %s : tensor<16xf32>

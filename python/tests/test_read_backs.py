@@ -103,7 +103,9 @@ def test_loops_branches_and_callbacks_read_back(gpu):
         return lax.fori_loop(0, n, lambda i, c: jnp.cos(c) * 0.5 + i * 1e-3, x)
 
     def branch(x, n):
-        return lax.cond(n % 2 == 0, lambda: jnp.sin(x) * n, lambda: jnp.cos(x) - n)
+        # (The barrier keeps the conditional: cheap branches are computed whole and selected.)
+        return lax.cond(n % 2 == 0, lambda: lax.optimization_barrier(jnp.sin(x) * n),
+                        lambda: jnp.cos(x) - n)
 
     def cb(x, n):
         y = jax.pure_callback(lambda v: np.asarray(v) * 2 + 1,

@@ -18,6 +18,7 @@ pub mod narrow_scatters;
 pub mod rewrite;
 pub mod rows_first;
 pub mod scatter_add;
+pub mod speculate;
 pub mod static_shapes;
 pub mod tokens;
 pub mod trip_count;
@@ -42,6 +43,9 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     let mut f = inline::inline_entry(module, entry)?;
     tokens::lower_tokens(&mut f);
     static_shapes::make_static(&mut f);
+    // Before canonicalization, which drops optimization barriers (a barrier in a branch keeps
+    // the conditional).
+    speculate::speculate_conditionals(&mut f);
     canonicalize::canonicalize(&mut f);
     // Transposes composed away leave dead ones, which would count as uses of a dot's result.
     if let Some(body) = f.body.as_mut() {
