@@ -43,14 +43,15 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     let mut f = inline::inline_entry(module, entry)?;
     tokens::lower_tokens(&mut f);
     static_shapes::make_static(&mut f);
-    // Before canonicalization, which drops optimization barriers (a barrier in a branch keeps
-    // the conditional).
-    speculate::speculate_conditionals(&mut f);
+    // (Canonicalization drops optimization barriers: a barrier in a branch keeps the
+    // conditional.)
+    let kept = speculate::with_barriers(&f);
     canonicalize::canonicalize(&mut f);
     // Transposes composed away leave dead ones, which would count as uses of a dot's result.
     if let Some(body) = f.body.as_mut() {
         dce::eliminate_dead_code(body);
     }
+    speculate::speculate_conditionals(&mut f, &kept);
     cse::eliminate_common_subexpressions(&mut f);
     scatter_add::scatter_add_into_operand(&mut f);
     rows_first::reduce_rows_first(&mut f);

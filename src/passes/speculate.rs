@@ -11,10 +11,10 @@
 //! `case` index out of range takes the last branch, as when it runs). Floating-point ops do
 //! not trap and every index is clamped, so computing a branch that is not taken changes no
 //! result. Branches are taken bottom-up: a conditional inside a branch that is speculated
-//! leaves that branch pure. Conditionals on a constant are left to canonicalization (which
-//! keeps the branch taken), and an `optimization_barrier` in a branch keeps the conditional
-//! (this pass runs before canonicalization drops barriers). `WGPU_HLO_SPECULATE=0` keeps
-//! every conditional.
+//! leaves that branch pure. It runs after canonicalization, which keeps only the branch taken
+//! of a conditional on a constant, and drops optimization barriers: an `optimization_barrier`
+//! in a branch keeps the conditional ([`with_barriers`] notes them before).
+//! `WGPU_HLO_SPECULATE=0` keeps every conditional.
 
 use std::collections::HashSet;
 
@@ -28,33 +28,49 @@ use crate::ir::{
 /// read-back's cost on any adapter.
 const MAX_WORK: u64 = 1 << 20;
 
-/// Applies the rewrite throughout `f`.
-pub fn speculate_conditionals(f: &mut Function) {
+/// The first results of the conditionals in `f` with an `optimization_barrier` in a branch
+/// (before canonicalization drops it): [`speculate_conditionals`] keeps them.
+pub fn with_barriers(f: &Function) -> HashSet<ValueId> {
+    let mut kept = HashSet::new();
+    if let Some(body) = &f.body {
+        body.walk(&mut |o: &Operation| {
+            if !matches!(o.op, Op::If | Op::Case) {
+                return;
+            }
+            let mut barrier = false;
+            for r in &o.regions {
+                r.walk(&mut |b: &Operation| barrier |= b.op == Op::OptimizationBarrier);
+            }
+            if barrier {
+                kept.extend(o.results.first().copied());
+            }
+        });
+    }
+    kept
+}
+
+/// Applies the rewrite throughout `f`, but to the conditionals whose first result is in
+/// `kept`.
+pub fn speculate_conditionals(f: &mut Function, kept: &HashSet<ValueId>) {
     if std::env::var("WGPU_HLO_SPECULATE").is_ok_and(|v| v.trim() == "0") {
         return;
     }
     let Some(mut body) = f.body.take() else {
         return;
     };
-    let mut constants = HashSet::new();
-    body.walk(&mut |o: &Operation| {
-        if matches!(o.op, Op::Constant(_)) {
-            constants.extend(o.results.iter().copied());
-        }
-    });
-    speculate_region(f, &mut body, &constants);
+    speculate_region(f, &mut body, kept);
     f.body = Some(body);
 }
 
-fn speculate_region(f: &mut Function, region: &mut Region, constants: &HashSet<ValueId>) {
+fn speculate_region(f: &mut Function, region: &mut Region, kept: &HashSet<ValueId>) {
     let ops = std::mem::take(&mut region.ops);
     let mut out = Vec::with_capacity(ops.len());
     for mut op in ops {
         for r in &mut op.regions {
-            speculate_region(f, r, constants);
+            speculate_region(f, r, kept);
         }
-        let constant = op.operands.first().is_some_and(|s| constants.contains(s));
-        if !constant && speculatable(f, &op) {
+        let keep = op.results.first().is_some_and(|r| kept.contains(r));
+        if !keep && speculatable(f, &op) {
             expand(f, op, &mut out);
         } else {
             out.push(op);
