@@ -117,32 +117,10 @@ fn speculatable(f: &Function, op: &Operation) -> bool {
 /// Whether `o` (and every op in its regions) computes its results from its operands alone:
 /// no effects, no loops or conditionals, nothing the runtime must see.
 fn pure(o: &Operation) -> bool {
-    let own = matches!(
-        o.op,
-        Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Compare { .. }
-            | Op::Select
-            | Op::Clamp
-            | Op::Convert
-            | Op::BitcastConvert
-            | Op::ReducePrecision { .. }
-            | Op::Constant(_)
-            | Op::Iota { .. }
-            | Op::BroadcastInDim { .. }
-            | Op::Reshape
-            | Op::Transpose { .. }
-            | Op::Slice { .. }
-            | Op::DynamicSlice { .. }
-            | Op::DynamicUpdateSlice
-            | Op::Concatenate { .. }
-            | Op::Pad { .. }
-            | Op::Reverse { .. }
-            | Op::Reduce { .. }
-            | Op::DotGeneral { .. }
-            | Op::Gather { .. }
-            | Op::Return
-    );
+    // What unrolling copies (elementwise ops, shapes, slices, reductions), and products and
+    // gathers.
+    let own = super::unroll::fuses_across_copies(&o.op)
+        || matches!(o.op, Op::DotGeneral { .. } | Op::Gather { .. });
     own && o.regions.iter().all(|r| r.ops.iter().all(pure))
 }
 

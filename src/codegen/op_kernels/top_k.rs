@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use super::sort::gather;
-use super::sort_radix::{element_key, radix_key};
+use super::sort_radix::{element_key, radix_key, RadixKey};
 use super::{temp, Launch, Plan, PARAMS};
 use crate::codegen::expr::{Binding, ExprEmitter};
 use crate::codegen::kernel::{self, Kernel};
@@ -51,6 +51,20 @@ const RANKED_LANES: u64 = 1024;
 /// Most comparisons of the ranking of the chosen elements, over all rows.
 const RANK_WORK: u64 = 1 << 28;
 
+/// What both selections need of a `top_k` of the largest: its `k`, the radix key of its
+/// elements and its operand; `None` for another op or an operand without such a key.
+fn largest_k(
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    op: &Operation,
+) -> Option<(u64, RadixKey, ValueId)> {
+    let Op::TopK { k, largest: true } = &op.op else {
+        return None;
+    };
+    let k = u64::try_from(*k).ok()?;
+    Some((k, radix_key(f, defs, op)?, *op.operands.first()?))
+}
+
 /// The selection plan of a `top_k` of `rows` rows of `n` (module doc), or `None` where it
 /// does not serve: `k` past [`K_MAX`] or [`RANK_WORK`], a type without a `u32` key, kernels
 /// that would loop past the adapter's bound. `WGPU_HLO_TOP_K=sort` sorts whole rows instead.
@@ -62,10 +76,7 @@ pub fn plan(
     (n, rows): (usize, u64),
     target: Target,
 ) -> Result<Option<Plan>> {
-    let Op::TopK { k, largest: true } = &op.op else {
-        return Ok(None);
-    };
-    let Ok(k) = u64::try_from(*k) else {
+    let Some((k, rk, x)) = largest_k(f, defs, op) else {
         return Ok(None);
     };
     let n = n as u64;
@@ -78,12 +89,6 @@ pub fn plan(
     {
         return Ok(None);
     }
-    let Some(rk) = radix_key(f, defs, op) else {
-        return Ok(None);
-    };
-    let Some(&x) = op.operands.first() else {
-        return Ok(None);
-    };
     // CPU adapters: long tiles. The digit pass sums every tile's histogram in one workgroup
     // (one core), and each pass writes them all; 16 elements a lane made 1024 tiles of a
     // million. `WGPU_HLO_TOP_K_PER=N` sets the elements a lane takes there.
@@ -826,10 +831,7 @@ pub fn per_row(
     (n, rows): (usize, u64),
     target: Target,
 ) -> Result<Option<Plan>> {
-    let Op::TopK { k, largest: true } = &op.op else {
-        return Ok(None);
-    };
-    let Ok(k) = u64::try_from(*k) else {
+    let Some((k, rk, x)) = largest_k(f, defs, op) else {
         return Ok(None);
     };
     let n = n as u64;
@@ -846,12 +848,6 @@ pub fn per_row(
     {
         return Ok(None);
     }
-    let Some(rk) = radix_key(f, defs, op) else {
-        return Ok(None);
-    };
-    let Some(&x) = op.operands.first() else {
-        return Ok(None);
-    };
     let perm = temp(0);
     let no_fusion = |_: ValueId| false;
     let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
