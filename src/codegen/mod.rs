@@ -14,6 +14,7 @@ pub mod loop_kernel;
 pub mod math;
 pub mod merged;
 pub mod op_kernels;
+pub mod pairwise;
 pub mod parted;
 pub mod partials;
 pub mod prologue;

@@ -11,8 +11,8 @@ use super::program::{
 use crate::codegen::kernel::Kernel;
 use crate::codegen::loop_kernel::Target;
 use crate::codegen::{
-    conv_kernel, dot_kernel, epilogue, expr::large, loop_kernel, op_kernels, parted, prologue,
-    reduce_kernel, row_kernel, texture_reads,
+    conv_kernel, dot_kernel, epilogue, expr::large, loop_kernel, op_kernels, pairwise, parted,
+    prologue, reduce_kernel, row_kernel, texture_reads,
 };
 use crate::error::{Error, Result};
 use crate::fusion::{self, Group, KernelKind, Node};
@@ -416,14 +416,19 @@ impl<'f, 't> Lowering<'f, 't> {
                     }
                 };
             }
-            KernelKind::Reduce => Some(reduce_kernel::plan(
-                &name,
-                self.f,
-                defs,
-                g,
-                root,
-                self.target,
-            )),
+            KernelKind::Reduce => {
+                if let Some(steps) = self.pairwise_kernel(g, root, defs, &name)? {
+                    return Ok(steps);
+                }
+                Some(reduce_kernel::plan(
+                    &name,
+                    self.f,
+                    defs,
+                    g,
+                    root,
+                    self.target,
+                ))
+            }
             // Convolutions the implicit-GEMM emitter covers; the rest as dots.
             KernelKind::Dot => Some(
                 conv_kernel::plan(&name, self.f, g, root, self.target)
@@ -637,6 +642,27 @@ impl<'f, 't> Lowering<'f, 't> {
         }
     }
 
+    /// The reduce `op` of `g` (a `Reduce` group, or a row group of that one reduction) as one
+    /// tiled launch ([`pairwise`]) where that emitter takes it; `None` where it refuses.
+    fn pairwise_kernel(
+        &mut self,
+        g: &Group,
+        op: &Operation,
+        defs: &HashMap<ValueId, &Operation>,
+        name: &str,
+    ) -> Result<Option<Vec<Step>>> {
+        match pairwise::emit(name, self.f, defs, g, op, self.target) {
+            Ok(mut kernel) => {
+                self.check(&mut kernel, op)?;
+                Ok(Some(self.launch(kernel, g, op)?))
+            }
+            Err(e) => {
+                log::debug!("{name}: {e}");
+                Ok(None)
+            }
+        }
+    }
+
     /// The merged row kernel (kind `Rows`) or horizontal kernel of `g` as one launch, when its
     /// emitter accepts it and it passes the checks.
     fn merged_kernel(
@@ -647,6 +673,15 @@ impl<'f, 't> Lowering<'f, 't> {
         name: &str,
     ) -> Result<Vec<Step>> {
         let root = &region.ops[g.root];
+        if let [pass] = g.passes.as_slice() {
+            if let [r] = pass.as_slice() {
+                if let Some(op) = region.ops.get(*r) {
+                    if let Some(steps) = self.pairwise_kernel(g, op, defs, name)? {
+                        return Ok(steps);
+                    }
+                }
+            }
+        }
         let mut kernel = if g.kind == KernelKind::Rows {
             row_kernel::emit(name, self.f, defs, &region.ops, g, self.target)?
         } else {
