@@ -196,6 +196,12 @@ def cases():
         "qr 512": (lambda a: jnp.linalg.qr(a)[1], (a512,)),
         "GP likelihood n=1000": (gp_nll, (gx, gy)),
         "GP gradient n=1000": (jax.grad(gp_nll), (gx, gy)),
+        "pairwise distances 1024x64": (
+            lambda x: jnp.sum((x[:, None] - x[None]) ** 2, -1), (x[:1024, :64],)),
+        "RBF kernel 2000 3-d points": (
+            lambda p: jnp.exp(-0.5 * jnp.sum((p[:, None] - p[None]) ** 2, -1)), (x[:2000, :3],)),
+        "nearest centroid 4096x256x16": (
+            lambda p, c: jnp.argmin(jnp.sum((p[:, None] - c[None]) ** 2, -1), -1), (x[:, :16], x[:256, 16:32])),
         "GRU value and gradient (H128 D64 T50 B32)": (gru_grads, (gru_p, gru_x, gru_y)),
         "cross-entropy 4096x1000": (xent, (x[:, :1000], ids[:4096] % 1000)),
         "cross-entropy grad 4096x1000": (jax.grad(xent), (x[:, :1000], ids[:4096] % 1000)),
