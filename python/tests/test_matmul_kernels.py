@@ -195,3 +195,25 @@ def test_mid_size_products_take_the_narrow_tile(gpu, tmp_path, monkeypatch, m, k
     if cpu_kernel_class(gpu):
         dots = [c for c in dot_kernel_comments(tmp_path) if "shared-rows" in c]
         assert dots and all(f"{lanes_cols} columns per lane" in c for c in dots), dots
+
+
+@pytest.mark.parametrize(
+    "bsz,m,k,n,shared",
+    [(1, 4096, 1024, 8, False), (512, 64, 8, 8, False), (64, 128, 64, 16, False),
+     (1, 4096, 256, 24, True)],
+)
+def test_narrow_products_leave_the_shared_rows(gpu, tmp_path, monkeypatch, bsz, m, k, n, shared):
+    """A shared-rows tile is at least 4 columns by 8 lanes wide: products of 16 columns or
+    fewer left half of it or more empty (512 heads of 64x8 @ 8x8: 4.3 ms, 1.1 in the
+    register-blocked kernel on lavapipe) and take the register-blocked kernel on CPU
+    adapters; 24 columns keep the shared rows."""
+    from conftest import cpu_kernel_class
+
+    a, b = data((bsz, m, k), 23), data((bsz, k, n), 24)
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    got = run(gpu, lambda x, y: x @ y, a, b)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    check(got, a.astype(np.float64) @ b.astype(np.float64), k)
+    if cpu_kernel_class(gpu):
+        dots = [c for c in dot_kernel_comments(tmp_path) if "dot_general" in c]
+        assert dots and all(("shared-rows" in c) == shared for c in dots), dots

@@ -176,6 +176,18 @@ pub(super) fn shared_rows(
     if !forced && (work < small_work() || (work < min_work() && n < 4 * s)) {
         return Ok(None);
     }
+    // Nor where the tile's columns would be half empty or more: a lane takes at least four
+    // columns, a tile at least `4 S`. Lavapipe, ms a call, shared rows -> register-blocked
+    // (`/tmp` script, two alternating rounds): 4096x1024 @ 1024x8 16-18 -> 5-10, 512 batches
+    // of 64x8 @ 8x8 (the survey's attention of 512 heads of 8 steps) 4.3 -> 1.1, 8 of 512x64
+    // @ 64x8 1.3-4.1 -> 0.5-0.7, 64 of 128x64 @ 64x16 1.8-2.6 -> 1.0-1.3, 2048x512 @ 512x16
+    // 2.0-2.3 -> 2.1-2.5; at 24 columns (4096x256 @ 256x24) shared rows stay ahead, 2.0-3.1
+    // against 3.1-3.6. Contractions too long for one kernel keep the shared rows' split
+    // (`dot_kernel::split_shared_rows`), which sums each chunk in blocks; the general
+    // split-K's partials did not (8x200000 @ 200000x8: 1.8e-6 off, jax cpu 3.6e-7).
+    if !forced && split.is_none() && n <= 2 * s {
+        return Ok(None);
+    }
     // Below `min_work`, operands read along k come as scalars: a step of k instead of four
     // per loop trip, a quarter of the code to compile for the same loads.
     let small = work < min_work() && !forced;
