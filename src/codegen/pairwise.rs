@@ -23,8 +23,7 @@ use super::dtype::{self, Compute};
 use super::expr::{large, Binding, ExprEmitter, Index, Quads};
 use super::kernel::{self, Kernel, WORKGROUP};
 use super::loop_kernel::Target;
-use super::reduce_kernel::SUM_BLOCK;
-use super::reduce_kernel::{block_accumulator, combine, emit_body_function, region_defs, Fold};
+use super::reduce_kernel::{emit_body_function, region_defs, Fold};
 use crate::error::{Error, Result};
 use crate::fusion::{switched_off, Group};
 use crate::ir::{Function, Op, Operation, ValueId};
@@ -320,37 +319,12 @@ fn emit_tile(
     } else {
         1
     };
-    let blocked = fold.sum && red_count(s) > SUM_BLOCK;
-    let folded: Vec<Vec<String>> = if blocked {
-        em.open_loop(
-            &format!(
-                "for (var rb: u32 = 0u; rb < {}u; rb = rb + {SUM_BLOCK}u)",
-                red_count(s)
-            ),
-            red_count(s).div_ceil(SUM_BLOCK),
-        );
-        let blocks = accs
-            .iter()
-            .map(|acc| acc.iter().map(|_| block_accumulator(em)).collect())
-            .collect();
-        em.open_loop(
-            &format!(
-                "for (var r: u32 = rb; r < min(rb + {SUM_BLOCK}u, {}u); r = r + {step}u)",
-                red_count(s)
-            ),
-            SUM_BLOCK / step as u64,
-        );
-        blocks
-    } else {
-        em.open_loop(
-            &format!(
-                "for (var r: u32 = 0u; r < {}u; r = r + {step}u)",
-                red_count(s)
-            ),
-            red_count(s).div_ceil(step as u64),
-        );
-        accs.clone()
-    };
+    let (folded, blocks) = fold.open_elements_by(
+        em,
+        ("0u", &format!("{}u", red_count(s)), red_count(s)),
+        &accs,
+        step as u64,
+    );
     // The reduced coordinates of the trip's positions, the later ones the first's with the
     // innermost one plus their place.
     let first = em.multi(&Index::Linear("r".into()), s.red_dims);
@@ -399,13 +373,7 @@ fn emit_tile(
         }
     }
     em.quads = None;
-    em.close(None);
-    if blocked {
-        for (total, blk) in accs.iter().zip(&folded) {
-            em.line(&combine(&fold.f, n, total, blk));
-        }
-        em.close(None);
-    }
+    fold.close_elements(em, &folded, blocks);
     let loop_len = em.body.len() - start;
     for acc in &accs {
         if let Some(f) = fold.finish(acc) {

@@ -232,13 +232,25 @@ impl Fold {
     pub(crate) fn open_elements(
         &self,
         em: &mut ExprEmitter,
+        range: (&str, &str, u64),
+        accs: &[Vec<String>],
+    ) -> (Vec<Vec<String>>, Option<SumBlocks>) {
+        self.open_elements_by(em, range, accs, 1)
+    }
+
+    /// [`Self::open_elements`] with `r` advancing `step` elements a trip (the trip folds
+    /// elements `r` to `r + step - 1`; `step` divides [`SUM_BLOCK`] and the range's length).
+    pub(crate) fn open_elements_by(
+        &self,
+        em: &mut ExprEmitter,
         (c0, end, trips): (&str, &str, u64),
         accs: &[Vec<String>],
+        step: u64,
     ) -> (Vec<Vec<String>>, Option<SumBlocks>) {
         if !self.sum || trips <= SUM_BLOCK {
             em.open_loop(
-                &format!("for (var r: u32 = {c0}; r < {end}; r = r + 1u)"),
-                trips,
+                &format!("for (var r: u32 = {c0}; r < {end}; r = r + {step}u)"),
+                trips.div_ceil(step),
             );
             return (accs.to_vec(), None);
         }
@@ -252,8 +264,8 @@ impl Fold {
             .map(|acc| acc.iter().map(|_| block_accumulator(em)).collect())
             .collect();
         em.open_loop(
-            &format!("for (var r: u32 = rb; r < min(rb + {b}u, {end}); r = r + 1u)"),
-            b,
+            &format!("for (var r: u32 = rb; r < min(rb + {b}u, {end}); r = r + {step}u)"),
+            b / step,
         );
         (
             blocks,
