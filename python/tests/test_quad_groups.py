@@ -150,12 +150,14 @@ def test_pairwise_distance_reads_groups(gpu, tmp_path, monkeypatch):
     """The subgroup row reduction reads its operands by groups of four through broadcasts
     too (`Quads::rows`): before, each element was its own load, and lavapipe took 75-128 ms
     for the 256 x 256 x 64 distance matrix, then 17-20 (jax cpu 0.6). Such expanded
-    reductions now take the tiled kernel (`test_pairwise.py`); it is switched off here to
-    keep the row reduction's grouped reads covered."""
+    reductions now take the tiled kernel (`test_pairwise.py`), and rows of 64 or fewer a
+    thread per row (`test_short_rows_take_a_thread_each`); both are switched off here to
+    keep the subgroup row reduction's grouped reads covered."""
     if not cpu_kernel_class(gpu):
         pytest.skip("grouped reads are the CPU adapter class's")
     x = arr(256, 64)
     monkeypatch.setenv("WGPU_HLO_PAIRWISE", "0")
+    monkeypatch.setenv("WGPU_HLO_ROW_QUADS_MAX", "0")
     monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
     compare_with_cpu(gpu, lambda x: jnp.sum((x[:, None] - x[None]) ** 2, -1), x, tol=2e-5)
     monkeypatch.delenv("WGPU_HLO_DUMP")
@@ -163,3 +165,29 @@ def test_pairwise_distance_reads_groups(gpu, tmp_path, monkeypatch):
     text = open(path).read()
     assert "subgroup per row" in text.splitlines()[0], text.splitlines()[0]
     assert "in0_quad(" in text and "in0_at(" not in text, text[:2000]
+
+
+@pytest.mark.parametrize("length", [4, 32, 60, 64, 128])
+@pytest.mark.parametrize("form", ["sum", "dot", "max", "argmax", "mean_sq_int"])
+def test_short_rows_take_a_thread_each(gpu, tmp_path, monkeypatch, length, form):
+    """Rows of at most 64 elements (a multiple of 4) take a thread per row reading its row by
+    groups of four on CPU adapters: a subgroup per row spent more on each row's shuffles and
+    store than on its loads, a thread reading one element at a time more on its loads
+    (lavapipe, sums of 4M floats in rows of 4 / 32 / 64: 6.3-8.2 / 10.2-11.3 / 6.0-6.4 ms
+    -> 3.4 / 2.3-3.0 / 2.3-2.5). Rows of 128 keep the subgroup (3.9 against 6.0 ms)."""
+    rows = (1 << 16) // length
+    a, b = arr(rows, length), arr(rows, length)
+    f = {
+        "sum": lambda a, b: jnp.sum(a, -1),
+        "dot": lambda a, b: jnp.sum(a * b, -1),
+        "max": lambda a, b: jnp.max(a, -1),
+        "argmax": lambda a, b: jnp.argmax(a * b, -1),
+        "mean_sq_int": lambda a, b: jnp.sum((a * 10).astype(jnp.int32) ** 2, -1),
+    }[form]
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare_with_cpu(gpu, f, a, b, tol=2e-5)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    if cpu_kernel_class(gpu) and length % 4 == 0 and length >= 32:
+        heads = [open(p).readline() for p in glob.glob(os.path.join(tmp_path, "*.wgsl"))]
+        reduce = [h for h in heads if "reduce " in h]
+        assert reduce and all(("subgroup per row" in h) == (length > 64) for h in reduce), heads

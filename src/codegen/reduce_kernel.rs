@@ -5,7 +5,8 @@
 //! - on GPUs, for reductions keeping the innermost dimension (columns), a workgroup per tile
 //!   of 32 consecutive outputs whose invocations read each row's stretch of the tile together
 //!   (coalesced), in chunks of rows where the rows are many, then a fold of the partials;
-//! - on CPU adapters, a subgroup per row or four columns per thread (quad reads);
+//! - on CPU adapters, a subgroup per row or four columns per thread (quad reads), and a
+//!   thread per row reading groups of four for rows of up to 64 elements;
 //! - a thread per output element (several for packed narrow types) looping over the reduced
 //!   elements — for short reductions, many outputs, and narrow output types.
 
@@ -89,6 +90,26 @@ fn quad_groups() -> Vec<u64> {
 
 /// Rows at least this long take the subgroup row reduction (shorter ones a thread per row).
 const SUBGROUP_ROWS_MIN: u64 = 32;
+
+/// Rows of at most this many elements (a multiple of 4) take a thread per row reading its
+/// row by groups of four on CPU adapters ([`Quads::rows`]), not the subgroup row reduction
+/// nor a thread per row reading one element at a time. Per short row a subgroup spent more
+/// on its shuffles and its one lane's store than on its loads. Lavapipe, 2-core host, 4M
+/// f32 in rows of `L`, ms a call (median of 15, two alternating rounds), before -> after:
+/// sums at L = 4 / 8 / 16 (a thread per row before) 6.3-8.2 / 5.6-5.9 / 5.2-5.5 -> 3.4-3.5
+/// / 2.9-3.2 / 2.6-2.8; at L = 32 / 64 (a subgroup per row before) 10.2-11.3 / 6.0-6.4 ->
+/// 2.3-3.0 / 2.3-2.5; `sum(a * b)` at 32 18.2-18.4 -> 5.0-6.4, maxima at 32 12.6 -> 2.6.
+/// At 128 the subgroup stays ahead (3.9 against 6.0 ms for sums).
+/// `WGPU_HLO_ROW_QUADS_MAX=N` sets it (0: the kernels before).
+const ROW_QUADS_MAX: u64 = 64;
+
+/// [`ROW_QUADS_MAX`], or `WGPU_HLO_ROW_QUADS_MAX` where that is a number (0: never).
+fn row_quads_max() -> u64 {
+    std::env::var("WGPU_HLO_ROW_QUADS_MAX")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(ROW_QUADS_MAX)
+}
 
 /// `WGPU_HLO_REDUCE=classic` turns the subgroup row reduction off (for comparisons).
 pub(crate) fn subgroup_rows_allowed() -> bool {
@@ -1047,7 +1068,19 @@ fn emit_stage(
     // A split stage's accumulators are rows too: each a chunk of its output's row, stored at
     // its own index (`o * chunks + c`, the partials' order). So are a windowed stage's of
     // rows (CPU adapters, rows and chunks in groups of four: its windows hold whole groups).
+    // Short rows on CPU adapters: a thread per row, reading its row by groups of four.
+    let row_quads = target.cpu_adapter
+        && trailing
+        && !packed
+        && windowed.is_none()
+        && major.is_none()
+        && !quad_stage
+        && red_count % 4 == 0
+        && (chunks == 1 || chunk % 4 == 0)
+        && red_count <= row_quads_max()
+        && !crate::fusion::switched_off("WGPU_HLO_QUAD_READS");
     let use_subgroup_rows = subgroup_rows
+        && !row_quads
         && subgroup_rows_allowed()
         && major.is_none()
         && !quad_stage
@@ -1691,14 +1724,48 @@ fn emit_stage(
                 let (ko, c0, stored) = chunk_of(&mut em, &ovar);
                 at = stored;
                 let stop = end(&c0);
-                let (folded, blocks) =
-                    fold.open_elements(&mut em, (&c0, &stop, red_len), std::slice::from_ref(&acc));
-                let idx = input_index(&mut em, &ko, "r");
-                let mut vals = Vec::new();
-                for i in 0..n {
-                    vals.push(em.value(op.operands[i], &idx)?);
+                let step = if row_quads && k == 1 { 4 } else { 1 };
+                let (folded, blocks) = fold.open_elements_by(
+                    &mut em,
+                    (&c0, &stop, red_len),
+                    std::slice::from_ref(&acc),
+                    step,
+                );
+                // With groups: the trip's four elements in order, each group one load.
+                let mut idxs = Vec::new();
+                let mut positions = HashMap::new();
+                for p in 0..step {
+                    let r = if p == 0 {
+                        "r".to_string()
+                    } else {
+                        format!("(r + {p}u)")
+                    };
+                    let idx = input_index(&mut em, &ko, &r);
+                    if let (Index::Linear(l), Some(Index::Linear(l0))) = (&idx, idxs.first()) {
+                        positions.insert(l.clone(), (l0.clone(), p as usize));
+                    } else if let Index::Linear(l) = &idx {
+                        positions.insert(l.clone(), (l.clone(), 0));
+                    }
+                    idxs.push(idx);
                 }
-                em.line(&fold.element(&folded[0], &vals));
+                if step > 1 {
+                    em.quads = Some(Quads {
+                        dims: dims.clone(),
+                        positions,
+                        streaming: false,
+                        any_shape: false,
+                        rows: true,
+                        folded: Default::default(),
+                    });
+                }
+                for idx in &idxs {
+                    let mut vals = Vec::new();
+                    for i in 0..n {
+                        vals.push(em.value(op.operands[i], idx)?);
+                    }
+                    em.line(&fold.element(&folded[0], &vals));
+                }
+                em.quads = None;
                 fold.close_elements(&mut em, &folded, blocks);
                 if let Some(f) = fold.finish(&acc) {
                     em.line(&f);
