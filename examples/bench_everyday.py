@@ -200,6 +200,10 @@ def cases():
             lambda x: jnp.sum((x[:, None] - x[None]) ** 2, -1), (x[:1024, :64],)),
         "RBF kernel 2000 3-d points": (
             lambda p: jnp.exp(-0.5 * jnp.sum((p[:, None] - p[None]) ** 2, -1)), (x[:2000, :3],)),
+        "row dot products, 65536 rows of 32": (
+            lambda a, b: jnp.sum(a * b, -1), (x[:, :512].reshape(65536, 32), x[:, 512:].reshape(65536, 32))),
+        "attention of 512 heads over 8 steps": (
+            lambda q: jax.nn.dot_product_attention(q[None], q[None], q[None]), (x[:, :1024].reshape(8, 512, 1024)[:, :, :64],)),
         "nearest centroid 4096x256x16": (
             lambda p, c: jnp.argmin(jnp.sum((p[:, None] - c[None]) ** 2, -1), -1), (x[:, :16], x[:256, 16:32])),
         "GRU value and gradient (H128 D64 T50 B32)": (gru_grads, (gru_p, gru_x, gru_y)),
