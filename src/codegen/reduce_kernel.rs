@@ -88,6 +88,36 @@ fn quad_groups() -> Vec<u64> {
     QUAD_GROUPS.into_iter().filter(|&g| g <= most).collect()
 }
 
+/// Rows a workgroup takes on CPU adapters where rows are at most 4096 elements long and many
+/// (at least 4 workgroups per core): llvmpipe pays per workgroup (a coroutine per subgroup,
+/// set up and switched), and [`SUBGROUP_ROWS`] rows of 8 subgroups left each subgroup one
+/// row. Lavapipe, 4M f32, ms a call, 8 -> 32 rows a workgroup (two alternating rounds):
+/// softmax in rows of 32 / 64 / 128 / 1024 13.1-13.6 / 10.1 / 8.6 / 9.5-10.8 -> 10.0-10.4 /
+/// 9.2-9.4 / 7.5-7.8 / 7.2-7.4, logsumexp 21.2-21.6 / 9.2-9.4 / 7.3-7.4 / 6.2 -> 15.6-15.9 /
+/// 7.2-7.4 / 5.4 / 4.5-4.7, layernorm at 1024 6.2-6.6 -> 5.5-5.8; the subgroup row
+/// reduction's sums in rows of 128 / 256 / 1024 3.8 / 2.9 / 2.0 -> 3.1-3.4 / 2.6 / 1.9,
+/// maxima at 128 4.4-4.5 -> 3.5-4.0.
+/// `WGPU_HLO_ROW_WORKGROUP_ROWS=N` sets it (8: before).
+const CPU_WORKGROUP_ROWS: u64 = 32;
+
+/// The rows one workgroup of the merged row kernel or the subgroup row reduction takes (see
+/// [`CPU_WORKGROUP_ROWS`]).
+pub(crate) fn workgroup_rows(target: &Target, rows: u64, cols: u64) -> u64 {
+    if let Some(n) = std::env::var("WGPU_HLO_ROW_WORKGROUP_ROWS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&n| n >= 1)
+    {
+        return n;
+    }
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+    if target.cpu_adapter && cols <= 4096 && rows.div_ceil(CPU_WORKGROUP_ROWS) >= 4 * cores {
+        CPU_WORKGROUP_ROWS
+    } else {
+        SUBGROUP_ROWS
+    }
+}
+
 /// Rows at least this long take the subgroup row reduction (shorter ones a thread per row).
 const SUBGROUP_ROWS_MIN: u64 = 32;
 
@@ -1191,7 +1221,13 @@ fn emit_stage(
     let mut shared = String::new();
     let workgroups;
     if use_subgroup_rows {
-        // SUBGROUP_ROWS rows per workgroup, each subgroup taking its share of them in turn.
+        // `wg_rows` rows per workgroup, each subgroup taking its share of them in turn
+        // (windowed launches keep SUBGROUP_ROWS).
+        let wg_rows = if windowed.is_some() {
+            SUBGROUP_ROWS
+        } else {
+            workgroup_rows(&target, out_count, red_len)
+        };
         // Lanes beyond the workgroup's size (a subgroup larger than the workgroup) do not
         // exist, so the lanes and the butterfly span at most SUBGROUP_WORKGROUP lanes.
         // Windowed: rows from the launch's first (`in0[0]`) to its end (`in0[2]`), whose
@@ -1209,10 +1245,10 @@ fn emit_stage(
             ("", format!("{out_count}u"))
         };
         em.open_loop(
-            &format!("for (var q: u32 = sgid; q < {SUBGROUP_ROWS}u; q = q + nsg)"),
-            SUBGROUP_ROWS,
+            &format!("for (var q: u32 = sgid; q < {wg_rows}u; q = q + nsg)"),
+            wg_rows,
         );
-        em.line(&format!("let row = {first_row}g * {SUBGROUP_ROWS}u + q;"));
+        em.line(&format!("let row = {first_row}g * {wg_rows}u + q;"));
         // Accumulator `a` folds chunk `a % chunks` of output `a / chunks` (one chunk, the
         // whole row, unless split), the elements from `rb` to `re`.
         let last_row = if windowed.is_some() {
@@ -1348,7 +1384,7 @@ fn emit_stage(
         em.close(None);
         em.close(None);
         workgroups = kernel::grid(
-            windowed.unwrap_or(out_count).div_ceil(SUBGROUP_ROWS),
+            windowed.unwrap_or(out_count).div_ceil(wg_rows),
             target.max_workgroups,
         )?;
         main.push_str(&format!(

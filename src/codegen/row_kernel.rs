@@ -22,8 +22,8 @@ use super::expr::{binding_limits, Binding, ExprEmitter, Index, Quads};
 use super::kernel::{self, Kernel};
 use super::loop_kernel::Target;
 use super::reduce_kernel::{
-    block_accumulator, combine, emit_body_function, region_defs, subgroup_rows_allowed, Fold,
-    SUBGROUP_ROWS, SUBGROUP_UNROLL, SUBGROUP_WORKGROUP,
+    block_accumulator, combine, emit_body_function, region_defs, subgroup_rows_allowed,
+    workgroup_rows, Fold, SUBGROUP_ROWS, SUBGROUP_UNROLL, SUBGROUP_WORKGROUP,
 };
 use crate::error::{Error, Result};
 use crate::fusion::{switched_off, Group};
@@ -138,13 +138,14 @@ pub fn emit(
         }
     }
 
+    let wg_rows = workgroup_rows(&target, rows, cols);
     em.line("let g = wid.y * nwg.x + wid.x;");
     em.line(&format!("let w = min(sgs, {SUBGROUP_WORKGROUP}u);"));
     em.open_loop(
-        &format!("for (var q: u32 = sgid; q < {SUBGROUP_ROWS}u; q = q + nsg)"),
-        SUBGROUP_ROWS,
+        &format!("for (var q: u32 = sgid; q < {wg_rows}u; q = q + nsg)"),
+        wg_rows,
     );
-    em.line(&format!("let row = g * {SUBGROUP_ROWS}u + q;"));
+    em.line(&format!("let row = g * {wg_rows}u + q;"));
     em.line(&format!("let o = min(row, {}u);", rows - 1));
     let unrolled = unrolled_lanes(&target, rows, cols).map(|s| Lanes::new(s, cols));
     if let Some(l) = &unrolled {
@@ -378,7 +379,7 @@ pub fn emit(
         &em.needs,
         &source,
         vec4_outs,
-        (rows.div_ceil(SUBGROUP_ROWS), iterations),
+        (rows.div_ceil(wg_rows), iterations),
         target,
     )
 }
