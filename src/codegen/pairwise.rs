@@ -23,7 +23,7 @@ use super::dtype::{self, Compute};
 use super::expr::{large, Binding, ExprEmitter, Index, Quads};
 use super::kernel::{self, Kernel, WORKGROUP};
 use super::loop_kernel::Target;
-use super::reduce_kernel::{emit_body_function, region_defs, Fold};
+use super::reduce_kernel::{emit_body_function, region_defs, Fold, ReducedDims};
 use crate::error::{Error, Result};
 use crate::fusion::{switched_off, Group};
 use crate::ir::{Function, Op, Operation, ValueId};
@@ -86,16 +86,14 @@ pub fn emit(
 
     let in_ty = base.ty(op.operands[0])?.clone();
     let dims = in_ty.dims();
-    let reduced: Vec<usize> = (0..dims.len())
-        .filter(|d| dimensions.contains(&(*d as i64)))
-        .collect();
-    let kept: Vec<usize> = (0..dims.len())
-        .filter(|d| !dimensions.contains(&(*d as i64)))
-        .collect();
-    let red_dims: Vec<usize> = reduced.iter().map(|&d| dims[d]).collect();
-    let kept_dims: Vec<usize> = kept.iter().map(|&d| dims[d]).collect();
-    let red_count = red_dims.iter().product::<usize>() as u64;
-    let kept_count = kept_dims.iter().product::<usize>() as u64;
+    let ReducedDims {
+        reduced,
+        kept,
+        red_dims,
+        kept_dims,
+        red_count,
+        kept_count,
+    } = ReducedDims::of(&dims, dimensions);
     // The tile's rows and columns: the last two kept dimensions longer than 1.
     let long: Vec<usize> = (0..kept.len()).filter(|&k| kept_dims[k] > 1).collect();
     let [.., ki, kj] = long[..] else {
@@ -117,16 +115,7 @@ pub fn emit(
         return refuse("results not of 32-bit types");
     }
     // Every output is per row (of the kept shape, in its order) and stored as computed.
-    let outs: Vec<Binding> = group
-        .outputs
-        .iter()
-        .map(|&v| {
-            Ok(Binding {
-                value: v,
-                ty: base.ty(v)?.clone(),
-            })
-        })
-        .collect::<Result<_>>()?;
+    let outs: Vec<Binding> = base.bindings(&group.outputs)?;
     for o in &outs {
         let c = base.compute(o.ty.dtype)?;
         if o.ty.num_elements() as u64 != kept_count

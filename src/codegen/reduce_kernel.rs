@@ -960,6 +960,41 @@ fn quad_split(
     Some(wanted.div_ceil(quads).min(red / QUAD_CHUNK_MIN).max(2))
 }
 
+/// A reduce input's dimensions split into the reduced and the kept ones (positions, in
+/// order), their sizes, and their element counts.
+pub(crate) struct ReducedDims {
+    pub reduced: Vec<usize>,
+    pub kept: Vec<usize>,
+    pub red_dims: Vec<usize>,
+    pub kept_dims: Vec<usize>,
+    pub red_count: u64,
+    pub kept_count: u64,
+}
+
+impl ReducedDims {
+    /// The split of an input of `dims` by a reduce over `dimensions`.
+    pub(crate) fn of(dims: &[usize], dimensions: &[i64]) -> ReducedDims {
+        let reduced: Vec<usize> = (0..dims.len())
+            .filter(|d| dimensions.contains(&(*d as i64)))
+            .collect();
+        let kept: Vec<usize> = (0..dims.len())
+            .filter(|d| !dimensions.contains(&(*d as i64)))
+            .collect();
+        let red_dims: Vec<usize> = reduced.iter().map(|&d| dims[d]).collect();
+        let kept_dims: Vec<usize> = kept.iter().map(|&d| dims[d]).collect();
+        let red_count = red_dims.iter().product::<usize>() as u64;
+        let kept_count = kept_dims.iter().product::<usize>() as u64;
+        ReducedDims {
+            reduced,
+            kept,
+            red_dims,
+            kept_dims,
+            red_count,
+            kept_count,
+        }
+    }
+}
+
 /// A chunked stage of a multi-stage reduction: each output's reduced elements are cut into
 /// `chunks` chunks of `chunk`, and partial `c` of output `o` goes to element `o * chunks + c`
 /// of `partials` (one binding per result).
@@ -1013,31 +1048,20 @@ fn emit_stage(
     }
 
     let in_ty = em.ty(op.operands[0])?.clone();
-    let outs: Vec<Binding> = op
-        .results
-        .iter()
-        .map(|&v| {
-            Ok(Binding {
-                value: v,
-                ty: em.ty(v)?.clone(),
-            })
-        })
-        .collect::<Result<_>>()?;
+    let outs: Vec<Binding> = em.bindings(&op.results)?;
     let types: Vec<Compute> = outs
         .iter()
         .map(|o| em.compute(o.ty.dtype))
         .collect::<Result<_>>()?;
     let dims = in_ty.dims();
-    let reduced: Vec<usize> = (0..dims.len())
-        .filter(|d| dimensions.contains(&(*d as i64)))
-        .collect();
-    let kept: Vec<usize> = (0..dims.len())
-        .filter(|d| !dimensions.contains(&(*d as i64)))
-        .collect();
-    let red_dims: Vec<usize> = reduced.iter().map(|&d| dims[d]).collect();
-    let kept_dims: Vec<usize> = kept.iter().map(|&d| dims[d]).collect();
-    let red_count: u64 = red_dims.iter().product::<usize>() as u64;
-    let kept_count: u64 = kept_dims.iter().product::<usize>() as u64;
+    let ReducedDims {
+        reduced,
+        kept,
+        red_dims,
+        kept_dims,
+        red_count,
+        kept_count,
+    } = ReducedDims::of(&dims, dimensions);
     // Invocations (or workgroups) compute `out_count` accumulators, each over the reduced
     // elements from `o % chunks * chunk` to at most `chunk` further, for output `o / chunks`.
     let (chunks, chunk) = split.map_or((1, red_count), |s| (s.chunks, s.chunk));
