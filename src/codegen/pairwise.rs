@@ -86,14 +86,9 @@ pub fn emit(
 
     let in_ty = base.ty(op.operands[0])?.clone();
     let dims = in_ty.dims();
-    let ReducedDims {
-        reduced,
-        kept,
-        red_dims,
-        kept_dims,
-        red_count,
-        kept_count,
-    } = ReducedDims::of(&dims, dimensions);
+    let rd = ReducedDims::of(&dims, dimensions);
+    let (kept, kept_dims) = (&rd.kept, &rd.kept_dims);
+    let (red_count, kept_count) = (rd.red_count, rd.kept_count);
     // The tile's rows and columns: the last two kept dimensions longer than 1.
     let long: Vec<usize> = (0..kept.len()).filter(|&k| kept_dims[k] > 1).collect();
     let [.., ki, kj] = long[..] else {
@@ -147,17 +142,12 @@ pub fn emit(
         }
         let shape = Shape {
             dims: &dims,
-            kept: &kept,
-            reduced: &reduced,
-            kept_dims: &kept_dims,
-            red_dims: &red_dims,
+            rd: &rd,
             batch_dims: &batch_dims,
             tile: (ki, kj, tm, tn),
         };
         let mut em = base.clone();
-        let Some((func, body_len)) = emit_tile(&mut em, op, body, &types, &outs, &shape)? else {
-            continue;
-        };
+        let (func, body_len) = emit_tile(&mut em, op, body, &types, &outs, &shape)?;
         if body_len > WGSL_MAX {
             last = refuse("the element loop's WGSL is too long");
             continue;
@@ -219,11 +209,8 @@ pub fn emit(
 /// The reduce input's shape as the tiled kernel walks it.
 struct Shape<'s> {
     dims: &'s [usize],
-    /// Input dimensions kept and reduced.
-    kept: &'s [usize],
-    reduced: &'s [usize],
-    kept_dims: &'s [usize],
-    red_dims: &'s [usize],
+    /// Its kept and reduced dimensions.
+    rd: &'s ReducedDims,
     /// The kept dimensions other than the tile's, in order.
     batch_dims: &'s [usize],
     /// Positions in `kept` of the tile's row and column dimensions, and the tile's rows and
@@ -232,8 +219,7 @@ struct Shape<'s> {
 }
 
 /// Emits the body of the tiled kernel into `em` (after `tid`, the invocation's tile): returns
-/// the reducer's WGSL and the element loop's length in bytes, `None` if the body function
-/// cannot be emitted.
+/// the reducer's WGSL and the element loop's length in bytes.
 fn emit_tile(
     em: &mut ExprEmitter,
     op: &Operation,
@@ -241,10 +227,10 @@ fn emit_tile(
     types: &[Compute],
     outs: &[Binding],
     s: &Shape,
-) -> Result<Option<(String, usize)>> {
+) -> Result<(String, usize)> {
     let n = types.len();
     let (ki, kj, tm, tn) = s.tile;
-    let (rows, cols) = (s.kept_dims[ki], s.kept_dims[kj]);
+    let (rows, cols) = (s.rd.kept_dims[ki], s.rd.kept_dims[kj]);
     let func = emit_body_function(em, "reducer", body, types)?;
     let fold = Fold::new("reducer", body, types);
     let (row_tiles, col_tiles) = (rows.div_ceil(tm), cols.div_ceil(tn));
@@ -273,7 +259,7 @@ fn emit_tile(
     // The kept coordinates of output (a, b), in kept order.
     let kept_index = |a: usize, b: usize| -> Vec<String> {
         let mut bi = batch.iter();
-        (0..s.kept.len())
+        (0..s.rd.kept.len())
             .map(|k| {
                 if k == ki {
                     row_at[a].1.clone()
@@ -302,7 +288,7 @@ fn emit_tile(
     let start = em.body.len();
     // Four reduced positions a trip, read as one group, where the innermost reduced
     // dimension holds whole groups.
-    let inner = s.red_dims.last().copied().unwrap_or(1);
+    let inner = s.rd.red_dims.last().copied().unwrap_or(1);
     let step: usize = if inner % 4 == 0 && !switched_off("WGPU_HLO_QUAD_READS") {
         4
     } else {
@@ -310,13 +296,13 @@ fn emit_tile(
     };
     let (folded, blocks) = fold.open_elements_by(
         em,
-        ("0u", &format!("{}u", red_count(s)), red_count(s)),
+        ("0u", &format!("{}u", s.rd.red_count), s.rd.red_count),
         &accs,
         step as u64,
     );
     // The reduced coordinates of the trip's positions, the later ones the first's with the
     // innermost one plus their place.
-    let first = em.multi(&Index::Linear("r".into()), s.red_dims);
+    let first = em.multi(&Index::Linear("r".into()), &s.rd.red_dims);
     let mut positions = HashMap::new();
     let mut coords = vec![first.clone()];
     if step > 1 {
@@ -346,10 +332,10 @@ fn emit_tile(
             for b in 0..tn {
                 let kept = kept_index(a, b);
                 let mut idx = vec![String::new(); s.dims.len()];
-                for (k, &d) in s.kept.iter().enumerate() {
+                for (k, &d) in s.rd.kept.iter().enumerate() {
                     idx[d] = kept[k].clone();
                 }
-                for (k, &d) in s.reduced.iter().enumerate() {
+                for (k, &d) in s.rd.reduced.iter().enumerate() {
                     idx[d] = c[k].clone();
                 }
                 let idx = Index::Multi(idx);
@@ -370,9 +356,9 @@ fn emit_tile(
         }
     }
     // The stores: each output computed from the accumulators at its row-major offset.
-    let mut strides = vec![1usize; s.kept_dims.len()];
-    for k in (0..s.kept_dims.len().saturating_sub(1)).rev() {
-        strides[k] = strides[k + 1] * s.kept_dims[k + 1];
+    let mut strides = vec![1usize; s.rd.kept_dims.len()];
+    for k in (0..s.rd.kept_dims.len().saturating_sub(1)).rev() {
+        strides[k] = strides[k + 1] * s.rd.kept_dims[k + 1];
     }
     let mut base_terms = vec!["0u".to_string()];
     let mut bi = batch.iter();
@@ -408,9 +394,5 @@ fn emit_tile(
     for r in &op.results {
         em.scalars.remove(r);
     }
-    Ok(Some((func, loop_len)))
-}
-
-fn red_count(s: &Shape) -> u64 {
-    s.red_dims.iter().product::<usize>() as u64
+    Ok((func, loop_len))
 }
