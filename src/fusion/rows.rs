@@ -170,7 +170,39 @@ struct Merge {
     pass: HashMap<usize, usize>,
 }
 
+/// What [`Merge::restore`] takes a merge back to.
+struct Snapshot {
+    nodes: usize,
+    produced: HashSet<ValueId>,
+    dep: HashMap<ValueId, HashSet<usize>>,
+    pass: HashMap<usize, usize>,
+}
+
+/// Whether every output of merged kernel `m` is of a 32-bit type (what it can write).
+fn words_out(f: &Function, p: &Partition, infos: &[NodeInfo], m: &Merge) -> bool {
+    outputs(p, infos, m).iter().all(|v| {
+        matches!(
+            dtype(f, *v),
+            Some(ElementType::F32 | ElementType::I32 | ElementType::U32)
+        )
+    })
+}
+
 impl Merge {
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            nodes: self.nodes.len(),
+            produced: self.produced.clone(),
+            dep: self.dep.clone(),
+            pass: self.pass.clone(),
+        }
+    }
+
+    fn restore(&mut self, s: Snapshot) {
+        self.nodes.truncate(s.nodes);
+        (self.produced, self.dep, self.pass) = (s.produced, s.dep, s.pass);
+    }
+
     /// The reductions `v` depends on inside the merged kernel.
     fn deps_of(&self, vs: &[ValueId]) -> HashSet<usize> {
         vs.iter()
@@ -218,13 +250,14 @@ impl Merge {
         };
         match g.kind {
             KernelKind::Loop => {
-                // Outputs over the rows: the whole tensor, or one value per row.
-                if !g.outputs.iter().all(|v| {
-                    shape(f, *v).is_some_and(|s| self.rows.row_positions(s).is_some())
-                        && dtype(f, *v).is_some_and(|t| {
-                            matches!(t, ElementType::F32 | ElementType::I32 | ElementType::U32)
-                        })
-                }) {
+                // Outputs over the rows: the whole tensor, or one value per row. Of any type:
+                // one the merged kernel cannot write (a predicate) may be read only inside it,
+                // which the kernels after this one decide (see `fuse`).
+                if !g
+                    .outputs
+                    .iter()
+                    .all(|v| shape(f, *v).is_some_and(|s| self.rows.row_positions(s).is_some()))
+                {
                     return false;
                 }
             }
@@ -308,6 +341,8 @@ pub fn fuse(f: &Function, region: &Region, p: Partition, max_bindings: usize) ->
         if !m.try_add(f, region, i, g) {
             continue;
         }
+        // The longest merge so far whose outputs the kernel can write (32-bit words).
+        let mut writable = m.snapshot();
         for (j, next) in p.nodes.iter().enumerate().skip(i + 1) {
             let Node::Kernel(g2) = next else {
                 if infos[j].reads.iter().any(|v| m.produced.contains(v)) {
@@ -333,6 +368,15 @@ pub fn fuse(f: &Function, region: &Region, p: Partition, max_bindings: usize) ->
             if !fits {
                 break;
             }
+            if words_out(f, &p, &infos, &m) {
+                writable = m.snapshot();
+            }
+        }
+        // A predicate written by one part and read by a later one that did not join
+        // (logsumexp over rows of 32: `is_finite` of the row maxima, when the cost model wrote
+        // the maxima once) leaves the merge at the part before.
+        if !words_out(f, &p, &infos, &m) {
+            m.restore(writable);
         }
         if m.nodes.len() >= 2 {
             absorb_prologues(f, &p, &infos, &taken, &mut m, max_bindings);
@@ -379,18 +423,12 @@ fn attempt(
     g: &Group,
     max_bindings: usize,
 ) -> bool {
-    let before = (
-        m.nodes.len(),
-        m.produced.clone(),
-        m.dep.clone(),
-        m.pass.clone(),
-    );
+    let before = m.snapshot();
     if !m.try_add(f, region, k, g) {
         return false;
     }
     if bindings(p, infos, m) > max_bindings {
-        m.nodes.truncate(before.0);
-        (m.produced, m.dep, m.pass) = (before.1, before.2, before.3);
+        m.restore(before);
         return false;
     }
     true
