@@ -210,6 +210,9 @@ def cases():
         "cross-entropy 4096x1000": (xent, (x[:, :1000], ids[:4096] % 1000)),
         "cross-entropy grad 4096x1000": (jax.grad(xent), (x[:, :1000], ids[:4096] % 1000)),
         "logsumexp rows 4096x1024": (lambda x: jax.nn.logsumexp(x, axis=1), (x,)),
+        "softmax over rows of 16, 262144x16": (jax.nn.softmax, (x.reshape(-1, 16),)),
+        "cross-entropy grad, 65536 rows of 10 classes": (
+            jax.grad(xent), (x[:640].reshape(65536, 10), ids.repeat(8) % 10)),
         "x+1 over 64 floats, read back": (lambda x: x + 1, (x1[:64],)),
         "sum of 4096 floats, read back": (jnp.sum, (x1[:4096],)),
         "fori_loop to a traced bound (n=200)": (

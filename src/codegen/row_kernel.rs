@@ -14,6 +14,12 @@
 //! lane, so loads are what such a kernel costs there: softmax over 1024 x 1024 (three loads
 //! and two exponentials per element before, one and one now): 16-18 ms before, 9-10 ms now
 //! (`wgpu-hlo bench`), for a longer driver compile (see [`MAX_UNROLLED`]).
+//!
+//! Rows of at most 64 elements on CPU adapters take a **thread** each instead
+//! ([`thread_rows`]): the whole row held in registers as above with one lane, no shuffles, no
+//! broadcasts, every output stored by its thread. Fusion merges rows from 4 elements there
+//! (`fusion::rows`). Lavapipe, 4M f32, softmax in rows of 16: three kernels, 15.5-19.6 ms
+//! before; one, 5.3-5.4 ms now; in rows of 64 (a subgroup each before) 8.9-9.0 -> 5.8-6.0.
 
 use std::collections::{HashMap, HashSet};
 
@@ -26,7 +32,7 @@ use super::reduce_kernel::{
     workgroup_rows, Fold, SUBGROUP_ROWS, SUBGROUP_UNROLL, SUBGROUP_WORKGROUP,
 };
 use crate::error::{Error, Result};
-use crate::fusion::{switched_off, Group};
+use crate::fusion::{rows, switched_off, Group};
 use crate::ir::{Function, Op, Operation, ValueId};
 
 /// Emits the merged row kernel of `group` (kind `Rows`). Errors (an adapter without
@@ -41,8 +47,8 @@ pub fn emit(
     target: Target,
 ) -> Result<Kernel> {
     let refuse = |why: &str| Err(Error::unimplemented(format!("{name}: row kernel: {why}")));
-    if !target.caps.subgroup || !subgroup_rows_allowed() {
-        return refuse("no subgroup operations");
+    if !subgroup_rows_allowed() {
+        return refuse("switched off");
     }
     let reduces: Vec<Vec<&Operation>> = group
         .passes
@@ -83,6 +89,10 @@ pub fn emit(
     };
     if !enough_rows {
         return refuse("too few rows");
+    }
+    let threads = thread_rows(&target, rows, cols);
+    if !threads && !target.caps.subgroup {
+        return refuse("no subgroup operations");
     }
 
     let mut all_defs = defs.clone();
@@ -138,16 +148,29 @@ pub fn emit(
         }
     }
 
-    let wg_rows = workgroup_rows(&target, rows, cols);
-    em.line("let g = wid.y * nwg.x + wid.x;");
-    em.line(&format!("let w = min(sgs, {SUBGROUP_WORKGROUP}u);"));
-    em.open_loop(
-        &format!("for (var q: u32 = sgid; q < {wg_rows}u; q = q + nsg)"),
-        wg_rows,
-    );
-    em.line(&format!("let row = g * {wg_rows}u + q;"));
-    em.line(&format!("let o = min(row, {}u);", rows - 1));
-    let unrolled = unrolled_lanes(&target, rows, cols).map(|s| Lanes::new(s, cols));
+    let wg_rows = if threads {
+        u64::from(THREAD_ROWS_WORKGROUP)
+    } else {
+        workgroup_rows(&target, rows, cols)
+    };
+    if threads {
+        em.line("let row = tid;");
+        em.line("let o = row;");
+    } else {
+        em.line("let g = wid.y * nwg.x + wid.x;");
+        em.line(&format!("let w = min(sgs, {SUBGROUP_WORKGROUP}u);"));
+        em.open_loop(
+            &format!("for (var q: u32 = sgid; q < {wg_rows}u; q = q + nsg)"),
+            wg_rows,
+        );
+        em.line(&format!("let row = g * {wg_rows}u + q;"));
+        em.line(&format!("let o = min(row, {}u);", rows - 1));
+    }
+    let unrolled = if threads {
+        Some(Lanes::thread(cols))
+    } else {
+        unrolled_lanes(&target, rows, cols).map(|s| Lanes::new(s, cols))
+    };
     if let Some(l) = &unrolled {
         l.declare(&mut em);
         // Inputs of the row's shape are read a group of four at a time (one texel fetch from
@@ -167,6 +190,9 @@ pub fn emit(
                             .map(move |(c, p)| (p, (first.clone(), c)))
                     })
                     .collect(),
+                // Bound as vec4s (a thread per row too: softmax over rows of 8 / 32 / 64,
+                // 4M f32, took 7.5-8.9 / 6.2-8.6 / 6.8-8.4 ms by texels, 5.9 / 5.1 / 5.7-6.6
+                // ms by vec4s on lavapipe).
                 streaming: true,
                 any_shape: false,
                 rows: false,
@@ -257,6 +283,22 @@ pub fn emit(
                 em.line(&f);
             }
         }
+        // A thread per row holds its row's results already.
+        if threads {
+            for (j, op) in p.iter().enumerate() {
+                for (i, r) in op.results.iter().enumerate() {
+                    let s = em.fresh("row");
+                    em.line(&format!(
+                        "let {s}: {} = {};",
+                        types[k + j][i].wgsl(),
+                        accs[j][i]
+                    ));
+                    em.scalars.insert(*r, s);
+                }
+            }
+            k += p.len();
+            continue;
+        }
         em.open_loop(
             "for (var m: u32 = w >> 1u; m > 0u; m = m >> 1u)",
             u64::from(SUBGROUP_WORKGROUP.trailing_zeros()),
@@ -336,31 +378,47 @@ pub fn emit(
         .filter(|&j| outs[j].ty.shape != full.shape)
         .collect();
     if !row_outs.is_empty() {
-        em.open(&format!("if (sl == 0u && row < {rows}u)"));
+        let lane0 = if threads { "" } else { "sl == 0u && " };
+        em.open(&format!("if ({lane0}row < {rows}u)"));
         for &j in &row_outs {
             let v = em.value(outs[j].value, &Index::Linear("o".into()))?;
             em.line(&format!("out{j}[o] = {v};"));
         }
         em.close(None);
     }
-    em.close(None);
+    if !threads {
+        em.close(None);
+    }
 
     if let Some(why) = binding_limits(&em.inputs, &outs, &target) {
         return refuse(&why);
     }
-    let mut main = format!(
-        "@compute @workgroup_size({SUBGROUP_WORKGROUP})\nfn main(@builtin(workgroup_id) wid: \
-         vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_invocation_id) \
-         sl: u32, @builtin(subgroup_size) sgs: u32, @builtin(subgroup_id) sgid: u32, \
-         @builtin(num_subgroups) nsg: u32) {{\n    {} = nwg.z >> 16u;\n",
-        kernel::RUNTIME_ZERO
-    );
+    let mut main = if threads {
+        let mut m = kernel::entry_header(THREAD_ROWS_WORKGROUP);
+        m.push_str(&kernel::thread_index(THREAD_ROWS_WORKGROUP));
+        m.push_str(&format!("    if (tid >= {rows}u) {{ return; }}\n"));
+        m
+    } else {
+        format!(
+            "@compute @workgroup_size({SUBGROUP_WORKGROUP})\nfn main(@builtin(workgroup_id) wid: \
+             vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
+             @builtin(subgroup_invocation_id) sl: u32, @builtin(subgroup_size) sgs: u32, \
+             @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32) {{\n    {} = \
+             nwg.z >> 16u;\n",
+            kernel::RUNTIME_ZERO
+        )
+    };
     main.push_str(&em.body);
     main.push_str("}\n");
     let comment = format!(
         "kernel {name}: {} reduction pass(es) and the outputs over each of {rows} rows of {cols} \
-         elements (subgroup per row)\nfuses: {}",
+         elements ({})\nfuses: {}",
         reduces.len(),
+        if threads {
+            "thread per row"
+        } else {
+            "subgroup per row"
+        },
         em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
     );
     let source = format!("{funcs}{main}");
@@ -398,6 +456,21 @@ const ALWAYS_UNROLLED: u64 = 16;
 /// compile within a few hundred executions.
 const UNROLL_ELEMENTS: u64 = 1 << 19;
 
+/// Workgroup size of the thread-per-row kernel.
+const THREAD_ROWS_WORKGROUP: u32 = 64;
+
+/// Whether the merged row kernel takes a thread per row, the whole row held in registers
+/// ([`Lanes::thread`]), not a subgroup: on CPU adapters, for rows of at most
+/// [`rows::thread_rows_max`] elements, with at least a workgroup of rows per core. Per short
+/// row a subgroup spent more on its shuffles, broadcasts and its one lane's stores than on
+/// the row.
+fn thread_rows(target: &Target, rows: u64, cols: u64) -> bool {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+    target.cpu_adapter
+        && cols <= rows::thread_rows_max()
+        && rows >= cores * u64::from(THREAD_ROWS_WORKGROUP)
+}
+
 /// The subgroup size when each lane's share of a row is unrolled and held in registers: on CPU
 /// adapters with one subgroup size dividing the workgroup, for rows of at most
 /// [`ALWAYS_UNROLLED`] elements per lane, or [`MAX_UNROLLED`] in tensors of at least
@@ -420,12 +493,27 @@ struct Lanes {
     s: u64,
     cols: u64,
     group: u64,
+    /// A thread holds the whole row (`s` is 1, and there is no lane).
+    thread: bool,
 }
 
 impl Lanes {
     fn new(s: u64, cols: u64) -> Lanes {
         let group = if cols % 4 == 0 { 4 } else { 1 };
-        Lanes { s, cols, group }
+        Lanes {
+            s,
+            cols,
+            group,
+            thread: false,
+        }
+    }
+
+    /// A thread's whole row ([`thread_rows`]).
+    fn thread(cols: u64) -> Lanes {
+        Lanes {
+            thread: true,
+            ..Lanes::new(1, cols)
+        }
     }
 
     /// Declares every position.
@@ -433,7 +521,11 @@ impl Lanes {
         let (s, g) = (self.s, self.group);
         for j in 0..self.cols.div_ceil(s * g) {
             for c in 0..g {
-                em.line(&format!("let rc{j}_{c} = {g}u * (sl + {}u) + {c}u;", j * s));
+                if self.thread {
+                    em.line(&format!("let rc{j}_{c} = {}u;", g * j + c));
+                } else {
+                    em.line(&format!("let rc{j}_{c} = {g}u * (sl + {}u) + {c}u;", j * s));
+                }
             }
         }
     }

@@ -246,7 +246,7 @@ pub fn partition(
             .collect();
         // Each round materializes at least one more value, so this ends.
         if !cuts.iter().any(|v| forced.insert(*v)) {
-            let p = rows::fuse(f, region, p, max_bindings);
+            let p = rows::fuse(f, region, p, max_bindings, cpu_adapter);
             let p = multi_output::fuse(f, region, p, max_bindings);
             let p = epilogue::fuse(f, region, p, max_bindings);
             let p = prologue::fuse(f, region, p, max_bindings, cpu_adapter);

@@ -15,8 +15,27 @@ use std::collections::{HashMap, HashSet};
 use super::{definitions, node_reads, switched_off, Group, KernelKind, Node, NodeInfo, Partition};
 use crate::ir::{ElementType, Function, Op, Operation, Region, ValueId};
 
-/// Rows shorter than this stay with the ordinary kernels (a thread per row does well there).
+/// Rows shorter than this stay with the ordinary kernels on GPUs (a thread per row does well
+/// there; the merged kernel takes a subgroup per row).
 const MIN_ROW: i64 = 32;
+
+/// [`MIN_ROW`] on CPU adapters, where the merged kernel takes short rows a thread each
+/// (`codegen::row_kernel`): softmax over rows of 8 was three kernels, the row maxima, the
+/// sums of exponentials and the quotients, each reading the rows again.
+const MIN_ROW_CPU: i64 = 4;
+
+/// Rows of at most this many elements take a thread each in the merged row kernel on CPU
+/// adapters (`codegen::row_kernel`).
+const THREAD_ROWS_MAX: u64 = 64;
+
+/// [`THREAD_ROWS_MAX`], or `WGPU_HLO_ROW_THREADS_MAX` where that is a number (0: a subgroup
+/// per row, and rows shorter than [`MIN_ROW`] are not merged, as before).
+pub fn thread_rows_max() -> u64 {
+    std::env::var("WGPU_HLO_ROW_THREADS_MAX")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(THREAD_ROWS_MAX)
+}
 
 /// `WGPU_HLO_ROWS=0` turns row fusion off (for comparisons).
 fn enabled() -> bool {
@@ -67,7 +86,7 @@ fn dtype(f: &Function, v: ValueId) -> Option<ElementType> {
 
 /// The rows a `reduce` reduces, when it reduces the trailing dimensions of static tensors of
 /// 32-bit types into enough rows of enough elements.
-fn reduce_rows(f: &Function, op: &Operation) -> Option<Rows> {
+fn reduce_rows(f: &Function, op: &Operation, min_row: i64) -> Option<Rows> {
     let Op::Reduce { dimensions } = &op.op else {
         return None;
     };
@@ -91,7 +110,7 @@ fn reduce_rows(f: &Function, op: &Operation) -> Option<Rows> {
         )
     };
     (rows >= 2
-        && row >= MIN_ROW
+        && row >= min_row
         && op.operands.len() == 2 * n
         && op.operands[..n]
             .iter()
@@ -265,7 +284,8 @@ impl Merge {
                 let Some(op) = ops.get(g.root) else {
                     return false;
                 };
-                let Some(rows) = reduce_rows(f, op) else {
+                // Rows of the merge's own length (whatever the least).
+                let Some(rows) = reduce_rows(f, op, 1) else {
                     return false;
                 };
                 if rows.full != self.rows.full || rows.kept != self.rows.kept {
@@ -311,10 +331,21 @@ impl Merge {
 /// Merges row reductions with the kernels that read their results (see the module comment).
 /// A merged kernel keeps its parts, so a compile driver that cannot emit it (an adapter
 /// without subgroups, rows too long for one invocation) lowers the parts instead.
-pub fn fuse(f: &Function, region: &Region, p: Partition, max_bindings: usize) -> Partition {
+pub fn fuse(
+    f: &Function,
+    region: &Region,
+    p: Partition,
+    max_bindings: usize,
+    cpu_adapter: bool,
+) -> Partition {
     if !enabled() {
         return p;
     }
+    let min_row = if cpu_adapter && thread_rows_max() >= MIN_ROW as u64 {
+        MIN_ROW_CPU
+    } else {
+        MIN_ROW
+    };
     let def = definitions(region);
     let infos: Vec<NodeInfo> = p
         .nodes
@@ -328,7 +359,11 @@ pub fn fuse(f: &Function, region: &Region, p: Partition, max_bindings: usize) ->
         if taken[i] || g.kind != KernelKind::Reduce {
             continue;
         }
-        let Some(rows) = region.ops.get(g.root).and_then(|op| reduce_rows(f, op)) else {
+        let Some(rows) = region
+            .ops
+            .get(g.root)
+            .and_then(|op| reduce_rows(f, op, min_row))
+        else {
             continue;
         };
         let mut m = Merge {
