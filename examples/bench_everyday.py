@@ -202,6 +202,11 @@ def cases():
             lambda p: jnp.exp(-0.5 * jnp.sum((p[:, None] - p[None]) ** 2, -1)), (x[:2000, :3],)),
         "row dot products, 65536 rows of 32": (
             lambda a, b: jnp.sum(a * b, -1), (x[:, :512].reshape(65536, 32), x[:, 512:].reshape(65536, 32))),
+        "vmap(jnp.dot), 65536 rows of 32": (
+            jax.vmap(jnp.dot), (x[:, :512].reshape(65536, 32), x[:, 512:].reshape(65536, 32))),
+        "squared distances by einsum 1024x512x64": (
+            lambda a, b: jnp.einsum("ijk,ijk->ij", a[:, None] - b[None], a[:, None] - b[None]),
+            (x[:1024, :64], x[1024:1536, :64])),
         "attention of 512 heads over 8 steps": (
             lambda q: jax.nn.dot_product_attention(q[None], q[None], q[None]), (x[:, :1024].reshape(8, 512, 1024)[:, :, :64],)),
         "nearest centroid 4096x256x16": (

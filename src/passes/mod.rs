@@ -23,6 +23,7 @@ pub mod static_shapes;
 pub mod tokens;
 pub mod trip_count;
 pub mod unroll;
+pub mod vector_dots;
 pub mod whole_loops;
 
 use crate::error::Result;
@@ -33,7 +34,8 @@ use crate::ir::{verify, Function, Module};
 /// added to (`scatter_add`), reduces rows first where a full reduction reads per-row values
 /// (`rows_first`), folds transposes of dot results and of dot
 /// operands into the dots (`dot_transpose`), computes products of a loop's slices with loop-invariant
-/// operands before the loop (`hoist_dots`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`), scatters into narrow
+/// operands before the loop (`hoist_dots`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`), turns dots
+/// without free dimensions into a multiply and a reduction (`vector_dots`), scatters into narrow
 /// types that set, add, multiply or take maxima/minima in 32 bits (`narrow_scatters`), splits
 /// convolutions with lhs dilation into one per output phase (`conv_phases`), unrolls counted
 /// loops with small bodies (`unroll`), removes dead code and the vectors of decompositions
@@ -60,6 +62,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     hoist_dots::hoist_sliced_dots(&mut f);
     merge_dots::merge_shared_lhs_dots(&mut f);
     narrow_dots::upcast_narrow_dots(&mut f);
+    vector_dots::vector_dots_to_reductions(&mut f);
     narrow_scatters::widen_narrow_scatters(&mut f);
     conv_phases::split_dilated_convolutions(&mut f);
     guarded::guard_loops(&mut f);
