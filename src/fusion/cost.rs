@@ -180,9 +180,10 @@ const AMPLIFIED_LAUNCHES: f64 = 8.0;
 /// than it has elements: a per-row `log` or `rsqrt` broadcast along the rows of a large
 /// kernel is computed once per element there (one-hot cross-entropy's `log(sum(exp))`:
 /// 4M logarithms for 4096 rows). Written once, each reader loads it instead; the estimate
-/// weighs the extra evaluations against one more launch and the reads.
-pub fn amplified(f: &Function, op: &Operation, evaluations: f64, rates: Rates) -> bool {
-    let work = op_work(f, op);
+/// weighs the extra evaluations against one more launch and the reads. `work`: the
+/// simple-op work of one evaluation, `op`'s own and that of the fused chain computing its
+/// operands (`fusion::chain_work`).
+pub fn amplified(f: &Function, op: &Operation, work: f64, evaluations: f64, rates: Rates) -> bool {
     if work < AMPLIFIED_MIN_WORK || op.results.len() != 1 {
         return false;
     }
@@ -381,6 +382,32 @@ func.func @main(%s: tensor<{rows}xf32>, %x: tensor<{rows}x1000xf32>) -> tensor<{
         );
         // Four rows: the launch would cost more than the logarithms.
         assert!(!written(&per_row_log(4), true));
+    }
+
+    #[test]
+    fn a_per_channel_chain_is_written_once() {
+        // Batch normalization's scale `rsqrt(var / n + eps)` per channel, broadcast over 1.6M
+        // elements: the rsqrt alone (6 simple ops) looked cheaper to compute per element than
+        // a launch; with the division and the add it reads, the chain is written once.
+        let src = r#"
+func.func @main(%s: tensor<64xf32>, %x: tensor<25088x64xf32>) -> tensor<25088x64xf32> {
+  %n = stablehlo.constant dense<25088.0> : tensor<64xf32>
+  %e = stablehlo.constant dense<1.0e-5> : tensor<64xf32>
+  %v = stablehlo.divide %s, %n : tensor<64xf32>
+  %a = stablehlo.add %v, %e : tensor<64xf32>
+  %r = stablehlo.rsqrt %a : tensor<64xf32>
+  %b = stablehlo.broadcast_in_dim %r, dims = [1] : (tensor<64xf32>) -> tensor<25088x64xf32>
+  %y = stablehlo.multiply %x, %b : tensor<25088x64xf32>
+  return %y : tensor<25088x64xf32>
+}"#;
+        let notes = with_partition(src, true, |region, p| p.describe(region));
+        assert!(
+            notes.contains("stablehlo.rsqrt evaluated 1605632 times for 64 elements"),
+            "{notes}"
+        );
+        assert!(!with_partition(src, false, |region, p| p
+            .describe(region)
+            .contains("evaluated")));
     }
 
     #[test]
