@@ -3,9 +3,11 @@
 //! replaced by the earlier op's. JAX's autodiff leaves such repeats (the gradient of a
 //! Gaussian process's `cho_solve` solved one system twice); each would be a kernel launch.
 //!
-//! Only ops without regions and without effects take part: not `rng` (each call draws anew),
-//! custom calls (host callbacks), optimization barriers, checks and probes. Each region has
-//! its own table, so an op is only replaced by one that dominates it.
+//! Only ops without effects take part: not `rng` (each call draws anew), custom calls (host
+//! callbacks), optimization barriers, checks and probes; of the ops with regions, reductions
+//! whose bodies are the same computation (`x.mean()` and `x.var()` both sum `x`: two
+//! reductions of the same tensor, each a kernel reading it). Each region has its own table,
+//! so an op is only replaced by one that dominates it.
 
 use std::collections::HashMap;
 
@@ -15,7 +17,7 @@ use super::dce::has_side_effects;
 
 /// Whether `op` may be replaced by an identical earlier op.
 pub(crate) fn pure(op: &Operation) -> bool {
-    op.regions.is_empty()
+    (op.regions.is_empty() || matches!(op.op, Op::Reduce { .. } | Op::ReduceWindow { .. }))
         && !has_side_effects(op)
         && !matches!(
             op.op,
@@ -72,8 +74,11 @@ fn region(f: &Function, r: &mut Region, replaced: &mut HashMap<ValueId, ValueId>
             .entry((op.name(), op.operands.clone(), types))
             .or_default();
         let same = bucket.iter().copied().find(|&i| {
-            kept.get(i)
-                .is_some_and(|k| k.op == op.op && k.results.len() == op.results.len())
+            kept.get(i).is_some_and(|k| {
+                k.op == op.op
+                    && k.results.len() == op.results.len()
+                    && same_regions(f, &k.regions, &op.regions, &mut HashMap::new())
+            })
         });
         match same {
             Some(i) => {
@@ -90,6 +95,55 @@ fn region(f: &Function, r: &mut Region, replaced: &mut HashMap<ValueId, ValueId>
     }
     r.ops = kept;
     removed
+}
+
+/// Whether regions `a` and `b` compute the same: op for op the same op on corresponding
+/// values (`map`: `a`'s arguments and results to `b`'s; a value of neither, captured from
+/// outside, must be the same value), with results of the same types.
+fn same_regions(
+    f: &Function,
+    a: &[Region],
+    b: &[Region],
+    map: &mut HashMap<ValueId, ValueId>,
+) -> bool {
+    let ty = |v: &ValueId| f.values.get(v.index());
+    if a.len() != b.len() {
+        return false;
+    }
+    for (ra, rb) in a.iter().zip(b) {
+        if ra.args.len() != rb.args.len() || ra.ops.len() != rb.ops.len() {
+            return false;
+        }
+        for (x, y) in ra.args.iter().zip(&rb.args) {
+            if ty(x) != ty(y) {
+                return false;
+            }
+            map.insert(*x, *y);
+        }
+        for (oa, ob) in ra.ops.iter().zip(&rb.ops) {
+            let operands = oa.operands.len() == ob.operands.len()
+                && oa
+                    .operands
+                    .iter()
+                    .zip(&ob.operands)
+                    .all(|(x, y)| map.get(x).unwrap_or(x) == y);
+            if oa.op != ob.op
+                || !operands
+                || oa.results.len() != ob.results.len()
+                || (oa.op != Op::Return && has_side_effects(oa))
+                || !same_regions(f, &oa.regions, &ob.regions, map)
+            {
+                return false;
+            }
+            for (x, y) in oa.results.iter().zip(&ob.results) {
+                if ty(x) != ty(y) {
+                    return false;
+                }
+                map.insert(*x, *y);
+            }
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -113,6 +167,26 @@ mod tests {
                 "stablehlo.multiply",
                 "stablehlo.return"
             ]
+        );
+    }
+
+    #[test]
+    fn reductions_with_the_same_body_merge() {
+        // Two sums of %x over the same dimension (a mean and a variance's mean), a max of it
+        // and a sum over the other dimension: the second sum goes.
+        let src = "func.func @main(%x: tensor<8x4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<8xf32>) {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0] : (tensor<8x4xf32>, tensor<f32>) -> tensor<4xf32>
+  %1 = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0] : (tensor<8x4xf32>, tensor<f32>) -> tensor<4xf32>
+  %2 = stablehlo.reduce(%x init: %z) applies stablehlo.maximum across dimensions = [0] : (tensor<8x4xf32>, tensor<f32>) -> tensor<4xf32>
+  %3 = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [1] : (tensor<8x4xf32>, tensor<f32>) -> tensor<8xf32>
+  return %0, %1, %2, %3 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<8xf32>
+}";
+        let names = ops(src);
+        assert_eq!(
+            names.iter().filter(|o| *o == "stablehlo.reduce").count(),
+            3,
+            "{names:?}"
         );
     }
 
