@@ -269,3 +269,27 @@ def test_a_concatenation_read_at_two_indices_is_written_on_cpu_adapters(gpu, tmp
 
     n = kernels(gpu, tmp_path, monkeypatch, f, *parts)
     assert n == (2 if cpu_kernel_class(gpu) else 1)
+
+
+def test_batch_norm_reads_its_input_twice(gpu, tmp_path, monkeypatch):
+    """Batch normalization with `jnp.var` (which computes the mean again): the two sums of `x`
+    are one reduction (`cse` merges reductions with the same body), so `x` is reduced twice
+    (its sum, the sum of squared deviations), not three times. On CPU adapters the
+    per-channel scale `rsqrt(var / n + eps)` is written once rather than computed for each
+    of the 1.6M elements (`fusion::chain_work`)."""
+    import glob
+    import os
+
+    def bn(x):
+        return (x - x.mean((0, 1, 2))) * jax.lax.rsqrt(x.var((0, 1, 2)) + 1e-5)
+
+    kernels(gpu, tmp_path, monkeypatch, bn, normal((8, 56, 56, 64)), rtol=1e-4, atol=1e-5)
+    heads = [open(p).readline() for p in glob.glob(os.path.join(tmp_path, "*.wgsl"))]
+    over_x = [h for h in heads if h.startswith("// kernel reduce_") and "folds" not in h]
+    assert len(over_x) == 2, heads
+    if cpu_kernel_class(gpu):
+        main = [h for h in heads if "loop over 1605632" in h]
+        assert len(main) == 1, heads
+        paths = glob.glob(os.path.join(tmp_path, "*.wgsl"))
+        text = open([p for p in paths if "loop over 1605632" in open(p).readline()][0]).read()
+        assert "wh_rsqrt_f32(" not in text.split("fn main")[1], "rsqrt computed per element"
