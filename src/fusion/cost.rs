@@ -411,6 +411,29 @@ func.func @main(%s: tensor<64xf32>, %x: tensor<25088x64xf32>) -> tensor<25088x64
     }
 
     #[test]
+    fn a_chain_over_row_results_is_priced_by_its_own_op() {
+        // logsumexp's `select(is_finite(max), max, 0)` over row maxima: row fusion computes
+        // it once per row in the merged kernel, so its chain does not make it written.
+        let src = r#"
+func.func @main(%x: tensor<4096x1024xf32>) -> tensor<4096x1024xf32> {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %z = stablehlo.constant dense<0.0> : tensor<4096xf32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1] : (tensor<4096x1024xf32>, tensor<f32>) -> tensor<4096xf32>
+  %f = stablehlo.is_finite %m : (tensor<4096xf32>) -> tensor<4096xi1>
+  %s = stablehlo.select %f, %m, %z : (tensor<4096xi1>, tensor<4096xf32>, tensor<4096xf32>) -> tensor<4096xf32>
+  %t = stablehlo.abs %s : tensor<4096xf32>
+  %u = stablehlo.negate %t : tensor<4096xf32>
+  %v = stablehlo.abs %u : tensor<4096xf32>
+  %w = stablehlo.negate %v : tensor<4096xf32>
+  %b = stablehlo.broadcast_in_dim %w, dims = [0] : (tensor<4096xf32>) -> tensor<4096x1024xf32>
+  %y = stablehlo.subtract %x, %b : tensor<4096x1024xf32>
+  return %y : tensor<4096x1024xf32>
+}"#;
+        let notes = with_partition(src, true, |region, p| p.describe(region));
+        assert!(!notes.contains("evaluated"), "{notes}");
+    }
+
+    #[test]
     fn a_value_read_twice_by_one_kernel_is_fused_there() {
         let src = r#"
 func.func @main(%a: tensor<1048576xf32>) -> tensor<1048576xf32> {
