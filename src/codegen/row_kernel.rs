@@ -283,44 +283,33 @@ pub fn emit(
                 em.line(&f);
             }
         }
-        // A thread per row holds its row's results already.
-        if threads {
+        // A subgroup combines its lanes' accumulators; a thread per row holds its row's
+        // results already.
+        if !threads {
+            em.open_loop(
+                "for (var m: u32 = w >> 1u; m > 0u; m = m >> 1u)",
+                u64::from(SUBGROUP_WORKGROUP.trailing_zeros()),
+            );
             for (j, op) in p.iter().enumerate() {
-                for (i, r) in op.results.iter().enumerate() {
-                    let s = em.fresh("row");
-                    em.line(&format!(
-                        "let {s}: {} = {};",
-                        types[k + j][i].wgsl(),
-                        accs[j][i]
-                    ));
-                    em.scalars.insert(*r, s);
+                let n = op.results.len();
+                let other: Vec<String> = (0..n).map(|i| format!("t{j}_{i}")).collect();
+                for (i, a) in accs[j].iter().enumerate() {
+                    em.line(&format!("let t{j}_{i} = subgroupShuffleXor({a}, m);"));
                 }
+                em.line(&combine(&format!("reducer{}", k + j), n, &accs[j], &other));
             }
-            k += p.len();
-            continue;
+            em.close(None);
         }
-        em.open_loop(
-            "for (var m: u32 = w >> 1u; m > 0u; m = m >> 1u)",
-            u64::from(SUBGROUP_WORKGROUP.trailing_zeros()),
-        );
-        for (j, op) in p.iter().enumerate() {
-            let n = op.results.len();
-            let other: Vec<String> = (0..n).map(|i| format!("t{j}_{i}")).collect();
-            for (i, a) in accs[j].iter().enumerate() {
-                em.line(&format!("let t{j}_{i} = subgroupShuffleXor({a}, m);"));
-            }
-            em.line(&combine(&format!("reducer{}", k + j), n, &accs[j], &other));
-        }
-        em.close(None);
         // Every lane holds the same row result (lane 0's), whatever the reducer's rounding.
         for (j, op) in p.iter().enumerate() {
             for (i, r) in op.results.iter().enumerate() {
                 let s = em.fresh("row");
-                em.line(&format!(
-                    "let {s}: {} = subgroupBroadcast({}, 0u);",
-                    types[k + j][i].wgsl(),
-                    accs[j][i]
-                ));
+                let v = if threads {
+                    accs[j][i].clone()
+                } else {
+                    format!("subgroupBroadcast({}, 0u)", accs[j][i])
+                };
+                em.line(&format!("let {s}: {} = {v};", types[k + j][i].wgsl()));
                 em.scalars.insert(*r, s);
             }
         }
