@@ -21,7 +21,7 @@ use crate::ir::{
 
 /// Applies the rewrite throughout `f`.
 pub fn vector_dots_to_reductions(f: &mut Function) {
-    if crate::fusion::switched_off("WGPU_HLO_VECTOR_DOTS") {
+    if std::env::var("WGPU_HLO_VECTOR_DOTS").is_ok_and(|v| v.trim() == "0") {
         return;
     }
     super::rewrite::expand_ops(f, rewritten);
