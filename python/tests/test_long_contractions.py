@@ -54,9 +54,13 @@ def test_long_contraction_is_as_accurate_as_cpu(gpu, name):
     assert errs["wgpu"] <= factor * errs["cpu"] + 2e-7, errs
 
 
-def test_vector_dot_is_split_over_the_device(gpu, tmp_path, monkeypatch):
+@pytest.mark.parametrize("as_dot", [False, True])
+def test_vector_dot_is_split_over_the_device(gpu, tmp_path, monkeypatch, as_dot):
     """A dot product of two long vectors runs as partial sums over chunks of the contraction
-    and a fold, not in one team of lanes."""
+    and a fold, not in one team of lanes: as a reduction (`passes::vector_dots`), or kept a
+    dot (`WGPU_HLO_VECTOR_DOTS=0`) by the matrix-vector kernel's partial sums."""
+    if as_dot:
+        monkeypatch.setenv("WGPU_HLO_VECTOR_DOTS", "0")
     n = 1 << 20
     a = np.linspace(-1, 1, n, dtype=np.float32)
     b = np.cos(np.arange(n, dtype=np.float32))
@@ -68,5 +72,8 @@ def test_vector_dot_is_split_over_the_device(gpu, tmp_path, monkeypatch):
     assert abs(got - want) <= 1e-6 * float(np.abs(a.astype(np.float64) * b).sum())
     heads = [open(p).readline() for p in sorted(glob.glob(os.path.join(tmp_path, "*.wgsl")))]
     partials = [h for h in heads if "_partials" in h]
-    assert partials and "matrix-vector" in partials[0] and "partial sums" in partials[0], heads
+    if as_dot:
+        assert partials and "matrix-vector" in partials[0] and "partial sums" in partials[0], heads
+    else:
+        assert partials and "reduce" in partials[0], heads
     assert any("_fold" in h for h in heads), heads
