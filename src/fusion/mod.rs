@@ -1003,13 +1003,7 @@ fn chain_work(
                 .first()
                 .and_then(|x| f.ty(*x).as_tensor())
                 .map_or(0, |t| t.shape.len());
-            let mut d: Vec<i64> = dimensions.clone();
-            d.sort_unstable();
-            let trailing = !d.is_empty()
-                && d.iter()
-                    .enumerate()
-                    .all(|(k, &x)| x == (rank - d.len() + k) as i64);
-            if trailing {
+            if rows::over_trailing(dimensions, rank) {
                 return cost::op_work(f, op);
             }
             continue;

@@ -84,6 +84,17 @@ fn dtype(f: &Function, v: ValueId) -> Option<ElementType> {
         .map(|t| t.dtype)
 }
 
+/// Whether a reduction over `dimensions` of a rank-`rank` input reduces its trailing
+/// dimensions (at least one): its results are per row.
+pub(crate) fn over_trailing(dimensions: &[i64], rank: usize) -> bool {
+    let Some(kept) = rank.checked_sub(dimensions.len()) else {
+        return false;
+    };
+    let mut reduced = dimensions.to_vec();
+    reduced.sort_unstable();
+    !reduced.is_empty() && reduced == (kept as i64..rank as i64).collect::<Vec<_>>()
+}
+
 /// The rows a `reduce` reduces, when it reduces the trailing dimensions of static tensors of
 /// 32-bit types into enough rows of enough elements.
 fn reduce_rows(f: &Function, op: &Operation, min_row: i64) -> Option<Rows> {
@@ -92,15 +103,10 @@ fn reduce_rows(f: &Function, op: &Operation, min_row: i64) -> Option<Rows> {
     };
     let n = op.results.len();
     let full = shape(f, *op.operands.first()?)?.to_vec();
-    if full.iter().any(|&d| d < 0) || dimensions.is_empty() {
+    if full.iter().any(|&d| d < 0) || !over_trailing(dimensions, full.len()) {
         return None;
     }
-    let kept = full.len().checked_sub(dimensions.len())?;
-    let mut reduced: Vec<i64> = dimensions.clone();
-    reduced.sort_unstable();
-    if reduced != (kept as i64..full.len() as i64).collect::<Vec<_>>() {
-        return None;
-    }
+    let kept = full.len() - dimensions.len();
     let rows: i64 = full[..kept].iter().product();
     let row: i64 = full[kept..].iter().product();
     let words = |v: &ValueId| {
