@@ -270,6 +270,11 @@ def cases():
             jax.scipy.special.betainc,
             (np.abs(x1[:4096]) * 5 + 0.5, np.abs(x1[4096:8192]) * 5 + 0.5,
              np.abs(x1[8192:12288]) % 1)),
+        "average-pool gradient, ReLU then 2x2 over 32x56x56x64": (
+            jax.grad(lambda x: jnp.sum(jnp.tanh(lax.reduce_window(
+                jax.nn.relu(x), 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4))),
+            (rng.standard_normal((32, 56, 56, 64)).astype(np.float32),),
+        ),
         "layernorm 4096x1024": (
             lambda x: (x - x.mean(1, keepdims=True)) / jnp.sqrt(x.var(1, keepdims=True) + 1e-5),
             (x,),

@@ -15,6 +15,7 @@ pub mod inline;
 pub mod merge_dots;
 pub mod narrow_dots;
 pub mod narrow_scatters;
+pub mod repeat_windows;
 pub mod rewrite;
 pub mod rows_first;
 pub mod scatter_add;
@@ -35,7 +36,8 @@ use crate::ir::{verify, Function, Module};
 /// (`rows_first`), folds transposes of dot results and of dot
 /// operands into the dots (`dot_transpose`), computes products of a loop's slices with loop-invariant
 /// operands before the loop (`hoist_dots`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`), turns dots
-/// without free dimensions into a multiply and a reduction (`vector_dots`), scatters into narrow
+/// without free dimensions into a multiply and a reduction (`vector_dots`), windowed sums holding
+/// one element per window into repeats (`repeat_windows`), scatters into narrow
 /// types that set, add, multiply or take maxima/minima in 32 bits (`narrow_scatters`), splits
 /// convolutions with lhs dilation into one per output phase (`conv_phases`), unrolls counted
 /// loops with small bodies (`unroll`), removes dead code and the vectors of decompositions
@@ -63,6 +65,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     merge_dots::merge_shared_lhs_dots(&mut f);
     narrow_dots::upcast_narrow_dots(&mut f);
     vector_dots::vector_dots_to_reductions(&mut f);
+    repeat_windows::repeat_single_element_windows(&mut f);
     narrow_scatters::widen_narrow_scatters(&mut f);
     conv_phases::split_dilated_convolutions(&mut f);
     guarded::guard_loops(&mut f);

@@ -29,7 +29,7 @@ pub fn scatter_add_into_operand(f: &mut Function) {
 
 /// Counts the uses of every value, and collects values that are all zeros: splat zero
 /// constants and broadcasts of a zero constant.
-fn survey(r: &Region, uses: &mut HashMap<ValueId, usize>, zeros: &mut HashSet<ValueId>) {
+pub(crate) fn survey(r: &Region, uses: &mut HashMap<ValueId, usize>, zeros: &mut HashSet<ValueId>) {
     for op in &r.ops {
         for o in &op.operands {
             *uses.entry(*o).or_default() += 1;
@@ -67,6 +67,11 @@ fn scatter_adds_into_zeros(op: &Operation, zeros: &HashSet<ValueId>) -> bool {
     if !matches!(op.op, Op::Scatter { .. }) || !zeros.contains(x) {
         return false;
     }
+    adds_its_arguments(body)
+}
+
+/// Whether `body` (of two arguments) returns their sum.
+pub(crate) fn adds_its_arguments(body: &Region) -> bool {
     match (body.args.as_slice(), body.ops.as_slice()) {
         ([a, u], [add, ret]) => {
             add.op == Op::Binary(BinaryOp::Add)
