@@ -27,6 +27,51 @@ impl Index {
     }
 }
 
+/// The groups of dimensions a reshape from `odims` to `rdims` maps onto each other: pairs of
+/// ranges of result and operand dimensions with equal products (a dimension of 1 a group of
+/// its own, with an empty range on the other side), in order. `None` for empty tensors and
+/// when the products do not line up.
+pub fn reshape_groups(
+    rdims: &[usize],
+    odims: &[usize],
+) -> Option<Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>> {
+    if rdims.contains(&0) || odims.contains(&0) {
+        return None;
+    }
+    let (r, o) = (rdims.len(), odims.len());
+    let (mut i, mut j) = (0, 0);
+    let mut groups = Vec::new();
+    while i < r || j < o {
+        if i < r && rdims[i] == 1 {
+            groups.push((i..i + 1, j..j));
+            i += 1;
+            continue;
+        }
+        if j < o && odims[j] == 1 {
+            groups.push((i..i, j..j + 1));
+            j += 1;
+            continue;
+        }
+        if i >= r || j >= o {
+            return None;
+        }
+        let (si, sj) = (i, j);
+        let (mut pr, mut po) = (rdims[i], odims[j]);
+        (i, j) = (i + 1, j + 1);
+        while pr != po {
+            if pr < po {
+                pr = pr.checked_mul(*rdims.get(i)?)?;
+                i += 1;
+            } else {
+                po = po.checked_mul(*odims.get(j)?)?;
+                j += 1;
+            }
+        }
+        groups.push((si..i, sj..j));
+    }
+    Some(groups)
+}
+
 /// Row-major linearization of `idx` for `dims`.
 pub fn linearize(idx: &[String], dims: &[usize]) -> String {
     let mut terms = Vec::new();
@@ -1053,6 +1098,15 @@ impl<'a> ExprEmitter<'a> {
                 if let Some(xi) = self.reshape_keeping_group(idx, &rdims, &odims) {
                     return self.value(op.operands[0], &Index::Multi(xi));
                 }
+                if let Index::Multi(m) = idx {
+                    // With grouped positions only where the innermost coordinate passes
+                    // through: a new one would not be a grouped position.
+                    if self.quads.is_none() || Self::innermost_passes(&rdims, &odims) {
+                        if let Some(xi) = self.reshape_by_groups(m, &rdims, &odims) {
+                            return self.value(op.operands[0], &Index::Multi(xi));
+                        }
+                    }
+                }
                 let lin = self.linear(idx, &rdims);
                 self.value(op.operands[0], &Index::Linear(lin))
             }
@@ -1783,6 +1837,68 @@ impl<'a> ExprEmitter<'a> {
         }
     }
 
+    /// The operand coordinates of a reshape's result coordinates `m`, dimension group by
+    /// dimension group ([`reshape_groups`]): a result dimension split from one operand
+    /// dimension is that coordinate's quotient and remainder, merged ones a sum of products,
+    /// and a dimension in a group of its own passes through. Through the linear position,
+    /// every coordinate was a quotient and remainder of the whole offset: a repeat written
+    /// `reshape(broadcast_in_dim(g))` along two dimensions took 12 divisions an element where
+    /// it takes 2 (lavapipe: 10.6 ms for a 32x56x56x64 repeat of a 32x28x28x64 value,
+    /// against 6.1 for a ReLU of the same size). `None` where the groups do not line up.
+    fn reshape_by_groups(
+        &mut self,
+        m: &[String],
+        rdims: &[usize],
+        odims: &[usize],
+    ) -> Option<Vec<String>> {
+        if m.len() != rdims.len() {
+            return None;
+        }
+        let mut xi = Vec::with_capacity(odims.len());
+        for (rs, os) in reshape_groups(rdims, odims)? {
+            match (rs.len(), os.len()) {
+                (_, 0) => {}
+                (0, n) => xi.extend(std::iter::repeat_n("0u".to_string(), n)),
+                (1, 1) => xi.push(m[rs.start].clone()),
+                (1, _) => {
+                    let parts = self.multi(&Index::Linear(m[rs.start].clone()), &odims[os]);
+                    xi.extend(parts);
+                }
+                (_, n) => {
+                    let lin = linearize(&m[rs.clone()], &rdims[rs]);
+                    let lin = if lin.len() > 12 {
+                        let name = self.fresh("i");
+                        self.line(&format!("let {name} = {lin};"));
+                        name
+                    } else {
+                        lin
+                    };
+                    if n == 1 {
+                        xi.push(lin);
+                    } else {
+                        xi.extend(self.multi(&Index::Linear(lin), &odims[os]));
+                    }
+                }
+            }
+        }
+        (xi.len() == odims.len()).then_some(xi)
+    }
+
+    /// Whether the innermost result coordinate of a reshape from `odims` to `rdims` passes
+    /// through as the operand's innermost (the last group maps one dimension to one): then a
+    /// grouped position (see [`Quads`]) stays one.
+    fn innermost_passes(rdims: &[usize], odims: &[usize]) -> bool {
+        reshape_groups(rdims, odims)
+            .and_then(|g| {
+                g.into_iter()
+                    .rev()
+                    .find(|(r, o)| !r.is_empty() && !o.is_empty())
+            })
+            .is_some_and(|(r, o)| {
+                r.len() == 1 && o.len() == 1 && r.end == rdims.len() && o.end == odims.len()
+            })
+    }
+
     /// The operand's index of a reshape that keeps the innermost extent (a multiple of 4), at
     /// a multi-index whose innermost coordinate is a grouped position (see [`Quads`]): that
     /// coordinate passes through, so the operand's reads stay grouped; the outer ones are
@@ -1812,8 +1928,13 @@ impl<'a> ExprEmitter<'a> {
         let (r, o) = (rdims.len(), odims.len());
         if inner == operand_inner {
             let mut xi = if o > 1 {
-                let outer = linearize(&m[..r - 1], &rdims[..r - 1]);
-                self.multi(&Index::Linear(outer), &odims[..o - 1])
+                match self.reshape_by_groups(&m[..r - 1], &rdims[..r - 1], &odims[..o - 1]) {
+                    Some(xi) => xi,
+                    None => {
+                        let outer = linearize(&m[..r - 1], &rdims[..r - 1]);
+                        self.multi(&Index::Linear(outer), &odims[..o - 1])
+                    }
+                }
             } else {
                 Vec::new()
             };
@@ -2129,7 +2250,33 @@ fn broadcast_operand_index(m: &[String], dimensions: &[i64], shape: &[i64]) -> V
 
 #[cfg(test)]
 mod tests {
-    use super::const_index;
+    use super::{const_index, reshape_groups};
+
+    #[test]
+    fn reshapes_map_groups_of_dimensions() {
+        let g = |r: &[usize], o: &[usize]| {
+            reshape_groups(r, o).map(|g| {
+                g.into_iter()
+                    .map(|(a, b)| (a.start, a.end, b.start, b.end))
+                    .collect::<Vec<_>>()
+            })
+        };
+        // A repeat: [32, 28, 2, 28, 64] read as [32, 56, 28, 64].
+        assert_eq!(
+            g(&[32, 56, 28, 64], &[32, 28, 2, 28, 64]),
+            Some(vec![(0, 1, 0, 1), (1, 2, 1, 3), (2, 3, 3, 4), (3, 4, 4, 5)])
+        );
+        // Merged, with dimensions of 1 on either side.
+        assert_eq!(
+            g(&[6, 1, 4], &[2, 3, 4, 1]),
+            Some(vec![(0, 1, 0, 2), (1, 2, 2, 2), (2, 3, 2, 3), (3, 3, 3, 4)])
+        );
+        // Groups that only line up together: [6, 4] as [4, 6].
+        assert_eq!(g(&[6, 4], &[4, 6]), Some(vec![(0, 2, 0, 2)]));
+        assert_eq!(g(&[], &[1, 1]), Some(vec![(0, 0, 0, 1), (0, 0, 1, 2)]));
+        assert_eq!(g(&[0, 4], &[4, 0]), None);
+        assert_eq!(g(&[6], &[4]), None);
+    }
 
     #[test]
     fn constant_indices_evaluate() {
