@@ -26,6 +26,7 @@ pub mod trip_count;
 pub mod unroll;
 pub mod vector_dots;
 pub mod whole_loops;
+pub mod window_reductions;
 
 use crate::error::Result;
 use crate::ir::{verify, Function, Module};
@@ -37,7 +38,8 @@ use crate::ir::{verify, Function, Module};
 /// operands into the dots (`dot_transpose`), computes products of a loop's slices with loop-invariant
 /// operands before the loop (`hoist_dots`), runs dots and convolutions of narrow floats in f32 (`narrow_dots`), turns dots
 /// without free dimensions into a multiply and a reduction (`vector_dots`), windowed sums holding
-/// one element per window into repeats (`repeat_windows`), scatters into narrow
+/// one element per window into repeats (`repeat_windows`), windowed reductions whose windows
+/// tile their input into reductions of a reshape (`window_reductions`), scatters into narrow
 /// types that set, add, multiply or take maxima/minima in 32 bits (`narrow_scatters`), splits
 /// convolutions with lhs dilation into one per output phase (`conv_phases`), unrolls counted
 /// loops with small bodies (`unroll`), removes dead code and the vectors of decompositions
@@ -66,6 +68,7 @@ pub fn prepare(module: &Module, entry: &str) -> Result<Function> {
     narrow_dots::upcast_narrow_dots(&mut f);
     vector_dots::vector_dots_to_reductions(&mut f);
     repeat_windows::repeat_single_element_windows(&mut f);
+    window_reductions::non_overlapping_windows_to_reductions(&mut f);
     narrow_scatters::widen_narrow_scatters(&mut f);
     conv_phases::split_dilated_convolutions(&mut f);
     guarded::guard_loops(&mut f);
