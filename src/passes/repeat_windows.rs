@@ -83,8 +83,9 @@ fn rewrite_region(
     }
 }
 
-/// Whether `v` is empty or every element is `one`.
-fn all(v: &[i64], rank: usize, one: i64) -> bool {
+/// Whether `v` (a per-dimension attribute of a tensor of `rank` dimensions) is empty or every
+/// element is `one`.
+pub(super) fn all(v: &[i64], rank: usize, one: i64) -> bool {
     v.is_empty() || (v.len() == rank && v.iter().all(|&x| x == one))
 }
 

@@ -12,6 +12,7 @@
 //! kernels fold a window's elements in row-major order, as the `reduce_window` kernel did.
 //! `WGPU_HLO_WINDOW_REDUCES=0` keeps the windowed reductions.
 
+use super::repeat_windows::all;
 use crate::ir::{Function, Op, Operation, Type};
 
 /// Applies the rewrite throughout `f`.
@@ -20,11 +21,6 @@ pub fn non_overlapping_windows_to_reductions(f: &mut Function) {
         return;
     }
     super::rewrite::expand_ops(f, rewritten);
-}
-
-/// Whether `v` is empty or every element is `one`.
-fn all(v: &[i64], rank: usize, one: i64) -> bool {
-    v.is_empty() || (v.len() == rank && v.iter().all(|&x| x == one))
 }
 
 /// The slices, reshapes and reduce replacing `op`, when its windows tile its input.
