@@ -271,8 +271,80 @@ pub(crate) fn called_library_functions(body: &str) -> Vec<String> {
     out
 }
 
+/// Modules [`validate`] parsed, by their WGSL text, for the runtime to hand to wgpu instead of
+/// the text ([`parsed_module`]): wgpu would parse each kernel again, twice on CPU adapters
+/// (the device's pipeline and the warming helper's, `runtime::warm`). naga 30's WGSL front
+/// end types each new expression after skipping over every earlier one of its function
+/// (`Typifier::grow` walks the expression arena from its start), so a parse takes time
+/// quadratic in a function's length: the LU panel kernel of `inv` 512 (1837 lines, 115 KB)
+/// took 86 ms, and parsing was 30 % of the CPU time of compiling and loading that program on
+/// lavapipe. A clone of the module costs a fraction of that. Bounded: past
+/// [`PARSED_MAX_BYTES`] of WGSL the entries used least recently go.
+#[derive(Default)]
+struct Parsed {
+    modules: std::collections::HashMap<String, (naga::Module, u64)>,
+    /// Use stamps: the next one, and each entry's text by its last.
+    clock: u64,
+    by_use: std::collections::BTreeMap<u64, String>,
+    bytes: usize,
+}
+
+/// WGSL bytes whose parsed modules [`validate`] keeps at most.
+const PARSED_MAX_BYTES: usize = 4 << 20;
+
+fn parsed() -> &'static std::sync::Mutex<Parsed> {
+    static P: std::sync::OnceLock<std::sync::Mutex<Parsed>> = std::sync::OnceLock::new();
+    P.get_or_init(Default::default)
+}
+
+/// Keeps `module`, parsed from `wgsl` and valid, for [`parsed_module`].
+fn keep_parsed(wgsl: &str, module: naga::Module) {
+    if wgsl.len() > PARSED_MAX_BYTES {
+        return;
+    }
+    // A poisoned lock (a panic while holding it) only loses the shortcut.
+    let Ok(mut p) = parsed().lock() else {
+        return;
+    };
+    let p = &mut *p;
+    if p.modules.contains_key(wgsl) {
+        return;
+    }
+    while p.bytes + wgsl.len() > PARSED_MAX_BYTES {
+        let Some((_, old)) = p.by_use.pop_first() else {
+            break;
+        };
+        p.modules.remove(&old);
+        p.bytes -= old.len();
+    }
+    p.clock += 1;
+    p.bytes += wgsl.len();
+    p.by_use.insert(p.clock, wgsl.to_string());
+    p.modules.insert(wgsl.to_string(), (module, p.clock));
+}
+
+/// A copy of the module [`validate`] parsed from exactly `wgsl`, if it still has it.
+/// `WGPU_HLO_PARSED_MODULES=0` turns the handoff off (wgpu then parses every kernel's text).
+pub fn parsed_module(wgsl: &str) -> Option<naga::Module> {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *OFF.get_or_init(|| std::env::var("WGPU_HLO_PARSED_MODULES").is_ok_and(|v| v.trim() == "0"))
+    {
+        return None;
+    }
+    let mut p = parsed().lock().ok()?;
+    let p = &mut *p;
+    p.clock += 1;
+    let now = p.clock;
+    let (module, stamp) = p.modules.get_mut(wgsl)?;
+    let text = p.by_use.remove(stamp)?;
+    *stamp = now;
+    p.by_use.insert(now, text);
+    Some(module.clone())
+}
+
 /// Parses and validates a WGSL module with naga; a failure is an internal error naming the
-/// kernel (a code generator bug, never a runtime surprise).
+/// kernel (a code generator bug, never a runtime surprise). The module is kept for the
+/// runtime ([`parsed_module`]).
 pub fn validate(name: &str, wgsl: &str, caps: Capabilities) -> Result<()> {
     let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| {
         // Some parse errors carry no source span: show the module then.
@@ -307,6 +379,7 @@ pub fn validate(name: &str, wgsl: &str, caps: Capabilities) -> Result<()> {
                 e.emit_to_string(wgsl)
             ))
         })?;
+    keep_parsed(wgsl, module);
     Ok(())
 }
 

@@ -1469,7 +1469,12 @@ pub(crate) fn create_pipeline(
             None => (
                 device.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(label),
-                    source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+                    // The module the compiler parsed and validated from this very text,
+                    // where it still has it: wgpu need not parse it again.
+                    source: match crate::codegen::kernel::parsed_module(wgsl) {
+                        Some(m) => wgpu::ShaderSource::Naga(std::borrow::Cow::Owned(m)),
+                        None => wgpu::ShaderSource::Wgsl(wgsl.into()),
+                    },
                 }),
                 None,
             ),
