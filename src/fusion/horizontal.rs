@@ -64,12 +64,15 @@ pub fn fuse(
     }
     let small = if cpu_adapter { SMALL_CPU } else { SMALL };
     let def = definitions(region);
+    // What each node reads depends on the node and the materialized values, which a merge
+    // does not change: only the merged node's is computed again (all of them were, after
+    // every merge).
+    let mut infos: Vec<NodeInfo> = p
+        .nodes
+        .iter()
+        .map(|n| node_reads(region, &def, &p.materialized, n))
+        .collect();
     loop {
-        let infos: Vec<NodeInfo> = p
-            .nodes
-            .iter()
-            .map(|n| node_reads(region, &def, &p.materialized, n))
-            .collect();
         let Some((a, b, mut merged)) = find(f, &p, &infos, max_bindings, small) else {
             return p;
         };
@@ -92,7 +95,9 @@ pub fn fuse(
             parts: merged,
             passes: Vec::new(),
         });
+        infos[b] = node_reads(region, &def, &p.materialized, &p.nodes[b]);
         p.nodes.remove(a);
+        infos.remove(a);
     }
 }
 

@@ -190,13 +190,16 @@ pub fn fuse(
         MAX_PRODUCER_READS
     };
     let def = definitions(region);
-    let mut a = 0;
-    while a < p.nodes.len() {
-        let infos: Vec<NodeInfo> = p
-            .nodes
+    let reads_of = |p: &Partition| -> Vec<NodeInfo> {
+        p.nodes
             .iter()
             .map(|n| node_reads(region, &def, &p.materialized, n))
-            .collect();
+            .collect()
+    };
+    // Computed again only after a merge (see `epilogue::fuse`).
+    let mut infos = reads_of(&p);
+    let mut a = 0;
+    while a < p.nodes.len() {
         match candidate(
             f,
             region,
@@ -210,6 +213,7 @@ pub fn fuse(
                 p.materialized.remove(&operand);
                 p.nodes[a] = merged;
                 p.nodes.remove(b);
+                infos = reads_of(&p);
                 // Node `a` moved to `a - 1`: look at it again for its other operand.
                 a -= 1;
             }
