@@ -6,13 +6,9 @@ so results equal jax cpu's bit for bit for any update computation (sums included
 updates are the program's inputs (updates computed in the jit differ from cpu's by their own
 rounding; the sorted path GPUs take folds long runs by chunks, so they compare to rounding).
 Cases: random places, indices out of bounds, every update on one index (one bucket holds all), max, multiply,
-set (the last update wins), integers, 64-bit floats, points of two indices (some out of
-bounds), rows (windows of 8 and 128 elements), updates computed in the same jit, and a loop
-bound low enough that the walks take many launches (`WGPU_HLO_MAX_LOOP`).
-
-One-element windows of 32-bit types placed by an index over every dimension are bucketed
-with their places and updates, which the walks then read in order (no gathers through the
-permutation); `WGPU_HLO_SCATTER_PAYLOAD=0` turns that off, with the same results."""
+set (the last update wins), integers, 64-bit floats, points of two indices, rows (windows of 8
+and 128 elements), updates computed in the same jit, and a loop bound low enough that the
+walks take many launches (`WGPU_HLO_MAX_LOOP`)."""
 
 from __future__ import annotations
 
@@ -54,11 +50,6 @@ CASES = {
     "points": (lambda x, i: jnp.zeros((300, 400), jnp.float32).at[i % 300, i % 400].add(x),
                (X, I)),
     "updates_fused": (lambda x, i: jnp.zeros_like(x).at[i].add(jnp.sin(x) * 2), (X, I)),
-    "points_out_of_bounds": (
-        lambda x, i: jnp.ones((300, 400), jnp.float32).at[i % 311 - 5, i % 401].add(x, mode="drop"),
-        (X, I)),
-    "int32_points": (lambda x, i: jnp.zeros((70, 90), jnp.int32).at[i % 70, i % 90].add(x),
-                     (XI, I)),
     "rows_of_8": (lambda r, i: jnp.zeros((5000, 8), jnp.float32).at[i].add(r), (ROWS, ROW_IDS)),
     "embedding_gradient": (lambda e, i: jnp.zeros((40000, 128), jnp.float32).at[i].add(e),
                            (EMB, EMB_IDS)),
@@ -113,35 +104,3 @@ def test_walks_split_over_many_launches(gpu, case, tmp_path, monkeypatch):
     assert "blocks of" in wgsl_of(str(tmp_path)), case
     want = run(f, args, jax.devices("cpu")[0])
     np.testing.assert_array_equal(got, want)
-
-
-# Bucketed with their places and updates (one-element windows of 32-bit types, an index over
-# every dimension); the others gather through the permutation or walk every window.
-CARRIED = {"add", "add_into_input", "out_of_bounds", "one_index", "max", "multiply", "set",
-           "int32", "points", "updates_fused", "points_out_of_bounds", "int32_points"}
-
-
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("payload", ["1", "0"])
-def test_walks_read_places_and_updates_in_order(gpu, case, payload, tmp_path, monkeypatch):
-    if not cpu_kernel_class(gpu):
-        pytest.skip("the swept scatter is for CPU adapters")
-    f, args = CASES[case]
-    monkeypatch.setenv("WGPU_HLO_SCATTER_ATOMIC", "0")
-    monkeypatch.setenv("WGPU_HLO_SCATTER_PAYLOAD", payload)
-    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
-    got = run(f, args, gpu)
-    for v in ("WGPU_HLO_DUMP", "WGPU_HLO_SCATTER_PAYLOAD", "WGPU_HLO_SCATTER_ATOMIC"):
-        monkeypatch.delenv(v)
-    wgsl = wgsl_of(str(tmp_path))
-    assert "blocks of" in wgsl, case
-    carried = "with their places and updates" in wgsl
-    # Without jax_enable_x64 the "float64" case is a float32 one.
-    thirty_two = case != "float64" or not jax.config.jax_enable_x64
-    assert carried == ((case in CARRIED or case == "float64") and thirty_two and payload == "1"), case
-    want = run(f, args, jax.devices("cpu")[0])
-    if case in COMPUTED:
-        scale = float(np.max(np.abs(want)))
-        np.testing.assert_allclose(got / scale, want / scale, rtol=0, atol=2e-5)
-    else:
-        np.testing.assert_array_equal(got, want)

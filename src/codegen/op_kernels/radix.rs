@@ -494,25 +494,12 @@ pub struct Bucketed {
     pub tiles: u64,
 }
 
-/// What a [`bucket`] pass writes at each item's place instead of the item's number: for item
-/// `i` (a WGSL `u32` name; the key function's lines come before), `values` gives one WGSL
-/// expression per output, output `j` being temporary `j` of type `types[j]`. A scatter whose
-/// walk would gather each window's place and update through the permutation (random reads)
-/// reads them in bucket order instead.
-pub struct Payload<'a> {
-    /// The expressions written, one per output.
-    pub values: &'a dyn Fn(&mut ExprEmitter, &str) -> Result<Vec<String>>,
-    /// The outputs' types (temporaries `0..`).
-    pub types: Vec<TensorType>,
-}
-
 /// The stable sort of `count` items (`0..count`, into temporary 0 of type `perm`) by an `i32`
 /// key that matters in `[0, limit)`, as [`Keys::Ranged`], where the keys `0..=limit + 1` fit
 /// one digit: one pass that computes each item's key where it is needed (in the count and
 /// in the placement), with no first launch writing the identity permutation and the keys,
 /// and no keys moved: the placement reads and writes one word per item instead of three and
-/// two. With a `payload`, the placement writes its values at each item's place instead of
-/// the item's number. Where a key's items start is in the scan's offsets ([`Bucketed::offsets`]). `None`
+/// two. Where a key's items start is in the scan's offsets ([`Bucketed::offsets`]). `None`
 /// where the keys need more than one digit or the kernels would loop past the adapter's
 /// bound (then [`sort`] serves).
 #[allow(clippy::too_many_arguments)]
@@ -524,7 +511,6 @@ pub fn bucket(
     (key, limit): (&KeyFn, u64),
     count: u64,
     perm: &TensorType,
-    payload: Option<&Payload>,
     base: usize,
     (what, fuses): (&str, &str),
     target: Target,
@@ -567,14 +553,8 @@ pub fn bucket(
                 top = limit + 1
             ));
             if pass {
-                let values = match payload {
-                    Some(p) => (p.values)(&mut em, "i")?,
-                    None => vec!["i".to_string()],
-                };
                 let at = counters.at_digit(&mut em);
-                for (j, v) in values.iter().enumerate() {
-                    em.line(&format!("out{j}[{at}] = {v};"));
-                }
+                em.line(&format!("out0[{at}] = i;"));
             }
             counters.bump(&mut em);
             em.close(None);
@@ -583,12 +563,7 @@ pub fn bucket(
             }
         }
         let outs = if place {
-            match payload {
-                Some(p) => (p.types.iter().enumerate())
-                    .map(|(j, t)| bind(temp(j), t.clone()))
-                    .collect(),
-                None => vec![bind(temp(0), perm.clone())],
-            }
+            vec![bind(temp(0), perm.clone())]
         } else {
             vec![bind(counts, u32s(slots))]
         };

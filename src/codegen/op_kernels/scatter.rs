@@ -1456,30 +1456,11 @@ fn swept(
         vec![count.next_power_of_two() as i64],
         crate::ir::ElementType::U32,
     );
-    // One-element windows whose key is their element's place (`carries_updates`): the
-    // bucketing pass writes each window's place and update where the permutation would have
-    // its number (temporaries 0 and 1), and the walk reads them in bucket order. Gathered
-    // through the permutation, each was a read at a random place: a scatter-add of 1M values
-    // at random places into 1M spent 22 of its 40 ms of GPU time in the walks, 7 when the
-    // indices were sorted (lavapipe).
-    let carried = bucketed && w == 1 && carries_updates(f, op, keys.bounds);
-    let place_type = crate::ir::TensorType::new(vec![count as i64], crate::ir::ElementType::U32);
-    let value_type = crate::ir::TensorType::new(vec![count as i64], xt.dtype);
     let sort = if bucketed {
         let block_key = |em: &mut ExprEmitter, s: &str| -> Result<String> {
             let k = keys.key(em, s)?;
             em.line(&format!("let kb_{s}: i32 = {k};"));
             Ok(format!("select(-1i, kb_{s} / {per}i, kb_{s} >= 0i)"))
-        };
-        // `kb_{s}` is bound by `block_key`, whose lines come first; only windows of a block
-        // (keys in [0, limit)) are walked, so its cast is a place in the result there.
-        let carry = |em: &mut ExprEmitter, s: &str| -> Result<Vec<String>> {
-            let u = em.value(updates, &Index::Linear(s.to_string()))?;
-            Ok(vec![format!("u32(kb_{s})"), u])
-        };
-        let payload = super::radix::Payload {
-            values: &carry,
-            types: vec![place_type.clone(), value_type.clone()],
         };
         match super::radix::bucket(
             name,
@@ -1489,8 +1470,7 @@ fn swept(
             (&block_key, blocks),
             count,
             &perm_type,
-            carried.then_some(&payload),
-            if carried { 2 } else { 1 },
+            1,
             ("scatter windows by block", "stablehlo.scatter"),
             target,
         )? {
@@ -1521,11 +1501,7 @@ fn swept(
         Some(sorted) => {
             em.inputs.push(Binding {
                 value: super::temp(0),
-                ty: if carried {
-                    place_type.clone()
-                } else {
-                    perm_type.clone()
-                },
+                ty: perm_type.clone(),
             });
             let tiles = sorted.tiles;
             em.inputs.push(Binding {
@@ -1543,14 +1519,7 @@ fn swept(
             em.line(&format!("let first = start_lo + in0[0] * {chunk}u;"));
             em.line(&format!("let last = min(first + {chunk}u, end_lo);"));
             em.open_loop("for (var q: u32 = first; q < last; q = q + 1u)", chunk);
-            if carried {
-                em.inputs.push(Binding {
-                    value: super::temp(1),
-                    ty: value_type.clone(),
-                });
-            } else {
-                em.line("let s = in1[q];");
-            }
+            em.line("let s = in1[q];");
             chunk
         }
         None => {
@@ -1566,29 +1535,17 @@ fn swept(
             chunk
         }
     };
-    if carried {
-        em.line("let at = in1[q];");
-        em.line(&format!("var acc: {} = out0[at];", t.wgsl()));
-        em.line(&combine(
-            "k_update",
-            1,
-            &["acc".to_string()],
-            &["in3[q]".to_string()],
-        ));
-        em.line("out0[at] = acc;");
-    } else {
-        let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
-        let start = window_starts(&mut em, dn, indices, &si, rdims.len(), keys.ic, "st")?;
-        let (fits, pos) = window_place(dn, &start, &rdims, window_sizes, &wi);
-        em.open(&format!("if ({})", all_of(&fits)));
-        let at = crate::codegen::expr::linearize(&pos, &rdims);
-        em.line(&format!("let at = {at};"));
-        let u = em.value(updates, &Index::Multi(windows.update_at(&si, &wi)))?;
-        em.line(&format!("var acc: {} = out0[at];", t.wgsl()));
-        em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
-        em.line("out0[at] = acc;");
-        em.close(None);
-    }
+    let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
+    let start = window_starts(&mut em, dn, indices, &si, rdims.len(), keys.ic, "st")?;
+    let (fits, pos) = window_place(dn, &start, &rdims, window_sizes, &wi);
+    em.open(&format!("if ({})", all_of(&fits)));
+    let at = crate::codegen::expr::linearize(&pos, &rdims);
+    em.line(&format!("let at = {at};"));
+    let u = em.value(updates, &Index::Multi(windows.update_at(&si, &wi)))?;
+    em.line(&format!("var acc: {} = out0[at];", t.wgsl()));
+    em.line(&combine("k_update", 1, &["acc".to_string()], &[u]));
+    em.line("out0[at] = acc;");
+    em.close(None);
     if sort.is_none() {
         em.close(None);
     }
@@ -1604,9 +1561,7 @@ fn swept(
         crate::codegen::kernel::thread_index(SWEEP_WORKGROUP as u32),
         em.body
     );
-    let how = if carried {
-        "walks its block's windows, bucketed by a radix pass with their places and updates, in order"
-    } else if sort.is_some() {
+    let how = if sort.is_some() {
         "walks its block's windows, bucketed by a radix pass, in order"
     } else {
         "walks every window in order and folds those landing in its block"
@@ -1617,11 +1572,7 @@ fn swept(
         Some(sorted) => (
             sorted.kernels,
             sorted.launches,
-            if carried {
-                [vec![place_type, value_type], sorted.temps].concat()
-            } else {
-                [vec![perm_type], sorted.temps].concat()
-            },
+            [vec![perm_type], sorted.temps].concat(),
         ),
         None => (Vec::new(), Vec::new(), Vec::new()),
     };
@@ -1972,9 +1923,8 @@ fn runs_in_place(
 /// each run by its key): one input of a 32-bit type, one-element windows placed by an index
 /// vector over every dimension of the result in order (`bounds`: their sizes), so a window's
 /// key is its element's row-major position. `x.at[i].add(v)` of a million values at random
-/// places spent 40 ms of 120 in the two random gathers on lavapipe. [`swept`]'s bucketing
-/// pass carries each window's place and update on the same condition.
-/// `WGPU_HLO_SCATTER_PAYLOAD=0` turns both off.
+/// places spent 40 ms of 120 in the two random gathers on lavapipe.
+/// `WGPU_HLO_SCATTER_PAYLOAD=0` turns it off.
 fn carries_updates(f: &Function, op: &Operation, bounds: &[i64]) -> bool {
     let Op::Scatter {
         dimension_numbers: dn,
