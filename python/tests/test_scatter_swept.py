@@ -6,8 +6,8 @@ so results equal jax cpu's bit for bit for any update computation (sums included
 updates are the program's inputs (updates computed in the jit differ from cpu's by their own
 rounding; the sorted path GPUs take folds long runs by chunks, so they compare to rounding).
 Cases: random places, indices out of bounds, every update on one index (one bucket holds all), max, multiply,
-set (the last update wins), integers, 64-bit floats, points of two indices, rows (windows of 8
-and 128 elements), updates computed in the same jit, and a loop bound low enough that the
+set (the last update wins), integers, 64-bit floats, points of two indices (some out of
+bounds), rows (windows of 8 and 128 elements), updates computed in the same jit, and a loop bound low enough that the
 walks take many launches (`WGPU_HLO_MAX_LOOP`)."""
 
 from __future__ import annotations
@@ -50,6 +50,11 @@ CASES = {
     "points": (lambda x, i: jnp.zeros((300, 400), jnp.float32).at[i % 300, i % 400].add(x),
                (X, I)),
     "updates_fused": (lambda x, i: jnp.zeros_like(x).at[i].add(jnp.sin(x) * 2), (X, I)),
+    "points_out_of_bounds": (
+        lambda x, i: jnp.ones((300, 400), jnp.float32).at[i % 311 - 5, i % 401].add(x, mode="drop"),
+        (X, I)),
+    "int32_points": (lambda x, i: jnp.zeros((70, 90), jnp.int32).at[i % 70, i % 90].add(x),
+                     (XI, I)),
     "rows_of_8": (lambda r, i: jnp.zeros((5000, 8), jnp.float32).at[i].add(r), (ROWS, ROW_IDS)),
     "embedding_gradient": (lambda e, i: jnp.zeros((40000, 128), jnp.float32).at[i].add(e),
                            (EMB, EMB_IDS)),
