@@ -62,8 +62,12 @@ pub(crate) struct StrictKernel {
 /// Translates a kernel's WGSL (entry point `main`, bindings in group 0) to SPIR-V with every
 /// float arithmetic result decorated `NoContraction`.
 pub(crate) fn translate(wgsl: &str, label: &str) -> Result<StrictKernel> {
-    let module = naga::front::wgsl::parse_str(wgsl)
-        .map_err(|e| Error::internal(format!("kernel {label}: {}", e.emit_to_string(wgsl))))?;
+    // The module the compiler parsed from this very text, where it still has it.
+    let module = match crate::codegen::kernel::parsed_module(wgsl) {
+        Some(m) => m,
+        None => naga::front::wgsl::parse_str(wgsl)
+            .map_err(|e| Error::internal(format!("kernel {label}: {}", e.emit_to_string(wgsl))))?,
+    };
     let info = naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
         naga::valid::Capabilities::all(),
