@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from conftest import compare_with_cpu
+from conftest import compare_with_cpu, cpu_kernel_class
 
 X = np.linspace(-1, 1, 64, dtype=np.float32)
 W = np.cos(np.arange(64, dtype=np.float32))
@@ -324,6 +324,32 @@ def test_a_scan_stacking_twelve_values_runs_whole(gpu, tmp_path, monkeypatch):
     monkeypatch.delenv("WGPU_HLO_DUMP")
     program = "".join(p.read_text() for p in tmp_path.glob("*program.txt"))
     assert "while in kernel" in program, program
+
+
+@pytest.mark.parametrize("n", [64, 66, 4096])
+def test_scans_stacking_four_adjacent_elements(gpu, n, tmp_path, monkeypatch):
+    # On CPU adapters a scan stacking rows carries four adjacent elements an invocation and
+    # stores each row's four as one vec4 (`while_kernel::quads_for`): float and int32 rows,
+    # a row computed from the carry, forwards and reversed; a state of 66 elements (not a
+    # multiple of 4) keeps one element an invocation.
+    def f(x, k, ts):
+        def step(c, t):
+            x, k = c
+            x2 = jnp.cos(x) * 0.5 + t
+            return (x2, k * 3 + 1), (x, x2 * t, k)
+
+        return lax.scan(step, (x, k), ts), lax.scan(step, (x, k), ts, reverse=True)
+
+    x = np.cos(np.arange(n, dtype=np.float32))
+    k = np.arange(n, dtype=np.int32)
+    ts = np.linspace(0, 1, 37, dtype=np.float32)
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare(gpu, f, x, k, ts, tol=1e-5)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    shaders = "".join(p.read_text() for p in tmp_path.glob("*while*.wgsl"))
+    assert "while loop whole" in shaders, shaders[:2000]
+    quads = "4 adjacent elements an invocation" in shaders
+    assert quads == (cpu_kernel_class(gpu) and n % 4 == 0), shaders[:2000]
 
 
 TABLE = np.sin(np.arange(100, dtype=np.float32) * 0.37)

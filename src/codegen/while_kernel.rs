@@ -145,6 +145,9 @@ fn emit_form(
     // word (booleans: 4), carried one after the other; each invocation writes whole words.
     let mut pack = 1u64;
     let updating = in_place_enabled();
+    // Whether every stacked output is updated in place (its rows then written by the
+    // iterations only, which [`quads_for`] needs).
+    let mut rows_in_place = true;
     for (k, &v) in inits.iter().enumerate() {
         if invariant.get(k).copied().unwrap_or(false) {
             continue;
@@ -159,6 +162,9 @@ fn emit_form(
         // (32-bit types, an element a word), and the rows not written keep the initial value.
         let rows =
             !serial && matches!(stacked.get(k), Some(Some(_))) && dtype::per_word(t.dtype) == 1;
+        if matches!(stacked.get(k), Some(Some(_))) {
+            rows_in_place &= rows && updating;
+        }
         in_place.push((mine || rows) && updating);
     }
     // Products with a matrix: one workgroup, an invocation an element or four
@@ -179,15 +185,25 @@ fn emit_form(
     } else {
         (1, false)
     };
+    // Loops stacking rows: four adjacent elements an invocation, each row's four stored as
+    // one `vec4` ([`quads_for`]).
+    let quads = stacks
+        && !*plain
+        && rows_in_place
+        && !(serial || workgroup || each.is_some() || pack > 1)
+        && quads_for(target, n, ops);
     let chains = if workgroup {
         workgroup_chains
+    } else if quads {
+        4
     } else if serial || each.is_some() || pack > 1 || stacks {
         1
     } else {
         chains(target, n, ops)
     };
     // The element each chain carries: chain 0 the invocation's own, chain `c` the one
-    // `c * n / chains` after it.
+    // `c * n / chains` after it; with `quads` the one `c` after it, from the invocation's
+    // `4 * wh_q` (`tid` within the block that carries them).
     let chain_at = |c: u64| {
         if c == 0 {
             "tid".to_string()
@@ -195,8 +211,14 @@ fn emit_form(
             format!("wh_t{c}")
         }
     };
+    if quads {
+        em.line("let wh_q = tid;");
+        em.open("");
+        em.line("let tid = wh_q * 4u;");
+    }
     for c in 1..chains {
-        em.line(&format!("let wh_t{c} = tid + {}u;", c * (n / chains)));
+        let at = if quads { c } else { c * (n / chains) };
+        em.line(&format!("let wh_t{c} = tid + {at}u;"));
     }
     // Per tensor state's region arguments, the variable of each chain (chain 0's is the
     // state's own variable).
@@ -470,7 +492,22 @@ fn emit_form(
     let mut row_stores = Vec::new();
     for (j, st) in &rows {
         let vt = em.ty(st.value)?.clone();
-        let v = em.value(st.value, &at(&vt))?;
+        let v = if quads {
+            // The four chains' elements, one `vec4` (the output is declared as `vec4`s).
+            let mut four = Vec::new();
+            for ch in 0..chains {
+                use_chain(&mut em, &chain_vars, ch as usize);
+                four.push(em.value(st.value, &Index::Linear(chain_at(ch)))?);
+            }
+            use_chain(&mut em, &chain_vars, 0);
+            format!(
+                "vec4<{}>({})",
+                dtype::storage_elem(vt.dtype),
+                four.join(", ")
+            )
+        } else {
+            em.value(st.value, &at(&vt))?
+        };
         let r = em.value(st.row, &Index::scalar())?;
         let last = st.rows - 1;
         let clamped = match em.ty(st.row)?.dtype {
@@ -478,7 +515,11 @@ fn emit_form(
             _ => format!("min({r}, {last}u)"),
         };
         let row = em.bind(super::dtype::Compute::U32, &clamped);
-        row_stores.push(format!("out{j}[{row} * {n}u + tid] = {v};"));
+        row_stores.push(if quads {
+            format!("out{j}[{row} * {}u + wh_q] = {v};", n / 4)
+        } else {
+            format!("out{j}[{row} * {n}u + tid] = {v};")
+        });
     }
     for s in &row_stores {
         em.line(s);
@@ -564,7 +605,7 @@ fn emit_form(
         }
         em.close(None);
     }
-    if pack > 1 {
+    if pack > 1 || quads {
         em.close(None);
     }
     let bindings = em.inputs.len() + outs.len();
@@ -644,7 +685,9 @@ fn emit_form(
         } else {
             ""
         },
-        if chains > 1 {
+        if quads {
+            " (4 adjacent elements an invocation, rows stored as vec4s)".to_string()
+        } else if chains > 1 {
             format!(" ({chains} elements an invocation, side by side)")
         } else {
             String::new()
@@ -652,15 +695,23 @@ fn emit_form(
         em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
     );
     let needs: BTreeSet<String> = em.needs.iter().cloned().collect();
-    let mut kernel = kernel::in_workgroups(
+    let vec4_outs: Vec<usize> = if quads {
+        rows.iter().map(|(j, _)| *j).collect()
+    } else {
+        Vec::new()
+    };
+    let mut kernel = kernel::in_workgroups_vec4(
         name,
         &comment,
         em.inputs.clone(),
         outs,
         &needs,
         &text,
-        threads.div_ceil(wg as u64),
-        fixed.saturating_add(per_launch.saturating_mul(per_iteration)),
+        &vec4_outs,
+        (
+            threads.div_ceil(wg as u64),
+            fixed.saturating_add(per_launch.saturating_mul(per_iteration)),
+        ),
         target,
     )?;
     if each.is_some() {
@@ -1106,6 +1157,19 @@ fn chains(target: Target, n: u64, ops: u64) -> u64 {
     } else {
         k
     }
+}
+
+/// Whether a loop stacking rows on `target`, over `n` elements of state with `ops` ops,
+/// carries four adjacent elements an invocation and stores each row's four as one `vec4`.
+/// llvmpipe stores a vector's lanes one by one, so such loops spend their time storing rows:
+/// a `lax.scan` of 50 steps over 2^16 floats took 17.5 ms a kernel an element an invocation
+/// and 8.1 ms four adjacent ones with `vec4` rows (`examples/wgsl_bench.rs`, lavapipe, 2
+/// cores; four strided ones with scalar stores took longer than one). CPU adapters only (a
+/// GPU stores a warp's adjacent words together), loops of at most [`CHAINS_MAX_OPS`] ops (a
+/// copy of the body per element), `n` a multiple of 4. `WGPU_HLO_WHILE_QUADS=0` turns it off.
+fn quads_for(target: Target, n: u64, ops: u64) -> bool {
+    let off = std::env::var("WGPU_HLO_WHILE_QUADS").is_ok_and(|v| v.trim() == "0");
+    !off && target.cpu_adapter && ops <= CHAINS_MAX_OPS && n % 4 == 0 && n >= 4
 }
 
 /// The variable of chain `ch` of the state held in `var` (chain 0's is `var` itself).
