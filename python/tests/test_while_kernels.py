@@ -352,6 +352,64 @@ def test_scans_stacking_four_adjacent_elements(gpu, n, tmp_path, monkeypatch):
     assert quads == (cpu_kernel_class(gpu) and n % 4 == 0), shaders[:2000]
 
 
+ROWS = {
+    "i": lambda i: i,
+    "7 - i": lambda i: 7 - i,
+    "i + 3": lambda i: i + 3,
+    "i - 2": lambda i: i - 2,
+    "9 - i": lambda i: 9 - i,
+    "i % 8": lambda i: i % 8,
+}
+
+
+@pytest.mark.parametrize(
+    "start, stop, row, fresh",
+    [
+        (0, 8, "i", True),  # rows 0 .. 7 of 8: a scan's stack
+        (0, 8, "7 - i", True),  # backwards
+        (0, 10, "9 - i", True),  # rows 9 .. 0, clamped: the last of three writes to row 7 stays
+        (2, 10, "i - 2", True),  # a counter from 2
+        (0, 8, "i + 3", False),  # rows 3 .. 10, clamped: rows 0 .. 2 keep the initial value
+        (0, 6, "i", False),  # rows 0 .. 5: rows 6 and 7 keep it
+        (0, 10, "i - 2", False),  # rows -2 and -1 wrap to 6 and 7 (jax): not followed
+        (0, 8, "i % 8", False),  # every row, but not followed
+        (0, 0, "i", False),  # no iterations: the stack as it was
+    ],
+)
+def test_stacks_every_row_of_which_a_loop_writes(gpu, start, stop, row, fresh, tmp_path, monkeypatch):
+    # A fori_loop writing row `row(i)` of 8 rows of a stack of ones. Where every row is
+    # written the stack starts as a buffer of any contents, and its ones are never computed
+    # (`whole_loops::every_row_written`); elsewhere the rows not written keep them.
+    def f(x):
+        def body(i, c):
+            ys, v = c
+            return lax.dynamic_update_slice(ys, v[None], (ROWS[row](i), 0)), jnp.cos(v) + 0.1
+
+        return lax.fori_loop(start, stop, body, (jnp.ones((8, 64), jnp.float32), x))
+
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare(gpu, f, X, tol=1e-6)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    program = "".join(p.read_text() for p in tmp_path.glob("*program.txt"))
+    if stop > start:
+        assert "while in kernel" in program, program
+    assert ("every row written" in program) == fresh, program
+
+
+def test_a_scan_inside_a_loop_starts_its_stack_fresh_each_time(gpu):
+    # The stack of a scan in the body of a loop run from the host: a fresh buffer each
+    # iteration, every row written again.
+    def f(x):
+        def outer(c):
+            k, v, acc = c
+            v2, ys = lax.scan(lambda h, t: (jnp.sin(h) + t, h * t), v, jnp.linspace(0, 1, 12))
+            return k + 1, v2, acc + ys.sum(0)
+
+        return lax.while_loop(lambda c: c[0] < 3, outer, (0, x, jnp.zeros_like(x)))
+
+    compare(gpu, f, X, tol=1e-5)
+
+
 TABLE = np.sin(np.arange(100, dtype=np.float32) * 0.37)
 
 

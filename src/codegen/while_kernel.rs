@@ -55,12 +55,23 @@ pub struct WhileKernel {
     /// output binding starts as the state's initial value (the runtime's copy, or the
     /// initial value's buffer when no one else needs it) and it has no input binding.
     pub in_place: Vec<bool>,
+    /// Per state that changes (as `changing`): whether its result needs no initial value, a
+    /// stacked output updated in place every row of which the loop writes
+    /// (`whole_loops::every_row_written`): its buffer starts as it is, and the initial value
+    /// is not read.
+    pub fresh: Vec<bool>,
 }
 
 /// True unless `WGPU_HLO_WHILE_IN_PLACE=0`: then no result is updated in place (each launch
 /// writes fresh ones from bindings of the initial values), for comparisons.
 fn in_place_enabled() -> bool {
     !std::env::var("WGPU_HLO_WHILE_IN_PLACE").is_ok_and(|v| v.trim() == "0")
+}
+
+/// True unless `WGPU_HLO_FRESH_ROWS=0`: then stacked outputs whose every row the loop writes
+/// still start from their initial values (for comparisons).
+fn fresh_rows_enabled() -> bool {
+    !std::env::var("WGPU_HLO_FRESH_ROWS").is_ok_and(|v| v.trim() == "0")
 }
 
 /// The state whose initial value the input placeholder `v` stands for.
@@ -737,6 +748,15 @@ fn emit_form(
         per_launch,
         changing: states.iter().map(|s| s.0).collect(),
         each: each.is_some(),
+        fresh: states
+            .iter()
+            .zip(&in_place)
+            .map(|((k, _, _), &ip)| {
+                ip && fresh_rows_enabled()
+                    && matches!(stacked.get(*k), Some(Some(st))
+                        if whole_loops::every_row_written(f, op, defs, st))
+            })
+            .collect(),
         in_place,
     }))
 }

@@ -146,6 +146,7 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
         .collect::<Result<Vec<_>>>()?;
     let mut program = l.region(body, "main")?;
     let results = l.returned(body)?;
+    program.drop_unread_launches(&results);
     program.plan_updates(&results, &[]);
     program.plan_frees(&results);
     if let Some(min_words) = target.texture_reads {
@@ -1195,6 +1196,12 @@ impl<'f, 't> Lowering<'f, 't> {
             trips_at_start,
             clear_flag: wk.each,
             init_takes: vec![false; op.operands.len()],
+            // Only with the trip count known here (what `every_row_written` proves from).
+            fresh: wk
+                .fresh
+                .iter()
+                .map(|&f| f && trip_count.is_some())
+                .collect(),
         }))))
     }
 
@@ -1236,10 +1243,12 @@ impl<'f, 't> Lowering<'f, 't> {
                 let cond_result = *self.returned(cond)?.first().ok_or_else(|| {
                     Error::invalid(format!("{}: while cond returns nothing", op.loc))
                 })?;
+                cond_p.drop_unread_launches(&[cond_result]);
                 cond_p.plan_updates(&[cond_result], &[]);
                 cond_p.plan_frees(&[cond_result]);
                 let mut body_p = self.region(body, "while.body")?;
                 let body_results = self.returned(body)?;
+                body_p.drop_unread_launches(&body_results);
                 body_p.plan_updates(&body_results, &args);
                 body_p.plan_frees(&body_results);
                 let results = op
@@ -1271,6 +1280,7 @@ impl<'f, 't> Lowering<'f, 't> {
                 for (i, r) in op.regions.iter().enumerate() {
                     let mut p = self.region(r, &format!("{}.branch{i}", op.name()))?;
                     let res = self.returned(r)?;
+                    p.drop_unread_launches(&res);
                     p.plan_updates(&res, &[]);
                     p.plan_frees(&res);
                     branches.push((p, res));

@@ -89,6 +89,40 @@ pub struct WhileKernelStep {
     /// Per initial value: whether the loop may take its buffer for a result updated in
     /// place (nothing later reads it: see [`Program::plan_updates`]).
     pub init_takes: Vec<bool>,
+    /// Per result: whether it starts as a buffer of any contents, not as its initial value
+    /// (a stacked output updated in place, every row of which the loop writes:
+    /// `codegen::while_kernel::WhileKernel::fresh`).
+    pub fresh: Vec<bool>,
+}
+
+impl WhileKernelStep {
+    /// Whether the loop reads initial value `k`: not when only results that start fresh
+    /// start from it and nothing else reads its slot.
+    pub fn reads_init(&self, k: usize) -> bool {
+        let Some(&slot) = self.init.get(k) else {
+            return false;
+        };
+        let fresh_only = |k: usize| {
+            let mut from = self
+                .in_place
+                .iter()
+                .zip(&self.fresh)
+                .filter(|(ip, _)| **ip == Some(k));
+            let mut any = false;
+            from.all(|(_, &f)| {
+                any = true;
+                f
+            }) && any
+        };
+        self.trips_at_start.is_some()
+            || self.args.contains(&slot)
+            || self.same.iter().any(|&(_, i)| i == slot)
+            || self
+                .init
+                .iter()
+                .enumerate()
+                .any(|(j, &s)| s == slot && !fresh_only(j))
+    }
 }
 
 /// How an `if` / `case` runs: the selector is read back and one branch runs.
@@ -257,7 +291,13 @@ impl Step {
                 w.body.touched(out);
             }
             Step::WhileKernel(w) => {
-                out.extend(&w.init);
+                out.extend(
+                    w.init
+                        .iter()
+                        .enumerate()
+                        .filter(|&(k, _)| w.reads_init(k))
+                        .map(|(_, s)| s),
+                );
                 out.extend(&w.args);
                 out.extend(&w.results);
                 out.insert(w.flag);
@@ -406,6 +446,27 @@ impl Program {
         }
     }
 
+    /// Removes launches none of whose results a later step reads or `keep` holds (the
+    /// program's results): a stack of zeros a loop starts from where the loop writes every
+    /// row ([`WhileKernelStep::fresh`]). Launches only write their results.
+    pub fn drop_unread_launches(&mut self, keep: &[Slot]) {
+        let mut live: HashSet<Slot> = keep.iter().copied().collect();
+        let mut dropped = vec![false; self.steps.len()];
+        for (i, step) in self.steps.iter().enumerate().rev() {
+            match step {
+                Step::Launch { results, .. } if !results.iter().any(|r| live.contains(r)) => {
+                    dropped[i] = true;
+                }
+                _ => step.touched(&mut live),
+            }
+        }
+        let mut i = 0;
+        self.steps.retain(|_| {
+            i += 1;
+            !dropped[i - 1]
+        });
+    }
+
     /// Inserts `Free` steps after the last use of every slot this program defines, except
     /// those in `keep` (its results).
     pub fn plan_frees(&mut self, keep: &[Slot]) {
@@ -524,10 +585,14 @@ impl Program {
                         .results
                         .iter()
                         .zip(&w.in_place)
-                        .filter_map(|(r, ip)| {
+                        .enumerate()
+                        .filter_map(|(j, (r, ip))| {
                             let k = (*ip)?;
                             let init = w.init.get(k)?;
                             let taken = w.init_takes.get(k).copied().unwrap_or(false);
+                            if w.fresh.get(j).copied().unwrap_or(false) {
+                                return Some(format!("{r} fresh (every row written)"));
+                            }
                             Some(format!(
                                 "{r} from {init}{}",
                                 if taken { " (taken)" } else { "" }
@@ -648,6 +713,60 @@ mod tests {
         assert_eq!(takes(&p), vec![true, false, true]);
         p.plan_updates(&[0, 3, 4, 5, 6], &[0]);
         assert_eq!(takes(&p), vec![true, false, false]);
+    }
+
+    #[test]
+    fn launches_read_by_nothing_but_fresh_results_are_dropped() {
+        let launch = |args: Vec<Slot>, results: Vec<Slot>| Step::Launch {
+            kernel: 0,
+            args,
+            results,
+        };
+        // A loop kernel whose result 11 starts fresh from initial value 7 (never read) and
+        // whose result 10 starts from initial value 6 (read): the launch of 7 goes, and the
+        // launch of 8, whose result only the dropped launch read, goes too.
+        let w = |fresh: bool| WhileKernelStep {
+            kernel: 1,
+            args: vec![5],
+            states: 0,
+            results: vec![10, 11],
+            in_place: vec![Some(0), Some(1)],
+            same: vec![],
+            init: vec![6, 7],
+            flag: 12,
+            per_launch: 64,
+            trip_count: Some(50),
+            trips_at_start: None,
+            clear_flag: false,
+            init_takes: vec![false, false],
+            fresh: vec![false, fresh],
+        };
+        for fresh in [true, false] {
+            let mut p = Program {
+                steps: vec![
+                    launch(vec![], vec![5]),
+                    launch(vec![], vec![6]),
+                    launch(vec![], vec![8]),
+                    launch(vec![8], vec![7]),
+                    launch(vec![], vec![9]),
+                    Step::WhileKernel(Box::new(w(fresh))),
+                ],
+            };
+            p.drop_unread_launches(&[10, 11]);
+            let written: Vec<Vec<Slot>> = p
+                .steps
+                .iter()
+                .filter_map(|s| match s {
+                    Step::Launch { results, .. } => Some(results.clone()),
+                    _ => None,
+                })
+                .collect();
+            if fresh {
+                assert_eq!(written, vec![vec![5], vec![6]]);
+            } else {
+                assert_eq!(written, vec![vec![5], vec![6], vec![8], vec![7]]);
+            }
+        }
     }
 
     #[test]

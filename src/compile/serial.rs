@@ -33,7 +33,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 12;
+pub const FORMAT_VERSION: u32 = 13;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -463,6 +463,9 @@ impl W {
                     for &t in &w.init_takes {
                         self.u8(t as u8);
                     }
+                    for j in 0..w.results.len() {
+                        self.u8(w.fresh.get(j).copied().unwrap_or(false) as u8);
+                    }
                 }
                 Step::Branch(b) => {
                     self.u8(4);
@@ -799,6 +802,7 @@ impl<'a> R<'a> {
                         clear_flag: self.bool()?,
                         in_place: Vec::new(),
                         init_takes: Vec::new(),
+                        fresh: Vec::new(),
                     };
                     w.in_place = w
                         .results
@@ -809,6 +813,7 @@ impl<'a> R<'a> {
                         })
                         .collect::<Result<Vec<_>>>()?;
                     w.init_takes = self.bools(w.init.len())?;
+                    w.fresh = self.bools(w.results.len())?;
                     if w.in_place.iter().flatten().any(|&k| k >= w.init.len()) {
                         return Err(Error::invalid(
                             "a loop kernel's result starts from a missing initial value",

@@ -17,7 +17,8 @@ use crate::ir::{BinaryOp, ElementType, Op, Operation, Region, ValueId};
 /// reading the predicate (they are not counted loops in practice).
 const MAX_TRIP_COUNT: i128 = 1 << 31;
 
-fn scalar_int(v: ValueId, defs: &HashMap<ValueId, &Operation>) -> Option<i128> {
+/// The value of `v`, a scalar integer constant.
+pub fn scalar_int(v: ValueId, defs: &HashMap<ValueId, &Operation>) -> Option<i128> {
     match &defs.get(&v)?.op {
         Op::Constant(l) if l.len() == 1 && (l.ty.dtype.is_int()) => Some(l.get(0).as_i128()),
         _ => None,
@@ -264,7 +265,8 @@ fn flipped(d: ComparisonDirection) -> ComparisonDirection {
 
 /// What `body` adds to its loop-carried value `k` each iteration, if it returns that value plus
 /// (or minus) a constant.
-fn step_of(body: &Region, k: usize, defs: &HashMap<ValueId, &Operation>) -> Option<i128> {
+/// What the body adds to loop-carried integer `k` each iteration, when it adds a constant.
+pub fn step_of(body: &Region, k: usize, defs: &HashMap<ValueId, &Operation>) -> Option<i128> {
     let next = *body.returned().get(k)?;
     let arg = *body.args.get(k)?;
     let step_op = defs.get(&next)?;

@@ -342,6 +342,153 @@ fn stacked(f: &Function, op: &Operation, k: usize) -> Option<Stacked> {
     })
 }
 
+/// Whether loop `op` writes every row of its stacked output `st` (see [`Stacked`]): a counted
+/// loop (`trip_count::counted`) whose row is, at iteration `t`, `t` or `-t` plus a constant
+/// (`lax.scan` forwards writes row `i`, reversed `T - i - 1`; a `fori_loop` its own counter,
+/// through jax's wrapping of negative indices), over consecutive rows from one end of the
+/// stack past the other (rows are clamped into the stack, as `dynamic_update_slice` clamps
+/// them). The output then needs no initial value: each element is written before the loop
+/// ends, whatever the stack held. `defs` must hold the definitions inside the loop's regions.
+pub fn every_row_written(
+    f: &Function,
+    op: &Operation,
+    defs: &HashMap<ValueId, &Operation>,
+    st: &Stacked,
+) -> bool {
+    let Some(c) = super::trip_count::counted(op, defs) else {
+        return false;
+    };
+    let Some(body) = op.regions.get(1) else {
+        return false;
+    };
+    let trips = c.trips as i128;
+    let rows = st.rows as i128;
+    if trips == 0 || rows == 0 || trips >= AFFINE_LIMIT {
+        return false;
+    }
+    // The loop's integers that start at a constant and step by one: `init + step * t`.
+    let mut counters = HashMap::new();
+    for (k, &a) in body.args.iter().enumerate() {
+        let init = op
+            .operands
+            .get(k)
+            .and_then(|&v| super::trip_count::scalar_int(v, defs));
+        let step = super::trip_count::step_of(body, k, defs);
+        if let (Some(init), Some(step)) = (init, step) {
+            counters.insert(a, Affine { a: step, b: init });
+        }
+    }
+    let iters = Iterations { f, trips, counters };
+    let Some(row) = iters.affine(st.row, defs, 0) else {
+        return false;
+    };
+    let (first, last) = (row.at(0), row.at(trips - 1));
+    row.a.abs() == 1 && first.min(last) <= 0 && first.max(last) >= rows - 1
+}
+
+/// Bound on the constants and values [`every_row_written`] follows: well inside `i32`, which
+/// the kernel computes them in.
+const AFFINE_LIMIT: i128 = 1 << 30;
+
+/// `a * t + b` at iteration `t`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Affine {
+    a: i128,
+    b: i128,
+}
+
+impl Affine {
+    fn at(self, t: i128) -> i128 {
+        self.a * t + self.b
+    }
+}
+
+/// A counted loop's iterations `0 .. trips` and its counters, for [`Iterations::affine`].
+struct Iterations<'f> {
+    f: &'f Function,
+    trips: i128,
+    counters: HashMap<ValueId, Affine>,
+}
+
+impl Iterations<'_> {
+    /// `v` (a 32-bit integer scalar of the body) as a function `a * t + b` of the iteration,
+    /// when it is: counters, constants, their sums and differences, and selects whose
+    /// predicate compares such values the same way at every iteration (jax's
+    /// `select(i < 0, i + n, i)` where `i` is never negative).
+    fn affine(
+        &self,
+        v: ValueId,
+        defs: &HashMap<ValueId, &Operation>,
+        depth: usize,
+    ) -> Option<Affine> {
+        // Signed 32-bit values only (what the bounds above keep exact).
+        if !matches!(self.f.ty(v), Type::Tensor(t) if t.rank() == 0 && t.dtype == ElementType::I32)
+        {
+            return None;
+        }
+        if let Some(&c) = self.counters.get(&v) {
+            return Some(c);
+        }
+        if let Some(b) = super::trip_count::scalar_int(v, defs) {
+            return Some(Affine { a: 0, b }).filter(|_| b.abs() < AFFINE_LIMIT);
+        }
+        if depth > 8 {
+            return None;
+        }
+        let op = defs.get(&v)?;
+        let operand =
+            |i: usize| -> Option<Affine> { self.affine(*op.operands.get(i)?, defs, depth + 1) };
+        let r = match &op.op {
+            Op::Binary(BinaryOp::Add) => {
+                let (x, y) = (operand(0)?, operand(1)?);
+                Affine {
+                    a: x.a + y.a,
+                    b: x.b + y.b,
+                }
+            }
+            Op::Binary(BinaryOp::Subtract) => {
+                let (x, y) = (operand(0)?, operand(1)?);
+                Affine {
+                    a: x.a - y.a,
+                    b: x.b - y.b,
+                }
+            }
+            Op::Select => {
+                let p = defs.get(op.operands.first()?)?;
+                let Op::Compare { direction, .. } = &p.op else {
+                    return None;
+                };
+                let x = self.affine(*p.operands.first()?, defs, depth + 1)?;
+                let y = self.affine(*p.operands.get(1)?, defs, depth + 1)?;
+                // `x - y` is linear in `t`: the comparison holds at every iteration or at
+                // none when it does so at both ends.
+                let d = Affine {
+                    a: x.a - y.a,
+                    b: x.b - y.b,
+                };
+                use crate::ir::attr::ComparisonDirection::*;
+                let holds = |t: i128| match direction {
+                    Lt => Some(d.at(t) < 0),
+                    Le => Some(d.at(t) <= 0),
+                    Gt => Some(d.at(t) > 0),
+                    Ge => Some(d.at(t) >= 0),
+                    _ => None,
+                };
+                let (first, last) = (holds(0)?, holds(self.trips - 1)?);
+                if first != last {
+                    return None;
+                }
+                operand(if first { 1 } else { 2 })?
+            }
+            _ => return None,
+        };
+        let ok = r.a.abs() < AFFINE_LIMIT
+            && r.at(0).abs() < AFFINE_LIMIT
+            && r.at(self.trips - 1).abs() < AFFINE_LIMIT;
+        ok.then_some(r)
+    }
+}
+
 /// How loop `op` runs whole in one kernel, when it can.
 pub fn in_one_kernel(f: &Function, op: &Operation) -> Option<WholeLoop> {
     if op.op != Op::While || !enabled() {

@@ -1463,10 +1463,15 @@ impl Run<'_> {
             w.args.iter().map(|&s| self.get(s)).collect::<Result<_>>()?;
         // Results updated in place start as their initial values: the initial value's own
         // buffer where the loop may take it and no one else holds it, else a copy.
-        for (&r, ip) in w.results.iter().zip(&w.in_place) {
+        for (j, (&r, ip)) in w.results.iter().zip(&w.in_place).enumerate() {
             let Some(k) = *ip else {
                 continue;
             };
+            if w.fresh.get(j).copied().unwrap_or(false) {
+                // Every element written by the loop (its initial value may not exist).
+                self.alloc(r)?;
+                continue;
+            }
             let init = *w.init.get(k).ok_or_else(|| {
                 Error::internal(format!(
                     "{}: loop initial value {k} missing",
