@@ -349,3 +349,57 @@ def test_gradient_step_writes_its_stacked_gradients(gpu, tmp_path, monkeypatch):
     same_with_switch_off(gpu, f, args, "WGPU_HLO_UPDATE_OUTPUTS", tmp_path, monkeypatch)
     programs = "".join(open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.program.txt")))
     assert "writing" in programs, programs
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_stacks_of_loops_run_from_the_host_start_fresh(gpu, reverse, tmp_path, monkeypatch):
+    # A scan whose step multiplies by a matrix runs from the host; its stacks of five
+    # outputs (and the gradient's stacks) are written at every row, so they start as
+    # buffers of any contents and the zeros they shared are never computed
+    # (`WhileStep::fresh`). With the switch off they start from the zeros: same values.
+    w = normal((64, 64), 1) / 8
+    xs = normal((20, 16, 64), 2)
+
+    def loss(w, xs):
+        def step(h, x):
+            h2 = jnp.tanh(h @ w + x)
+            return h2, (h2, h2 * 2.0, jnp.sin(h2), h2.sum(-1), x * h2)
+
+        h, ys = lax.scan(step, jnp.zeros((16, 64), jnp.float32), xs, reverse=reverse)
+        return jnp.sum(h) + sum(jnp.sum(y * (k + 1)) for k, y in enumerate(ys)), ys
+
+    f = jax.value_and_grad(loss, has_aux=True)
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    fresh = leaves(jax.jit(f)(*jax.device_put((w, xs), gpu)))
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    program = "".join(open(p).read() for p in glob.glob(str(tmp_path / "*program.txt")))
+    assert "fresh (every row written)" in program, program
+    # The gradient of w sums 20 steps of products: rounding to 1e-5 of its largest entries.
+    want = leaves(jax.jit(f)(*jax.device_put((w, xs), jax.devices("cpu")[0])))
+    for g, c in zip(fresh, want):
+        assert g.shape == c.shape and g.dtype == c.dtype
+        np.testing.assert_allclose(g, c, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(c).max()))
+    monkeypatch.setenv("WGPU_HLO_FRESH_ROWS", "0")
+    zeros = leaves(jax.jit(lambda *a: f(*a))(*jax.device_put((w, xs), gpu)))
+    for a, b in zip(fresh, zeros):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_host_loop_writing_some_rows_keeps_the_rest(gpu, tmp_path, monkeypatch):
+    # A fori_loop with a product in its body writing rows 2 .. 9 of 12 rows of ones: the
+    # other rows keep their ones (not every row written: no fresh stack).
+    w = normal((64, 64), 3) / 8
+
+    def f(x):
+        def body(i, c):
+            ys, v = c
+            v = jnp.tanh(w @ v)
+            return lax.dynamic_update_slice(ys, v[None], (i, 0)), v
+
+        return lax.fori_loop(2, 10, body, (jnp.ones((12, 64), jnp.float32), x))
+
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    same_as_cpu(gpu, f, normal((64,), 4))
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    program = "".join(open(p).read() for p in glob.glob(str(tmp_path / "*program.txt")))
+    assert "every row written" not in program, program

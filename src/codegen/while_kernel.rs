@@ -70,7 +70,7 @@ fn in_place_enabled() -> bool {
 
 /// True unless `WGPU_HLO_FRESH_ROWS=0`: then stacked outputs whose every row the loop writes
 /// still start from their initial values (for comparisons).
-fn fresh_rows_enabled() -> bool {
+pub(crate) fn fresh_rows_enabled() -> bool {
     !std::env::var("WGPU_HLO_FRESH_ROWS").is_ok_and(|v| v.trim() == "0")
 }
 

@@ -1261,8 +1261,27 @@ impl<'f, 't> Lowering<'f, 't> {
                     Some(_) => None,
                     None => self.trips_at_start(op),
                 };
+                // Stacks every row of which the loop writes need no initial value (each
+                // started as a copy of the zeros they share: a GRU's ten residual stacks).
+                let fresh = (0..init.len())
+                    .map(|k| {
+                        trip_count.is_some()
+                            && crate::codegen::while_kernel::fresh_rows_enabled()
+                            && crate::passes::whole_loops::stacked(self.f, op, k).is_some_and(
+                                |st| {
+                                    crate::passes::whole_loops::every_row_written(
+                                        self.f,
+                                        op,
+                                        &self.all_defs,
+                                        &st,
+                                    )
+                                },
+                            )
+                    })
+                    .collect();
                 Ok(Some(Step::While(Box::new(WhileStep {
                     init_takes: vec![false; init.len()],
+                    fresh,
                     init,
                     args,
                     cond: cond_p,

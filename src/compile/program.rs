@@ -39,6 +39,26 @@ pub struct WhileStep {
     /// computed before the loop: those values are read back once and the trip count computed
     /// from them (no predicate read-back per iteration).
     pub trips_at_start: Option<TripsAtStart>,
+    /// Per initial value: whether the state starts as a buffer of any contents, not as its
+    /// initial value (a stack the body only updates, every row of which the loop writes:
+    /// `passes::whole_loops::every_row_written`).
+    pub fresh: Vec<bool>,
+}
+
+impl WhileStep {
+    /// Whether the loop reads initial value `k`: not when only states that start fresh
+    /// start from its slot.
+    pub fn reads_init(&self, k: usize) -> bool {
+        let Some(&slot) = self.init.get(k) else {
+            return false;
+        };
+        self.trips_at_start.is_some()
+            || self
+                .init
+                .iter()
+                .enumerate()
+                .any(|(j, &s)| s == slot && !self.fresh.get(j).copied().unwrap_or(false))
+    }
 }
 
 /// A loop's trip count computed when it starts (`passes::trip_count::counter_tests`).
@@ -282,7 +302,13 @@ impl Step {
                 out.extend(&u.outputs);
             }
             Step::While(w) => {
-                out.extend(&w.init);
+                out.extend(
+                    w.init
+                        .iter()
+                        .enumerate()
+                        .filter(|&(k, _)| w.reads_init(k))
+                        .map(|(_, s)| s),
+                );
                 out.extend(&w.args);
                 out.extend(&w.body_results);
                 out.extend(&w.results);
@@ -567,12 +593,24 @@ impl Program {
                     }
                 }
                 Step::While(w) => {
+                    let fresh: Vec<String> = w
+                        .fresh
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, &f)| f)
+                        .map(|(k, _)| k.to_string())
+                        .collect();
                     writeln!(
                         f,
-                        "{pad}while {:?} -> {:?} (trip count: {})",
+                        "{pad}while {:?} -> {:?} (trip count: {}{})",
                         w.init,
                         w.results,
-                        trips_text(w.trip_count, w.trips_at_start.as_ref(), "read back")
+                        trips_text(w.trip_count, w.trips_at_start.as_ref(), "read back"),
+                        if fresh.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; states {} fresh (every row written)", fresh.join(", "))
+                        }
                     )?;
                     writeln!(f, "{pad}  cond {:?} -> {}", w.args, w.cond_result)?;
                     w.cond.fmt_indented(f, indent + 2, kernels)?;
@@ -788,6 +826,7 @@ mod tests {
             results: vec![20, 21, 22, 23, 24],
             trip_count: Some(3),
             trips_at_start: None,
+            fresh: vec![false; 5],
         };
         let mut p = Program {
             steps: vec![

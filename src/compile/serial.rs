@@ -434,6 +434,9 @@ impl W {
                     for &t in &w.init_takes {
                         self.u8(t as u8);
                     }
+                    for k in 0..w.init.len() {
+                        self.u8(w.fresh.get(k).copied().unwrap_or(false) as u8);
+                    }
                     self.slots(&w.args);
                     self.program(&w.cond);
                     self.len(w.cond_result);
@@ -764,9 +767,11 @@ impl<'a> R<'a> {
                 3 => {
                     let init = self.slots()?;
                     let init_takes = self.bools(init.len())?;
+                    let fresh = self.bools(init.len())?;
                     Step::While(Box::new(WhileStep {
                         init,
                         init_takes,
+                        fresh,
                         args: self.slots()?,
                         cond: self.program()?,
                         cond_result: self.len()?,

@@ -265,7 +265,7 @@ pub struct Stacked {
 
 /// The stacked output state `k` is, if it is one (see [`Stacked`]); `shape` is not yet known,
 /// the caller checks it.
-fn stacked(f: &Function, op: &Operation, k: usize) -> Option<Stacked> {
+pub fn stacked(f: &Function, op: &Operation, k: usize) -> Option<Stacked> {
     let [cond, body] = &op.regions[..] else {
         return None;
     };

@@ -935,6 +935,21 @@ impl Run<'_> {
             .ok_or_else(|| Error::internal(format!("{}: slot {s} is empty", self.exe.parts.name)))
     }
 
+    /// A buffer of slot `s`'s size, of any contents, not put in the slot.
+    fn fresh_buffer(&mut self, s: Slot) -> Result<Arc<GpuBuffer>> {
+        let ty = self
+            .exe
+            .parts
+            .slot_types
+            .get(s)
+            .ok_or_else(|| Error::internal(format!("{}: no slot {s}", self.exe.parts.name)))?;
+        let size = (ty.byte_size() as u64).max(4).next_multiple_of(4);
+        match self.reuse(size) {
+            Some(b) => Ok(b),
+            None => Ok(Arc::new(self.device().alloc(size, "temp")?)),
+        }
+    }
+
     fn alloc(&mut self, s: Slot) -> Result<Arc<GpuBuffer>> {
         let ty = &self.exe.parts.slot_types[s];
         let size = (ty.byte_size() as u64).max(4).next_multiple_of(4);
@@ -1373,15 +1388,23 @@ impl Run<'_> {
         };
         // Initial values dead after the loop move into it, so that the body may update them
         // in place from the first iteration on.
+        // States that start fresh (every row written by the loop) start as pooled buffers of
+        // any contents: their initial values may never have been computed.
         let mut state: Vec<Arc<GpuBuffer>> = w
             .init
             .iter()
             .zip(&w.init_takes)
-            .map(|(&s, &take)| match take {
-                true => self.slots.get_mut(s).and_then(Option::take).ok_or_else(|| {
-                    Error::internal(format!("{}: slot {s} is empty", self.exe.parts.name))
-                }),
-                false => self.get(s),
+            .enumerate()
+            .map(|(k, (&s, &take))| {
+                if w.fresh.get(k).copied().unwrap_or(false) {
+                    return self.fresh_buffer(s);
+                }
+                match take {
+                    true => self.slots.get_mut(s).and_then(Option::take).ok_or_else(|| {
+                        Error::internal(format!("{}: slot {s} is empty", self.exe.parts.name))
+                    }),
+                    false => self.get(s),
+                }
             })
             .collect::<Result<_>>()?;
         let mut iteration: u64 = 0;
