@@ -292,6 +292,34 @@ func.func @main(%a: tensor<{n}xf32>, %b: tensor<{n}xf32>) -> (tensor<{n}xf32>, t
     }
 
     #[test]
+    fn row_numbers_read_by_two_kernels_are_computed_in_both() {
+        // `iota(0) + 0` (jnp.eye's and jnp.tril's row numbers), read by a kernel before a
+        // Cholesky and by one after it: computed from the indices in each, never written.
+        let src = r#"
+func.func @main(%a: tensor<512x512xf32>) -> (tensor<512x512xf32>) {
+  %r = stablehlo.iota dim = 0 : tensor<512x512xi32>
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %zb = stablehlo.broadcast_in_dim %z, dims = [] : (tensor<i32>) -> tensor<512x512xi32>
+  %v = stablehlo.add %r, %zb : tensor<512x512xi32>
+  %c = stablehlo.iota dim = 1 : tensor<512x512xi32>
+  %e = stablehlo.compare EQ, %v, %c, SIGNED : (tensor<512x512xi32>, tensor<512x512xi32>) -> tensor<512x512xi1>
+  %ef = stablehlo.convert %e : (tensor<512x512xi1>) -> tensor<512x512xf32>
+  %k = stablehlo.add %a, %ef : tensor<512x512xf32>
+  %l = "stablehlo.cholesky"(%k) {lower = true} : (tensor<512x512xf32>) -> tensor<512x512xf32>
+  %t = stablehlo.compare GE, %v, %c, SIGNED : (tensor<512x512xi32>, tensor<512x512xi32>) -> tensor<512x512xi1>
+  %zf = stablehlo.constant dense<0.0> : tensor<512x512xf32>
+  %y = stablehlo.select %t, %l, %zf : (tensor<512x512xi1>, tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
+  return %y : tensor<512x512xf32>
+}"#;
+        for cpu in [true, false] {
+            let v = with_partition(src, cpu, |region, p| {
+                p.materialized.contains(&region.ops[3].results[0])
+            });
+            assert!(!v, "cpu {cpu}");
+        }
+    }
+
+    #[test]
     fn a_cheap_sum_read_by_two_kernels_is_computed_in_both() {
         for cpu in [true, false] {
             for n in [64, 1 << 20] {

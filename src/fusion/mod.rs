@@ -514,6 +514,8 @@ fn partition_forced(
     let model = cost::enabled();
     // `WGPU_HLO_AMPLIFIED=0` keeps values broadcast into larger kernels fused (comparisons).
     let amplify = !switched_off("WGPU_HLO_AMPLIFIED");
+    // `WGPU_HLO_FROM_INDICES=0` prices values computed from indices alone like any other.
+    let by_indices = !switched_off("WGPU_HLO_FROM_INDICES");
     let mut kernels: HashMap<ValueId, BTreeSet<usize>> = HashMap::new();
     let mut duplication = Vec::new();
     let mut twice: HashSet<ValueId> = HashSet::new();
@@ -529,8 +531,10 @@ fn partition_forced(
                 let inlined = per_kernel(&at);
                 let readers = kernels.remove(r).unwrap_or_default();
                 let n = readers.len();
-                let kept =
-                    n <= 1 || is_cheap(op) || recompute_for_reduce(ops, &uses, &mut twice, *r, n);
+                let kept = n <= 1
+                    || is_cheap(op)
+                    || (model && by_indices && from_indices(f, ops, &def, op, 0))
+                    || recompute_for_reduce(ops, &uses, &mut twice, *r, n);
                 // Read only by loop kernels of its own element count: written, it runs inside
                 // the first of them and is never stored (multi-output fusion), so computing
                 // it again would save no launch.
@@ -809,6 +813,41 @@ pub(crate) fn elementwise(op: &Operation) -> bool {
 /// computed at the same indices as they are: the emitter's memo shares it among them).
 fn same_index(op: &Operation) -> bool {
     elementwise(op) || op.op == Op::BitcastConvert
+}
+
+/// Whether `op` computes its elements from their indices and scalars alone: an iota, a
+/// constant, a broadcast of a scalar, and elementwise ops, converts and broadcasts of such
+/// values (`jnp.eye`'s and `jnp.tril`'s `iota(0) + k >= iota(1)`). Computed again in every
+/// kernel that reads it, it reads no memory: a Gaussian process's likelihood wrote its
+/// 1000 x 1000 row numbers plus 0 from the kernel building `K + eps * eye(n)` for the
+/// `tril` after the Cholesky to read back (lavapipe, 2 cores: that `tril` 14 ms, a kernel
+/// of 1M elements reading one tensor takes about 4).
+fn from_indices(
+    f: &Function,
+    ops: &[Operation],
+    def: &HashMap<ValueId, usize>,
+    op: &Operation,
+    depth: usize,
+) -> bool {
+    if depth > 6 || op.results.len() != 1 {
+        return false;
+    }
+    let operands = |op: &Operation| {
+        op.operands.iter().all(|o| {
+            f.ty(*o).as_tensor().is_some_and(|t| t.num_elements() <= 1)
+                || def
+                    .get(o)
+                    .and_then(|&i| ops.get(i))
+                    .is_some_and(|d| from_indices(f, ops, def, d, depth + 1))
+        })
+    };
+    match &op.op {
+        Op::Iota { .. } => true,
+        // A splat reads one element; other constants are tensors in memory.
+        Op::Constant(l) => l.len() <= 1 || l.is_splat(),
+        Op::BroadcastInDim { .. } | Op::Convert | Op::Reshape => operands(op),
+        _ => elementwise(op) && operands(op),
+    }
 }
 
 /// Ops whose operands are all of at most one element (constants, iotas, broadcasts of a
