@@ -61,6 +61,18 @@ impl WhileStep {
     }
 }
 
+/// The slots of a loop's initial values that it reads (`reads(k)` for initial value `k`):
+/// what `Step::touched` counts for `While` and `WhileKernel` alike.
+fn inits_read<'a>(
+    init: &'a [Slot],
+    reads: impl Fn(usize) -> bool + 'a,
+) -> impl Iterator<Item = Slot> + 'a {
+    init.iter()
+        .enumerate()
+        .filter(move |&(k, _)| reads(k))
+        .map(|(_, &s)| s)
+}
+
 /// A loop's trip count computed when it starts (`passes::trip_count::counter_tests`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TripsAtStart {
@@ -302,13 +314,7 @@ impl Step {
                 out.extend(&u.outputs);
             }
             Step::While(w) => {
-                out.extend(
-                    w.init
-                        .iter()
-                        .enumerate()
-                        .filter(|&(k, _)| w.reads_init(k))
-                        .map(|(_, s)| s),
-                );
+                out.extend(inits_read(&w.init, |k| w.reads_init(k)));
                 out.extend(&w.args);
                 out.extend(&w.body_results);
                 out.extend(&w.results);
@@ -317,13 +323,7 @@ impl Step {
                 w.body.touched(out);
             }
             Step::WhileKernel(w) => {
-                out.extend(
-                    w.init
-                        .iter()
-                        .enumerate()
-                        .filter(|&(k, _)| w.reads_init(k))
-                        .map(|(_, s)| s),
-                );
+                out.extend(inits_read(&w.init, |k| w.reads_init(k)));
                 out.extend(&w.args);
                 out.extend(&w.results);
                 out.insert(w.flag);
