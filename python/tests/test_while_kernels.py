@@ -602,8 +602,10 @@ def test_products_and_reductions(gpu, budget, tmp_path, monkeypatch):
                                    (soft, (a, v))]):
         where = tmp_path / str(k)
         program_of(where, monkeypatch, gpu, f, *args, tol=1e-5)
-        # (16 iterations a launch cannot hold a product of 60: from the host.)
-        assert workgroup_kernels(where) == (budget == "one launch"), f
+        # (16 iterations a launch may not hold a product of 60: from the host then. Where
+        # subgroups share the vector, its loop runs a back-edge for every eight words.)
+        if budget == "one launch":
+            assert workgroup_kernels(where) == 1, f
 
 
 @pytest.mark.parametrize("form", ["scaled", "by the counter", "sliced", "sliced at the counter"])
@@ -639,23 +641,26 @@ def test_an_rnn_stacking_its_states(gpu, n, budget, tmp_path, monkeypatch):
 
 
 def test_workgroup_loops_over_several_launches(gpu, tmp_path, monkeypatch):
-    # A budget of 200 iterations an invocation: a few iterations a launch, each launch
+    # A small budget of iterations an invocation: a few iterations a launch, each launch
     # starting from the state (and the rows) the last wrote. An RNN stacking its states and
-    # power iteration (a reduction), n = 64 and 50.
-    monkeypatch.setenv("WGPU_HLO_MAX_LOOP", "200")
-    for n in [64, 50]:
-        a = matrix(n, 6)
-        h0 = np.sin(np.arange(n, dtype=np.float32))
-        xs = np.cos(np.arange(30 * n, dtype=np.float32)).reshape(30, n)
-        rnn = lambda a, h, xs: lax.scan(lambda h, x: (jnp.tanh(a @ h + x),) * 2, h, xs)
-        power = lambda a, v: lax.fori_loop(
-            0, 30, lambda i, v: (a @ v) / jnp.sqrt(jnp.sum((a @ v) ** 2)), v)
-        for k, (f, args) in enumerate([(rnn, (a, h0, xs)), (power, (a @ a.T, h0))]):
-            where = tmp_path / f"{n}_{k}"
-            program = program_of(where, monkeypatch, gpu, f, *args, tol=1e-5)
-            m = re.search(r"\((\d+) iterations a launch; trip count: 30", program)
-            assert m and int(m.group(1)) < 30, program
-            assert workgroup_kernels(where) == 1
+    # power iteration (a reduction), n = 64 and 50. With the vector shared through subgroups
+    # (CPU adapters) an iteration takes fewer back-edges: 40 then, 200 with workgroup reads.
+    for subgroups, limit in [("0", "200"), ("1", "40")]:
+        monkeypatch.setenv("WGPU_HLO_WHILE_SUBGROUPS", subgroups)
+        monkeypatch.setenv("WGPU_HLO_MAX_LOOP", limit)
+        for n in [64, 50]:
+            a = matrix(n, 6)
+            h0 = np.sin(np.arange(n, dtype=np.float32))
+            xs = np.cos(np.arange(30 * n, dtype=np.float32)).reshape(30, n)
+            rnn = lambda a, h, xs: lax.scan(lambda h, x: (jnp.tanh(a @ h + x),) * 2, h, xs)
+            power = lambda a, v: lax.fori_loop(
+                0, 30, lambda i, v: (a @ v) / jnp.sqrt(jnp.sum((a @ v) ** 2)), v)
+            for k, (f, args) in enumerate([(rnn, (a, h0, xs)), (power, (a @ a.T, h0))]):
+                where = tmp_path / f"{subgroups}_{n}_{k}"
+                program = program_of(where, monkeypatch, gpu, f, *args, tol=1e-5)
+                m = re.search(r"\((\d+) iterations a launch; trip count: 30", program)
+                assert m and int(m.group(1)) < 30, program
+                assert workgroup_kernels(where) == 1
 
 
 @pytest.mark.parametrize("n", [4, 16, 48, 50, 100, 128])
@@ -695,6 +700,53 @@ def test_rows_held_and_four_elements_an_invocation(gpu, n, budget, tmp_path, mon
             assert "each invocation holding its rows" in wgsl, wgsl
             assert ("4 elements an invocation" in wgsl) == (n % 4 == 0 and n <= 64), wgsl
             assert ("2 elements an invocation" in wgsl) == (n in (50, 100)), wgsl
+
+
+@pytest.mark.parametrize("n", [1, 7, 16, 50, 64, 100, 128])
+def test_vectors_shared_through_subgroups(gpu, n, budget, tmp_path, monkeypatch):
+    # On CPU adapters with subgroups of one size a workgroup loop kernel's invocations each
+    # read one word in eight of a product's vector (or a reduction's elements) from workgroup
+    # memory and take the others from their subgroup (`subgroupBroadcast`); the workgroup is
+    # whole subgroups, the invocations past the elements repeating the last. The same sums in
+    # the same order as the workgroup reads (`WGPU_HLO_WHILE_SUBGROUPS=0`): the same bits
+    # (with the default budget).
+    # Word counts with and without a tail past the last eight, scalar words (n % 4 != 0), a
+    # matrix the loop computes, float and integer reductions, a max in the cond.
+    from conftest import cpu_kernel_class
+
+    a = matrix(n, 8)
+    v = np.cos(np.arange(n, dtype=np.float32))
+    forms = {
+        "A @ v": lambda a, v: lax.fori_loop(0, 60, lambda i, v: jnp.tanh(a @ v) + 0.01, v),
+        "v @ A, normed": lambda a, v: lax.fori_loop(
+            0, 40, lambda i, v: (v @ a) / jnp.sqrt(jnp.sum((v @ a) ** 2) + 1e-3), v),
+        "computed": lambda a, v: lax.fori_loop(
+            0, 40, lambda i, v: jnp.sin((0.5 * a) @ v + v), v),
+        "integer count": lambda a, v: lax.fori_loop(
+            0, 30, lambda i, v: jnp.tanh(a @ v) * (
+                1.0 + 0.002 * jnp.sum((v > 0).astype(jnp.int32)).astype(jnp.float32)), v),
+        "until still": lambda a, v: lax.while_loop(
+            lambda c: (jnp.max(jnp.abs(c[0] - c[1])) > 1e-4) & (c[2] < 200),
+            lambda c: (jnp.tanh(0.5 * (a @ c[0])) + 0.2, c[0], c[2] + 1),
+            (v, v + 1.0, 0)),
+    }
+    for name, f in forms.items():
+        where = tmp_path / name.replace(" ", "_").replace(",", "").replace("@", "at")
+        monkeypatch.setenv("WGPU_HLO_WHILE_SUBGROUPS", "0")
+        args = (jax.device_put(a, gpu), jax.device_put(v, gpu))
+        plain = jax.tree.map(np.asarray, jax.jit(lambda a, v: f(a, v))(*args))
+        monkeypatch.delenv("WGPU_HLO_WHILE_SUBGROUPS")
+        program = program_of(where, monkeypatch, gpu, f, a, v, tol=1e-5)
+        if budget == "many launches" or n == 1:
+            # (16 iterations a launch: one form may run from the host where the other fits.)
+            continue
+        shared = jax.tree.map(np.asarray, jax.jit(f)(*args))
+        jax.tree.map(np.testing.assert_array_equal, shared, plain)
+        assert "while in kernel" in program, (name, program)
+        wgsl = "".join(p.read_text() for p in where.glob("*while_*.wgsl"))
+        assert "one workgroup: it multiplies them by a matrix" in wgsl, name
+        if cpu_kernel_class(gpu):
+            assert "shared through subgroups" in wgsl, (name, wgsl)
 
 
 def test_larger_products_run_from_the_host(gpu, tmp_path, monkeypatch):

@@ -426,7 +426,7 @@ impl<'a> ExprEmitter<'a> {
     }
 
     fn open_block(&mut self, header: &str, trips: Option<u64>) {
-        self.line(&format!("{header} {{"));
+        self.line(format!("{header} {{").trim_start());
         self.indent += 1;
         self.memo.push(HashMap::new());
         self.delinear.push(HashMap::new());

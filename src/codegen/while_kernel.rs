@@ -394,6 +394,11 @@ fn emit_form(
         decls: String::new(),
         rows: String::new(),
         row_iterations: 0,
+        lanes: if workgroup {
+            subgroup_lanes(target)
+        } else {
+            None
+        },
     };
     if serial {
         reductions(&mut em, cond, &elements, n)?;
@@ -665,9 +670,20 @@ fn emit_form(
     } else {
         WORKGROUP
     };
+    let lanes = shared.lanes;
     let mut text = shared.decls;
-    text.push_str(&kernel::entry_header(wg));
-    text.push_str(&kernel::thread_index(wg));
+    if let Some(lanes) = lanes {
+        // Whole subgroups: the invocations past the elements repeat the last one.
+        let wg = (wg as u64).div_ceil(lanes).saturating_mul(lanes) as u32;
+        text.push_str(&kernel::subgroup_entry_header(wg));
+        text.push_str(&format!(
+            "    let tid = min(lid, {}u);\n",
+            threads.saturating_sub(1)
+        ));
+    } else {
+        text.push_str(&kernel::entry_header(wg));
+        text.push_str(&kernel::thread_index(wg));
+    }
     if !workgroup {
         // (A workgroup's invocations are its elements, and all meet its barriers.)
         text.push_str(&format!("    if (tid >= {threads}u) {{ return; }}\n"));
@@ -687,8 +703,13 @@ fn emit_form(
          {per_launch} iterations a launch\nfuses: {}",
         if serial {
             " (one invocation: it reduces them)"
+        } else if workgroup && private_rows && lanes.is_some() {
+            " (one workgroup: it multiplies them by a matrix, each invocation holding its rows, \
+             the vector shared through subgroups)"
         } else if workgroup && private_rows {
             " (one workgroup: it multiplies them by a matrix, each invocation holding its rows)"
+        } else if workgroup && lanes.is_some() {
+            " (one workgroup: it multiplies them by a matrix, the vector shared through subgroups)"
         } else if workgroup {
             " (one workgroup: it multiplies them by a matrix)"
         } else if each.is_some() {
@@ -832,6 +853,9 @@ struct Shared {
     rows: String,
     /// Loop iterations of `rows`.
     row_iterations: u64,
+    /// The subgroup's lanes where each invocation reads the vector of a product a word in
+    /// every `lanes` and takes the others from its subgroup ([`subgroup_lanes`]).
+    lanes: Option<u64>,
 }
 
 /// A workgroup loop kernel's products and full reductions in `region`, in its order (each may
@@ -906,6 +930,40 @@ fn shared_ops(
             if members.contains(&mv.matrix) {
                 // A matrix the loop computes (from values that do not change: `(2 * A) @ v`,
                 // a slice of a matrix at the counter): each element where it is read.
+                if let Some(lanes) = sh.lanes {
+                    let per = if quads { 4 } else { 1 };
+                    each_word(
+                        em,
+                        (&format!("wh_vec{m}"), &format!("wh_v{m}")),
+                        n / per,
+                        lanes,
+                        &mut |em, w| {
+                            for c in 0..per {
+                                let j = if quads {
+                                    format!("({w} * 4u + {c}u)")
+                                } else {
+                                    w.to_string()
+                                };
+                                let x = if quads {
+                                    format!("wh_v{m}.{}", ["x", "y", "z", "w"][c as usize])
+                                } else {
+                                    format!("wh_v{m}")
+                                };
+                                for (e, d) in at.iter().zip(&dots) {
+                                    let place = if mv.contracted == 0 {
+                                        vec![j.clone(), e.clone()]
+                                    } else {
+                                        vec![e.clone(), j.clone()]
+                                    };
+                                    let a = em.value(mv.matrix, &Index::Multi(place))?;
+                                    em.line(&format!("{d} = {d} + {a} * {x};"));
+                                }
+                            }
+                            Ok(())
+                        },
+                    )?;
+                    continue;
+                }
                 em.open_loop(
                     &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + 1u)"),
                     n,
@@ -979,35 +1037,53 @@ fn shared_ops(
             // Four elements of the row a step where `n` allows, else one (a column: the
             // invocations read neighbouring elements); summed in order.
             let step = if quads { 4 } else { 1 };
+            // The products of a word `w` of the vector (`wh_v{m}`) with the rows.
+            let mut word = |em: &mut ExprEmitter, w: &str| -> Result<()> {
+                for (ch, ((e, d), row)) in at.iter().zip(&dots).zip(&rows).enumerate() {
+                    if quads {
+                        let load = if sh.private_rows {
+                            format!("{row}[{w}]")
+                        } else {
+                            quad(e, &format!("({w}) * 4u"))
+                        };
+                        let r = chain_var(&format!("wh_a{m}"), ch as u64);
+                        em.line(&format!("let {r} = {load};"));
+                        let mut sum = d.clone();
+                        for comp in ["x", "y", "z", "w"] {
+                            sum = format!("({sum} + {r}.{comp} * wh_v{m}.{comp})");
+                        }
+                        em.line(&format!("{d} = {sum};"));
+                    } else {
+                        let x = if sh.private_rows {
+                            format!("{row}[{w}]")
+                        } else {
+                            element(e, w)
+                        };
+                        em.line(&format!("{d} = {d} + {x} * wh_v{m};"));
+                    }
+                }
+                Ok(())
+            };
+            if let Some(lanes) = sh.lanes {
+                each_word(
+                    em,
+                    (&format!("wh_vec{m}"), &format!("wh_v{m}")),
+                    words,
+                    lanes,
+                    &mut word,
+                )?;
+                continue;
+            }
             em.open_loop(
                 &format!("for (var {j} = 0u; {j} < {n}u; {j} = {j} + {step}u)"),
                 words,
             );
             if quads {
                 em.line(&format!("let wh_v{m} = wh_vec{m}[{j} >> 2u];"));
-            }
-            for (ch, ((e, d), row)) in at.iter().zip(&dots).zip(&rows).enumerate() {
-                if quads {
-                    let load = if sh.private_rows {
-                        format!("{row}[{j} >> 2u]")
-                    } else {
-                        quad(e, &j)
-                    };
-                    let r = chain_var(&format!("wh_a{m}"), ch as u64);
-                    em.line(&format!("let {r} = {load};"));
-                    let mut sum = d.clone();
-                    for comp in ["x", "y", "z", "w"] {
-                        sum = format!("({sum} + {r}.{comp} * wh_v{m}.{comp})");
-                    }
-                    em.line(&format!("{d} = {sum};"));
-                } else {
-                    let x = if sh.private_rows {
-                        format!("{row}[{j}]")
-                    } else {
-                        element(e, &j)
-                    };
-                    em.line(&format!("{d} = {d} + {x} * wh_vec{m}[{j}];"));
-                }
+                word(em, &format!("{j} >> 2u"))?;
+            } else {
+                em.line(&format!("let wh_v{m} = wh_vec{m}[{j}];"));
+                word(em, &j)?;
             }
             em.close(None);
             continue;
@@ -1020,6 +1096,66 @@ fn shared_ops(
         };
         let c = em.compute(em.ty(fold.result)?.dtype)?.wgsl();
         let xs = per_chain(em, chain_vars, fold.input)?;
+        if let Some(lanes) = sh.lanes.filter(|_| matches!(c, "f32" | "i32" | "u32")) {
+            // Every subgroup folds the elements in order, each lane loading one word in
+            // `lanes` and taking the others from its subgroup ([`each_word`]); four
+            // elements a word where `n` allows.
+            let per = if quads { 4 } else { 1 };
+            let ty = if quads {
+                format!("vec4<{c}>")
+            } else {
+                c.to_string()
+            };
+            sh.decls.push_str(&format!(
+                "var<workgroup> wh_red{m}: array<{ty}, {}>;\n",
+                n / per
+            ));
+            sh.decls
+                .push_str(&format!("var<workgroup> wh_sum{m}: {c};\n"));
+            em.line("workgroupBarrier();");
+            for (e, x) in at.iter().zip(&xs) {
+                if quads {
+                    em.line(&format!("wh_red{m}[{e} >> 2u][{e} & 3u] = {x};"));
+                } else {
+                    em.line(&format!("wh_red{m}[{e}] = {x};"));
+                }
+            }
+            em.line("workgroupBarrier();");
+            let start = em.value(fold.init, &Index::scalar())?;
+            em.line(&format!("var wh_acc{m}: {c} = {start};"));
+            let acc = format!("wh_acc{m}");
+            let w = format!("wh_w{m}");
+            each_word(
+                em,
+                (&format!("wh_red{m}"), &w),
+                n / per,
+                lanes,
+                &mut |em, _| {
+                    let parts: Vec<String> = if quads {
+                        ["x", "y", "z", "w"]
+                            .iter()
+                            .map(|p| format!("{w}.{p}"))
+                            .collect()
+                    } else {
+                        vec![w.clone()]
+                    };
+                    for x in parts {
+                        // (A block each: the reducer's values are remembered per block.)
+                        em.open("");
+                        let y = fold.step(em, &acc, x)?;
+                        em.line(&format!("{acc} = {y};"));
+                        em.close(None);
+                    }
+                    Ok(())
+                },
+            )?;
+            // (Each subgroup's sum is the same; the analysis of uniformity knows one
+            // read from workgroup memory.)
+            em.line(&format!("if (tid == 0u) {{ wh_sum{m} = {acc}; }}"));
+            em.line(&format!("let wh_r{m} = workgroupUniformLoad(&wh_sum{m});"));
+            em.scalars.insert(fold.result, format!("wh_r{m}"));
+            continue;
+        }
         sh.decls
             .push_str(&format!("var<workgroup> wh_red{m}: array<{c}, {n}>;\n"));
         sh.decls
@@ -1046,6 +1182,70 @@ fn shared_ops(
         em.scalars.insert(fold.result, format!("wh_r{m}"));
     }
     Ok(())
+}
+
+/// Runs `word` for each word `w` of a workgroup array (`words` of them, in order), with the
+/// word in the variable `value`, sharing the array through the subgroup: each lane
+/// loads one word in every `lanes` and `subgroupBroadcast` hands each to all lanes. Where the
+/// words do not fill the last load, lanes past them load the last word (unused).
+fn each_word(
+    em: &mut ExprEmitter,
+    (array, value): (&str, &str),
+    words: u64,
+    lanes: u64,
+    word: &mut dyn FnMut(&mut ExprEmitter, &str) -> Result<()>,
+) -> Result<()> {
+    let full = words / lanes;
+    let rest = words % lanes;
+    if full > 0 {
+        let b = format!("{value}_b");
+        em.open_loop(
+            &format!("for (var {b} = 0u; {b} < {full}u; {b} = {b} + 1u)"),
+            full,
+        );
+        em.line(&format!("let {value}_s = {array}[{b} * {lanes}u + sgl];"));
+        for l in 0..lanes {
+            em.open("");
+            em.line(&format!(
+                "let {value} = subgroupBroadcast({value}_s, {l}u);"
+            ));
+            word(em, &format!("({b} * {lanes}u + {l}u)"))?;
+            em.close(None);
+        }
+        em.close(None);
+    }
+    if rest > 0 {
+        let first = full * lanes;
+        em.line(&format!(
+            "let {value}_last = {array}[min({first}u + sgl, {}u)];",
+            words - 1
+        ));
+        for l in 0..rest {
+            em.open("");
+            em.line(&format!(
+                "let {value} = subgroupBroadcast({value}_last, {l}u);"
+            ));
+            word(em, &format!("{}u", first + l))?;
+            em.close(None);
+        }
+    }
+    Ok(())
+}
+
+/// The lanes of the subgroups through which a workgroup loop kernel's invocations share the
+/// vectors of its products, on CPU adapters whose subgroups have one known size (llvmpipe: 8):
+/// each reads one word in every `lanes` of the workgroup array, where each read a whole row of
+/// words. Mesa 22's llvmpipe runs each workgroup-memory load as a loop over the SIMD lanes, so
+/// those reads were the loop's cost: 500 steps of a 100-state Markov chain `p @ T` (two
+/// elements an invocation, rows held; lavapipe, 2-core EPYC, `examples/wgsl_bench.rs`) 19.6
+/// -> 4.4 ms. The workgroup then holds whole subgroups: the invocations past the elements
+/// repeat the last one (same values to the same places). GPUs keep the workgroup reads
+/// (unmeasured). `WGPU_HLO_WHILE_SUBGROUPS=0` turns it off.
+fn subgroup_lanes(target: Target) -> Option<u64> {
+    let s = u64::from(target.caps.subgroup_size);
+    let off = std::env::var("WGPU_HLO_WHILE_SUBGROUPS").is_ok_and(|v| v.trim() == "0");
+    (target.cpu_adapter && target.caps.subgroup && matches!(s, 4 | 8 | 16 | 32) && !off)
+        .then_some(s)
 }
 
 /// A reduction's operands, result and reducer: the reducer's two arguments and the value it
