@@ -663,6 +663,15 @@ def test_workgroup_loops_over_several_launches(gpu, tmp_path, monkeypatch):
                 assert workgroup_kernels(where) == 1
 
 
+def switched_off(monkeypatch, switch, f, *args):
+    """`jit(f)(*args)` compiled with `switch=0`, as numpy leaves (a new function each call:
+    jit caches executables by function)."""
+    monkeypatch.setenv(switch, "0")
+    out = jax.tree.map(np.asarray, jax.jit(lambda *a: f(*a))(*args))
+    monkeypatch.delenv(switch)
+    return out
+
+
 @pytest.mark.parametrize("n", [4, 16, 48, 50, 100, 128])
 def test_rows_held_and_four_elements_an_invocation(gpu, n, budget, tmp_path, monkeypatch):
     # On CPU adapters a workgroup loop kernel holds each invocation's rows of the matrix in
@@ -684,10 +693,8 @@ def test_rows_held_and_four_elements_an_invocation(gpu, n, budget, tmp_path, mon
     }
     for name, f in forms.items():
         where = tmp_path / name
-        monkeypatch.setenv("WGPU_HLO_WHILE_PRIVATE_ROWS", "0")
-        plain = np.asarray(jax.jit(lambda a, v: f(a, v) * 1.0)(jax.device_put(a, gpu),
-                                                                jax.device_put(v, gpu)))
-        monkeypatch.delenv("WGPU_HLO_WHILE_PRIVATE_ROWS")
+        plain = switched_off(monkeypatch, "WGPU_HLO_WHILE_PRIVATE_ROWS", f,
+                             jax.device_put(a, gpu), jax.device_put(v, gpu))
         program = program_of(where, monkeypatch, gpu, f, a, v, tol=1e-5)
         assert budget == "many launches" or "while in kernel" in program, program
         held = np.asarray(jax.jit(f)(jax.device_put(a, gpu), jax.device_put(v, gpu)))
@@ -732,10 +739,8 @@ def test_vectors_shared_through_subgroups(gpu, n, budget, tmp_path, monkeypatch)
     }
     for name, f in forms.items():
         where = tmp_path / name.replace(" ", "_").replace(",", "").replace("@", "at")
-        monkeypatch.setenv("WGPU_HLO_WHILE_SUBGROUPS", "0")
         args = (jax.device_put(a, gpu), jax.device_put(v, gpu))
-        plain = jax.tree.map(np.asarray, jax.jit(lambda a, v: f(a, v))(*args))
-        monkeypatch.delenv("WGPU_HLO_WHILE_SUBGROUPS")
+        plain = switched_off(monkeypatch, "WGPU_HLO_WHILE_SUBGROUPS", f, *args)
         program = program_of(where, monkeypatch, gpu, f, a, v, tol=1e-5)
         if budget == "many launches" or n == 1:
             # (16 iterations a launch: one form may run from the host where the other fits.)

@@ -930,6 +930,19 @@ fn shared_ops(
             if members.contains(&mv.matrix) {
                 // A matrix the loop computes (from values that do not change: `(2 * A) @ v`,
                 // a slice of a matrix at the counter): each element where it is read.
+                // Each chain's sum gains element `(j, its row)` times `x`.
+                let element = |em: &mut ExprEmitter, j: &str, x: &str| -> Result<()> {
+                    for (e, d) in at.iter().zip(&dots) {
+                        let place = if mv.contracted == 0 {
+                            vec![j.to_string(), e.clone()]
+                        } else {
+                            vec![e.clone(), j.to_string()]
+                        };
+                        let a = em.value(mv.matrix, &Index::Multi(place))?;
+                        em.line(&format!("{d} = {d} + {a} * {x};"));
+                    }
+                    Ok(())
+                };
                 if let Some(lanes) = sh.lanes {
                     let per = if quads { 4 } else { 1 };
                     each_word(
@@ -949,15 +962,7 @@ fn shared_ops(
                                 } else {
                                     format!("wh_v{m}")
                                 };
-                                for (e, d) in at.iter().zip(&dots) {
-                                    let place = if mv.contracted == 0 {
-                                        vec![j.clone(), e.clone()]
-                                    } else {
-                                        vec![e.clone(), j.clone()]
-                                    };
-                                    let a = em.value(mv.matrix, &Index::Multi(place))?;
-                                    em.line(&format!("{d} = {d} + {a} * {x};"));
-                                }
+                                element(em, &j, &x)?;
                             }
                             Ok(())
                         },
@@ -973,15 +978,7 @@ fn shared_ops(
                 } else {
                     format!("wh_vec{m}[{j}]")
                 };
-                for (e, d) in at.iter().zip(&dots) {
-                    let place = if mv.contracted == 0 {
-                        vec![j.clone(), e.clone()]
-                    } else {
-                        vec![e.clone(), j.clone()]
-                    };
-                    let a = em.value(mv.matrix, &Index::Multi(place))?;
-                    em.line(&format!("{d} = {d} + {a} * {x};"));
-                }
+                element(em, &j, &x)?;
                 em.close(None);
                 continue;
             }
