@@ -32,11 +32,12 @@ use crate::target::Capabilities;
 pub const TRANSPOSED_MARK: &str = "/* transposed */";
 
 /// Marks the index of a load that is better made from the storage buffer than through a
-/// texture; an input with any such load keeps its storage binding. Emitters mark loads that
-/// every lane makes at the same place (a triangular solve's matrix: each lane solves its own
-/// vector with the same rows), where llvmpipe's texel fetch costs more than its per-lane
-/// loop of scalar loads: a 64 x 64 solve of 512 vectors took 1.78 ms reading through
-/// textures, 0.83 ms from the buffers.
+/// texture; an input with any such load keeps its storage binding. Each emitter that marks
+/// loads says why where it does (a triangular solve's right-hand sides, each element loaded
+/// once by one lane: a copy into a texture would cost more than it saves). A triangular
+/// solve's matrix, which every lane loads at the same place, was marked from 2026-11-29 to
+/// 2026-12-05; it is read through a texture now (figures at the end of
+/// `op_kernels::linalg::blocked_solve_body`).
 pub const STORAGE_MARK: &str = "/* storage */";
 
 /// Marks the first of four loads `inJ[MARK Q], inJ[Q + 1u], inJ[Q + 2u], inJ[Q + 3u]` gathered

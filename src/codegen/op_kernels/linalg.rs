@@ -1582,10 +1582,20 @@ fn blocked_solve_body(
     o.push_str("        xs[ii] = xi;\n");
     o.push_str(&format!("        {} = {w}(xi);\n", x("i")));
     o.push_str("    }\n");
-    // Every lane loads the same matrix elements, and each right-hand side element once.
+    // Each right-hand side element is loaded once, from its buffer. The matrix, whose elements
+    // every lane loads at the same place, is read through a texture where the input allows:
+    // on lavapipe (2-core EPYC host, 2026-12-05; lower solves, minimum of 10 calls, storage
+    // -> texture) 64 rows x 64 vectors 1.17 -> 0.58 ms, 64 x 512 4.3 -> 1.9, 128 x 512 16.5
+    // -> 7.0, 512 x 512 28.8 -> 25.2, the same bits. (On 2026-11-29's host textures for both
+    // operands measured the other way, 64 x 512 1.78 against 0.83 ms; here both through
+    // textures ran as the matrix alone.) `WGPU_HLO_TRSM_TEXTURE=0` reads the matrix from
+    // its buffer.
     let mark = crate::codegen::texture_reads::STORAGE_MARK;
-    o.replace("in0[", &format!("in0[{mark} "))
-        .replace("in1[", &format!("in1[{mark} "))
+    let o = o.replace("in1[", &format!("in1[{mark} "));
+    if std::env::var("WGPU_HLO_TRSM_TEXTURE").is_ok_and(|v| v.trim() == "0") {
+        return o.replace("in0[", &format!("in0[{mark} "));
+    }
+    o
 }
 
 /// The plan of `triangular_solve`: one thread per right-hand-side vector, one launch per
