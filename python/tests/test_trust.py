@@ -46,7 +46,13 @@ def _while(x, w):
     return lax.while_loop(cond, body, (0, x + 0.001))[1]
 
 
-FUNCTIONS = [_elementwise, _matmul, _reduce, _fori, _while]
+def _matvec_loop(x, w):
+    # One loop kernel of one workgroup on most adapters: a product with a matrix and a sum
+    # shared through workgroup memory (and subgroups on CPU adapters) every step.
+    return lax.fori_loop(0, 50, lambda i, v: jnp.tanh(w @ v) + 0.01 * jnp.sum(v) / 64, x[0])
+
+
+FUNCTIONS = [_elementwise, _matmul, _reduce, _fori, _while, _matvec_loop]
 
 
 def _inputs(seed):
@@ -75,7 +81,7 @@ def _run_threads(target, n, timeout):
     return errors
 
 
-def test_eight_threads_five_executables(gpu):
+def test_eight_threads_six_executables(gpu):
     calls = int(os.environ.get("WGPU_HLO_STRESS_CALLS", "100"))
     jitted = [jax.jit(f) for f in FUNCTIONS]
     # Expected values for a pool of inputs, computed on cpu up front.
