@@ -645,7 +645,12 @@ def test_workgroup_loops_over_several_launches(gpu, tmp_path, monkeypatch):
     # starting from the state (and the rows) the last wrote. An RNN stacking its states and
     # power iteration (a reduction), n = 64 and 50. With the vector shared through subgroups
     # (CPU adapters) an iteration takes fewer back-edges: 40 then, 200 with workgroup reads.
-    for subgroups, limit in [("0", "200"), ("1", "40")]:
+    from conftest import cpu_kernel_class
+
+    cases = [("0", "200")]
+    if cpu_kernel_class(gpu) and os.environ.get("WGPU_HLO_SUBGROUPS", "").strip() != "0":
+        cases.append(("1", "40"))
+    for subgroups, limit in cases:
         monkeypatch.setenv("WGPU_HLO_WHILE_SUBGROUPS", subgroups)
         monkeypatch.setenv("WGPU_HLO_MAX_LOOP", limit)
         for n in [64, 50]:
@@ -741,7 +746,8 @@ def test_vectors_shared_through_subgroups(gpu, n, budget, tmp_path, monkeypatch)
         where = tmp_path / name.replace(" ", "_").replace(",", "").replace("@", "at")
         args = (jax.device_put(a, gpu), jax.device_put(v, gpu))
         plain = switched_off(monkeypatch, "WGPU_HLO_WHILE_SUBGROUPS", f, *args)
-        program = program_of(where, monkeypatch, gpu, f, a, v, tol=1e-5)
+        # (Against cpu to 5e-5: from the host, 60 steps at 128 drifted 1.3e-5 once.)
+        program = program_of(where, monkeypatch, gpu, f, a, v, tol=5e-5)
         if budget == "many launches" or n == 1:
             # (16 iterations a launch: one form may run from the host where the other fits.)
             continue
@@ -750,7 +756,7 @@ def test_vectors_shared_through_subgroups(gpu, n, budget, tmp_path, monkeypatch)
         assert "while in kernel" in program, (name, program)
         wgsl = "".join(p.read_text() for p in where.glob("*while_*.wgsl"))
         assert "one workgroup: it multiplies them by a matrix" in wgsl, name
-        if cpu_kernel_class(gpu):
+        if cpu_kernel_class(gpu) and os.environ.get("WGPU_HLO_SUBGROUPS", "").strip() != "0":
             assert "shared through subgroups" in wgsl, (name, wgsl)
 
 
