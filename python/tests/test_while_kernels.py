@@ -522,11 +522,11 @@ MATVEC_FORMS = {
 }
 
 
-@pytest.mark.parametrize("n", [1, 7, 64, 100, 128])
+@pytest.mark.parametrize("n", [1, 7, 64, 100, 128, 256])
 @pytest.mark.parametrize("form", list(MATVEC_FORMS))
 def test_products_with_a_matrix(gpu, n, form, budget, tmp_path, monkeypatch):
     # A loop multiplying its state by a matrix from outside runs in one workgroup, an
-    # invocation an element (up to 128 elements; quads of the matrix's rows where n allows,
+    # invocation an element (up to 256 elements; quads of the matrix's rows where n allows,
     # the matrix transposed before the loop for `v @ A`); with a budget of 16 iterations a
     # launch the larger ones run from the host. Against cpu, to a traced bound.
     step = MATVEC_FORMS[form]
@@ -714,7 +714,7 @@ def test_rows_held_and_four_elements_an_invocation(gpu, n, budget, tmp_path, mon
             assert ("2 elements an invocation" in wgsl) == (n in (50, 100)), wgsl
 
 
-@pytest.mark.parametrize("n", [1, 7, 16, 50, 64, 100, 128])
+@pytest.mark.parametrize("n", [1, 7, 16, 50, 64, 100, 128, 200, 255, 256])
 def test_vectors_shared_through_subgroups(gpu, n, budget, tmp_path, monkeypatch):
     # On CPU adapters with subgroups of one size a workgroup loop kernel's invocations each
     # read one word in eight of a product's vector (or a reduction's elements) from workgroup
@@ -761,9 +761,10 @@ def test_vectors_shared_through_subgroups(gpu, n, budget, tmp_path, monkeypatch)
 
 
 def test_larger_products_run_from_the_host(gpu, tmp_path, monkeypatch):
-    # Past 128 elements the loop stays on the host (one workgroup is one core on lavapipe).
+    # Past 256 elements (the largest workgroup every adapter allows) the loop stays on the
+    # host.
     f = lambda a, v: lax.fori_loop(0, 20, lambda i, v: jnp.tanh(v @ a), v)
-    program = program_of(tmp_path, monkeypatch, gpu, f, matrix(160), np.ones(160, np.float32),
+    program = program_of(tmp_path, monkeypatch, gpu, f, matrix(300), np.ones(300, np.float32),
                          tol=1e-5)
     assert "while in kernel" not in program, program
 

@@ -55,12 +55,15 @@ pub struct WholeLoop {
 }
 
 /// Most elements of a loop whose body multiplies its state by a matrix ([`Matvec`]): one
-/// workgroup of an invocation per element. On lavapipe (2 cores) one workgroup runs on one
-/// core, and at 256 elements it only matched the loop run from the host (products over both
-/// cores, a launch or two a step): `fori_loop` of `tanh(A @ v)`, 300 steps, 40 -> 31 ms, of
-/// `v @ A` 27 -> 32 ms, 500 steps of a Markov chain 47 -> 52 ms; at 128, 34 -> 12, 21 -> 9.2
-/// and 27 -> 15 ms.
-pub const MATVEC_MAX_ELEMENTS: usize = 128;
+/// workgroup of an invocation per element (256: the largest workgroup every WebGPU adapter
+/// allows). On lavapipe (2 cores) one workgroup runs on one core; at 256 elements it only
+/// matched the loop run from the host until the invocations shared the vector through
+/// their subgroup (`codegen::while_kernel::each_word`, 2026-12-05). Since then, host-run
+/// against one kernel (lavapipe, 2-core EPYC, minimum of 5 calls): `fori_loop` of
+/// `tanh(A @ v)`, 300 steps, at 256 156 -> 35 ms and at 192 92 -> 20 ms; 500 steps of a
+/// Markov chain at 256 239 -> 57 ms and at 192 182 -> 33 ms. (Before: at 256 40 -> 31 ms,
+/// `v @ A` 27 -> 32 ms, the Markov chain 47 -> 52 ms, on another host.) The limit was 128.
+pub const MATVEC_MAX_ELEMENTS: usize = 256;
 
 /// A `dot_general` in a loop's body of a vector of the state's shape `[n]` (computed from the
 /// state) and an `n x n` f32 matrix that is not (from outside, or a state the body does not
