@@ -3,7 +3,7 @@ persistent compilation cache in a given directory and prints one JSON line: the 
 compile time (`Lowered.compile()`, which reads the cache; wall and process CPU time), JAX's cache hit/miss events and how
 far the result is from the cpu backend's.
 
-Usage: python compile_cache_child.py CACHE_DIR {mlp,flax}
+Usage: python compile_cache_child.py CACHE_DIR {mlp,flax,gp}
 """
 
 from __future__ import annotations
@@ -84,6 +84,23 @@ def flax_train_step():
     return step, (params, opt_state, x, labels)
 
 
+def gaussian_process():
+    """A Gaussian process's negative log likelihood and its gradient (Cholesky, triangular
+    solves: kernels that read copies of their in-place state on CPU adapters)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((200, 3)).astype(np.float32)
+    y = np.sin(x.sum(1)).astype(np.float32)
+
+    def nll(log_scale, x, y):
+        d = jnp.sum((x[:, None] - x[None]) ** 2, -1)
+        k = jnp.exp(-0.5 * d / jnp.exp(2 * log_scale)) + 0.1 * jnp.eye(x.shape[0])
+        c = jnp.linalg.cholesky(k)
+        a = jax.scipy.linalg.cho_solve((c, True), y)
+        return 0.5 * y @ a + jnp.sum(jnp.log(jnp.diag(c)))
+
+    return jax.value_and_grad(nll), (np.float32(0.3), x, y)
+
+
 def main() -> None:
     cache_dir, kind = sys.argv[1], sys.argv[2]
     jax.config.update("jax_compilation_cache_dir", cache_dir)
@@ -92,7 +109,7 @@ def main() -> None:
     events: list[str] = []
     monitoring.register_event_listener(lambda event, **kwargs: events.append(event))
 
-    fn, args = {"mlp": mlp, "flax": flax_train_step}[kind]()
+    fn, args = {"mlp": mlp, "flax": flax_train_step, "gp": gaussian_process}[kind]()
     gpu, cpu = jax.devices("wgpu")[0], jax.devices("cpu")[0]
     on_gpu = jax.device_put(args, gpu)
     lowered = jax.jit(fn).lower(*on_gpu)

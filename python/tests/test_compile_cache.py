@@ -68,3 +68,11 @@ def test_flax_optax_train_step_second_process(gpu, tmp_path):
     first, second = _first_and_second(tmp_path, "flax")
     assert first["max_abs_err"] < 1e-3, first
     assert second["max_abs_err"] < 1e-3, second
+
+
+def test_gaussian_process_second_process(gpu, tmp_path):
+    # Linear algebra plans from the cache: their kernels' state copies (texture bindings after
+    # the buffers) come back with them.
+    first, second = _first_and_second(tmp_path, "gp")
+    assert first["max_abs_err"] < 1e-3, first
+    assert second["max_abs_err"] < 1e-3, second

@@ -903,3 +903,45 @@ def test_qr_panels_by_kernel(gpu, tmp_path, monkeypatch):
     loop = on(gpu, jnp.linalg.qr, tall)
     for g, w in zip(loop, on(CPU, jnp.linalg.qr, tall)):
         assert_close(g, w, 2e-4)
+
+
+STATE_COPY_CASES = {
+    # Cholesky's left-looking update reads the transpose of the factored columns: quads of
+    # words (n a multiple of 4) or single words (101, 130), batched, upper.
+    "cholesky 256": (jnp.linalg.cholesky, lambda: (spd(256, seed=21),)),
+    "cholesky 101": (jnp.linalg.cholesky, lambda: (spd(101, seed=22),)),
+    "cholesky upper 2x130": (lambda a: jsl.cholesky(a, lower=False),
+                             lambda: (spd(130, (2,), seed=23),)),
+    # The LU's trailing update reads the block's columns below it and its row right of it.
+    "lu 150": (lax.linalg.lu, lambda: (rand((150, 150), seed=24),)),
+    "lu 3x97": (lax.linalg.lu, lambda: (rand((3, 97, 97), seed=25),)),
+    "lu 100x130": (lax.linalg.lu, lambda: (rand((100, 132), seed=26),)),
+    "solve 512": (jnp.linalg.solve, lambda: (rand((512, 512), seed=27), rand((512,), seed=28))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STATE_COPY_CASES))
+def test_updates_read_copies_of_their_state(gpu, case, tmp_path, monkeypatch):
+    # On CPU adapters the LU and Cholesky trailing updates load the words they do not write
+    # from a texture copy of the state made before each launch
+    # (`texture_reads::STATE_MARK`): the same words, so the same bits as the storage loads
+    # (`WGPU_HLO_STATE_COPIES=0`), and the same results as cpu to rounding.
+    f, make = STATE_COPY_CASES[case]
+    args = make()
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    got = on(gpu, lambda *a: f(*a), *args)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    wgsl = "".join(open(p).read() for p in tmp_path.glob("*_update.wgsl"))
+    copies = os.environ.get("WGPU_HLO_TEXTURE_READS", "").strip() != "0"
+    assert ("var out0_copy: texture_2d<u32>" in wgsl) == (cpu_kernel_class(gpu) and copies)
+    monkeypatch.setenv("WGPU_HLO_STATE_COPIES", "0")
+    plain = on(gpu, lambda *a: f(*a), *args)
+    monkeypatch.delenv("WGPU_HLO_STATE_COPIES")
+    for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(plain)):
+        np.testing.assert_array_equal(x, y)
+    want = on(CPU, f, *args)
+    for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        if x.dtype.kind == "f":
+            assert_close(x, y, 1e-3 if case.startswith("solve") else 1e-4)
+        else:
+            np.testing.assert_array_equal(x, y)

@@ -1123,6 +1123,7 @@ impl Gemm {
             workgroups,
             iterations,
             texture_inputs: Vec::new(),
+            state_textures: Vec::new(),
             parted: Vec::new(),
         })
     }

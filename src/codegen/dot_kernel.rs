@@ -891,6 +891,7 @@ fn finish_with(
         workgroups,
         iterations,
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     })
 }
@@ -1598,6 +1599,7 @@ pub(super) fn register_kernel(
         workgroups,
         iterations,
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

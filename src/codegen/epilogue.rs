@@ -229,6 +229,7 @@ pub fn apply(
         workgroups: dot.workgroups,
         iterations,
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

@@ -30,6 +30,11 @@ pub struct Kernel {
     /// Per input: read through a texture the runtime fills before each launch
     /// ([`super::texture_reads`]); empty when none is.
     pub texture_inputs: Vec<Option<super::texture_reads::TextureInput>>,
+    /// Textures holding a copy of part of an output the kernel updates in place, made before
+    /// each launch, for the loads of words that launch does not write
+    /// ([`super::texture_reads::STATE_MARK`]); bound after every other binding. Empty when
+    /// none is.
+    pub state_textures: Vec<super::texture_reads::StateTexture>,
     /// Tensors larger than one binding, bound in parts ([`super::parted`]); empty when none
     /// is.
     pub parted: Vec<super::parted::PartedBinding>,
@@ -176,6 +181,7 @@ pub fn in_workgroups_quads(
         workgroups: grid(groups, target.max_workgroups)?,
         iterations,
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     })
 }
@@ -415,6 +421,7 @@ pub fn threaded(
         workgroups: grid(threads.div_ceil(wg as u64), target.max_workgroups)?,
         iterations,
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

@@ -44,10 +44,13 @@ pub struct Mergeable {
 }
 
 /// Whether `k` can be a part of a merged launch, and what merging needs to know: `None` for
-/// kernels that read textures, bind tensors in parts, write nothing, use a three-dimensional
+/// kernels that read textures (their inputs or copies of their outputs), bind tensors in parts, write nothing, use a three-dimensional
 /// grid or workgroup, or an entry point argument other than the grid builtins.
 pub fn inspect(k: &Kernel) -> Option<Mergeable> {
-    if k.texture_inputs.iter().any(Option::is_some) || !k.parted.is_empty() {
+    if k.texture_inputs.iter().any(Option::is_some)
+        || !k.state_textures.is_empty()
+        || !k.parted.is_empty()
+    {
         return None;
     }
     if k.outputs.is_empty() || k.outputs.iter().any(|o| o.ty.num_elements() == 0) {
@@ -288,6 +291,7 @@ pub fn merge(name: &str, parts: &[(&Kernel, &Mergeable)], target: Target) -> Res
         workgroups: grid(start, target.max_workgroups)?,
         iterations: parts.iter().map(|(k, _)| k.iterations).max().unwrap_or(0),
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

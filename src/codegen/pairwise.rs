@@ -200,6 +200,7 @@ pub fn emit(
             workgroups: kernel::grid(tiles.div_ceil(u64::from(WORKGROUP)), target.max_workgroups)?,
             iterations,
             texture_inputs: Vec::new(),
+            state_textures: Vec::new(),
             parted: Vec::new(),
         });
     }

@@ -336,6 +336,7 @@ mod tests {
             workgroups: [1, 1, 1],
             iterations: 0,
             texture_inputs: Vec::new(),
+            state_textures: Vec::new(),
             parted: Vec::new(),
         }
     }

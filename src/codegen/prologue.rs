@@ -193,6 +193,7 @@ pub fn apply(
         workgroups: dot.workgroups,
         iterations: dot.iterations,
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

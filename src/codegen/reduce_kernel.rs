@@ -1926,6 +1926,7 @@ fn emit_stage(
             workgroups,
             iterations,
             texture_inputs: Vec::new(),
+            state_textures: Vec::new(),
             parted: Vec::new(),
         },
         func,

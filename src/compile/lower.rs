@@ -169,7 +169,16 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
                     target.caps,
                     &policy.windowed,
                 );
-            } else if !policy.scattered {
+                return;
+            }
+            // Loads of words an in-place update does not write, from a copy of them.
+            texture_reads::apply_state_copies(
+                kernel,
+                target.max_texture_dimension,
+                target.max_sampled_textures,
+                target.caps,
+            );
+            if !policy.scattered {
                 // `WGPU_HLO_TEXTURE_READS=all` (min_words 1) keeps every eligible input.
                 // `WGPU_HLO_TEXTURE_READS_ONCE=0`: no read-once policy (for comparisons).
                 let min_words = if policy.read_once && min_words > 1 && read_once_words > 0 {

@@ -17,7 +17,7 @@
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::parted::PartedBinding;
-use crate::codegen::texture_reads::TextureInput;
+use crate::codegen::texture_reads::{StateTexture, TextureInput};
 use crate::compile::program::{
     BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, TripsAtStart,
     UpdatesStep, WhileKernelStep, WhileStep,
@@ -33,7 +33,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 13;
+pub const FORMAT_VERSION: u32 = 14;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -347,6 +347,13 @@ impl W {
             self.u32(p.binding);
             self.u64(p.part_bytes);
             self.u32(p.parts);
+        }
+        self.len(k.state_textures.len());
+        for t in &k.state_textures {
+            self.len(t.output);
+            self.u64(t.first);
+            self.u64(t.texture.texels);
+            self.u32(t.binding);
         }
     }
     /// A loop's trip count known at compile time, or how it is computed at the start.
@@ -698,6 +705,21 @@ impl<'a> R<'a> {
                             binding: self.u32()?,
                             part_bytes: self.u64()?,
                             parts: self.u32()?,
+                        })
+                    })
+                    .collect::<Result<_>>()?
+            },
+            state_textures: {
+                let n = self.count(8 + 8 + 8 + 4)?;
+                (0..n)
+                    .map(|_| {
+                        Ok(StateTexture {
+                            output: self.len()?,
+                            first: self.u64()?,
+                            texture: TextureInput {
+                                texels: self.u64()?,
+                            },
+                            binding: self.u32()?,
                         })
                     })
                     .collect::<Result<_>>()?

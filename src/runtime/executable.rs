@@ -36,6 +36,9 @@ pub struct LoadedKernel {
     /// Per input read through a texture, the texture each launch copies it into (shared
     /// device-wide, see `Device::input_texture`).
     textures: Vec<Option<Arc<InputTexture>>>,
+    /// Per state texture of the kernel (`Kernel::state_textures`), the texture each launch
+    /// copies that part of the output into.
+    state_textures: Vec<Arc<InputTexture>>,
 }
 
 /// Everything an executable is made of, as the compiler hands it over.
@@ -188,14 +191,15 @@ pub(crate) fn fingerprint(parts: &ExecutableParts) -> String {
     format!("{h:016x}")
 }
 
-/// Records the copy of the first `input.texels` texels of `buffer` into `texture` (rows of
-/// `TEXEL_ROW` texels, the last one shorter).
+/// Records the copy of `input.texels` texels of `buffer` from texel `first` on into `texture`
+/// (rows of `TEXEL_ROW` texels, the last one shorter).
 fn copy_to_texture(
     enc: &mut wgpu::CommandEncoder,
-    buffer: &wgpu::Buffer,
+    (buffer, first): (&wgpu::Buffer, u64),
     texture: &wgpu::Texture,
     input: &TextureInput,
 ) {
+    let start = first * TextureInput::TEXEL_BYTES;
     let row = u64::from(TEXEL_ROW);
     let full = input.texels / row;
     let rest = input.texels % row;
@@ -224,10 +228,10 @@ fn copy_to_texture(
         );
     };
     if full > 0 {
-        copy(enc, 0, 0, TEXEL_ROW, full as u32);
+        copy(enc, start, 0, TEXEL_ROW, full as u32);
     }
     if rest > 0 {
-        copy(enc, full * row_bytes, full as u32, rest as u32, 1);
+        copy(enc, start + full * row_bytes, full as u32, rest as u32, 1);
     }
 }
 
@@ -237,7 +241,7 @@ impl Drop for Executable {
         if self
             .kernels
             .iter()
-            .any(|k| k.textures.iter().any(Option::is_some))
+            .any(|k| k.textures.iter().any(Option::is_some) || !k.state_textures.is_empty())
         {
             self.device.clear_bind_groups();
         }
@@ -269,11 +273,22 @@ impl Executable {
             .map(|(_, k)| super::warm::Item {
                 wgsl: &k.wgsl,
                 label: &k.name,
-                textures: k
-                    .texture_inputs
-                    .iter()
-                    .map(|t| t.as_ref().map(|t| t.extent()))
-                    .collect(),
+                textures: {
+                    // By binding: the inputs', then the state textures' after every other.
+                    let mut t: Vec<Option<(u32, u32)>> = k
+                        .texture_inputs
+                        .iter()
+                        .map(|t| t.as_ref().map(|t| t.extent()))
+                        .collect();
+                    for s in &k.state_textures {
+                        let at = s.binding as usize;
+                        if t.len() <= at {
+                            t.resize(at + 1, None);
+                        }
+                        t[at] = Some(s.texture.extent());
+                    }
+                    t
+                },
             })
             .collect();
         device.warm(&warm);
@@ -297,11 +312,20 @@ impl Executable {
                     None => None,
                 });
             }
+            let mut state_textures = Vec::with_capacity(k.state_textures.len());
+            for s in &k.state_textures {
+                let t = &s.texture;
+                let slot = slots.entry(t.extent()).or_insert(0);
+                let label = format!("{} out{} copy", k.name, s.output);
+                state_textures.push(device.input_texture(t, *slot, &label)?);
+                *slot += 1;
+            }
             kernels.push(LoadedKernel {
                 kernel: k.clone(),
                 pipeline,
                 layout,
                 textures,
+                state_textures,
             });
         }
         drop(created);
@@ -796,12 +820,12 @@ struct Run<'a> {
     what: &'a str,
     /// Per-kernel timing, when asked for (`Executable::execute_profiled`): nothing else pays.
     profile: Option<Profiler>,
-    /// Since the last submission: per input texture, the buffer last copied into it and how
-    /// many dispatches had written that buffer then. A launch finding the same pair skips the
+    /// Since the last submission: per input texture, the buffer last copied into it, how
+    /// many dispatches had written that buffer then, and the first texel copied. A launch finding the same pair skips the
     /// copy (cholesky's column launches read the same matrix 256 times). Cleared at each
     /// submission: another execution's copy into the same texture can only come between two
     /// submissions.
-    filled: HashMap<usize, (usize, u64)>,
+    filled: HashMap<usize, (usize, u64, u64)>,
     /// Since the last submission: per buffer, the dispatches that bound it as an output.
     written: HashMap<usize, u64>,
     /// Every submission of this run is known to have run (a read-back after the last one
@@ -1097,9 +1121,9 @@ impl Run<'_> {
                         }
                     };
                     let id = Arc::as_ptr(b) as usize;
-                    let now = (id, self.written.get(&id).copied().unwrap_or(0));
+                    let now = (id, self.written.get(&id).copied().unwrap_or(0), 0);
                     if self.filled.insert(Arc::as_ptr(tex) as usize, now) != Some(now) {
-                        copies.push((&b.buffer, &tex.texture, input));
+                        copies.push(((&b.buffer, 0), &tex.texture, input));
                     }
                     entries.push(BindResource::Texture(&tex.view));
                 }
@@ -1128,6 +1152,28 @@ impl Run<'_> {
                 }
                 entries.push(BindResource::Buffer(&b.buffer, offset, size));
             }
+        }
+        // Copies of parts of the outputs updated in place, for the loads of words the launch
+        // does not write (`codegen::texture_reads::STATE_MARK`), bound after everything else.
+        for (s, tex) in lk.kernel.state_textures.iter().zip(&lk.state_textures) {
+            let j = lk.kernel.inputs.len() + s.output;
+            let end = (s.first + s.texture.texels) * TextureInput::TEXEL_BYTES;
+            // The whole buffer bound, the texels within it, the binding the next one.
+            let whole = matches!(entries.get(j), Some(BindResource::Buffer(_, 0, 0)));
+            let next = entries.len() == s.binding as usize;
+            let Some(b) = bufs.get(j).filter(|b| whole && next && end <= b.size) else {
+                return Err(Error::internal(format!(
+                    "{}: kernel {} copies texels {}..+{} of output {} into a texture at binding \
+                     {}, which its buffers and bindings do not match",
+                    exe.parts.name, lk.kernel.name, s.first, s.texture.texels, s.output, s.binding
+                )));
+            };
+            let id = Arc::as_ptr(b) as usize;
+            let now = (id, self.written.get(&id).copied().unwrap_or(0), s.first);
+            if self.filled.insert(Arc::as_ptr(tex) as usize, now) != Some(now) {
+                copies.push(((&b.buffer, s.first), &tex.texture, s.texture));
+            }
+            entries.push(BindResource::Texture(&tex.view));
         }
         if !copies.is_empty() {
             self.end_pass();

@@ -2078,6 +2078,7 @@ pub(super) fn workgroup_kernel(
         workgroups: kernel::grid(groups, target.max_workgroups)?,
         iterations,
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

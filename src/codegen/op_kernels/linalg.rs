@@ -22,6 +22,7 @@ use crate::codegen::dtype;
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel;
 use crate::codegen::loop_kernel::Target;
+use crate::codegen::texture_reads;
 use crate::error::{Error, Result};
 use crate::ir::attr::Transpose;
 use crate::ir::{ElementType, Function, Op, Operation, TensorType, Type};
@@ -768,8 +769,13 @@ fn tiled(
         // columns apart, and from row i0 + 4 l) and store quads of rows: a quarter of the
         // lane-by-lane loads.
         let quad_update = shared && quads && cols % 4 == 0 && r % 4 == 0 && r / 4 <= lanes;
+        // The update reads only the transpose of the columns before the block, which no
+        // invocation writes: from a copy on CPU adapters (`texture_reads::STATE_MARK`).
+        let mark = texture_reads::STATE_MARK;
+        let copied = texture_reads::state_copy_line(0, (nn, (batch - 1) * stride + 2 * nn));
+        let pc = |k: &str, i: &str| format!("out0[{mark} base + {nn}u + ({k}) * {n}u + ({i})]");
         if quad_update {
-            let quad = |e: String| format!("out0[({e}) >> 2u]");
+            let quad = |e: String| format!("out0[{mark} ({e}) >> 2u]");
             for c in 0..cols / 4 {
                 accs.push_str(&format!(
                     "    let colq{c} = c0 + 4u * sgl + {}u;\n",
@@ -827,14 +833,14 @@ fn tiled(
             accs.push_str(&format!("    let col{c} = {jc};\n"));
             inner.push_str(&format!(
                 "        let pj{c} = {};\n",
-                p("k", &format!("min(col{c}, {m}u)"))
+                pc("k", &format!("min(col{c}, {m}u)"))
             ));
         }
         if shared && !quad_update {
             for t in 0..r / lanes {
                 inner.push_str(&format!(
                     "        let pi{t} = {};\n",
-                    p("k", &format!("min(i0 + sgl + {}u, {m}u)", lanes * t))
+                    pc("k", &format!("min(i0 + sgl + {}u, {m}u)", lanes * t))
                 ));
             }
         }
@@ -842,7 +848,7 @@ fn tiled(
             let pi = if shared {
                 format!("subgroupBroadcast(pi{}, {}u)", q / lanes, q % lanes)
             } else {
-                p("k", &format!("min(i0 + {q}u, {m}u)"))
+                pc("k", &format!("min(i0 + {q}u, {m}u)"))
             };
             inner.push_str(&format!("        let x{q} = {pi};\n"));
             for c in 0..cols {
@@ -878,7 +884,7 @@ fn tiled(
             kernel::in_workgroups_quads(
                 &kname,
                 &format!(
-                    "kernel {kname}: {does}, for the block of {b} columns from j0 (a parameter) of a {what}\nloop iterations per invocation: at most {n}\nfuses: {op_name}"
+                    "kernel {kname}: {does}, for the block of {b} columns from j0 (a parameter) of a {what}\nloop iterations per invocation: at most {n}\nfuses: {op_name}\n{copied}"
                 ),
                 (vec![params(1)], vec![state.clone()]),
                 &Default::default(),
@@ -888,7 +894,20 @@ fn tiled(
                 target,
             )?
         } else {
-            step("update", &does, &update_body, batch * per_mat, n)?
+            let kname = format!("{name}_update");
+            kernel::in_workgroups(
+                &kname,
+                &format!(
+                    "kernel {kname}: {does}, for the block of {b} columns from j0 (a parameter) of a {what}\nloop iterations per invocation: at most {n}\nfuses: {op_name}\n{copied}"
+                ),
+                vec![params(1)],
+                vec![state.clone()],
+                &Default::default(),
+                &update_body,
+                batch * per_mat,
+                n,
+                target,
+            )?
         });
     }
     // The result: the factor, its transpose for `lower = false`, or NaNs.

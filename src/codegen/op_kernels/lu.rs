@@ -27,6 +27,7 @@ use super::{result_binding, temp, Launch, Plan, PARAMS};
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel;
 use crate::codegen::loop_kernel::Target;
+use crate::codegen::texture_reads;
 use crate::error::{Error, Result};
 use crate::ir::ops::CustomCall;
 use crate::ir::{ElementType, Function, Operation, TensorType, Type};
@@ -1019,8 +1020,9 @@ fn tiled(
         kernels.push(kernel::in_workgroups_vec4(
             &kname,
             &format!(
-                "kernel {kname}: the trailing matrix loses the product of the block's columns below it and the block row right of it, {rr} rows by {strip} columns per workgroup of one subgroup, the state's words four at a time, for the block of {b} columns from j0 (a parameter) of an {desc}\nloop iterations per invocation: at most {}\nfuses: {what}",
-                b / 4
+                "kernel {kname}: the trailing matrix loses the product of the block's columns below it and the block row right of it, {rr} rows by {strip} columns per workgroup of one subgroup, the state's words four at a time, for the block of {b} columns from j0 (a parameter) of an {desc}\nloop iterations per invocation: at most {}\nfuses: {what}\n{}",
+                b / 4,
+                texture_reads::state_copy_line(0, (0, (batch - 1) * stride + mn))
             ),
             vec![params.clone()],
             vec![state.clone()],
@@ -1033,6 +1035,14 @@ fn tiled(
     } else if has_update {
         let rr = UPDATE_ROWS;
         let cols = if shared { UPDATE_COLUMNS_PER_LANE } else { 1 };
+        // The block's columns below it and its row right of it, which no invocation writes:
+        // from a copy on CPU adapters (`texture_reads::STATE_MARK`).
+        let load = |i: &str, c: &str| {
+            format!(
+                "out0[{} base + ({i}) * {ld}u + ({c})]",
+                texture_reads::STATE_MARK
+            )
+        };
         let strip = if shared { lanes * cols } else { TILED_WG };
         let row_blocks = (m - b).div_ceil(rr);
         let col_blocks = (n - b).div_ceil(strip);
@@ -1049,14 +1059,14 @@ fn tiled(
             accs.push_str(&format!("    let col{c} = {col};\n"));
             inner.push_str(&format!(
                 "        let u{c} = {};\n",
-                a("kc", &format!("min(col{c}, {}u)", n - 1))
+                load("kc", &format!("min(col{c}, {}u)", n - 1))
             ));
         }
         if shared {
             for t in 0..rr / lanes {
                 inner.push_str(&format!(
                     "        let l{t} = {};\n",
-                    a(&format!("min(i0 + sgl + {}u, {}u)", lanes * t, m - 1), "kc")
+                    load(&format!("min(i0 + sgl + {}u, {}u)", lanes * t, m - 1), "kc")
                 ));
             }
         }
@@ -1064,7 +1074,7 @@ fn tiled(
             let x = if shared {
                 format!("subgroupBroadcast(l{}, {}u)", q / lanes, q % lanes)
             } else {
-                a(&format!("min(i0 + {q}u, {}u)", m - 1), "kc")
+                load(&format!("min(i0 + {q}u, {}u)", m - 1), "kc")
             };
             inner.push_str(&format!("        let x{q} = {x};\n"));
             for c in 0..cols {
@@ -1090,12 +1100,20 @@ fn tiled(
 ",
             start(&entry(if shared { lanes } else { TILED_WG }), batch * per),
         );
-        kernels.push(step(
-            "update",
-            &format!("the trailing matrix loses the product of the block's columns below it and the block row right of it, {rr} rows by {strip} columns per workgroup"),
-            update_body,
-            batch * per,
-            b,
+        let kname = format!("{name}_update");
+        kernels.push(kernel::in_workgroups_vec4(
+            &kname,
+            &format!(
+                "kernel {kname}: the trailing matrix loses the product of the block's columns below it and the block row right of it, {rr} rows by {strip} columns per workgroup, for the block of {b} columns from j0 (a parameter) of an {desc}\nloop iterations per invocation: at most {b}\nfuses: {what}\n{}",
+                texture_reads::state_copy_line(0, (0, (batch - 1) * stride + mn))
+            ),
+            vec![params.clone()],
+            vec![state.clone()],
+            &Default::default(),
+            &update_body,
+            &[],
+            (batch * per, b),
+            target,
         )?);
     }
     // Kernel 0 is the plan's `init`, 1 the panel.
@@ -1393,6 +1411,14 @@ fn shared_vec4_update(
     let groups = UPDATE_VEC4S_PER_LANE;
     let strip = lanes * 4 * groups;
     let at = |i: &str, c: &str| format!("out0[(base + ({i}) * {ld}u + {c}) / 4u]");
+    // The block's columns below it and its row right of it, which no invocation writes: from
+    // a copy on CPU adapters (`texture_reads::STATE_MARK`).
+    let load = |i: &str, c: &str| {
+        format!(
+            "out0[{} (base + ({i}) * {ld}u + {c}) / 4u]",
+            texture_reads::STATE_MARK
+        )
+    };
     let mut s = format!(
         "{start}    let base = (g / {per}u) * {stride}u;
     let rb = (g % {per}u) / {col_blocks}u;
@@ -1417,7 +1443,7 @@ fn shared_vec4_update(
     for t in 0..rr / lanes {
         s.push_str(&format!(
             "        let l{t} = {};\n",
-            at(&format!("min(i0 + sgl + {}u, {}u)", lanes * t, m - 1), "kc")
+            load(&format!("min(i0 + sgl + {}u, {}u)", lanes * t, m - 1), "kc")
         ));
     }
     for e in 0..4 {
@@ -1425,7 +1451,7 @@ fn shared_vec4_update(
         for v in 0..groups {
             s.push_str(&format!(
                 "        let u{e}_{v} = {};\n",
-                at(&format!("kc + {e}u"), &format!("cl{v}"))
+                load(&format!("kc + {e}u"), &format!("cl{v}"))
             ));
         }
         for q in 0..rr {

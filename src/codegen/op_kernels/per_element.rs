@@ -109,6 +109,7 @@ pub fn build(
         workgroups: kernel::grid(threads.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
         iterations: em.iterations(),
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

@@ -490,6 +490,7 @@ fn one_workgroup_sort(
         workgroups: [1, 1, 1],
         iterations: em.iterations(),
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     }))
 }
@@ -805,6 +806,7 @@ fn atomic(
         )?,
         iterations: em.iterations(),
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     };
     Ok(Some(super::Plan {
@@ -1263,6 +1265,7 @@ fn privatized(
             workgroups: k::grid(threads.div_ceil(u64::from(wg)), target.max_workgroups)?,
             iterations: 0,
             texture_inputs: Vec::new(),
+            state_textures: Vec::new(),
             parted: Vec::new(),
         }
     };

@@ -360,6 +360,7 @@ fn ranking(
         workgroups: kernel::grid(total.div_ceil(WORKGROUP as u64), target.max_workgroups)?,
         iterations: em.iterations(),
         texture_inputs: Vec::new(),
+        state_textures: Vec::new(),
         parted: Vec::new(),
     })
 }
@@ -845,6 +846,7 @@ fn local_stages(
                     workgroups: kernel::grid(groups, target.max_workgroups)?,
                     iterations: em.iterations(),
                     texture_inputs: Vec::new(),
+                    state_textures: Vec::new(),
                     parted: Vec::new(),
                 },
                 b,
