@@ -143,6 +143,28 @@ pub fn column_reads_as_vec4(chunked: bool) -> bool {
     }
 }
 
+/// Whether an input a kernel reads only in streaming groups of four
+/// (`codegen::texture_reads::QUAD_STREAM_MARK`: a row kernel's, a loop kernel's, a subgroup
+/// row reduction's groups) and that could be read through a texture is read as `vec4` loads
+/// from its storage buffer instead (no copy) on CPU adapters. On the Intel host of 11-27 the
+/// kernel's `vec4` loads cost little more than texel fetches (4096 x 4096 row sums 6.5 against
+/// 5.4 ms, the copy 6.6 ms), so `vec4`s. On the AMD EPYC host of 12-05, `bench_ab.py`, 5
+/// alternating runs, everything included: 4096 x 4096 row sums 57.4 -> 14.4 ms through
+/// textures, column sums 56.9 -> 14.3, layernorm 4096 x 1024 18.8 -> 7.3, logsumexp rows
+/// 17.3 -> 7.1, softmax 1024 x 1024 8.9 -> 4.2, 65536 row dots of 32 14.5 -> 4.0 (the layernorm
+/// kernel alone, `wgsl_bench`: 18.8 against 5.5 ms). So textures on AMD (and Hygon) CPUs,
+/// as for column reads. `WGPU_HLO_STREAM_READS=vec4|texture` overrides.
+pub fn stream_reads_as_vec4() -> bool {
+    match std::env::var("WGPU_HLO_STREAM_READS")
+        .as_deref()
+        .map(str::trim)
+    {
+        Ok("vec4") => true,
+        Ok("texture") => false,
+        _ => !host_cpu_is_amd(),
+    }
+}
+
 /// Whether the host CPU is AMD's (or Hygon's, the same cores): its vendor string
 /// (`cpuid` leaf 0), read once.
 pub fn host_cpu_is_amd() -> bool {

@@ -19,9 +19,11 @@
 //! of other element types, or too large for the adapter's textures keep their storage
 //! binding, and a rewritten module that fails validation is dropped for the original.
 //!
-//! An input read only in streaming groups of four ([`QUAD_STREAM_MARK`]) needs no texture: it
-//! is bound as `array<vec4<E>>` and each group is one `vec4` load from the buffer, at any size
-//! (the `x * 2 + 1` figure above is four scalar loads gathered into a vec4, not one vec4 load).
+//! An input read only in streaming groups of four ([`QUAD_STREAM_MARK`]) needs no texture on
+//! Intel hosts: it is bound as `array<vec4<E>>` and each group is one `vec4` load from the
+//! buffer, at any size (the `x * 2 + 1` figure above is four scalar loads gathered into a
+//! vec4, not one vec4 load). On AMD hosts it is read through a texture where it can be
+//! ([`crate::target::stream_reads_as_vec4`]).
 
 use super::kernel::{self, Kernel};
 use crate::target::Capabilities;
@@ -53,7 +55,10 @@ pub const QUAD_MARK: &str = "/* quad */";
 /// on every launch. Lavapipe, 2 cores (kernel GPU time, texture / vec4s; the copy): 4096 x
 /// 4096 row sums 5.4 / 6.5 ms, 64 MiB copied in 6.6 ms; softmax 1024 x 1024 2.36 / 2.47 ms,
 /// 0.2 ms; `x * 2 + 1` over 4M f32 3.3 / 3.7 ms, 1.6 ms. (Groups a thread reads a row apart,
-/// as in column sums, stay [`QUAD_MARK`]: 8.2 ms from a texture, 34 ms as vec4s.)
+/// as in column sums, stay [`QUAD_MARK`]: 8.2 ms from a texture, 34 ms as vec4s.) Those are
+/// an Intel host's figures; on AMD hosts `vec4` loads cost three or four times a texel fetch,
+/// and inputs that fit a texture are read through one
+/// ([`crate::target::stream_reads_as_vec4`]).
 pub const QUAD_STREAM_MARK: &str = "/* quad stream */";
 
 /// Marks the index of a load `outJ[MARK I]` of an output the kernel updates in place, at a word
@@ -352,7 +357,8 @@ pub fn apply(
         // loads from the buffer itself (whatever its size; buffers are allocated in multiples
         // of 16 bytes, so the last group is whole). llvmpipe loads a storage `vec4` with one
         // pass over the SIMD lanes, four scalars with four: a gathered 8192 x 128 table summed
-        // by columns (`e[i].sum(0)`), 2.1 -> 0.9 ms.
+        // by columns (`e[i].sum(0)`), 2.1 -> 0.9 ms. On AMD hosts a streaming input that can
+        // take a texture takes it (`target::stream_reads_as_vec4`).
         if texel_words == 1 {
             let (grouped, streams) = rewrite_quads(&wgsl, &name, elem, QUAD_STREAM_MARK);
             let (grouped, streams) = if texture {
@@ -361,7 +367,8 @@ pub fn apply(
                 let (g, q) = rewrite_quads(&grouped, &name, elem, QUAD_MARK);
                 (g, streams + q)
             };
-            if streams > 0 && occurrences(&grouped, &name).len() == 1 {
+            let textured = texture && !crate::target::stream_reads_as_vec4();
+            if streams > 0 && occurrences(&grouped, &name).len() == 1 && !textured {
                 let (head, comment) = decl.split_once("//").unwrap_or((&decl, ""));
                 let new_decl = format!(
                     "{} //{} (read as vec4s)",
