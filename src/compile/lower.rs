@@ -95,14 +95,33 @@ impl TexturePolicy {
 /// each (`searchsorted` 1M into 64k 199 -> 143 ms, `random.normal` 16M 244 -> 215).
 /// `WGPU_HLO_TEXTURE_READS_ONCE=N` (or `CompileOptions::read_once_texture_words`) sets it
 /// for comparisons and tests (0: read-once kernels take textures as the others do).
+///
+/// Those were an Intel host's figures. On AMD hosts a storage load costs llvmpipe three to
+/// four times a texel fetch (`target::stream_reads_as_vec4`), and read-once kernels take
+/// textures as the others do ([`READ_ONCE_TEXTURE_WORDS_AMD`]).
 const READ_ONCE_TEXTURE_WORDS: u64 = u64::MAX;
 
-/// `WGPU_HLO_TEXTURE_READS_ONCE=N`, else [`READ_ONCE_TEXTURE_WORDS`].
+/// [`READ_ONCE_TEXTURE_WORDS`] on AMD (and Hygon) hosts: 0, the general threshold. The AMD
+/// EPYC host of 2026-12-05, `bench_ab.py '' 'WGPU_HLO_TEXTURE_READS_ONCE=0'`, all rows, 5
+/// alternating runs: average-pool gradient 60.0 -> 24.5 ms, transpose 4096² 69.5 -> 28.5,
+/// attention of 512 heads 5.6 -> 2.7, 16M-element fused chain 88.7 -> 51.6, flax LSTM step
+/// 143 -> 95, GP gradient 425 -> 302, MLP step 17.9 -> 13.0, flax CNN step 60.8 -> 49.2, inv
+/// 512 122 -> 102; worse: expm 64 (min 5.75 -> 6.54: its 64 x 64 products copy their
+/// operands on each of 32 launches) and a `lax.cond` loop over 4096 floats (min 0.91 ->
+/// 0.98). From 16384 words expm kept its time but the RNN steps lost 5-17 % of the gain.
+const READ_ONCE_TEXTURE_WORDS_AMD: u64 = 0;
+
+/// `WGPU_HLO_TEXTURE_READS_ONCE=N`, else [`READ_ONCE_TEXTURE_WORDS`] ([`READ_ONCE_TEXTURE_WORDS_AMD`]
+/// on AMD hosts).
 pub(crate) fn read_once_texture_words_from_env() -> u64 {
     std::env::var("WGPU_HLO_TEXTURE_READS_ONCE")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(READ_ONCE_TEXTURE_WORDS)
+        .unwrap_or(if crate::target::host_cpu_is_amd() {
+            READ_ONCE_TEXTURE_WORDS_AMD
+        } else {
+            READ_ONCE_TEXTURE_WORDS
+        })
 }
 
 /// Dots and convolutions of fewer multiply-adds count as read-once kernels (their operands
