@@ -18,13 +18,8 @@ jnp = jax.numpy
 lax = jax.lax
 
 
-@pytest.fixture(autouse=True)
-def read_once_kernels_without_textures(monkeypatch):
-    """Kernels that read their inputs about once take no texture reads here, as on Intel
-    hosts: on AMD hosts they take them (`compile::lower`'s `READ_ONCE_TEXTURE_WORDS_AMD`), and
-    a kernel reading textures is not merged, which these tests are about."""
-    if not os.environ.get("WGPU_HLO_TEXTURE_READS_ONCE"):
-        monkeypatch.setenv("WGPU_HLO_TEXTURE_READS_ONCE", str(2**64 - 1))
+# Merging is what these tests are about (see `conftest.read_once_kernels_without_textures`).
+pytestmark = pytest.mark.usefixtures("read_once_kernels_without_textures")
 
 
 def normal(shape, seed=0):
