@@ -933,7 +933,9 @@ def test_updates_read_copies_of_their_state(gpu, case, tmp_path, monkeypatch):
     monkeypatch.delenv("WGPU_HLO_DUMP")
     wgsl = "".join(open(p).read() for p in tmp_path.glob("*_update.wgsl"))
     copies = os.environ.get("WGPU_HLO_TEXTURE_READS", "").strip() != "0"
-    assert ("var out0_copy: texture_2d<u32>" in wgsl) == (cpu_kernel_class(gpu) and copies)
+    # `WGPU_HLO_LU=workgroup` (and `=blocked`'s small panels) factor without update kernels.
+    if wgsl or not case.startswith(("lu", "solve")):
+        assert ("var out0_copy: texture_2d<u32>" in wgsl) == (cpu_kernel_class(gpu) and copies)
     monkeypatch.setenv("WGPU_HLO_STATE_COPIES", "0")
     plain = on(gpu, lambda *a: f(*a), *args)
     monkeypatch.delenv("WGPU_HLO_STATE_COPIES")
