@@ -821,11 +821,11 @@ struct Run<'a> {
     /// Per-kernel timing, when asked for (`Executable::execute_profiled`): nothing else pays.
     profile: Option<Profiler>,
     /// Since the last submission: per input texture, the buffer last copied into it, how
-    /// many dispatches had written that buffer then, and the first texel copied. A launch finding the same pair skips the
-    /// copy (cholesky's column launches read the same matrix 256 times). Cleared at each
+    /// many dispatches had written that buffer then, and the texels copied (first, count). A
+    /// launch finding the same key skips the copy (cholesky's column launches read the same matrix 256 times). Cleared at each
     /// submission: another execution's copy into the same texture can only come between two
     /// submissions.
-    filled: HashMap<usize, (usize, u64, u64)>,
+    filled: HashMap<usize, (usize, u64, u64, u64)>,
     /// Since the last submission: per buffer, the dispatches that bound it as an output.
     written: HashMap<usize, u64>,
     /// Every submission of this run is known to have run (a read-back after the last one
@@ -1121,7 +1121,12 @@ impl Run<'_> {
                         }
                     };
                     let id = Arc::as_ptr(b) as usize;
-                    let now = (id, self.written.get(&id).copied().unwrap_or(0), 0);
+                    let now = (
+                        id,
+                        self.written.get(&id).copied().unwrap_or(0),
+                        0,
+                        input.texels,
+                    );
                     if self.filled.insert(Arc::as_ptr(tex) as usize, now) != Some(now) {
                         copies.push(((&b.buffer, 0), &tex.texture, input));
                     }
@@ -1169,7 +1174,12 @@ impl Run<'_> {
                 )));
             };
             let id = Arc::as_ptr(b) as usize;
-            let now = (id, self.written.get(&id).copied().unwrap_or(0), s.first);
+            let now = (
+                id,
+                self.written.get(&id).copied().unwrap_or(0),
+                s.first,
+                s.texture.texels,
+            );
             if self.filled.insert(Arc::as_ptr(tex) as usize, now) != Some(now) {
                 copies.push(((&b.buffer, s.first), &tex.texture, s.texture));
             }
