@@ -101,6 +101,27 @@ def test_gram_matrix_epilogue(gpu, tmp_path, monkeypatch):
     assert n == 1
 
 
+def test_epilogue_reads_the_dot_operands(gpu, tmp_path, monkeypatch):
+    # expm's squaring step, `where(s[i] < t, r, r @ r)`: the select reads the dot's operand.
+    # It was refused as an epilogue (the operand's binding is the dot's own, maybe a texture)
+    # and ran as a kernel of its own after each of 16 products; the epilogue binds it again.
+    # The predicate, of no dimensions, is computed once an invocation (`epilogue_uniform`).
+    r = normal((64, 64)) * 0.1
+    s, t = np.arange(16, dtype=np.float32), np.float32(5.0)
+    for i in (np.int32(3), np.int32(9)):
+        n = kernels(gpu, tmp_path, monkeypatch, lambda r, s, i, t: jnp.where(s[i] < t, r @ r, r), r, s, i, t)
+        assert n == 1
+        src = "".join(p.read_text() for p in tmp_path.glob("*.wgsl"))
+        assert "epilogue_uniform()" in src
+        for p in tmp_path.glob("*"):
+            p.unlink()
+    # A residual over a square layer, `x + tanh(x @ w)` (on CPU adapters larger epilogues of
+    # two full-size streams run as kernels of their own: `REPLAY_MAX_STREAMS`).
+    x, w = normal((64, 64)), normal((64, 64), 1) * 0.06
+    n = kernels(gpu, tmp_path, monkeypatch, lambda x, w: x + jnp.tanh(x @ w), x, w, rtol=1e-4, atol=1e-5)
+    assert n == 1
+
+
 def test_bf16_layer(gpu, tmp_path, monkeypatch):
     """A mixed-precision layer: the bf16 converts of both operands run inside the dot
     (prologue fusion), the bias and relu at its stores. On CPU adapters a dot of this size

@@ -19,7 +19,7 @@ use super::library;
 use super::loop_kernel::Target;
 use crate::error::{Error, Result};
 use crate::fusion::Group;
-use crate::ir::{ElementType, Function, Operation, ValueId};
+use crate::ir::{ElementType, Function, Op, Operation, ValueId};
 
 /// Most stores per invocation the CPU-adapter list takes. llvmpipe keeps private arrays in
 /// the frame of the coroutine it makes of every compute shader, and compiles it in time
@@ -86,8 +86,44 @@ pub fn apply(
     // binding even where a value is bound twice (`x @ x.T`); the epilogue's own inputs
     // follow. Deduplicated, the epilogue's first input took the second operand's binding
     // number, and the epilogue of every Gram matrix was refused as reading the dot's inputs.
+    // An epilogue reading an operand of the dot (`where(p, r, r @ r)`, a residual `x + x @ w`)
+    // binds it again: the dot's binding may hold it in another layout or as a texture.
     em.inputs.extend(dot.inputs.iter().cloned());
+    em.foreign_inputs = dot.inputs.len();
     em.scalars.insert(d.value, "d".to_string());
+    // Values of no dimensions that full-size ones read (a loop counter, a step size, a
+    // predicate computed from them) are the same at every element: a function the dot's
+    // entry point calls first computes them into private variables, where each element
+    // computed them again (expm's squaring step loaded four scalars per element).
+    let uniform = uniform_values(f, defs, epilogue, d.value);
+    let mut uniform_decls = String::new();
+    let mut uniform_fn = String::new();
+    if !uniform.is_empty() {
+        em.begin_function(&[]);
+        let mut names = Vec::new();
+        for (k, &u) in uniform.iter().enumerate() {
+            let x = em.value(u, &Index::scalar())?;
+            let name = format!("wh_ep_u{k}");
+            let ty = em.compute(em.ty(u)?.dtype)?.wgsl();
+            em.line(&format!("{name} = {x};"));
+            uniform_decls.push_str(&format!("var<private> {name}: {ty};\n"));
+            names.push((u, name));
+        }
+        let body = em.end_function();
+        let body = if body.contains(RUNTIME_ZERO) {
+            format!("    {RUNTIME_ZERO} = arrayLength(&out0) >> 31u;\n{body}")
+        } else {
+            body
+        };
+        // Loaded once an invocation: a texture's copy would cost more than it saves.
+        let mut body = body;
+        let mark = crate::codegen::texture_reads::STORAGE_MARK;
+        for j in dot.inputs.len()..em.inputs.len() {
+            body = body.replace(&format!("in{j}["), &format!("in{j}[{mark} "));
+        }
+        uniform_fn = format!("\nfn epilogue_uniform() {{\n{body}}}\n");
+        em.scalars.extend(names);
+    }
     let idx = Index::Linear("i".into());
     let mut outs = Vec::new();
     for (j, &v) in outputs.iter().enumerate() {
@@ -163,9 +199,12 @@ pub fn apply(
             b.ty
         ));
     }
-    if body.contains(RUNTIME_ZERO) && !dot.wgsl.contains(&format!("var<private> {RUNTIME_ZERO}")) {
+    if (body.contains(RUNTIME_ZERO) || uniform_fn.contains(RUNTIME_ZERO))
+        && !dot.wgsl.contains(&format!("var<private> {RUNTIME_ZERO}"))
+    {
         decls.push_str(&format!("var<private> {RUNTIME_ZERO}: u32;\n"));
     }
+    decls.push_str(&uniform_decls);
     let unexpected = || Error::unimplemented(format!("{name}: epilogue: unexpected stores"));
     let (mut rest, stores) = match &replayed {
         Some((src, _)) => (src.clone(), 0),
@@ -173,6 +212,13 @@ pub fn apply(
             stores_to_calls(&dot.wgsl[line_end..], target.cpu_adapter).ok_or_else(unexpected)?
         }
     };
+    if !uniform_fn.is_empty() {
+        let open = rest
+            .find("fn main(")
+            .and_then(|m| rest[m..].find("{\n").map(|b| m + b + 2))
+            .ok_or_else(unexpected)?;
+        rest.insert_str(open, "    epilogue_uniform();\n");
+    }
     let mut iterations = dot.iterations.saturating_add(em.iterations());
     if let Some((_, elements)) = replayed {
         iterations = iterations.saturating_add(elements * (1 + em.iterations()));
@@ -216,6 +262,7 @@ pub fn apply(
     wgsl.push_str(&decls);
     wgsl.push_str(&rest);
     wgsl.push_str(&library::resolve(needs.iter().map(String::as_str))?);
+    wgsl.push_str(&uniform_fn);
     wgsl.push_str(&format!(
         "\n// epilogue: fuses {}\nfn epilogue0(i: u32, d: f32) {{\n{body}}}\n",
         em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
@@ -232,6 +279,38 @@ pub fn apply(
         state_textures: Vec::new(),
         parted: Vec::new(),
     })
+}
+
+/// The values of no dimensions that ops of `epilogue` with dimensions read (not `d`, not
+/// constants), in value order: each is the same at every element of the dot's result.
+fn uniform_values(
+    f: &Function,
+    defs: &HashMap<ValueId, &Operation>,
+    epilogue: &Group,
+    d: ValueId,
+) -> Vec<ValueId> {
+    let zero_d = |v: ValueId| {
+        f.values
+            .get(v.index())
+            .and_then(|t| t.as_tensor())
+            .is_some_and(|t| t.shape.is_empty())
+    };
+    let mut out = BTreeSet::new();
+    for m in &epilogue.members {
+        let Some(op) = defs.get(m) else { continue };
+        if op.results.iter().all(|&r| zero_d(r)) {
+            continue;
+        }
+        for &o in &op.operands {
+            let constant = defs
+                .get(&o)
+                .is_some_and(|c| matches!(c.op, Op::Constant(_)));
+            if o != d && zero_d(o) && !constant {
+                out.insert(o);
+            }
+        }
+    }
+    out.into_iter().collect()
 }
 
 /// The function an emitter appends to a kernel whose invocations store a block of results

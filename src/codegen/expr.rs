@@ -117,6 +117,10 @@ pub struct ExprEmitter<'a> {
     adapter: &'a str,
     /// Values read from buffers, in binding order.
     pub inputs: Vec<Binding>,
+    /// Leading entries of `inputs` that are another emitter's bindings (a dot's operands
+    /// before its epilogue's inputs): a value read here gets a binding of its own after them,
+    /// read at the emitted index, even where one of them binds the same value.
+    pub foreign_inputs: usize,
     /// Library functions called.
     pub needs: Needs,
     /// Ops inlined, for the kernel's header comment.
@@ -305,6 +309,7 @@ impl<'a> ExprEmitter<'a> {
             caps,
             adapter,
             inputs: Vec::new(),
+            foreign_inputs: 0,
             needs: Needs::new(),
             fused_ops: BTreeSet::new(),
             body: String::new(),
@@ -601,8 +606,9 @@ impl<'a> ExprEmitter<'a> {
 
     /// The binding number of an input value (adding it on first use).
     pub fn input(&mut self, v: ValueId) -> Result<usize> {
-        if let Some(i) = self.inputs.iter().position(|b| b.value == v) {
-            return Ok(i);
+        let skip = self.foreign_inputs;
+        if let Some(i) = self.inputs.iter().skip(skip).position(|b| b.value == v) {
+            return Ok(skip + i);
         }
         let ty = self.ty(v)?.clone();
         self.inputs.push(Binding { value: v, ty });

@@ -5,7 +5,7 @@
 //!
 //! The merged group (kind [`KernelKind::Epilogue`]) keeps both kernels as its `parts`: the
 //! compile driver lowers them separately when the dot's emitter cannot take an epilogue (a
-//! split-K plan, a kernel over the binding budget, an epilogue reading the dot's operands).
+//! split-K plan, a kernel over the binding budget).
 
 use std::collections::HashSet;
 
@@ -35,11 +35,12 @@ fn pointwise(f: &Function, op: &Operation) -> bool {
             .all(|v| tensor(f, *v).is_some_and(|(s, _)| s == res || s.is_empty()))
 }
 
-/// Whether loop kernel `g` may run as the epilogue of the dot or convolution `dot` whose
-/// result is `d`: its outputs are f32 tensors of `d`'s shape, every op of it on a path from
-/// `d` is pointwise, and it does not read the dot's operands (their bindings are the dot's
-/// own, in the dot's layout).
-fn takes(f: &Function, region: &Region, dot: &Operation, d: ValueId, g: &Group) -> bool {
+/// Whether loop kernel `g` may run as the epilogue of the dot or convolution whose result is
+/// `d`: its outputs are f32 tensors of `d`'s shape and every op of it on a path from `d` is
+/// pointwise. It may read the dot's operands (`where(i < s, r @ r, r)`, expm's squaring
+/// step): the epilogue binds them again, row-major (until 2026-12-05 it was refused, and
+/// each of expm's 16 squarings was a launch more).
+fn takes(f: &Function, region: &Region, d: ValueId, g: &Group) -> bool {
     let Some((shape, _)) = tensor(f, d) else {
         return false;
     };
@@ -56,9 +57,6 @@ fn takes(f: &Function, region: &Region, dot: &Operation, d: ValueId, g: &Group) 
     for op in &region.ops {
         if !op.results.iter().any(|r| g.members.contains(r)) {
             continue;
-        }
-        if op.operands.iter().any(|o| dot.operands.contains(o)) {
-            return false;
         }
         if op.operands.iter().any(|o| from_d.contains(o)) {
             if !pointwise(f, op) {
@@ -147,7 +145,7 @@ fn candidate(
     let Node::Kernel(ge) = &p.nodes[b] else {
         return None;
     };
-    if !takes(f, region, dot, *d, ge) {
+    if !takes(f, region, *d, ge) {
         return None;
     }
     let read_later = infos
@@ -165,7 +163,13 @@ fn candidate(
         .filter(|v| *v != d)
         .copied()
         .collect();
-    if reads.len() + outputs.len() > max_bindings {
+    // Values both read bind twice (the dot's binding and the epilogue's own).
+    let again = infos[b]
+        .reads
+        .iter()
+        .filter(|v| *v != d && infos[a].reads.contains(v))
+        .count();
+    if reads.len() + again + outputs.len() > max_bindings {
         return None;
     }
     let mut members = gd.members.clone();
