@@ -57,12 +57,3 @@ def dumped_kernels(dump_dir):
         with open(path) as f:
             n += "// fuses: stablehlo.transpose\n" not in f.read()
     return n
-
-
-@pytest.fixture
-def read_once_kernels_without_textures(monkeypatch):
-    """Kernels that read their inputs about once take no texture reads, as on Intel hosts: on
-    AMD hosts they take them (`compile::lower`'s `READ_ONCE_TEXTURE_WORDS_AMD`), and a kernel
-    reading textures is not merged with others."""
-    if not os.environ.get("WGPU_HLO_TEXTURE_READS_ONCE"):
-        monkeypatch.setenv("WGPU_HLO_TEXTURE_READS_ONCE", str(2**64 - 1))

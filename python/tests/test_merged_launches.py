@@ -2,7 +2,7 @@
 value and gradient, independent dots and reductions of different shapes and dtypes, more
 independent kernels than one merged launch takes, merging inside loops and branches, and the
 GPU kernel class (`WGPU_HLO_ADAPTER_CLASS=gpu`: workgroup memory, barriers, parts of smaller
-workgroups packed together). Each part runs its own code, so results must equal those with
+workgroups packed together), and parts reading their inputs through textures (CPU adapters). Each part runs its own code, so results must equal those with
 merging off (`WGPU_HLO_MERGE_LAUNCHES=0`) to the bit, and jax cpu's to rounding; the dump's
 program shows fewer launches."""
 
@@ -13,14 +13,11 @@ import os
 
 import numpy as np
 import pytest
+from conftest import cpu_kernel_class
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 lax = jax.lax
-
-
-# Merging is what these tests are about (see `conftest.read_once_kernels_without_textures`).
-pytestmark = pytest.mark.usefixtures("read_once_kernels_without_textures")
 
 
 def normal(shape, seed=0):
@@ -267,3 +264,24 @@ def test_reversed_scan_step_writes_no_unread_index(gpu, tmp_path, monkeypatch, c
     on, off = check(gpu, stacked_gradient_steps, args, tmp_path, monkeypatch, rtol=1e-4,
                     atol=1e-4, switch="WGPU_HLO_PRUNE_UNREAD", count=body_launches)
     assert len(on) < len(off), (on, off)
+
+
+def test_parts_reading_textures_merge(gpu, tmp_path, monkeypatch):
+    """Kernels reading inputs through textures (CPU adapters; every eligible input here) merge
+    like the others, their textures at the merged kernel's renumbered bindings: expm's
+    squaring loop runs its product and its counter in one launch a step. Until 2026-12-05
+    they were not merged (`WGPU_HLO_MERGE_TEXTURES=0`)."""
+    if not cpu_kernel_class(gpu):
+        pytest.skip("texture reads are for CPU adapters")
+    monkeypatch.setenv("WGPU_HLO_TEXTURE_READS", "all")
+
+    def squarings(r, s, x, y):
+        r = lax.fori_loop(0, 16, lambda i, r: jnp.where(i < s, r @ r, r), r)
+        # Two independent products and a reduction beside them.
+        return r, x @ y, jnp.tanh(y) @ x, (x * x).sum(0)
+
+    args = (normal((64, 64)) * 0.1, np.int32(5), normal((32, 32), 1), normal((32, 32), 2))
+    on, off = check(gpu, squarings, args, tmp_path, monkeypatch, switch="WGPU_HLO_MERGE_TEXTURES")
+    assert on[0] < off[0] and on[1] > off[1], (on, off)
+    merged = [p for p in glob.glob(str(tmp_path / "on" / "*.wgsl")) if "+" in os.path.basename(p)]
+    assert any("texture_2d" in open(p).read() for p in merged), merged

@@ -18,10 +18,6 @@ jnp = jax.numpy
 lax = jax.lax
 
 
-# Merging is what these tests are about (see `conftest.read_once_kernels_without_textures`).
-pytestmark = pytest.mark.usefixtures("read_once_kernels_without_textures")
-
-
 def normal(shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 

@@ -37,6 +37,8 @@ pub struct Mergeable {
     pub workgroup_bytes: u64,
     /// Workgroups of its own dispatch (`x * y`).
     pub groups: u64,
+    /// Inputs it reads through textures (`Kernel::texture_inputs`).
+    pub textures: usize,
     /// The entry point's arguments, in order: name and builtin.
     args: Vec<(String, naga::BuiltIn)>,
     /// Module-scope names (variables, functions, constants, structs, the entry point).
@@ -44,12 +46,19 @@ pub struct Mergeable {
 }
 
 /// Whether `k` can be a part of a merged launch, and what merging needs to know: `None` for
-/// kernels that read textures (their inputs or copies of their outputs), bind tensors in parts, write nothing, use a three-dimensional
-/// grid or workgroup, or an entry point argument other than the grid builtins.
+/// kernels that read copies of their outputs (state textures, bound after every other
+/// binding), bind tensors in parts, write nothing, use a three-dimensional grid or workgroup,
+/// or an entry point argument other than the grid builtins. Inputs read through textures
+/// stay textures of the merged kernel, at their renumbered bindings (until 2026-12-05 such
+/// kernels were not merged, and on AMD hosts, where read-once kernels take textures, expm's
+/// small products and loop steps lost their merges; `WGPU_HLO_MERGE_TEXTURES=0` refuses them
+/// still, for comparisons).
 pub fn inspect(k: &Kernel) -> Option<Mergeable> {
+    if !k.state_textures.is_empty() || !k.parted.is_empty() {
+        return None;
+    }
     if k.texture_inputs.iter().any(Option::is_some)
-        || !k.state_textures.is_empty()
-        || !k.parted.is_empty()
+        && crate::fusion::switched_off("WGPU_HLO_MERGE_TEXTURES")
     {
         return None;
     }
@@ -131,6 +140,7 @@ pub fn inspect(k: &Kernel) -> Option<Mergeable> {
         scoped,
         workgroup_bytes,
         groups: x as u64 * y as u64,
+        textures: k.texture_inputs.iter().filter(|t| t.is_some()).count(),
         args,
         names,
     })
@@ -277,8 +287,14 @@ pub fn merge(name: &str, parts: &[(&Kernel, &Mergeable)], target: Target) -> Res
     validate(name, &wgsl, target.caps)?;
     let mut inputs = Vec::with_capacity(total_inputs);
     let mut outputs = Vec::new();
+    let mut texture_inputs = Vec::with_capacity(total_inputs);
     for (k, _) in parts {
         inputs.extend(k.inputs.iter().cloned());
+        texture_inputs
+            .extend((0..k.inputs.len()).map(|j| k.texture_inputs.get(j).copied().flatten()));
+    }
+    if texture_inputs.iter().all(Option::is_none) {
+        texture_inputs.clear();
     }
     for (k, _) in parts {
         outputs.extend(k.outputs.iter().cloned());
@@ -290,7 +306,7 @@ pub fn merge(name: &str, parts: &[(&Kernel, &Mergeable)], target: Target) -> Res
         outputs,
         workgroups: grid(start, target.max_workgroups)?,
         iterations: parts.iter().map(|(k, _)| k.iterations).max().unwrap_or(0),
-        texture_inputs: Vec::new(),
+        texture_inputs,
         state_textures: Vec::new(),
         parted: Vec::new(),
     })

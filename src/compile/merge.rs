@@ -37,9 +37,11 @@ pub const MAX_PART_BYTES_CPU: u64 = 1 << 16;
 /// apart).
 pub const MAX_WGSL_BYTES_CPU: usize = 16 << 10;
 
-/// WGSL bytes of a part that may join a merged kernel on CPU adapters past
+/// WGSL bytes of a part of one workgroup that may join a merged kernel on CPU adapters past
 /// [`MAX_WGSL_BYTES_CPU`]: a loop's counter (~0.7 KiB) beside an LSTM step's 23 KiB dot adds
-/// little to the driver's compile, and saves a launch (~50 µs on llvmpipe) every step.
+/// little to the driver's compile, and saves a launch (~50 µs on llvmpipe) every step. Small
+/// kernels of many workgroups do not join: betainc's 1.8 KiB sum over 4096 floats beside its
+/// 57 KiB series kernel made one launch of 0.76 ms where the two took 0.33 + 0.06.
 pub const TINY_WGSL_BYTES: usize = 2 << 10;
 
 /// Whether parts of at most [`TINY_WGSL_BYTES`] join past the WGSL bound;
@@ -103,6 +105,8 @@ struct Group {
     bindings: usize,
     /// WGSL bytes of the parts.
     wgsl: usize,
+    /// Inputs the parts read through textures (of its `bindings`).
+    textures: usize,
     /// Its first part is an `Updates` step's kernel.
     updates: bool,
 }
@@ -165,6 +169,7 @@ fn rewrite(p: &mut Program, cx: &mut Cx) {
                 });
                 let pos = match joined {
                     Some(g) => {
+                        g.textures += info.textures;
                         g.parts.push(info);
                         g.bindings += bindings;
                         g.wgsl += wgsl;
@@ -173,6 +178,7 @@ fn rewrite(p: &mut Program, cx: &mut Cx) {
                     None => {
                         open.push(Group {
                             pos: here,
+                            textures: info.textures,
                             parts: vec![info],
                             bindings,
                             wgsl,
@@ -209,6 +215,7 @@ fn rewrite(p: &mut Program, cx: &mut Cx) {
                 if let Some(info) = cx.updates_info(u.kernel) {
                     open.push(Group {
                         pos: here,
+                        textures: info.textures,
                         bindings: u.args.len() + u.targets.len() + u.outputs.len(),
                         wgsl: cx.kernels.get(u.kernel).map_or(0, |k| k.wgsl.len()),
                         parts: vec![info],
@@ -244,9 +251,13 @@ fn accepts(g: &Group, info: &Mergeable, (bindings, wgsl): (usize, usize), t: Tar
     } else {
         usize::MAX
     };
+    // Textures count against the sampled textures, not the storage buffers.
+    let storage = g.bindings.saturating_sub(g.textures) + bindings.saturating_sub(info.textures);
     if g.parts.len() >= MAX_PARTS
-        || g.bindings + bindings > t.max_storage_buffers as usize
-        || (g.wgsl + wgsl > max_wgsl && !(wgsl <= TINY_WGSL_BYTES && tiny_parts()))
+        || storage > t.max_storage_buffers as usize
+        || g.textures + info.textures > t.max_sampled_textures as usize
+        || (g.wgsl + wgsl > max_wgsl
+            && !(wgsl <= TINY_WGSL_BYTES && info.groups == 1 && tiny_parts()))
     {
         return false;
     }
