@@ -109,18 +109,11 @@ pub fn apply(
             uniform_decls.push_str(&format!("var<private> {name}: {ty};\n"));
             names.push((u, name));
         }
-        let body = em.end_function();
-        let body = if body.contains(RUNTIME_ZERO) {
-            format!("    {RUNTIME_ZERO} = arrayLength(&out0) >> 31u;\n{body}")
-        } else {
-            body
-        };
         // Loaded once an invocation: a texture's copy would cost more than it saves.
-        let mut body = body;
-        let mark = crate::codegen::texture_reads::STORAGE_MARK;
-        for j in dot.inputs.len()..em.inputs.len() {
-            body = body.replace(&format!("in{j}["), &format!("in{j}[{mark} "));
-        }
+        let body = storage_loads(
+            with_runtime_zero(em.end_function()),
+            dot.inputs.len()..em.inputs.len(),
+        );
         uniform_fn = format!("\nfn epilogue_uniform() {{\n{body}}}\n");
         em.scalars.extend(names);
     }
@@ -161,18 +154,9 @@ pub fn apply(
     if replayed.is_some() {
         // A replayed epilogue reads one element at a time, where a texel fetch costs more
         // than llvmpipe's loop of scalar loads (`texture_reads::STORAGE_MARK`).
-        let mark = crate::codegen::texture_reads::STORAGE_MARK;
-        for j in dot.inputs.len()..em.inputs.len() {
-            body = body.replace(&format!("in{j}["), &format!("in{j}[{mark} "));
-        }
+        body = storage_loads(body, dot.inputs.len()..em.inputs.len());
     }
-    // Constants built from the run-time zero: it comes from a buffer length (below 2^31
-    // elements), which no compiler can fold.
-    let body = if body.contains(RUNTIME_ZERO) {
-        format!("    {RUNTIME_ZERO} = arrayLength(&out0) >> 31u;\n{body}")
-    } else {
-        body
-    };
+    let body = with_runtime_zero(body);
     if let Some(why) = binding_limits(&em.inputs, &outs, &target) {
         return refuse(&why);
     }
@@ -279,6 +263,26 @@ pub fn apply(
         state_textures: Vec::new(),
         parted: Vec::new(),
     })
+}
+
+/// `body` with its loads of inputs `inputs` marked to keep their storage bindings
+/// (`texture_reads::STORAGE_MARK`).
+fn storage_loads(mut body: String, inputs: std::ops::Range<usize>) -> String {
+    let mark = crate::codegen::texture_reads::STORAGE_MARK;
+    for j in inputs {
+        body = body.replace(&format!("in{j}["), &format!("in{j}[{mark} "));
+    }
+    body
+}
+
+/// `body` setting the run-time zero first where it uses it: constants are built from it, and
+/// it comes from a buffer length (below 2^31 elements), which no compiler can fold.
+fn with_runtime_zero(body: String) -> String {
+    if body.contains(RUNTIME_ZERO) {
+        format!("    {RUNTIME_ZERO} = arrayLength(&out0) >> 31u;\n{body}")
+    } else {
+        body
+    }
 }
 
 /// The values of no dimensions that ops of `epilogue` with dimensions read (not `d`, not
