@@ -917,21 +917,28 @@ STATE_COPY_CASES = {
     "lu 3x97": (lax.linalg.lu, lambda: (rand((3, 97, 97), seed=25),)),
     "lu 100x130": (lax.linalg.lu, lambda: (rand((100, 132), seed=26),)),
     "solve 512": (jnp.linalg.solve, lambda: (rand((512, 512), seed=27), rand((512,), seed=28))),
+    # QR's block reflectors read each column (and its old words in the update) from the copy:
+    # quads of columns (256), single columns (a width not a multiple of 4), batched.
+    "qr 256": (jnp.linalg.qr, lambda: (rand((256, 256), seed=29),)),
+    "qr 2x150x102": (jnp.linalg.qr, lambda: (rand((2, 150, 102), seed=30),)),
 }
 
 
 @pytest.mark.parametrize("case", sorted(STATE_COPY_CASES))
 def test_updates_read_copies_of_their_state(gpu, case, tmp_path, monkeypatch):
     # On CPU adapters the LU and Cholesky trailing updates load the words they do not write
-    # from a texture copy of the state made before each launch
-    # (`texture_reads::STATE_MARK`): the same words, so the same bits as the storage loads
-    # (`WGPU_HLO_STATE_COPIES=0`), and the same results as cpu to rounding.
+    # (and the LU's the old words of its tile), QR's block reflectors their columns, from a
+    # texture copy of the state made before each launch (`texture_reads::STATE_MARK`): the
+    # same words, so the same bits as the storage loads (`WGPU_HLO_STATE_COPIES=0`), and the
+    # same results as cpu to rounding.
     f, make = STATE_COPY_CASES[case]
     args = make()
     monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
     got = on(gpu, lambda *a: f(*a), *args)
     monkeypatch.delenv("WGPU_HLO_DUMP")
-    wgsl = "".join(open(p).read() for p in tmp_path.glob("*_update.wgsl"))
+    # The kernels that name words to copy (`// state copy: ...`).
+    texts = (open(p).read() for p in tmp_path.glob("*.wgsl"))
+    wgsl = "".join(t for t in texts if "// state copy: " in t)
     copies = os.environ.get("WGPU_HLO_TEXTURE_READS", "").strip() != "0"
     # `WGPU_HLO_LU=workgroup` (and `=blocked`'s small panels) factor without update kernels.
     if wgsl or not case.startswith(("lu", "solve")):
