@@ -510,7 +510,7 @@ fn tiled(
         target,
     )
     };
-    let mark = crate::codegen::texture_reads::STORAGE_MARK;
+    let mark = super::state_io_mark();
     // The element-wise masks of a quad of row `i` from column `j0`: the columns past `i`.
     let past = "vec4<u32>(j0) + vec4<u32>(0u, 1u, 2u, 3u) > vec4<u32>(i)";
     let (n4, nn4, stride4, flag4) = (n / 4, nn / 4, stride / 4, flag / 4);

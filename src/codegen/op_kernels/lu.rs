@@ -361,20 +361,6 @@ fn quads(n: u64, ld: u64, stride: u64) -> bool {
         && !crate::fusion::switched_off("WGPU_HLO_LU_QUADS")
 }
 
-/// The mark on the init and out kernels' loads of the operand and the state: none, so that
-/// on hosts whose CPU adapters read inputs through textures they are read so (a buffer copy
-/// into a texture, then texel fetches, where llvmpipe loads a storage vec4 lane by lane and
-/// component by component). `WGPU_HLO_LU_COPY_TEXTURES=0` keeps them storage loads, as
-/// before. lavapipe, 2-core AMD host, `bench_ab.py 'WGPU_HLO_LU_COPY_TEXTURES=0' ''`, 15
-/// runs: solve / inv / slogdet 512 x 512 0.97 / 0.98 / 0.96 of the time (minimums).
-fn copy_load_mark() -> &'static str {
-    if crate::fusion::switched_off("WGPU_HLO_LU_COPY_TEXTURES") {
-        crate::codegen::texture_reads::STORAGE_MARK
-    } else {
-        ""
-    }
-}
-
 /// The kernel writing a state (`batch` matrices of `m` rows of `ld` words, `ld >= n` (the
 /// words past `n` zero), then the pivots, then the permutation, `stride` words per matrix)
 /// from the operand: zero pivots, the identity permutation. One thread per state word.
@@ -394,7 +380,7 @@ fn init_kernel(
         // permutation word by word into their quad. llvmpipe loads and stores lane by lane,
         // a vec4 for about a scalar's cost: 512 x 512, 1.0 ms with a word a thread.
         let (s4, w4, l4, n4, mn4) = (stride / 4, words / 4, ld / 4, n / 4, m * n / 4);
-        let mark = copy_load_mark();
+        let mark = super::state_io_mark();
         return kernel::in_workgroups_quads(
             &format!("{name}_init"),
             &format!("kernel {name}_init: the state of an {desc}, four words a thread\nfuses: {what}"),
@@ -457,7 +443,7 @@ fn split(
         // Four elements of the factors a thread ([`init_kernel`]'s quads), the pivots and
         // the permutation word by word.
         let (s4, l4, n4, mn4) = (stride / 4, ld / 4, n / 4, mn / 4);
-        let mark = copy_load_mark();
+        let mark = super::state_io_mark();
         let word = |at: &str| format!("in0[{mark} base + ({at}) / 4u][({at}) % 4u]");
         return kernel::in_workgroups_quads(
             &format!("{name}_out"),

@@ -59,6 +59,23 @@ pub fn emit(
     }
 }
 
+/// The mark on the loads of the kernels that copy an operand into a plan's state and the
+/// state into its results (the LU's `init` and `out`, the Cholesky's `init` and `finish`):
+/// none, so that on hosts whose CPU adapters read inputs through textures they are read so
+/// (a buffer copy into a texture, then texel fetches, where llvmpipe loads a storage vec4
+/// lane by lane and component by component); the read-once policy decides as for any
+/// kernel. `WGPU_HLO_STATE_IO_TEXTURES=0` keeps them storage loads. lavapipe, 2-core AMD
+/// host, `bench_ab.py 'WGPU_HLO_STATE_IO_TEXTURES=0' ''`, ratios of the minimums over 12-15
+/// runs: solve / inv / slogdet 512 x 512 0.97 / 0.98 / 0.97, GP likelihood / gradient n=1000
+/// 0.93 / 0.97, cholesky 48 and 256 1.00.
+pub(super) fn state_io_mark() -> &'static str {
+    if crate::fusion::switched_off("WGPU_HLO_STATE_IO_TEXTURES") {
+        crate::codegen::texture_reads::STORAGE_MARK
+    } else {
+        ""
+    }
+}
+
 /// The binding of result `v` of a custom call named `what`, which must be a tensor of `len`
 /// elements of `dtype`.
 pub(super) fn result_binding(
