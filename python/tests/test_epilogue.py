@@ -81,6 +81,24 @@ def test_large_dot_tiles_stay_compilable(gpu, tmp_path, monkeypatch):
     assert n <= 2
 
 
+def test_epilogue_writes_a_shared_scalar_constant_as_a_literal(gpu, tmp_path, monkeypatch):
+    # A scalar constant that a dot also reads as an operand is a buffer of its own, left out
+    # of the epilogue's group; the epilogue loaded it at every element, from a binding of its
+    # own (the GP gradient's `K / (1 + eye)`). Now it is a literal: no 0-d binding remains.
+    n = 256
+
+    def f(a, b):
+        one = jnp.float32(1.0)
+        scaled = jax.lax.dot_general(one, b[0], (((), ()), ((), ())))
+        return (a @ b) / (one + jnp.eye(n, dtype=jnp.float32)), scaled
+
+    run(gpu, tmp_path, monkeypatch, f, normal((n, n), 3), normal((n, n), 4))
+    texts = [p.read_text() for p in tmp_path.glob("*.wgsl")]
+    fused = [t for t in texts if "// epilogue: fuses" in t]
+    assert fused, [p.name for p in tmp_path.glob("*.wgsl")]
+    assert not any("tensor<f32>\n" in t for t in fused)
+
+
 def test_batched_dot_epilogue(gpu, tmp_path, monkeypatch):
     q, k = normal((8, 64, 32)), normal((8, 64, 32), 1)
     n = run(gpu, tmp_path, monkeypatch, lambda q, k: jnp.exp(jnp.einsum("bqd,bkd->bqk", q, k) * 0.1 - 1.0), q, k)

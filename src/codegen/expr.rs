@@ -876,6 +876,13 @@ impl<'a> ExprEmitter<'a> {
             })
     }
 
+    /// Whether `v` is a constant whose elements are all one value (or none).
+    fn splat_constant(&self, v: ValueId) -> bool {
+        self.defs.get(&v).is_some_and(
+            |op| matches!(&op.op, Op::Constant(lit) if lit.is_empty() || lit.is_splat()),
+        )
+    }
+
     /// Whether `v` is a fused float product.
     fn is_product(&self, v: ValueId) -> bool {
         (self.fused)(v)
@@ -886,7 +893,10 @@ impl<'a> ExprEmitter<'a> {
     }
 
     fn compute_value(&mut self, v: ValueId, idx: &Index) -> Result<String> {
-        if !(self.fused)(v) {
+        // A constant of one value is written as a literal even where the fusion left it out of
+        // the group (a scalar several groups read, as a dot's epilogue reads `1.0`): a load
+        // per element, a binding and a 4-byte buffer for nothing.
+        if !(self.fused)(v) && !self.splat_constant(v) {
             return self.load(v, idx);
         }
         let op = *self
