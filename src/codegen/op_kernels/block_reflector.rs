@@ -453,9 +453,13 @@ fn sums(s: Shape) -> String {
 /// adapters ([`STATE_MARK`], the kernel's comment names the words). Lavapipe, 2-core AMD
 /// host, the trailing update of a 512 x 512 QR by 32 reflectors (`wgsl_bench`, the copy not
 /// counted): GPU time 2.62 ms loading from the state, 1.76 with the sums' pass from the copy,
-/// 0.98 with both.
+/// 0.98 with both. `WGPU_HLO_COPY_OLD_VALUES=0` keeps the storage loads.
 fn fused_body(s: Shape) -> String {
-    let c = format!("out0[{STATE_MARK} ");
+    let c = if super::old_values_from_copies() {
+        format!("out0[{STATE_MARK} ")
+    } else {
+        "out0[".to_string()
+    };
     format!(
         "{}{}{}{}{}}}\n",
         header(s, 2),

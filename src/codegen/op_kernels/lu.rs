@@ -1082,7 +1082,12 @@ fn tiled(
                 accs.push_str(&format!("    var acc{q}_{c}: {w} = {w}(0);\n"));
                 inner.push_str(&format!("        acc{q}_{c} = acc{q}_{c} + x{q} * u{c};\n"));
                 let (i, col) = (format!("i0 + {q}u"), format!("col{c}"));
-                let (e, old) = (a(&i, &col), load(&i, &col));
+                let e = a(&i, &col);
+                let old = if super::old_values_from_copies() {
+                    load(&i, &col)
+                } else {
+                    e.clone()
+                };
                 stores.push_str(&format!(
                     "    if (i0 + {q}u < {m}u && col{c} < {n}u) {{ {e} = {old} - acc{q}_{c}; }}\n"
                 ));
@@ -1420,6 +1425,7 @@ fn shared_vec4_update(
     // AMD host, GPU time 1.47-1.48 -> 0.82-0.86 ms; llvmpipe loads from a storage buffer lane
     // by lane and component by component, with bounds checks, and with k only 32 the
     // read-modify-write of the tile cost more than the products (1.02 ms with no product).
+    // `WGPU_HLO_COPY_OLD_VALUES=0` keeps the storage loads.
     let load = |i: &str, c: &str| {
         format!(
             "out0[{} (base + ({i}) * {ld}u + {c}) / 4u]",
@@ -1478,7 +1484,12 @@ fn shared_vec4_update(
     for q in 0..rr {
         for v in 0..groups {
             let (i, c) = (format!("i0 + {q}u"), format!("cs{v}"));
-            let (e, old) = (at(&i, &c), load(&i, &c));
+            let e = at(&i, &c);
+            let old = if super::old_values_from_copies() {
+                load(&i, &c)
+            } else {
+                e.clone()
+            };
             s.push_str(&format!(
                 "    if (i0 + {q}u < {m}u && cs{v} < {n}u) {{ {e} = {old} - acc{q}_{v}; }}\n"
             ));

@@ -59,6 +59,14 @@ pub fn emit(
     }
 }
 
+/// Whether in-place kernels read the old values of the words they update from their state
+/// copy (`texture_reads::STATE_MARK`; the LU's trailing update, the block reflector), as
+/// they may: only the invocation that loads such a word writes it, after the load.
+/// `WGPU_HLO_COPY_OLD_VALUES=0` keeps the storage loads, for comparisons.
+pub(super) fn old_values_from_copies() -> bool {
+    !crate::fusion::switched_off("WGPU_HLO_COPY_OLD_VALUES")
+}
+
 /// The mark on the loads of the kernels that copy an operand into a plan's state and the
 /// state into its results (the LU's `init` and `out`, the Cholesky's `init` and `finish`):
 /// none, so that on hosts whose CPU adapters read inputs through textures they are read so
