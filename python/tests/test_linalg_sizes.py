@@ -940,6 +940,9 @@ def test_updates_read_copies_of_their_state(gpu, case, tmp_path, monkeypatch):
     texts = (open(p).read() for p in tmp_path.glob("*.wgsl"))
     wgsl = "".join(t for t in texts if "// state copy: " in t)
     copies = os.environ.get("WGPU_HLO_TEXTURE_READS", "").strip() != "0"
+    if case.startswith("qr"):
+        # The block reflector's copy holds only the words it updates.
+        copies = copies and os.environ.get("WGPU_HLO_COPY_OLD_VALUES", "").strip() != "0"
     # `WGPU_HLO_LU=workgroup` (and `=blocked`'s small panels) factor without update kernels.
     if wgsl or not case.startswith(("lu", "solve")):
         assert ("var out0_copy: texture_2d<u32>" in wgsl) == (cpu_kernel_class(gpu) and copies)

@@ -195,7 +195,11 @@ pub fn plan(
         let comment = format!(
             "kernel {name}: a block reflector applied to {desc}, a column per invocation{}\nloop iterations per invocation: at most {fused}\nfuses: {what}\n{}",
             if shape.lanes.is_some() { ", rows of V and T^-1 shared by subgroup broadcasts" } else { "" },
-            texture_reads::state_copy_line(0, (0, batch * m * w))
+            if super::old_values_from_copies() {
+                texture_reads::state_copy_line(0, (0, batch * m * w))
+            } else {
+                String::new()
+            }
         );
         let s = quad_shape;
         let comment = if s.cols4 {
