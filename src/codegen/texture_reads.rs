@@ -64,10 +64,10 @@ pub const QUAD_STREAM_MARK: &str = "/* quad stream */";
 /// Marks the index of a load `outJ[MARK I]` of an output the kernel updates in place, at a word
 /// no invocation of the launch writes (the LU and Cholesky trailing updates read the block's
 /// columns and rows and write only the trailing matrix), or one only the loading invocation
-/// writes, after the load (the old value of an element it updates). On CPU adapters such loads read a
-/// texture holding a copy of the words the kernel's [`state_copy_line`] names, made before
-/// each launch ([`apply_state_copies`]; `WGPU_HLO_STATE_COPIES=0` keeps the storage loads);
-/// elsewhere the mark is a comment. Lavapipe, 2 cores:
+/// writes, after the load (the old value of an element it updates). On CPU adapters such
+/// loads read a texture holding a copy of the words the kernel's [`state_copy_line`] names,
+/// made before each launch ([`apply_state_copies`]; `WGPU_HLO_STATE_COPIES=0` keeps the
+/// storage loads); elsewhere the mark is a comment. Lavapipe, 2 cores:
 /// a Cholesky update of a 1000 x 1000 matrix at column 512 took 10.8 ms loading the factor's
 /// transpose from the storage buffer, 2.6 ms from the texture (4 MB copied, about 0.5 ms);
 /// the first LU update of a 512 x 512 matrix 3.3 and 1.65 ms.

@@ -192,10 +192,11 @@ pub fn plan(
     // Both passes over the rows in one launch.
     let fused = 2 * m + 4;
     if fused <= bound {
+        let copies = super::old_values_from_copies();
         let comment = format!(
             "kernel {name}: a block reflector applied to {desc}, a column per invocation{}\nloop iterations per invocation: at most {fused}\nfuses: {what}\n{}",
             if shape.lanes.is_some() { ", rows of V and T^-1 shared by subgroup broadcasts" } else { "" },
-            if super::old_values_from_copies() {
+            if copies {
                 texture_reads::state_copy_line(0, (0, batch * m * w))
             } else {
                 String::new()
@@ -215,7 +216,7 @@ pub fn plan(
             &comment,
             (vec![v_in, u_in, start_in, row0_in], vec![result]),
             &Default::default(),
-            &fused_body(s),
+            &fused_body(s, copies),
             (quads, if s.cols4 { &[0] } else { &[] }),
             (batch * s.groups_per_matrix(), fused),
             target,
@@ -457,9 +458,9 @@ fn sums(s: Shape) -> String {
 /// adapters ([`STATE_MARK`], the kernel's comment names the words). Lavapipe, 2-core AMD
 /// host, the trailing update of a 512 x 512 QR by 32 reflectors (`wgsl_bench`, the copy not
 /// counted): GPU time 2.62 ms loading from the state, 1.76 with the sums' pass from the copy,
-/// 0.98 with both. `WGPU_HLO_COPY_OLD_VALUES=0` keeps the storage loads.
-fn fused_body(s: Shape) -> String {
-    let c = if super::old_values_from_copies() {
+/// 0.98 with both. Without `copies` (`WGPU_HLO_COPY_OLD_VALUES=0`) both load from the state.
+fn fused_body(s: Shape, copies: bool) -> String {
+    let c = if copies {
         format!("out0[{STATE_MARK} ")
     } else {
         "out0[".to_string()

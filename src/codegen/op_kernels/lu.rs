@@ -1082,7 +1082,8 @@ fn tiled(
                 accs.push_str(&format!("    var acc{q}_{c}: {w} = {w}(0);\n"));
                 inner.push_str(&format!("        acc{q}_{c} = acc{q}_{c} + x{q} * u{c};\n"));
                 let (i, col) = (format!("i0 + {q}u"), format!("col{c}"));
-                let (e, old) = super::old_value(a(&i, &col), load(&i, &col));
+                let e = a(&i, &col);
+                let old = super::old_value(&e, load(&i, &col));
                 stores.push_str(&format!(
                     "    if (i0 + {q}u < {m}u && col{c} < {n}u) {{ {e} = {old} - acc{q}_{c}; }}\n"
                 ));
@@ -1479,7 +1480,8 @@ fn shared_vec4_update(
     for q in 0..rr {
         for v in 0..groups {
             let (i, c) = (format!("i0 + {q}u"), format!("cs{v}"));
-            let (e, old) = super::old_value(at(&i, &c), load(&i, &c));
+            let e = at(&i, &c);
+            let old = super::old_value(&e, load(&i, &c));
             s.push_str(&format!(
                 "    if (i0 + {q}u < {m}u && cs{v} < {n}u) {{ {e} = {old} - acc{q}_{v}; }}\n"
             ));

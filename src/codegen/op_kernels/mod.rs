@@ -67,16 +67,15 @@ pub(super) fn old_values_from_copies() -> bool {
     !crate::fusion::switched_off("WGPU_HLO_COPY_OLD_VALUES")
 }
 
-/// A word an in-place kernel updates (`stored`, its expression in the state) and the
-/// expression its old value is loaded by: `copied` (marked to read the state copy), or
-/// `stored` itself where [`old_values_from_copies`] is off.
-pub(super) fn old_value(stored: String, copied: String) -> (String, String) {
-    let old = if old_values_from_copies() {
+/// The expression an in-place kernel loads the old value of a word it updates by: `copied`
+/// (marked to read the state copy), or `stored` (its expression in the state) where
+/// [`old_values_from_copies`] is off.
+pub(super) fn old_value(stored: &str, copied: String) -> String {
+    if old_values_from_copies() {
         copied
     } else {
-        stored.clone()
-    };
-    (stored, old)
+        stored.to_string()
+    }
 }
 
 /// The mark on the loads of the kernels that copy an operand into a plan's state and the
