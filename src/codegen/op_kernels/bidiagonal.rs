@@ -29,9 +29,9 @@
 
 use super::jacobi::{binding, check_results, params};
 use super::tridiagonal::{
-    back_variant, bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, broadcast_lanes,
-    budget, lane_names, ql_step, svd_operand, wave_sweep, Ctx, MinN, SvdOperand, Walk, CHASE_MAIN,
-    MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS, QL_WAVE,
+    back_blocked_kernel, back_variant, bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup,
+    broadcast_lanes, budget, lane_names, ql_step, svd_operand, wave_sweep, Ctx, MinN, SvdOperand,
+    Walk, CHASE_MAIN, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS, QL_WAVE,
 };
 use super::{temp, Launch, Plan};
 use crate::codegen::expr::Binding;
@@ -264,7 +264,7 @@ fn plan_svd(
         let (template, threads, how) = back_variant(
             target,
             (batch, n4, BACK_WG),
-            back_shared_kernel,
+            back_blocked_kernel,
             BACK_KERNEL,
         );
         kernels.push(cx.grouped(
@@ -488,116 +488,6 @@ fn qr_stage(
     )?);
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
     Ok(last)
-}
-
-/// [`BACK_KERNEL`] with each row's reflector entries loaded by one lane of a subgroup (for
-/// `lanes` rows) and shared by `subgroupBroadcast` (llvmpipe loads lane by lane): the same
-/// operations in the same order, the sums still by blocks of 32 rows. Each matrix has `$BG`
-/// workgroups of its own (a subgroup never spans two matrices); every thread runs the loops
-/// (clamped to the last vec4 of columns), those past the matrix's columns store nothing.
-fn back_shared_kernel(lanes: u64) -> String {
-    // Rows `from..end` by `lanes`, `body` on row `i` with the shared entries `r`.
-    let rows = |from: &str, end: &str, loads: &str, body: &str, pad: &str| {
-        let mut out = format!("{pad}for (var i1 = {from}; i1 < {end}; i1 = i1 + {lanes}u) {{\n{pad}    let il = min(i1 + sgl, $ROWSu - 1u);\n{pad}    let rl = {loads};\n");
-        for q in 0..lanes {
-            out.push_str(&format!("{pad}    if (i1 + {q}u < {end}) {{\n{pad}        let i = i1 + {q}u;\n{pad}        let r = subgroupBroadcast(rl, {q}u);\n"));
-            for line in body.lines() {
-                out.push_str(&format!("{pad}        {line}\n"));
-            }
-            out.push_str(&format!("{pad}    }}\n"));
-        }
-        out.push_str(&format!("{pad}}}\n"));
-        out
-    };
-    let pair = "vec2<f32>(refl(sb, a, il), refl(sb, b, il))";
-    let dot_pair = rows(
-        "i0",
-        "min(i0 + 32u, $ROWSu)",
-        pair,
-        "let z = out0[zb + i * $N4u];\npc = pc + r.y * r.x;\npa = pa + r.x * z;\npb = pb + r.y * z;",
-        "                ",
-    );
-    let update_pair = rows(
-        "fa",
-        "$ROWSu",
-        pair,
-        "let z = out0[zb + i * $N4u] - r.x * da - r.y * db;\nif (act) { out0[zb + i * $N4u] = z; }",
-        "            ",
-    );
-    let one = "refl(sb, k, il)";
-    let dot_one = rows(
-        "i0",
-        "min(i0 + 32u, $ROWSu)",
-        one,
-        "part = part + r * out0[zb + i * $N4u];",
-        "            ",
-    );
-    let update_one = rows(
-        "f",
-        "$ROWSu",
-        one,
-        "let z = out0[zb + i * $N4u] - r * dot;\nif (act) { out0[zb + i * $N4u] = z; }",
-        "        ",
-    );
-    format!(
-        r#"// Entry i of reflector k, and the reflector's first row.
-fn refl(sb: u32, k: u32, i: u32) -> f32 {{
-    return in1[$AT];
-}}
-fn first_row(k: u32) -> u32 {{
-    return $FIRST;
-}}
-
-@compute @workgroup_size($BWG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) sgl: u32) {{
-    $RZ = nwg.z >> 16u;
-    let gid = wid.y * nwg.x + wid.x;
-    let mat = gid / $BGu;
-    if (mat >= $Bu) {{ return; }}
-    let col = (gid % $BGu) * $BWGu + lid;
-    let act = col < $N4u;
-    let sb = mat * $TSu;
-    let zb = mat * ($ROWSu * $N4u) + min(col, $N4u - 1u);
-    var kk = in0[0];
-    loop {{
-        if (kk <= in0[1]) {{ break; }}
-        if (kk >= in0[1] + 2u) {{
-            // Two reflections in one pass over the columns (see BACK_KERNEL).
-            let a = kk - 1u;
-            let b = a - 1u;
-            let fa = first_row(a);
-            let fb = first_row(b);
-            var c = 0.0;
-            var da = vec4<f32>(0.0);
-            var db = refl(sb, b, fb) * out0[zb + fb * $N4u];
-            for (var i0 = fa; i0 < $ROWSu; i0 = i0 + 32u) {{
-                var pc = 0.0;
-                var pa = vec4<f32>(0.0);
-                var pb = vec4<f32>(0.0);
-{dot_pair}                c = c + pc;
-                da = da + pa;
-                db = db + pb;
-            }}
-            da = 2.0 * da;
-            db = 2.0 * (db - c * da);
-            let zf = out0[zb + fb * $N4u] - refl(sb, b, fb) * db;
-            if (act) {{ out0[zb + fb * $N4u] = zf; }}
-{update_pair}            kk = kk - 2u;
-            continue;
-        }}
-        let k = kk - 1u;
-        let f = first_row(k);
-        var dot = vec4<f32>(0.0);
-        for (var i0 = f; i0 < $ROWSu; i0 = i0 + 32u) {{
-            var part = vec4<f32>(0.0);
-{dot_one}            dot = dot + part;
-        }}
-        dot = 2.0 * dot;
-{update_one}        kk = k;
-    }}
-}}
-"#
-    )
 }
 
 /// The back-transformation (see the module comment): `out0` the padded row-major vectors

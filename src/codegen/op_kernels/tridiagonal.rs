@@ -22,6 +22,8 @@
 //!    lane loading it for the subgroup: llvmpipe runs every load lane by lane, so a uniform
 //!    load costs as much as eight, and the broadcasts cut the loads per row (same operations
 //!    in the same order, the same bits; `WGPU_HLO_{TRI,BIDIAG,BACK,QL}_BROADCAST=0`: off).
+//!    The back-transformations there also take four reflectors per two passes instead of two
+//!    ([`back_blocked_kernel`]: other sums, not the same bits).
 //! 2. `_ql`: the implicit QL iteration with Wilkinson-like shifts (EISPACK's tql2), in f64
 //!    (in f32 on adapters without it, [`ql_in_f64`]; without vectors, the chase alone):
 //!    one thread chases each bulge through `d` and `e` in workgroup memory. With vectors it
@@ -680,7 +682,7 @@ pub fn plan(
         let (template, threads, how) = back_variant(
             target,
             (batch, n4, BACK_WG),
-            back_shared_kernel,
+            back_blocked_kernel,
             BACK_KERNEL,
         );
         kernels.push(cx.grouped(
@@ -694,6 +696,9 @@ pub fn plan(
                     ("$BWG", BACK_WG.to_string()),
                     ("$T", threads.to_string()),
                     ("$BG", n4.div_ceil(BACK_WG).to_string()),
+                    ("$ROWS", n.to_string()),
+                    ("$AT", format!("sb + k * {ld}u + i")),
+                    ("$FIRST", "k + 1u".to_string()),
                 ],
             ),
             threads.div_ceil(BACK_WG),
@@ -1823,45 +1828,130 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     )
 }
 
-/// [`BACK_KERNEL`] with each row's reflector entries loaded by one lane of a subgroup (for
-/// `lanes` rows) and shared by `subgroupBroadcast` (llvmpipe loads lane by lane): the same
-/// operations in the same order. Each matrix has `$BG` workgroups of its own (a subgroup
-/// never spans two matrices); every thread runs the loops (clamped to the last vec4 of
-/// columns), those past the matrix's columns store nothing.
-fn back_shared_kernel(lanes: u64) -> String {
-    // Rows `first..$N` by `lanes`, `body` on row `i` with the shared entries `r`.
-    let rows = |first: &str, loads: &str, body: &str| {
-        let mut out = format!("            for (var i0 = {first}; i0 < $Nu; i0 = i0 + {lanes}u) {{\n                let il = min(i0 + sgl, $Nu - 1u);\n                let rl = {loads};\n");
-        for q in 0..lanes {
-            out.push_str(&format!("                if (i0 + {q}u < $Nu) {{\n                    let i = i0 + {q}u;\n                    let r = subgroupBroadcast(rl, {q}u);\n{body}                }}\n"));
+/// Reflectors a pass of [`back_blocked_kernel`] applies.
+const BACK_BLOCK: u64 = 4;
+
+/// The back-transformation of eigh's and svd's vectors on CPU adapters (their `BACK_KERNEL`s
+/// elsewhere): each row's reflector entries loaded by one lane of a subgroup (for `lanes`
+/// rows) and shared by `subgroupBroadcast` (llvmpipe loads lane by lane), and four
+/// reflectors applied per two passes over the vectors, where `BACK_KERNEL` applies two.
+/// With `k_1 = kk - 1` first, down to `k_4 = kk - 4`, and `G_ji = u_j . u_i`:
+/// `H_4 H_3 H_2 H_1 z = z - sum_j y_j u_j` for `y_j = 2 (u_j^T z - sum_{i<j} G_ji y_i)`
+/// (with two, `BACK_KERNEL`'s formula). Each lane sums the products `G_ji` of its own rows,
+/// the subgroup adds them. The multiply-adds per reflector are those of one at a time; the
+/// loads and stores of the vectors, which llvmpipe runs lane by lane, a quarter (eigh 256²,
+/// 32 reflectors in one launch by `wgsl_bench`: 13.9 ms with two per pass, 3.7 with four,
+/// 4.0 with eight). Sums by blocks of 32 rows (one running f32 sum over a tall U's column
+/// rounds m times). The reflectors left past the last four go one at a time.
+///
+/// Template words beyond the plan's: `$ROWS` (rows of the vectors), `$AT` (the index of
+/// entry `i` of reflector `k` in `in1`, from `sb`), `$FIRST` (reflector `k`'s first row).
+/// Each matrix has `$BG` workgroups of its own (a subgroup never spans two matrices); every
+/// thread runs the loops (clamped to the last vec4 of columns), those past the matrix's
+/// columns store nothing.
+pub(super) fn back_blocked_kernel(lanes: u64) -> String {
+    let b = BACK_BLOCK as usize;
+    let comp = |j: usize| ["x", "y", "z", "w"][j];
+    // Rows `from..end` by `lanes`: the lane's entries `rl` (`pre` on them), `body` on row `i`
+    // with the shared entries `r`.
+    let rows = |from: &str, end: &str, pre: &str, body: &str, pad: &str| {
+        let mut out = format!(
+            "{pad}for (var i1 = {from}; i1 < {end}; i1 = i1 + {lanes}u) {{\n{pad}    let il = min(i1 + sgl, $ROWSu - 1u);\n{pad}    let live = i1 + sgl < {end};\n{pad}    let rl = vec4<f32>("
+        );
+        let entries: Vec<String> = (1..=b)
+            .map(|j| format!("entry(sb, kk - {j}u, il, live)"))
+            .collect();
+        out.push_str(&entries.join(", "));
+        out.push_str(");\n");
+        for line in pre.lines() {
+            out.push_str(&format!("{pad}    {line}\n"));
         }
-        out.push_str("            }\n");
+        for q in 0..lanes {
+            out.push_str(&format!("{pad}    if (i1 + {q}u < {end}) {{\n{pad}        let i = i1 + {q}u;\n{pad}        let r = subgroupBroadcast(rl, {q}u);\n"));
+            for line in body.lines() {
+                out.push_str(&format!("{pad}        {line}\n"));
+            }
+            out.push_str(&format!("{pad}    }}\n"));
+        }
+        out.push_str(&format!("{pad}}}\n"));
         out
     };
-    let pair = "vec2<f32>(in1[ua + il], in1[ub + il])";
-    let dot_pair = rows(
-        "a + 1u",
-        pair,
-        "                    let z = out0[zb + i * $N4u];\n                    c = c + r.y * r.x;\n                    da = da + r.x * z;\n                    db = db + r.y * z;\n",
+    let pairs: Vec<(usize, usize)> = (0..b).flat_map(|j| (0..j).map(move |i| (j, i))).collect();
+    let mut decl = String::new();
+    let mut part_decl = String::new();
+    let mut add = String::new();
+    let mut gram = String::new();
+    let mut dot_body = "let z = out0[zb + i * $N4u];\n".to_string();
+    let mut solve = String::new();
+    let mut update = "let e = zb + i * $N4u;\nlet z = out0[e]".to_string();
+    for j in 0..b {
+        decl.push_str(&format!("        var s{j} = vec4<f32>(0.0);\n"));
+        part_decl.push_str(&format!("            var p{j} = vec4<f32>(0.0);\n"));
+        add.push_str(&format!("            s{j} = s{j} + p{j};\n"));
+        dot_body.push_str(&format!("p{j} = p{j} + r.{} * z;\n", comp(j)));
+        let terms: String = (0..j).map(|i| format!(" - g{j}{i} * y{i}")).collect();
+        solve.push_str(&format!("        let y{j} = 2.0 * (s{j}{terms});\n"));
+        update.push_str(&format!(" - r.{} * y{j}", comp(j)));
+    }
+    update.push_str(";\nif (act) { out0[e] = z; }");
+    for &(j, i) in &pairs {
+        decl.push_str(&format!("        var g{j}{i} = 0.0;\n"));
+        part_decl.push_str(&format!("            var h{j}{i} = 0.0;\n"));
+        add.push_str(&format!("            g{j}{i} = g{j}{i} + h{j}{i};\n"));
+        gram.push_str(&format!(
+            "h{j}{i} = h{j}{i} + rl.{} * rl.{};\n",
+            comp(j),
+            comp(i)
+        ));
+        solve.insert_str(0, &format!("        g{j}{i} = subgroupAdd(g{j}{i});\n"));
+    }
+    let dot_block = rows(
+        "i0",
+        "min(i0 + 32u, $ROWSu)",
+        &gram,
+        &dot_body,
+        "            ",
     );
-    let update_pair = rows(
-        "a + 1u",
-        pair,
-        "                    let z = out0[zb + i * $N4u] - r.x * da - r.y * db;\n                    if (act) { out0[zb + i * $N4u] = z; }\n",
+    let update_block = rows("f", "$ROWSu", "", &update, "        ");
+    // One reflector: the entries of `k` alone.
+    let one = |from: &str, end: &str, body: &str, pad: &str| {
+        let mut out = format!("{pad}for (var i1 = {from}; i1 < {end}; i1 = i1 + {lanes}u) {{\n{pad}    let il = min(i1 + sgl, $ROWSu - 1u);\n{pad}    let rl = refl(sb, k, il);\n");
+        for q in 0..lanes {
+            out.push_str(&format!("{pad}    if (i1 + {q}u < {end}) {{\n{pad}        let i = i1 + {q}u;\n{pad}        let r = subgroupBroadcast(rl, {q}u);\n"));
+            for line in body.lines() {
+                out.push_str(&format!("{pad}        {line}\n"));
+            }
+            out.push_str(&format!("{pad}    }}\n"));
+        }
+        out.push_str(&format!("{pad}}}\n"));
+        out
+    };
+    let dot_one = one(
+        "i0",
+        "min(i0 + 32u, $ROWSu)",
+        "part = part + r * out0[zb + i * $N4u];",
+        "            ",
     );
-    let one = "in1[ub + il]";
-    let dot_one = rows(
-        "k + 1u",
-        one,
-        "                    dot = dot + r * out0[zb + i * $N4u];\n",
-    );
-    let update_one = rows(
-        "k + 1u",
-        one,
-        "                    let z = out0[zb + i * $N4u] - r * dot;\n                    if (act) { out0[zb + i * $N4u] = z; }\n",
+    let update_one = one(
+        "f",
+        "$ROWSu",
+        "let z = out0[zb + i * $N4u] - r * dot;\nif (act) { out0[zb + i * $N4u] = z; }",
+        "        ",
     );
     format!(
-        r#"@compute @workgroup_size($BWG)
+        r#"// Entry i of reflector k, and the reflector's first row.
+fn refl(sb: u32, k: u32, i: u32) -> f32 {{
+    return in1[$AT];
+}}
+fn first_row(k: u32) -> u32 {{
+    return $FIRST;
+}}
+// Entry il of reflector k where `live` and il is one of its rows, else zero.
+fn entry(sb: u32, k: u32, il: u32, live: bool) -> f32 {{
+    return select(0.0, refl(sb, k, il), live && il >= first_row(k));
+}}
+
+@compute @workgroup_size($BWG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) sgl: u32) {{
     $RZ = nwg.z >> 16u;
     let gid = wid.y * nwg.x + wid.x;
@@ -1870,29 +1960,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let col = (gid % $BGu) * $BWGu + lid;
     let act = col < $N4u;
     let sb = mat * $TSu;
-    let zb = mat * ($SIZEu / 4u) + min(col, $N4u - 1u);
+    let zb = mat * ($ROWSu * $N4u) + min(col, $N4u - 1u);
     var kk = in0[0];
+    // Reflectors kk - 1 down to kk - {b}, in two passes (see the function's comment).
+    loop {{
+        if (kk < in0[1] + {b}u) {{ break; }}
+        let f = first_row(kk - {b}u);
+{decl}        for (var i0 = f; i0 < $ROWSu; i0 = i0 + 32u) {{
+{part_decl}{dot_block}{add}        }}
+{solve}{update_block}        kk = kk - {b}u;
+    }}
     loop {{
         if (kk <= in0[1]) {{ break; }}
-        if (kk >= in0[1] + 2u) {{
-            // Two reflections in one pass over the columns (see BACK_KERNEL).
-            let a = kk - 1u;
-            let ua = sb + a * $LDu;
-            let ub = ua - $LDu;
-            var c = 0.0;
-            var da = vec4<f32>(0.0);
-            var db = in1[ub + a] * out0[zb + a * $N4u];
-{dot_pair}            da = 2.0 * da;
-            db = 2.0 * (db - c * da);
-            let za = out0[zb + a * $N4u] - in1[ub + a] * db;
-            if (act) {{ out0[zb + a * $N4u] = za; }}
-{update_pair}            kk = kk - 2u;
-            continue;
-        }}
         let k = kk - 1u;
-        let ub = sb + k * $LDu;
+        let f = first_row(k);
         var dot = vec4<f32>(0.0);
-{dot_one}        dot = 2.0 * dot;
+        for (var i0 = f; i0 < $ROWSu; i0 = i0 + 32u) {{
+            var part = vec4<f32>(0.0);
+{dot_one}            dot = dot + part;
+        }}
+        dot = 2.0 * dot;
 {update_one}        kk = k;
     }}
 }}
