@@ -29,9 +29,9 @@
 
 use super::jacobi::{binding, check_results, params};
 use super::tridiagonal::{
-    back_blocked_kernel, back_variant, bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup,
-    broadcast_lanes, budget, lane_names, ql_step, svd_operand, wave_sweep, Ctx, MinN, SvdOperand,
-    Walk, CHASE_MAIN, MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS, QL_WAVE,
+    back_variant, bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, broadcast_lanes,
+    budget, lane_names, ql_step, svd_operand, wave_sweep, Ctx, MinN, SvdOperand, Walk, CHASE_MAIN,
+    MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS, QL_WAVE,
 };
 use super::{temp, Launch, Plan};
 use crate::codegen::expr::Binding;
@@ -261,12 +261,7 @@ fn plan_svd(
         }
         // Reflector entries shared through subgroups on CPU adapters: then each matrix has
         // workgroups of its own.
-        let (template, threads, how) = back_variant(
-            target,
-            (batch, n4, BACK_WG),
-            back_blocked_kernel,
-            BACK_KERNEL,
-        );
+        let (template, threads, how) = back_variant(target, (batch, n4, BACK_WG));
         kernels.push(cx.grouped(
             &format!("back_{kname}"),
             &format!("the reflections (parameters: end and first) applied to the bidiagonal's singular vectors ({kname}) of {desc}, a vec4 of columns per thread{how}"),
@@ -277,7 +272,6 @@ fn plan_svd(
                 &[
                     ("$BWG", BACK_WG.to_string()),
                     ("$BG", n4.div_ceil(BACK_WG).to_string()),
-                    ("$T", threads.to_string()),
                     ("$ROWS", rows_of.to_string()),
                     ("$FIRST", first.to_string()),
                     ("$AT", at),
@@ -489,85 +483,6 @@ fn qr_stage(
     launches.push(Launch::new(kernels.len() - 1, Vec::new()));
     Ok(last)
 }
-
-/// The back-transformation (see the module comment): `out0` the padded row-major vectors
-/// (`$ROWS` rows) by vec4s, `in1` the reduction's state (reflector `k`'s element `i` at
-/// `$AT`, from row `$FIRST`), `in0` the reflectors' end and first index.
-const BACK_KERNEL: &str = r#"// Entry i of reflector k, and the reflector's first row.
-fn refl(sb: u32, k: u32, i: u32) -> f32 {
-    return in1[$AT];
-}
-fn first_row(k: u32) -> u32 {
-    return $FIRST;
-}
-
-@compute @workgroup_size($BWG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    $RZ = nwg.z >> 16u;
-    let tid = (wid.y * nwg.x + wid.x) * $BWGu + lid;
-    if (tid >= $Tu) { return; }
-    let mat = tid / $N4u;
-    let sb = mat * $TSu;
-    let zb = mat * ($ROWSu * $N4u) + tid % $N4u;
-    var kk = in0[0];
-    loop {
-        if (kk <= in0[1]) { break; }
-        if (kk >= in0[1] + 2u) {
-            // Two reflections in one pass over the columns: H_b H_a Z with a = kk - 1 first,
-            // b = kk - 2 (its first row one above a's), is
-            // Z - u_a (2 u_a^T Z) - u_b 2 (u_b^T Z - (u_b . u_a) 2 u_a^T Z).
-            // Sums by blocks of 32 rows (one running f32 sum over a tall U's column rounds
-            // m times).
-            let a = kk - 1u;
-            let b = a - 1u;
-            let fa = first_row(a);
-            let fb = first_row(b);
-            var c = 0.0;
-            var da = vec4<f32>(0.0);
-            var db = refl(sb, b, fb) * out0[zb + fb * $N4u];
-            for (var i0 = fa; i0 < $ROWSu; i0 = i0 + 32u) {
-                var pc = 0.0;
-                var pa = vec4<f32>(0.0);
-                var pb = vec4<f32>(0.0);
-                for (var i = i0; i < min(i0 + 32u, $ROWSu); i = i + 1u) {
-                    let z = out0[zb + i * $N4u];
-                    let ra = refl(sb, a, i);
-                    let rb = refl(sb, b, i);
-                    pc = pc + rb * ra;
-                    pa = pa + ra * z;
-                    pb = pb + rb * z;
-                }
-                c = c + pc;
-                da = da + pa;
-                db = db + pb;
-            }
-            da = 2.0 * da;
-            db = 2.0 * (db - c * da);
-            out0[zb + fb * $N4u] = out0[zb + fb * $N4u] - refl(sb, b, fb) * db;
-            for (var i = fa; i < $ROWSu; i = i + 1u) {
-                out0[zb + i * $N4u] = out0[zb + i * $N4u] - refl(sb, a, i) * da - refl(sb, b, i) * db;
-            }
-            kk = kk - 2u;
-            continue;
-        }
-        let k = kk - 1u;
-        let f = first_row(k);
-        var dot = vec4<f32>(0.0);
-        for (var i0 = f; i0 < $ROWSu; i0 = i0 + 32u) {
-            var part = vec4<f32>(0.0);
-            for (var i = i0; i < min(i0 + 32u, $ROWSu); i = i + 1u) {
-                part = part + refl(sb, k, i) * out0[zb + i * $N4u];
-            }
-            dot = dot + part;
-        }
-        dot = 2.0 * dot;
-        for (var i = f; i < $ROWSu; i = i + 1u) {
-            out0[zb + i * $N4u] = out0[zb + i * $N4u] - refl(sb, k, i) * dot;
-        }
-        kk = k;
-    }
-}
-"#;
 
 /// The QR kernel (see the module comment): `out0` the f64 state by vec4s (the columns of
 /// `U_B` and `V_B` by fours of rows; the scalars read as components), `in0[0]` the launch's

@@ -176,25 +176,26 @@ impl Dims {
     }
 }
 
-/// A back-transformation's kernel template, its threads and the words its comment adds:
-/// `shared` (the subgroup size given), which loads the reflectors' entries once per subgroup,
-/// where [`broadcast_lanes`] allows for workgroups of `wg` (then each of the `batch` matrices
-/// of `n4` vec4 columns has workgroups of its own), else `plain`.
-/// `WGPU_HLO_BACK_BROADCAST=0`: `plain`.
+/// A back-transformation's kernel template ([`back_blocked_kernel`]), its threads and the
+/// words its comment adds: the reflectors' entries loaded once per subgroup where
+/// [`broadcast_lanes`] allows for workgroups of `wg`, else by every thread
+/// (`WGPU_HLO_BACK_BROADCAST=0`: by every thread). Each of the `batch` matrices of `n4`
+/// vec4 columns has workgroups of its own.
 pub(super) fn back_variant(
     target: Target,
     (batch, n4, wg): (u64, u64, u64),
-    shared: fn(u64) -> String,
-    plain: &str,
 ) -> (String, u64, &'static str) {
-    match broadcast_lanes(target, wg, "WGPU_HLO_BACK_BROADCAST") {
-        Some(l) => (
-            shared(l),
-            batch * n4.div_ceil(wg) * wg,
-            ", the reflectors' entries shared through subgroups",
-        ),
-        None => (plain.to_string(), batch * n4, ""),
-    }
+    let lanes = broadcast_lanes(target, wg, "WGPU_HLO_BACK_BROADCAST");
+    let how = if lanes.is_some() {
+        ", the reflectors' entries shared through subgroups"
+    } else {
+        ""
+    };
+    (
+        back_blocked_kernel(lanes),
+        batch * n4.div_ceil(wg) * wg,
+        how,
+    )
 }
 
 /// The subgroup size by which kernels of `threads` per workgroup share what every thread
@@ -679,12 +680,7 @@ pub fn plan(
         }
         // Reflector entries shared through subgroups on CPU adapters: then each matrix has
         // workgroups of its own.
-        let (template, threads, how) = back_variant(
-            target,
-            (batch, n4, BACK_WG),
-            back_blocked_kernel,
-            BACK_KERNEL,
-        );
+        let (template, threads, how) = back_variant(target, (batch, n4, BACK_WG));
         kernels.push(cx.grouped(
             "back",
             &format!("the reflections (parameters: end and first) applied to the tridiagonal matrices' eigenvectors of {desc}, a vec4 of columns per thread{how}"),
@@ -694,7 +690,6 @@ pub fn plan(
                 &template,
                 &[
                     ("$BWG", BACK_WG.to_string()),
-                    ("$T", threads.to_string()),
                     ("$BG", n4.div_ceil(BACK_WG).to_string()),
                     ("$ROWS", n.to_string()),
                     ("$AT", format!("sb + k * {ld}u + i")),
@@ -1831,43 +1826,50 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 /// Reflectors a pass of [`back_blocked_kernel`] applies.
 const BACK_BLOCK: u64 = 4;
 
-/// The back-transformation of eigh's and svd's vectors on CPU adapters (their `BACK_KERNEL`s
-/// elsewhere): each row's reflector entries loaded by one lane of a subgroup (for `lanes`
-/// rows) and shared by `subgroupBroadcast` (llvmpipe loads lane by lane), and four
-/// reflectors applied per two passes over the vectors, where `BACK_KERNEL` applies two.
-/// With `k_1 = kk - 1` first, down to `k_4 = kk - 4`, and `G_ji = u_j . u_i`:
-/// `H_4 H_3 H_2 H_1 z = z - sum_j y_j u_j` for `y_j = 2 (u_j^T z - sum_{i<j} G_ji y_i)`
-/// (with two, `BACK_KERNEL`'s formula). Each lane sums the products `G_ji` of its own rows,
-/// the subgroup adds them. The multiply-adds per reflector are those of one at a time; the
-/// loads and stores of the vectors, which llvmpipe runs lane by lane, a quarter (eigh 256²,
-/// 32 reflectors in one launch by `wgsl_bench`: 13.9 ms with two per pass, 3.7 with four,
-/// 4.0 with eight). Sums by blocks of 32 rows (one running f32 sum over a tall U's column
-/// rounds m times). The reflectors left past the last four go one at a time.
+/// The back-transformation of eigh's and svd's vectors: four reflectors applied per two
+/// passes over the vectors (a vec4 of columns per thread), where one at a time takes eight
+/// passes. With `k_1 = kk - 1` first, down to `k_4 = kk - 4`, and `G_ji = u_j . u_i`:
+/// `H_4 H_3 H_2 H_1 z = z - sum_j y_j u_j` for `y_j = 2 (u_j^T z - sum_{i<j} G_ji y_i)`.
+/// The multiply-adds per reflector are those of one at a time, plus the six of `G` per row;
+/// the loads and stores of the vectors a quarter. With `lanes` (CPU adapters) each row's
+/// entries are loaded by one lane of a subgroup and shared by `subgroupBroadcast` (llvmpipe
+/// loads lane by lane), each lane sums the products `G_ji` of its own rows and the subgroup
+/// adds them; else every thread loads the entries and sums `G` itself. llvmpipe, eigh 256²,
+/// 32 reflectors in one launch by `wgsl_bench` (lanes of 8): 13.9 ms with two per pass,
+/// 3.7 with four, 4.0 with eight. Sums by blocks of 32 rows (one running f32 sum over a tall
+/// U's column rounds m times). The reflectors left past the last four go one at a time.
 ///
 /// Template words beyond the plan's: `$ROWS` (rows of the vectors), `$AT` (the index of
-/// entry `i` of reflector `k` in `in1`, from `sb`), `$FIRST` (reflector `k`'s first row).
-/// Each matrix has `$BG` workgroups of its own (a subgroup never spans two matrices); every
-/// thread runs the loops (clamped to the last vec4 of columns), those past the matrix's
-/// columns store nothing.
-pub(super) fn back_blocked_kernel(lanes: u64) -> String {
+/// entry `i` of reflector `k` in `in1`, from `sb`), `$FIRST` (reflector `k`'s first row),
+/// `$BG` workgroups per matrix of `$BWG` threads. Every thread runs the loops (clamped to
+/// the last vec4 of columns), those past the matrix's columns store nothing.
+pub(super) fn back_blocked_kernel(lanes: Option<u64>) -> String {
     let b = BACK_BLOCK as usize;
+    let step = lanes.unwrap_or(1);
     let comp = |j: usize| ["x", "y", "z", "w"][j];
-    // Rows `from..end` by `lanes`: the lane's entries `rl` (`pre` on them), `body` on row `i`
-    // with the shared entries `r`.
-    let rows = |from: &str, end: &str, pre: &str, body: &str, pad: &str| {
+    // The row a lane loads, and the entries of row `i1 + q` as every thread takes them.
+    let lane_row = if lanes.is_some() { "i1 + sgl" } else { "i1" };
+    let share = |q: u64| {
+        if lanes.is_some() {
+            format!("subgroupBroadcast(rl, {q}u)")
+        } else {
+            "rl".to_string()
+        }
+    };
+    // Rows `from..end` by `step`: the lane's entries `rl` (`load`, then `pre` on them),
+    // `body` on row `i` with the entries `r`.
+    let rows = |from: &str, end: &str, load: &str, pre: &str, body: &str, pad: &str| {
         let mut out = format!(
-            "{pad}for (var i1 = {from}; i1 < {end}; i1 = i1 + {lanes}u) {{\n{pad}    let il = min(i1 + sgl, $ROWSu - 1u);\n{pad}    let live = i1 + sgl < {end};\n{pad}    let rl = vec4<f32>("
+            "{pad}for (var i1 = {from}; i1 < {end}; i1 = i1 + {step}u) {{\n{pad}    let il = min({lane_row}, $ROWSu - 1u);\n{pad}    let live = {lane_row} < {end};\n{pad}    let rl = {load};\n"
         );
-        let entries: Vec<String> = (1..=b)
-            .map(|j| format!("entry(sb, kk - {j}u, il, live)"))
-            .collect();
-        out.push_str(&entries.join(", "));
-        out.push_str(");\n");
         for line in pre.lines() {
             out.push_str(&format!("{pad}    {line}\n"));
         }
-        for q in 0..lanes {
-            out.push_str(&format!("{pad}    if (i1 + {q}u < {end}) {{\n{pad}        let i = i1 + {q}u;\n{pad}        let r = subgroupBroadcast(rl, {q}u);\n"));
+        for q in 0..step {
+            out.push_str(&format!(
+                "{pad}    if (i1 + {q}u < {end}) {{\n{pad}        let i = i1 + {q}u;\n{pad}        let r = {};\n",
+                share(q)
+            ));
             for line in body.lines() {
                 out.push_str(&format!("{pad}        {line}\n"));
             }
@@ -1876,6 +1878,10 @@ pub(super) fn back_blocked_kernel(lanes: u64) -> String {
         out.push_str(&format!("{pad}}}\n"));
         out
     };
+    let entries: Vec<String> = (1..=b)
+        .map(|j| format!("entry(sb, kk - {j}u, il, live)"))
+        .collect();
+    let block_load = format!("vec4<f32>({})", entries.join(", "));
     let pairs: Vec<(usize, usize)> = (0..b).flat_map(|j| (0..j).map(move |i| (j, i))).collect();
     let mut decl = String::new();
     let mut part_decl = String::new();
@@ -1903,41 +1909,41 @@ pub(super) fn back_blocked_kernel(lanes: u64) -> String {
             comp(j),
             comp(i)
         ));
-        solve.insert_str(0, &format!("        g{j}{i} = subgroupAdd(g{j}{i});\n"));
+        if lanes.is_some() {
+            solve.insert_str(0, &format!("        g{j}{i} = subgroupAdd(g{j}{i});\n"));
+        }
     }
     let dot_block = rows(
         "i0",
         "min(i0 + 32u, $ROWSu)",
+        &block_load,
         &gram,
         &dot_body,
         "            ",
     );
-    let update_block = rows("f", "$ROWSu", "", &update, "        ");
+    let update_block = rows("f", "$ROWSu", &block_load, "", &update, "        ");
     // One reflector: the entries of `k` alone.
-    let one = |from: &str, end: &str, body: &str, pad: &str| {
-        let mut out = format!("{pad}for (var i1 = {from}; i1 < {end}; i1 = i1 + {lanes}u) {{\n{pad}    let il = min(i1 + sgl, $ROWSu - 1u);\n{pad}    let rl = refl(sb, k, il);\n");
-        for q in 0..lanes {
-            out.push_str(&format!("{pad}    if (i1 + {q}u < {end}) {{\n{pad}        let i = i1 + {q}u;\n{pad}        let r = subgroupBroadcast(rl, {q}u);\n"));
-            for line in body.lines() {
-                out.push_str(&format!("{pad}        {line}\n"));
-            }
-            out.push_str(&format!("{pad}    }}\n"));
-        }
-        out.push_str(&format!("{pad}}}\n"));
-        out
-    };
-    let dot_one = one(
+    let dot_one = rows(
         "i0",
         "min(i0 + 32u, $ROWSu)",
+        "refl(sb, k, il)",
+        "",
         "part = part + r * out0[zb + i * $N4u];",
         "            ",
     );
-    let update_one = one(
+    let update_one = rows(
         "f",
         "$ROWSu",
+        "refl(sb, k, il)",
+        "",
         "let z = out0[zb + i * $N4u] - r * dot;\nif (act) { out0[zb + i * $N4u] = z; }",
         "        ",
     );
+    let lane_builtin = if lanes.is_some() {
+        ", @builtin(subgroup_invocation_id) sgl: u32"
+    } else {
+        ""
+    };
     format!(
         r#"// Entry i of reflector k, and the reflector's first row.
 fn refl(sb: u32, k: u32, i: u32) -> f32 {{
@@ -1952,7 +1958,7 @@ fn entry(sb: u32, k: u32, il: u32, live: bool) -> f32 {{
 }}
 
 @compute @workgroup_size($BWG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) sgl: u32) {{
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32{lane_builtin}) {{
     $RZ = nwg.z >> 16u;
     let gid = wid.y * nwg.x + wid.x;
     let mat = gid / $BGu;
@@ -1986,61 +1992,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 "#
     )
 }
-
-/// The back-transformation (see the module comment): `out0` the padded row-major vectors by
-/// vec4s, `in1` the reduction's state (the reflectors in its rows), `in0` the reflectors'
-/// end and first index.
-const BACK_KERNEL: &str = r#"@compute @workgroup_size($BWG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    $RZ = nwg.z >> 16u;
-    let tid = (wid.y * nwg.x + wid.x) * $BWGu + lid;
-    if (tid >= $Tu) { return; }
-    let mat = tid / $N4u;
-    let sb = mat * $TSu;
-    let zb = mat * ($SIZEu / 4u) + tid % $N4u;
-    var kk = in0[0];
-    loop {
-        if (kk <= in0[1]) { break; }
-        if (kk >= in0[1] + 2u) {
-            // Two reflections in one pass over the columns: H_b H_a Z with a = kk - 1 first,
-            // b = kk - 2, is Z - u_a (2 u_a^T Z) - u_b 2 (u_b^T Z - (u_b . u_a) 2 u_a^T Z).
-            let a = kk - 1u;
-            let ua = sb + a * $LDu;
-            let ub = ua - $LDu;
-            var c = 0.0;
-            var da = vec4<f32>(0.0);
-            var db = in1[ub + a] * out0[zb + a * $N4u];
-            for (var i = a + 1u; i < $Nu; i = i + 1u) {
-                let z = out0[zb + i * $N4u];
-                let ra = in1[ua + i];
-                let rb = in1[ub + i];
-                c = c + rb * ra;
-                da = da + ra * z;
-                db = db + rb * z;
-            }
-            da = 2.0 * da;
-            db = 2.0 * (db - c * da);
-            out0[zb + a * $N4u] = out0[zb + a * $N4u] - in1[ub + a] * db;
-            for (var i = a + 1u; i < $Nu; i = i + 1u) {
-                out0[zb + i * $N4u] = out0[zb + i * $N4u] - in1[ua + i] * da - in1[ub + i] * db;
-            }
-            kk = kk - 2u;
-            continue;
-        }
-        let k = kk - 1u;
-        let ub = sb + k * $LDu;
-        var dot = vec4<f32>(0.0);
-        for (var i = k + 1u; i < $Nu; i = i + 1u) {
-            dot = dot + in1[ub + i] * out0[zb + i * $N4u];
-        }
-        dot = 2.0 * dot;
-        for (var i = k + 1u; i < $Nu; i = i + 1u) {
-            out0[zb + i * $N4u] = out0[zb + i * $N4u] - in1[ub + i] * dot;
-        }
-        kk = k;
-    }
-}
-"#;
 
 /// The reduction kernel (see the module comment): `out0` the state by vec4s (its scalars
 /// read as components), `in0` the first and end column.
