@@ -288,6 +288,37 @@ def check_qr(gpu, a, tol):
     assert_close(np.abs(r), np.abs(on(CPU, lambda a: jnp.linalg.qr(a)[1], a)), tol)
 
 
+@pytest.mark.parametrize("broadcast", ["1", "0"])
+def test_back_transformations_by_four_reflectors(gpu, broadcast, monkeypatch):
+    """The back-transformations apply four reflectors per two passes over the vectors, the
+    rest one at a time (`back_blocked_kernel`): reflector counts below four, of four and of
+    four plus one to three, batched and not, tall svds (U's reflectors from row k, V's from
+    k + 1), with the entries shared through subgroups and loaded by every thread
+    (`WGPU_HLO_BACK_BROADCAST=0`, the GPU kernel). The tridiagonal and bidiagonal routes are
+    forced (`..._TRIDIAGONAL=1`, `..._BIDIAGONAL=1`) at sizes where Jacobi would serve."""
+    monkeypatch.setenv("WGPU_HLO_BACK_BROADCAST", broadcast)
+    monkeypatch.setenv("WGPU_HLO_EIGH_TRIDIAGONAL", "1")
+    monkeypatch.setenv("WGPU_HLO_SVD_BIDIAGONAL", "1")
+    for shape in [(2, 5, 5), (6, 6), (2, 7, 7), (9, 9), (33, 33)]:
+        a = rand(shape, seed=shape[-1])
+        a = (a + np.swapaxes(a, -1, -2)) / 2
+        # Fresh functions: jit would reuse an executable compiled under other settings.
+        w, v = on(gpu, lambda a: jnp.linalg.eigh(a), a)
+        assert_close(w, on(CPU, jnp.linalg.eigvalsh, a), 1e-5)
+        n = shape[-1]
+        assert_close(a @ v, v * w[..., None, :], 1e-5)
+        assert_close(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(n), v.shape), 1e-5)
+    for shape in [(5, 3), (2, 6, 4), (7, 7), (2, 9, 6), (40, 9), (17, 13)]:
+        a = rand(shape, seed=shape[-1])
+        u, s, vt = on(gpu, lambda a: jnp.linalg.svd(a, full_matrices=False), a)
+        assert_close(s, on(CPU, lambda a: jnp.linalg.svd(a, compute_uv=False), a), 1e-5)
+        assert_close((u * s[..., None, :]) @ vt, a, 1e-5)
+        k = s.shape[-1]
+        eye = np.broadcast_to(np.eye(k), s.shape[:-1] + (k, k))
+        assert_close(np.swapaxes(u, -1, -2) @ u, eye, 1e-5)
+        assert_close(vt @ np.swapaxes(vt, -1, -2), eye, 1e-5)
+
+
 def test_eigh_svd_qr_batched(gpu):
     a = rand((2, 64, 64), seed=13)
     check_eigh(gpu, (a + np.swapaxes(a, -1, -2)) / 2, 1e-4)
