@@ -22,8 +22,8 @@
 //!    lane loading it for the subgroup: llvmpipe runs every load lane by lane, so a uniform
 //!    load costs as much as eight, and the broadcasts cut the loads per row (same operations
 //!    in the same order, the same bits; `WGPU_HLO_{TRI,BIDIAG,BACK,QL}_BROADCAST=0`: off).
-//!    The back-transformations there also take four reflectors per two passes instead of two
-//!    ([`back_blocked_kernel`]: other sums, not the same bits).
+//!    The back-transformations, on every adapter, apply four reflectors per two passes over
+//!    the vectors ([`back_blocked_kernel`]).
 //! 2. `_ql`: the implicit QL iteration with Wilkinson-like shifts (EISPACK's tql2), in f64
 //!    (in f32 on adapters without it, [`ql_in_f64`]; without vectors, the chase alone):
 //!    one thread chases each bulge through `d` and `e` in workgroup memory. With vectors it
