@@ -1823,9 +1823,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     )
 }
 
-/// Reflectors a pass of [`back_blocked_kernel`] applies.
-const BACK_BLOCK: u64 = 4;
-
 /// The back-transformation of eigh's and svd's vectors: four reflectors applied per two
 /// passes over the vectors (a vec4 of columns per thread), where one at a time takes eight
 /// passes. With `k_1 = kk - 1` first, down to `k_4 = kk - 4`, and `G_ji = u_j . u_i`:
@@ -1844,7 +1841,8 @@ const BACK_BLOCK: u64 = 4;
 /// `$BG` workgroups per matrix of `$BWG` threads. Every thread runs the loops (clamped to
 /// the last vec4 of columns), those past the matrix's columns store nothing.
 pub(super) fn back_blocked_kernel(lanes: Option<u64>) -> String {
-    let b = BACK_BLOCK as usize;
+    // Reflectors per pass: four, one vec4 of entries per row.
+    let b = 4;
     let step = lanes.unwrap_or(1);
     let comp = |j: usize| ["x", "y", "z", "w"][j];
     // The row a lane loads, and the entries of row `i1 + q` as every thread takes them.
@@ -1860,8 +1858,13 @@ pub(super) fn back_blocked_kernel(lanes: Option<u64>) -> String {
     // `body` on row `i` with the entries `r`.
     let rows = |from: &str, end: &str, load: &str, pre: &str, body: &str, pad: &str| {
         let mut out = format!(
-            "{pad}for (var i1 = {from}; i1 < {end}; i1 = i1 + {step}u) {{\n{pad}    let il = min({lane_row}, $ROWSu - 1u);\n{pad}    let live = {lane_row} < {end};\n{pad}    let rl = {load};\n"
+            "{pad}for (var i1 = {from}; i1 < {end}; i1 = i1 + {step}u) {{\n{pad}    let il = min({lane_row}, $ROWSu - 1u);\n"
         );
+        // Whether the lane's row is one of the block's (the four entries are masked by it).
+        if load.contains("live") {
+            out.push_str(&format!("{pad}    let live = {lane_row} < {end};\n"));
+        }
+        out.push_str(&format!("{pad}    let rl = {load};\n"));
         for line in pre.lines() {
             out.push_str(&format!("{pad}    {line}\n"));
         }
