@@ -18,6 +18,11 @@ pub struct Capabilities {
     /// llvmpipe's 8 lanes of 256-bit AVX), else 0. Kernels that share values across a
     /// subgroup with constant lane indices need it.
     pub subgroup_size: u32,
+    /// Storage textures of `rgba32float` texels a kernel may read and write
+    /// (`texture_storage_2d<rgba32float, read_write>`, an adapter-specific format feature,
+    /// `wgpu::Features::TEXTURE_ADAPTER_SPECIFIC_FORMAT_FEATURES`): the scratch textures of
+    /// `codegen::texture_reads::ScratchTexture`. `WGPU_HLO_STORAGE_TEXTURES=0`: none.
+    pub storage_textures: bool,
 }
 
 /// What the emitters need to know about the target.

@@ -1124,6 +1124,7 @@ impl Gemm {
             iterations,
             texture_inputs: Vec::new(),
             state_textures: Vec::new(),
+            scratch_textures: Vec::new(),
             parted: Vec::new(),
         })
     }

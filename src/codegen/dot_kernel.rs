@@ -892,6 +892,7 @@ fn finish_with(
         iterations,
         texture_inputs: Vec::new(),
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     })
 }
@@ -1600,6 +1601,7 @@ pub(super) fn register_kernel(
         iterations,
         texture_inputs: Vec::new(),
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

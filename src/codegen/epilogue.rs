@@ -261,6 +261,7 @@ pub fn apply(
         iterations,
         texture_inputs: Vec::new(),
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

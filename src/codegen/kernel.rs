@@ -35,6 +35,10 @@ pub struct Kernel {
     /// ([`super::texture_reads::STATE_MARK`]); bound after every other binding. Empty when
     /// none is.
     pub state_textures: Vec<super::texture_reads::StateTexture>,
+    /// Storage textures the kernel reads and writes as scratch space within one launch
+    /// ([`super::texture_reads::ScratchTexture`]), bound after every other binding. Empty
+    /// when none is.
+    pub scratch_textures: Vec<super::texture_reads::ScratchTexture>,
     /// Tensors larger than one binding, bound in parts ([`super::parted`]); empty when none
     /// is.
     pub parted: Vec<super::parted::PartedBinding>,
@@ -182,6 +186,7 @@ pub fn in_workgroups_quads(
         iterations,
         texture_inputs: Vec::new(),
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     })
 }
@@ -422,6 +427,7 @@ pub fn threaded(
         iterations,
         texture_inputs: Vec::new(),
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

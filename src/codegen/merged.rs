@@ -47,14 +47,14 @@ pub struct Mergeable {
 
 /// Whether `k` can be a part of a merged launch, and what merging needs to know: `None` for
 /// kernels that read copies of their outputs (state textures, bound after every other
-/// binding), bind tensors in parts, write nothing, use a three-dimensional grid or workgroup,
+/// binding) or keep scratch textures (bound there too), bind tensors in parts, write nothing, use a three-dimensional grid or workgroup,
 /// or an entry point argument other than the grid builtins. Inputs read through textures
 /// stay textures of the merged kernel, at their renumbered bindings (until 2026-12-05 such
 /// kernels were not merged, and on AMD hosts, where read-once kernels take textures, expm's
 /// small products and loop steps lost their merges; `WGPU_HLO_MERGE_TEXTURES=0` refuses them
 /// still, for comparisons).
 pub fn inspect(k: &Kernel) -> Option<Mergeable> {
-    if !k.state_textures.is_empty() || !k.parted.is_empty() {
+    if !k.state_textures.is_empty() || !k.scratch_textures.is_empty() || !k.parted.is_empty() {
         return None;
     }
     if k.texture_inputs.iter().any(Option::is_some)
@@ -308,6 +308,7 @@ pub fn merge(name: &str, parts: &[(&Kernel, &Mergeable)], target: Target) -> Res
         iterations: parts.iter().map(|(k, _)| k.iterations).max().unwrap_or(0),
         texture_inputs,
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

@@ -201,6 +201,7 @@ pub fn emit(
             iterations,
             texture_inputs: Vec::new(),
             state_textures: Vec::new(),
+            scratch_textures: Vec::new(),
             parted: Vec::new(),
         });
     }

@@ -337,6 +337,7 @@ mod tests {
             iterations: 0,
             texture_inputs: Vec::new(),
             state_textures: Vec::new(),
+            scratch_textures: Vec::new(),
             parted: Vec::new(),
         }
     }

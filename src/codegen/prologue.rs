@@ -194,6 +194,7 @@ pub fn apply(
         iterations: dot.iterations,
         texture_inputs: Vec::new(),
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

@@ -1927,6 +1927,7 @@ fn emit_stage(
             iterations,
             texture_inputs: Vec::new(),
             state_textures: Vec::new(),
+            scratch_textures: Vec::new(),
             parted: Vec::new(),
         },
         func,

@@ -95,6 +95,24 @@ pub struct StateTexture {
     pub binding: u32,
 }
 
+/// A storage texture of `rgba32float` texels a kernel reads and writes within one launch
+/// (`texture_storage_2d<rgba32float, read_write>`), bound after every other binding. The
+/// runtime creates it (shared by the kernels of one extent: its contents are undefined at the
+/// start of each launch); the kernel fills it from its state and writes what it keeps back.
+/// llvmpipe loads and stores texels with the lanes' addresses as vectors, where it runs each
+/// storage-buffer access lane by lane: the tridiagonal reduction's pass over its block
+/// (`op_kernels::tridiagonal`) took half the time reading and writing the block as texels.
+/// Only where [`Capabilities::storage_textures`] says the adapter has them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScratchTexture {
+    /// Its binding: after every other binding of the kernel.
+    pub binding: u32,
+    /// Width in texels.
+    pub width: u32,
+    /// Height in texels.
+    pub height: u32,
+}
+
 /// Texels per texture row (a power of two: the fetch splits the index with a mask and a shift).
 pub const TEXEL_ROW: u32 = 4096;
 
@@ -461,7 +479,9 @@ pub fn apply_state_copies(
     max_textures: u32,
     caps: Capabilities,
 ) -> bool {
+    // Scratch textures take the bindings after every other one, as state textures would.
     if !kernel.parted.is_empty()
+        || !kernel.scratch_textures.is_empty()
         || !kernel.wgsl.contains(STATE_MARK)
         || crate::fusion::switched_off("WGPU_HLO_STATE_COPIES")
     {
@@ -630,6 +650,7 @@ mod tests {
             iterations: 0,
             texture_inputs: Vec::new(),
             state_textures: Vec::new(),
+            scratch_textures: Vec::new(),
             parted: Vec::new(),
         }
     }

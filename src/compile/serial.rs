@@ -17,7 +17,7 @@
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel::Kernel;
 use crate::codegen::parted::PartedBinding;
-use crate::codegen::texture_reads::{StateTexture, TextureInput};
+use crate::codegen::texture_reads::{ScratchTexture, StateTexture, TextureInput};
 use crate::compile::program::{
     BranchStep, ChunkLaunch, ChunkedStep, HostCallStep, Program, Slot, Step, TripsAtStart,
     UpdatesStep, WhileKernelStep, WhileStep,
@@ -33,7 +33,7 @@ use crate::runtime::Device;
 /// First bytes of every serialized executable.
 pub const MAGIC: &[u8; 8] = b"WGPUHLOX";
 /// Version of the layout below; bump on any change.
-pub const FORMAT_VERSION: u32 = 14;
+pub const FORMAT_VERSION: u32 = 15;
 /// The crate version.
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A hash of the compiler's sources (see `build.rs`).
@@ -354,6 +354,12 @@ impl W {
             self.u64(t.first);
             self.u64(t.texture.texels);
             self.u32(t.binding);
+        }
+        self.len(k.scratch_textures.len());
+        for t in &k.scratch_textures {
+            self.u32(t.binding);
+            self.u32(t.width);
+            self.u32(t.height);
         }
     }
     /// A loop's trip count known at compile time, or how it is computed at the start.
@@ -720,6 +726,18 @@ impl<'a> R<'a> {
                                 texels: self.u64()?,
                             },
                             binding: self.u32()?,
+                        })
+                    })
+                    .collect::<Result<_>>()?
+            },
+            scratch_textures: {
+                let n = self.count(4 + 4 + 4)?;
+                (0..n)
+                    .map(|_| {
+                        Ok(ScratchTexture {
+                            binding: self.u32()?,
+                            width: self.u32()?,
+                            height: self.u32()?,
                         })
                     })
                     .collect::<Result<_>>()?

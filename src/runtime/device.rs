@@ -120,6 +120,9 @@ pub struct MemoryStats {
     pub texture_bytes: u64,
 }
 
+/// A cached texture's width, height, slot and whether it is a scratch (storage) texture.
+type TextureKey = (u32, u32, usize, bool);
+
 /// A texture inputs are copied into before the launches that read them through textures
 /// (`codegen::texture_reads`), and its view.
 pub(crate) struct InputTexture {
@@ -227,8 +230,9 @@ pub struct Device {
     pipelines: Mutex<HashMap<String, Weak<wgpu::ComputePipeline>>>,
     /// Pipelines created (not found in `pipelines`), for tests.
     pipelines_created: AtomicU64,
-    /// Input textures by extent and slot (see `input_texture`), held weakly like pipelines.
-    input_textures: Mutex<HashMap<(u32, u32, usize), Weak<InputTexture>>>,
+    /// Input and scratch textures (the `bool`) by extent and slot (see `input_texture`,
+    /// `scratch_texture`), held weakly like pipelines.
+    input_textures: Mutex<HashMap<TextureKey, Weak<InputTexture>>>,
     /// The driver's pipeline cache, kept on disk (Vulkan only).
     disk_cache: Option<DiskPipelineCache>,
     /// Kernels go through `strict_float` (by default on GPU adapters, `WGPU_HLO_STRICT_FLOAT=1`
@@ -541,6 +545,17 @@ impl Device {
         if std::env::var("WGPU_HLO_F64").is_ok_and(|v| v.trim() == "0") {
             wanted &= !wgpu::Features::SHADER_F64;
         }
+        // Kernels that keep a matrix in a storage texture they read and write
+        // (`codegen::texture_reads::ScratchTexture`) need the adapter's own format features:
+        // WebGPU's read-write storage formats are the one-channel ones.
+        let rw_textures = adapter
+            .get_texture_format_features(wgpu::TextureFormat::Rgba32Float)
+            .flags
+            .contains(wgpu::TextureFormatFeatureFlags::STORAGE_READ_WRITE)
+            && !std::env::var("WGPU_HLO_STORAGE_TEXTURES").is_ok_and(|v| v.trim() == "0");
+        if rw_textures {
+            wanted |= wgpu::Features::TEXTURE_ADAPTER_SPECIFIC_FORMAT_FEATURES;
+        }
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -575,6 +590,8 @@ impl Device {
             } else {
                 0
             },
+            storage_textures: rw_textures
+                && features.contains(wgpu::Features::TEXTURE_ADAPTER_SPECIFIC_FORMAT_FEATURES),
         };
         let disk_cache = match dir {
             Some(dir) if features.contains(wgpu::Features::PIPELINE_CACHE) => {
@@ -742,6 +759,37 @@ impl Device {
         label: &str,
     ) -> Result<Arc<InputTexture>> {
         let (width, height) = input.extent();
+        self.texture((width, height), slot, false, label)
+    }
+
+    /// A storage texture of `width` x `height` `rgba32float` texels that kernels read and
+    /// write within a launch (`codegen::texture_reads::ScratchTexture`), for the `slot`-th
+    /// of that extent of a kernel: shared device-wide like [`Device::input_texture`]'s, since
+    /// no launch expects what an earlier one left in it.
+    pub(crate) fn scratch_texture(
+        &self,
+        extent: (u32, u32),
+        slot: usize,
+        label: &str,
+    ) -> Result<Arc<InputTexture>> {
+        if !self.caps.storage_textures {
+            return Err(Error::internal(format!(
+                "{label}: a read-write storage texture on {}, which has none",
+                self.info.name
+            )));
+        }
+        self.texture(extent, slot, true, label)
+    }
+
+    /// An input texture (RGBA32Uint, sampled, filled by copies) or, with `storage`, a
+    /// scratch texture (RGBA32Float, read-write storage), from the cache where one lives.
+    fn texture(
+        &self,
+        (width, height): (u32, u32),
+        slot: usize,
+        storage: bool,
+        label: &str,
+    ) -> Result<Arc<InputTexture>> {
         let max = self.limits.max_texture_dimension_2d;
         if width == 0 || height == 0 || width > max || height > max {
             return Err(Error::internal(format!(
@@ -752,7 +800,10 @@ impl Device {
             .input_textures
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if let Some(t) = cache.get(&(width, height, slot)).and_then(Weak::upgrade) {
+        if let Some(t) = cache
+            .get(&(width, height, slot, storage))
+            .and_then(Weak::upgrade)
+        {
             return Ok(t);
         }
         cache.retain(|_, t| t.strong_count() > 0);
@@ -767,8 +818,16 @@ impl Device {
             mip_level_count: 1,
             sample_count: 1,
             dimension: wgpu::TextureDimension::D2,
-            format: wgpu::TextureFormat::Rgba32Uint,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            format: if storage {
+                wgpu::TextureFormat::Rgba32Float
+            } else {
+                wgpu::TextureFormat::Rgba32Uint
+            },
+            usage: if storage {
+                wgpu::TextureUsages::STORAGE_BINDING
+            } else {
+                wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST
+            },
             view_formats: &[],
         });
         if let Some(e) = pollster::block_on(scope.pop()) {
@@ -783,7 +842,7 @@ impl Device {
             view,
             bytes: u64::from(width) * u64::from(height) * TextureInput::TEXEL_BYTES,
         });
-        cache.insert((width, height, slot), Arc::downgrade(&t));
+        cache.insert((width, height, slot, storage), Arc::downgrade(&t));
         Ok(t)
     }
 

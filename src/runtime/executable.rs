@@ -39,6 +39,8 @@ pub struct LoadedKernel {
     /// Per state texture of the kernel (`Kernel::state_textures`), the texture each launch
     /// copies that part of the output into.
     state_textures: Vec<Arc<InputTexture>>,
+    /// Per scratch texture of the kernel (`Kernel::scratch_textures`), the texture it binds.
+    scratch_textures: Vec<Arc<InputTexture>>,
 }
 
 /// Everything an executable is made of, as the compiler hands it over.
@@ -238,11 +240,11 @@ fn copy_to_texture(
 impl Drop for Executable {
     fn drop(&mut self) {
         // Cached bind groups hold the textures of this executable's kernels.
-        if self
-            .kernels
-            .iter()
-            .any(|k| k.textures.iter().any(Option::is_some) || !k.state_textures.is_empty())
-        {
+        if self.kernels.iter().any(|k| {
+            k.textures.iter().any(Option::is_some)
+                || !k.state_textures.is_empty()
+                || !k.scratch_textures.is_empty()
+        }) {
             self.device.clear_bind_groups();
         }
     }
@@ -280,12 +282,21 @@ impl Executable {
                         .iter()
                         .map(|t| t.as_ref().map(|t| t.extent()))
                         .collect();
-                    for s in &k.state_textures {
-                        let at = s.binding as usize;
+                    let at = k
+                        .state_textures
+                        .iter()
+                        .map(|s| (s.binding, s.texture.extent()))
+                        .chain(
+                            k.scratch_textures
+                                .iter()
+                                .map(|s| (s.binding, (s.width, s.height))),
+                        );
+                    for (at, extent) in at {
+                        let at = at as usize;
                         if t.len() <= at {
                             t.resize(at + 1, None);
                         }
-                        t[at] = Some(s.texture.extent());
+                        t[at] = Some(extent);
                     }
                     t
                 },
@@ -320,12 +331,25 @@ impl Executable {
                 state_textures.push(device.input_texture(t, *slot, &label)?);
                 *slot += 1;
             }
+            let mut scratch_slots: HashMap<(u32, u32), usize> = HashMap::new();
+            let mut scratch_textures = Vec::with_capacity(k.scratch_textures.len());
+            for s in &k.scratch_textures {
+                let slot = scratch_slots.entry((s.width, s.height)).or_insert(0);
+                let label = format!("{} scratch {}", k.name, s.binding);
+                scratch_textures.push(device.scratch_texture(
+                    (s.width, s.height),
+                    *slot,
+                    &label,
+                )?);
+                *slot += 1;
+            }
             kernels.push(LoadedKernel {
                 kernel: k.clone(),
                 pipeline,
                 layout,
                 textures,
                 state_textures,
+                scratch_textures,
             });
         }
         drop(created);
@@ -1182,6 +1206,19 @@ impl Run<'_> {
             );
             if self.filled.insert(Arc::as_ptr(tex) as usize, now) != Some(now) {
                 copies.push(((&b.buffer, s.first), &tex.texture, s.texture));
+            }
+            entries.push(BindResource::Texture(&tex.view));
+        }
+        // Scratch textures, after those: nothing to copy.
+        for (s, tex) in lk.kernel.scratch_textures.iter().zip(&lk.scratch_textures) {
+            if entries.len() != s.binding as usize {
+                return Err(Error::internal(format!(
+                    "{}: kernel {} binds a scratch texture at binding {}, after {} others",
+                    exe.parts.name,
+                    lk.kernel.name,
+                    s.binding,
+                    entries.len()
+                )));
             }
             entries.push(BindResource::Texture(&tex.view));
         }

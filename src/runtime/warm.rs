@@ -39,7 +39,8 @@ use crate::error::{Error, Result};
 pub(crate) struct Item<'a> {
     pub wgsl: &'a str,
     pub label: &'a str,
-    /// Per input read through a texture, its extent in texels (see `zero_dispatch`).
+    /// Per binding that is a texture (inputs read through one, state and scratch textures),
+    /// its extent in texels (see `zero_dispatch`).
     pub textures: Vec<Option<(u32, u32)>>,
 }
 
@@ -340,7 +341,9 @@ impl Warmer {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Declared {
     Buffer(u32),
-    Texture(u32),
+    /// A sampled texture (`texture_2d`), or with `true` a read-write storage texture
+    /// (`texture_storage_2d<rgba32float, read_write>`, a scratch texture).
+    Texture(u32, bool),
 }
 
 /// The bindings a kernel's WGSL declares (`@group(0) @binding(N) var...` lines, as
@@ -352,8 +355,10 @@ fn declared_bindings(wgsl: &str) -> Vec<Declared> {
             let (n, decl) = rest.split_once(')')?;
             let n = n.trim().parse().ok()?;
             let decl = decl.split("//").next().unwrap_or("");
-            Some(if decl.contains("texture_2d") {
-                Declared::Texture(n)
+            Some(if decl.contains("texture_storage_2d") {
+                Declared::Texture(n, true)
+            } else if decl.contains("texture_2d") {
+                Declared::Texture(n, false)
             } else {
                 Declared::Buffer(n)
             })
@@ -383,7 +388,7 @@ fn zero_dispatch(
                     mapped_at_creation: false,
                 })),
             ),
-            Declared::Texture(n) => {
+            Declared::Texture(n, storage) => {
                 // llvmpipe compiles a kernel once per kind of texture it reads, and whether
                 // each side is a power of two is part of the kind: a dummy of 1 or 3 texels a
                 // side is of the same kind as the texture the kernel will read.
@@ -404,8 +409,16 @@ fn zero_dispatch(
                     mip_level_count: 1,
                     sample_count: 1,
                     dimension: wgpu::TextureDimension::D2,
-                    format: wgpu::TextureFormat::Rgba32Uint,
-                    usage: wgpu::TextureUsages::TEXTURE_BINDING,
+                    format: if storage {
+                        wgpu::TextureFormat::Rgba32Float
+                    } else {
+                        wgpu::TextureFormat::Rgba32Uint
+                    },
+                    usage: if storage {
+                        wgpu::TextureUsages::STORAGE_BINDING
+                    } else {
+                        wgpu::TextureUsages::TEXTURE_BINDING
+                    },
                     view_formats: &[],
                 });
                 (
@@ -459,14 +472,16 @@ mod tests {
             @group(0) @binding(0) var<storage, read> in0: array<f32>; // %0 tensor<4xf32>\n\
             @group(0) @binding(1) var in1: texture_2d<u32>; // (read through a texture_2d)\n\
             @group(0) @binding(2) var<storage, read_write> out0: array<vec4<f32>>;\n\
+            @group(0) @binding(3) var blk: texture_storage_2d<rgba32float, read_write>;\n\
             // @group(0) @binding(9) in a comment\n\
             fn main() {}\n";
         assert_eq!(
             declared_bindings(wgsl),
             vec![
                 Declared::Buffer(0),
-                Declared::Texture(1),
-                Declared::Buffer(2)
+                Declared::Texture(1, false),
+                Declared::Buffer(2),
+                Declared::Texture(3, true)
             ]
         );
     }

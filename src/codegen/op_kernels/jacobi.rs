@@ -2079,6 +2079,7 @@ pub(super) fn workgroup_kernel(
         iterations,
         texture_inputs: Vec::new(),
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

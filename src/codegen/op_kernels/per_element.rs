@@ -110,6 +110,7 @@ pub fn build(
         iterations: em.iterations(),
         texture_inputs: Vec::new(),
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     })
 }

@@ -491,6 +491,7 @@ fn one_workgroup_sort(
         iterations: em.iterations(),
         texture_inputs: Vec::new(),
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     }))
 }
@@ -807,6 +808,7 @@ fn atomic(
         iterations: em.iterations(),
         texture_inputs: Vec::new(),
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     };
     Ok(Some(super::Plan {
@@ -1266,6 +1268,7 @@ fn privatized(
             iterations: 0,
             texture_inputs: Vec::new(),
             state_textures: Vec::new(),
+            scratch_textures: Vec::new(),
             parted: Vec::new(),
         }
     };

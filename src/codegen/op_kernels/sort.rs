@@ -361,6 +361,7 @@ fn ranking(
         iterations: em.iterations(),
         texture_inputs: Vec::new(),
         state_textures: Vec::new(),
+        scratch_textures: Vec::new(),
         parted: Vec::new(),
     })
 }
@@ -847,6 +848,7 @@ fn local_stages(
                     iterations: em.iterations(),
                     texture_inputs: Vec::new(),
                     state_textures: Vec::new(),
+                    scratch_textures: Vec::new(),
                     parted: Vec::new(),
                 },
                 b,
