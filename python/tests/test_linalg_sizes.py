@@ -319,6 +319,35 @@ def test_back_transformations_by_four_reflectors(gpu, broadcast, monkeypatch):
         assert_close(vt @ np.swapaxes(vt, -1, -2), eye, 1e-5)
 
 
+def test_reductions_in_scratch_textures_match_the_buffer_ones(gpu, monkeypatch):
+    """On CPU adapters with read-write storage textures the tridiagonal and bidiagonal
+    reductions keep their block in a scratch texture within each launch, copied in at the
+    start and back at the end but for the reflectors the launch wrote to the state directly
+    (`tri_texture`, `bidiag_in_texture`): the same operations in the same order, so the same
+    bits as with the block in the state's buffer (`WGPU_HLO_{TRI,BIDIAG}_TEXTURE=0`). Sizes
+    of several launches each, batched and not, tall and wide, values alone and with vectors.
+    Elsewhere both runs take the buffer and agree trivially."""
+    monkeypatch.setenv("WGPU_HLO_EIGH_TRIDIAGONAL", "1")
+    monkeypatch.setenv("WGPU_HLO_SVD_BIDIAGONAL", "1")
+    cases = []
+    for shape in [(130, 130), (3, 67, 67), (5, 5)]:
+        a = rand(shape, seed=shape[-1])
+        cases.append((lambda a: jnp.linalg.eigh(a), (a + np.swapaxes(a, -1, -2)) / 2))
+    for shape in [(2, 150, 97), (90, 200), (17, 13)]:
+        a = rand(shape, seed=shape[-1])
+        cases.append((lambda a: jnp.linalg.svd(a, full_matrices=False), a))
+        cases.append((lambda a: jnp.linalg.svd(a, compute_uv=False), a))
+    for f, a in cases:
+        got = {}
+        for texture in ["1", "0"]:
+            monkeypatch.setenv("WGPU_HLO_TRI_TEXTURE", texture)
+            monkeypatch.setenv("WGPU_HLO_BIDIAG_TEXTURE", texture)
+            # A fresh function: jit would reuse the executable compiled under the other.
+            got[texture] = jax.tree.leaves(on(gpu, lambda a: f(a), a))
+        for x, y in zip(got["1"], got["0"]):
+            assert np.array_equal(np.asarray(x), np.asarray(y)), a.shape
+
+
 def test_eigh_svd_qr_batched(gpu):
     a = rand((2, 64, 64), seed=13)
     check_eigh(gpu, (a + np.swapaxes(a, -1, -2)) / 2, 1e-4)

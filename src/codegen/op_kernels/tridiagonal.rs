@@ -51,6 +51,7 @@ use super::{temp, Launch, Plan};
 use crate::codegen::expr::Binding;
 use crate::codegen::kernel::{self, RUNTIME_ZERO};
 use crate::codegen::loop_kernel::Target;
+use crate::codegen::texture_reads::ScratchTexture;
 use crate::error::{Error, Result};
 use crate::ir::{ElementType, Function, Operation, TensorType, ValueId};
 
@@ -136,6 +137,11 @@ impl Dims {
         // The update's pass, the p pass (or, fused into the update's pass, the next column and
         // its reflector: another tree), the column, u and w loops.
         2 * self.per_thread() * r + 5 * c + 4 * self.wg.ilog2() as u64 + 8
+    }
+    /// Loop iterations of the copies of the trailing block into the scratch texture and back
+    /// (`tri_texture`) in a launch from column `k`.
+    fn tri_copies(self, k: u64) -> u64 {
+        block_copies(self.n - k - 1, self.n4() - (k + 1) / 4, self.wg)
     }
     /// The reduction's state (f32): the matrix, `e`, status.
     fn tri_stride(self) -> u64 {
@@ -491,15 +497,39 @@ pub fn plan(
         let tree = tree_reduce(wg / 2, SUM, "        ");
         // Rows' coefficients shared through subgroups on CPU adapters.
         let tri_lanes = broadcast_lanes(target, wg, "WGPU_HLO_TRI_BROADCAST");
+        let texture = tri_texture(target, batch, n) && 4 * s.tri_copies(0) <= budget;
+        let block_binding = 2;
+        let (block_in, next_row, block_out, barrier) = if texture {
+            (
+                format!("@group(0) @binding({block_binding}) var blk: texture_storage_2d<rgba32float, read_write>; // the trailing block, {n4} x {} texels\n", batch * n),
+                "textureLoad(blk, vec2<u32>(j >> 2u, ty + r0))[j & 3u]",
+                TRI_BLOCK_OUT,
+                "        textureBarrier();\n",
+            )
+        } else {
+            (
+                String::new(),
+                "out0[(row + $LDu + j) >> 2u][(row + $LDu + j) & 3u]",
+                "",
+                "",
+            )
+        };
         let body = fill(
-            TRI_KERNEL,
+            &format!("{block_in}{TRI_KERNEL}"),
             &[
                 cx.subs.clone(),
                 vec![
                     ("$TREE", tree),
                     ("$REFLECTION", REFLECTION.to_string()),
-                    ("$UPDATE_NEXT", tri_update(true, tri_lanes)),
-                    ("$UPDATE_LAST", tri_update(false, tri_lanes)),
+                    (
+                        "$BLOCK_IN",
+                        if texture { TRI_BLOCK_IN } else { "" }.to_string(),
+                    ),
+                    ("$NEXT_ROW", next_row.to_string()),
+                    ("$BLOCK_OUT", block_out.to_string()),
+                    ("$TEXTURE_BARRIER", barrier.to_string()),
+                    ("$UPDATE_NEXT", tri_update(true, tri_lanes, texture)),
+                    ("$UPDATE_LAST", tri_update(false, tri_lanes, texture)),
                     (
                         "$LANE_BUILTIN",
                         if tri_lanes.is_some() {
@@ -516,7 +546,9 @@ pub fn plan(
         let mut tri_iters = 0;
         let mut k0 = 0;
         while k0 < steps {
-            let mut cost = s.tri_step(k0);
+            // The copies of the block into its texture and back, once per launch.
+            let copies = if texture { s.tri_copies(k0) } else { 0 };
+            let mut cost = copies + s.tri_step(k0);
             let mut k1 = k0 + 1;
             while k1 < steps && cost + s.tri_step(k1) <= budget {
                 cost += s.tri_step(k1);
@@ -530,7 +562,7 @@ pub fn plan(
             ));
             k0 = k1;
         }
-        kernels.push(workgroup_kernel(
+        let mut kernel = workgroup_kernel(
             &format!("{name}_tri"),
             &format!("kernel {name}_tri: Householder reduction to tridiagonal form (parameters: first and end column) of {desc}, one workgroup per matrix\nloop iterations per invocation: at most {tri_iters}\nfuses: {what}"),
             vec![params()],
@@ -540,7 +572,15 @@ pub fn plan(
             tri_iters,
             true,
             target,
-        )?);
+        )?;
+        if texture {
+            kernel.scratch_textures = vec![ScratchTexture {
+                binding: block_binding,
+                width: n4 as u32,
+                height: (batch * n) as u32,
+            }];
+        }
+        kernels.push(kernel);
     }
 
     // The values alone, where every eigenvalue's bisection fits one launch: one thread per
@@ -895,10 +935,20 @@ pub(super) fn bidiag_stage(
     )?;
     let budget = budget(cx.target);
     let k_bidiag = kernels.len();
+    // Both reflections' updates deferred into the next pass over the block where workgroup
+    // memory holds their vectors (`WGPU_HLO_BIDIAG_DEFER=0`: never).
+    let defer = 4 * (3 * m + 2 * ld + wg) <= cx.target.max_workgroup_storage
+        && !crate::fusion::switched_off("WGPU_HLO_BIDIAG_DEFER");
+    // The block in a scratch texture within each launch, as the tridiagonal reduction's
+    // (`tri_texture`; `WGPU_HLO_BIDIAG_TEXTURE=0`: never).
+    let copies = |k: u64| block_copies(m - k, ld / 4 - k / 4, wg);
+    let texture = defer
+        && block_texture(cx.target, batch, m, n, "WGPU_HLO_BIDIAG_TEXTURE")
+        && 4 * copies(0) <= budget;
     let mut iters = 0;
     let mut k0 = 0;
     while k0 < n {
-        let mut c = bidiag_cost(m, n, wg, k0);
+        let mut c = if texture { copies(k0) } else { 0 } + bidiag_cost(m, n, wg, k0);
         let mut k1 = k0 + 1;
         while k1 < n && c + bidiag_cost(m, n, wg, k1) <= budget {
             c += bidiag_cost(m, n, wg, k1);
@@ -918,10 +968,6 @@ pub(super) fn bidiag_stage(
     } else {
         ("", "", "")
     };
-    // Both reflections' updates deferred into the next pass over the block where workgroup
-    // memory holds their vectors (`WGPU_HLO_BIDIAG_DEFER=0`: never).
-    let defer = 4 * (3 * m + 2 * ld + wg) <= cx.target.max_workgroup_storage
-        && !crate::fusion::switched_off("WGPU_HLO_BIDIAG_DEFER");
     let (template, how) = if defer {
         (
             BIDIAG_DEFER_KERNEL,
@@ -938,6 +984,9 @@ pub(super) fn bidiag_stage(
             template = template.replace(key, &text);
         }
     }
+    if texture {
+        template = bidiag_in_texture(&template, keep)?;
+    }
     let body = fill(
         &template
             .replace("$KEEPL\n", keep_left)
@@ -946,7 +995,12 @@ pub(super) fn bidiag_stage(
             .replace("$REFLECTION", REFLECTION),
         &cx.subs,
     );
-    kernels.push(workgroup_kernel(
+    let body = if texture {
+        format!("@group(0) @binding(2) var blk: texture_storage_2d<rgba32float, read_write>; // the trailing block, {} x {} texels\n{body}", ld / 4, batch * m)
+    } else {
+        body
+    };
+    let mut kernel = workgroup_kernel(
         &format!("{name}_bidiag"),
         &format!("kernel {name}_bidiag: Householder reduction to bidiagonal form (parameters: first and end column) of {desc}, one workgroup per matrix{how}\nloop iterations per invocation: at most {iters}\nfuses: {what}"),
         vec![params()],
@@ -956,9 +1010,142 @@ pub(super) fn bidiag_stage(
         iters,
         true,
         cx.target,
-    )?);
+    )?;
+    if texture {
+        kernel.scratch_textures = vec![ScratchTexture {
+            binding: 2,
+            width: (ld / 4) as u32,
+            height: (batch * m) as u32,
+        }];
+    }
+    kernels.push(kernel);
     Ok(())
 }
+
+/// The deferred bidiagonal reduction's `template` (its passes filled in) with the block read
+/// and written in a scratch texture within the launch (see [`tri_texture`]): copied in from
+/// row `first` and `first`'s quad of columns, back at the end but for what went to the state
+/// directly (with `keep`, the reflectors: column `k` from row `k`, row `k` right of `k`,
+/// for the launch's columns `k`). Errors if the template no longer has a place rewritten.
+fn bidiag_in_texture(template: &str, keep: bool) -> Result<String> {
+    fn swap_in(t: &mut String, from: &str, to: &str) -> Result<()> {
+        if !t.contains(from) {
+            return Err(Error::internal(format!(
+                "bidiagonal reduction in a texture: the kernel has no `{from}`"
+            )));
+        }
+        *t = t.replace(from, to);
+        Ok(())
+    }
+    let mut t = template.to_string();
+    swap_in(
+        &mut t,
+        "    let b4 = base >> 2u;\n",
+        &format!("    let b4 = base >> 2u;\n{BIDIAG_BLOCK_IN}"),
+    )?;
+    swap_in(
+        &mut t,
+        "let at = base + i * $LDu + k;\n            let x = (out0[at >> 2u][at & 3u] - ",
+        "let x = (textureLoad(blk, vec2<u32>(k >> 2u, ty + i))[k & 3u] - ",
+    )?;
+    swap_in(
+        &mut t,
+        "let e = b4 + i * $N4u + j4;",
+        "let e = vec2<u32>(j4, ty + i);",
+    )?;
+    swap_in(&mut t, "(out0[e] - ", "(textureLoad(blk, e) - ")?;
+    swap_in(&mut t, "out0[e] = x;", "textureStore(blk, e, x);")?;
+    swap_in(
+        &mut t,
+        "y = out0[(row + j) >> 2u][(row + j) & 3u] - ",
+        "y = textureLoad(blk, vec2<u32>(j >> 2u, ty + k))[j & 3u] - ",
+    )?;
+    swap_in(&mut t, "let rb = b4 + i * $N4u;", "let rb = ty + i;")?;
+    swap_in(
+        &mut t,
+        "out0[rb + j4] = (out0[rb + j4] - vi * ss[j4]) - t * rr[j4];",
+        "textureStore(blk, vec2<u32>(j4, rb), (textureLoad(blk, vec2<u32>(j4, rb)) - vi * ss[j4]) - t * rr[j4]);",
+    )?;
+    // The rows pass: `out0[rb + j4]` (a thread's own loads) or `out0[rb + j0 + Qu]` (shared
+    // by subgroups).
+    if t.contains("out0[rb + j4]") {
+        swap_in(
+            &mut t,
+            "out0[rb + j4]",
+            "textureLoad(blk, vec2<u32>(j4, rb))",
+        )?;
+    } else {
+        for q in 0.. {
+            let from = format!("out0[rb + j0 + {q}u]");
+            if !t.contains(&from) {
+                if q == 0 {
+                    return Err(Error::internal(
+                        "bidiagonal reduction in a texture: no loads of the rows pass",
+                    ));
+                }
+                break;
+            }
+            swap_in(
+                &mut t,
+                &from,
+                &format!("textureLoad(blk, vec2<u32>(j0 + {q}u, rb))"),
+            )?;
+        }
+    }
+    swap_in(
+        &mut t,
+        "        storageBarrier();\n        workgroupBarrier();\n        if (k + 1u < $Nu) {",
+        "        storageBarrier();\n        textureBarrier();\n        workgroupBarrier();\n        if (k + 1u < $Nu) {",
+    )?;
+    swap_in(
+        &mut t,
+        "            storageBarrier();\n            workgroupBarrier();\n        }\n    }\n}\n",
+        &format!(
+            "            storageBarrier();\n            textureBarrier();\n            workgroupBarrier();\n        }}\n    }}\n{}}}\n",
+            BIDIAG_BLOCK_OUT.replace("$KEPT", if keep { "true" } else { "false" })
+        ),
+    )?;
+    if t.contains("out0[e]") || t.contains("out0[rb") {
+        return Err(Error::internal(
+            "bidiagonal reduction in a texture: loads of the block left in the state",
+        ));
+    }
+    Ok(t)
+}
+
+/// The start of a launch of the bidiagonal reduction in texture mode: the block from row
+/// `first` and `first`'s quad of columns into the texture.
+const BIDIAG_BLOCK_IN: &str = r#"    let first = in0[0];
+    let end = in0[1];
+    let ty = mat * $Mu;
+    let q0 = min(first >> 2u, $N4u);
+    let bh = select(0u, $Mu - first, first < $Mu);
+    let bw = $N4u - q0;
+    for (var t = lid; t < bh * bw; t = t + $WGu) {
+        let i = first + t / bw;
+        let j4 = q0 + t % bw;
+        textureStore(blk, vec2<u32>(j4, ty + i), out0[b4 + i * $N4u + j4]);
+    }
+    textureBarrier();
+"#;
+
+/// The end of a launch in texture mode: the block back into the state; with `$KEPT` the
+/// reflectors the launch wrote to the state directly stay (entries whose smaller index is
+/// one of the launch's columns).
+const BIDIAG_BLOCK_OUT: &str = r#"    for (var t = lid; t < bh * bw; t = t + $WGu) {
+        let i = first + t / bw;
+        let j4 = q0 + t % bw;
+        let at = b4 + i * $N4u + j4;
+        var v = textureLoad(blk, vec2<u32>(j4, ty + i));
+        if ($KEPT) {
+            let cols = 4u * j4 + vec4<u32>(0u, 1u, 2u, 3u);
+            let low = min(cols, vec4<u32>(i));
+            let kept = low >= vec4<u32>(first) & low < vec4<u32>(end) & cols < vec4<u32>($Nu);
+            v = select(v, out0[at], kept);
+        }
+        out0[at] = v;
+    }
+"#;
 
 /// The deferred bidiagonal reduction's two passes over the block for column `k`: by columns
 /// (a vec4 of them per thread: the pending updates applied, `2 v^T A`) and by rows (a row per
@@ -2036,7 +2223,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let b4 = base >> 2u;
     let first = in0[0];
     let end = in0[1];
-    for (var k = first; k < end; k = k + 1u) {
+$BLOCK_IN    for (var k = first; k < end; k = k + 1u) {
         let r0 = k + 1u;
         let row = base + k * $LDu;
         let fused = k > first;
@@ -2109,7 +2296,7 @@ $TREE        let kk = red[0];
             for (var j = (r0 & 0xfffffffcu) + lid; j < $LDu; j = j + $WGu) {
                 var x = 0.0;
                 if (j > r0 && j < $Nu) {
-                    x = out0[(row + $LDu + j) >> 2u][(row + $LDu + j) & 3u] - c0.x * ww[j] - c0.y * uu[j];
+                    x = $NEXT_ROW - c0.x * ww[j] - c0.y * uu[j];
                 }
                 un[j] = x;
                 if (j > r0 + 1u) { acc = acc + x * x; }
@@ -2131,9 +2318,9 @@ $TREE            let x0 = un[r0 + 1u];
 $UPDATE_NEXT        } else {
 $UPDATE_LAST        }
         storageBarrier();
-        workgroupBarrier();
+$TEXTURE_BARRIER        workgroupBarrier();
     }
-}
+$BLOCK_OUT}
 "#;
 
 /// The tridiagonal reduction's pass over the trailing block for column `k`: `A -= u w^T +
@@ -2142,19 +2329,25 @@ $UPDATE_LAST        }
 /// size) the threads of a subgroup load `(u_i, w_i)` (and `un_i`) for as many rows, one row
 /// each, and every row takes them by `subgroupBroadcast`: llvmpipe loads lane by lane, so
 /// one load serves `lanes` rows instead of one.
-fn tri_update(next: bool, lanes: Option<u64>) -> String {
+fn tri_update(next: bool, lanes: Option<u64>, texture: bool) -> String {
     let pad = "                ";
     let row = |c: &str, i: &str, guard: Option<&str>| {
         let mut out = match guard {
             Some(g) => format!("{pad}if ({g}) {{\n"),
             None => format!("{pad}{{\n"),
         };
-        out.push_str(&format!("{pad}    let e = b4 + {i} * $N4u + j4;\n"));
+        let (load, store) = if texture {
+            out.push_str(&format!("{pad}    let e = vec2<u32>(j4, ty + {i});\n"));
+            ("textureLoad(blk, e)", "textureStore(blk, e, ")
+        } else {
+            out.push_str(&format!("{pad}    let e = b4 + {i} * $N4u + j4;\n"));
+            ("out0[e]", "out0[e] = (")
+        };
         if next {
-            out.push_str(&format!("{pad}    let a = out0[e] - {c}.x * w4 - {c}.y * u4;\n{pad}    out0[e] = a;\n{pad}    p = p + a * {c}.z;\n"));
+            out.push_str(&format!("{pad}    let a = {load} - {c}.x * w4 - {c}.y * u4;\n{pad}    {store}a);\n{pad}    p = p + a * {c}.z;\n"));
         } else {
             out.push_str(&format!(
-                "{pad}    out0[e] = out0[e] - {c}.x * w4 - {c}.y * u4;\n"
+                "{pad}    {store}{load} - {c}.x * w4 - {c}.y * u4);\n"
             ));
         }
         out.push_str(&format!("{pad}}}\n"));
@@ -2222,6 +2415,71 @@ fn tri_update(next: bool, lanes: Option<u64>) -> String {
     out.push_str("            }\n");
     out
 }
+
+/// Whether the tridiagonal reduction of `batch` matrices of order `n` keeps its trailing
+/// block in a scratch texture (`texture_storage_2d<rgba32float, read_write>`, a vec4 of
+/// columns per texel, matrix `mat`'s rows from texel row `mat * n`) within each launch,
+/// instead of the state's storage buffer: on CPU adapters with such textures, where the
+/// texture fits (`WGPU_HLO_TRI_TEXTURE=0`: never). llvmpipe runs every storage-buffer access
+/// lane by lane, a texel load or store with the lanes' addresses as vectors: the first 13
+/// columns of eigh 256 (`wgsl_bench` on the dumped kernel) took 9.4-9.7 ms reading and
+/// writing the block in the buffer, 5.0-5.2 ms in the texture. The launch copies the block
+/// in first (rows and quads of columns from `first + 1`'s: nothing before them is read) and
+/// back at its end, but for the reflectors right of the diagonal of the rows it reduced,
+/// which went to the state directly: the same operations in the same order, the same bits.
+fn tri_texture(target: Target, batch: u64, n: u64) -> bool {
+    block_texture(target, batch, n, n, "WGPU_HLO_TRI_TEXTURE")
+}
+
+/// Loop iterations of a launch's copies of a block of `rows` by `quads` vec4s into its scratch
+/// texture and back, `wg` threads. The reductions take their texture only where the first
+/// launch's copies are at most a quarter of the loop budget (llvmpipe: up to 256 columns
+/// with 16 threads, 512 with 64): larger ones would leave few columns per launch to share
+/// them.
+fn block_copies(rows: u64, quads: u64, wg: u64) -> u64 {
+    2 * (rows * quads).div_ceil(wg) + 2
+}
+
+/// Whether a reduction of `batch` matrices of `m` x `n` keeps its block in a scratch texture
+/// ([`tri_texture`]): on CPU adapters with read-write storage textures, where the texture fits
+/// and `var` is not `0`.
+fn block_texture(target: Target, batch: u64, m: u64, n: u64, var: &str) -> bool {
+    let max = u64::from(target.max_texture_dimension);
+    target.cpu_adapter
+        && target.caps.storage_textures
+        && batch * m <= max
+        && n.div_ceil(4) <= max
+        && !crate::fusion::switched_off(var)
+}
+
+/// The start of a launch of the reduction in texture mode ([`tri_texture`]): the trailing
+/// block into the texture.
+const TRI_BLOCK_IN: &str = r#"    let ty = mat * $Nu;
+    let c0 = first + 1u;
+    let q0 = min(c0 >> 2u, $N4u);
+    let bh = select(0u, $Nu - c0, c0 < $Nu);
+    let bw = $N4u - q0;
+    for (var t = lid; t < bh * bw; t = t + $WGu) {
+        let i = c0 + t / bw;
+        let j4 = q0 + t % bw;
+        textureStore(blk, vec2<u32>(j4, ty + i), out0[b4 + i * $N4u + j4]);
+    }
+    textureBarrier();
+"#;
+
+/// The end of a launch in texture mode: the block back into the state, where the rows
+/// reduced keep their reflectors right of the diagonal.
+const TRI_BLOCK_OUT: &str = r#"    for (var t = lid; t < bh * bw; t = t + $WGu) {
+        let i = c0 + t / bw;
+        let j4 = q0 + t % bw;
+        let e = b4 + i * $N4u + j4;
+        var v = textureLoad(blk, vec2<u32>(j4, ty + i));
+        if (i < end) {
+            v = select(v, out0[e], 4u * j4 + vec4<u32>(0u, 1u, 2u, 3u) > vec4<u32>(i));
+        }
+        out0[e] = v;
+    }
+"#;
 
 /// The QL kernel (see the module comment): `out0` the f64 state by vec4s (Z's rows by
 /// fours; the scalars read as components); one workgroup per matrix, its first thread
