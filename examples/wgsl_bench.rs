@@ -130,7 +130,8 @@ fn run() -> Result<(), String> {
             | wgpu::Features::SHADER_F16
             | wgpu::Features::SHADER_F64
             | wgpu::Features::SHADER_INT64
-            | wgpu::Features::TIMESTAMP_QUERY);
+            | wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TEXTURE_ADAPTER_SPECIFIC_FORMAT_FEATURES);
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         required_features: features,
         required_limits: adapter.limits(),
@@ -162,6 +163,7 @@ fn run() -> Result<(), String> {
             continue;
         };
         let r32 = line.contains("r32texels");
+        let storage = line.contains("texture_storage_2d<rgba32float, read_write>");
         let format = match (
             line.contains("texture_2d<u32>"),
             line.contains("texture_2d<f32>"),
@@ -170,6 +172,7 @@ fn run() -> Result<(), String> {
             (true, _) => wgpu::TextureFormat::Rgba32Uint,
             (_, true) if r32 => wgpu::TextureFormat::R32Float,
             (_, true) => wgpu::TextureFormat::Rgba32Float,
+            _ if storage => wgpu::TextureFormat::Rgba32Float,
             _ => continue,
         };
         let texel_words = if r32 { 1 } else { 4 };
@@ -185,7 +188,11 @@ fn run() -> Result<(), String> {
             sample_count: 1,
             dimension: wgpu::TextureDimension::D2,
             format,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            usage: if storage {
+                wgpu::TextureUsages::STORAGE_BINDING | wgpu::TextureUsages::COPY_DST
+            } else {
+                wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST
+            },
             view_formats: &[],
         });
         let data: Vec<u8> = (0..w * h * texel_words)
