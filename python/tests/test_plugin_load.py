@@ -33,6 +33,63 @@ def test_devices_listed_in_fresh_process():
     assert out.stdout.strip().endswith("wgpu")
 
 
+FIRST_CALLS = r"""
+import jax, jax.numpy as jnp, numpy as np
+import jax.scipy.linalg as jsl
+from jax._src import config
+events = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda name, secs, **kw: events.append(name)
+    if name == "/jax/core/compile/backend_compile_duration" else None)
+d = jax.devices("wgpu")[0]
+a = jax.device_put(np.eye(8, dtype=np.float32) * 3 + 0.1, d)
+fs = {
+    "x*2+1": lambda a: a * 2 + 1,
+    "eigh": lambda a: jnp.linalg.eigh(a),
+    "eigvalsh": jnp.linalg.eigvalsh,
+    "svd": lambda a: jnp.linalg.svd(a),
+    "svdvals": lambda a: jnp.linalg.svd(a, compute_uv=False),
+    "qr": jnp.linalg.qr,
+    "cholesky": jnp.linalg.cholesky,
+    "solve": lambda a: jnp.linalg.solve(a, a[:, :2]),
+    "slogdet": jnp.linalg.slogdet,
+    "inv": jnp.linalg.inv,
+    "lu": jsl.lu,
+    "solve_triangular": lambda a: jsl.solve_triangular(a, a[:, :2], lower=True),
+    "approx_max_k": lambda a: jax.lax.approx_max_k(a, 2),
+}
+context = config.trace_context()
+bad = []
+for name, f in fs.items():
+    f = jax.jit(f)
+    before = len(events)
+    jax.block_until_ready(f(a))
+    jax.block_until_ready(f(a))
+    if config.trace_context() != context:
+        bad.append(f"{name}: the trace context changed")
+        context = config.trace_context()
+    if len(events) - before != 1:
+        bad.append(f"{name}: {len(events) - before} compiles")
+print("BAD" if bad else "OK", bad)
+"""
+
+
+def test_first_calls_trace_and_compile_once():
+    """A function's second call reuses the executable of its first. Until 2026-12-06 the
+    plugin's lowerings imported `jax.extend` (and with it Pallas, whose config options join
+    JAX's trace context) inside the first eigh/svd/qr lowering: the context changed under the
+    call, so its second call traced and compiled it again (svd 256: a second compile of the
+    whole program), and so did every function jitted before it. A fresh process, since an
+    earlier test may have imported those modules already."""
+    env = dict(os.environ, JAX_PLATFORMS="wgpu,cpu")
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_CALLS], env=env, capture_output=True, text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "OK []", out.stdout
+
+
 def test_device_description(device):
     assert device.platform == "wgpu"
     assert device.id == 0

@@ -212,7 +212,7 @@ def _kernel_primitive(kind):
     prim = _KERNEL_PRIMITIVES.get(kind)
     if prim is not None:
         return prim
-    from jax.extend.core import Primitive
+    from jax._src.core import Primitive
     from jax._src import core
     from jax._src.interpreters import mlir
 
@@ -348,7 +348,7 @@ def _householder_panel_primitive():
     if _PANEL_PRIMITIVE:
         return _PANEL_PRIMITIVE[0]
     import jax
-    from jax.extend.core import Primitive
+    from jax._src.core import Primitive
     from jax._src import core
     from jax._src.interpreters import batching, mlir
 
@@ -449,7 +449,7 @@ def _block_reflector_primitive(transpose):
     if transpose in _REFLECTOR_PRIMITIVES:
         return _REFLECTOR_PRIMITIVES[transpose]
     import jax
-    from jax.extend.core import Primitive
+    from jax._src.core import Primitive
     from jax._src import core
     from jax._src.interpreters import batching, mlir
 
@@ -961,7 +961,7 @@ def _cholesky_block_primitive():
     diagonal blocks (binding `cholesky_p` there would come back to this rule)."""
     if _CHOLESKY_BLOCK_PRIMITIVE:
         return _CHOLESKY_BLOCK_PRIMITIVE[0]
-    from jax.extend.core import Primitive
+    from jax._src.core import Primitive
     from jax._src import core
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
