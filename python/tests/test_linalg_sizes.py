@@ -323,10 +323,11 @@ def test_reductions_in_scratch_textures_match_the_buffer_ones(gpu, monkeypatch):
     """On CPU adapters with read-write storage textures the tridiagonal and bidiagonal
     reductions keep their block in a scratch texture within each launch, copied in at the
     start and back at the end but for the reflectors the launch wrote to the state directly
-    (`tri_texture`, `bidiag_in_texture`): the same operations in the same order, so the same
-    bits as with the block in the state's buffer (`WGPU_HLO_{TRI,BIDIAG}_TEXTURE=0`). Sizes
+    (`tri_texture`, `bidiag_in_texture`), and the back-transformations their vectors
+    (`BackTexture`, each thread its own column): the same operations in the same order, so
+    the same bits as in the state's buffers (`WGPU_HLO_{TRI,BIDIAG,BACK}_TEXTURE=0`). Sizes
     of several launches each, batched and not, tall and wide, values alone and with vectors.
-    Elsewhere both runs take the buffer and agree trivially."""
+    Elsewhere both runs take the buffers and agree trivially."""
     monkeypatch.setenv("WGPU_HLO_EIGH_TRIDIAGONAL", "1")
     monkeypatch.setenv("WGPU_HLO_SVD_BIDIAGONAL", "1")
     cases = []
@@ -342,6 +343,7 @@ def test_reductions_in_scratch_textures_match_the_buffer_ones(gpu, monkeypatch):
         for texture in ["1", "0"]:
             monkeypatch.setenv("WGPU_HLO_TRI_TEXTURE", texture)
             monkeypatch.setenv("WGPU_HLO_BIDIAG_TEXTURE", texture)
+            monkeypatch.setenv("WGPU_HLO_BACK_TEXTURE", texture)
             # A fresh function: jit would reuse the executable compiled under the other.
             got[texture] = jax.tree.leaves(on(gpu, lambda a: f(a), a))
         for x, y in zip(got["1"], got["0"]):

@@ -29,9 +29,10 @@
 
 use super::jacobi::{binding, check_results, params};
 use super::tridiagonal::{
-    back_variant, bidiag_stage, bidiag_stride, bidiag_subs, bidiag_workgroup, broadcast_lanes,
-    budget, lane_names, ql_step, svd_operand, wave_sweep, Ctx, MinN, SvdOperand, Walk, CHASE_MAIN,
-    MAX_ITERATIONS, PLANNED_ITERATIONS, QL_STATUS, QL_WAVE,
+    back_copies, back_texture, back_variant, bidiag_stage, bidiag_stride, bidiag_subs,
+    bidiag_workgroup, broadcast_lanes, budget, lane_names, ql_step, scratch, svd_operand,
+    wave_sweep, BackTexture, Ctx, MinN, SvdOperand, Walk, CHASE_MAIN, MAX_ITERATIONS,
+    PLANNED_ITERATIONS, QL_STATUS, QL_WAVE,
 };
 use super::{temp, Launch, Plan};
 use crate::codegen::expr::Binding;
@@ -245,12 +246,14 @@ fn plan_svd(
             let rows = rows_of - from(k);
             2 * rows + rows.div_ceil(32) + 1
         };
+        let texture = back_texture(target, batch, rows_of, n, budget);
+        let copies = back_copies(rows_of, budget);
         let mut ranges = Vec::new();
         let mut hi = reflectors;
         let mut back_iters = 0;
         while hi > 0 {
             let mut lo = hi - 1;
-            let mut c = cost(lo);
+            let mut c = copies + cost(lo);
             while lo > 0 && c + cost(lo - 1) <= budget {
                 lo -= 1;
                 c += cost(lo);
@@ -261,8 +264,9 @@ fn plan_svd(
         }
         // Reflector entries shared through subgroups on CPU adapters: then each matrix has
         // workgroups of its own.
-        let (template, threads, how) = back_variant(target, (batch, n4, BACK_WG));
-        kernels.push(cx.grouped(
+        let back_tex = texture.then_some(BackTexture { binding: 3 });
+        let (template, threads, how) = back_variant(target, (batch, n4, BACK_WG), back_tex);
+        let mut kernel = cx.grouped(
             &format!("back_{kname}"),
             &format!("the reflections (parameters: end and first) applied to the bidiagonal's singular vectors ({kname}) of {desc}, a vec4 of columns per thread{how}"),
             vec![params(), bi.clone()],
@@ -275,12 +279,17 @@ fn plan_svd(
                     ("$ROWS", rows_of.to_string()),
                     ("$FIRST", first.to_string()),
                     ("$AT", at),
+                    ("$BROWS", (batch * rows_of).to_string()),
                 ],
             ),
             threads.div_ceil(BACK_WG),
             back_iters,
             true,
-        )?);
+        )?;
+        if let Some(t) = back_tex {
+            kernel.scratch_textures = vec![scratch(t.binding, n4, batch * rows_of)];
+        }
+        kernels.push(kernel);
         let k_back = kernels.len() - 1;
         for (hi, lo) in ranges {
             launches.push(Launch::updating(k_back, vec![hi as u32, lo as u32], t));

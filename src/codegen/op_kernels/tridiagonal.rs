@@ -23,7 +23,9 @@
 //!    load costs as much as eight, and the broadcasts cut the loads per row (same operations
 //!    in the same order, the same bits; `WGPU_HLO_{TRI,BIDIAG,BACK,QL}_BROADCAST=0`: off).
 //!    The back-transformations, on every adapter, apply four reflectors per two passes over
-//!    the vectors ([`back_blocked_kernel`]).
+//!    the vectors ([`back_blocked_kernel`]). On CPU adapters with read-write storage
+//!    textures the reduction's block and the back-transformations' vectors live in a
+//!    scratch texture within each launch ([`tri_texture`], [`BackTexture`]).
 //! 2. `_ql`: the implicit QL iteration with Wilkinson-like shifts (EISPACK's tql2), in f64
 //!    (in f32 on adapters without it, [`ql_in_f64`]; without vectors, the chase alone):
 //!    one thread chases each bulge through `d` and `e` in workgroup memory. With vectors it
@@ -190,6 +192,7 @@ impl Dims {
 pub(super) fn back_variant(
     target: Target,
     (batch, n4, wg): (u64, u64, u64),
+    texture: Option<BackTexture>,
 ) -> (String, u64, &'static str) {
     let lanes = broadcast_lanes(target, wg, "WGPU_HLO_BACK_BROADCAST");
     let how = if lanes.is_some() {
@@ -198,10 +201,50 @@ pub(super) fn back_variant(
         ""
     };
     (
-        back_blocked_kernel(lanes),
+        back_blocked_kernel(lanes, texture),
         batch * n4.div_ceil(wg) * wg,
         how,
     )
+}
+
+/// A back-transformation's vectors in a scratch texture within each launch: each thread
+/// copies its vec4 of columns in from the launch's first row (`first_row` of its last
+/// reflector) and back at the end, and every pass loads and stores them as texels (see
+/// [`tri_texture`]; the same operations, the same bits). `binding` after the kernel's
+/// others; the texture `n4` texels wide, `rows` a matrix.
+#[derive(Clone, Copy)]
+pub(super) struct BackTexture {
+    pub binding: u32,
+}
+
+/// Whether a back-transformation of `batch` matrices of `rows` x `n` vectors, `budget`
+/// loop iterations a launch, keeps them in a scratch texture ([`BackTexture`];
+/// `WGPU_HLO_BACK_TEXTURE=0`: never): where [`block_texture`] allows and [`back_copies`]
+/// leaves room for them.
+pub(super) fn back_texture(target: Target, batch: u64, rows: u64, n: u64, budget: u64) -> bool {
+    block_texture(target, batch, rows, n, "WGPU_HLO_BACK_TEXTURE") && back_copies(rows, budget) > 0
+}
+
+/// Loop iterations a back-transformation launch keeps for copies into a texture and back
+/// (two per row) where they are at most a quarter of the `budget`, with a texture or not: the
+/// launches then take the same reflectors either way, and so the four-reflector blocks and
+/// the results are the same bits (the blocks start at each launch's last reflector).
+pub(super) fn back_copies(rows: u64, budget: u64) -> u64 {
+    let copies = 2 * rows + 2;
+    if 4 * copies <= budget {
+        copies
+    } else {
+        0
+    }
+}
+
+/// A scratch texture of `n4` x `batch * rows` texels at `binding`.
+pub(super) fn scratch(binding: u32, n4: u64, rows: u64) -> ScratchTexture {
+    ScratchTexture {
+        binding,
+        width: n4 as u32,
+        height: rows as u32,
+    }
 }
 
 /// The subgroup size by which kernels of `threads` per workgroup share what every thread
@@ -704,12 +747,14 @@ pub fn plan(
     // thread takes a vec4 of columns.
     if steps > 0 {
         let cost = |k: u64| 2 * (n - 1 - k) + 1;
+        let texture = back_texture(target, batch, n, n, budget);
+        let copies = back_copies(n, budget);
         let mut ranges = Vec::new();
         let mut hi = steps;
         let mut back_iters = 0;
         while hi > 0 {
             let mut lo = hi - 1;
-            let mut c = cost(lo);
+            let mut c = copies + cost(lo);
             while lo > 0 && c + cost(lo - 1) <= budget {
                 lo -= 1;
                 c += cost(lo);
@@ -720,8 +765,9 @@ pub fn plan(
         }
         // Reflector entries shared through subgroups on CPU adapters: then each matrix has
         // workgroups of its own.
-        let (template, threads, how) = back_variant(target, (batch, n4, BACK_WG));
-        kernels.push(cx.grouped(
+        let back_tex = texture.then_some(BackTexture { binding: 3 });
+        let (template, threads, how) = back_variant(target, (batch, n4, BACK_WG), back_tex);
+        let mut kernel = cx.grouped(
             "back",
             &format!("the reflections (parameters: end and first) applied to the tridiagonal matrices' eigenvectors of {desc}, a vec4 of columns per thread{how}"),
             vec![params(), tri.clone()],
@@ -734,12 +780,17 @@ pub fn plan(
                     ("$ROWS", n.to_string()),
                     ("$AT", format!("sb + k * {ld}u + i")),
                     ("$FIRST", "k + 1u".to_string()),
+                    ("$BROWS", (batch * n).to_string()),
                 ],
             ),
             threads.div_ceil(BACK_WG),
             back_iters,
             true,
-        )?);
+        )?;
+        if let Some(t) = back_tex {
+            kernel.scratch_textures = vec![scratch(t.binding, n4, batch * n)];
+        }
+        kernels.push(kernel);
         let k_back = kernels.len() - 1;
         for (hi, lo) in ranges {
             launches.push(Launch::updating(k_back, vec![hi as u32, lo as u32], 3));
@@ -2027,7 +2078,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 /// entry `i` of reflector `k` in `in1`, from `sb`), `$FIRST` (reflector `k`'s first row),
 /// `$BG` workgroups per matrix of `$BWG` threads. Every thread runs the loops (clamped to
 /// the last vec4 of columns), those past the matrix's columns store nothing.
-pub(super) fn back_blocked_kernel(lanes: Option<u64>) -> String {
+pub(super) fn back_blocked_kernel(lanes: Option<u64>, texture: Option<BackTexture>) -> String {
     // Reflectors per pass: four, one vec4 of entries per row.
     let b = 4;
     let step = lanes.unwrap_or(1);
@@ -2129,13 +2180,49 @@ pub(super) fn back_blocked_kernel(lanes: Option<u64>) -> String {
         "let z = out0[zb + i * $N4u] - r * dot;\nif (act) { out0[zb + i * $N4u] = z; }",
         "        ",
     );
+    // With a texture: the thread's column of texels from the launch's first row, copied in
+    // and back (by active threads only: an idle one shares the last thread's column), and
+    // every load and store of the vectors one of its texels.
+    let (decl_tex, copy_in, copy_out) = match texture {
+        Some(t) => (
+            format!(
+                "@group(0) @binding({}) var blk: texture_storage_2d<rgba32float, read_write>; // the vectors, $N4 x $BROWS texels\n",
+                t.binding
+            ),
+            "    let cz = min(col, $N4u - 1u);\n    let tz = mat * $ROWSu;\n    let r0 = first_row(in0[1]);\n    if (act) {\n        for (var i = r0; i < $ROWSu; i = i + 1u) {\n            textureStore(blk, vec2<u32>(cz, tz + i), out0[zb + i * $N4u]);\n        }\n    }\n    textureBarrier();\n",
+            "    textureBarrier();\n    if (act) {\n        for (var i = r0; i < $ROWSu; i = i + 1u) {\n            out0[zb + i * $N4u] = textureLoad(blk, vec2<u32>(cz, tz + i));\n        }\n    }\n",
+        ),
+        None => (String::new(), "", ""),
+    };
+    let in_texture = |code: String| {
+        if texture.is_none() {
+            return code;
+        }
+        code.replace("let e = zb + i * $N4u;", "let e = vec2<u32>(cz, tz + i);")
+            .replace("out0[e] = z;", "textureStore(blk, e, z);")
+            .replace("out0[e]", "textureLoad(blk, e)")
+            .replace(
+                "out0[zb + i * $N4u] = z;",
+                "textureStore(blk, vec2<u32>(cz, tz + i), z);",
+            )
+            .replace(
+                "out0[zb + i * $N4u]",
+                "textureLoad(blk, vec2<u32>(cz, tz + i))",
+            )
+    };
+    let (dot_block, update_block, dot_one, update_one) = (
+        in_texture(dot_block),
+        in_texture(update_block),
+        in_texture(dot_one),
+        in_texture(update_one),
+    );
     let lane_builtin = if lanes.is_some() {
         ", @builtin(subgroup_invocation_id) sgl: u32"
     } else {
         ""
     };
     format!(
-        r#"// Entry i of reflector k, and the reflector's first row.
+        r#"{decl_tex}// Entry i of reflector k, and the reflector's first row.
 fn refl(sb: u32, k: u32, i: u32) -> f32 {{
     return in1[$AT];
 }}
@@ -2158,7 +2245,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let sb = mat * $TSu;
     let zb = mat * ($ROWSu * $N4u) + min(col, $N4u - 1u);
     var kk = in0[0];
-    // Reflectors kk - 1 down to kk - {b}, in two passes (see the function's comment).
+{copy_in}    // Reflectors kk - 1 down to kk - {b}, in two passes (see the function's comment).
     loop {{
         if (kk < in0[1] + {b}u) {{ break; }}
         let f = first_row(kk - {b}u);
@@ -2178,7 +2265,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         dot = 2.0 * dot;
 {update_one}        kk = k;
     }}
-}}
+{copy_out}}}
 "#
     )
 }
