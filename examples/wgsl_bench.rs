@@ -6,7 +6,9 @@
 //!
 //! Each `@binding(i)` gets a buffer of the size its dump comment names (`// %3 tensor<64x32xf32>`)
 //! or the size `--bytes` gives, filled with floats in [-1, 1); a `texture_2d<f32|u32>` binding
-//! commented `// texels WxH` gets an RGBA32 texture of that size, `// r32texels WxH` an R32 one. The kernel is dispatched
+//! commented `// texels WxH` gets an RGBA32 texture of that size, `// r32texels WxH` an R32 one,
+//! and a `texture_storage_2d<rgba32float, read_write>` binding so commented a storage texture
+//! of that size (the adapter must read and write such textures). The kernel is dispatched
 //! `--runs` times (default 50), each in its own submission waited for; the median and minimum
 //! wall-clock milliseconds are printed, with GPU timestamps where the adapter has them.
 //! `--ints I:N[,I:N...]` fills storage binding `I` with 32-bit integers drawn uniformly from
