@@ -120,6 +120,15 @@ pub struct MemoryStats {
     pub texture_bytes: u64,
 }
 
+/// The texel format of scratch (read-write storage, `storage`) and of input textures.
+pub(crate) fn texture_format(storage: bool) -> wgpu::TextureFormat {
+    if storage {
+        wgpu::TextureFormat::Rgba32Float
+    } else {
+        wgpu::TextureFormat::Rgba32Uint
+    }
+}
+
 /// A cached texture's width, height, slot and whether it is a scratch (storage) texture.
 type TextureKey = (u32, u32, usize, bool);
 
@@ -818,11 +827,7 @@ impl Device {
             mip_level_count: 1,
             sample_count: 1,
             dimension: wgpu::TextureDimension::D2,
-            format: if storage {
-                wgpu::TextureFormat::Rgba32Float
-            } else {
-                wgpu::TextureFormat::Rgba32Uint
-            },
+            format: texture_format(storage),
             usage: if storage {
                 wgpu::TextureUsages::STORAGE_BINDING
             } else {

@@ -409,11 +409,7 @@ fn zero_dispatch(
                     mip_level_count: 1,
                     sample_count: 1,
                     dimension: wgpu::TextureDimension::D2,
-                    format: if storage {
-                        wgpu::TextureFormat::Rgba32Float
-                    } else {
-                        wgpu::TextureFormat::Rgba32Uint
-                    },
+                    format: super::device::texture_format(storage),
                     usage: if storage {
                         wgpu::TextureUsages::STORAGE_BINDING
                     } else {

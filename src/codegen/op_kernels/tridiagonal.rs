@@ -542,23 +542,24 @@ pub fn plan(
         let tri_lanes = broadcast_lanes(target, wg, "WGPU_HLO_TRI_BROADCAST");
         let texture = tri_texture(target, batch, n) && 4 * s.tri_copies(0) <= budget;
         let block_binding = 2;
-        let (block_in, next_row, block_out, barrier) = if texture {
+        let (declaration, next_row, block_end, barrier) = if texture {
             (
                 format!("@group(0) @binding({block_binding}) var blk: texture_storage_2d<rgba32float, read_write>; // the trailing block, {n4} x {} texels\n", batch * n),
                 "textureLoad(blk, vec2<u32>(j >> 2u, ty + r0))[j & 3u]",
-                TRI_BLOCK_OUT,
+                // The rows reduced keep their reflectors right of the diagonal.
+                block_out("i < end", "cols > vec4<u32>(i)"),
                 "        textureBarrier();\n",
             )
         } else {
             (
                 String::new(),
                 "out0[(row + $LDu + j) >> 2u][(row + $LDu + j) & 3u]",
-                "",
+                String::new(),
                 "",
             )
         };
         let body = fill(
-            &format!("{block_in}{TRI_KERNEL}"),
+            &format!("{declaration}{TRI_KERNEL}"),
             &[
                 cx.subs.clone(),
                 vec![
@@ -566,10 +567,14 @@ pub fn plan(
                     ("$REFLECTION", REFLECTION.to_string()),
                     (
                         "$BLOCK_IN",
-                        if texture { TRI_BLOCK_IN } else { "" }.to_string(),
+                        if texture {
+                            block_in("first + 1u", "$Nu")
+                        } else {
+                            String::new()
+                        },
                     ),
                     ("$NEXT_ROW", next_row.to_string()),
-                    ("$BLOCK_OUT", block_out.to_string()),
+                    ("$BLOCK_OUT", block_end),
                     ("$TEXTURE_BARRIER", barrier.to_string()),
                     ("$UPDATE_NEXT", tri_update(true, tri_lanes, texture)),
                     ("$UPDATE_LAST", tri_update(false, tri_lanes, texture)),
@@ -1092,7 +1097,10 @@ fn bidiag_in_texture(template: &str, keep: bool) -> Result<String> {
     swap_in(
         &mut t,
         "    let b4 = base >> 2u;\n",
-        &format!("    let b4 = base >> 2u;\n{BIDIAG_BLOCK_IN}"),
+        &format!(
+            "    let b4 = base >> 2u;\n    let first = in0[0];\n    let end = in0[1];\n{}",
+            block_in("first", "$Mu")
+        ),
     )?;
     swap_in(
         &mut t,
@@ -1153,7 +1161,17 @@ fn bidiag_in_texture(template: &str, keep: bool) -> Result<String> {
         "            storageBarrier();\n            workgroupBarrier();\n        }\n    }\n}\n",
         &format!(
             "            storageBarrier();\n            textureBarrier();\n            workgroupBarrier();\n        }}\n    }}\n{}}}\n",
-            BIDIAG_BLOCK_OUT.replace("$KEPT", if keep { "true" } else { "false" })
+            // With `keep`, the reflectors: the entries whose smaller index is one of the
+            // launch's columns.
+            if keep {
+                block_out(
+                    "true",
+                    "min(cols, vec4<u32>(i)) >= vec4<u32>(first) & min(cols, vec4<u32>(i)) < \
+                     vec4<u32>(end) & cols < vec4<u32>($Nu)",
+                )
+            } else {
+                block_out("false", "cols < cols")
+            }
         ),
     )?;
     if t.contains("out0[e]") || t.contains("out0[rb") {
@@ -1163,40 +1181,6 @@ fn bidiag_in_texture(template: &str, keep: bool) -> Result<String> {
     }
     Ok(t)
 }
-
-/// The start of a launch of the bidiagonal reduction in texture mode: the block from row
-/// `first` and `first`'s quad of columns into the texture.
-const BIDIAG_BLOCK_IN: &str = r#"    let first = in0[0];
-    let end = in0[1];
-    let ty = mat * $Mu;
-    let q0 = min(first >> 2u, $N4u);
-    let bh = select(0u, $Mu - first, first < $Mu);
-    let bw = $N4u - q0;
-    for (var t = lid; t < bh * bw; t = t + $WGu) {
-        let i = first + t / bw;
-        let j4 = q0 + t % bw;
-        textureStore(blk, vec2<u32>(j4, ty + i), out0[b4 + i * $N4u + j4]);
-    }
-    textureBarrier();
-"#;
-
-/// The end of a launch in texture mode: the block back into the state; with `$KEPT` the
-/// reflectors the launch wrote to the state directly stay (entries whose smaller index is
-/// one of the launch's columns).
-const BIDIAG_BLOCK_OUT: &str = r#"    for (var t = lid; t < bh * bw; t = t + $WGu) {
-        let i = first + t / bw;
-        let j4 = q0 + t % bw;
-        let at = b4 + i * $N4u + j4;
-        var v = textureLoad(blk, vec2<u32>(j4, ty + i));
-        if ($KEPT) {
-            let cols = 4u * j4 + vec4<u32>(0u, 1u, 2u, 3u);
-            let low = min(cols, vec4<u32>(i));
-            let kept = low >= vec4<u32>(first) & low < vec4<u32>(end) & cols < vec4<u32>($Nu);
-            v = select(v, out0[at], kept);
-        }
-        out0[at] = v;
-    }
-"#;
 
 /// The deferred bidiagonal reduction's two passes over the block for column `k`: by columns
 /// (a vec4 of them per thread: the pending updates applied, `2 v^T A`) and by rows (a row per
@@ -2539,34 +2523,44 @@ fn block_texture(target: Target, batch: u64, m: u64, n: u64, var: &str) -> bool 
         && !crate::fusion::switched_off(var)
 }
 
-/// The start of a launch of the reduction in texture mode ([`tri_texture`]): the trailing
-/// block into the texture.
-const TRI_BLOCK_IN: &str = r#"    let ty = mat * $Nu;
-    let c0 = first + 1u;
+/// The start of a launch of a reduction in texture mode ([`tri_texture`]): the block of
+/// `rows` rows a matrix, from row `c0` and `c0`'s quad of columns, into the texture.
+fn block_in(c0: &str, rows: &str) -> String {
+    format!(
+        r#"    let ty = mat * {rows};
+    let c0 = {c0};
     let q0 = min(c0 >> 2u, $N4u);
-    let bh = select(0u, $Nu - c0, c0 < $Nu);
+    let bh = select(0u, {rows} - c0, c0 < {rows});
     let bw = $N4u - q0;
-    for (var t = lid; t < bh * bw; t = t + $WGu) {
+    for (var t = lid; t < bh * bw; t = t + $WGu) {{
         let i = c0 + t / bw;
         let j4 = q0 + t % bw;
         textureStore(blk, vec2<u32>(j4, ty + i), out0[b4 + i * $N4u + j4]);
-    }
+    }}
     textureBarrier();
-"#;
+"#
+    )
+}
 
-/// The end of a launch in texture mode: the block back into the state, where the rows
-/// reduced keep their reflectors right of the diagonal.
-const TRI_BLOCK_OUT: &str = r#"    for (var t = lid; t < bh * bw; t = t + $WGu) {
+/// The end of a launch in texture mode: the block back into the state but for the entries
+/// the launch wrote to the state directly, `kept` (a `vec4<bool>` of the columns `cols` of
+/// row `i`) where `guard` holds.
+fn block_out(guard: &str, kept: &str) -> String {
+    format!(
+        r#"    for (var t = lid; t < bh * bw; t = t + $WGu) {{
         let i = c0 + t / bw;
         let j4 = q0 + t % bw;
-        let e = b4 + i * $N4u + j4;
+        let at = b4 + i * $N4u + j4;
         var v = textureLoad(blk, vec2<u32>(j4, ty + i));
-        if (i < end) {
-            v = select(v, out0[e], 4u * j4 + vec4<u32>(0u, 1u, 2u, 3u) > vec4<u32>(i));
-        }
-        out0[e] = v;
-    }
-"#;
+        if ({guard}) {{
+            let cols = 4u * j4 + vec4<u32>(0u, 1u, 2u, 3u);
+            v = select(v, out0[at], {kept});
+        }}
+        out0[at] = v;
+    }}
+"#
+    )
+}
 
 /// The QL kernel (see the module comment): `out0` the f64 state by vec4s (Z's rows by
 /// fours; the scalars read as components); one workgroup per matrix, its first thread
