@@ -30,9 +30,9 @@
 use super::jacobi::{binding, check_results, params};
 use super::tridiagonal::{
     back_copies, back_texture, back_variant, bidiag_stage, bidiag_stride, bidiag_subs,
-    bidiag_workgroup, broadcast_lanes, budget, lane_names, ql_step, scratch, svd_operand,
-    wave_sweep, BackTexture, Ctx, MinN, SvdOperand, Walk, CHASE_MAIN, MAX_ITERATIONS,
-    PLANNED_ITERATIONS, QL_STATUS, QL_WAVE,
+    bidiag_workgroup, broadcast_lanes, budget, lane_names, ql_step, svd_operand, wave_sweep,
+    BackTexture, Ctx, MinN, SvdOperand, Walk, CHASE_MAIN, MAX_ITERATIONS, PLANNED_ITERATIONS,
+    QL_STATUS, QL_WAVE,
 };
 use super::{temp, Launch, Plan};
 use crate::codegen::expr::Binding;
@@ -264,8 +264,9 @@ fn plan_svd(
         }
         // Reflector entries shared through subgroups on CPU adapters: then each matrix has
         // workgroups of its own.
-        let back_tex = texture.then_some(BackTexture { binding: 3 });
-        let (template, threads, how) = back_variant(target, (batch, n4, BACK_WG), back_tex);
+        let back_tex = texture.then(|| BackTexture::new(n4, batch * rows_of));
+        let (template, threads, how) =
+            back_variant(target, (batch, n4, BACK_WG), back_tex.as_ref());
         let mut kernel = cx.grouped(
             &format!("back_{kname}"),
             &format!("the reflections (parameters: end and first) applied to the bidiagonal's singular vectors ({kname}) of {desc}, a vec4 of columns per thread{how}"),
@@ -279,7 +280,6 @@ fn plan_svd(
                     ("$ROWS", rows_of.to_string()),
                     ("$FIRST", first.to_string()),
                     ("$AT", at),
-                    ("$BROWS", (batch * rows_of).to_string()),
                 ],
             ),
             threads.div_ceil(BACK_WG),
@@ -287,7 +287,7 @@ fn plan_svd(
             true,
         )?;
         if let Some(t) = back_tex {
-            kernel.scratch_textures = vec![scratch(t.binding, n4, batch * rows_of)];
+            kernel.scratch_textures = vec![t.texture];
         }
         kernels.push(kernel);
         let k_back = kernels.len() - 1;

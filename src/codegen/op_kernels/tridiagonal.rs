@@ -192,7 +192,7 @@ impl Dims {
 pub(super) fn back_variant(
     target: Target,
     (batch, n4, wg): (u64, u64, u64),
-    texture: Option<BackTexture>,
+    texture: Option<&BackTexture>,
 ) -> (String, u64, &'static str) {
     let lanes = broadcast_lanes(target, wg, "WGPU_HLO_BACK_BROADCAST");
     let how = if lanes.is_some() {
@@ -212,9 +212,22 @@ pub(super) fn back_variant(
 /// reflector) and back at the end, and every pass loads and stores them as texels (see
 /// [`tri_texture`]; the same operations, the same bits). `binding` after the kernel's
 /// others; the texture `n4` texels wide, `rows` a matrix.
-#[derive(Clone, Copy)]
 pub(super) struct BackTexture {
-    pub binding: u32,
+    /// Its WGSL declaration and the kernel's record ([`scratch`]).
+    pub declaration: String,
+    pub texture: ScratchTexture,
+}
+
+impl BackTexture {
+    /// The vectors of `batch * rows` rows and `n4` quads of columns at binding 3 (after the
+    /// parameters, the reflectors and the vectors).
+    pub(super) fn new(n4: u64, rows: u64) -> BackTexture {
+        let (declaration, texture) = scratch(3, n4, rows, "the vectors");
+        BackTexture {
+            declaration,
+            texture,
+        }
+    }
 }
 
 /// Whether a back-transformation of `batch` matrices of `rows` x `n` vectors, `budget`
@@ -238,13 +251,19 @@ pub(super) fn back_copies(rows: u64, budget: u64) -> u64 {
     }
 }
 
-/// A scratch texture of `n4` x `batch * rows` texels at `binding`.
-pub(super) fn scratch(binding: u32, n4: u64, rows: u64) -> ScratchTexture {
-    ScratchTexture {
-        binding,
-        width: n4 as u32,
-        height: rows as u32,
-    }
+/// A scratch texture `blk` of `n4` x `rows` texels at `binding` holding `what`: its WGSL
+/// declaration and the kernel's record of it.
+pub(super) fn scratch(binding: u32, n4: u64, rows: u64, what: &str) -> (String, ScratchTexture) {
+    (
+        format!(
+            "@group(0) @binding({binding}) var blk: texture_storage_2d<rgba32float, read_write>; // {what}, {n4} x {rows} texels\n"
+        ),
+        ScratchTexture {
+            binding,
+            width: n4 as u32,
+            height: rows as u32,
+        },
+    )
 }
 
 /// The subgroup size by which kernels of `threads` per workgroup share what every thread
@@ -541,10 +560,10 @@ pub fn plan(
         // Rows' coefficients shared through subgroups on CPU adapters.
         let tri_lanes = broadcast_lanes(target, wg, "WGPU_HLO_TRI_BROADCAST");
         let texture = tri_texture(target, batch, n) && 4 * s.tri_copies(0) <= budget;
-        let block_binding = 2;
+        let (declaration, block) = scratch(2, n4, batch * n, "the trailing block");
         let (declaration, next_row, block_end, barrier) = if texture {
             (
-                format!("@group(0) @binding({block_binding}) var blk: texture_storage_2d<rgba32float, read_write>; // the trailing block, {n4} x {} texels\n", batch * n),
+                declaration,
                 "textureLoad(blk, vec2<u32>(j >> 2u, ty + r0))[j & 3u]",
                 // The rows reduced keep their reflectors right of the diagonal.
                 block_out("i < end", "cols > vec4<u32>(i)"),
@@ -622,11 +641,7 @@ pub fn plan(
             target,
         )?;
         if texture {
-            kernel.scratch_textures = vec![ScratchTexture {
-                binding: block_binding,
-                width: n4 as u32,
-                height: (batch * n) as u32,
-            }];
+            kernel.scratch_textures = vec![block];
         }
         kernels.push(kernel);
     }
@@ -770,8 +785,9 @@ pub fn plan(
         }
         // Reflector entries shared through subgroups on CPU adapters: then each matrix has
         // workgroups of its own.
-        let back_tex = texture.then_some(BackTexture { binding: 3 });
-        let (template, threads, how) = back_variant(target, (batch, n4, BACK_WG), back_tex);
+        let back_tex = texture.then(|| BackTexture::new(n4, batch * n));
+        let (template, threads, how) =
+            back_variant(target, (batch, n4, BACK_WG), back_tex.as_ref());
         let mut kernel = cx.grouped(
             "back",
             &format!("the reflections (parameters: end and first) applied to the tridiagonal matrices' eigenvectors of {desc}, a vec4 of columns per thread{how}"),
@@ -785,7 +801,6 @@ pub fn plan(
                     ("$ROWS", n.to_string()),
                     ("$AT", format!("sb + k * {ld}u + i")),
                     ("$FIRST", "k + 1u".to_string()),
-                    ("$BROWS", (batch * n).to_string()),
                 ],
             ),
             threads.div_ceil(BACK_WG),
@@ -793,7 +808,7 @@ pub fn plan(
             true,
         )?;
         if let Some(t) = back_tex {
-            kernel.scratch_textures = vec![scratch(t.binding, n4, batch * n)];
+            kernel.scratch_textures = vec![t.texture];
         }
         kernels.push(kernel);
         let k_back = kernels.len() - 1;
@@ -1051,8 +1066,9 @@ pub(super) fn bidiag_stage(
             .replace("$REFLECTION", REFLECTION),
         &cx.subs,
     );
+    let (declaration, block) = scratch(2, ld / 4, batch * m, "the trailing block");
     let body = if texture {
-        format!("@group(0) @binding(2) var blk: texture_storage_2d<rgba32float, read_write>; // the trailing block, {} x {} texels\n{body}", ld / 4, batch * m)
+        format!("{declaration}{body}")
     } else {
         body
     };
@@ -1068,11 +1084,7 @@ pub(super) fn bidiag_stage(
         cx.target,
     )?;
     if texture {
-        kernel.scratch_textures = vec![ScratchTexture {
-            binding: 2,
-            width: (ld / 4) as u32,
-            height: (batch * m) as u32,
-        }];
+        kernel.scratch_textures = vec![block];
     }
     kernels.push(kernel);
     Ok(())
@@ -2062,7 +2074,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 /// entry `i` of reflector `k` in `in1`, from `sb`), `$FIRST` (reflector `k`'s first row),
 /// `$BG` workgroups per matrix of `$BWG` threads. Every thread runs the loops (clamped to
 /// the last vec4 of columns), those past the matrix's columns store nothing.
-pub(super) fn back_blocked_kernel(lanes: Option<u64>, texture: Option<BackTexture>) -> String {
+pub(super) fn back_blocked_kernel(lanes: Option<u64>, texture: Option<&BackTexture>) -> String {
     // Reflectors per pass: four, one vec4 of entries per row.
     let b = 4;
     let step = lanes.unwrap_or(1);
@@ -2169,10 +2181,7 @@ pub(super) fn back_blocked_kernel(lanes: Option<u64>, texture: Option<BackTextur
     // every load and store of the vectors one of its texels.
     let (decl_tex, copy_in, copy_out) = match texture {
         Some(t) => (
-            format!(
-                "@group(0) @binding({}) var blk: texture_storage_2d<rgba32float, read_write>; // the vectors, $N4 x $BROWS texels\n",
-                t.binding
-            ),
+            t.declaration.clone(),
             "    let cz = min(col, $N4u - 1u);\n    let tz = mat * $ROWSu;\n    let r0 = first_row(in0[1]);\n    if (act) {\n        for (var i = r0; i < $ROWSu; i = i + 1u) {\n            textureStore(blk, vec2<u32>(cz, tz + i), out0[zb + i * $N4u]);\n        }\n    }\n    textureBarrier();\n",
             "    textureBarrier();\n    if (act) {\n        for (var i = r0; i < $ROWSu; i = i + 1u) {\n            out0[zb + i * $N4u] = textureLoad(blk, vec2<u32>(cz, tz + i));\n        }\n    }\n",
         ),
