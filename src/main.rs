@@ -387,8 +387,10 @@ fn bench(args: &[String]) -> i32 {
             println!("per-kernel times unavailable on this adapter (no timestamp queries)");
             return 0;
         }
-        // The median over a few profiled runs of each kernel's total GPU time.
-        let mut per: Vec<(String, usize, Vec<f64>)> = Vec::new();
+        // The median over a few profiled runs of each kernel's total GPU time (as the dump
+        // counts it: from the end of the dispatches before to its end) and of the time between
+        // its own timestamps.
+        let mut per: Vec<(String, usize, Vec<f64>, Vec<f64>)> = Vec::new();
         let mut untimed = 0;
         let mut spans = Vec::new();
         let mut dispatches = 0;
@@ -398,34 +400,39 @@ fn bench(args: &[String]) -> i32 {
                     untimed = t.untimed;
                     spans.push(t.span_ms);
                     dispatches = t.dispatches;
-                    for (name, n, ms) in t.kernels {
-                        match per.iter_mut().find(|(k, _, _)| *k == name) {
-                            Some(e) => e.2.push(ms),
-                            None => per.push((name, n, vec![ms])),
+                    for k in t.kernels {
+                        match per.iter_mut().find(|e| e.0 == k.name) {
+                            Some(e) => {
+                                e.2.push(k.ms);
+                                e.3.push(k.inside_ms);
+                            }
+                            None => per.push((k.name, k.dispatches, vec![k.ms], vec![k.inside_ms])),
                         }
                     }
                 }
                 Err(e) => return fail(e),
             }
         }
-        let mut rows: Vec<(String, usize, f64)> = per
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        };
+        let mut rows: Vec<(String, usize, f64, f64)> = per
             .into_iter()
-            .map(|(name, n, mut v)| {
-                v.sort_by(f64::total_cmp);
-                (name, n, v[v.len() / 2])
-            })
+            .map(|(name, n, ms, inside)| (name, n, median(ms), median(inside)))
             .collect();
         rows.sort_by(|a, b| b.2.total_cmp(&a.2));
         let total: f64 = rows.iter().map(|r| r.2).sum();
-        spans.sort_by(f64::total_cmp);
-        let span = spans.get(spans.len() / 2).copied().unwrap_or(0.0);
+        let span = median(spans);
         println!(
             "per-kernel GPU time (median of profiled runs), {total:.4} ms in all, {dispatches} \
-             dispatches, {span:.4} ms from the first one's start to the last one's end:"
+             dispatches, {span:.4} ms from the first one's start to the last one's end; per \
+             kernel from the end of the dispatches before it to its end, then (in brackets) \
+             between its own timestamps:"
         );
-        for (name, n, ms) in rows {
+        for (name, n, ms, inside) in rows {
             let share = if total > 0.0 { 100.0 * ms / total } else { 0.0 };
-            println!("  {ms:10.4} ms {share:5.1}%  {n:>5}x  {name}");
+            println!("  {ms:10.4} ms {share:5.1}%  {n:>5}x  {name}  ({inside:.4} ms)");
         }
         if untimed > 0 {
             println!("  ({untimed} further dispatches were not timed)");

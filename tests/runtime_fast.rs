@@ -99,8 +99,11 @@ fn kernels_are_timed_by_name() {
     assert_eq!(f32s(&outs[1].read_to_host_blocking().unwrap()), vec![192.0]);
     let names: Vec<String> = exe.kernels().iter().map(|k| k.name.clone()).collect();
     assert!(!times.kernels.is_empty());
-    for (name, n, ms) in &times.kernels {
-        assert!(names.contains(name), "{name} not in {names:?}");
-        assert!(*n >= 1 && ms.is_finite() && *ms >= 0.0);
+    for k in &times.kernels {
+        assert!(names.contains(&k.name), "{} not in {names:?}", k.name);
+        assert!(k.dispatches >= 1 && k.ms.is_finite() && k.ms >= 0.0 && k.inside_ms >= 0.0);
     }
+    // The kernels' times add up to the span.
+    let total: f64 = times.kernels.iter().map(|k| k.ms).sum();
+    assert!((total - times.span_ms).abs() <= 1e-6 * times.span_ms.max(1.0));
 }

@@ -115,6 +115,14 @@ fn dumped_executions() -> usize {
 
 /// Per-kernel totals from resolved timestamps (`bytes`: two u64 ticks per timed dispatch of
 /// `kernels`), named by `names`.
+///
+/// Each dispatch is charged the time from the end of the dispatches before it to its own end
+/// (the first one: from its begin), so the kernels' times add up to the span and no work goes
+/// uncounted. The time between a dispatch's own two timestamps is kept beside it: it is the
+/// kernel's alone on a GPU, but llvmpipe records a timestamp when it next flushes, and after a
+/// dispatch that bound a storage texture every later begin timestamp came out after its
+/// dispatch had run. Eigh 256's 28 QL launches read 1.5 ms between their timestamps and 56 ms
+/// from end to end, the same 56 ms they read between their timestamps without textures.
 fn kernel_times(
     bytes: &[u8],
     kernels: &[usize],
@@ -129,40 +137,74 @@ fn kernel_times(
             .and_then(|b| b.try_into().ok())
             .map_or(0, u64::from_le_bytes)
     };
-    let mut per: Vec<(usize, usize, f64)> = Vec::new();
+    let ms = |ticks: u64| ticks as f64 * period_ns * 1e-6;
+    let mut per: Vec<KernelTime> = Vec::new();
     let (mut first, mut last) = (u64::MAX, 0u64);
     for (i, &k) in kernels.iter().enumerate() {
         let (begin, end) = (tick(2 * i), tick(2 * i + 1));
-        if begin != 0 && end >= begin {
+        let valid = begin != 0 && end >= begin;
+        let inside = if valid { end - begin } else { 0 };
+        // From the latest end so far (dispatches that overlapped on a GPU are not charged
+        // twice), else from its own begin.
+        let charged = match (valid, last > 0) {
+            (false, _) => 0,
+            (true, true) => end.saturating_sub(last),
+            (true, false) => inside,
+        };
+        if valid {
             first = first.min(begin);
             last = last.max(end);
         }
-        let ms = end.saturating_sub(begin) as f64 * period_ns * 1e-6;
-        match per.iter_mut().find(|(kk, _, _)| *kk == k) {
+        match per.iter_mut().find(|e| e.kernel == k) {
             Some(e) => {
-                e.1 += 1;
-                e.2 += ms;
+                e.dispatches += 1;
+                e.ms += ms(charged);
+                e.inside_ms += ms(inside);
             }
-            None => per.push((k, 1, ms)),
+            None => per.push(KernelTime {
+                kernel: k,
+                name: String::new(),
+                dispatches: 1,
+                ms: ms(charged),
+                inside_ms: ms(inside),
+            }),
         }
     }
-    let kernels = per
-        .into_iter()
-        .map(|(k, n, ms)| {
-            let name = names
-                .get(k)
-                .cloned()
-                .unwrap_or_else(|| format!("kernel {k}"));
-            (name, n, ms)
-        })
-        .collect();
-    let span_ms = last.saturating_sub(first) as f64 * period_ns * 1e-6;
+    for e in &mut per {
+        e.name = names
+            .get(e.kernel)
+            .cloned()
+            .unwrap_or_else(|| format!("kernel {}", e.kernel));
+    }
     KernelTimes {
-        kernels,
+        kernels: per,
         untimed,
-        span_ms,
+        span_ms: ms(last.saturating_sub(first)),
         dispatches: kernels_len,
     }
+}
+
+/// The dump's text for one profiled execution: the kernels slowest first.
+fn kernel_times_text(n: usize, t: KernelTimes) -> String {
+    let mut rows = t.kernels;
+    rows.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    let inside: f64 = rows.iter().map(|r| r.inside_ms).sum();
+    let mut text = format!(
+        "execution {n}: {:.4} ms from the first dispatch's start to the last one's end, in {} \
+         dispatches; per kernel the time from the end of the dispatches before it to its end, \
+         then (in brackets) between its own begin and end timestamps ({inside:.4} ms in all)\n",
+        t.span_ms, t.dispatches
+    );
+    for r in rows {
+        text += &format!(
+            "  {:10.4} ms {:>5}x  {}  ({:.4} ms)\n",
+            r.ms, r.dispatches, r.name, r.inside_ms
+        );
+    }
+    if t.untimed > 0 {
+        text += &format!("  ({} further dispatches not timed)\n", t.untimed);
+    }
+    text
 }
 
 impl std::fmt::Debug for Executable {
@@ -499,24 +541,10 @@ impl Executable {
             .read_buffer(&resolved, len, "kernel timestamps", move |r| {
                 let text = match r {
                     Err(e) => format!("execution {n}: no times ({e})\n"),
-                    Ok(bytes) => {
-                        let t = kernel_times(&bytes, &kernels, untimed, &names, period);
-                        let (span, dispatches) = (t.span_ms, t.dispatches);
-                        let mut rows = t.kernels;
-                        rows.sort_by(|a, b| b.2.total_cmp(&a.2));
-                        let total: f64 = rows.iter().map(|r| r.2).sum();
-                        let mut text = format!(
-                            "execution {n}: {total:.4} ms GPU time in {dispatches} dispatches, \
-                             {span:.4} ms from the first one's start to the last one's end\n"
-                        );
-                        for (name, count, ms) in rows {
-                            text += &format!("  {ms:10.4} ms {count:>5}x  {name}\n");
-                        }
-                        if t.untimed > 0 {
-                            text += &format!("  ({} further dispatches not timed)\n", t.untimed);
-                        }
-                        text
-                    }
+                    Ok(bytes) => kernel_times_text(
+                        n,
+                        kernel_times(&bytes, &kernels, untimed, &names, period),
+                    ),
                 };
                 use std::io::Write;
                 let written = std::fs::OpenOptions::new()
@@ -880,8 +908,8 @@ const MAX_TIMED_DISPATCHES: u32 = 2048;
 /// Per-kernel GPU time of one profiled execution.
 #[derive(Clone, Debug, Default)]
 pub struct KernelTimes {
-    /// Per kernel that ran: its name (as in the dump), dispatches and total milliseconds.
-    pub kernels: Vec<(String, usize, f64)>,
+    /// Per kernel that ran, in the order of their first dispatches.
+    pub kernels: Vec<KernelTime>,
     /// Dispatches beyond what one execution times (not counted above).
     pub untimed: usize,
     /// From the first timed dispatch's start to the last one's end: the kernels' time plus
@@ -890,6 +918,22 @@ pub struct KernelTimes {
     pub span_ms: f64,
     /// Dispatches timed.
     pub dispatches: usize,
+}
+
+/// One kernel's share of a profiled execution (see `kernel_times`).
+#[derive(Clone, Debug, Default)]
+pub struct KernelTime {
+    /// Its index in the executable.
+    pub kernel: usize,
+    /// Its name, as in the dump.
+    pub name: String,
+    /// Its dispatches.
+    pub dispatches: usize,
+    /// Milliseconds from the end of the dispatches before each of its dispatches to that
+    /// dispatch's end, summed: what the kernels' times add up to the span with.
+    pub ms: f64,
+    /// Milliseconds between each dispatch's own begin and end timestamps, summed.
+    pub inside_ms: f64,
 }
 
 impl Run<'_> {
@@ -1746,4 +1790,50 @@ fn trips_from(t: &TripsAtStart, bytes: &[Vec<u8>]) -> Option<u64> {
         trips = Some(trips.map_or(n, |m| m.min(n)));
     }
     trips
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_times;
+
+    fn ticks(t: &[(u64, u64)]) -> Vec<u8> {
+        t.iter()
+            .flat_map(|&(b, e)| [b.to_le_bytes(), e.to_le_bytes()])
+            .flatten()
+            .collect()
+    }
+
+    /// Timestamps recorded late (llvmpipe after a storage-texture kernel: each begin after its
+    /// dispatch ran) still charge each kernel its work, and the times add up to the span.
+    #[test]
+    fn late_begin_timestamps_charge_the_work_to_its_kernel() {
+        let names = vec!["tri".to_string(), "ql".to_string()];
+        // tri 10..50 bracketed right; ql's two dispatches ran 50..70 and 70..90 but their
+        // begins were read just before their ends.
+        let bytes = ticks(&[(10_000, 50_000), (69_900, 70_000), (89_950, 90_000)]);
+        let t = kernel_times(&bytes, &[0, 1, 1], 0, &names, 1000.0);
+        assert_eq!(t.dispatches, 3);
+        assert!((t.span_ms - 80.0).abs() < 1e-9);
+        let ql = t.kernels.iter().find(|k| k.name == "ql").unwrap();
+        assert_eq!(ql.dispatches, 2);
+        assert!((ql.ms - 40.0).abs() < 1e-9, "{ql:?}");
+        assert!((ql.inside_ms - 0.15).abs() < 1e-9, "{ql:?}");
+        let total: f64 = t.kernels.iter().map(|k| k.ms).sum();
+        assert!((total - t.span_ms).abs() < 1e-9);
+    }
+
+    /// A missing or reversed pair charges nothing, and overlapping dispatches (a GPU may run
+    /// independent passes at once) are not charged twice.
+    #[test]
+    fn unread_and_overlapping_timestamps() {
+        let names = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let bytes = ticks(&[(10, 20), (0, 0), (15, 30), (25, 28)]);
+        let t = kernel_times(&bytes, &[0, 1, 2, 2], 0, &names, 1e6);
+        let get = |n: &str| t.kernels.iter().find(|k| k.name == n).unwrap().clone();
+        assert_eq!(get("b").ms, 0.0);
+        assert_eq!(get("a").ms, 10.0);
+        assert_eq!(get("c").ms, 10.0);
+        assert_eq!(get("c").inside_ms, 18.0);
+        assert_eq!(t.span_ms, 20.0);
+    }
 }

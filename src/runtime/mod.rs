@@ -14,7 +14,7 @@ pub use crate::target::Capabilities;
 pub use buffer::DeviceBuffer;
 pub use device::{list_adapters, AdapterDescription, BindGroupStats, Device, MemoryStats};
 pub use event::{set_wait_timeout, wait_timeout, Event};
-pub use executable::KernelTimes;
+pub use executable::{KernelTime, KernelTimes};
 pub use poller::inside_device_call;
 pub use warm::{mesa_cache_usable, WarmStats};
 
