@@ -10,9 +10,10 @@ For each training step of `bench_jax.py` (MLP, flax CNN, transformer), from one 
 * `loop`: time per step of N steps that feed their outputs back without blocking (a training
   loop as users write it: the host records step i+1 while the device runs step i);
 * `kernels` / `span`: from timestamp queries of the dump's profiled executions
-  (`WGPU_HLO_DUMP`): the sum of the kernels' GPU times and the time from the first kernel's
-  start to the last one's end (kernels plus the device's gaps between them), and the number
-  of dispatches;
+  (`WGPU_HLO_DUMP`): the sum of the times between each dispatch's own begin and end
+  timestamps and the time from the first kernel's start to the last one's end (kernels plus
+  the device's gaps between them), and the number of dispatches (on lavapipe the first can
+  undercount after kernels with storage textures: see the dump's `kernel_times.txt`);
 * the same step's `wall` and `loop` on jax's cpu backend, and on jax's CUDA backend when
   jax has one (set JAX_PLATFORMS to include cuda): the same GPU's native compiler.
 
@@ -80,11 +81,14 @@ def kernel_times(before):
     files = sorted(set(glob.glob(os.path.join(DUMP, "*jit_step.kernel_times.txt"))) - before)
     if not files:
         return None
-    runs = re.findall(r"execution \d+: ([0-9.]+) ms GPU time in (\d+) dispatches, ([0-9.]+) ms",
+    # The header (runtime::executable::kernel_times_text): the span, the dispatches, and the
+    # sum of the times between each dispatch's own timestamps.
+    runs = re.findall(r"execution \d+: ([0-9.]+) ms from the first dispatch's start to the last "
+                      r"one's end, in (\d+) dispatches;.*?\(([0-9.]+) ms in all\)",
                       open(files[-1]).read())
     if not runs:
         return None
-    k, d, s = runs[-1]
+    s, d, k = runs[-1]
     return float(k), float(s), int(d)
 
 
