@@ -583,6 +583,27 @@ def test_radix_sorts_match_cpu_bitwise(gpu):
     same(lambda k: (jnp.sort(k, axis=1), jnp.argsort(k, axis=1, descending=True)), k)
 
 
+def test_radix_sorts_read_in_groups_of_four_match_cpu_bitwise(gpu):
+    # On CPU adapters the radix passes read each thread's run of keys and items four at a
+    # time (through textures): counts not a multiple of four leave the last group partly
+    # past the end, and runs of 97 items become 96. Ties keep their order.
+    rng = np.random.default_rng(24)
+
+    def same(f, *args):
+        g, c = on(gpu, f, *args), on(CPU, f, *args)
+        for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(c)):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+    for n in [4099, 100003, (1 << 20) + 3]:
+        x = np.round(rng.standard_normal(n) * 50).astype(np.float32)
+        x[rng.integers(0, n, n // 50)] = np.nan
+        same(lambda x: (jnp.sort(x), jnp.argsort(x, stable=True)), x)
+    i = rng.integers(-1000, 1000, 100003).astype(np.int32)
+    same(lambda i: (jnp.argsort(i, stable=True, descending=True),
+                    jax.random.permutation(jax.random.key(3), i)), i)
+
+
 def test_negate_and_abs_touch_only_the_sign_bit(gpu):
     # IEEE 754's negate and abs: the sign bit alone, NaNs' payloads and signs included (cpu's
     # result). NVIDIA's driver gave the canonical NaN 0x7fffffff for `-x` of a NaN on an

@@ -339,7 +339,9 @@ fn declared(src: &str, name: &str) -> Option<(String, &'static str, u32)> {
 /// Rewrites `kernel`'s eligible inputs to texture reads (see the module documentation): inputs
 /// of at least `min_words` words whose texture fits `max_dimension`, at most `max_textures` of
 /// them; inputs read only in streaming groups of four to `vec4` storage reads, whatever their
-/// size. Returns whether any was rewritten.
+/// size. With `grouped_only` (kernels that read other inputs at data-dependent positions) an
+/// input takes a texture only where every load of it is a marked group of four. Returns
+/// whether any was rewritten.
 pub fn apply(
     kernel: &mut Kernel,
     min_words: u64,
@@ -347,6 +349,7 @@ pub fn apply(
     max_textures: u32,
     caps: Capabilities,
     windowed: &std::collections::HashSet<usize>,
+    grouped_only: bool,
 ) -> bool {
     let mut wgsl = kernel.wgsl.clone();
     let mut inputs = vec![None; kernel.inputs.len()];
@@ -371,7 +374,13 @@ pub fn apply(
         // whole input, on every launch), or too large for the adapter's textures.
         let texture = words >= min_words.max(1)
             && !windowed.contains(&j)
-            && input.extent().1 <= max_dimension;
+            && input.extent().1 <= max_dimension
+            && (!grouped_only
+                || texel_words == 1 && {
+                    let (g, _) = rewrite_quads(&wgsl, &name, elem, QUAD_MARK);
+                    let (g, _) = rewrite_quads(&g, &name, elem, QUAD_STREAM_MARK);
+                    occurrences(&g, &name).len() == 1
+                });
         // Read only in streaming groups, or only in groups and not through a texture: vec4
         // loads from the buffer itself (whatever its size; buffers are allocated in multiples
         // of 16 bytes, so the last group is whole). llvmpipe loads a storage `vec4` with one

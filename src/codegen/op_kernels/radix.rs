@@ -21,6 +21,7 @@ use super::{temp, Launch, PARAMS};
 use crate::codegen::expr::{Binding, ExprEmitter};
 use crate::codegen::kernel::{self, Kernel};
 use crate::codegen::loop_kernel::Target;
+use crate::codegen::texture_reads::QUAD_MARK;
 use crate::error::Result;
 use crate::ir::{ElementType, Function, Operation, TensorType, ValueId};
 
@@ -57,8 +58,10 @@ impl Tiling {
             const WG: u64 = 32;
             const _: () = assert!(WG >= BUCKETS);
             let per = (count / (WG * 32)).clamp(16, 128);
-            // Two passes over `per` items stay well within the adapter's loop bound.
-            (WG, per.min(target.max_invocation_iterations / 8).max(1))
+            // Two passes over `per` items stay well within the adapter's loop bound; whole
+            // groups of four where it allows (see `quads` in `sort`).
+            let per = per.min(target.max_invocation_iterations / 8).max(1);
+            (WG, if per >= 4 { per & !3 } else { per })
         } else {
             (128, 8)
         };
@@ -72,6 +75,12 @@ impl Tiling {
             counters: Counters::of(target),
         }
     }
+}
+
+/// Whether CPU adapters' count and placement kernels read their runs four items at a time
+/// (`WGPU_HLO_RADIX_QUADS=0`: one at a time, for comparisons).
+fn quad_reads() -> bool {
+    !std::env::var("WGPU_HLO_RADIX_QUADS").is_ok_and(|v| v.trim() == "0")
 }
 
 /// A vector of `n` `u32`s (counts, offsets, permutations).
@@ -203,15 +212,26 @@ pub fn sort(
     let row_passes = row_len.is_some();
     // The digit of the item at `i` of a pass, from its key (`keys_in`) or, in the rows'
     // passes, its number (`items`): WGSL names of the bound arrays.
-    let digit = |keys_in: &str, items: &str| -> String {
+    // `key` and `item`: WGSL expressions of the item's key and number.
+    let digit = |key: &str, item: &str| -> String {
         match row_len {
             Some(row_len) => format!(
-                "(select(({items}[i] / {row_len}u) >> ((shift - 32u) & 31u), {keys_in}[i] >> shift, shift < 32u) & {}u)",
+                "(select(({item} / {row_len}u) >> ((shift - 32u) & 31u), {key} >> shift, shift < 32u) & {}u)",
                 BUCKETS - 1
             ),
-            None => format!("(({keys_in}[i] >> shift) & {}u)", BUCKETS - 1),
+            None => format!("(({key} >> shift) & {}u)", BUCKETS - 1),
         }
     };
+    // On CPU adapters each thread reads its run of keys (and items) four at a time, marked as
+    // groups so that texture reads make them `vec4` loads (`lower`: sorts take no textures,
+    // but their groups of four do): llvmpipe loads storage lane by lane, one load per lane
+    // and word, and a thread's run is contiguous. A run of whole groups (`per` a multiple of
+    // four, `first` too) leaves only the last group partly past `count`, and buffers are
+    // whole groups long.
+    let quads = target.cpu_adapter && per % 4 == 0 && quad_reads();
+    // With selects, the counting loops keep their counts in bytes (see `tile_kernel`).
+    const _: () = assert!(BUCKETS == 16);
+    let packed = counters.selects && per < 256 && quad_reads();
     // Count (place = false) or place the items of tile `w` from `from` (`to`: the placement's
     // output), with the tile's digit offsets from `offsets` when placing.
     let tile_kernel = |place: bool, from, to| -> Result<Kernel> {
@@ -232,18 +252,72 @@ pub fn sort(
         if place {
             em.inputs.push(bind(offsets, u32s(slots)));
         }
-        let d = digit("in0", &items);
         em.line("let w = wid.y * nwg.x + wid.x;");
         em.line(&format!("if (w >= {tiles}u) {{ return; }}"));
         em.line("let shift = in1[0];");
         em.line(&format!("let first = w * {tile_items}u + lid * {per}u;"));
         em.line(&format!("var c: array<u32, {BUCKETS}>;"));
-        em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
-        em.line("let i = first + e;");
-        em.line(&format!("if (i >= {count}u) {{ break; }}"));
-        em.line(&format!("let d = {d};"));
-        counters.bump(&mut em);
-        em.close(None);
+        // `body(em, key, item)` for each of the thread's items in order (`i` its index).
+        let each_item = |em: &mut ExprEmitter,
+                         read_items: bool,
+                         body: &dyn Fn(&mut ExprEmitter, &str, &str)| {
+            if !quads {
+                em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
+                em.line("let i = first + e;");
+                em.line(&format!("if (i >= {count}u) {{ break; }}"));
+                body(em, "in0[i]", &format!("{items}[i]"));
+                em.close(None);
+                return;
+            }
+            em.open_loop(
+                &format!("for (var e = 0u; e < {per}u; e = e + 4u)"),
+                per / 4,
+            );
+            em.line("let i4 = first + e;");
+            em.line(&format!("if (i4 >= {count}u) {{ break; }}"));
+            let group = |arr: &str| {
+                format!(
+                    "vec4<u32>({arr}[{QUAD_MARK} i4], {arr}[i4 + 1u], {arr}[i4 + 2u], {arr}[i4 + 3u])"
+                )
+            };
+            em.line(&format!("let k4 = {};", group("in0")));
+            if read_items {
+                em.line(&format!("let t4 = {};", group(&items)));
+            }
+            for q in 0..4 {
+                em.open(&format!("if (i4 + {q}u < {count}u)"));
+                em.line(&format!("let i = i4 + {q}u;"));
+                body(em, &format!("k4[{q}]"), &format!("t4[{q}]"));
+                em.close(None);
+            }
+            em.close(None);
+        };
+        if packed {
+            // Four digits' counts a word, a byte each (a thread counts at most 255 items):
+            // a bump is four selects instead of sixteen.
+            em.line("var p0 = 0u;\n    var p1 = 0u;\n    var p2 = 0u;\n    var p3 = 0u;");
+            each_item(&mut em, row_passes, &|em, key, item| {
+                em.line(&format!("let d = {};", digit(key, item)));
+                em.line("let inc = 1u << ((d & 3u) << 3u);");
+                for w in 0..4 {
+                    em.line(&format!(
+                        "p{w} = p{w} + select(0u, inc, (d >> 2u) == {w}u);"
+                    ));
+                }
+            });
+            for k in 0..BUCKETS {
+                em.line(&format!(
+                    "c[{k}] = (p{} >> {}u) & 255u;",
+                    k / 4,
+                    8 * (k % 4)
+                ));
+            }
+        } else {
+            each_item(&mut em, row_passes, &|em, key, item| {
+                em.line(&format!("let d = {};", digit(key, item)));
+                counters.bump(em);
+            });
+        }
         let offsets_in = format!("in{next}");
         tile_runs(
             &mut em,
@@ -252,15 +326,13 @@ pub fn sort(
             (wg, tiles),
         );
         if place {
-            em.open_loop(&format!("for (var e = 0u; e < {per}u; e = e + 1u)"), per);
-            em.line("let i = first + e;");
-            em.line(&format!("if (i >= {count}u) {{ break; }}"));
-            em.line(&format!("let d = {d};"));
-            let at = counters.at_digit(&mut em);
-            em.line(&format!("out0[{at}] = {items}[i];"));
-            em.line(&format!("out1[{at}] = in0[i];"));
-            counters.bump(&mut em);
-            em.close(None);
+            each_item(&mut em, true, &|em, key, item| {
+                em.line(&format!("let d = {};", digit(key, item)));
+                let at = counters.at_digit(em);
+                em.line(&format!("out0[{at}] = {item};"));
+                em.line(&format!("out1[{at}] = {key};"));
+                counters.bump(em);
+            });
         }
         let outs = if place {
             vec![bind(to, perm.clone()), bind(kto, u32s(count))]
