@@ -201,37 +201,26 @@ pub fn lower(f: &Function, target: Target) -> Result<Lowered> {
                 target.max_sampled_textures,
                 target.caps,
             );
-            if policy.scattered {
-                // Inputs read only in marked groups of four (a radix sort's runs of keys
-                // and items, each thread's own) through textures or as `vec4`s, the others
-                // (read at data-dependent positions) from their buffers.
-                texture_reads::apply(
-                    kernel,
-                    min_words,
-                    target.max_texture_dimension,
-                    target.max_sampled_textures,
-                    target.caps,
-                    &policy.windowed,
-                    true,
-                );
-            } else {
-                // `WGPU_HLO_TEXTURE_READS=all` (min_words 1) keeps every eligible input.
-                // `WGPU_HLO_TEXTURE_READS_ONCE=0`: no read-once policy (for comparisons).
-                let min_words = if policy.read_once && min_words > 1 && read_once_words > 0 {
+            // Kernels that read at data-dependent positions: only inputs read in marked groups
+            // of four (a radix sort's runs of keys and items, each thread's own) take textures
+            // or `vec4` loads, the others keep their buffers.
+            // `WGPU_HLO_TEXTURE_READS=all` (min_words 1) keeps every eligible input.
+            // `WGPU_HLO_TEXTURE_READS_ONCE=0`: no read-once policy (for comparisons).
+            let min_words =
+                if !policy.scattered && policy.read_once && min_words > 1 && read_once_words > 0 {
                     min_words.max(read_once_words)
                 } else {
                     min_words
                 };
-                texture_reads::apply(
-                    kernel,
-                    min_words,
-                    target.max_texture_dimension,
-                    target.max_sampled_textures,
-                    target.caps,
-                    &policy.windowed,
-                    false,
-                );
-            }
+            texture_reads::apply(
+                kernel,
+                min_words,
+                target.max_texture_dimension,
+                target.max_sampled_textures,
+                target.caps,
+                &policy.windowed,
+                policy.scattered,
+            );
         });
     }
     Ok(Lowered {
