@@ -210,9 +210,8 @@ pub fn sort(
         _ => None,
     };
     let row_passes = row_len.is_some();
-    // The digit of the item at `i` of a pass, from its key (`keys_in`) or, in the rows'
-    // passes, its number (`items`): WGSL names of the bound arrays.
-    // `key` and `item`: WGSL expressions of the item's key and number.
+    // The digit of an item in a pass, from its key or, in the rows' passes, its number
+    // (`key` and `item`: WGSL expressions of them).
     let digit = |key: &str, item: &str| -> String {
         match row_len {
             Some(row_len) => format!(
