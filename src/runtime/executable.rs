@@ -163,18 +163,15 @@ fn kernel_times(
             }
             None => per.push(KernelTime {
                 kernel: k,
-                name: String::new(),
+                name: names
+                    .get(k)
+                    .cloned()
+                    .unwrap_or_else(|| format!("kernel {k}")),
                 dispatches: 1,
                 ms: ms(charged),
                 inside_ms: ms(inside),
             }),
         }
-    }
-    for e in &mut per {
-        e.name = names
-            .get(e.kernel)
-            .cloned()
-            .unwrap_or_else(|| format!("kernel {}", e.kernel));
     }
     KernelTimes {
         kernels: per,

@@ -292,25 +292,12 @@ pub fn sort(
             em.close(None);
         };
         if packed {
-            // Four digits' counts a word, a byte each (a thread counts at most 255 items):
-            // a bump is four selects instead of sixteen.
-            em.line("var p0 = 0u;\n    var p1 = 0u;\n    var p2 = 0u;\n    var p3 = 0u;");
-            each_item(&mut em, row_passes, &|em, key, item| {
-                em.line(&format!("let d = {};", digit(key, item)));
-                em.line("let inc = 1u << ((d & 3u) << 3u);");
-                for w in 0..4 {
-                    em.line(&format!(
-                        "p{w} = p{w} + select(0u, inc, (d >> 2u) == {w}u);"
-                    ));
-                }
+            counters.count_in_bytes(&mut em, &|em, bump| {
+                each_item(em, row_passes, &|em, key, item| {
+                    em.line(&format!("let d = {};", digit(key, item)));
+                    bump(em);
+                })
             });
-            for k in 0..BUCKETS {
-                em.line(&format!(
-                    "c[{k}] = (p{} >> {}u) & 255u;",
-                    k / 4,
-                    8 * (k % 4)
-                ));
-            }
         } else {
             each_item(&mut em, row_passes, &|em, key, item| {
                 em.line(&format!("let d = {};", digit(key, item)));
@@ -450,6 +437,9 @@ fn tile_kernel_of(
     )
 }
 
+/// WGSL a caller has emitted at its place (see [`Counters::count_in_bytes`]).
+type Emit<'a> = &'a dyn Fn(&mut ExprEmitter);
+
 /// How a tile kernel's thread keeps its per-digit counters `c` (an `array<u32, BUCKETS>`):
 /// indexed by the item's digit `d`, or (`selects`) touched only at constant indices, a
 /// digit's counter read through a chain of selects and every counter bumped by a compare.
@@ -482,6 +472,28 @@ impl Counters {
         }
         for k in 0..BUCKETS {
             em.line(&format!("c[{k}] = c[{k}] + select(0u, 1u, d == {k}u);"));
+        }
+    }
+
+    /// Counts the items `walk` visits (each giving its digit `d` and then calling its second
+    /// argument) into `c`, four digits' counts a word, a byte each, while walking (a thread
+    /// counts at most 255 items): a bump is four selects instead of sixteen.
+    fn count_in_bytes(self, em: &mut ExprEmitter, walk: &dyn Fn(&mut ExprEmitter, Emit)) {
+        em.line("var p0 = 0u;\n    var p1 = 0u;\n    var p2 = 0u;\n    var p3 = 0u;");
+        walk(em, &|em| {
+            em.line("let inc = 1u << ((d & 3u) << 3u);");
+            for w in 0..4 {
+                em.line(&format!(
+                    "p{w} = p{w} + select(0u, inc, (d >> 2u) == {w}u);"
+                ));
+            }
+        });
+        for k in 0..BUCKETS {
+            em.line(&format!(
+                "c[{k}] = (p{} >> {}u) & 255u;",
+                k / 4,
+                8 * (k % 4)
+            ));
         }
     }
 
