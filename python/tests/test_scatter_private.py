@@ -67,3 +67,37 @@ def test_segment_sum_runs_privatized(gpu, tmp_path, monkeypatch):
         assert "_private" in names and "radix" not in names, names
     else:
         assert "_private" not in names, names
+
+
+@pytest.mark.parametrize("n", [1_000_003, 262_147, 65_541])
+def test_counts_not_a_multiple_of_four(gpu, n):
+    """Chunks read their windows' indices and updates four at a time (CPU adapters): counts
+    that leave a last group part-filled, in the last chunk only, still add every window once,
+    and drop the out-of-range ones."""
+    r = np.random.default_rng(n)
+    x = r.standard_normal(n).astype(np.float32)
+    i = r.integers(-40, 1040, size=n).astype(np.int32)
+    f = jax.jit(lambda x, i: (
+        jax.ops.segment_sum((x * 100).astype(jnp.int32), i, 1000),
+        jnp.bincount(jnp.abs(i) % 300, length=300),
+        jax.ops.segment_sum(x, i, 1000),
+    ))
+    got = [np.asarray(v) for v in f(*jax.device_put((x, i), gpu))]
+    want = [np.asarray(v) for v in f(*jax.device_put((x, i), jax.devices("cpu")[0]))]
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    scale = float(np.max(np.abs(want[2])))
+    np.testing.assert_allclose(got[2] / scale, want[2] / scale, rtol=0, atol=5e-6)
+
+
+def test_private_chunks_read_groups_of_four(gpu, tmp_path, monkeypatch):
+    if not cpu_kernel_class(gpu):
+        pytest.skip("the privatized scatter serves CPU adapters")
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    x, i = data()
+    f = jax.jit(lambda x, i: jax.ops.segment_sum(x * 3.0, i % 700, 700))
+    jax.block_until_ready(f(*jax.device_put((x, i), gpu)))
+    private = [p for p in glob.glob(os.path.join(tmp_path, "*.wgsl")) if p.endswith("_private.wgsl")]
+    assert private
+    text = open(private[0]).read()
+    assert "read four at a time" in text.splitlines()[0], text[:300]

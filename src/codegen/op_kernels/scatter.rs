@@ -1220,7 +1220,13 @@ fn privatized(
     if chunks < PRIVATE_MIN_CHUNKS || chunks.saturating_mul(r) > PRIVATE_MAX {
         return Ok(None);
     }
+    let grouped = private_groups(f, indices, dn, w, count);
     let per = count.div_ceil(chunks);
+    let per = if grouped {
+        per.next_multiple_of(4)
+    } else {
+        per
+    };
     let chunks = count.div_ceil(per);
     let dtype = xt.dtype;
     let partial_len = (chunks * r).next_multiple_of(4);
@@ -1278,33 +1284,50 @@ fn privatized(
         let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
         em.line(&format!("let base = tid * {r}u;"));
         em.line(&format!("let last = min(tid * {per}u + {per}u, {count}u);"));
-        em.open_loop(
-            &format!("for (var s: u32 = tid * {per}u; s < last; s = s + 1u)"),
-            per,
-        );
-        let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
-        let start = window_starts(&mut em, dn, indices, &si, rdims.len(), keys.ic, "st")?;
-        let (conds, _) = window_place(dn, &start, &rdims, window_sizes, &[]);
-        em.open(&format!("if ({})", all_of(&conds)));
-        if w > 1 {
-            em.open_loop(&format!("for (var e: u32 = 0u; e < {w}u; e = e + 1u)"), w);
+        if grouped {
+            private_quads(
+                &mut em,
+                dn,
+                (indices, updates),
+                keys.ic,
+                &rdims,
+                window_sizes,
+                per,
+            )?;
         } else {
-            em.line("let e = 0u;");
-        }
-        let wi = em.multi(&Index::Linear("e".into()), window_sizes);
-        let (_, pos) = window_place(dn, &start, &rdims, window_sizes, &wi);
-        let at = crate::codegen::expr::linearize(&pos, &rdims);
-        let u = em.value(updates, &Index::Multi(windows.update_at(&si, &wi)))?;
-        em.line(&format!("let at = base + {at};"));
-        em.line(&format!("out0[at] = out0[at] + {u};"));
-        if w > 1 {
+            em.open_loop(
+                &format!("for (var s: u32 = tid * {per}u; s < last; s = s + 1u)"),
+                per,
+            );
+            let si = em.multi(&Index::Linear("s".into()), keys.scatter_sizes);
+            let start = window_starts(&mut em, dn, indices, &si, rdims.len(), keys.ic, "st")?;
+            let (conds, _) = window_place(dn, &start, &rdims, window_sizes, &[]);
+            em.open(&format!("if ({})", all_of(&conds)));
+            if w > 1 {
+                em.open_loop(&format!("for (var e: u32 = 0u; e < {w}u; e = e + 1u)"), w);
+            } else {
+                em.line("let e = 0u;");
+            }
+            let wi = em.multi(&Index::Linear("e".into()), window_sizes);
+            let (_, pos) = window_place(dn, &start, &rdims, window_sizes, &wi);
+            let at = crate::codegen::expr::linearize(&pos, &rdims);
+            let u = em.value(updates, &Index::Multi(windows.update_at(&si, &wi)))?;
+            em.line(&format!("let at = base + {at};"));
+            em.line(&format!("out0[at] = out0[at] + {u};"));
+            if w > 1 {
+                em.close(None);
+            }
+            em.close(None);
             em.close(None);
         }
-        em.close(None);
-        em.close(None);
         let kname = format!("{name}_private");
+        let how = if grouped {
+            ", indices and updates read four at a time"
+        } else {
+            ""
+        };
         let comment = format!(
-            "kernel {kname}: each of {chunks} chunks of {per} of {count} update windows of {w} elements added, in order, into its own partial result of {r} elements{fuses}"
+            "kernel {kname}: each of {chunks} chunks of {per} of {count} update windows of {w} elements added, in order, into its own partial result of {r} elements{how}{fuses}"
         );
         crate::codegen::kernel::threaded(
             &kname,
@@ -1367,6 +1390,103 @@ fn privatized(
             super::Launch::updating_value(2, Vec::new(), x),
         ],
     }))
+}
+
+/// Whether a [`privatized`] scatter-add's chunks read their windows' indices and updates in
+/// groups of four ([`private_quads`]): windows of one element (`w`), indices of one component
+/// per window (`count` of them), so that window `s`'s index and update are element `s` of
+/// their tensors, and `WGPU_HLO_SCATTER_QUADS=0` not set.
+fn private_groups(
+    f: &Function,
+    indices: ValueId,
+    dn: &crate::ir::attr::ScatterDimensionNumbers,
+    w: u64,
+    count: u64,
+) -> bool {
+    let one_component =
+        matches!(f.ty(indices), crate::ir::Type::Tensor(t) if t.num_elements() as u64 == count);
+    w == 1
+        && dn.scatter_dims_to_operand_dims.len() == 1
+        && one_component
+        && !crate::fusion::switched_off("WGPU_HLO_SCATTER_QUADS")
+}
+
+/// The loop of a [`privatized`] scatter-add's chunk (`per` windows, a multiple of 4, from
+/// `tid * per`, up to `last`) over windows of one element ([`private_groups`]), four windows
+/// a trip: their indices and updates are loaded as one group of four each, marked
+/// [`crate::codegen::texture_reads::QUAD_MARK`], so that on CPU adapters they come through a
+/// texture (a scatter's other inputs keep their buffers), one texel fetch for four elements
+/// instead of four lane-by-lane storage loads; then each window, in order, is added into the
+/// chunk's partial (`out0` from `base`) where it fits. A group's last loads may read past the
+/// chunk (its values unused) but not past the tensor's buffer, which holds whole groups of
+/// four words.
+fn private_quads(
+    em: &mut ExprEmitter,
+    dn: &crate::ir::attr::ScatterDimensionNumbers,
+    (indices, updates): (ValueId, ValueId),
+    ic: Compute,
+    rdims: &[usize],
+    window_sizes: &[usize],
+    per: u64,
+) -> Result<()> {
+    let names: Vec<String> = (0..4)
+        .map(|q| {
+            if q == 0 {
+                "s".to_string()
+            } else {
+                format!("s_{q}")
+            }
+        })
+        .collect();
+    em.quads = Some(crate::codegen::expr::Quads {
+        positions: names
+            .iter()
+            .enumerate()
+            .map(|(q, n)| (n.clone(), (names[0].clone(), q)))
+            .collect(),
+        ..Default::default()
+    });
+    em.line("let e = 0u;");
+    let wi = em.multi(&Index::Linear("e".into()), window_sizes);
+    em.open_loop(
+        &format!("for (var s: u32 = tid * {per}u; s < last; s = s + 4u)"),
+        per / 4,
+    );
+    let mut windows = Vec::new();
+    for (q, s) in names.iter().enumerate() {
+        if q > 0 {
+            em.line(&format!("let {s} = s + {q}u;"));
+        }
+        let index = em.value(indices, &Index::Linear(s.clone()))?;
+        let start_name = format!("st{q}");
+        em.line(&format!(
+            "let {start_name}: i32 = {};",
+            index_i32(&index, ic)?
+        ));
+        let u = em.value(updates, &Index::Linear(s.clone()))?;
+        windows.push((s.clone(), start_name, u));
+    }
+    for (s, start_name, u) in windows {
+        let mut start = vec!["0i".to_string(); rdims.len()];
+        if let Some(slot) = dn
+            .scatter_dims_to_operand_dims
+            .first()
+            .and_then(|&d| start.get_mut(d as usize))
+        {
+            *slot = start_name;
+        }
+        let (mut conds, _) = window_place(dn, &start, rdims, window_sizes, &[]);
+        conds.insert(0, format!("{s} < last"));
+        let (_, pos) = window_place(dn, &start, rdims, window_sizes, &wi);
+        let at = crate::codegen::expr::linearize(&pos, rdims);
+        em.open(&format!("if ({})", all_of(&conds)));
+        em.line(&format!("let at = base + {at};"));
+        em.line(&format!("out0[at] = out0[at] + {u};"));
+        em.close(None);
+    }
+    em.close(None);
+    em.quads = None;
+    Ok(())
 }
 
 /// Fewest invocations a [`swept`] scatter gives each core of a CPU adapter (two SIMD groups of
