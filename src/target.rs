@@ -170,6 +170,33 @@ pub fn stream_reads_as_vec4() -> bool {
     }
 }
 
+/// Whether the kernels of scatters and `top_k` read their inputs through textures as other
+/// kernels do on CPU adapters, not only the inputs they read in marked groups of four
+/// (`compile::lower`'s `TexturePolicy`: sorts and gathers keep that policy everywhere). On
+/// the Intel host of 11-27 a texel fetch at a data-dependent position cost llvmpipe more than
+/// a storage load and the copy came on top; on AMD hosts a storage load costs three or four
+/// times a texel fetch (see [`stream_reads_as_vec4`]), and kernels whose lanes each read
+/// their own run or increasing positions gain from textures. The AMD EPYC host of 12-06,
+/// lavapipe, dumped device time of the call (three alternating pairs): a scatter-add of 1M
+/// floats at random indices 48.7-53.3 -> 37.9-42.4 ms (its walk over bucketed windows 26-31
+/// -> 19-22 ms); `top_k` 1M k=100 12.4-13.0 -> 9.0-9.3 ms (minimum of a pair each). Whole
+/// calls, minimum of 12, two alternating pairs (`WGPU_HLO_SCATTER_TEXTURES=0` / default):
+/// that scatter-add 45.5-48.5 -> 32.5-36.6 ms, `top_k` 1M 10.5-11.2 -> 6.5-7.9, an int32
+/// scatter-add 23-25 -> 18-23, `top_k` of 1024 rows 6.3-6.5 -> 4.1-6.6, segment sums and
+/// bincounts within the noise. Sorts, the permutation, gathers and
+/// embeddings did not gain (`jnp.take` 1M, `random.permutation` 1M, `median` 1M slower), so
+/// they keep their storage loads. `WGPU_HLO_SCATTER_TEXTURES=1|0` overrides.
+pub fn scatter_reads_through_textures() -> bool {
+    match std::env::var("WGPU_HLO_SCATTER_TEXTURES")
+        .as_deref()
+        .map(str::trim)
+    {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => host_cpu_is_amd(),
+    }
+}
+
 /// Whether the host CPU is AMD's (or Hygon's, the same cores): its vendor string
 /// (`cpuid` leaf 0), read once.
 pub fn host_cpu_is_amd() -> bool {

@@ -69,7 +69,9 @@ struct Lowering<'f, 't> {
 /// 3.3, column sums 4096² 10.7 / 16.1, the transformer step 80 / 101). Their inputs read
 /// only in marked groups of four take textures all the same: a radix sort's count and
 /// placement kernels, each thread reading its own run of keys and items (2026-12-06, AMD
-/// EPYC host, lavapipe: sort 1M 232 -> 87 ms; as `vec4` storage loads 188).
+/// EPYC host, lavapipe: sort 1M 232 -> 87 ms; as `vec4` storage loads 188). On AMD hosts
+/// scatters and `top_k` take textures as other kernels do
+/// ([`crate::target::scatter_reads_through_textures`]).
 #[derive(Default)]
 struct TexturePolicy {
     windowed: HashSet<usize>,
@@ -80,10 +82,14 @@ struct TexturePolicy {
 impl TexturePolicy {
     /// The policy of the kernels of `op` when it reads at data-dependent positions.
     fn of_op(op: &Operation) -> Option<TexturePolicy> {
-        let scattered = matches!(
-            op.op,
-            Op::Sort { .. } | Op::Scatter { .. } | Op::Gather { .. } | Op::TopK { .. }
-        );
+        let scattered = match op.op {
+            Op::Sort { .. } | Op::Gather { .. } => true,
+            // On AMD hosts scatters and `top_k` gain from textures like other kernels.
+            Op::Scatter { .. } | Op::TopK { .. } => {
+                !crate::target::scatter_reads_through_textures()
+            }
+            _ => false,
+        };
         scattered.then(|| TexturePolicy {
             scattered: true,
             ..Default::default()
