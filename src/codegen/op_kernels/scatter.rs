@@ -1415,7 +1415,7 @@ fn private_groups(
 /// `tid * per`, up to `last`) over windows of one element ([`private_groups`]), four windows
 /// a trip: their indices and updates are loaded as one group of four each, marked
 /// [`crate::codegen::texture_reads::QUAD_MARK`], so that on CPU adapters they come through a
-/// texture (a scatter's other inputs keep their buffers), one texel fetch for four elements
+/// texture even where scatters otherwise keep their buffers (Intel hosts), one texel fetch for four elements
 /// instead of four lane-by-lane storage loads; then each window, in order, is added into the
 /// chunk's partial (`out0` from `base`) where it fits. A group's last loads may read past the
 /// chunk (its values unused) but not past the tensor's buffer, which holds whole groups of
