@@ -650,6 +650,11 @@ impl<'f, 't> Lowering<'f, 't> {
                 for &v in outputs {
                     written.push(self.new_slot(v)?);
                 }
+                // The stacks that a scan step's updates read one row of inline (a GRU's
+                // `[50, 32, 128]` residuals) keep their textures: read from their buffers as
+                // `vec4`s instead (`windowed_inputs`'s rule), the GRU's value and gradient
+                // (`bench_everyday.py`) took 102-145 ms against 102-111, AMD EPYC host,
+                // 2026-12-06.
                 self.textures.insert(
                     self.kernels.len(),
                     TexturePolicy {
