@@ -113,7 +113,15 @@ pub(super) const MIN_CONV_WORK: u64 = 1 << 22;
 ///
 /// (64 rows hold 128 vec4 accumulators per lane, which the driver's register allocator
 /// spills.)
+///
+/// `WGPU_HLO_DOT_TILE=ROWSxVEC4S` forces a tile (rows a multiple of the unit, 1-4 vec4s a
+/// lane), for sweeps on other hosts. On the 2-core AMD EPYC host of 2026-12-06 a sweep of
+/// 1024³ (8x4 to 64x2, `wgpu-hlo bench --runs 12`) found nothing outside its noise: four
+/// alternating pairs of 32x2 against 16x2 gave minima of 107-117 against 75-123 ms.
 fn tile(batch: u64, m: u64, n: u64, s: u64, rows_unit: u64, one_vec4: bool) -> (u64, u64) {
+    if let Some(forced) = forced_tile(rows_unit) {
+        return forced;
+    }
     let cores = std::thread::available_parallelism().map_or(2, |c| c.get() as u64);
     let shapes: &[(u64, u64)] = if one_vec4 {
         &[(32, 1), (16, 1), (8, 1)]
@@ -135,6 +143,15 @@ fn tile(batch: u64, m: u64, n: u64, s: u64, rows_unit: u64, one_vec4: bool) -> (
     usable
         .last()
         .map_or((rows_unit, 1), |&&(mt, cv)| (mt.max(rows_unit), cv))
+}
+
+/// The tile `WGPU_HLO_DOT_TILE` names, where it is one `tile` can take.
+fn forced_tile(rows_unit: u64) -> Option<(u64, u64)> {
+    let v = std::env::var("WGPU_HLO_DOT_TILE").ok()?;
+    let (a, b) = v.trim().split_once('x')?;
+    let (mt, cv) = (a.parse::<u64>().ok()?, b.parse::<u64>().ok()?);
+    (mt >= rows_unit && mt % rows_unit == 0 && mt <= 64 && (1..=4).contains(&cv))
+        .then_some((mt, cv))
 }
 
 /// A shared-rows dot split along its contracting dimension: `parts` chunks of `chunk` steps
