@@ -528,6 +528,31 @@ def test_qr_panels(gpu, monkeypatch, panel, max_loop):
     np.testing.assert_array_equal(np.abs(r), np.abs(zeros_below))
 
 
+def test_qr_panel_in_one_launch(gpu, monkeypatch, tmp_path):
+    # On CPU adapters a Householder panel whose columns fit one launch runs as one kernel that
+    # fills its state from the panel and splits it into the results itself: the same bits as
+    # the init / columns / out kernels (`WGPU_HLO_QR_PANEL=ranged`), and no such kernels.
+    # The panels of 1024 x 40 loop too long for one launch and keep the three kernels.
+    if not cpu_kernel_class(gpu):
+        pytest.skip("the subgroup panel kernel is for CPU adapters")
+    for shape in [(256, 256), (70, 33), (3, 50, 37), (1024, 40), (5, 1)]:
+        one = shape != (1024, 40)
+        a = rand(shape, seed=sum(shape))
+        got = {}
+        for panel in ["", "ranged"]:
+            monkeypatch.setenv("WGPU_HLO_QR_PANEL", panel)
+            dump = tmp_path / f"{panel or 'one'}_{'x'.join(map(str, shape))}"
+            monkeypatch.setenv("WGPU_HLO_DUMP", str(dump))
+            got[panel] = [np.asarray(x) for x in on(gpu, lambda a: jnp.linalg.qr(a), a)]
+            monkeypatch.delenv("WGPU_HLO_DUMP")
+            names = [p.name for p in dump.glob("*.wgsl")]
+            ranged = [n for n in names if n.endswith(("_init.wgsl", "_columns.wgsl"))]
+            assert bool(ranged) == (panel == "ranged" or not one), (shape, ranged)
+        for x, y in zip(got[""], got["ranged"]):
+            assert np.array_equal(x, y), shape
+        check_qr(gpu, a, 1e-4)
+
+
 @pytest.mark.parametrize("max_loop", ["", "300"])
 def test_block_reflectors(gpu, monkeypatch, max_loop):
     # A panel of reflectors applied in compact WY form, c - V T V^T c or c - V T^T V^T c, by

@@ -208,6 +208,8 @@ const MAX_SLOTS: u64 = 128;
 /// (`array<array<f32, b>, slots>`) 3.0 ms, but llvmpipe took 14 s more to compile it for 256
 /// rows and 400 s for 900.
 ///
+/// Where the loop bound allows, one kernel does it all, copies in and out included (below).
+///
 /// `None` where it does not serve (or `WGPU_HLO_QR_PANEL` is `workgroup`).
 fn in_one_subgroup(
     name: &str,
@@ -241,14 +243,18 @@ fn in_one_subgroup(
     let stride = 2 * held + quads;
     // Quad q of slot t of a lane's rows (columns 4q .. 4q + 3).
     let x = |t: &str, q: &str| format!("out0[base + ({t} * {quads}u + {q}) * {lanes}u + sgl]");
-    let body = format!(
+    let head = format!(
         "{entry}    let mat = wid.y * nwg.x + wid.x;
     if (mat >= {batch}u) {{ return; }}
     let base = mat * {stride}u;
     let jj0 = in0[0];
     let jj1 = in0[1];
     let j0 = u32(max(in1[0], 0));
-    var v: array<f32, {slots}>;
+",
+        entry = kernel::subgroup_entry_header(lanes as u32),
+    );
+    let columns_loop = format!(
+        "    var v: array<f32, {slots}>;
     for (var jj = jj0; jj < jj1; jj = jj + 1u) {{
         let j = j0 + jj;
         let tj = min(j / {lanes}u, {last}u);
@@ -308,9 +314,7 @@ fn in_one_subgroup(
         }}
         if (sgl == 0u) {{ out0[base + {taus}u + qj][kj] = tau; }}
     }}
-}}
 ",
-        entry = kernel::subgroup_entry_header(lanes as u32),
         taus = 2 * held,
         xq = x("t", "q"),
         xj = x("t", "qj"),
@@ -321,6 +325,77 @@ fn in_one_subgroup(
         value: temp(0),
         ty: state_type.clone(),
     };
+    // One launch takes every column where the loop bound allows its copies in and out too:
+    // the state is filled from the panel and split into the results by the same kernel, each
+    // lane moving only the words it works on, so no barrier is needed (`WGPU_HLO_QR_PANEL=
+    // ranged`: the three kernels even so). Lavapipe, three alternating pairs, min of 12 calls:
+    // qr 256 (8 panels, 71 -> 55 dispatches) 36.9 / 37.3 / 26.2 -> 36.1 / 25.4 / 25.4 ms,
+    // qr 512 131 / 132 / 107 -> 124 / 119 / 90 ms, on a host whose speed drifted between
+    // the pairs.
+    let moves = 2 * slots * quads + b;
+    let ranged = std::env::var("WGPU_HLO_QR_PANEL").is_ok_and(|v| v.trim() == "ranged");
+    if let [(0, z)] = ranges.as_slice() {
+        let iterations = most + moves;
+        if *z == b && iterations <= target.max_invocation_iterations && !ranged {
+            let kname = name.to_string();
+            let comment = format!(
+                "kernel {kname}: a {desc}, one subgroup per matrix, the panel as quads of columns by lanes in a state that the kernel fills and splits, the column's sums by subgroup operations\nloop iterations per invocation: at most {iterations}\nfuses: {what}"
+            );
+            let fill = format!(
+                "    for (var t = 0u; t < {slots}u; t = t + 1u) {{
+        let i = t * {lanes}u + sgl;
+        for (var q = 0u; q < {quads}u; q = q + 1u) {{
+            var p = vec4<f32>();
+{loads}            {xq} = p;
+            out0[base + {held}u + (t * {quads}u + q) * {lanes}u + sgl] = vec4<f32>();
+        }}
+    }}
+",
+                xq = x("t", "q"),
+                loads = (0..4)
+                    .map(|c| format!(
+                        "            if (i < {m}u && q * 4u + {c}u < {b}u) {{ p[{c}] = in2[mat * {mb}u + i * {b}u + q * 4u + {c}u]; }}\n"
+                    ))
+                    .collect::<String>(),
+            );
+            let split = format!(
+                "    for (var t = 0u; t < {slots}u; t = t + 1u) {{
+        let i = t * {lanes}u + sgl;
+        for (var q = 0u; q < {quads}u; q = q + 1u) {{
+            let p = {xq};
+            let w = out0[base + {held}u + (t * {quads}u + q) * {lanes}u + sgl];
+{stores}        }}
+    }}
+    if (sgl == 0u) {{
+        for (var c = 0u; c < {b}u; c = c + 1u) {{ out3[mat * {b}u + c] = out0[base + {taus}u + c / 4u][c % 4u]; }}
+    }}
+}}
+",
+                xq = x("t", "q"),
+                taus = 2 * held,
+                stores = (0..4)
+                    .map(|c| format!(
+                        "            if (i < {m}u && q * 4u + {c}u < {b}u) {{ out1[mat * {mb}u + i * {b}u + q * 4u + {c}u] = p[{c}]; out2[mat * {mb}u + i * {b}u + q * 4u + {c}u] = w[{c}]; }}\n"
+                    ))
+                    .collect::<String>(),
+            );
+            let single = kernel::in_workgroups_quads(
+                &kname,
+                &comment,
+                (vec![params, first_row, panel], vec![state, r, v, tau]),
+                &Default::default(),
+                &format!("{head}{fill}{columns_loop}{split}"),
+                (&[], &[0]),
+                (batch, iterations),
+                target,
+            )?;
+            return Ok(Some(Plan {
+                kernels: vec![single],
+                temps: vec![state_type],
+                launches: vec![super::Launch::new(0, vec![0, b as u32])],
+            }));
+        }
+    }
     let kname = format!("{name}_columns");
     let comment = format!(
         "kernel {kname}: columns jj0..jj1 (parameters) of a {desc}, one subgroup per matrix, the panel as quads of columns by lanes, the column's sums by subgroup operations\nloop iterations per invocation: at most {most}\nfuses: {what}"
@@ -330,7 +405,7 @@ fn in_one_subgroup(
         &comment,
         (vec![params, first_row], vec![state.clone()]),
         &Default::default(),
-        &body,
+        &format!("{head}{columns_loop}}}\n"),
         (&[], &[0]),
         (batch, most),
         target,
