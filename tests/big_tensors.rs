@@ -591,3 +591,46 @@ fn kernels_that_cannot_be_bound_are_refused() {
         "{m}"
     );
 }
+
+#[test]
+fn householder_panels_past_the_limit_run_in_parts() {
+    // A batched QR panel (`custom_call @wgpu_hlo.householder_panel`) whose state (the panel,
+    // the reflectors and the taus; 6,272 bytes here) passes the limit: bound in parts, the
+    // same bits as under no limit, in one launch and in ranges of columns (a low loop bound).
+    // Its kernel stored single components of the state (`out0[i][kj] = v;`), which the parts'
+    // rewrite turned into invalid WGSL (a 16384 x 64 x 64 `jnp.linalg.qr` on lavapipe failed
+    // with INTERNAL); it stores whole quads now, and such stores elsewhere are refused.
+    let (batch, m, b) = (4usize, 24usize, 8usize);
+    let (p, tau) = (
+        format!("tensor<{batch}x{m}x{b}xf32>"),
+        format!("tensor<{batch}x{b}xf32>"),
+    );
+    let src = format!(
+        "func.func @main(%p: {p}, %j: tensor<i32>) -> ({p}, {p}, {tau}) {{\n  %r, %v, %t = stablehlo.custom_call @wgpu_hlo.householder_panel(%p, %j) : ({p}, tensor<i32>) -> ({p}, {p}, {tau})\n  return %r, %v, %t : {p}, {p}, {tau}\n}}\n"
+    );
+    let x = data(batch * m * b, 41);
+    for j0 in [0i32, 5] {
+        for max_loop in [None, Some(64)] {
+            let args = [
+                upload_f32(&[batch, m, b], &x),
+                upload(&[], ElementType::I32, &j0.to_le_bytes()),
+            ];
+            let whole = CompileOptions {
+                max_loop_iterations: max_loop,
+                ..Default::default()
+            };
+            let want = compile(&device(), src.as_bytes(), &whole)
+                .unwrap()
+                .execute_blocking(&args)
+                .unwrap()
+                .iter()
+                .map(|b| b.read_to_host_blocking().unwrap())
+                .collect::<Vec<_>>();
+            let (got, listing) = run(&src, max_loop, &args);
+            assert!(listing.contains(" parts)"), "{listing}");
+            assert_eq!(got, want, "j0 {j0}, loop bound {max_loop:?}\n{listing}");
+            // The reflectors are not all zero: the panel was factored.
+            assert!(f32s(&got[1]).iter().any(|&v| v != 0.0));
+        }
+    }
+}

@@ -528,6 +528,21 @@ def test_qr_panels(gpu, monkeypatch, panel, max_loop):
     np.testing.assert_array_equal(np.abs(r), np.abs(zeros_below))
 
 
+@slow
+def test_qr_batch_past_the_binding_limit(gpu):
+    # 16384 QRs of 64 x 64: the panels' state (270 MB) passes lavapipe's 128 MiB binding limit
+    # and is bound in parts. The panel kernel stored single components of it, which the parts'
+    # rewrite could not take: INTERNAL, "generated WGSL does not parse". About 40 s on lavapipe.
+    a = rand((16384, 64, 64), seed=19)
+    q, r = on(gpu, jnp.linalg.qr, a)
+    assert_close(q @ r, a, 1e-5)
+    assert_close(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(64), q.shape), 1e-5)
+    assert np.all(np.tril(r, -1) == 0)
+    # Some of 16384 random matrices are ill-conditioned enough that R's rounding differs from
+    # cpu's by 5e-5 of its largest entry.
+    assert_close(np.abs(r), np.abs(on(CPU, lambda a: jnp.linalg.qr(a)[1], a)), 5e-4)
+
+
 def test_qr_panel_in_one_launch(gpu, monkeypatch, tmp_path):
     # On CPU adapters a Householder panel whose columns fit one launch runs as one kernel that
     # fills its state from the panel and splits it into the results itself: the same bits as

@@ -122,6 +122,11 @@ fn rewrite_output(src: &str, name: &str, decl: &str) -> Option<String> {
         if compound.iter().any(|c| after.starts_with(c)) {
             return None;
         }
+        // A store to a part of the element (`outJ[I][C] = V;`, `outJ[I].x = V;`) would need a
+        // read-modify-write of the whole element, which races where invocations share one.
+        if component_store(b, value_at) {
+            return None;
+        }
         if b.get(value_at) != Some(&b'=') || b.get(value_at + 1) == Some(&b'=') {
             return Some((close + 1, format!("{name}_at(u32({index}))")));
         }
@@ -141,6 +146,64 @@ fn rewrite_output(src: &str, name: &str, decl: &str) -> Option<String> {
         }
         None
     })
+}
+
+/// Whether the text from `at` (just after an element access `outJ[I]`) is a chain of
+/// component or member accesses (`[C]`, `.x`) followed by an assignment: a store to a part of
+/// the element.
+fn component_store(b: &[u8], mut at: usize) -> bool {
+    let skip_space = |mut k: usize| {
+        while b.get(k).is_some_and(u8::is_ascii_whitespace) {
+            k += 1;
+        }
+        k
+    };
+    let mut accessed = false;
+    loop {
+        at = skip_space(at);
+        match b.get(at) {
+            Some(b'[') => {
+                let mut depth = 0i32;
+                let mut end = None;
+                for (k, &c) in b.iter().enumerate().skip(at) {
+                    match c {
+                        b'[' | b'(' => depth += 1,
+                        b']' | b')' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = Some(k);
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                let Some(end) = end else { return false };
+                at = end + 1;
+                accessed = true;
+            }
+            Some(b'.') => {
+                at += 1;
+                while b
+                    .get(at)
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                {
+                    at += 1;
+                }
+                accessed = true;
+            }
+            _ => break,
+        }
+    }
+    if !accessed {
+        return false;
+    }
+    let rest = &b[at..];
+    let assigns = rest.first() == Some(&b'=') && rest.get(1) != Some(&b'=');
+    let compound = [
+        "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--",
+    ];
+    assigns || compound.iter().any(|c| rest.starts_with(c.as_bytes()))
 }
 
 /// Binds binding `j` of `kernel` (inputs, then outputs; a tensor of more than `limit` bytes)
@@ -424,8 +487,30 @@ mod tests {
             k.wgsl
         );
         assert!(k.wgsl.contains("return out0_p1[i - 67108864u];"));
-        // Compound assignments and pointers keep their one binding.
-        for other in ["out0[1u] += 1.0;", "let p = &out0[1u];"] {
+        // A component of an element read back is a load.
+        let mut k = kernel("vec4<f32>", 4);
+        k.outputs[0].ty = large.clone();
+        k.wgsl
+            .push_str("fn h() { let r = out0[1u][2u] + out0[3u].y; let c = out0[2u][1u] == r; }\n");
+        apply(&mut k, 2, (1 << 28, 256, 8), Capabilities::default(), "a").unwrap();
+        assert!(
+            k.wgsl.contains(
+                "let r = out0_at(u32(1u))[2u] + out0_at(u32(3u)).y; let c = out0_at(u32(2u))[1u] == r;"
+            ),
+            "{}",
+            k.wgsl
+        );
+        // Compound assignments, pointers and stores to a component of an element (a
+        // read-modify-write that would race where invocations share the element) keep their
+        // one binding.
+        for other in [
+            "out0[1u] += 1.0;",
+            "let p = &out0[1u];",
+            "out0[1u][2u] = 1.0;",
+            "out0[1u][min(2u, 3u)] = 1.0;",
+            "out0[1u].x = 1.0;",
+            "out0[1u] [2u]+= 1.0;",
+        ] {
             let mut k = kernel("f32", 4);
             k.outputs[0].ty = large.clone();
             k.wgsl.push_str(&format!("fn h() {{ {other} }}\n"));

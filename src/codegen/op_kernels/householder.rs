@@ -200,7 +200,9 @@ const MAX_SLOTS: u64 = 128;
 /// interleaved with the others' (lane `l`'s quad `q` of slot `t` at `(t * quads + q) * L +
 /// l`; the init and out kernels convert from and to row-major): no lane reads another's
 /// words, so no barrier is needed, each load of the lanes reads consecutive words, and the
-/// products take four columns per load (columns up to the step's own masked). Lavapipe, the
+/// products take four columns per load (columns up to the step's own masked). Every store
+/// writes a whole quad (a lane's own), so a state past the binding limit (16384 x 64 x 64)
+/// can be bound in parts (`codegen::parted` refuses stores to one component). Lavapipe, the
 /// panels' kernel time: a 256 x 256 QR (8 panels) 12.8-15.4 ms in the workgroup kernel, 2.4
 /// ms here (and one launch a panel instead of two); the 512-row panels of a 512 x 512 QR
 /// 36-44 ms -> 7.3-8.4 ms. Also tried: the panel in workgroup memory (256 rows at most in 32
@@ -287,7 +289,12 @@ fn in_one_subgroup(
             var vi = 0.0;
             if (reflect && i >= j) {{ vi = select({xj}[kj] / scale * inv, 1.0, i == j); }}
             v[t] = vi;
-            if (i >= j && i < {m}u) {{ out0[base + {held}u + (t * {quads}u + qj) * {lanes}u + sgl][kj] = vi; }}
+            if (i >= j && i < {m}u) {{
+                let at = base + {held}u + (t * {quads}u + qj) * {lanes}u + sgl;
+                var w = out0[at];
+                w[kj] = vi;
+                out0[at] = w;
+            }}
         }}
         // w = tau v^T p for the columns right of jj, a quad at a time (columns up to jj
         // masked out), then p -= v w.
@@ -312,7 +319,11 @@ fn in_one_subgroup(
                 }}
             }}
         }}
-        if (sgl == 0u) {{ out0[base + {taus}u + qj][kj] = tau; }}
+        if (sgl == 0u) {{
+            var taus = out0[base + {taus}u + qj];
+            taus[kj] = tau;
+            out0[base + {taus}u + qj] = taus;
+        }}
     }}
 ",
         taus = 2 * held,
