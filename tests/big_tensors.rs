@@ -634,3 +634,44 @@ fn householder_panels_past_the_limit_run_in_parts() {
         }
     }
 }
+
+#[test]
+fn linear_algebra_states_past_the_limit_run_in_parts() {
+    // Batched eigh, svd and lu (`custom_call @wgpu_hlo.eigh` / `.svd` / `.lu`) whose state
+    // passes the limit: bound in parts, the same bits as under no limit. Their kernels update
+    // the state in place (`out0[i] = out0[i] * g;`), which the parts' rewrite refused; 40000
+    // 32 x 32 eigvalsh / svd and 8192 64 x 64 solve / inv / slogdet on lavapipe were
+    // RESOURCE_EXHAUSTED.
+    let (batch, n) = (8usize, 16usize);
+    let a = format!("tensor<{batch}x{n}x{n}xf32>");
+    let w = format!("tensor<{batch}x{n}xf32>");
+    let piv = format!("tensor<{batch}x{n}xi32>");
+    let programs = [
+        format!("func.func @main(%a: {a}) -> ({w}, {a}) {{\n  %w, %v = stablehlo.custom_call @wgpu_hlo.eigh(%a) : ({a}) -> ({w}, {a})\n  return %w, %v : {w}, {a}\n}}\n"),
+        format!("func.func @main(%a: {a}) -> ({w}, {a}, {a}) {{\n  %s, %u, %v = stablehlo.custom_call @wgpu_hlo.svd(%a) : ({a}) -> ({w}, {a}, {a})\n  return %s, %u, %v : {w}, {a}, {a}\n}}\n"),
+        format!("func.func @main(%a: {a}) -> {w} {{\n  %s = stablehlo.custom_call @wgpu_hlo.svd(%a) : ({a}) -> {w}\n  return %s : {w}\n}}\n"),
+        format!("func.func @main(%a: {a}) -> ({a}, {piv}, {piv}) {{\n  %l, %p, %q = stablehlo.custom_call @wgpu_hlo.lu(%a) : ({a}) -> ({a}, {piv}, {piv})\n  return %l, %p, %q : {a}, {piv}, {piv}\n}}\n"),
+    ];
+    let mut x = data(batch * n * n, 43);
+    // Symmetric, for eigh.
+    for m in 0..batch {
+        for i in 0..n {
+            for j in 0..i {
+                x[m * n * n + j * n + i] = x[m * n * n + i * n + j];
+            }
+        }
+    }
+    for src in &programs {
+        let args = [upload_f32(&[batch, n, n], &x)];
+        let want = compile(&device(), src.as_bytes(), &CompileOptions::default())
+            .unwrap()
+            .execute_blocking(&args)
+            .unwrap()
+            .iter()
+            .map(|b| b.read_to_host_blocking().unwrap())
+            .collect::<Vec<_>>();
+        let (got, listing) = run(src, None, &args);
+        assert!(listing.contains(" parts)"), "{listing}");
+        assert_eq!(got, want, "{src}\n{listing}");
+    }
+}

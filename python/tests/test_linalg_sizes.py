@@ -543,6 +543,22 @@ def test_qr_batch_past_the_binding_limit(gpu):
     assert_close(np.abs(r), np.abs(on(CPU, lambda a: jnp.linalg.qr(a)[1], a)), 5e-4)
 
 
+@slow
+def test_batches_past_the_binding_limit(gpu):
+    # States past lavapipe's 128 MiB binding limit, bound in parts: their kernels update the
+    # state in place (`out0[i] = out0[i] * g;`), which the parts' rewrite refused
+    # (RESOURCE_EXHAUSTED). About 90 s on lavapipe.
+    a = spd(32, (40000,), seed=20)
+    assert_close(on(gpu, jnp.linalg.eigvalsh, a), on(CPU, jnp.linalg.eigvalsh, a), 1e-5)
+    f = lambda a: jnp.linalg.svd(a, compute_uv=False)
+    assert_close(on(gpu, f, a), on(CPU, f, a), 1e-5)
+    a, b = spd(64, (8192,), seed=21), rand((8192, 64, 2), seed=22)
+    assert_close(on(gpu, jnp.linalg.solve, a, b), on(CPU, jnp.linalg.solve, a, b), 1e-5)
+    g, c = on(gpu, jnp.linalg.slogdet, a), on(CPU, jnp.linalg.slogdet, a)
+    np.testing.assert_array_equal(g[0], c[0])
+    assert_close(g[1], c[1], 1e-5)
+
+
 def test_qr_panel_in_one_launch(gpu, monkeypatch, tmp_path):
     # On CPU adapters a Householder panel whose columns fit one launch runs as one kernel that
     # fills its state from the panel and splits it into the results itself: the same bits as

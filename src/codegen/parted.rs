@@ -9,11 +9,12 @@
 //! (`inJ` or `outJ`) holds part 0, and `inJ_p1`, `inJ_p2`, ... the next parts, bound after all
 //! other bindings. Every load `inJ[i]` (or `outJ[i]`, a kernel reading back what it updates)
 //! becomes `inJ_at(u32(i))`, which reads element `i` from the part holding it; every store
-//! `outJ[i] = v;` becomes `outJ_put(u32(i), v);`. Parts start at multiples of the adapter's
+//! `outJ[i] = v;` becomes `outJ_put(u32(i), v);` (loads in `i` and `v` rewritten too: an update in
+//! place, `outJ[i] = outJ[i] * g;`). Parts start at multiples of the adapter's
 //! `min_storage_buffer_offset_alignment` and of the element size, so every element lies whole
 //! in one part. The rewrite works on the finished WGSL, like `texture_reads`, so every emitter
-//! gets it; a tensor used any other way (compound assignments, `arrayLength`, pointers,
-//! atomics) stays refused.
+//! gets it; a tensor used any other way (compound assignments, stores to one component of an
+//! element, `arrayLength`, pointers, atomics) stays refused.
 
 use super::kernel::{self, Kernel};
 use super::texture_reads::{rewrite_indexed, rewrite_indexing};
@@ -107,8 +108,10 @@ pub fn part_bytes(limit: u64, align: u64, stride: u64) -> u64 {
 /// declaration line `decl` (a compound assignment, a pointer).
 fn rewrite_output(src: &str, name: &str, decl: &str) -> Option<String> {
     let b = src.as_bytes();
-    rewrite_indexed(src, name, decl, |open, close| {
-        let index = &src[open + 1..close];
+    // Loads inside an index or a stored value (`outJ[I] = outJ[I] * g;`) are rewritten with
+    // it, so the occurrences it covers are skipped.
+    rewrite_indexed(src, name, decl, true, |open, close| {
+        let index = rewrite_output(&src[open + 1..close], name, "")?;
         let before = src[..open - name.len()].trim_end();
         if before.ends_with('&') {
             return None;
@@ -137,7 +140,7 @@ fn rewrite_output(src: &str, name: &str, decl: &str) -> Option<String> {
                 b'(' | b'[' => depth += 1,
                 b')' | b']' => depth -= 1,
                 b';' if depth == 0 => {
-                    let value = src[value_at + 1..k].trim();
+                    let value = rewrite_output(src[value_at + 1..k].trim(), name, "")?;
                     return Some((k + 1, format!("{name}_put(u32({index}), {value});")));
                 }
                 b'{' | b'}' => return None,
@@ -496,6 +499,20 @@ mod tests {
         assert!(
             k.wgsl.contains(
                 "let r = out0_at(u32(1u))[2u] + out0_at(u32(3u)).y; let c = out0_at(u32(2u))[1u] == r;"
+            ),
+            "{}",
+            k.wgsl
+        );
+        // A store whose index or value reads the tensor (an update in place).
+        let mut k = kernel("f32", 4);
+        k.outputs[0].ty = large.clone();
+        k.wgsl.push_str(
+            "fn h(g: f32) { out0[u32(out0[0u]) + 1u] = out0[(2u) * 3u] * g + out0[u32(out0[4u])]; }\n",
+        );
+        apply(&mut k, 2, (1 << 28, 256, 8), Capabilities::default(), "a").unwrap();
+        assert!(
+            k.wgsl.contains(
+                "out0_put(u32(u32(out0_at(u32(0u))) + 1u), out0_at(u32((2u) * 3u)) * g + out0_at(u32(u32(out0_at(u32(4u))))));"
             ),
             "{}",
             k.wgsl

@@ -206,7 +206,7 @@ fn closing_bracket(src: &str, open: usize) -> Option<usize> {
 /// `name` occurs in any other way outside its declaration line `decl`, is read across the
 /// rows of a transpose, or has a load marked [`STORAGE_MARK`].
 fn rewrite_uses(src: &str, name: &str, decl: &str) -> Option<String> {
-    rewrite_indexed(src, name, decl, |open, close| {
+    rewrite_indexed(src, name, decl, false, |open, close| {
         let index = &src[open..close];
         if index.contains(TRANSPOSED_MARK) || index.contains(STORAGE_MARK) {
             return None;
@@ -226,7 +226,7 @@ pub(crate) fn rewrite_indexing(
     close_with: &str,
     refuse: Option<&str>,
 ) -> Option<String> {
-    rewrite_indexed(src, name, decl, |open, close| {
+    rewrite_indexed(src, name, decl, false, |open, close| {
         if refuse.is_some_and(|m| src[open..close].contains(m)) {
             return None;
         }
@@ -240,11 +240,13 @@ pub(crate) fn rewrite_indexing(
 /// `src` with every occurrence of `name` outside its declaration line `decl` replaced: each
 /// must be indexed, `name[...]`, and `replace(open, close)` (the offsets of its brackets)
 /// gives the end of the text it replaces and the replacement, or `None` to give up. `None`
-/// when `name` occurs unindexed or a replacement gives up.
+/// when `name` occurs unindexed or a replacement gives up, or when it occurs inside the text
+/// a replacement took, unless `covers_nested` (the replacement rewrote those itself).
 pub(crate) fn rewrite_indexed(
     src: &str,
     name: &str,
     decl: &str,
+    covers_nested: bool,
     mut replace: impl FnMut(usize, usize) -> Option<(usize, String)>,
 ) -> Option<String> {
     let decl_at = src.find(decl)?;
@@ -254,6 +256,9 @@ pub(crate) fn rewrite_indexed(
     let mut last = 0;
     for i in occurrences(src, name) {
         if i < last {
+            if covers_nested {
+                continue;
+            }
             return None;
         }
         if (decl_at..decl_end).contains(&i) {
@@ -530,7 +535,7 @@ pub fn apply_state_copies(
         }
         let mut marked = 0;
         let src = wgsl.clone();
-        let Some(rewritten) = rewrite_indexed(&src, &name, &decl, |open, close| {
+        let Some(rewritten) = rewrite_indexed(&src, &name, &decl, false, |open, close| {
             let index = &src[open + 1..close];
             Some(match index.trim_start().strip_prefix(STATE_MARK) {
                 Some(rest) => {
