@@ -210,6 +210,42 @@ fn dots_and_row_sums() {
 }
 
 #[test]
+fn operands_past_the_binding_limit_read_through_textures() {
+    // A dot whose operands pass the binding limit (8 KiB at a 4 KiB limit here; a 6000 x 6000
+    // f32 matrix is 144 MB against lavapipe's 128 MiB) reads them through textures on CPU
+    // adapters instead of in parts: lavapipe on an AMD host, 6000^3 80 s -> 17-20 s.
+    let (m, k, n) = (40, 52, 44);
+    let options = CompileOptions {
+        max_binding_bytes: Some(4096),
+        ..options()
+    };
+    let src = dot_src(m, k, n);
+    let e = compile(&device(), src.as_bytes(), &options).unwrap_or_else(|e| panic!("{e}"));
+    if textures_on() {
+        let kernels = e.kernels();
+        let dot = kernels
+            .iter()
+            .find(|k| k.wgsl.contains("dot_general"))
+            .expect("a dot kernel");
+        assert!(
+            dot.texture_inputs.iter().all(Option::is_some)
+                && dot
+                    .parted
+                    .iter()
+                    .all(|p| p.binding as usize >= dot.inputs.len()),
+            "{}",
+            dot.wgsl
+        );
+    }
+    let (a, b) = (data(m * k, 6), data(k * n, 7));
+    let out = e
+        .execute_blocking(&[upload_f32(&[m, k], &a), upload_f32(&[k, n], &b)])
+        .unwrap();
+    let got = f32s(&out[0].read_to_host_blocking().unwrap());
+    check_dot(&got, &dot_host(&a, &b, m, k, n), k, "dot");
+}
+
+#[test]
 fn threads_share_an_executable_with_textures() {
     // 2^22 multiply-adds: products below it read their operands from their buffers.
     let (m, k, n) = (128, 256, 128);

@@ -345,8 +345,10 @@ fn declared(src: &str, name: &str) -> Option<(String, &'static str, u32)> {
 /// of at least `min_words` words whose texture fits `max_dimension`, at most `max_textures` of
 /// them; inputs read only in streaming groups of four to `vec4` storage reads, whatever their
 /// size. With `grouped_only` (kernels that read other inputs at data-dependent positions) an
-/// input takes a texture only where every load of it is a marked group of four. Returns
+/// input takes a texture only where every load of it is a marked group of four. With `only`,
+/// input `only` alone is considered. Inputs already read through textures keep them. Returns
 /// whether any was rewritten.
+#[allow(clippy::too_many_arguments)]
 pub fn apply(
     kernel: &mut Kernel,
     min_words: u64,
@@ -355,13 +357,18 @@ pub fn apply(
     caps: Capabilities,
     windowed: &std::collections::HashSet<usize>,
     grouped_only: bool,
+    only: Option<usize>,
 ) -> bool {
     let mut wgsl = kernel.wgsl.clone();
-    let mut inputs = vec![None; kernel.inputs.len()];
+    let mut inputs = kernel.texture_inputs.clone();
+    inputs.resize(kernel.inputs.len(), None);
     let mut helpers = String::new();
     for (j, b) in kernel.inputs.iter().enumerate() {
         if inputs.iter().flatten().count() + kernel.state_textures.len() >= max_textures as usize {
             break;
+        }
+        if only.is_some_and(|o| o != j) || inputs[j].is_some() {
+            continue;
         }
         // An input bound in parts (`super::parted`) is bound as ranges of its buffer.
         if kernel.is_parted(j) {
