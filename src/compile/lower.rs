@@ -891,6 +891,20 @@ impl<'f, 't> Lowering<'f, 't> {
         self.check_parts(kernel, op, &[])
     }
 
+    /// Whether the kernels of `op` read each element of an input of `elements` elements
+    /// several times: a product or convolution with four or more multiply-adds per element,
+    /// the linear algebra kernels.
+    fn reads_many_times(&self, op: &Operation, elements: u64) -> bool {
+        match &op.op {
+            Op::DotGeneral { .. } | Op::Convolution(_) => {
+                crate::fusion::prologue::dot_size(self.f, op)
+                    .is_some_and(|d| d.macs >= elements.saturating_mul(4))
+            }
+            Op::Cholesky { .. } | Op::TriangularSolve { .. } | Op::CustomCall(_) => true,
+            _ => false,
+        }
+    }
+
     /// [`Self::check`] of a kernel whose binding `i` is bound in the byte ranges `parts[i]`
     /// where that is not empty: each range is checked against the binding limit and the
     /// offset alignment instead of the whole tensor. Other inputs larger than one binding are
@@ -916,9 +930,13 @@ impl<'f, 't> Lowering<'f, 't> {
                 // a texture has no binding limit, and llvmpipe fetches texels three or four
                 // times faster than it loads from storage buffers on AMD hosts. Lavapipe
                 // (AMD, 2 cores), 6000 x 6000 x 6000 f32 dot: 80 s with its operands in
-                // parts, 3000^3 2.0-2.6 s through textures against 7.0 s from storage.
+                // parts, 3000^3 2.0-2.6 s through textures against 7.0 s from storage. Only
+                // where the kernel reads each element several times: the copy into the texture
+                // is of the whole input, on every launch (read-once kernels take no textures,
+                // see `READ_ONCE_TEXTURE_WORDS`).
                 if j < kernel.inputs.len()
                     && !chunked
+                    && self.reads_many_times(op, b.ty.num_elements() as u64)
                     && t.texture_reads.is_some()
                     && kernel.texture_inputs.get(j).is_none_or(Option::is_none)
                     && texture_reads::apply(
