@@ -45,6 +45,20 @@ fn run(src: &str, max_loop: Option<u64>, args: &[DeviceBuffer]) -> (Vec<Vec<u8>>
     (bytes, exe.program_listing())
 }
 
+/// [`run`]'s results under the adapter's own binding limit.
+fn run_unlimited(src: &str, max_loop: Option<u64>, args: &[DeviceBuffer]) -> Vec<Vec<u8>> {
+    let options = CompileOptions {
+        max_loop_iterations: max_loop,
+        ..Default::default()
+    };
+    let exe = compile(&device(), src.as_bytes(), &options).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    exe.execute_blocking(args)
+        .unwrap()
+        .iter()
+        .map(|b| b.read_to_host_blocking().unwrap())
+        .collect()
+}
+
 fn assert_parts(listing: &str) {
     assert!(
         listing.contains(" parts -> "),
@@ -615,17 +629,7 @@ fn householder_panels_past_the_limit_run_in_parts() {
                 upload_f32(&[batch, m, b], &x),
                 upload(&[], ElementType::I32, &j0.to_le_bytes()),
             ];
-            let whole = CompileOptions {
-                max_loop_iterations: max_loop,
-                ..Default::default()
-            };
-            let want = compile(&device(), src.as_bytes(), &whole)
-                .unwrap()
-                .execute_blocking(&args)
-                .unwrap()
-                .iter()
-                .map(|b| b.read_to_host_blocking().unwrap())
-                .collect::<Vec<_>>();
+            let want = run_unlimited(&src, max_loop, &args);
             let (got, listing) = run(&src, max_loop, &args);
             assert!(listing.contains(" parts)"), "{listing}");
             assert_eq!(got, want, "j0 {j0}, loop bound {max_loop:?}\n{listing}");
@@ -663,13 +667,7 @@ fn linear_algebra_states_past_the_limit_run_in_parts() {
     }
     for src in &programs {
         let args = [upload_f32(&[batch, n, n], &x)];
-        let want = compile(&device(), src.as_bytes(), &CompileOptions::default())
-            .unwrap()
-            .execute_blocking(&args)
-            .unwrap()
-            .iter()
-            .map(|b| b.read_to_host_blocking().unwrap())
-            .collect::<Vec<_>>();
+        let want = run_unlimited(src, None, &args);
         let (got, listing) = run(src, None, &args);
         assert!(listing.contains(" parts)"), "{listing}");
         assert_eq!(got, want, "{src}\n{listing}");
