@@ -17,7 +17,7 @@
 //! element, `arrayLength`, pointers, atomics) stays refused.
 
 use super::kernel::{self, Kernel};
-use super::texture_reads::{rewrite_indexed, rewrite_indexing};
+use super::texture_reads::{closing_bracket, rewrite_indexed, rewrite_indexing};
 use super::windows::gcd;
 use crate::error::{Error, Result};
 use crate::target::Capabilities;
@@ -119,15 +119,12 @@ fn rewrite_output(src: &str, name: &str, decl: &str) -> Option<String> {
         let rest = &src[close + 1..];
         let value_at = close + 1 + rest.len() - rest.trim_start().len();
         let after = &src[value_at..];
-        let compound = [
-            "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--",
-        ];
-        if compound.iter().any(|c| after.starts_with(c)) {
+        if COMPOUND.iter().any(|c| after.starts_with(c)) {
             return None;
         }
         // A store to a part of the element (`outJ[I][C] = V;`, `outJ[I].x = V;`) would need a
         // read-modify-write of the whole element, which races where invocations share one.
-        if component_store(b, value_at) {
+        if component_store(src, value_at) {
             return None;
         }
         if b.get(value_at) != Some(&b'=') || b.get(value_at + 1) == Some(&b'=') {
@@ -151,37 +148,26 @@ fn rewrite_output(src: &str, name: &str, decl: &str) -> Option<String> {
     })
 }
 
-/// Whether the text from `at` (just after an element access `outJ[I]`) is a chain of
+/// Compound assignments, which a tensor bound in parts cannot take.
+const COMPOUND: [&str; 12] = [
+    "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--",
+];
+
+/// Whether the text of `src` from `at` (just after an element access `outJ[I]`) is a chain of
 /// component or member accesses (`[C]`, `.x`) followed by an assignment: a store to a part of
 /// the element.
-fn component_store(b: &[u8], mut at: usize) -> bool {
-    let skip_space = |mut k: usize| {
-        while b.get(k).is_some_and(u8::is_ascii_whitespace) {
-            k += 1;
-        }
-        k
-    };
+fn component_store(src: &str, mut at: usize) -> bool {
+    let b = src.as_bytes();
     let mut accessed = false;
     loop {
-        at = skip_space(at);
+        while b.get(at).is_some_and(u8::is_ascii_whitespace) {
+            at += 1;
+        }
         match b.get(at) {
             Some(b'[') => {
-                let mut depth = 0i32;
-                let mut end = None;
-                for (k, &c) in b.iter().enumerate().skip(at) {
-                    match c {
-                        b'[' | b'(' => depth += 1,
-                        b']' | b')' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                end = Some(k);
-                                break;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                let Some(end) = end else { return false };
+                let Some(end) = closing_bracket(src, at) else {
+                    return false;
+                };
                 at = end + 1;
                 accessed = true;
             }
@@ -201,12 +187,9 @@ fn component_store(b: &[u8], mut at: usize) -> bool {
     if !accessed {
         return false;
     }
-    let rest = &b[at..];
-    let assigns = rest.first() == Some(&b'=') && rest.get(1) != Some(&b'=');
-    let compound = [
-        "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--",
-    ];
-    assigns || compound.iter().any(|c| rest.starts_with(c.as_bytes()))
+    let rest = &src[at..];
+    let assigns = rest.starts_with('=') && !rest.starts_with("==");
+    assigns || COMPOUND.iter().any(|c| rest.starts_with(c))
 }
 
 /// Binds binding `j` of `kernel` (inputs, then outputs; a tensor of more than `limit` bytes)

@@ -185,7 +185,7 @@ fn occurrences(src: &str, name: &str) -> Vec<usize> {
 }
 
 /// The offset of the `]` that closes the `[` at offset `open` of `src`.
-fn closing_bracket(src: &str, open: usize) -> Option<usize> {
+pub(crate) fn closing_bracket(src: &str, open: usize) -> Option<usize> {
     let mut depth = 0usize;
     for (j, &c) in src.as_bytes().iter().enumerate().skip(open) {
         match c {
