@@ -121,6 +121,48 @@ fn elementwise_over_row_boundaries() {
 }
 
 #[test]
+fn broadcast_inputs_read_through_textures() {
+    // An outer product plus a scalar: 2^16 invocations read two 512-word vectors and one
+    // word, each under the texture threshold, and take textures on CPU adapters all the same
+    // (`compile::lower`'s `broadcast_inputs`); rows of 510 elements, so no row starts at a
+    // quad boundary of the other vector and no three rows alike.
+    let (m, n) = (514, 510);
+    let src = format!(
+        "func.func @main(%a: tensor<{m}xf32>, %b: tensor<{n}xf32>, %c: tensor<f32>) -> tensor<{m}x{n}xf32> {{\n  %0 = stablehlo.broadcast_in_dim %a, dims = [0] : (tensor<{m}xf32>) -> tensor<{m}x{n}xf32>\n  %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<{n}xf32>) -> tensor<{m}x{n}xf32>\n  %2 = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<f32>) -> tensor<{m}x{n}xf32>\n  %3 = stablehlo.multiply %0, %1 : tensor<{m}x{n}xf32>\n  %4 = stablehlo.add %3, %2 : tensor<{m}x{n}xf32>\n  return %4 : tensor<{m}x{n}xf32>\n}}\n"
+    );
+    let e = exe(&src);
+    if textures_on() {
+        let kernels = e.kernels();
+        assert_eq!(kernels.len(), 1);
+        assert_eq!(
+            kernels[0].texture_inputs.iter().flatten().count(),
+            3,
+            "{}",
+            kernels[0].wgsl
+        );
+    }
+    let (a, b, c) = (data(m, 11), data(n, 12), data(1, 13));
+    let out = e
+        .execute_blocking(&[
+            upload_f32(&[m], &a),
+            upload_f32(&[n], &b),
+            upload_f32(&[], &c),
+        ])
+        .unwrap();
+    let got = f32s(&out[0].read_to_host_blocking().unwrap());
+    for i in 0..m {
+        for j in 0..n {
+            let g = got[i * n + j];
+            assert!(
+                is_mul_add(g, a[i], b[j], c[0]),
+                "element ({i}, {j}): got {g}, want {}",
+                a[i] * b[j] + c[0]
+            );
+        }
+    }
+}
+
+#[test]
 fn integers_at_computed_positions() {
     // An i32 tensor of 70000 entries read reversed (a texture read at computed positions)
     // and multiplied, an i32 elementwise kernel. Gathers read their tables from the buffer
@@ -228,7 +270,7 @@ fn operands_past_the_binding_limit_read_through_textures() {
             .find(|k| k.wgsl.contains("dot_general"))
             .expect("a dot kernel");
         assert!(
-            dot.texture_inputs.iter().all(Option::is_some)
+            dot.texture_inputs.iter().flatten().count() == dot.inputs.len()
                 && dot
                     .parted
                     .iter()
