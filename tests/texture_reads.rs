@@ -163,6 +163,45 @@ fn broadcast_inputs_read_through_textures() {
 }
 
 #[test]
+fn broadcast_inputs_of_reduction_stages_read_through_textures() {
+    // A batch norm's variance, sum((x - mean)^2) over 65536 rows of 32: its partial sums run
+    // few invocations, each over many rows, reading the 32-word mean at every row; the mean
+    // takes a texture on CPU adapters (`broadcast_inputs` counts loop iterations).
+    let (r, c) = (65536usize, 32usize);
+    let src = format!(
+        "func.func @main(%x: tensor<{r}x{c}xf32>, %m: tensor<{c}xf32>) -> tensor<{c}xf32> {{\n  %b = stablehlo.broadcast_in_dim %m, dims = [1] : (tensor<{c}xf32>) -> tensor<{r}x{c}xf32>\n  %d = stablehlo.subtract %x, %b : tensor<{r}x{c}xf32>\n  %s = stablehlo.multiply %d, %d : tensor<{r}x{c}xf32>\n  %z = stablehlo.constant dense<0.0> : tensor<f32>\n  %v = stablehlo.reduce(%s init: %z) applies stablehlo.add across dimensions = [0] : (tensor<{r}x{c}xf32>, tensor<f32>) -> tensor<{c}xf32>\n  return %v : tensor<{c}xf32>\n}}\n"
+    );
+    let e = exe(&src);
+    if textures_on() {
+        let textured = e.kernels().iter().any(|k| {
+            k.inputs
+                .iter()
+                .zip(&k.texture_inputs)
+                .any(|(b, t)| t.is_some() && b.ty.num_elements() == c)
+        });
+        assert!(textured, "the mean is read from its buffer");
+    }
+    let (x, m) = (data(r * c, 14), data(c, 15));
+    let out = e
+        .execute_blocking(&[upload_f32(&[r, c], &x), upload_f32(&[c], &m)])
+        .unwrap();
+    let got = f32s(&out[0].read_to_host_blocking().unwrap());
+    for j in 0..c {
+        let want: f64 = (0..r)
+            .map(|i| {
+                let d = f64::from(x[i * c + j]) - f64::from(m[j]);
+                d * d
+            })
+            .sum();
+        assert!(
+            (f64::from(got[j]) - want).abs() <= 1e-4 * want,
+            "column {j}: got {}, want {want}",
+            got[j]
+        );
+    }
+}
+
+#[test]
 fn integers_at_computed_positions() {
     // An i32 tensor of 70000 entries read reversed (a texture read at computed positions)
     // and multiplied, an i32 elementwise kernel. Gathers read their tables from the buffer

@@ -142,37 +142,52 @@ pub(crate) fn read_once_texture_words_from_env() -> u64 {
 /// are read a few times each, as a scan step's `[32, 128] @ [128, 128]`).
 const SMALL_DOT_TEXTURE_MACS: u64 = 1 << 22;
 
-/// Fewest invocations of a launch whose small inputs [`broadcast_inputs`] reads through
-/// textures: below this the copy and the pass break weigh against a few thousand loads.
-const BROADCAST_MIN_INVOCATIONS: u64 = 1 << 14;
+/// Fewest loads a launch may make of its small inputs (invocations times the loop iterations
+/// each may run) for [`broadcast_inputs`] to read them through textures: below this the copy
+/// and the pass break weigh against a few thousand loads.
+const BROADCAST_MIN_LOADS: u64 = 1 << 14;
 
-/// Invocations per 32-bit word of an input from which [`broadcast_inputs`] takes it: each
-/// word is then loaded by many invocations (at least this many, where every invocation
-/// reads the input once).
-const BROADCAST_INVOCATIONS_PER_WORD: u64 = 8;
+/// Loads per 32-bit word of an input (and words of the kernel's largest tensor per word of
+/// the input) from which [`broadcast_inputs`] takes it.
+const BROADCAST_LOADS_PER_WORD: u64 = 8;
 
 /// The inputs of `kernel` smaller than `min_words` words (which texture reads leave in
-/// their storage buffers) that its invocations read many times over: at least
-/// [`BROADCAST_INVOCATIONS_PER_WORD`] invocations per word, in a launch of at least
-/// [`BROADCAST_MIN_INVOCATIONS`]. Such an input is a broadcast (a bias added to every row,
-/// a batch norm's per-channel scale, the vectors of an outer product), and llvmpipe runs
-/// each storage load as a loop over its lanes where a texel fetch is one vector operation;
-/// the copy into a texture is of a few KiB. Lavapipe, AMD EPYC host, 2 cores (ms, storage /
-/// texture): `jnp.outer` of two 2048-vectors 24.2 / 8.8, batch norm over 16 x 64 x 64 x 32
-/// 31.2 / 20.7, its gradient 100.9 / 61.2.
+/// their storage buffers) that it reads many times over: at least
+/// [`BROADCAST_LOADS_PER_WORD`] invocations (times loop iterations) per word, in a
+/// launch of at least [`BROADCAST_MIN_LOADS`], and as many times smaller than the
+/// largest tensor the kernel reads or writes. Such an input is a broadcast (a bias added to
+/// every row, a batch norm's per-channel scale or mean, the vectors of an outer product),
+/// and llvmpipe runs each storage load as a loop over its lanes where a texel fetch is one
+/// vector operation; the copy into a texture is of a few KiB. Lavapipe, AMD EPYC host, 2
+/// cores (ms, storage / texture): `jnp.outer` of two 2048-vectors 24.2 / 8.8, batch norm
+/// over 16 x 64 x 64 x 32 29-32 / 18.4-18.8, and 19-22 / 10.6-12.2 once the partial sums of
+/// its variance read the mean through a texture too (counting their loop iterations).
 fn broadcast_inputs(kernel: &Kernel, min_words: u64) -> Vec<usize> {
     let Some(per_workgroup) = workgroup_invocations(&kernel.wgsl) else {
         return Vec::new();
     };
-    let invocations = kernel
+    // Invocations times loop iterations: a reduction's partial sums run few invocations,
+    // each over many rows, and may read a small input (a mean) at every row.
+    let loads = kernel
         .workgroups
         .iter()
         .map(|&g| u64::from(g))
         .product::<u64>()
-        * per_workgroup;
-    if invocations < BROADCAST_MIN_INVOCATIONS {
+        * per_workgroup
+        * kernel.iterations.max(1);
+    if loads < BROADCAST_MIN_LOADS {
         return Vec::new();
     }
+    // The largest tensor the kernel reads or writes: a broadcast input is much smaller (a
+    // fold's partial sums, the largest it touches, are read once each however many
+    // iterations its invocations may loop).
+    let largest = kernel
+        .inputs
+        .iter()
+        .chain(&kernel.outputs)
+        .map(|b| (b.ty.byte_size() as u64).div_ceil(4))
+        .max()
+        .unwrap_or(0);
     kernel
         .inputs
         .iter()
@@ -181,7 +196,8 @@ fn broadcast_inputs(kernel: &Kernel, min_words: u64) -> Vec<usize> {
             let words = (b.ty.byte_size() as u64).div_ceil(4);
             kernel.texture_inputs.get(j).is_none_or(Option::is_none)
                 && words < min_words
-                && words * BROADCAST_INVOCATIONS_PER_WORD <= invocations
+                && words * BROADCAST_LOADS_PER_WORD <= loads
+                && words * BROADCAST_LOADS_PER_WORD <= largest
         })
         .map(|(j, _)| j)
         .collect()
@@ -567,13 +583,11 @@ impl<'f, 't> Lowering<'f, 't> {
                 .collect();
             let steps = self.launch_plan(plan, root, &name)?;
             for (i, w) in windowed.into_iter().enumerate() {
-                if !w.is_empty() {
-                    self.textures
-                        .entry(first + i)
-                        .or_default()
-                        .windowed
-                        .extend(w);
-                }
+                let policy = self.textures.entry(first + i).or_default();
+                policy.windowed.extend(w);
+                // The stages of a reduction or product (partial sums, folds, split-K): each
+                // runs one code over its invocations, as a single kernel would.
+                policy.broadcast = !policy.scattered && !matches!(g.kind, KernelKind::Horizontal);
             }
             return Ok(steps);
         }
