@@ -523,12 +523,11 @@ fn partition_forced(
     // Per fused value: the indices one element of each kernel computing it evaluates it at.
     let mut contexts: HashMap<ValueId, Contexts> = HashMap::new();
     let max_evals = max_evaluations();
-    let chains = select_chains(ops, &def, &uses);
     for (i, op) in ops.iter().enumerate().rev() {
         let mut mine = BTreeSet::new();
         if fusible(op) {
             for r in &op.results {
-                let at = evaluations(f, ops, &uses, &contexts, &materialized, &chains, *r);
+                let at = evaluations(f, ops, &uses, &contexts, &materialized, *r);
                 let inlined = per_kernel(&at);
                 let readers = kernels.remove(r).unwrap_or_default();
                 let n = readers.len();
@@ -593,7 +592,6 @@ fn partition_forced(
                 // under a lane mask): written once where that costs less.
                 let branching = model
                     && cpu_adapter
-                    && !chains.contains(&i)
                     && !switched_off("WGPU_HLO_WRITE_CONCATS")
                     && (kept || priced)
                     && cost::masked_branches(
@@ -909,7 +907,6 @@ fn evaluations(
     uses: &HashMap<ValueId, Vec<usize>>,
     contexts: &HashMap<ValueId, Contexts>,
     materialized: &HashSet<ValueId>,
-    chains: &HashSet<usize>,
     v: ValueId,
 ) -> Contexts {
     let mut out = Contexts::new();
@@ -926,65 +923,13 @@ fn evaluations(
             }
             _ => [(u, 0)].into(),
         };
-        read_at(f, op, chains.contains(&u), v, u, &own, &mut out);
-    }
-    out
-}
-
-/// The ops (by index) of concatenations whose parts all read one value through slices and
-/// reversals, each read only there, with those slices and reversals: the emitter
-/// (`codegen::expr`'s `concatenate_by_index`) reads that value once per element of the
-/// concatenation, at coordinates chosen by selects, so such a value is evaluated at the
-/// concatenation's own indices, not once per part, and no part runs under a branch (reflect
-/// padding, `jnp.roll`). Empty with `WGPU_HLO_CONCAT_SELECTS=0`.
-fn select_chains(
-    ops: &[Operation],
-    def: &HashMap<ValueId, usize>,
-    uses: &HashMap<ValueId, Vec<usize>>,
-) -> HashSet<usize> {
-    let mut out = HashSet::new();
-    if switched_off("WGPU_HLO_CONCAT_SELECTS") {
-        return out;
-    }
-    for (c, op) in ops.iter().enumerate() {
-        if !matches!(op.op, Op::Concatenate { .. }) || op.operands.len() < 2 {
-            continue;
-        }
-        let mut root = None;
-        let mut chain = vec![c];
-        let mut one = true;
-        for &o in &op.operands {
-            let mut v = o;
-            while let Some(&d) = def.get(&v) {
-                let read_once = uses.get(&v).is_some_and(|u| u.len() == 1);
-                if !read_once || !matches!(ops[d].op, Op::Slice { .. } | Op::Reverse { .. }) {
-                    break;
-                }
-                chain.push(d);
-                v = ops[d].operands[0];
-            }
-            one &= root.is_none_or(|r| r == v);
-            root = Some(v);
-        }
-        if one {
-            out.extend(chain);
-        }
+        read_at(f, op, u, v, &own, &mut out);
     }
     out
 }
 
 /// Adds to `out` the indices at which reader `op` (op `u`), evaluated at `own`, reads `v`.
-/// A reader in a chain of [`select_chains`] reads it at its own indices: the emitter reads
-/// the chain's value once, at coordinates chosen by selects.
-fn read_at(
-    f: &Function,
-    op: &Operation,
-    in_chain: bool,
-    v: ValueId,
-    u: usize,
-    own: &Contexts,
-    out: &mut Contexts,
-) {
+fn read_at(f: &Function, op: &Operation, u: usize, v: ValueId, own: &Contexts, out: &mut Contexts) {
     use std::hash::{Hash, Hasher};
     let hash = |parts: (usize, usize, u64)| {
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -995,7 +940,7 @@ fn read_at(
     for &(root, c) in own {
         if scalar {
             out.insert((root, 0));
-        } else if same_index(op) || in_chain {
+        } else if same_index(op) {
             out.insert((root, c));
         } else {
             for (pos, _) in op.operands.iter().enumerate().filter(|(_, &o)| o == v) {
@@ -1030,13 +975,6 @@ pub(crate) fn kernel_evaluations(
             }
         }
     }
-    let mut uses: HashMap<ValueId, Vec<usize>> = HashMap::new();
-    for (i, op) in region.ops.iter().enumerate() {
-        for o in &op.operands {
-            uses.entry(*o).or_default().push(i);
-        }
-    }
-    let chains = select_chains(&region.ops, def, &uses);
     let mut contexts: HashMap<ValueId, Contexts> = HashMap::new();
     let mut most = 1;
     for &(i, v) in order.iter().rev() {
@@ -1052,7 +990,7 @@ pub(crate) fn kernel_evaluations(
                 .and_then(|r| contexts.get(r))
                 .cloned()
                 .unwrap_or_default();
-            read_at(f, op, chains.contains(&u), v, u, &own, &mut out);
+            read_at(f, op, u, v, &own, &mut out);
         }
         if !leaf(f, &region.ops[i]) {
             most = most.max(out.len() as u64);
