@@ -1237,6 +1237,7 @@ impl Gemm {
             rhs_k_inner: self.k_in_stride == 1,
             row: "            let orow = o_at(m);\n".to_string(),
             at,
+            ty: "f32",
         }));
         let (lt, kt, ot) = (&self.lt, &self.kt, &self.ot);
         let comment = format!(

@@ -1,6 +1,6 @@
 //! The `dot_general` emitters.
 //!
-//! * **Tiled** (f32 operands and result, GPUs): each workgroup of 16×16 threads computes a
+//! * **Tiled** (f32, i32 or u32 operands and result, GPUs): each workgroup of 16×16 threads computes a
 //!   64×64, 128×64 or 128×128 tile of one batch of the output ([`GemmTile`]), each thread a
 //!   4×4 to 8×8 block held in `vec4` registers; both operand tiles are staged through
 //!   workgroup memory as `vec4`s, 8 or 16 contracting steps at a time, the next tile's loads
@@ -8,11 +8,12 @@
 //!   have any layout: batch, free and contracting dimensions in any order and any number
 //!   (offsets are separable per dimension group, so an element's offset is a sum of three
 //!   decompositions). Tile loads follow the operand's contiguous dimension.
-//! * **Vector** (f32, on CPU adapters such as lavapipe, where workgroup memory and barriers
+//! * **Vector** (f32, i32 or u32, on CPU adapters such as lavapipe, where workgroup memory and barriers
 //!   are emulated at a high cost, and for shapes the tiled kernel does not take): an R×C
 //!   block per thread in `vec4` registers straight from memory, operands read four elements
 //!   per load where their layout allows. `WGPU_HLO_DOT=direct` keeps the older scalar
-//!   register-blocked kernel for comparisons.
+//!   register-blocked kernel for comparisons. Integer dots take these two only; the
+//!   matrix-vector, shared-rows and split-K paths are f32's.
 //! * **Naive** (everything else): every output element is a loop over the contracting
 //!   dimensions with the operands' producers computed inline; the loop emitter around it
 //!   handles packing and the dispatch grid.
@@ -165,7 +166,7 @@ fn split_shared_rows(
     if !(mode == Some("subgroup") || (mode.is_none() && target.cpu_adapter)) {
         return Ok(None);
     }
-    let Some(((lt, rt, ot), (l, r), (batch, m, n, k))) = tiled_operands(f, group, op) else {
+    let Some(((lt, rt, ot), (l, r), (batch, m, n, k))) = tiled_operands(f, group, op, false) else {
         return Ok(None);
     };
     let bound = target.max_invocation_iterations;
@@ -210,7 +211,7 @@ fn split_gemv(
     if dot_mode().is_some() {
         return Ok(None);
     }
-    let Some(((lt, rt, ot), (l, r), dims)) = tiled_operands(f, group, op) else {
+    let Some(((lt, rt, ot), (l, r), dims)) = tiled_operands(f, group, op, false) else {
         return Ok(None);
     };
     let partials = format!("{name}_partials");
@@ -244,7 +245,7 @@ fn split_tiles(
     if target.cpu_adapter || !matches!(dot_mode(), None | Some("tiled")) {
         return Ok(None);
     }
-    let Some(((lt, rt, ot), (l, r), (batch, m, n, k))) = tiled_operands(f, group, op) else {
+    let Some(((lt, rt, ot), (l, r), (batch, m, n, k))) = tiled_operands(f, group, op, false) else {
         return Ok(None);
     };
     // Matrix-vector products have their own kernel (`dot_gemv`), which fills the device
@@ -583,9 +584,10 @@ type TiledDot = (
     (u64, u64, u64, u64),
 );
 
-/// The dot of `group` when the tiled kernels may compute it: f32 operands and result, the dot
-/// alone in its group, every offset within u32.
-fn tiled_operands(f: &Function, group: &Group, op: &Operation) -> Option<TiledDot> {
+/// The dot of `group` when the tiled kernels may compute it: f32 operands and result (with
+/// `ints`, also i32 or u32 ones, all three of one type), the dot alone in its group, every
+/// offset within u32.
+fn tiled_operands(f: &Function, group: &Group, op: &Operation, ints: bool) -> Option<TiledDot> {
     let Op::DotGeneral {
         dimension_numbers: dn,
         ..
@@ -600,8 +602,11 @@ fn tiled_operands(f: &Function, group: &Group, op: &Operation) -> Option<TiledDo
     {
         return None;
     }
+    let word = |d: ElementType| {
+        d == ElementType::F32 || (ints && matches!(d, ElementType::I32 | ElementType::U32))
+    };
     let tensor = |v: ValueId| match f.ty(v) {
-        Type::Tensor(t) if t.is_static() && t.dtype == ElementType::F32 => Some(t.clone()),
+        Type::Tensor(t) if t.is_static() && word(t.dtype) => Some(t.clone()),
         _ => None,
     };
     let (lt, rt, ot) = (
@@ -609,6 +614,9 @@ fn tiled_operands(f: &Function, group: &Group, op: &Operation) -> Option<TiledDo
         tensor(op.operands[1])?,
         tensor(op.results[0])?,
     );
+    if lt.dtype != ot.dtype || rt.dtype != ot.dtype {
+        return None;
+    }
     let l = layout(
         &lt,
         &dn.lhs_batching_dimensions,
@@ -646,7 +654,7 @@ fn tiled(
     op: &Operation,
     target: Target,
 ) -> Result<Option<Kernel>> {
-    let Some(((lt, rt, ot), (l, r), (batch, m, n, k))) = tiled_operands(f, group, op) else {
+    let Some(((lt, rt, ot), (l, r), (batch, m, n, k))) = tiled_operands(f, group, op, true) else {
         return Ok(None);
     };
     let max = target.max_workgroups as u64;
@@ -655,15 +663,18 @@ fn tiled(
     let tiles_fit = gx <= max && gy <= max && batch <= max && k >= 8 && m * n >= 1024;
     let dims = (batch, m, n, k);
     let mode = dot_mode();
+    // Integer products (i32, u32) take the vector and workgroup-tiled kernels only; their
+    // sums wrap, so any order of the additions gives the same bits.
+    let float = ot.dtype == ElementType::F32;
     // Matrix-vector products (`dot_gemv`).
-    if mode.is_none() && (m == 1 || n == 1) {
+    if float && mode.is_none() && (m == 1 || n == 1) {
         let gemv = super::dot_gemv::gemv(name, op, (&lt, &rt, &ot), (&l, &r), dims, target)?;
         if let Some(kernel) = gemv {
             return Ok(Some(kernel));
         }
     }
     // CPU adapters with subgroups: the shared-rows kernel (`dot_subgroup`).
-    if mode == Some("subgroup") || (mode.is_none() && target.cpu_adapter) {
+    if float && (mode == Some("subgroup") || (mode.is_none() && target.cpu_adapter)) {
         let reads = read_modes((&l, &lt), (&r, &rt), k);
         let shared = super::dot_subgroup::shared_rows(
             name,
@@ -680,7 +691,7 @@ fn tiled(
         }
     }
     match mode {
-        Some("direct") => {
+        Some("direct") if float => {
             return direct(name, op, &lt, &rt, &ot, &l, &r, dims, target).map(Some);
         }
         Some("vec") => return vector(name, op, (&lt, &rt, &ot), (&l, &r), dims, target).map(Some),
@@ -994,6 +1005,9 @@ pub(super) struct GemmSpec<'a> {
     /// the form the epilogue rewrites).
     pub row: String,
     pub at: String,
+    /// The WGSL scalar the operands, products and sums are (`f32`, or `i32` / `u32` for an
+    /// integer dot, whose multiply-adds wrap).
+    pub ty: &'static str,
 }
 
 /// WGSL loading one operand's tile for contracting steps from `k0` (a WGSL name) into the
@@ -1007,6 +1021,7 @@ fn gemm_load(
     bound: u64,
     k0: &str,
     read: &dyn Fn(&str, &str) -> String,
+    ty: &str,
 ) -> String {
     let origin = if x == "a" { "m0" } else { "n0" };
     let slots = bk * rows / 4;
@@ -1018,7 +1033,7 @@ fn gemm_load(
             String::new()
         };
         s.push_str(&format!(
-            "        {{\n            let gk = {k0} + {x}_kk{r};\n            let g0 = {origin} + {x}_mm{r} * 4u;\n            var v = vec4<f32>(0.0);\n            if ({guard}gk < ke) {{\n"
+            "        {{\n            let gk = {k0} + {x}_kk{r};\n            let g0 = {origin} + {x}_mm{r} * 4u;\n            var v = vec4<{ty}>();\n            if ({guard}gk < ke) {{\n"
         ));
         for (q, c) in COMP.iter().enumerate() {
             let value = read(&format!("g0 + {q}u"), "gk");
@@ -1044,12 +1059,13 @@ fn gemm_load(
 pub(super) fn gemm_main(spec: &GemmSpec) -> String {
     let GemmTile { bm, bn, bk } = spec.tile;
     let (m, n) = (spec.m_bound, spec.n_bound);
+    let ty = spec.ty;
     let (hm, hn) = (bm / 64, bn / 64);
     // Workgroup rows of `rows / 4 + 1` vec4s: the padding spreads a step's stores over the
     // banks when the loads walk the contracting dimension.
     let (ra, rb) = (bm / 4 + 1, bn / 4 + 1);
     let mut body = format!(
-        "var<workgroup> a_tile: array<vec4<f32>, {}>;\nvar<workgroup> b_tile: array<vec4<f32>, {}>;\n\n\
+        "var<workgroup> a_tile: array<vec4<{ty}>, {}>;\nvar<workgroup> b_tile: array<vec4<{ty}>, {}>;\n\n\
          @compute @workgroup_size(16, 16)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
          @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{\n",
         bk * ra,
@@ -1069,7 +1085,7 @@ pub(super) fn gemm_main(spec: &GemmSpec) -> String {
                 (format!("{x}_s{s} / {q}u"), format!("{x}_s{s} % {q}u"))
             };
             body.push_str(&format!(
-                "    let {x}_s{s} = li + {}u;\n    let {x}_kk{s} = {kk};\n    let {x}_mm{s} = {mm};\n    var p{x}{s} = vec4<f32>(0.0);\n",
+                "    let {x}_s{s} = li + {}u;\n    let {x}_kk{s} = {kk};\n    let {x}_mm{s} = {mm};\n    var p{x}{s} = vec4<{ty}>();\n",
                 s * 256
             ));
         }
@@ -1077,12 +1093,12 @@ pub(super) fn gemm_main(spec: &GemmSpec) -> String {
     for h in 0..hm {
         for q in 0..4 {
             for g in 0..hn {
-                body.push_str(&format!("    var acc{h}{q}_{g} = vec4<f32>(0.0);\n"));
+                body.push_str(&format!("    var acc{h}{q}_{g} = vec4<{ty}>();\n"));
             }
         }
     }
-    body.push_str(&gemm_load("a", bm, bk, m, "kb", spec.lhs));
-    body.push_str(&gemm_load("b", bn, bk, n, "kb", spec.rhs));
+    body.push_str(&gemm_load("a", bm, bk, m, "kb", spec.lhs, ty));
+    body.push_str(&gemm_load("b", bn, bk, n, "kb", spec.rhs, ty));
     body.push_str(&format!(
         "    for (var k0 = kb; k0 < ke; k0 = k0 + {bk}u) {{\n        workgroupBarrier();\n"
     ));
@@ -1100,8 +1116,8 @@ pub(super) fn gemm_main(spec: &GemmSpec) -> String {
     body.push_str(&format!(
         "        workgroupBarrier();\n        let kn = k0 + {bk}u;\n        if (kn < ke) {{\n"
     ));
-    body.push_str(&gemm_load("a", bm, bk, m, "kn", spec.lhs));
-    body.push_str(&gemm_load("b", bn, bk, n, "kn", spec.rhs));
+    body.push_str(&gemm_load("a", bm, bk, m, "kn", spec.lhs, ty));
+    body.push_str(&gemm_load("b", bn, bk, n, "kn", spec.rhs, ty));
     body.push_str(&format!(
         "        }}\n        for (var kk = 0u; kk < {bk}u; kk = kk + 1u) {{\n"
     ));
@@ -1120,9 +1136,14 @@ pub(super) fn gemm_main(spec: &GemmSpec) -> String {
     for h in 0..hm {
         for (q, c) in COMP.iter().enumerate() {
             for g in 0..hn {
-                body.push_str(&format!(
-                    "            acc{h}{q}_{g} = fma(vec4<f32>(a{h}.{c}), b{g}, acc{h}{q}_{g});\n"
-                ));
+                // Integers have no `fma`.
+                body.push_str(&if ty == "f32" {
+                    format!(
+                        "            acc{h}{q}_{g} = fma(vec4<f32>(a{h}.{c}), b{g}, acc{h}{q}_{g});\n"
+                    )
+                } else {
+                    format!("            acc{h}{q}_{g} = acc{h}{q}_{g} + vec4<{ty}>(a{h}.{c}) * b{g};\n")
+                });
             }
         }
     }
@@ -1192,6 +1213,7 @@ fn tile_kernel(
         rhs_k_inner: matches!(r.contract.as_slice(), [(_, 1)]),
         row: String::new(),
         at,
+        ty: scalar(ot.dtype),
     }));
     let (parts, chunk) = split.map_or((1, k), |s| (s.parts, s.chunk));
     let how = match split {
@@ -1303,6 +1325,7 @@ fn vector(
     target: Target,
 ) -> Result<Kernel> {
     let (ra, rb) = read_modes((l, lt), (r, rt), k);
+    let ty = scalar(ot.dtype);
     let (rows, cols) = block_shape(batch, m, n, k);
     // Columns in whole vec4s; rows in whole vec4s when the left operand is read along m.
     let cols = cols.next_multiple_of(4);
@@ -1365,7 +1388,7 @@ fn vector(
     }
     for i in 0..rows {
         for q in 0..cols / 4 {
-            body.push_str(&format!("    var acc{i}_{q} = vec4<f32>();\n"));
+            body.push_str(&format!("    var acc{i}_{q} = vec4<{ty}>();\n"));
         }
     }
     // The loop's body, then the loop (in blocks of k where it is long: `blocked_k_loop`).
@@ -1415,7 +1438,7 @@ fn vector(
             }
         };
         for q in 0..cols / 4 {
-            let w = rhs_columns(rb, q, kk, &kx);
+            let w = rhs_columns(rb, q, kk, &kx, ty);
             body.push_str(&format!("        let w{kk}_{q} = {w};\n"));
             for (i, ai) in a.iter().enumerate() {
                 body.push_str(&format!(
@@ -1429,14 +1452,14 @@ fn vector(
         .collect();
     let k_loop = blocked_k_loop(
         &accs,
-        "vec4<f32>",
+        &format!("vec4<{ty}>"),
         ("0u", &format!("{k}u"), kstep),
         k,
         &body,
     );
     body = outer;
     body.push_str(&k_loop);
-    let (stores, store_row) = store_block(rows, cols, m, n, true);
+    let (stores, store_row) = store_block(rows, cols, m, n, true, ty);
     body.push_str(&stores);
     body.push_str("}\n");
     body.push_str(&store_row);
@@ -1455,14 +1478,24 @@ fn vector(
     )
 }
 
+/// The WGSL scalar of a register-blocked or tiled dot of `dtype` (f32, i32 or u32; see
+/// [`tiled_operands`]).
+pub(super) fn scalar(dtype: ElementType) -> &'static str {
+    match dtype {
+        ElementType::I32 => "i32",
+        ElementType::U32 => "u32",
+        _ => "f32",
+    }
+}
+
 /// The `vec4` of the right operand's four columns `4q..4q+4` (of the thread's or lane's block)
 /// at step `kk` of k (WGSL `kx`), as a register-blocked kernel reads it in mode `rb`:
 /// `nq{q}` (along n), `wk{j}` loaded along k, or `nj{j}` scalars.
-pub(super) fn rhs_columns(rb: Read, q: u64, kk: u64, kx: &str) -> String {
+pub(super) fn rhs_columns(rb: Read, q: u64, kk: u64, kx: &str, ty: &str) -> String {
     match rb {
         Read::AlongFree => format!("in1[rhs_off(b, nq{q}, {kx}) >> 2u]"),
         Read::AlongK => format!(
-            "vec4<f32>(wk{}.{c}, wk{}.{c}, wk{}.{c}, wk{}.{c})",
+            "vec4<{ty}>(wk{}.{c}, wk{}.{c}, wk{}.{c}, wk{}.{c})",
             4 * q,
             4 * q + 1,
             4 * q + 2,
@@ -1470,7 +1503,7 @@ pub(super) fn rhs_columns(rb: Read, q: u64, kk: u64, kx: &str) -> String {
             c = COMP[kk as usize]
         ),
         Read::Scalar => format!(
-            "vec4<f32>(in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})])",
+            "vec4<{ty}>(in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})], in1[rhs_off(b, nj{}, {kx})])",
             4 * q,
             4 * q + 1,
             4 * q + 2,
@@ -1490,7 +1523,14 @@ pub(super) fn rhs_columns(rb: Read, q: u64, kk: u64, kx: &str) -> String {
 /// adapters an epilogue lists each store of the entry point, run once per invocation. Larger
 /// ones, with `replay` (results stored where they lie, not as partial sums), also supply the
 /// block for an epilogue to replay (`epilogue::replay_function`).
-pub(super) fn store_block(rows: u64, cols: u64, m: u64, n: u64, replay: bool) -> (String, String) {
+pub(super) fn store_block(
+    rows: u64,
+    cols: u64,
+    m: u64,
+    n: u64,
+    replay: bool,
+    ty: &str,
+) -> (String, String) {
     if rows * cols <= super::epilogue::MAX_LISTED_STORES as u64 {
         let mut s = String::new();
         for i in 0..rows {
@@ -1513,7 +1553,7 @@ pub(super) fn store_block(rows: u64, cols: u64, m: u64, n: u64, replay: bool) ->
             accs.concat()
         ));
     }
-    let params: Vec<String> = (0..vecs).map(|q| format!(", a{q}: vec4<f32>")).collect();
+    let params: Vec<String> = (0..vecs).map(|q| format!(", a{q}: vec4<{ty}>")).collect();
     let mut f = format!(
         "\nfn store_row(b: u32, row: u32, n0: u32{}) {{\n    if (row >= {m}u) {{ return; }}\n    let base = (b * {m}u + row) * {n}u + n0;\n",
         params.concat()
@@ -1558,11 +1598,12 @@ pub(super) fn register_kernel(
     (workgroups, iterations): ([u32; 3], u64),
     target: Target,
 ) -> Result<Kernel> {
+    let ty = scalar(ot.dtype);
     let elem = |mode: Read| {
         if mode == Read::Scalar {
-            "f32"
+            ty.to_string()
         } else {
-            "vec4<f32>"
+            format!("vec4<{ty}>")
         }
     };
     let mut wgsl = String::new();
@@ -1572,7 +1613,7 @@ pub(super) fn register_kernel(
     wgsl.push_str(&format!(
         "@group(0) @binding(0) var<storage, read> in0: array<{}>;\n\
          @group(0) @binding(1) var<storage, read> in1: array<{}>;\n\
-         @group(0) @binding(2) var<storage, read_write> out0: array<f32>;\n\n",
+         @group(0) @binding(2) var<storage, read_write> out0: array<{ty}>;\n\n",
         elem(ra),
         elem(rb)
     ));

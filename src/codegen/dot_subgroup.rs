@@ -348,7 +348,7 @@ pub(super) fn shared_rows(
             }
         };
         for c in 0..cv {
-            let w = rhs_columns(rb, c, kk, &kx);
+            let w = rhs_columns(rb, c, kk, &kx, "f32");
             body.push_str(&format!("        let w{kk}_{c} = {w};\n"));
         }
         for (i, (src, lane)) in row_src.iter().enumerate() {
@@ -368,7 +368,7 @@ pub(super) fn shared_rows(
     let k_loop = blocked_k_loop(&accs, "vec4<f32>", ("kb", "ke", kstep), chunk, &body);
     body = outer;
     body.push_str(&k_loop);
-    let (stores, store_row) = store_block(mt, cols_lane, m, n, split.is_none());
+    let (stores, store_row) = store_block(mt, cols_lane, m, n, split.is_none(), "f32");
     body.push_str(&stores);
     body.push_str("}\n");
     body.push_str(&store_row);
