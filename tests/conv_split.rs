@@ -154,3 +154,36 @@ fn cnn_input_gradient_is_not_split_on_cpu_adapters() {
         conv[0].lines().next().unwrap_or("")
     );
 }
+
+#[test]
+fn few_output_features_keep_the_register_blocked_kernel_on_cpu_adapters() {
+    // The shared-rows kernel's lanes cover 4 output features each, 8 lanes a subgroup: with
+    // fewer than 16 features most lanes computed clamped copies. A depthwise 3x3 (one output
+    // feature a group) and a 32 -> 8 features 3x3 take the register-blocked kernel instead
+    // (lavapipe: 170 -> 66 ms and 85 -> 45 ms at 16x64x64x32); 16 features stay shared.
+    let d = common::device();
+    let caps = d.caps();
+    let cpu_class =
+        wgpu_hlo::target::cpu_adapter_from_env().unwrap_or(d.info().device_type == "Cpu");
+    if !cpu_class || !caps.subgroup || caps.subgroup_size != 8 {
+        eprintln!("skipped: not the CPU kernel class with subgroups of 8");
+        return;
+    }
+    let mut depthwise = Conv::new(16, 32, [32, 32], 32, [3, 3]);
+    depthwise.feature_groups = 32;
+    let narrow = Conv::new(4, 32, [32, 32], 8, [3, 3]);
+    let wide = Conv::new(4, 32, [32, 32], 16, [3, 3]);
+    for (mut c, shared) in [(depthwise, false), (narrow, false), (wide, true)] {
+        c.pad = [(1, 1), (1, 1)];
+        let wgsl = c.check_kernels(None);
+        let conv = wgsl
+            .iter()
+            .find(|w| w.contains("implicit-GEMM convolution"))
+            .map(|w| w.lines().next().unwrap_or(""));
+        assert_eq!(
+            conv.is_some_and(|w| w.contains("share")),
+            shared,
+            "{c:?}: {conv:?}"
+        );
+    }
+}

@@ -413,7 +413,15 @@ impl Gemm {
         let count = |(rows, cols): (u64, u64)| {
             self.groups * self.m.div_ceil(rows) * self.n.div_ceil(s * cols)
         };
-        let usable = |&(r, c): &(u64, u64)| r % s == 0 && (c == 4 || s * c <= self.n);
+        // Lanes past the columns compute clamped copies: at most half of them may (a lane
+        // block of 4 columns, 8 lanes, over 16 output features), unless the kernel is forced
+        // (tests cover its ragged columns that way). With fewer features the
+        // register-blocked kernel is faster (lavapipe, alternating runs, ms: a depthwise 3x3
+        // over 16x64x64x32 170 -> 66, 32 -> 8 features 85 -> 45, 32 -> 1 70 -> 35, a 1-D
+        // `jnp.convolve` of 1M by 64 285 -> 130; 1 -> 16 features stays shared, 14 against 17).
+        let usable = |&(r, c): &(u64, u64)| {
+            r % s == 0 && (s * c <= self.n || (c == 4 && (forced || 2 * self.n >= s * c)))
+        };
         let (rows, cols) = shapes
             .iter()
             .copied()
