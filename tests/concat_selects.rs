@@ -82,3 +82,61 @@ fn reflect_padding_reads_each_element_once() {
         assert_eq!(got[i].to_bits(), (w + w).to_bits(), "element {i}");
     }
 }
+
+#[test]
+fn reflect_padding_of_a_matrix_is_one_kernel() {
+    // jnp.pad(x, 2, mode="reflect") over 19 x 23, as JAX lowers it: four concatenations,
+    // each of the previous one between reversed slices of it. The fusion model counts the
+    // matrix as read at one index an element (`fusion::select_chains`), so all four fuse
+    // into one kernel that reads x once per element.
+    let (m, n) = (19usize, 23usize);
+    let (pm, pn) = (m + 4, n + 4);
+    let src = format!(
+        "func.func @main(%x: tensor<{m}x{n}xf32>) -> tensor<{pm}x{pn}xf32> {{
+  %0 = stablehlo.slice %x [1:3, 0:{n}] : (tensor<{m}x{n}xf32>) -> tensor<2x{n}xf32>
+  %1 = stablehlo.reverse %0, dims = [0] : tensor<2x{n}xf32>
+  %2 = stablehlo.concatenate %1, %x, dim = 0 : (tensor<2x{n}xf32>, tensor<{m}x{n}xf32>) -> tensor<{a}x{n}xf32>
+  %3 = stablehlo.slice %2 [{b}:{c}, 0:{n}] : (tensor<{a}x{n}xf32>) -> tensor<2x{n}xf32>
+  %4 = stablehlo.reverse %3, dims = [0] : tensor<2x{n}xf32>
+  %5 = stablehlo.concatenate %2, %4, dim = 0 : (tensor<{a}x{n}xf32>, tensor<2x{n}xf32>) -> tensor<{pm}x{n}xf32>
+  %6 = stablehlo.slice %5 [0:{pm}, 1:3] : (tensor<{pm}x{n}xf32>) -> tensor<{pm}x2xf32>
+  %7 = stablehlo.reverse %6, dims = [1] : tensor<{pm}x2xf32>
+  %8 = stablehlo.concatenate %7, %5, dim = 1 : (tensor<{pm}x2xf32>, tensor<{pm}x{n}xf32>) -> tensor<{pm}x{d}xf32>
+  %9 = stablehlo.slice %8 [0:{pm}, {e}:{g}] : (tensor<{pm}x{d}xf32>) -> tensor<{pm}x2xf32>
+  %10 = stablehlo.reverse %9, dims = [1] : tensor<{pm}x2xf32>
+  %11 = stablehlo.concatenate %8, %10, dim = 1 : (tensor<{pm}x{d}xf32>, tensor<{pm}x2xf32>) -> tensor<{pm}x{pn}xf32>
+  return %11 : tensor<{pm}x{pn}xf32>
+}}
+",
+        a = m + 2,
+        b = m - 1,
+        c = m + 1,
+        d = n + 2,
+        e = n - 1,
+        g = n + 1
+    );
+    let x = data(m * n, 23);
+    let (got, wgsl) = run(&src, &[m, n], &x);
+    assert!(
+        wgsl.contains("select(") && !wgsl.contains("else"),
+        "parts chosen by branches:\n{wgsl}"
+    );
+    // Reflection without the edge: coordinate -k is k, coordinate len - 1 + k is len - 1 - k.
+    let reflect = |i: usize, len: usize| -> usize {
+        let i = i as i64 - 2;
+        let len = len as i64;
+        (if i < 0 {
+            -i
+        } else if i >= len {
+            2 * (len - 1) - i
+        } else {
+            i
+        }) as usize
+    };
+    for i in 0..pm {
+        for j in 0..pn {
+            let want = x[reflect(i, m) * n + reflect(j, n)];
+            assert_eq!(got[i * pn + j].to_bits(), want.to_bits(), "({i}, {j})");
+        }
+    }
+}

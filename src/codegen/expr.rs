@@ -2174,10 +2174,10 @@ impl<'a> ExprEmitter<'a> {
         dim: usize,
     ) -> Result<String> {
         let m = self.multi(idx, rdims);
-        if let Some(v) = self.grouped_concatenate(op, &m, rc, dim)? {
+        if let Some(v) = self.concatenate_by_index(op, &m, dim)? {
             return Ok(v);
         }
-        if let Some(v) = self.concatenate_by_index(op, &m, dim)? {
+        if let Some(v) = self.grouped_concatenate(op, &m, rc, dim)? {
             return Ok(v);
         }
         let out = self.fresh("v");

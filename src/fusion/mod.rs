@@ -523,11 +523,12 @@ fn partition_forced(
     // Per fused value: the indices one element of each kernel computing it evaluates it at.
     let mut contexts: HashMap<ValueId, Contexts> = HashMap::new();
     let max_evals = max_evaluations();
+    let chains = select_chains(ops, &def, &uses);
     for (i, op) in ops.iter().enumerate().rev() {
         let mut mine = BTreeSet::new();
         if fusible(op) {
             for r in &op.results {
-                let at = evaluations(f, ops, &uses, &contexts, &materialized, *r);
+                let at = evaluations(f, ops, &uses, &contexts, &materialized, &chains, *r);
                 let inlined = per_kernel(&at);
                 let readers = kernels.remove(r).unwrap_or_default();
                 let n = readers.len();
@@ -592,6 +593,7 @@ fn partition_forced(
                 // under a lane mask): written once where that costs less.
                 let branching = model
                     && cpu_adapter
+                    && !chains.contains(&i)
                     && !switched_off("WGPU_HLO_WRITE_CONCATS")
                     && (kept || priced)
                     && cost::masked_branches(
@@ -907,6 +909,7 @@ fn evaluations(
     uses: &HashMap<ValueId, Vec<usize>>,
     contexts: &HashMap<ValueId, Contexts>,
     materialized: &HashSet<ValueId>,
+    chains: &HashSet<usize>,
     v: ValueId,
 ) -> Contexts {
     let mut out = Contexts::new();
@@ -923,13 +926,67 @@ fn evaluations(
             }
             _ => [(u, 0)].into(),
         };
-        read_at(f, op, u, v, &own, &mut out);
+        read_at(f, op, chains.contains(&u), v, u, &own, &mut out);
+    }
+    out
+}
+
+/// The ops (by index) of concatenations whose parts all read one value through slices and
+/// reversals, each read only there, with those slices and reversals: the emitter
+/// (`codegen::expr`'s `concatenate_by_index`) reads that value once per element of the
+/// concatenation, at coordinates chosen by selects, so such a value is evaluated at one index
+/// per element of the concatenation (not its own: see [`read_at`]), not once per part, and no
+/// part runs under a branch (reflect padding, `jnp.roll`). Empty with
+/// `WGPU_HLO_CONCAT_SELECTS=0`.
+fn select_chains(
+    ops: &[Operation],
+    def: &HashMap<ValueId, usize>,
+    uses: &HashMap<ValueId, Vec<usize>>,
+) -> HashSet<usize> {
+    let mut out = HashSet::new();
+    if switched_off("WGPU_HLO_CONCAT_SELECTS") {
+        return out;
+    }
+    for (c, op) in ops.iter().enumerate() {
+        if !matches!(op.op, Op::Concatenate { .. }) || op.operands.len() < 2 {
+            continue;
+        }
+        let mut root = None;
+        let mut chain = vec![c];
+        let mut one = true;
+        for &o in &op.operands {
+            let mut v = o;
+            while let Some(&d) = def.get(&v) {
+                let read_once = uses.get(&v).is_some_and(|u| u.len() == 1);
+                if !read_once || !matches!(ops[d].op, Op::Slice { .. } | Op::Reverse { .. }) {
+                    break;
+                }
+                chain.push(d);
+                v = ops[d].operands[0];
+            }
+            one &= root.is_none_or(|r| r == v);
+            root = Some(v);
+        }
+        if one {
+            out.extend(chain);
+        }
     }
     out
 }
 
 /// Adds to `out` the indices at which reader `op` (op `u`), evaluated at `own`, reads `v`.
-fn read_at(f: &Function, op: &Operation, u: usize, v: ValueId, own: &Contexts, out: &mut Contexts) {
+/// In a chain of [`select_chains`] the concatenation reads its parts at one new index per
+/// element and the slices and reversals pass their reader's index on: the emitter reads the
+/// chain's value once, at coordinates chosen by selects.
+fn read_at(
+    f: &Function,
+    op: &Operation,
+    in_chain: bool,
+    v: ValueId,
+    u: usize,
+    own: &Contexts,
+    out: &mut Contexts,
+) {
     use std::hash::{Hash, Hasher};
     let hash = |parts: (usize, usize, u64)| {
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -940,7 +997,12 @@ fn read_at(f: &Function, op: &Operation, u: usize, v: ValueId, own: &Contexts, o
     for &(root, c) in own {
         if scalar {
             out.insert((root, 0));
-        } else if same_index(op) {
+        } else if in_chain && matches!(op.op, Op::Concatenate { .. }) {
+            // One read per element, at an index of its own (not the reader's: a value
+            // read beside it elementwise, as in `concatenate([x[1:], x[:1]]) + x`, is
+            // evaluated at two).
+            out.insert((root, hash((u, usize::MAX, c))));
+        } else if same_index(op) || in_chain {
             out.insert((root, c));
         } else {
             for (pos, _) in op.operands.iter().enumerate().filter(|(_, &o)| o == v) {
@@ -975,6 +1037,13 @@ pub(crate) fn kernel_evaluations(
             }
         }
     }
+    let mut uses: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    for (i, op) in region.ops.iter().enumerate() {
+        for o in &op.operands {
+            uses.entry(*o).or_default().push(i);
+        }
+    }
+    let chains = select_chains(&region.ops, def, &uses);
     let mut contexts: HashMap<ValueId, Contexts> = HashMap::new();
     let mut most = 1;
     for &(i, v) in order.iter().rev() {
@@ -990,7 +1059,7 @@ pub(crate) fn kernel_evaluations(
                 .and_then(|r| contexts.get(r))
                 .cloned()
                 .unwrap_or_default();
-            read_at(f, op, u, v, &own, &mut out);
+            read_at(f, op, chains.contains(&u), v, u, &own, &mut out);
         }
         if !leaf(f, &region.ops[i]) {
             most = most.max(out.len() as u64);
