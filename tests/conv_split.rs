@@ -123,14 +123,7 @@ fn cnn_input_gradient_is_not_split_on_cpu_adapters() {
     // of CPU adapters runs it in 49 workgroups of one subgroup, plenty for the cores: no
     // chunks, no partials and no fold (its lanes were once counted as the workgroups, and it
     // was cut in two: 1.3 ms of fold and partials of 12 ms on lavapipe).
-    let d = common::device();
-    let caps = d.caps();
-    // The kernel class: the adapter's, unless `WGPU_HLO_ADAPTER_CLASS` says otherwise (CI runs
-    // these tests with the GPU class on lavapipe too).
-    let cpu_class =
-        wgpu_hlo::target::cpu_adapter_from_env().unwrap_or(d.info().device_type == "Cpu");
-    if !cpu_class || !caps.subgroup || caps.subgroup_size != 8 {
-        eprintln!("skipped: not the CPU kernel class with subgroups of 8");
+    if !cpu_class_with_subgroups_of_8() {
         return;
     }
     let mut c = Conv::new(32, 64, [14, 14], 32, [3, 3]);
@@ -161,12 +154,7 @@ fn few_output_features_keep_the_register_blocked_kernel_on_cpu_adapters() {
     // fewer than 16 features most lanes computed clamped copies. A depthwise 3x3 (one output
     // feature a group) and a 32 -> 8 features 3x3 take the register-blocked kernel instead
     // (lavapipe: 170 -> 66 ms and 85 -> 45 ms at 16x64x64x32); 16 features stay shared.
-    let d = common::device();
-    let caps = d.caps();
-    let cpu_class =
-        wgpu_hlo::target::cpu_adapter_from_env().unwrap_or(d.info().device_type == "Cpu");
-    if !cpu_class || !caps.subgroup || caps.subgroup_size != 8 {
-        eprintln!("skipped: not the CPU kernel class with subgroups of 8");
+    if !cpu_class_with_subgroups_of_8() {
         return;
     }
     let mut depthwise = Conv::new(16, 32, [32, 32], 32, [3, 3]);
@@ -186,4 +174,20 @@ fn few_output_features_keep_the_register_blocked_kernel_on_cpu_adapters() {
             "{c:?}: {conv:?}"
         );
     }
+}
+
+/// Whether the kernels are the CPU class's on an adapter with subgroups of 8 lanes (lavapipe),
+/// where the shared-rows convolution applies; says why not otherwise. The class is the
+/// adapter's unless `WGPU_HLO_ADAPTER_CLASS` says otherwise (CI runs these tests with the GPU
+/// class on lavapipe too).
+fn cpu_class_with_subgroups_of_8() -> bool {
+    let d = common::device();
+    let caps = d.caps();
+    let cpu_class =
+        wgpu_hlo::target::cpu_adapter_from_env().unwrap_or(d.info().device_type == "Cpu");
+    let applies = cpu_class && caps.subgroup && caps.subgroup_size == 8;
+    if !applies {
+        eprintln!("skipped: not the CPU kernel class with subgroups of 8");
+    }
+    applies
 }
