@@ -8,6 +8,9 @@ mod common;
 
 use common::conv::Conv;
 
+/// The kernel choices are environment variables read at compile time: one test at a time.
+static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs `c` under `max_loop` and checks that the implicit-GEMM kernel computed it (the
 /// workgroup-tiled one when `tiled`).
 fn gemm(c: &Conv, max_loop: Option<u64>, inner: &str) {
@@ -83,6 +86,7 @@ fn cases() -> Vec<Conv> {
 /// compile time).
 #[test]
 fn implicit_gemm_convolutions() {
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
     let modes = [
         ("scalar", None),
         ("vec4", None),
@@ -135,4 +139,52 @@ fn implicit_gemm_convolutions() {
     }
     std::env::remove_var("WGPU_HLO_GPU_TILE");
     std::env::remove_var("WGPU_HLO_CONV_INNER");
+}
+
+/// Convolutions whose register-blocked kernel slides its rows' inputs along the last spatial
+/// dimension (`Gemm::slides`): a `jnp.convolve`-like 1-D one over two batches (blocks wrap
+/// from one batch's line to the next), blocks that straddle lines, a reversed window, a
+/// depthwise one split over window chunks (chunks start inside a line), vec4 reads. Each
+/// must take the sliding kernel and match the host reference; with `WGPU_HLO_CONV_SLIDE=0`
+/// none may.
+#[test]
+fn sliding_window_convolutions() {
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cases = Vec::new();
+    let mut c = Conv::new(2, 1, [1, 300], 1, [1, 64]);
+    c.pad = [(0, 0), (63, 63)];
+    cases.push((c, "scalar", "32x1", None));
+    let mut c = Conv::new(2, 3, [5, 20], 2, [3, 5]);
+    c.pad = [(1, 1), (2, 2)];
+    cases.push((c, "scalar", "8x2", None));
+    let mut c = Conv::new(2, 2, [4, 30], 3, [2, 4]);
+    c.reverse = [false, true];
+    c.pad = [(1, 0), (0, 3)];
+    c.stride = [2, 1];
+    cases.push((c, "scalar", "16x3", None));
+    let mut c = Conv::new(2, 8, [9, 9], 8, [5, 5]);
+    c.feature_groups = 8;
+    c.pad = [(2, 2), (2, 2)];
+    cases.push((c.clone(), "scalar", "8x1", Some(16)));
+    cases.push((c, "scalar", "4x8", None));
+    let mut c = Conv::new(2, 8, [6, 13], 8, [3, 3]);
+    c.pad = [(1, 1), (1, 1)];
+    cases.push((c, "vec4", "4x4", None));
+    for slide in [true, false] {
+        if slide {
+            std::env::remove_var("WGPU_HLO_CONV_SLIDE");
+        } else {
+            std::env::set_var("WGPU_HLO_CONV_SLIDE", "0");
+        }
+        for (c, inner, block, max_loop) in &cases {
+            std::env::set_var("WGPU_HLO_CONV_INNER", inner);
+            std::env::set_var("WGPU_HLO_CONV_BLOCK", block);
+            let wgsl = c.check_kernels(*max_loop);
+            let slid = wgsl.iter().any(|w| w.contains("let straight"));
+            assert_eq!(slid, slide, "{c:?} ({inner}, {block}): sliding {slid}");
+        }
+    }
+    std::env::remove_var("WGPU_HLO_CONV_SLIDE");
+    std::env::remove_var("WGPU_HLO_CONV_INNER");
+    std::env::remove_var("WGPU_HLO_CONV_BLOCK");
 }
