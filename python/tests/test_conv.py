@@ -152,3 +152,30 @@ def test_shared_conv_tiles_hold_at_most_256_accumulators(gpu, tmp_path, monkeypa
              for m in [re.search(r"share (\d+) rows, (\d+) columns per lane", h)] if m
              and "convolution" in h]
     assert tiles and all(r * c <= 256 for r, c in tiles), tiles
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_convolve_slides_along_the_signal(gpu, tmp_path, monkeypatch, mode):
+    # `jnp.convolve` is a one-channel 1-D convolution: on CPU adapters the register-blocked
+    # kernel slides each block's inputs along the signal (one load per tap instead of one
+    # per row; 1M by 64 taps 79 -> 13 ms). Signals of odd lengths, a batch of them by vmap
+    # (blocks that wrap from one signal to the next), the gradient.
+    import glob
+    import os
+
+    from conftest import cpu_kernel_class
+
+    x, k = rand((3, 20011), 51), rand((37,), 52)
+
+    def f(x, k):
+        y = jax.vmap(lambda s: jnp.convolve(s, k, mode=mode))(x)
+        g = jax.grad(lambda k: (jnp.convolve(x[0], k, mode=mode) ** 2).sum())(k)
+        return y, jnp.convolve(x[1, :999], k[:5], mode=mode), g
+
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare(gpu, f, x, k, tol=1e-4)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    if not cpu_kernel_class(gpu):
+        return
+    wgsl = [open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.wgsl"))]
+    assert any("let straight" in w for w in wgsl)
