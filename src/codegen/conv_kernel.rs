@@ -336,8 +336,10 @@ impl Gemm {
     /// without sliding. The loops nest the other way round (features outside), and each
     /// line costs a back-edge of its own. `WGPU_HLO_CONV_SLIDE=0` turns it off.
     ///
-    /// Lavapipe, jax, min of 7 calls: `jnp.convolve` of 1M by 64 taps (one 32-row block per
-    /// invocation) 79 -> 12.7 ms (jax cpu 13); a depthwise 3x3 over 16x64x64x32 37 -> 30 ms.
+    /// Lavapipe, jax, min of 7 calls, alternating runs: `jnp.convolve` of 1M by 64 taps (one
+    /// 32-row block per invocation) 79 -> 13-15 ms (jax cpu 13); 3x3 over 16x64x64x32 (lines
+    /// of 64, blocks of 32 rows): depthwise 33-37 -> 22-27 ms, to 8 features 29-39 -> 23-24,
+    /// to 1 feature 21-27 -> 14-15.
     fn slides(&self, rows: u64, (wchunk, fsteps): (u64, u64), bound: u64) -> bool {
         if std::env::var("WGPU_HLO_CONV_SLIDE").is_ok_and(|v| v.trim() == "0") {
             return false;
@@ -345,7 +347,15 @@ impl Gemm {
         let Some(last) = self.spatial.last() else {
             return false;
         };
+        // Blocks that straddle two lines load every row at every position, and llvmpipe runs
+        // 8 invocations (consecutive blocks) in lock step: one such block costs its group of 8
+        // all that sliding saves, and more. So every block lies in one line (lines a multiple
+        // of the rows), or at most one group in 8 holds a line's end (lines of 64 blocks or
+        // more). Lavapipe, 3x3 over 8x56x56x32 (32-row blocks, 4 of 7 in one line), 8 output
+        // features: 12 ms without sliding, 22 ms with.
+        let lines_fit = last.out_size % rows == 0 || last.out_size >= 64 * rows;
         rows > 1
+            && lines_fit
             && last.stride == 1
             && last.lhs_dilation == 1
             && last.rhs_dilation == 1
