@@ -191,6 +191,22 @@ fn sliding_window_convolutions() {
         }
     }
     std::env::remove_var("WGPU_HLO_CONV_SLIDE");
+    // A depthwise convolution over lines of 14 (no block of 4, 8 or 16 rows keeps to one
+    // line) takes blocks of one line on CPU adapters.
+    let d = common::device();
+    if wgpu_hlo::target::cpu_adapter_from_env().unwrap_or(d.info().device_type == "Cpu") {
+        let mut c = Conv::new(16, 8, [32, 14], 8, [3, 3]);
+        c.feature_groups = 8;
+        c.pad = [(1, 1), (1, 1)];
+        std::env::set_var("WGPU_HLO_CONV_INNER", "scalar");
+        std::env::remove_var("WGPU_HLO_CONV_BLOCK");
+        let wgsl = c.check_kernels(None);
+        assert!(
+            wgsl.iter()
+                .any(|w| w.contains("14x1 per invocation") && w.contains("let straight")),
+            "{c:?} did not slide in blocks of one line"
+        );
+    }
     let mut c = Conv::new(2, 4, [4, 56], 4, [3, 3]);
     c.pad = [(1, 1), (1, 1)];
     std::env::set_var("WGPU_HLO_CONV_INNER", "scalar");

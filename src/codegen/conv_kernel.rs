@@ -819,9 +819,16 @@ impl Gemm {
         let large = self.groups * self.m * self.n * self.cg * self.windows >= 1 << 26;
         let wide = [(32, 32), (32, 16), (16, 32)];
         let blocks = [(16, 16), (16, 8), (8, 16), (8, 8), (8, 4), (4, 4)];
+        // A block of one whole line of up to 32 outputs, where that can slide (lines of 7,
+        // 14 or 28 have no other block that keeps to one line).
+        let line = self.spatial.last().map_or(0, |s| s.out_size);
+        let lines = [(line, 16), (line, 8), (line, 4)]
+            .into_iter()
+            .filter(|_| (5..=32).contains(&line) && self.slide_shape(line));
         wide.into_iter()
             .filter(|_| large)
             .chain(blocks)
+            .chain(lines)
             .map(fit)
             .min_by_key(|&b| cost(b))
             .unwrap_or((4, 4))
