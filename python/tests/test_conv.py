@@ -35,6 +35,22 @@ def rand(shape, seed, scale=1.0):
     return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
 
 
+def compare_dumped(gpu, monkeypatch, tmp_path, f, *args, tol):
+    """`compare`, with the kernels dumped: their WGSL texts on the CPU kernel class, else
+    None (kernel choices differ there)."""
+    import glob
+    import os
+
+    from conftest import cpu_kernel_class
+
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    compare(gpu, f, *args, tol=tol)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    if not cpu_kernel_class(gpu):
+        return None
+    return [open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.wgsl"))]
+
+
 FORWARD = [
     # (x shape, w shape, dimension numbers, keyword arguments)
     ((3, 13, 11, 8), (3, 3, 8, 12), ("NHWC", "HWIO", "NHWC"), dict(padding="SAME")),
@@ -128,11 +144,7 @@ def test_shared_conv_tiles_hold_at_most_256_accumulators(gpu, tmp_path, monkeypa
     # On CPU adapters the shared-rows convolution takes tiles of at most 32 rows x 8 columns
     # a lane: 64 x 8 and 128 x 4 took lavapipe 1.7-1.9 s each to compile and ran no faster
     # (the flax CNN step's first call with the Mesa shader cache off 10.4 -> 5.0 s).
-    import glob
-    import os
     import re
-
-    from conftest import cpu_kernel_class
 
     x, w = rand((8, 28, 28, 64), 41), rand((3, 3, 64, 64), 42, 0.1)
 
@@ -142,12 +154,10 @@ def test_shared_conv_tiles_hold_at_most_256_accumulators(gpu, tmp_path, monkeypa
         return jax.grad(lambda w: (lax.conv_general_dilated(
             x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")) ** 2).sum())(w), y
 
-    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
-    compare(gpu, f, x, w, tol=2e-3)
-    monkeypatch.delenv("WGPU_HLO_DUMP")
-    if not cpu_kernel_class(gpu):
+    wgsl = compare_dumped(gpu, monkeypatch, tmp_path, f, x, w, tol=2e-3)
+    if wgsl is None:
         return
-    heads = [open(p).readline() for p in glob.glob(os.path.join(tmp_path, "*.wgsl"))]
+    heads = [w.split("\n", 1)[0] for w in wgsl]
     tiles = [tuple(map(int, m.groups())) for h in heads
              for m in [re.search(r"share (\d+) rows, (\d+) columns per lane", h)] if m
              and "convolution" in h]
@@ -160,11 +170,6 @@ def test_convolve_slides_along_the_signal(gpu, tmp_path, monkeypatch, mode):
     # kernel slides each block's inputs along the signal (one load per tap instead of one
     # per row; 1M by 64 taps 79 -> 13 ms). Signals of odd lengths, a batch of them by vmap
     # (blocks that wrap from one signal to the next), the gradient.
-    import glob
-    import os
-
-    from conftest import cpu_kernel_class
-
     x, k = rand((3, 20011), 51), rand((37,), 52)
 
     def f(x, k):
@@ -172,10 +177,5 @@ def test_convolve_slides_along_the_signal(gpu, tmp_path, monkeypatch, mode):
         g = jax.grad(lambda k: (jnp.convolve(x[0], k, mode=mode) ** 2).sum())(k)
         return y, jnp.convolve(x[1, :999], k[:5], mode=mode), g
 
-    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
-    compare(gpu, f, x, k, tol=1e-4)
-    monkeypatch.delenv("WGPU_HLO_DUMP")
-    if not cpu_kernel_class(gpu):
-        return
-    wgsl = [open(p).read() for p in glob.glob(os.path.join(tmp_path, "*.wgsl"))]
-    assert any("let straight" in w for w in wgsl)
+    wgsl = compare_dumped(gpu, monkeypatch, tmp_path, f, x, k, tol=1e-4)
+    assert wgsl is None or any("let straight" in w for w in wgsl)
