@@ -6,7 +6,7 @@ largest cpu value), then the median of timed runs, and the ratio.
 
 Sorting, top_k, medians, permutations and scatters of a million elements, segment sums and
 bincounts, jax.random at 16M, LU-based solve / inv / slogdet, QR, a Gaussian process's likelihood
-and its gradient at 1000 points, a GRU's value and gradient through `lax.scan`, flax's LSTM and GRU cells' (where flax is
+and its gradient at 1000 points, a 1-D and a depthwise convolution, a GRU's value and gradient through `lax.scan`, flax's LSTM and GRU cells' (where flax is
 installed), row reductions, a one-hot cross-entropy and its gradient, and loops whose trip
 counts are known only when they start or only at their end. Ratios, not absolute times, are the point: the machines are noisy.
 """
@@ -270,6 +270,14 @@ def cases():
             jax.scipy.special.betainc,
             (np.abs(x1[:4096]) * 5 + 0.5, np.abs(x1[4096:8192]) * 5 + 0.5,
              np.abs(x1[8192:12288]) % 1)),
+        "jnp.convolve 1M by 64 taps": (jnp.convolve, (x1, x1[:64])),
+        "depthwise 3x3 convolution over 32x14x14x128": (
+            lambda x, w: lax.conv_general_dilated(
+                x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                feature_group_count=128),
+            (rng.standard_normal((32, 14, 14, 128)).astype(np.float32),
+             rng.standard_normal((3, 3, 1, 128)).astype(np.float32)),
+        ),
         "average-pool gradient, ReLU then 2x2 over 32x56x56x64": (
             jax.grad(lambda x: jnp.sum(jnp.tanh(lax.reduce_window(
                 jax.nn.relu(x), 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4))),
