@@ -10,6 +10,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ "${CI:-}" = true ]; then
     export CARGO_PROFILE_RELEASE_DEBUG="${CARGO_PROFILE_RELEASE_DEBUG:-false}"
 fi
+# A native crash names its thread and library, not only the Python frame it interrupted.
+export WGPU_HLO_CRASH_REPORT="${WGPU_HLO_CRASH_REPORT:-1}"
 source "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 echo "== cargo test (release profile: dependencies are built once for tests, CLI and plugin)"

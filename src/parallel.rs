@@ -39,7 +39,11 @@ pub fn for_each_mut<T: Send>(items: &mut [T], f: impl Fn(usize, &mut T) + Sync) 
     };
     std::thread::scope(|s| {
         for _ in 1..threads {
-            s.spawn(work);
+            // Named, so that a crash report or a debugger tells compile threads apart; one
+            // that cannot start leaves its share to the others and the calling thread.
+            let _ = std::thread::Builder::new()
+                .name("wgpu-hlo-compile".into())
+                .spawn_scoped(s, work);
         }
         work();
     });

@@ -163,7 +163,7 @@ fn run_off_the_poller(job: Job) {
     let runner = RUNNER.get_or_init(|| {
         let (tx, rx) = channel::<Job>();
         std::thread::Builder::new()
-            .name("wgpu-hlo-callbacks".into())
+            .name("wgpu-hlo-events".into())
             .spawn(move || {
                 while let Ok(job) = rx.recv() {
                     job();

@@ -11,6 +11,7 @@ mod abi;
 mod buffer;
 mod client;
 pub mod compile_options;
+mod crash;
 mod error;
 mod event;
 mod executable;
@@ -25,7 +26,8 @@ pub mod tfnpd;
 pub use client::{MEMORY_KIND, PLATFORM_NAME};
 pub use plugin::{STABLEHLO_CURRENT_VERSION, STABLEHLO_MINIMUM_VERSION};
 
-/// Starts `env_logger` once, from `WGPU_HLO_LOG` (else `RUST_LOG`); later calls do nothing.
+/// Starts `env_logger` once, from `WGPU_HLO_LOG` (else `RUST_LOG`), and the native crash
+/// report where asked for (`crash`); later calls do nothing.
 pub(crate) fn init_logging() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -34,6 +36,7 @@ pub(crate) fn init_logging() {
             std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
         );
         let _ = env_logger::Builder::from_env(env).try_init();
+        crash::install();
     });
 }
 

@@ -220,12 +220,16 @@ impl Warmer {
                 .into_iter()
                 .map(|h| {
                     let (todo, next) = (&todo, &next);
-                    s.spawn(move || self.run_helper(h, todo, next))
+                    std::thread::Builder::new()
+                        .name("wgpu-hlo-warm".into())
+                        .spawn_scoped(s, move || self.run_helper(h, todo, next))
                 })
                 .collect();
+            // A thread that could not start dropped its helper: counted as gone, like one
+            // whose device failed.
             threads
                 .into_iter()
-                .map(|t| t.join().ok().flatten())
+                .map(|t| t.ok().and_then(|t| t.join().ok().flatten()))
                 .collect()
         });
         log::debug!(
