@@ -457,7 +457,35 @@ impl<'f, 't> Lowering<'f, 't> {
             .flat_map(|op| op.results.iter().map(move |r| (*r, op)))
             .collect();
         let mut program = Program::default();
-        for node in &part.nodes {
+        // A kernel computing only a scatter's indices, waiting to run inside that scatter's
+        // kernels (`fusion::prologue::scatter_indices`): the scatter's op index and the kernel.
+        let mut waiting: Option<(usize, &Group)> = None;
+        for (k, node) in part.nodes.iter().enumerate() {
+            if let Node::Kernel(g) = node {
+                if let Some(si) =
+                    fusion::prologue::scatter_indices(self.f, region, g, &part.nodes[k + 1..])
+                {
+                    if let Some((_, earlier)) = waiting.replace((si, g)) {
+                        program.steps.extend(self.kernel(earlier, region, &defs)?);
+                    }
+                    continue;
+                }
+            }
+            match (node, waiting) {
+                (Node::Op(i), Some((si, g))) if *i == si => {
+                    waiting = None;
+                    if let Some(steps) = self.scatter_inlining(&region.ops[si], g)? {
+                        program.steps.extend(steps);
+                        continue;
+                    }
+                    program.steps.extend(self.kernel(g, region, &defs)?);
+                }
+                (Node::Kernel(_) | Node::Constant(_) | Node::Alias { .. }, _) | (_, None) => {}
+                (_, Some((_, g))) => {
+                    waiting = None;
+                    program.steps.extend(self.kernel(g, region, &defs)?);
+                }
+            }
             match node {
                 Node::Kernel(g)
                     if g.outputs
@@ -507,7 +535,42 @@ impl<'f, 't> Lowering<'f, 't> {
                 }
             }
         }
+        if let Some((_, g)) = waiting {
+            program.steps.extend(self.kernel(g, region, &defs)?);
+        }
         Ok(program)
+    }
+
+    /// The steps of `op`, a scatter, computing its indices inline from the kernel `g` that
+    /// [`fusion::prologue::scatter_indices`] held back: `None` where its plan does not take
+    /// them (a kernel binds one of `g`'s values, or no plan, or an error), and `g` then runs
+    /// first as before.
+    fn scatter_inlining(&mut self, op: &'f Operation, g: &Group) -> Result<Option<Vec<Step>>> {
+        if op
+            .results
+            .iter()
+            .any(|&v| self.tensor(v).map_or(true, |t| t.num_elements() == 0))
+        {
+            return Ok(None);
+        }
+        let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());
+        let (f, defs, target) = (self.f, &self.all_defs, self.target);
+        let inline = |v: ValueId| g.members.contains(&v);
+        let plan = match crate::codegen::op_kernels::scatter::sorted(
+            &name, f, defs, op, target, &inline,
+        ) {
+            Ok(Some(plan)) => plan,
+            Ok(None) | Err(_) => return Ok(None),
+        };
+        let binds_one = plan
+            .kernels
+            .iter()
+            .flat_map(|k| k.inputs.iter().chain(&k.outputs))
+            .any(|b| g.members.contains(&b.value));
+        if binds_one {
+            return Ok(None);
+        }
+        self.launch_plan(plan, op, &name).map(Some)
     }
 
     /// The steps of kernel `g`: one launch, or a plan's launches. A merged kernel (rows,
@@ -964,7 +1027,7 @@ impl<'f, 't> Lowering<'f, 't> {
             }
             // Non-overlapping scatters update in place instead (`op_step`).
             Op::Scatter { .. } if !in_place_scatter(f, op) => {
-                scatter::sorted(&name, f, defs, op, target)
+                scatter::sorted(&name, f, defs, op, target, &|_| false)
             }
             _ => return Ok(None),
         };

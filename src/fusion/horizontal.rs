@@ -72,8 +72,21 @@ pub fn fuse(
         .iter()
         .map(|n| node_reads(region, &def, &p.materialized, n))
         .collect();
+    // Kernels computing a scatter's indices alone stay apart: the scatter computes them
+    // (`prologue::scatter_indices`).
+    let held: HashSet<ValueId> = p
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(k, n)| match n {
+            Node::Kernel(g) => super::prologue::scatter_indices(f, region, g, &p.nodes[k + 1..])
+                .map(|_| g.outputs.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
     loop {
-        let Some((a, b, mut merged)) = find(f, &p, &infos, max_bindings, small) else {
+        let Some((a, b, mut merged)) = find(f, &p, &infos, (max_bindings, small), &held) else {
             return p;
         };
         let Some(pb) = parts(f, &p.nodes[b], small) else {
@@ -109,19 +122,23 @@ fn find(
     f: &Function,
     p: &Partition,
     infos: &[NodeInfo],
-    max_bindings: usize,
-    small: u64,
+    (max_bindings, small): (usize, u64),
+    held: &HashSet<ValueId>,
 ) -> Option<(usize, usize, Vec<Group>)> {
+    let is_held = |g: &Group| g.outputs.iter().any(|v| held.contains(v));
     for (b, nb) in p.nodes.iter().enumerate() {
         let Some(pb) = parts(f, nb, small) else {
             continue;
         };
         let Node::Kernel(gb) = nb else { continue };
+        if is_held(gb) {
+            continue;
+        }
         for a in movable_to(p, infos, b) {
             let Node::Kernel(ga) = &p.nodes[a] else {
                 continue;
             };
-            if ga.outputs.iter().any(|v| infos[b].reads.contains(v)) {
+            if is_held(ga) || ga.outputs.iter().any(|v| infos[b].reads.contains(v)) {
                 continue;
             }
             let Some(pa) = parts(f, &p.nodes[a], small) else {

@@ -340,6 +340,69 @@ fn candidate(
     None
 }
 
+/// The scatter that computes `g`'s one output inline, where it reads its indices, instead of
+/// reading them from a buffer `g` writes: a scatter's index prologue. The case is JAX's
+/// `x.at[i]`, which wraps negative indices (`select(i < 0, i + n, i)`) in a kernel of its own
+/// before every scatter: a launch and a write and read of the indices, which the scatter's
+/// kernels (sorted, bucketed, atomic or privatized) then read once to three times each. The
+/// conditions: `g` is a loop kernel of cheap integer ops ([`cheap`], the integer bit ops
+/// too) reading at most one buffer, its output is the indices of a scatter of one input that
+/// does not run in place and reads nothing else of `g`, that scatter is its only reader, and
+/// only kernels, constants and views come between them (`rest`, the nodes after `g`), none
+/// of which can change what `g` reads. Returns the scatter's op index in `region`. The
+/// compile driver runs `g` as before where the scatter's plan does not take its values.
+/// `WGPU_HLO_SCATTER_INDEX_PROLOGUE=0` turns it off.
+pub fn scatter_indices(f: &Function, region: &Region, g: &Group, rest: &[Node]) -> Option<usize> {
+    if switched_off("WGPU_HLO_SCATTER_INDEX_PROLOGUE") || g.kind != KernelKind::Loop {
+        return None;
+    }
+    let [v] = g.outputs.as_slice() else {
+        return None;
+    };
+    if !tensor(f, *v).is_some_and(|t| t.dtype.is_int()) {
+        return None;
+    }
+    let si = rest.iter().find_map(|n| match n {
+        Node::Kernel(_) | Node::Constant(_) | Node::Alias { .. } => None,
+        Node::Op(i) => Some(Some(*i)),
+        _ => Some(None),
+    })??;
+    let op = region.ops.get(si)?;
+    if !matches!(op.op, Op::Scatter { .. })
+        || op.operands.len() != 3
+        || op.operands[1] != *v
+        || g.members.contains(&op.operands[0])
+        || g.members.contains(&op.operands[2])
+        || super::in_place::in_place_scatter(f, op)
+    {
+        return None;
+    }
+    let mut uses = 0;
+    region.walk(&mut |o| uses += o.operands.iter().filter(|&&x| x == *v).count());
+    if uses != 1 {
+        return None;
+    }
+    let def = definitions(region);
+    let mut leaves: HashSet<ValueId> = HashSet::new();
+    for m in &g.members {
+        let o = region.ops.get(*def.get(m)?)?;
+        let integer_bits = matches!(
+            o.op,
+            Op::Binary(BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
+        );
+        if !(cheap(&o.op) || integer_bits) || matches!(o.op, Op::Binary(BinaryOp::Divide)) {
+            return None;
+        }
+        leaves.extend(
+            o.operands
+                .iter()
+                .filter(|x| !g.members.contains(x))
+                .copied(),
+        );
+    }
+    (leaves.len() <= 1).then_some(si)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,5 +438,68 @@ mod tests {
         assert!(fuses_on_cpu(&conv(1 << 30), 0, false));
         assert!(fuses_on_cpu(&conv(1 << 23), 0, true));
         assert!(!fuses_on_cpu(&conv(1 << 24), 0, true));
+    }
+
+    /// A scatter of `m` updates into 65536 elements at wrapped indices (JAX's
+    /// `x.at[i].add(u)`), with the ops given for the wrap (`%w` from `%arg1` and `%n`),
+    /// `extra` lines before the return, and the scatter's `unique_indices`.
+    fn scatter_src(m: usize, wrap: &str, extra: &str, unique: bool) -> String {
+        format!(
+            r#"func.func @main(%arg0: tensor<{m}xf32>, %arg1: tensor<{m}xi32>) -> tensor<65536xf32> {{
+  %z = stablehlo.constant dense<0.0> : tensor<65536xf32>
+  %c = stablehlo.constant dense<0> : tensor<{m}xi32>
+  %n = stablehlo.constant dense<65536> : tensor<{m}xi32>
+  %lt = stablehlo.compare LT, %arg1, %c, SIGNED : (tensor<{m}xi32>, tensor<{m}xi32>) -> tensor<{m}xi1>
+  {wrap}
+  %sel = stablehlo.select %lt, %w, %arg1 : (tensor<{m}xi1>, tensor<{m}xi32>, tensor<{m}xi32>) -> tensor<{m}xi32>
+  %idx = stablehlo.reshape %sel : (tensor<{m}xi32>) -> tensor<{m}x1xi32>
+  %r = "stablehlo.scatter"(%z, %idx, %arg0) ({{
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }}) {{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = {unique}}} : (tensor<65536xf32>, tensor<{m}x1xi32>, tensor<{m}xf32>) -> tensor<65536xf32>
+  {extra}
+  return %r : tensor<65536xf32>
+}}"#
+        )
+    }
+
+    /// Whether the partition holds a kernel that the scatter would compute inline.
+    fn held(src: &str, cpu: bool) -> bool {
+        crate::fusion::with_partition(src, cpu, |region, p| {
+            p.nodes.iter().enumerate().any(|(k, n)| match n {
+                Node::Kernel(g) => scatter_indices(
+                    &crate::frontend::text::parse_module(src, "t")
+                        .expect("parse")
+                        .functions[0],
+                    region,
+                    g,
+                    &p.nodes[k + 1..],
+                )
+                .is_some(),
+                _ => false,
+            })
+        })
+    }
+
+    #[test]
+    fn scatter_computes_wrapped_indices_alone_read() {
+        let add = "%w = stablehlo.add %arg1, %n : tensor<{m}xi32>";
+        for m in [65536, 1000] {
+            let add = add.replace("{m}", &m.to_string());
+            for cpu in [true, false] {
+                assert!(held(&scatter_src(m, &add, "", false), cpu), "{m} cpu {cpu}");
+                // A division is no cheap recomputation.
+                let div = add.replace("add", "divide");
+                assert!(!held(&scatter_src(m, &div, "", false), cpu));
+            }
+        }
+        // A few windows that cannot overlap update in place, which reads the indices itself.
+        let add1000 = add.replace("{m}", "1000");
+        assert!(!held(&scatter_src(1000, &add1000, "", true), true));
+        // Another reader of the indices.
+        let add = add.replace("{m}", "65536");
+        let other = "%o = stablehlo.reshape %idx : (tensor<65536x1xi32>) -> tensor<65536xi32>\n  %p = stablehlo.convert %o : (tensor<65536xi32>) -> tensor<65536xf32>\n  %q = stablehlo.add %r, %p : tensor<65536xf32>";
+        assert!(!held(&scatter_src(65536, &add, other, false), true));
     }
 }

@@ -23,6 +23,11 @@ use crate::error::{Error, Result};
 use crate::ir::{Function, Op, Operation, ValueId};
 use crate::passes::narrow_scatters::{update_computation, Update};
 
+/// Which values a scatter's kernels compute inline where they read them: the producers of
+/// its indices that the compile driver runs inside the scatter (`compile::lower`), none
+/// for [`emit`].
+pub type Inline<'a> = &'a dyn Fn(ValueId) -> bool;
+
 /// An `i32` expression for index value `v` of compute type `c`, saturated.
 pub(crate) fn index_i32(v: &str, c: Compute) -> Result<String> {
     Ok(match c {
@@ -47,7 +52,7 @@ pub fn emit(
     op: &Operation,
     target: Target,
 ) -> Result<Kernel> {
-    emit_with(name, f, defs, op, target, false, None)
+    emit_with(name, f, defs, op, (target, &|_| false), false, None)
 }
 
 /// A chunked stage of a sorted scatter with add updates: invocation `t` adds run positions
@@ -68,7 +73,7 @@ fn emit_with(
     f: &Function,
     defs: &HashMap<ValueId, &Operation>,
     op: &Operation,
-    target: Target,
+    (target, inline): (Target, Inline),
     sorted: bool,
     split: Option<&Split>,
 ) -> Result<Kernel> {
@@ -93,7 +98,7 @@ fn emit_with(
     let mut all_defs = defs.clone();
     let mut body_vals = HashSet::new();
     region_defs(body, &mut all_defs, &mut body_vals);
-    let fused = |v: ValueId| body_vals.contains(&v);
+    let fused = |v: ValueId| body_vals.contains(&v) || inline(v);
     let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
     let inputs = &op.operands[..n];
     let indices = op.operands[n];
@@ -404,6 +409,7 @@ fn one_workgroup_sort(
     keys: WindowKeys,
     p: u64,
     target: Target,
+    inline: Inline,
 ) -> Result<Option<Kernel>> {
     let count = keys.count() as u64;
     let passes = std::env::var("WGPU_HLO_SCATTER_SORT").is_ok_and(|v| v.trim() == "passes");
@@ -418,8 +424,7 @@ fn one_workgroup_sort(
         ONE_WORKGROUP_SORT_THREADS
     };
     let wg = threads.min(p / 2).max(1);
-    let no_fusion = |_: ValueId| false;
-    let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
+    let mut em = ExprEmitter::new(f, defs, inline, target.caps, target.adapter);
     em.open_loop(
         &format!("for (var t = lid; t < {p}u; t = t + {wg}u)"),
         p.div_ceil(wg),
@@ -708,6 +713,7 @@ fn atomic(
     defs: &HashMap<ValueId, &Operation>,
     op: &Operation,
     target: Target,
+    inline: Inline,
 ) -> Result<Option<super::Plan>> {
     use crate::ir::{BinaryOp, ElementType};
     let Some(OneInput {
@@ -755,8 +761,7 @@ fn atomic(
         return Ok(None);
     }
     let ic = crate::codegen::dtype::compute_type(it.dtype, target.caps, target.adapter)?;
-    let no_fusion = |_: ValueId| false;
-    let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
+    let mut em = ExprEmitter::new(f, defs, inline, target.caps, target.adapter);
     let w = windows.w;
     em.line(&format!("if (tid >= {threads}u) {{ return; }}"));
     em.line(&format!("let s = tid / {w}u;"));
@@ -844,6 +849,7 @@ pub fn sorted(
     defs: &HashMap<ValueId, &Operation>,
     op: &Operation,
     target: Target,
+    inline: Inline,
 ) -> Result<Option<super::Plan>> {
     let Op::Scatter {
         dimension_numbers: dn,
@@ -863,7 +869,7 @@ pub fn sorted(
             .all(|d| dn.inserted_window_dims.contains(d))
         || !dn.input_batching_dims.is_empty()
     {
-        return atomic(name, f, defs, op, target);
+        return atomic(name, f, defs, op, target, inline);
     }
     // The sizes of those dimensions: with several, windows sort by the position of their
     // point (which must fit an i32), and only the in-place stage serves.
@@ -887,7 +893,7 @@ pub fn sorted(
     };
     let points = bounds.iter().try_fold(1i64, |a, &b| a.checked_mul(b));
     if bounds.len() > 1 && !points.is_some_and(|p| p > 0 && p < i32::MAX as i64) {
-        return atomic(name, f, defs, op, target);
+        return atomic(name, f, defs, op, target, inline);
     }
     let indices = op.operands[n];
     let Some(it) = f.ty(indices).as_tensor() else {
@@ -913,15 +919,15 @@ pub fn sorted(
     if !sorts_first(count as u64, results) {
         return Ok(None);
     }
-    if let Some(plan) = privatized(name, f, defs, op, keys, target)? {
+    if let Some(plan) = privatized(name, f, defs, op, keys, target, inline)? {
         return Ok(Some(plan));
     }
-    if let Some(plan) = atomic(name, f, defs, op, target)? {
+    if let Some(plan) = atomic(name, f, defs, op, target, inline)? {
         return Ok(Some(plan));
     }
     // Keys that matter lie in [0, limit): the single index's dimension, or the points.
     let limit = bounds.iter().map(|&b| b.max(0) as u64).product::<u64>();
-    if let Some(plan) = swept(name, f, defs, op, keys, limit, target)? {
+    if let Some(plan) = swept(name, f, defs, op, keys, limit, (target, inline))? {
         return Ok(Some(plan));
     }
     let p = (count as u64).next_power_of_two();
@@ -929,8 +935,7 @@ pub fn sorted(
     let init =
         super::sort::identity_kernel(&format!("{name}_init"), 1, p, target, "stablehlo.scatter")?;
     let pass = {
-        let no_fusion = |_: ValueId| false;
-        let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
+        let mut em = ExprEmitter::new(f, defs, inline, target.caps, target.adapter);
         em.inputs.push(Binding {
             value: super::temp(0),
             ty: perm_type.clone(),
@@ -981,7 +986,7 @@ pub fn sorted(
     let bound = target.max_invocation_iterations;
     // Few enough windows: the whole network in one workgroup, one launch instead of one per
     // stage (45 for 512 windows, each a dispatch and a pipeline barrier).
-    let one = one_workgroup_sort(&format!("{name}_sort"), f, defs, keys, p, target)?;
+    let one = one_workgroup_sort(&format!("{name}_sort"), f, defs, keys, p, target, inline)?;
     let bitonic = std::env::var("WGPU_HLO_SCATTER_SORT").is_ok_and(|v| v.trim() == "bitonic");
     // The sort's kernels, launches and added temporaries (numbered from `base`): the
     // one-workgroup sort, else a radix sort, else a bitonic pass per stage.
@@ -1011,7 +1016,7 @@ pub fn sorted(
                 name,
                 f,
                 defs,
-                &|_| false,
+                inline,
                 super::radix::Keys::Ranged {
                     key: &key,
                     limit,
@@ -1040,7 +1045,7 @@ pub fn sorted(
         op,
         (keys, sorted_keys),
         (partials, payload && sorted_keys.is_some()),
-        target,
+        (target, inline),
     )? {
         // The chunks' partials (if any) fresh, then the runs folded into the input.
         let last = runs.len() - 1;
@@ -1061,7 +1066,7 @@ pub fn sorted(
     if bounds.len() > 1 {
         return Ok(None);
     }
-    let scatter = emit_with(name, f, defs, op, target, true, None)?;
+    let scatter = emit_with(name, f, defs, op, (target, inline), true, None)?;
     let then_scatter = |scatter: Kernel| -> Result<super::Plan> {
         let (mut kernels, mut launches, extra, _) = sorter(1, false)?;
         launches.push(super::Launch::new(kernels.len(), Vec::new()));
@@ -1103,7 +1108,7 @@ pub fn sorted(
             f,
             defs,
             op,
-            target,
+            (target, inline),
             true,
             Some(&split),
         )?;
@@ -1178,6 +1183,7 @@ fn privatized(
     op: &Operation,
     keys: WindowKeys,
     target: Target,
+    inline: Inline,
 ) -> Result<Option<super::Plan>> {
     let Some(OneInput {
         dn,
@@ -1240,7 +1246,6 @@ fn privatized(
 
     // Zeros, four words an invocation (a vec4 store each: llvmpipe stores scalars lane by
     // lane).
-    let no_fusion = |_: ValueId| false;
     let zero = {
         use crate::codegen::kernel as k;
         let kname = format!("{name}_zero");
@@ -1281,7 +1286,7 @@ fn privatized(
 
     // Chunk `tid`'s windows added into its partial, in order.
     let accumulate = {
-        let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
+        let mut em = ExprEmitter::new(f, defs, inline, target.caps, target.adapter);
         em.line(&format!("let base = tid * {r}u;"));
         em.line(&format!("let last = min(tid * {per}u + {per}u, {count}u);"));
         if grouped {
@@ -1345,7 +1350,7 @@ fn privatized(
 
     // Each result element: its input value, then the chunks' partials in order.
     let fold = {
-        let mut em = ExprEmitter::new(f, defs, &no_fusion, target.caps, target.adapter);
+        let mut em = ExprEmitter::new(f, defs, inline, target.caps, target.adapter);
         em.inputs.push(partial.clone());
         em.line("var acc = out0[tid];");
         em.open_loop(
@@ -1535,7 +1540,7 @@ fn swept(
     op: &Operation,
     keys: WindowKeys,
     limit: u64,
-    target: Target,
+    (target, inline): (Target, Inline),
 ) -> Result<Option<super::Plan>> {
     let Some(OneInput {
         dn,
@@ -1599,7 +1604,7 @@ fn swept(
             name,
             f,
             defs,
-            &|_| false,
+            inline,
             (&block_key, blocks),
             count,
             &perm_type,
@@ -1617,7 +1622,7 @@ fn swept(
     let mut all_defs = defs.clone();
     let mut body_vals = HashSet::new();
     region_defs(body, &mut all_defs, &mut body_vals);
-    let fused = |v: ValueId| body_vals.contains(&v);
+    let fused = |v: ValueId| body_vals.contains(&v) || inline(v);
     let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
     em.inputs.push(Binding {
         value: super::PARAMS,
@@ -1812,7 +1817,7 @@ fn runs_in_place(
     op: &Operation,
     (keys, sorted_keys): (WindowKeys, Option<ValueId>),
     (partials, payload): (usize, bool),
-    target: Target,
+    (target, inline): (Target, Inline),
 ) -> Result<Option<(Vec<Kernel>, Vec<crate::ir::TensorType>)>> {
     let Op::Scatter {
         dimension_numbers: dn,
@@ -1869,7 +1874,7 @@ fn runs_in_place(
     // The emitter of one kernel, with the permutation as `in0` (and the partials as `in1`),
     // the update computation as `k_update`, and `e` the window element: its compute type,
     // the function's text and the window element's coordinates.
-    let fused = |v: ValueId| body_vals.contains(&v);
+    let fused = |v: ValueId| body_vals.contains(&v) || inline(v);
     // With the sort's keys in sorted order (`sorted_keys`), the runs are found in them, read
     // in order, instead of by each window's index read through the permutation.
     let keys_binding = sorted_keys.map(|value| Binding {
