@@ -474,7 +474,7 @@ impl<'f, 't> Lowering<'f, 't> {
             match (node, waiting) {
                 (Node::Op(i), Some((si, g))) if *i == si => {
                     waiting = None;
-                    if let Some(steps) = self.scatter_inlining(&region.ops[si], g)? {
+                    if let Some(steps) = self.plan_steps(&region.ops[si], Some(g))? {
                         program.steps.extend(steps);
                         continue;
                     }
@@ -527,7 +527,7 @@ impl<'f, 't> Lowering<'f, 't> {
                 }
                 Node::Op(i) => {
                     let op = &region.ops[*i];
-                    if let Some(steps) = self.plan_steps(op)? {
+                    if let Some(steps) = self.plan_steps(op, None)? {
                         program.steps.extend(steps);
                     } else if let Some(step) = self.op_step(op)? {
                         program.steps.push(step);
@@ -539,38 +539,6 @@ impl<'f, 't> Lowering<'f, 't> {
             program.steps.extend(self.kernel(g, region, &defs)?);
         }
         Ok(program)
-    }
-
-    /// The steps of `op`, a scatter, computing its indices inline from the kernel `g` that
-    /// [`fusion::prologue::scatter_indices`] held back: `None` where its plan does not take
-    /// them (a kernel binds one of `g`'s values, or no plan, or an error), and `g` then runs
-    /// first as before.
-    fn scatter_inlining(&mut self, op: &'f Operation, g: &Group) -> Result<Option<Vec<Step>>> {
-        if op
-            .results
-            .iter()
-            .any(|&v| self.tensor(v).map_or(true, |t| t.num_elements() == 0))
-        {
-            return Ok(None);
-        }
-        let name = format!("{}_{}", op_kernel_prefix(op), self.kernels.len());
-        let (f, defs, target) = (self.f, &self.all_defs, self.target);
-        let inline = |v: ValueId| g.members.contains(&v);
-        let plan = match crate::codegen::op_kernels::scatter::sorted(
-            &name, f, defs, op, target, &inline,
-        ) {
-            Ok(Some(plan)) => plan,
-            Ok(None) | Err(_) => return Ok(None),
-        };
-        let binds_one = plan
-            .kernels
-            .iter()
-            .flat_map(|k| k.inputs.iter().chain(&k.outputs))
-            .any(|b| g.members.contains(&b.value));
-        if binds_one {
-            return Ok(None);
-        }
-        self.launch_plan(plan, op, &name).map(Some)
     }
 
     /// The steps of kernel `g`: one launch, or a plan's launches. A merged kernel (rows,
@@ -990,7 +958,15 @@ impl<'f, 't> Lowering<'f, 't> {
 
     /// The steps of an op computed by a multi-kernel plan (long sorts, scatters sorted by index,
     /// long prefix scans, large FFTs, `cholesky`, `triangular_solve`), or `None` for other ops.
-    fn plan_steps(&mut self, op: &'f Operation) -> Result<Option<Vec<Step>>> {
+    /// With `inline`, the kernel computing a scatter's indices that
+    /// [`fusion::prologue::scatter_indices`] held back: its values are computed where the
+    /// scatter's kernels read them, and `None` where the plan does not take them (a kernel
+    /// binds one of them, no plan, or an error), `inline` then running first as before.
+    fn plan_steps(
+        &mut self,
+        op: &'f Operation,
+        inline: Option<&Group>,
+    ) -> Result<Option<Vec<Step>>> {
         use crate::codegen::op_kernels::{
             block_reflector, fft, householder, jacobi, linalg, lu, reduce_window, scan, scatter,
             sort,
@@ -1027,10 +1003,24 @@ impl<'f, 't> Lowering<'f, 't> {
             }
             // Non-overlapping scatters update in place instead (`op_step`).
             Op::Scatter { .. } if !in_place_scatter(f, op) => {
-                scatter::sorted(&name, f, defs, op, target, &|_| false)
+                let held = |v: ValueId| inline.is_some_and(|g| g.members.contains(&v));
+                scatter::sorted(&name, f, defs, op, target, &held)
             }
             _ => return Ok(None),
         };
+        if let Some(g) = inline {
+            let takes = plan.as_ref().is_ok_and(|p| {
+                p.as_ref().is_some_and(|p| {
+                    p.kernels
+                        .iter()
+                        .flat_map(|k| k.inputs.iter().chain(&k.outputs))
+                        .all(|b| !g.members.contains(&b.value))
+                })
+            });
+            if !takes {
+                return Ok(None);
+            }
+        }
         let Some(plan) = plan.map_err(|e| e.context(format!("{} at {}", op.name(), op.loc)))?
         else {
             return Ok(None);

@@ -345,10 +345,10 @@ fn candidate(
 /// `x.at[i]`, which wraps negative indices (`select(i < 0, i + n, i)`) in a kernel of its own
 /// before every scatter: a launch and a write and read of the indices, which the scatter's
 /// kernels (sorted, bucketed, atomic or privatized) then read once to three times each. The
-/// conditions: `g` is a loop kernel of cheap integer ops ([`cheap`], the integer bit ops
-/// too) reading at most one buffer, its output is the indices of a scatter of one input that
-/// does not run in place and reads nothing else of `g`, that scatter is its only reader, and
-/// only kernels, constants and views come between them (`rest`, the nodes after `g`), none
+/// conditions: `g` is a loop kernel of cheap ops ([`cheap`] but division, and the integer
+/// bit ops) reading at most one buffer, its integer output is the indices of a scatter of
+/// one input that does not run in place and reads nothing else of `g`, that scatter is its
+/// only reader, and only kernels, constants and views come between them (`rest`, the nodes after `g`), none
 /// of which can change what `g` reads. Returns the scatter's op index in `region`. The
 /// compile driver runs `g` as before where the scatter's plan does not take its values.
 /// `WGPU_HLO_SCATTER_INDEX_PROLOGUE=0` turns it off.
