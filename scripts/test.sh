@@ -66,7 +66,7 @@ WGPU_HLO_ADAPTER_CLASS=gpu "$VENV/bin/python" -m pytest -q python/tests/test_jax
     python/tests/test_top_k_select.py python/tests/test_scatter_payload.py \
     python/tests/test_hoist_dots.py python/tests/test_dot_layout.py python/tests/test_quad_groups.py \
     python/tests/test_merged_updates.py python/tests/test_while_kernels.py \
-    python/tests/test_scatter_index_prologue.py
+    python/tests/test_scatter_index_prologue.py python/tests/test_user_sweep_semantics.py
 # PyTorch/XLA and TensorFlow through the same plugin, each in its own venv (created once from
 # PyPI: ~12 min and ~7 GB for torch + torch_xla with its CUDA wheels, ~3 min for tensorflow).
 # WGPU_HLO_FRAMEWORK_TESTS=0 leaves them out.
