@@ -324,6 +324,18 @@ impl DeviceBuffer {
     }
 }
 
+/// Bytes of uploads not yet carried by a submission from which an upload submits on its own:
+/// `WGPU_HLO_UPLOAD_SUBMIT_BYTES` (0: every upload submits, as before), else 16 MiB.
+fn upload_submit_bytes() -> u64 {
+    static BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        std::env::var("WGPU_HLO_UPLOAD_SUBMIT_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(16 << 20)
+    })
+}
+
 impl Device {
     /// Uploads a tensor given in host layout. The bytes are copied before this returns.
     pub fn upload(self: &Arc<Self>, ty: &TensorType, bytes: &[u8]) -> Result<DeviceBuffer> {
@@ -350,10 +362,20 @@ impl Device {
                 }
                 Ok(())
             })?;
-            // The write's staging memory is released once a submission carrying it has run:
-            // submit now rather than when the next computation comes, so a program that only
-            // puts and deletes arrays does not accumulate staging memory.
-            self.submit(Vec::new(), "an upload");
+            // The write's staging memory is released once a submission carrying it has run.
+            // The next computation's submission carries it; an empty one of its own costs
+            // ~30 µs on lavapipe, as much as the rest of a small upload (`jit(f)(numpy
+            // array)` puts each argument). So only once uploads since the last submission pass
+            // `UPLOAD_SUBMIT_BYTES` does one submit, and a program that only puts and deletes
+            // arrays still holds at most that much staging memory.
+            let len = bytes.len() as u64;
+            let pending = self
+                .unsubmitted_upload_bytes
+                .fetch_add(len, std::sync::atomic::Ordering::Relaxed)
+                .saturating_add(len);
+            if pending >= upload_submit_bytes() {
+                self.submit(Vec::new(), "uploads");
+            }
         }
         // Queue writes are ordered before every later submission, so the buffer is ready for
         // any work that can be queued after this call.

@@ -251,6 +251,9 @@ pub struct Device {
     bind_groups: Mutex<BindGroupCache>,
     /// Read-back buffers of small sizes, unmapped, for the next read-back of that size.
     staging: Arc<StagingPool>,
+    /// Bytes uploaded (`queue.write_buffer`) since the last submission: wgpu keeps them in
+    /// staging memory until a submission carries them (see `Device::upload`).
+    pub(crate) unsubmitted_upload_bytes: AtomicU64,
     /// Compiles a CPU driver's pipelines at load time on several cores (`warm`).
     warmer: Option<super::warm::Warmer>,
 }
@@ -647,6 +650,7 @@ impl Device {
             strict_float,
             bind_groups: Mutex::new(BindGroupCache::new()),
             staging: Arc::new(StagingPool::default()),
+            unsubmitted_upload_bytes: AtomicU64::new(0),
             warmer,
         }))
     }
@@ -1061,7 +1065,7 @@ impl Device {
     /// Submits command buffers and returns an event that completes when the GPU has run
     /// them; `what` names the work in errors (`execution of jit_f`).
     pub(crate) fn submit(&self, cmds: Vec<wgpu::CommandBuffer>, what: &str) -> Event {
-        self.poller.submit(&self.queue, cmds, what, Duration::ZERO)
+        self.submit_spinning(cmds, what, Duration::ZERO)
     }
 
     /// `submit`, then polls for the work's completion on this thread for up to `spin` (capped
@@ -1072,6 +1076,8 @@ impl Device {
         what: &str,
         spin: Duration,
     ) -> Event {
+        // Every submission carries the uploads written before it.
+        self.unsubmitted_upload_bytes.store(0, Ordering::Relaxed);
         self.poller.submit(&self.queue, cmds, what, spin)
     }
 
