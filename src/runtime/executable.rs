@@ -675,8 +675,7 @@ impl Executable {
             slots[*slot] = Some(buf.clone());
         }
         let what = &self.what;
-        let mut prefetch_staged = None;
-        let (outs, event, timing, prefetch) = self.device.scoped(what, || {
+        let (outs, event, timing, fills) = self.device.scoped(what, || {
             let mut run = Run {
                 exe: self,
                 slots,
@@ -762,6 +761,7 @@ impl Executable {
             // Small outputs read back after earlier executions: copied for the host after
             // the work, in the same submission.
             let mut prefetch = Vec::new();
+            let mut staged = None;
             if timing.is_none() {
                 let mut srcs = Vec::new();
                 for (k, (buf, t)) in outs.iter().zip(&p.output_types).enumerate() {
@@ -777,45 +777,26 @@ impl Executable {
                 }
                 if !srcs.is_empty() {
                     run.end_pass();
-                    let staged =
-                        self.device
-                            .stage_reads(run.encoder(), &srcs, "a result's read-back")?;
-                    prefetch_staged = Some(staged);
+                    staged = Some(self.device.stage_reads(
+                        run.encoder(),
+                        &srcs,
+                        "a result's read-back",
+                    )?);
                 }
             }
-            let submitted = Instant::now();
-            // Nothing recorded since a read-back that followed all the work (a loop's last
-            // predicate): the results are ready, and no empty submission is made for them.
-            let event = if run.settled && run.encoder.is_none() && timing.is_none() {
-                Event::ready()
-            } else {
-                run.submit_spinning(spin)
-            };
-            if !self.device.spin_limit().is_zero() {
-                let last = self.last_device_ns.clone();
-                event.on_ready(move |r| {
-                    if r.is_ok() {
-                        let ns = u64::try_from(submitted.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                        last.store(ns, Ordering::Relaxed);
-                    }
-                });
-            }
-            Ok((outs, event, timing, prefetch))
-        })?;
-        // The copies' bytes, handed to each prefetched result once mapped.
-        let mut prefetched: Vec<Option<Arc<Prefetch>>> = vec![None; outs.len()];
-        if let Some(staged) = prefetch_staged {
+            // The copies' bytes, handed to each prefetched result once mapped. The map starts
+            // right after the submission, before the spin for its completion.
             let fills: Vec<(usize, Arc<Prefetch>)> = prefetch
                 .iter()
                 .map(|&k| (k, Arc::new(Prefetch::default())))
                 .collect();
-            for (k, f) in &fills {
-                if let Some(slot) = prefetched.get_mut(*k) {
-                    *slot = Some(f.clone());
-                }
-            }
-            self.device
-                .map_reads(staged, &event, "a result's read-back", move |r| match r {
+            let (filled, device) = (fills.clone(), &self.device);
+            let map = move |event: &Event, wake: bool| {
+                let Some(staged) = staged else {
+                    return;
+                };
+                let fills = filled;
+                let done = move |r: Result<Vec<Vec<u8>>>| match r {
                     Ok(bytes) => {
                         for ((_, f), b) in fills.iter().zip(bytes) {
                             f.set(Ok(b));
@@ -826,7 +807,41 @@ impl Executable {
                             f.set(Err(e.clone()));
                         }
                     }
+                };
+                let what = "a result's read-back";
+                if wake {
+                    device.map_reads(staged, event, what, done);
+                } else {
+                    device.map_reads_quietly(staged, event, what, done);
+                }
+            };
+            let submitted = Instant::now();
+            // Nothing recorded since a read-back that followed all the work (a loop's last
+            // predicate): the results are ready, and no empty submission is made for them.
+            let event = if run.settled && run.encoder.is_none() && timing.is_none() {
+                // (Never so with prefetched results: their copies are recorded.)
+                let event = Event::ready();
+                map(&event, true);
+                event
+            } else {
+                run.submit_spinning_then(spin, |e| map(e, false))
+            };
+            if !self.device.spin_limit().is_zero() {
+                let last = self.last_device_ns.clone();
+                event.on_ready(move |r| {
+                    if r.is_ok() {
+                        let ns = u64::try_from(submitted.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                        last.store(ns, Ordering::Relaxed);
+                    }
                 });
+            }
+            Ok((outs, event, timing, fills))
+        })?;
+        let mut prefetched: Vec<Option<Arc<Prefetch>>> = vec![None; outs.len()];
+        for (k, f) in fills {
+            if let Some(slot) = prefetched.get_mut(k) {
+                *slot = Some(f);
+            }
         }
         let event = if producers.is_empty() {
             event
@@ -968,6 +983,12 @@ impl Run<'_> {
 
     /// `submit`, then polls up to `spin` for its completion (`Device::submit_spinning`).
     fn submit_spinning(&mut self, spin: Duration) -> Event {
+        self.submit_spinning_then(spin, |_| {})
+    }
+
+    /// `submit_spinning`, running `after` between the submission and the spin
+    /// (`Device::submit_spinning_then`).
+    fn submit_spinning_then(&mut self, spin: Duration, after: impl FnOnce(&Event)) -> Event {
         self.end_pass();
         let cmds = self
             .encoder
@@ -975,7 +996,10 @@ impl Run<'_> {
             .map(|e| e.finish())
             .into_iter()
             .collect();
-        let event = self.exe.device.submit_spinning(cmds, self.what, spin);
+        let event = self
+            .exe
+            .device
+            .submit_spinning_then(cmds, self.what, spin, after);
         self.settled = false;
         self.retired.clear();
         self.filled.clear();

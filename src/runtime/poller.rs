@@ -232,12 +232,18 @@ impl Poller {
         cmds: Vec<wgpu::CommandBuffer>,
         what: &str,
         spin: Duration,
+        after: impl FnOnce(&Event),
     ) -> Event {
         if let Some(e) = self.broken() {
-            return Event::failed(e);
+            let event = Event::failed(e);
+            after(&event);
+            return event;
         }
         let index = in_device_call(|| queue.submit(cmds));
         let event = Event::queued(what);
+        // Before the spin: a read-back mapped here completes in the poll that sees the
+        // submission finish (`Device::map_reads_quietly`).
+        after(&event);
         let done = !spin.is_zero() && self.spin(spin.min(self.spin_limit));
         let mut st = self.lock();
         if let Some(e) = st.broken.clone() {
@@ -246,7 +252,13 @@ impl Poller {
             return event;
         }
         if done && st.queue.is_empty() {
+            // A map that `after` started and the spin's polls did not finish is left to
+            // the polling threads.
+            let maps = st.maps > 0;
             drop(st);
+            if maps {
+                self.cv.notify_one();
+            }
             event.set(Ok(()));
             return event;
         }
@@ -321,6 +333,12 @@ impl Poller {
     pub(crate) fn map_started(&self) {
         self.lock().maps += 1;
         self.cv.notify_one();
+    }
+
+    /// `map_started` without waking a polling thread: for a map started inside `submit`'s
+    /// `after`, which wakes one itself unless its spin saw the map finish.
+    pub(crate) fn map_started_quietly(&self) {
+        self.lock().maps += 1;
     }
 
     /// The callback of a `map_async` has run.
