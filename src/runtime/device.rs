@@ -266,6 +266,37 @@ pub(crate) struct StagedReads {
     at: Vec<(u64, usize)>,
 }
 
+/// Reads whose map [`Device::start_reads`] started.
+pub(crate) struct PendingReads {
+    rx: std::sync::mpsc::Receiver<Result<Vec<Vec<u8>>>>,
+    mapped: Arc<AtomicBool>,
+    what: String,
+}
+
+impl PendingReads {
+    /// The bytes of reads in the work `submitted`. Where the work is done (the submission's
+    /// spin saw it finish) but the map is not, this thread polls for the map itself on a CPU
+    /// adapter, for up to the spin limit; where the work is not done, its submission spun as
+    /// long as it may already, and the polling threads complete it. Then, as every wait, it
+    /// waits up to the deadline.
+    pub(crate) fn wait(self, device: &Device, submitted: &Event) -> Result<Vec<Vec<u8>>> {
+        let PendingReads { rx, mapped, what } = self;
+        if submitted.is_ready() {
+            device.spin_until(&mut || mapped.load(Ordering::Acquire));
+        }
+        let limit = super::event::wait_timeout();
+        match rx.recv_timeout(limit) {
+            Ok(r) => r,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                Err(super::event::deadline_error(&what, limit))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::internal(format!(
+                "{what}: the read-back was dropped"
+            ))),
+        }
+    }
+}
+
 /// Largest read-back whose caller polls for it itself (`Device::read_buffer_spinning`):
 /// lavapipe copies it well within the spin limit.
 const SPIN_READ_MAX_BYTES: u64 = 1 << 20;
@@ -1174,7 +1205,7 @@ impl Device {
     /// Records copies of the first `len` bytes of each of `srcs` into one read-back buffer,
     /// in `enc` after the work already there: where the bytes come from is fixed by the
     /// position in the recording, so work recorded after the copies may change the sources.
-    /// [`Self::finish_reads`] waits for them once `enc` is submitted.
+    /// [`Self::start_reads`] or [`Self::map_reads`] take them once `enc` is submitted.
     pub(crate) fn stage_reads(
         &self,
         enc: &mut wgpu::CommandEncoder,
@@ -1208,31 +1239,25 @@ impl Device {
         Ok(StagedReads { buffer, total, at })
     }
 
-    /// The bytes of reads staged by [`Self::stage_reads`] in work submitted as `submitted`,
-    /// for the calling thread that needs them now (a loop's predicate, a branch's selector, a
-    /// trip count). On a CPU adapter this thread polls for the map itself for up to the spin
-    /// limit, so no polling thread has to wake it; then, as every wait, it waits up to the
-    /// deadline.
-    pub(crate) fn finish_reads(
+    /// Starts the map of reads staged by [`Self::stage_reads`] in work submitted as
+    /// `submitted`, for the calling thread that needs the bytes now (a loop's predicate, a
+    /// branch's selector, a trip count): called in the `after` of
+    /// [`Self::submit_spinning_then`], so the poll that sees the work finish maps them too
+    /// (see [`Self::map_reads_quietly`]); [`PendingReads::wait`] then has the bytes at once.
+    pub(crate) fn start_reads(
         &self,
         staged: StagedReads,
         submitted: &Event,
         what: &str,
-    ) -> Result<Vec<Vec<u8>>> {
+    ) -> PendingReads {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<Vec<u8>>>>(1);
-        let mapped = self.map_reads(staged, submitted, what, move |r| {
+        let mapped = self.map_reads_quietly(staged, submitted, what, move |r| {
             let _ = tx.try_send(r);
         });
-        self.spin_until(&mut || mapped.load(std::sync::atomic::Ordering::Acquire));
-        let limit = super::event::wait_timeout();
-        match rx.recv_timeout(limit) {
-            Ok(r) => r,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                Err(super::event::deadline_error(what, limit))
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::internal(format!(
-                "{what}: the read-back was dropped"
-            ))),
+        PendingReads {
+            rx,
+            mapped,
+            what: what.to_string(),
         }
     }
 

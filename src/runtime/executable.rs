@@ -1413,8 +1413,7 @@ impl Run<'_> {
     /// [`Self::read_bytes`], naming the reads `what` in errors.
     fn read_bytes_for(&mut self, reads: &[(Slot, usize)], what: &str) -> Result<Vec<Vec<u8>>> {
         let staged = self.stage_reads(reads, what)?;
-        let submitted = self.submit();
-        self.finish_reads(staged, reads, &submitted, what)
+        self.submit_and_read(staged, reads, what)
     }
 
     /// Records, after the work recorded so far, copies of the first `len` bytes of each slot
@@ -1434,15 +1433,24 @@ impl Run<'_> {
         dev.stage_reads(self.encoder(), &srcs, what)
     }
 
-    /// The bytes of reads staged by [`Self::stage_reads`] in the submission `submitted`.
-    fn finish_reads(
+    /// Submits what is recorded, which ends with the reads `staged` ([`Self::stage_reads`]),
+    /// and returns their bytes. The map starts between the submission and this thread's
+    /// spin for the work (`Device::start_reads`): where the work finishes within the spin,
+    /// the same poll maps the bytes and no polling thread wakes.
+    fn submit_and_read(
         &mut self,
         staged: StagedReads,
         reads: &[(Slot, usize)],
-        submitted: &Event,
         what: &str,
     ) -> Result<Vec<Vec<u8>>> {
-        let bytes = self.exe.device.finish_reads(staged, submitted, what)?;
+        let dev = self.exe.device.clone();
+        let mut pending = None;
+        let submitted = self.submit_spinning_then(dev.spin_limit(), |e| {
+            pending = Some(dev.start_reads(staged, e, what));
+        });
+        let bytes = pending
+            .ok_or_else(|| Error::internal(format!("{what}: the read-back was not started")))?
+            .wait(&dev, &submitted)?;
         // The read-back ran after everything submitted so far.
         self.settled = true;
         if bytes.len() != reads.len() || bytes.iter().zip(reads).any(|(b, &(_, len))| b.len() < len)
@@ -1681,8 +1689,7 @@ impl Run<'_> {
             self.dispatch(w.kernel, &bufs, &[])?;
             done += 1;
             if let Some((t, staged, reads, what)) = trip_values.take() {
-                let submitted = self.submit();
-                let bytes = self.finish_reads(staged, &reads, &submitted, &what)?;
+                let bytes = self.submit_and_read(staged, &reads, &what)?;
                 // No count (a test that would not stop): the flags say, as without one.
                 launches = trips_from(t, &bytes).map(launches_for);
             }
