@@ -1189,16 +1189,28 @@ impl Device {
             Ok(x) => x,
             Err(e) => return done(Err(e)),
         };
-        let submitted = self.submit(vec![cmd], what);
-        let mapped = self.map_reads(staged, &submitted, what, move |r| {
+        let done = move |r: Result<Vec<Vec<u8>>>| {
             done(r.and_then(|mut bytes| {
                 bytes
                     .pop()
                     .ok_or_else(|| Error::internal("read-back shorter than the tensor"))
             }))
+        };
+        if !(spin && len as u64 <= SPIN_READ_MAX_BYTES && !self.spin_limit().is_zero()) {
+            // Queued for the polling threads before the map wakes one (a thread woken for a
+            // map alone polls, then sleeps with the turn).
+            let submitted = self.submit(vec![cmd], what);
+            self.map_reads(staged, &submitted, what, done);
+            return;
+        }
+        // The map starts before this thread spins for the copy, so the poll that sees it
+        // finish maps the bytes too (`map_reads_quietly`).
+        let mut mapped = None;
+        let submitted = self.submit_spinning_then(vec![cmd], what, self.spin_limit(), |e| {
+            mapped = Some(self.map_reads_quietly(staged, e, what, done));
         });
-        if spin && len as u64 <= SPIN_READ_MAX_BYTES {
-            self.spin_until(&mut || mapped.load(std::sync::atomic::Ordering::Acquire));
+        if let (true, Some(mapped)) = (submitted.is_ready(), mapped) {
+            self.spin_until(&mut || mapped.load(Ordering::Acquire));
         }
     }
 
