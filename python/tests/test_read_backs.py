@@ -159,3 +159,42 @@ def test_reads_that_come_and_go(gpu):
     held = [f(x, np.float32(k)) for k in range(5)]
     for k, y in enumerate(held):
         np.testing.assert_array_equal(np.asarray(y), np.arange(9, dtype=np.float32) - k)
+
+
+@pytest.mark.parametrize(
+    "dtype,n",
+    [(np.float32, 64), (np.float32, 1024), (np.float32, 1025), (np.int8, 3), (np.bool_, 7),
+     (np.float16, 5), (np.uint32, 1), (np.complex64, 9), (np.int32, 0)],
+)
+def test_uploads_read_back_from_their_host_copy(gpu, dtype, n):
+    # Uploads of at most 4 KiB keep their bytes as their host copy (1024 floats do, 1025 do
+    # not); every bit comes back, NaN payloads included, and a computation on the upload
+    # sees the same bytes.
+    rng = np.random.default_rng(n)
+    if dtype == np.bool_:
+        x = rng.random(n) < 0.5
+    elif dtype == np.complex64:
+        x = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dtype)
+    elif np.issubdtype(dtype, np.integer):
+        x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, n, dtype=dtype, endpoint=True)
+    else:
+        x = rng.standard_normal(n).astype(dtype)
+        if n > 2:
+            x.view(np.uint16 if dtype == np.float16 else np.uint32)[1] |= 0x7e01 if dtype == np.float16 else 0x7f800123
+    a = jax.device_put(x, gpu)
+    assert np.asarray(a).tobytes() == x.tobytes()
+    assert np.asarray(a).tobytes() == x.tobytes()
+    same = jax.jit(lambda v: lax.bitcast_convert_type(v, jnp.uint8) if v.dtype != jnp.bool_ else v)
+    if dtype not in (np.complex64, np.bool_):
+        assert np.asarray(same(a)).tobytes() == x.tobytes()
+
+
+def test_a_donated_upload_is_not_read(gpu):
+    # The host copy of an upload never outlives its device bytes: donated, it is deleted.
+    x = jax.device_put(np.arange(8, dtype=np.float32), gpu)
+    f = jax.jit(lambda v: v * 2, donate_argnums=0)
+    y = f(x)
+    np.testing.assert_array_equal(np.asarray(y), np.arange(8, dtype=np.float32) * 2)
+    if x.is_deleted():
+        with pytest.raises(RuntimeError):
+            np.asarray(x)
