@@ -370,7 +370,7 @@ impl Device {
             // The next computation's submission carries it; an empty one of its own costs
             // ~30 µs on lavapipe, as much as the rest of a small upload (`jit(f)(numpy
             // array)` puts each argument). So only once uploads since the last submission pass
-            // `UPLOAD_SUBMIT_BYTES` does one submit, and a program that only puts and deletes
+            // `upload_submit_bytes()` does one submit, and a program that only puts and deletes
             // arrays still holds at most that much staging memory.
             let len = bytes.len() as u64;
             let pending = self

@@ -1112,7 +1112,7 @@ impl Device {
 
     /// `submit_spinning`, running `after` with the submission's event right after the
     /// submission and before the spin (to map a read-back of the work, see
-    /// [`Self::map_reads_quietly`]).
+    /// [`Self::map_reads`] without waking).
     pub(crate) fn submit_spinning_then(
         &self,
         cmds: Vec<wgpu::CommandBuffer>,
@@ -1200,14 +1200,14 @@ impl Device {
             // Queued for the polling threads before the map wakes one (a thread woken for a
             // map alone polls, then sleeps with the turn).
             let submitted = self.submit(vec![cmd], what);
-            self.map_reads(staged, &submitted, what, done);
+            self.map_reads(staged, &submitted, what, true, done);
             return;
         }
         // The map starts before this thread spins for the copy, so the poll that sees it
-        // finish maps the bytes too (`map_reads_quietly`).
+        // finish maps the bytes too (`map_reads`).
         let mut mapped = None;
         let submitted = self.submit_spinning_then(vec![cmd], what, self.spin_limit(), |e| {
-            mapped = Some(self.map_reads_quietly(staged, e, what, done));
+            mapped = Some(self.map_reads(staged, e, what, false, done));
         });
         if let (true, Some(mapped)) = (submitted.is_ready(), mapped) {
             self.spin_until(&mut || mapped.load(Ordering::Acquire));
@@ -1255,7 +1255,7 @@ impl Device {
     /// `submitted`, for the calling thread that needs the bytes now (a loop's predicate, a
     /// branch's selector, a trip count): called in the `after` of
     /// [`Self::submit_spinning_then`], so the poll that sees the work finish maps them too
-    /// (see [`Self::map_reads_quietly`]); [`PendingReads::wait`] then has the bytes at once.
+    /// (see [`Self::map_reads`]); [`PendingReads::wait`] then has the bytes at once.
     pub(crate) fn start_reads(
         &self,
         staged: StagedReads,
@@ -1263,7 +1263,7 @@ impl Device {
         what: &str,
     ) -> PendingReads {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<Vec<u8>>>>(1);
-        let mapped = self.map_reads_quietly(staged, submitted, what, move |r| {
+        let mapped = self.map_reads(staged, submitted, what, false, move |r| {
             let _ = tx.try_send(r);
         });
         PendingReads {
@@ -1275,40 +1275,21 @@ impl Device {
 
     /// Hands the bytes of reads staged by [`Self::stage_reads`], in work submitted as
     /// `submitted`, to `done` once mapped (on whichever thread polls then), or the error of
-    /// the submission or the map. Returns a flag set once `done` has run.
+    /// the submission or the map. Returns a flag set once `done` has run. With `wake`, a
+    /// polling thread is woken for the map; without, the map is started in the `after` of
+    /// [`Self::submit_spinning_then`], before the submitting thread spins for its work, so
+    /// the poll that sees the work finish maps the bytes too and no polling thread wakes
+    /// (`submit` wakes one if the spin did not see the map finish). Started after the spin,
+    /// as before, the map needed a poll of its own: a polling thread woke for it while the
+    /// caller, about to read the bytes, spun for them too (`np.asarray(jit(f)(x))` 135 µs
+    /// against 72 µs for the call).
     pub(crate) fn map_reads(
         &self,
         staged: StagedReads,
         submitted: &Event,
         what: &str,
-        done: impl FnOnce(Result<Vec<Vec<u8>>>) + Send + 'static,
-    ) -> Arc<std::sync::atomic::AtomicBool> {
-        self.map_reads_waking(staged, submitted, what, done, true)
-    }
-
-    /// `map_reads` in the `after` of [`Self::submit_spinning_then`]: the map is started
-    /// before the submitting thread spins for its work, so the poll that sees the work finish
-    /// maps the bytes too, and no polling thread is woken for it (`submit` wakes one if the
-    /// spin did not see the map finish). Started after the spin, as before, the map needed a
-    /// poll of its own: a polling thread woke for it while the caller, about to read the
-    /// bytes, spun for them too (`np.asarray(jit(f)(x))` 135 µs against 72 µs for the call).
-    pub(crate) fn map_reads_quietly(
-        &self,
-        staged: StagedReads,
-        submitted: &Event,
-        what: &str,
-        done: impl FnOnce(Result<Vec<Vec<u8>>>) + Send + 'static,
-    ) -> Arc<std::sync::atomic::AtomicBool> {
-        self.map_reads_waking(staged, submitted, what, done, false)
-    }
-
-    fn map_reads_waking(
-        &self,
-        staged: StagedReads,
-        submitted: &Event,
-        what: &str,
-        done: impl FnOnce(Result<Vec<Vec<u8>>>) + Send + 'static,
         wake: bool,
+        done: impl FnOnce(Result<Vec<Vec<u8>>>) + Send + 'static,
     ) -> Arc<std::sync::atomic::AtomicBool> {
         let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let done = Arc::new(Mutex::new(Some(done)));

@@ -808,12 +808,7 @@ impl Executable {
                         }
                     }
                 };
-                let what = "a result's read-back";
-                if wake {
-                    device.map_reads(staged, event, what, done);
-                } else {
-                    device.map_reads_quietly(staged, event, what, done);
-                }
+                device.map_reads(staged, event, "a result's read-back", wake, done);
             };
             let submitted = Instant::now();
             // Nothing recorded since a read-back that followed all the work (a loop's last

@@ -242,7 +242,7 @@ impl Poller {
         let index = in_device_call(|| queue.submit(cmds));
         let event = Event::queued(what);
         // Before the spin: a read-back mapped here completes in the poll that sees the
-        // submission finish (`Device::map_reads_quietly`).
+        // submission finish (`Device::map_reads` without waking).
         after(&event);
         let done = !spin.is_zero() && self.spin(spin.min(self.spin_limit));
         let mut st = self.lock();
