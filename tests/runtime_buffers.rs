@@ -241,3 +241,46 @@ fn scans_stack_their_outputs_in_place() {
         "100 iterations copied {copied} bytes"
     );
 }
+
+#[test]
+fn uploads_wait_for_the_next_submission_in_order() {
+    // Uploads leave their writes to the next submission (until 16 MiB wait): a buffer
+    // deleted unsubmitted and pooled again, then written by a second upload, must read as
+    // the second; copies (device work) and read-backs see every write before them, on both
+    // sides of the 4 KiB host-copy limit.
+    let _serial = serial();
+    let dev = device();
+    for n in [64usize, 4096] {
+        let ty = TensorType::new(vec![n as i64], ElementType::F32);
+        let fill = |k: usize| -> Vec<u8> {
+            (0..n)
+                .flat_map(|i| ((i * 7 + k * 1000) as f32).to_le_bytes())
+                .collect()
+        };
+        for round in 0..20 {
+            let a = dev.upload(&ty, &fill(2 * round)).unwrap();
+            a.delete();
+            let b = dev.upload(&ty, &fill(2 * round + 1)).unwrap();
+            let c = b.copy().unwrap();
+            assert_eq!(
+                b.read_to_host_blocking().unwrap(),
+                fill(2 * round + 1),
+                "{n} {round}"
+            );
+            assert_eq!(
+                c.read_to_host_blocking().unwrap(),
+                fill(2 * round + 1),
+                "{n} {round}"
+            );
+        }
+    }
+    // More than 16 MiB of uploads with nothing else: each still reads back whole.
+    let ty = TensorType::new(vec![1 << 20], ElementType::F32);
+    let big: Vec<Vec<u8>> = (0..20)
+        .map(|k| (0..4u32 << 20).map(|i| (i as u8) ^ (k as u8)).collect())
+        .collect();
+    let bufs: Vec<_> = big.iter().map(|b| dev.upload(&ty, b).unwrap()).collect();
+    for (b, want) in bufs.iter().zip(&big) {
+        assert_eq!(&b.read_to_host_blocking().unwrap(), want);
+    }
+}
