@@ -1163,19 +1163,24 @@ const PRIVATE_MAX: u64 = 1 << 22;
 /// cores and SIMD lanes idle.
 const PRIVATE_MIN_CHUNKS: u64 = 64;
 
-/// A scatter-add of many update windows into a small result on a CPU adapter, without sorting:
-/// the windows are cut into `chunks` consecutive chunks, invocation `c` adds the updates of
-/// chunk `c`, in order, into its own zeroed copy of the result (`partial[c]`, which stays in
-/// the core's cache), and each result element then folds its input value and the chunks'
-/// partials, in chunk order. Three launches, work in proportion to the updates plus `chunks`
-/// times the result; deterministic (no atomics), and the sums associate by chunk as in the
-/// sorted path's chunked folds. `jax.ops.segment_sum` of 1M values into 1000 segments on
-/// lavapipe took 105 ms sorted (3 radix passes and the folds); see the commit for its time.
+/// A scatter of many update windows into a small result on a CPU adapter, without sorting,
+/// when its update computation is one add, maximum or minimum (or an integer multiply): the
+/// windows are cut into `chunks` consecutive chunks, invocation `c` folds the updates of chunk
+/// `c`, in order, into its own copy of the result filled with the computation's identity
+/// (`partial[c]`, which stays in the core's cache), and each result element then folds its
+/// input value and the chunks' partials, in chunk order. Three launches, work in proportion to
+/// the updates plus `chunks` times the result; deterministic (no atomics). Float sums
+/// associate by chunk as in the sorted path's chunked folds; the other computations give the
+/// plain kernel's result bit for bit in any grouping ([`private_monoid`]). `jax.ops.segment_sum`
+/// of 1M values into 1000 segments on lavapipe took 105 ms sorted (3 radix passes and the
+/// folds); see the commit for its time. `jax.ops.segment_max` of the same took 20 ms bucketed
+/// and walked by blocks ([`swept`]), and an int32 `segment_min` 13 ms with atomics (every
+/// invocation contending for 1000 words).
 ///
-/// `None` (the sorted path serves) on GPUs, for other update computations than one add, other
-/// than 32-bit unpacked results, updates fewer than 256 times the result (few chunks, or
-/// zeroing copies costing more than the updates: a scatter-add of 1M values at random indices
-/// into 1M), or partials past [`PRIVATE_MAX`]. `WGPU_HLO_SCATTER_PRIVATE=0` turns it off.
+/// `None` (the sorted path serves) on GPUs, for other update computations, other than 32-bit
+/// unpacked results, updates fewer than 256 times the result (few chunks, or filling copies
+/// costing more than the updates: a scatter-add of 1M values at random indices into 1M), or
+/// partials past [`PRIVATE_MAX`]. `WGPU_HLO_SCATTER_PRIVATE=0` turns it off.
 fn privatized(
     name: &str,
     f: &Function,
@@ -1191,9 +1196,9 @@ fn privatized(
         indices,
         updates,
         result,
+        body,
         xt,
         ut,
-        ..
     }) = one_input(f, op)
     else {
         return Ok(None);
@@ -1201,13 +1206,16 @@ fn privatized(
     use crate::ir::ElementType as E;
     if !target.cpu_adapter
         || std::env::var("WGPU_HLO_SCATTER_PRIVATE").is_ok_and(|v| v.trim() == "0")
-        || adds(f, op).is_none()
         || !matches!(xt.dtype, E::F32 | E::I32 | E::U32)
+        || !private_monoid(body, xt.dtype)
         || !xt.is_static()
         || !ut.is_static()
     {
         return Ok(None);
     }
+    let Some(identity) = monoid_identity(f, op, target) else {
+        return Ok(None);
+    };
     let rdims = xt.dims();
     let r = xt.num_elements() as u64;
     let windows = Windows::new(dn, &ut.dims())?;
@@ -1244,17 +1252,31 @@ fn privatized(
     let elem = crate::codegen::dtype::storage_elem(dtype);
     let fuses = "\nfuses: stablehlo.scatter";
 
-    // Zeros, four words an invocation (a vec4 store each: llvmpipe stores scalars lane by
-    // lane).
+    // The update computation as a function (`k_update(current, update)`), for the chunks'
+    // folds and the final one.
+    let mut all_defs = defs.clone();
+    let mut body_vals = HashSet::new();
+    region_defs(body, &mut all_defs, &mut body_vals);
+    let fused = |v: ValueId| body_vals.contains(&v) || inline(v);
+    let emitter = || -> Result<(ExprEmitter, String)> {
+        let mut em = ExprEmitter::new(f, &all_defs, &fused, target.caps, target.adapter);
+        let t = em.compute(dtype)?;
+        let func = emit_body_function(&mut em, "k_update", body, &[t])?;
+        Ok((em, func))
+    };
+
+    // The identity, four words an invocation (a vec4 store each: llvmpipe stores scalars lane
+    // by lane).
     let zero = {
         use crate::codegen::kernel as k;
         let kname = format!("{name}_zero");
-        let comment =
-            format!("kernel {kname}: zeroes {chunks} partial results of {r} elements{fuses}");
+        let comment = format!(
+            "kernel {kname}: fills {chunks} partial results of {r} elements with the update computation's identity ({identity}){fuses}"
+        );
         let threads = partial_len / 4;
         let wg = k::WORKGROUP;
         let main = format!(
-            "{}{}    if (tid >= {threads}u) {{ return; }}\n    out0[tid] = vec4<{elem}>();\n}}\n",
+            "{}{}    if (tid >= {threads}u) {{ return; }}\n    out0[tid] = vec4<{elem}>({identity});\n}}\n",
             k::entry_header(wg),
             k::thread_index(wg)
         );
@@ -1284,9 +1306,9 @@ fn privatized(
         }
     };
 
-    // Chunk `tid`'s windows added into its partial, in order.
+    // Chunk `tid`'s windows folded into its partial, in order.
     let accumulate = {
-        let mut em = ExprEmitter::new(f, defs, inline, target.caps, target.adapter);
+        let (mut em, func) = emitter()?;
         em.line(&format!("let base = tid * {r}u;"));
         em.line(&format!("let last = min(tid * {per}u + {per}u, {count}u);"));
         if grouped {
@@ -1318,7 +1340,7 @@ fn privatized(
             let at = crate::codegen::expr::linearize(&pos, &rdims);
             let u = em.value(updates, &Index::Multi(windows.update_at(&si, &wi)))?;
             em.line(&format!("let at = base + {at};"));
-            em.line(&format!("out0[at] = out0[at] + {u};"));
+            em.line(&fold_at(&u));
             if w > 1 {
                 em.close(None);
             }
@@ -1332,7 +1354,7 @@ fn privatized(
             ""
         };
         let comment = format!(
-            "kernel {kname}: each of {chunks} chunks of {per} of {count} update windows of {w} elements added, in order, into its own partial result of {r} elements{how}{fuses}"
+            "kernel {kname}: each of {chunks} chunks of {per} of {count} update windows of {w} elements folded, in order, into its own partial result of {r} elements{how}{fuses}"
         );
         crate::codegen::kernel::threaded(
             &kname,
@@ -1340,7 +1362,7 @@ fn privatized(
             em.inputs.clone(),
             vec![partial.clone()],
             &em.needs,
-            "",
+            &func,
             &em.body,
             chunks,
             em.iterations(),
@@ -1350,19 +1372,25 @@ fn privatized(
 
     // Each result element: its input value, then the chunks' partials in order.
     let fold = {
-        let mut em = ExprEmitter::new(f, defs, inline, target.caps, target.adapter);
+        let (mut em, func) = emitter()?;
         em.inputs.push(partial.clone());
         em.line("var acc = out0[tid];");
         em.open_loop(
             &format!("for (var c: u32 = 0u; c < {chunks}u; c = c + 1u)"),
             chunks,
         );
-        em.line(&format!("acc = acc + in0[c * {r}u + tid];"));
+        let index = em.inputs.len() - 1;
+        em.line(&combine(
+            "k_update",
+            1,
+            &["acc".to_string()],
+            &[format!("in{index}[c * {r}u + tid]")],
+        ));
         em.close(None);
         em.line("out0[tid] = acc;");
         let kname = format!("{name}_fold");
         let comment = format!(
-            "kernel {kname}: scatter-add into {xt} in place: each element's input value and {chunks} partial results, in order{fuses}"
+            "kernel {kname}: scatter into {xt} in place: each element's input value and {chunks} partial results folded, in order{fuses}"
         );
         crate::codegen::kernel::threaded(
             &kname,
@@ -1373,7 +1401,7 @@ fn privatized(
                 ty: xt.clone(),
             }],
             &em.needs,
-            "",
+            &func,
             &em.body,
             r,
             em.iterations(),
@@ -1395,6 +1423,31 @@ fn privatized(
             super::Launch::updating_value(2, Vec::new(), x),
         ],
     }))
+}
+
+/// The statement folding update `u` into the partial's element `at` with the update
+/// computation's function (`k_update`, [`privatized`]).
+fn fold_at(u: &str) -> String {
+    combine("k_update", 1, &["out0[at]".to_string()], &[u.to_string()])
+}
+
+/// Whether a [`privatized`] scatter may group the update computation `body`'s folds by
+/// chunks: one add (integer sums wrap exactly; float sums reassociate by chunk, as the sorted
+/// path's chunked folds do), an integer multiply (wrapping: exact in any grouping), or a
+/// maximum or minimum. These give the plain kernel's result bit for bit in any grouping: over
+/// integers they are associative and commutative; over floats `wh_max_f32`/`wh_min_f32` are
+/// IEEE's, which order -0 below +0 and give equal values' one bit pattern, and of two NaNs
+/// return the first operand, so a chunk keeps the first (or, with the update first, the last)
+/// NaN of its windows in the order the computation names, and the chunk-ordered final fold
+/// keeps the same NaN the plain kernel's one pass does. A float multiply would round
+/// differently by chunk: it is left to the sorted path.
+fn private_monoid(body: &crate::ir::Region, dtype: crate::ir::ElementType) -> bool {
+    use crate::ir::BinaryOp as B;
+    match update_computation(body) {
+        Some(Update::Binary(B::Add | B::Maximum | B::Minimum, _)) => true,
+        Some(Update::Binary(B::Multiply, _)) => !dtype.is_float(),
+        _ => false,
+    }
 }
 
 /// Whether a [`privatized`] scatter-add's chunks read their windows' indices and updates in
@@ -1486,7 +1539,7 @@ fn private_quads(
         let at = crate::codegen::expr::linearize(&pos, rdims);
         em.open(&format!("if ({})", all_of(&conds)));
         em.line(&format!("let at = base + {at};"));
-        em.line(&format!("out0[at] = out0[at] + {u};"));
+        em.line(&fold_at(&u));
         em.close(None);
     }
     em.close(None);
