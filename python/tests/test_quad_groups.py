@@ -3,9 +3,10 @@
 `src/codegen/expr.rs`). Checked here against jax cpu: a concatenation along the innermost
 dimension whose parts are multiples of 4 wide chooses its part once per four positions (a
 fused LSTM cell's gate gradients: four parts, each a product of slices of the scan's stacked
-residuals), parts of other widths and concatenations along outer dimensions, one
-concatenation read at two rows in one kernel, and reshapes that keep or change the innermost
-extent."""
+residuals), parts of other widths, concatenations along outer dimensions (the part chosen
+once per four positions too, which share every coordinate but the innermost), one
+concatenation read at two rows in one kernel, pads of outer dimensions (one test per four
+positions), and reshapes that keep or change the innermost extent."""
 
 from __future__ import annotations
 
@@ -61,6 +62,76 @@ def test_concatenation_along_rows(gpu):
     a, b = arr(3, 16), arr(5, 16)
     compare_with_cpu(gpu, lambda a, b: jnp.concatenate([a * 2, b - 1], axis=0) + 0.5, a, b,
                      tol=1e-6)
+
+
+OUTER = {
+    # Parts of any number of rows (3, 5, 1, 7): a group of four lies in one row of one part.
+    "rows of 3, 5, 1, 7": (lambda a, b, c, d: jnp.concatenate([a, b, c, d], 0),
+                           [(3, 16), (5, 16), (1, 16), (7, 16)]),
+    "reversed rows": (lambda a, b: jnp.concatenate([a, b[::-1]], 0)[::-1] * 3.0, [(6, 32), (10, 32)]),
+    "middle of three dimensions": (lambda a, b: jnp.concatenate([jnp.exp(a), b], 1), [(2, 3, 8), (2, 5, 8)]),
+    "stack along a middle axis": (lambda a, b, c: jnp.stack([a, b * 2, c], 1), [(7, 12), (7, 12), (7, 12)]),
+    "rows not a multiple of four wide": (lambda a, b: jnp.concatenate([a, b], 0) - 1, [(4, 6), (3, 6)]),
+    "rows read at two places": (lambda a, b: (lambda c: c[1:] + c[:-1] * 2)(jnp.concatenate([a, b], 0)),
+                                [(5, 8), (6, 8)]),
+    "with an empty part": (lambda a, b, c: jnp.concatenate([a, b, c], 0) * 2, [(4, 8), (0, 8), (2, 8)]),
+    "transposed after": (lambda a, b: jnp.concatenate([a, b], 0).T + 1, [(12, 8), (4, 8)]),
+}
+
+
+@pytest.mark.parametrize("name", list(OUTER))
+def test_concatenations_along_outer_dimensions(gpu, name):
+    """A concatenation along an outer dimension chooses its part once per group of four
+    positions (they share every coordinate but the innermost): the same values as jax cpu,
+    for parts of any size, reversed, in the middle of three dimensions, stacked, in rows
+    that are not groups of four, read at two rows and transposed."""
+    f, shapes = OUTER[name]
+    compare_with_cpu(gpu, f, *[arr(*s) for s in shapes], tol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.float32])
+def test_concatenation_along_rows_copies_exactly(gpu, dtype):
+    """Large enough for the loop kernel's groups: the parts' bits, each once."""
+    parts = [(RNG.integers(-2**31, 2**31 - 1, size=(r, 256), dtype=np.int64)).astype(dtype)
+             if dtype != np.float32 else arr(r, 256) for r in (100, 37, 3)]
+    f = jax.jit(lambda a, b, c: jnp.concatenate([a, b, c], 0))
+    got = np.asarray(f(*jax.device_put(parts, gpu)))
+    np.testing.assert_array_equal(got.view(np.uint32), np.concatenate(parts, 0).view(np.uint32))
+
+
+def test_concatenation_along_rows_loads_each_group_once(gpu, tmp_path, monkeypatch):
+    if not cpu_kernel_class(gpu):
+        pytest.skip("groups of four are the CPU adapters' loop kernels")
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    a, b = arr(64, 512), arr(32, 512)
+    compare_with_cpu(gpu, lambda a, b: jnp.concatenate([a, b], 0) * 0.5, a, b, tol=1e-6)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    (path,) = glob.glob(os.path.join(tmp_path, "*.wgsl"))
+    text = open(path).read()
+    # One vec4 chosen per invocation's four elements: one branch, not one per element.
+    assert text.count("var c_") == 1, text
+    assert text.count("} else {") == 1, text
+
+
+PADS = {
+    "rows around": (lambda a: jnp.pad(a, ((3, 5), (0, 0)), constant_values=7.0) * 2, (64, 256)),
+    "rows cropped": (lambda a: lax.pad(a, 1.5, ((-2, 3, 0), (0, 0, 0))) + 1, (9, 16)),
+    "rows interior": (lambda a: lax.pad(a, -1.0, ((1, 2, 2), (0, 0, 0))), (5, 8)),
+    "middle of three": (lambda a: jnp.pad(a * 3, ((1, 0), (2, 1), (0, 0))), (3, 4, 12)),
+    "innermost too": (lambda a: jnp.pad(a, ((1, 1), (2, 2))), (6, 8)),
+    "rows not a multiple of four wide": (lambda a: jnp.pad(a, ((2, 2), (0, 0))) * 3, (5, 6)),
+    "int rows": (lambda a: jnp.pad((a * 100).astype(jnp.int32), ((4, 4), (0, 0)), constant_values=-9), (8, 32)),
+}
+
+
+@pytest.mark.parametrize("name", list(PADS))
+def test_pads_of_outer_dimensions(gpu, name):
+    """A pad of outer dimensions only tests once per group of four positions whether they
+    lie in the operand: the same values as jax cpu, cropped, with interior padding, in the
+    middle of three dimensions, of integers; pads of the innermost dimension and rows that are
+    not groups of four take each position on its own."""
+    f, shape = PADS[name]
+    compare_with_cpu(gpu, f, arr(*shape), tol=0)
 
 
 def test_one_concatenation_read_at_two_rows(gpu):

@@ -1771,6 +1771,9 @@ impl<'a> ExprEmitter<'a> {
     ) -> Result<String> {
         let xt = self.ty(op.operands[0])?.clone();
         let m = self.multi(idx, rdims);
+        if let Some(v) = self.grouped_pad(op, &m, rdims, rc, low, interior)? {
+            return Ok(v);
+        }
         let pv = self.value(op.operands[1], &Index::scalar())?;
         let mut conds = Vec::new();
         let mut xi = Vec::new();
@@ -1803,6 +1806,105 @@ impl<'a> ExprEmitter<'a> {
             self.close(None);
         }
         Ok(out)
+    }
+
+    /// A pad at a grouped position (see [`Quads`]) that pads no dimension but outer ones, so
+    /// that the group's four positions share the test of whether they lie in the operand and
+    /// the operand's innermost coordinates are theirs: at the group's first position one test
+    /// fills a `vec4` with the operand's four values (read as a group) or the padding value;
+    /// the later positions read its lanes. Each position testing on its own read the operand's
+    /// group once per position, in four branches (`jnp.pad` of 8 rows around 1024 x 2048
+    /// floats: 1.6 times a copy of the same bytes). `None` where this does not apply (and for
+    /// the later positions of a group whose `vec4` is out of scope).
+    fn grouped_pad(
+        &mut self,
+        op: &Operation,
+        m: &[String],
+        rdims: &[usize],
+        rc: Compute,
+        low: &[i64],
+        interior: &[i64],
+    ) -> Result<Option<String>> {
+        let (Some(&v), Some(&x)) = (op.results.first(), op.operands.first()) else {
+            return Ok(None);
+        };
+        let Some(last) = m.len().checked_sub(1) else {
+            return Ok(None);
+        };
+        let xt = self.ty(x)?.clone();
+        let Some(q) = self.quads.as_ref() else {
+            return Ok(None);
+        };
+        if !q.rows
+            || last == 0
+            || rdims.get(last).is_none_or(|&d| d % 4 != 0)
+            || xt.dims().get(last) != rdims.get(last)
+            || low.get(last) != Some(&0)
+            || interior.get(last) != Some(&0)
+            || !matches!(rc.wgsl(), "f32" | "i32" | "u32")
+            || xt.num_elements() == 0
+            || crate::fusion::switched_off("WGPU_HLO_QUAD_PADS")
+        {
+            return Ok(None);
+        }
+        let Some((first, place)) = q.positions.get(&m[last]).cloned() else {
+            return Ok(None);
+        };
+        let key = (
+            v,
+            Index::Linear(format!("pad4 {} {first}", m[..last].join(" "))),
+        );
+        if place > 0 {
+            let lane = ["x", "y", "z", "w"][place.min(3)];
+            return Ok(self
+                .lookup(&key)
+                .map(|c4| self.bind(rc, &format!("{c4}.{lane}"))));
+        }
+        let pv = self.value(op.operands[1], &Index::scalar())?;
+        let mut conds = Vec::new();
+        let mut outer = Vec::new();
+        for k in 0..last {
+            let d = xt.shape[k];
+            let step = interior[k] + 1;
+            let t = self.fresh("p");
+            self.line(&format!("let {t}: i32 = i32({}) - ({}i);", m[k], low[k]));
+            if step == 1 {
+                conds.push(format!("({t} >= 0i && {t} < {d}i)"));
+                outer.push(format!("u32(max({t}, 0i))"));
+            } else {
+                conds.push(format!(
+                    "({t} >= 0i && ({t} % {step}i) == 0i && ({t} / {step}i) < {d}i)"
+                ));
+                outer.push(format!("u32(max({t}, 0i) / {step}i)"));
+            }
+        }
+        let c4 = self.fresh("c");
+        self.line(&format!("var {c4} = vec4<{}>({pv});", rc.wgsl()));
+        self.open(&format!("if ({})", conds.join(" && ")));
+        let mut lanes = Vec::new();
+        for p in 0..4 {
+            let np = if p == 0 {
+                first.clone()
+            } else {
+                format!("({first} + {p}u)")
+            };
+            if let Some(q) = self.quads.as_mut() {
+                q.positions.insert(np.clone(), (first.clone(), p));
+            }
+            let mut xi = outer.clone();
+            xi.push(np);
+            lanes.push(self.value(x, &Index::Multi(xi))?);
+        }
+        self.line(&format!(
+            "{c4} = vec4<{}>({});",
+            rc.wgsl(),
+            lanes.join(", ")
+        ));
+        self.close(None);
+        if let Some(memo) = self.memo.last_mut() {
+            memo.insert(key, c4.clone());
+        }
+        Ok(Some(self.bind(rc, &format!("{c4}.x"))))
     }
 
     /// After a slice with stride 1 along the innermost dimension from a multiple of 4 maps a
@@ -2065,13 +2167,16 @@ impl<'a> ExprEmitter<'a> {
         Some(xi)
     }
 
-    /// A concatenation along its innermost dimension at a grouped position (see [`Quads`])
-    /// whose parts all have a multiple of 4 elements along it, so that a group lies within one
-    /// part: at the group's first position, the part is chosen once and its four values
+    /// A concatenation at a grouped position (see [`Quads`]) whose group lies within one part:
+    /// along an outer dimension (the group's positions share every coordinate but the
+    /// innermost), or along the innermost one when every part has a multiple of 4 elements
+    /// along it. At the group's first position the part is chosen once and its four values
     /// computed in that branch (where their reads are grouped too) into a `vec4`; the later
     /// positions read its lanes. Each position choosing its part (llvmpipe: a branch per
     /// position, each reading its part a scalar at a time) made a fused LSTM cell's gate
-    /// gradients, a 32 x 512 concatenation of four products of slices, 0.17 ms a step.
+    /// gradients, a 32 x 512 concatenation of four products of slices, 0.17 ms a step; a
+    /// concatenation of 1024 and 512 rows of 2048 floats loaded each part's `vec4` once per
+    /// position, in four branches, and took three times a copy of the same bytes.
     /// `None` where this does not apply (and for the later positions of a group whose `vec4`
     /// is out of scope).
     fn grouped_concatenate(
@@ -2084,23 +2189,32 @@ impl<'a> ExprEmitter<'a> {
         let Some(v) = op.results.first().copied() else {
             return Ok(None);
         };
+        if self.quads.is_none() {
+            return Ok(None);
+        }
+        let Some(last) = m.len().checked_sub(1) else {
+            return Ok(None);
+        };
+        let innermost = dim == last;
+        let rows_of_four = self.ty(v)?.dims().last().is_some_and(|&d| d % 4 == 0);
         let Some(q) = self.quads.as_ref() else {
             return Ok(None);
         };
         if !q.rows
-            || dim + 1 != m.len()
+            || dim > last
+            || !rows_of_four
             || !matches!(rc.wgsl(), "f32" | "i32" | "u32")
             || crate::fusion::switched_off("WGPU_HLO_QUAD_CONCATS")
         {
             return Ok(None);
         }
-        let Some((first, place)) = q.positions.get(&m[dim]).cloned() else {
+        let Some((first, place)) = q.positions.get(&m[last]).cloned() else {
             return Ok(None);
         };
         // Keyed by the outer coordinates too: the group's positions share them.
         let key = (
             v,
-            Index::Linear(format!("concat4 {} {first}", m[..dim].join(" "))),
+            Index::Linear(format!("concat4 {} {first}", m[..last].join(" "))),
         );
         if place > 0 {
             let lane = ["x", "y", "z", "w"][place.min(3)];
@@ -2111,7 +2225,7 @@ impl<'a> ExprEmitter<'a> {
         let mut parts = Vec::new();
         for &o in &op.operands {
             let size = self.ty(o)?.dims().get(dim).copied().unwrap_or(0);
-            if size % 4 != 0 {
+            if innermost && size % 4 != 0 {
                 return Ok(None);
             }
             if size > 0 {
@@ -2123,14 +2237,20 @@ impl<'a> ExprEmitter<'a> {
         }
         let c4 = self.fresh("c");
         self.line(&format!("var {c4}: vec4<{}>;", rc.wgsl()));
+        let at = if innermost {
+            first.clone()
+        } else {
+            m[dim].clone()
+        };
         let mut offset = 0usize;
         for (i, &(o, size)) in parts.iter().enumerate() {
-            let cond = format!("({first} < {}u)", offset + size);
+            let cond = format!("({at} < {}u)", offset + size);
             if parts.len() > 1 {
                 self.branch_of_parts(i, parts.len(), &cond);
             }
-            // The part's own coordinates of the group, registered as a group of its own.
-            let n0 = if offset == 0 {
+            // The part's own coordinates of the group, registered as a group of its own (the
+            // innermost ones; along an outer dimension that coordinate moves by the offset).
+            let n0 = if offset == 0 || !innermost {
                 first.clone()
             } else {
                 format!("({first} - {offset}u)")
@@ -2146,7 +2266,10 @@ impl<'a> ExprEmitter<'a> {
                     q.positions.insert(np.clone(), (n0.clone(), p));
                 }
                 let mut xi = m.to_vec();
-                xi[dim] = np;
+                xi[last] = np;
+                if !innermost && offset > 0 {
+                    xi[dim] = format!("({} - {offset}u)", m[dim]);
+                }
                 lanes.push(self.value(o, &Index::Multi(xi))?);
             }
             self.line(&format!(
