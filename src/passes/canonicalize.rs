@@ -7,6 +7,79 @@ use std::collections::{HashMap, HashSet};
 use super::rewrite::substitute;
 use crate::ir::{Attr, BinaryOp, Function, Literal, Op, Operation, Region, Scalar, Type, ValueId};
 
+/// How a value is its root's elements moved by transposes and by reshapes that insert or
+/// remove dimensions of size 1 only: `order[k]` is the root's non-unit dimension (counted
+/// among those) that is the value's `k`-th non-unit dimension.
+struct UnitChain {
+    root: ValueId,
+    order: Vec<usize>,
+    /// Transposes on the way (a chain of reshapes alone is a reshape already).
+    transposes: usize,
+}
+
+impl UnitChain {
+    /// Whether the value holds the root's elements in the root's order (a reshape of it).
+    fn is_identity(&self) -> bool {
+        self.order.iter().enumerate().all(|(k, &o)| k == o)
+    }
+}
+
+/// The static dimensions of tensor `v`, if it has them.
+fn static_dims(f: &Function, v: ValueId) -> Option<Vec<usize>> {
+    f.ty(v)
+        .as_tensor()
+        .filter(|t| t.is_static())
+        .map(|t| t.dims())
+}
+
+/// The [`UnitChain`] of `op`'s result when `op` is a transpose, or a reshape that only inserts
+/// or removes unit dimensions, of a static tensor (continuing its operand's chain in
+/// `chains`, else starting at the operand).
+fn unit_chain(
+    f: &Function,
+    op: &Operation,
+    chains: &HashMap<ValueId, UnitChain>,
+) -> Option<UnitChain> {
+    let ([x], [r]) = (op.operands.as_slice(), op.results.as_slice()) else {
+        return None;
+    };
+    let (xd, rd) = (static_dims(f, *x)?, static_dims(f, *r)?);
+    let non_unit =
+        |d: &[usize]| -> Vec<usize> { (0..d.len()).filter(|&k| d[k] != 1).collect::<Vec<_>>() };
+    let (xn, rn) = (non_unit(&xd), non_unit(&rd));
+    let (root, inner, transposes) = match chains.get(x) {
+        Some(c) => (c.root, c.order.clone(), c.transposes),
+        None => (*x, (0..xn.len()).collect(), 0),
+    };
+    match &op.op {
+        Op::Reshape => {
+            let sizes = |d: &[usize], n: &[usize]| n.iter().map(|&k| d[k]).collect::<Vec<_>>();
+            (sizes(&xd, &xn) == sizes(&rd, &rn)).then_some(UnitChain {
+                root,
+                order: inner,
+                transposes,
+            })
+        }
+        Op::Transpose { permutation } if permutation.len() == rd.len() => {
+            // Result dimension k is operand dimension permutation[k].
+            let order = rn
+                .iter()
+                .map(|&k| {
+                    let d = usize::try_from(*permutation.get(k)?).ok()?;
+                    let j = xn.iter().position(|&n| n == d)?;
+                    inner.get(j).copied()
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(UnitChain {
+                root,
+                order,
+                transposes: transposes + 1,
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Custom-call targets and ops of other dialects that are the identity on a single device.
 fn is_identity_other(op: &Operation) -> bool {
     match &op.op {
@@ -181,6 +254,8 @@ fn canonicalize_region(f: &Function, region: &mut Region) {
     let mut transposes: HashMap<ValueId, (Vec<i64>, ValueId)> = HashMap::new();
     // Scalar constants defined in this region (candidates for a branch's selector).
     let mut consts: HashMap<ValueId, Scalar> = HashMap::new();
+    // Values moved from a root by transposes and reshapes of unit dimensions only.
+    let mut chains: HashMap<ValueId, UnitChain> = HashMap::new();
     let ops = std::mem::take(&mut region.ops);
     let mut out = Vec::with_capacity(ops.len());
     for mut op in ops {
@@ -207,6 +282,18 @@ fn canonicalize_region(f: &Function, region: &mut Region) {
                     *permutation = c;
                     *operand = *x;
                 }
+            }
+        }
+        // Transposes and reshapes that only move unit dimensions, chained back to the root's
+        // order: a reshape of the root (`jnp.linalg.inv`'s result went 512x512 -> 512x1x512,
+        // transposed, -> 512x512, transposed back; the reads under the transposes were taken
+        // for reads across rows, one element at a time).
+        if let Some(chain) = unit_chain(f, &op, &chains) {
+            if chain.transposes > 0 && chain.is_identity() {
+                op.op = Op::Reshape;
+                op.operands = vec![chain.root];
+            } else if let [r] = op.results.as_slice() {
+                chains.insert(*r, chain);
             }
         }
         // An `if` or `case` on a constant is its branch: the runtime would read the selector
@@ -462,6 +549,63 @@ mod tests {
             })
             .collect();
         assert_eq!(t, vec![vec![2, 0, 1]]);
+    }
+
+    #[test]
+    fn transposes_through_unit_reshapes_compose() {
+        // `jnp.linalg.inv`'s result: back to the root's order through unit dimensions, a
+        // reshape of it (here the root itself).
+        let back = "func.func @main(%x: tensor<6x5xf32>) -> tensor<6x5xf32> {
+  %a = stablehlo.reshape %x : (tensor<6x5xf32>) -> tensor<6x1x5xf32>
+  %b = stablehlo.transpose %a, dims = [2, 0, 1] : (tensor<6x1x5xf32>) -> tensor<5x6x1xf32>
+  %c = stablehlo.reshape %b : (tensor<5x6x1xf32>) -> tensor<5x6xf32>
+  %d = stablehlo.transpose %c, dims = [1, 0] : (tensor<5x6xf32>) -> tensor<6x5xf32>
+  return %d : tensor<6x5xf32>
+}";
+        assert!(
+            ops(back).iter().all(|n| !n.contains("transpose")),
+            "{:?}",
+            ops(back)
+        );
+        // Only unit dimensions move: a reshape. Dimensions of the root swapped: the
+        // transpose stays.
+        let unit = "func.func @main(%x: tensor<1x4x1x3xf32>) -> tensor<4x1x3x1xf32> {
+  %t = stablehlo.transpose %x, dims = [1, 0, 3, 2] : (tensor<1x4x1x3xf32>) -> tensor<4x1x3x1xf32>
+  return %t : tensor<4x1x3x1xf32>
+}";
+        assert!(
+            ops(unit).iter().all(|n| !n.contains("transpose")),
+            "{:?}",
+            ops(unit)
+        );
+        let swapped = "func.func @main(%x: tensor<6x5xf32>) -> tensor<5x6xf32> {
+  %a = stablehlo.reshape %x : (tensor<6x5xf32>) -> tensor<6x1x5xf32>
+  %b = stablehlo.transpose %a, dims = [2, 1, 0] : (tensor<6x1x5xf32>) -> tensor<5x1x6xf32>
+  %c = stablehlo.reshape %b : (tensor<5x1x6xf32>) -> tensor<5x6xf32>
+  return %c : tensor<5x6xf32>
+}";
+        assert!(
+            ops(swapped).iter().any(|n| n.contains("transpose")),
+            "{:?}",
+            ops(swapped)
+        );
+        // A reshape that merges dimensions ends the chain.
+        let merged = "func.func @main(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %a = stablehlo.transpose %x, dims = [1, 0, 2] : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  %b = stablehlo.reshape %a : (tensor<3x2x4xf32>) -> tensor<6x4xf32>
+  %c = stablehlo.reshape %b : (tensor<6x4xf32>) -> tensor<3x2x4xf32>
+  %d = stablehlo.transpose %c, dims = [1, 0, 2] : (tensor<3x2x4xf32>) -> tensor<2x3x4xf32>
+  return %d : tensor<2x3x4xf32>
+}";
+        assert_eq!(
+            ops(merged)
+                .iter()
+                .filter(|n| n.contains("transpose"))
+                .count(),
+            2,
+            "{:?}",
+            ops(merged)
+        );
     }
 
     #[test]
