@@ -42,6 +42,14 @@ pub const TRANSPOSED_MARK: &str = "/* transposed */";
 /// `op_kernels::linalg::blocked_solve_body`).
 pub const STORAGE_MARK: &str = "/* storage */";
 
+/// Marks the loads of a complex (two-word) input that an FFT pass makes along its lines,
+/// several values a thread: such an input is read through a texture (two values a texel)
+/// where every load of it is marked. `jnp.fft.fft` of 64 x 1024 points reading its passes'
+/// lines from the storage buffer took 32.7-33.8 ms on lavapipe, through textures 13.2-16.8;
+/// an elementwise complex product, one value a thread, took 5-10 % longer through textures,
+/// so unmarked complex inputs keep their buffers.
+pub const PAIR_MARK: &str = "/* pair lines */";
+
 /// Marks the first of four loads `inJ[MARK Q], inJ[Q + 1u], inJ[Q + 2u], inJ[Q + 3u]` gathered
 /// in one `vec4<E>(...)`, `Q` a multiple of 4 ([`super::expr::Quads`]): read through a texture,
 /// they are one texel fetch (a 1024x1024 softmax kernel on lavapipe: 6.5 -> 4.3 ms).
@@ -318,9 +326,21 @@ fn rewrite_quads(src: &str, name: &str, elem: &str, mark: &str) -> (String, usiz
 }
 
 /// The declaration line of input `j` and its element type, when it is a read-only storage
-/// array of 32-bit words or vec4s of them.
+/// array of 32-bit words, or of vec2s (complex numbers: two to a texel, [`PAIR_MARK`]) or
+/// vec4s of them.
 fn declaration(src: &str, j: usize) -> Option<(String, &'static str, u32)> {
-    declared(src, &format!("var<storage, read> in{j}: array<"))
+    let name = format!("var<storage, read> in{j}: array<");
+    declared(src, &name).or_else(|| {
+        let line = src.lines().find(|l| l.contains(&name))?;
+        let elem = line.split(&name).nth(1)?.split(">;").next()?;
+        let elem = match elem {
+            "vec2<f32>" => "vec2<f32>",
+            "vec2<u32>" => "vec2<u32>",
+            "vec2<i32>" => "vec2<i32>",
+            _ => return None,
+        };
+        Some((line.to_string(), elem, 2))
+    })
 }
 
 /// The line declaring `name` (`var<storage, ACCESS> NAME: array<`), its element type and the
@@ -384,7 +404,13 @@ pub fn apply(
         };
         // Too small to pay for its copy, read only through small windows (the copy is of the
         // whole input, on every launch), or too large for the adapter's textures.
-        let texture = words >= min_words.max(1)
+        // A complex input only where an FFT pass reads it along its lines (every load marked).
+        let pairs = texel_words != 2 || {
+            let marked = wgsl.matches(&format!("{name}[{PAIR_MARK}")).count();
+            marked > 0 && occurrences(&wgsl, &name).len() == marked + 1
+        };
+        let texture = pairs
+            && words >= min_words.max(1)
             && !windowed.contains(&j)
             && input.extent().1 <= max_dimension
             && (!grouped_only
@@ -464,6 +490,13 @@ pub fn apply(
                 "\nfn {name}_at(i: u32) -> {elem} {{\n    let t = i >> 2u;\n    return \
                  bitcast<{elem}>(textureLoad({name}, vec2<u32>(t & {mask}u, t >> {shift}u), \
                  0)[i & 3u]);\n}}\n"
+            )
+        } else if texel_words == 2 {
+            // Two elements a texel: its first or second half.
+            format!(
+                "\nfn {name}_at(i: u32) -> {elem} {{\n    let t = i >> 1u;\n    let v = \
+                 textureLoad({name}, vec2<u32>(t & {mask}u, t >> {shift}u), 0);\n    return \
+                 bitcast<{elem}>(select(v.xy, v.zw, (i & 1u) == 1u));\n}}\n"
             )
         } else {
             format!(

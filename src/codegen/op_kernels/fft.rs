@@ -814,7 +814,21 @@ pub fn plan(
             let at = |q: &str| format!("(o * {}u + ({q}) * {inner}u + i)", lin * inner);
             let load = |em: &mut ExprEmitter, q: &str| -> Result<String> {
                 Ok(match p.src {
-                    Some(_) => format!("in0[{}]", at(q)),
+                    Some(_) => format!(
+                        "in0[{} {}]",
+                        crate::codegen::texture_reads::PAIR_MARK,
+                        at(q)
+                    ),
+                    // A complex64 operand read along its lines too (nothing fuses into a
+                    // pass; its storage is the pass's `vec2<f32>`).
+                    None if xt.dtype == ElementType::C64 && real == "f32" => {
+                        let b = em.input(op.operands[0])?;
+                        format!(
+                            "in{b}[{} {}]",
+                            crate::codegen::texture_reads::PAIR_MARK,
+                            at(q)
+                        )
+                    }
                     None => {
                         let v = em.value(op.operands[0], &Index::Linear(at(q)))?;
                         if src_real {
