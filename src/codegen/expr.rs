@@ -1778,19 +1778,9 @@ impl<'a> ExprEmitter<'a> {
         let mut conds = Vec::new();
         let mut xi = Vec::new();
         for k in 0..m.len() {
-            let d = xt.shape[k];
-            let step = interior[k] + 1;
-            let t = self.fresh("p");
-            self.line(&format!("let {t}: i32 = i32({}) - ({}i);", m[k], low[k]));
-            if step == 1 {
-                conds.push(format!("({t} >= 0i && {t} < {d}i)"));
-                xi.push(format!("u32(max({t}, 0i))"));
-            } else {
-                conds.push(format!(
-                    "({t} >= 0i && ({t} % {step}i) == 0i && ({t} / {step}i) < {d}i)"
-                ));
-                xi.push(format!("u32(max({t}, 0i) / {step}i)"));
-            }
+            let (cond, x) = self.padded_coordinate(&m[k], xt.shape[k], low[k], interior[k]);
+            conds.push(cond);
+            xi.push(x);
         }
         if xt.num_elements() == 0 {
             return Ok(pv);
@@ -1806,6 +1796,55 @@ impl<'a> ExprEmitter<'a> {
             self.close(None);
         }
         Ok(out)
+    }
+
+    /// Coordinate `mk` of a pad's result in its operand (`d` long, padded by `low` and
+    /// `interior`): the WGSL test that it lies in the operand, and the operand's coordinate.
+    fn padded_coordinate(&mut self, mk: &str, d: i64, low: i64, interior: i64) -> (String, String) {
+        let step = interior + 1;
+        let t = self.fresh("p");
+        self.line(&format!("let {t}: i32 = i32({mk}) - ({low}i);"));
+        if step == 1 {
+            (
+                format!("({t} >= 0i && {t} < {d}i)"),
+                format!("u32(max({t}, 0i))"),
+            )
+        } else {
+            (
+                format!("({t} >= 0i && ({t} % {step}i) == 0i && ({t} / {step}i) < {d}i)"),
+                format!("u32(max({t}, 0i) / {step}i)"),
+            )
+        }
+    }
+
+    /// A later position (`place` 1 to 3) of a group whose `vec4` its first position computed
+    /// under `key`: that lane, or `None` when the `vec4` is out of scope.
+    fn group_lane(&mut self, key: &(ValueId, Index), place: usize, rc: Compute) -> Option<String> {
+        let lane = ["x", "y", "z", "w"][place.min(3)];
+        self.lookup(key)
+            .map(|c4| self.bind(rc, &format!("{c4}.{lane}")))
+    }
+
+    /// The four values of `x` at multi-index `xi` with its innermost coordinate `n0`, `n0 + 1`,
+    /// `n0 + 2`, `n0 + 3`, registered as a group of their own (so `x`'s reads are grouped).
+    fn group_values(&mut self, x: ValueId, xi: &[String], n0: &str) -> Result<Vec<String>> {
+        let mut lanes = Vec::new();
+        for p in 0..4 {
+            let np = if p == 0 {
+                n0.to_string()
+            } else {
+                format!("({n0} + {p}u)")
+            };
+            if let Some(q) = self.quads.as_mut() {
+                q.positions.insert(np.clone(), (n0.to_string(), p));
+            }
+            let mut at = xi.to_vec();
+            if let Some(l) = at.last_mut() {
+                *l = np;
+            }
+            lanes.push(self.value(x, &Index::Multi(at))?);
+        }
+        Ok(lanes)
     }
 
     /// A pad at a grouped position (see [`Quads`]) that pads no dimension but outer ones, so
@@ -1855,46 +1894,21 @@ impl<'a> ExprEmitter<'a> {
             Index::Linear(format!("pad4 {} {first}", m[..last].join(" "))),
         );
         if place > 0 {
-            let lane = ["x", "y", "z", "w"][place.min(3)];
-            return Ok(self
-                .lookup(&key)
-                .map(|c4| self.bind(rc, &format!("{c4}.{lane}"))));
+            return Ok(self.group_lane(&key, place, rc));
         }
         let pv = self.value(op.operands[1], &Index::scalar())?;
         let mut conds = Vec::new();
         let mut outer = Vec::new();
         for k in 0..last {
-            let d = xt.shape[k];
-            let step = interior[k] + 1;
-            let t = self.fresh("p");
-            self.line(&format!("let {t}: i32 = i32({}) - ({}i);", m[k], low[k]));
-            if step == 1 {
-                conds.push(format!("({t} >= 0i && {t} < {d}i)"));
-                outer.push(format!("u32(max({t}, 0i))"));
-            } else {
-                conds.push(format!(
-                    "({t} >= 0i && ({t} % {step}i) == 0i && ({t} / {step}i) < {d}i)"
-                ));
-                outer.push(format!("u32(max({t}, 0i) / {step}i)"));
-            }
+            let (cond, x) = self.padded_coordinate(&m[k], xt.shape[k], low[k], interior[k]);
+            conds.push(cond);
+            outer.push(x);
         }
         let c4 = self.fresh("c");
         self.line(&format!("var {c4} = vec4<{}>({pv});", rc.wgsl()));
         self.open(&format!("if ({})", conds.join(" && ")));
-        let mut lanes = Vec::new();
-        for p in 0..4 {
-            let np = if p == 0 {
-                first.clone()
-            } else {
-                format!("({first} + {p}u)")
-            };
-            if let Some(q) = self.quads.as_mut() {
-                q.positions.insert(np.clone(), (first.clone(), p));
-            }
-            let mut xi = outer.clone();
-            xi.push(np);
-            lanes.push(self.value(x, &Index::Multi(xi))?);
-        }
+        outer.push(first.clone());
+        let lanes = self.group_values(x, &outer, &first)?;
         self.line(&format!(
             "{c4} = vec4<{}>({});",
             rc.wgsl(),
@@ -2217,10 +2231,7 @@ impl<'a> ExprEmitter<'a> {
             Index::Linear(format!("concat4 {} {first}", m[..last].join(" "))),
         );
         if place > 0 {
-            let lane = ["x", "y", "z", "w"][place.min(3)];
-            return Ok(self
-                .lookup(&key)
-                .map(|c4| self.bind(rc, &format!("{c4}.{lane}"))));
+            return Ok(self.group_lane(&key, place, rc));
         }
         let mut parts = Vec::new();
         for &o in &op.operands {
@@ -2255,23 +2266,11 @@ impl<'a> ExprEmitter<'a> {
             } else {
                 format!("({first} - {offset}u)")
             };
-            let mut lanes = Vec::new();
-            for p in 0..4 {
-                let np = if p == 0 {
-                    n0.clone()
-                } else {
-                    format!("({n0} + {p}u)")
-                };
-                if let Some(q) = self.quads.as_mut() {
-                    q.positions.insert(np.clone(), (n0.clone(), p));
-                }
-                let mut xi = m.to_vec();
-                xi[last] = np;
-                if !innermost && offset > 0 {
-                    xi[dim] = format!("({} - {offset}u)", m[dim]);
-                }
-                lanes.push(self.value(o, &Index::Multi(xi))?);
+            let mut xi = m.to_vec();
+            if !innermost && offset > 0 {
+                xi[dim] = format!("({} - {offset}u)", m[dim]);
             }
+            let lanes = self.group_values(o, &xi, &n0)?;
             self.line(&format!(
                 "{c4} = vec4<{}>({});",
                 rc.wgsl(),
