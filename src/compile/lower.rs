@@ -102,6 +102,28 @@ impl TexturePolicy {
     }
 }
 
+/// Whether a gather of slices `slice_sizes` from a table of `table` elements into a result of
+/// `gathered` elements reads its table through a texture on CPU adapters: where it gathers
+/// rows (runs of at least four elements along the innermost dimension, which a loop kernel
+/// loads as `vec4`s), from a table at most [`ROW_GATHER_TABLE_RATIO`] times the size of the
+/// result (the texture is a copy of the whole table before each launch, about 0.1 ms per
+/// MiB), on hosts where storage loads cost llvmpipe more than texel fetches
+/// ([`crate::target::stream_reads_as_vec4`]: AMD). The AMD EPYC host of 2026-12-07,
+/// lavapipe, `wgsl_bench` of the dumped kernel of `table[idx]`, 4096 rows of 1024 floats from
+/// a 1024 x 1024 table: 21.9 ms loading the rows from the storage buffer, 8.1-8.6 through
+/// a texture (a contiguous copy of 16 MB from the buffer, no gather, took 19.5).
+fn gathers_rows(slice_sizes: &[i64], table: usize, gathered: usize) -> bool {
+    slice_sizes.last().is_some_and(|&w| w >= 4)
+        && table <= gathered.saturating_mul(ROW_GATHER_TABLE_RATIO)
+        && !crate::target::stream_reads_as_vec4()
+}
+
+/// Largest ratio of a table's size to its gathered rows' at which a row gather reads the
+/// table through a texture ([`gathers_rows`]): a texel fetch saved about 0.85 ms per 2^18
+/// words gathered over a storage load there, the copy costs about 0.1 ms per 2^18 words of
+/// the table, so the copy pays up to about 8; 4 leaves room for hosts that differ.
+const ROW_GATHER_TABLE_RATIO: usize = 4;
+
 /// Fewest 32-bit words of an input of a read-once kernel read through a texture (see
 /// [`TexturePolicy`]): none is. From 65536 words (until 2026-11-29) they gained nothing
 /// measurable (16M-element fused chain 36.8 / 38.3 ms, transpose 4096² 40 / 39, the CNN and
@@ -700,11 +722,17 @@ impl<'f, 't> Lowering<'f, 't> {
                 continue;
             }
             // Gathers read at data-dependent positions whatever their size (see
-            // `TexturePolicy`: `jnp.take` of 1M from 1M 9.4 -> 4.3 ms without the texture).
+            // `TexturePolicy`: `jnp.take` of 1M from 1M 9.4 -> 4.3 ms without the texture),
+            // unless they gather rows from a table that is not much larger than what they
+            // gather ([`gathers_rows`]).
             let windows = readers.all(|op| {
                 op.operands.first() == Some(&b.value)
-                    && match op.op {
-                        Op::Gather { .. } => true,
+                    && match &op.op {
+                        Op::Gather { slice_sizes, .. } => !op
+                            .results
+                            .first()
+                            .and_then(|&r| self.tensor(r).ok())
+                            .is_some_and(|r| gathers_rows(slice_sizes, size, r.num_elements())),
                         Op::Slice { .. } | Op::DynamicSlice { .. } => op
                             .results
                             .first()
