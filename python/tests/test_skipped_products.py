@@ -98,3 +98,16 @@ def test_expm_squaring_skips(gpu, tmp_path, monkeypatch):
     assert skips, "no kernel skips its contraction"
     for p in skips:
         assert "select(" in [l for l in open(p).read().splitlines() if "let ke = " in l][0]
+
+
+def test_kept_side_computed_by_a_long_chain(gpu):
+    # The side kept when the product is dropped is a chain of 40 steps, each reading the one
+    # before it twice.
+    def f(r, s):
+        def body(i, r):
+            q = r
+            for _ in range(40):
+                q = q * q * 0.25 + q * 0.5
+            return jnp.where(i < s, r @ r, q)
+        return lax.fori_loop(0, 3, body, r)
+    compare_with_cpu(gpu, f, rand(64, 64, scale=0.01), np.int32(1), tol=2e-4)

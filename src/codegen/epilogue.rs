@@ -346,29 +346,42 @@ fn skip_condition(
     outputs: &[ValueId],
     names: &[(ValueId, String)],
 ) -> Option<String> {
+    // Memoized: an epilogue's values form a DAG whose shared operands (`x * x` chained) would
+    // make a plain recursion exponential in its depth.
     fn depends(
         defs: &HashMap<ValueId, &Operation>,
         epilogue: &Group,
         d: ValueId,
         v: ValueId,
+        seen: &mut HashMap<ValueId, bool>,
         depth: usize,
     ) -> bool {
-        if v == d {
+        // Past this depth, dependent (no skip): the recursion stays shallow.
+        if v == d || depth > 256 {
             return true;
         }
         if !epilogue.members.contains(&v) {
             return false;
         }
-        let Some(op) = defs.get(&v) else {
-            return true;
+        if let Some(&known) = seen.get(&v) {
+            return known;
+        }
+        // Provisionally independent: the IR has no cycles, so this is never read back early.
+        seen.insert(v, false);
+        let result = match defs.get(&v) {
+            None => true,
+            Some(op) => {
+                !op.regions.is_empty()
+                    || op
+                        .operands
+                        .iter()
+                        .any(|&o| depends(defs, epilogue, d, o, seen, depth + 1))
+            }
         };
-        depth > 64
-            || !op.regions.is_empty()
-            || op
-                .operands
-                .iter()
-                .any(|&o| depends(defs, epilogue, d, o, depth + 1))
+        seen.insert(v, result);
+        result
     }
+    let mut seen = HashMap::new();
     let uniform_of = |mut p: ValueId| -> Option<&str> {
         for _ in 0..8 {
             if let Some((_, name)) = names.iter().find(|(u, _)| *u == p) {
@@ -384,7 +397,7 @@ fn skip_condition(
     };
     let mut conds = Vec::new();
     for &v in outputs {
-        if !depends(defs, epilogue, d, v, 0) {
+        if !depends(defs, epilogue, d, v, &mut seen, 0) {
             continue;
         }
         let op = defs.get(&v).filter(|_| epilogue.members.contains(&v))?;
@@ -393,8 +406,8 @@ fn skip_condition(
         };
         let u = uniform_of(*p)?;
         match (
-            depends(defs, epilogue, d, *t, 0),
-            depends(defs, epilogue, d, *e, 0),
+            depends(defs, epilogue, d, *t, &mut seen, 0),
+            depends(defs, epilogue, d, *e, &mut seen, 0),
         ) {
             (false, true) => conds.push(u.to_string()),
             (true, false) => conds.push(format!("!{u}")),
