@@ -173,27 +173,30 @@ pub fn storage_bits(t: ElementType) -> u32 {
 
 /// A WGSL expression loading element `idx` (a `u32` expression) of buffer `buf`.
 pub fn load(t: ElementType, buf: &str, idx: &str) -> String {
-    use ElementType::*;
     match per_word(t) {
         1 => format!("{buf}[{idx}]"),
-        _ => {
-            let raw = load_bits(t, buf, idx).unwrap_or_default();
-            match t {
-                Pred => format!("({raw} != 0u)"),
-                F16 => format!("wh_f16_bits_to_f32({raw})"),
-                BF16 => format!("bitcast<f32>({raw} << 16u)"),
-                t if narrow_float(t).is_some() => narrow_float_decode(t, &raw).unwrap_or_default(),
-                t if t.is_signed_int() => {
-                    let sh = 32 - t.bit_width();
-                    format!("((bitcast<i32>({raw}) << {sh}u) >> {sh}u)")
-                }
-                t if t.is_unsigned_int() => {
-                    let m = (1u64 << t.bit_width()) - 1;
-                    format!("({raw} & {m}u)")
-                }
-                _ => raw,
-            }
+        _ => decode_bits(t, &load_bits(t, buf, idx).unwrap_or_default()),
+    }
+}
+
+/// The value of a sub-word element of type `t` from its storage bits `raw` (a `u32` in the
+/// low bits, the rest clear), as [`load`] computes it.
+pub fn decode_bits(t: ElementType, raw: &str) -> String {
+    use ElementType::*;
+    match t {
+        Pred => format!("({raw} != 0u)"),
+        F16 => format!("wh_f16_bits_to_f32({raw})"),
+        BF16 => format!("bitcast<f32>({raw} << 16u)"),
+        t if narrow_float(t).is_some() => narrow_float_decode(t, raw).unwrap_or_default(),
+        t if t.is_signed_int() => {
+            let sh = 32 - t.bit_width();
+            format!("((bitcast<i32>({raw}) << {sh}u) >> {sh}u)")
         }
+        t if t.is_unsigned_int() => {
+            let m = (1u64 << t.bit_width()) - 1;
+            format!("({raw} & {m}u)")
+        }
+        _ => raw.to_string(),
     }
 }
 
