@@ -209,6 +209,18 @@ def cases():
             (x[:1024, :64], x[1024:1536, :64])),
         "attention of 512 heads over 8 steps": (
             lambda q: jax.nn.dot_product_attention(q[None], q[None], q[None]), (x[:, :1024].reshape(8, 512, 1024)[:, :, :64],)),
+        "causal dot_product_attention B8 T256 H8 D64": (
+            lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True),
+            (x[:, :256].reshape(8, 256, 8, 64).copy(),
+             x[:, 256:512].reshape(8, 256, 8, 64).copy(), x[:, 512:768].reshape(8, 256, 8, 64).copy())),
+        "causal dot_product_attention gradient": (
+            lambda q, k, v: jax.grad(lambda q, k, v: jnp.sum(
+                jax.nn.dot_product_attention(q, k, v, is_causal=True) ** 2), (0, 1, 2))(q, k, v),
+            (x[:, :256].reshape(8, 256, 8, 64).copy(),
+             x[:, 256:512].reshape(8, 256, 8, 64).copy(), x[:, 512:768].reshape(8, 256, 8, 64).copy())),
+        "layer norm with scale and offset 4096x1024": (
+            lambda x, g, b: (x - x.mean(1, keepdims=True)) * jax.lax.rsqrt(x.var(1, keepdims=True) + 1e-5) * g + b,
+            (x, x[0], x[1])),
         "nearest centroid 4096x256x16": (
             lambda p, c: jnp.argmin(jnp.sum((p[:, None] - c[None]) ** 2, -1), -1), (x[:, :16], x[:256, 16:32])),
         "GRU value and gradient (H128 D64 T50 B32)": (gru_grads, (gru_p, gru_x, gru_y)),
