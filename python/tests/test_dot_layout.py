@@ -1,6 +1,6 @@
 """Large dots whose operands CPU adapters write transposed first (`src/passes/dot_layout.rs`:
 an operand whose innermost dimension is contracted, when the other operand's free extent is at
-least 384 and the product has at least 2^24 multiply-adds), against jax cpu: each side alone and
+least 256 and the product has at least 2^24 multiply-adds), against jax cpu: each side alone and
 both, batch dimensions, several contracting and free dimensions, one operand read by two dots,
 a dot inside a loop, a fused epilogue, and the kernels the dump shows. On GPU-class adapters the
 pass does not run and the same programs check the plain kernels."""
@@ -104,6 +104,23 @@ def test_transformer_weights_written_transposed(gpu, tmp_path, monkeypatch):
         assert "reads AlongK x AlongFree" in dots[0], dots[0]
     else:
         assert not copies
+
+
+def test_attention_keys_written_transposed(gpu, tmp_path, monkeypatch):
+    """`jax.nn.dot_product_attention` over 256 steps: the scores' product reads the keys
+    along k; with 256 rows of queries (the bound since 2026-12-07) the keys are written
+    transposed first and read along their free dimension."""
+    monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
+    q, k, v = arr(2, 256, 2, 64), arr(2, 256, 2, 64), arr(2, 256, 2, 64)
+    compare_with_cpu(gpu, lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True),
+                     q, k, v, tol=2e-5)
+    monkeypatch.delenv("WGPU_HLO_DUMP")
+    heads = [open(p).readline() for p in glob.glob(os.path.join(tmp_path, "*.wgsl"))]
+    (scores,) = [h for h in heads if "256x256, contracting 64" in h]
+    if cpu_kernel_class(gpu):
+        assert "x AlongFree)" in scores, scores
+    else:
+        assert "AlongFree" not in scores
 
 
 def test_conv_input_gradient_reads_its_kernel_by_columns(gpu, tmp_path, monkeypatch):

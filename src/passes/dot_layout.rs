@@ -40,8 +40,15 @@ use crate::ir::{ElementType, Function, Op, Operation, Region, TensorType, Type, 
 /// for a 0.18 ms copy of the 512 x 128 weight; 4 such dots of its training step 12.1 -> 7.3
 /// ms in all). A copy costs ~3 ns an element there (a launch for a small one), a product read
 /// along free instead of k gains 0.01-0.04 ns a multiply-add: paid back from ~100 rows by
-/// these figures, but end to end 256 was measured to cost what it saves (README), so 384.
-pub const MIN_OTHER: u64 = 384;
+/// these figures. It was 384 from 2026-12-02, which left out attention over 256 steps:
+/// `jax.nn.dot_product_attention` of 8 x 256 x 8 heads of 64 reads its queries and keys
+/// along k in the scores' product (64 products of 256 x 256 x 64). `bench_ab.py` with
+/// `WGPU_HLO_DOT_RELAYOUT_MIN=256` against 384 (lavapipe, 2-core Intel host, medians of 9
+/// alternating calls): that attention 0.86x, its gradient 0.96x; matmul 512/1024, bf16
+/// matmul, batched 64x128x128, the MLP, CNN and transformer steps, the GP likelihood and
+/// gradient, the hand-written GRU and flax's LSTM and GRU cells 0.94-1.09x, within the
+/// host's noise. 128 lost there in an earlier measurement (README).
+pub const MIN_OTHER: u64 = 256;
 
 /// The smallest product (multiply-adds) whose operands are transposed: below it the
 /// shared-rows kernel takes its small form, which reads along k as scalars anyway.
