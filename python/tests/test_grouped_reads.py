@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 
 import numpy as np
 import pytest
@@ -169,7 +170,9 @@ def test_int8_weights_load_a_word_for_four(gpu, tmp_path, monkeypatch):
     monkeypatch.setenv("WGPU_HLO_DUMP", str(tmp_path))
     f, args = SUB_WORD["int8 dequantized by columns"]
     (text,) = _kernels(tmp_path, lambda *a: f(*a), args, gpu).values()
-    assert text.count("in0[") == 1 and ">> 24u" in text
+    # One load of the weights' words a group, from the buffer or (AMD hosts, where read-once
+    # kernels take textures) through a texture.
+    assert len(re.findall(r"= in0(\[|_at\()", text)) == 1 and ">> 24u" in text, text
 
 
 def test_layer_norm_reads_its_scale_by_groups(gpu, tmp_path, monkeypatch):

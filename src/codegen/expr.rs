@@ -826,8 +826,8 @@ impl<'a> ExprEmitter<'a> {
     /// one texel fetch where each element made its own: a causal mask read by the
     /// attention softmax's row kernel of 64 x 256 x 256 (lavapipe, with its scores read by
     /// groups too, `wgsl_bench`: 34 -> 17 ms). With `raw`, the element's bits undecoded.
-    /// `None` where the element is not grouped, its tensor is bound in windows, or the load
-    /// is under a transpose.
+    /// `None` where the element is not grouped, the kernel's windows take no groups or its
+    /// tensor is bound in windows, or the load is under a transpose.
     fn packed_group_load(
         &mut self,
         v: ValueId,
@@ -840,7 +840,7 @@ impl<'a> ExprEmitter<'a> {
         let n = dtype::per_word(ty.dtype) as usize;
         if !(n == 2 || n == 4)
             || self.transposed > 0
-            || self.window.as_ref().is_some_and(|w| w.is_large(ty))
+            || self.window.as_ref().is_some_and(|w| !w.quads || w.is_large(ty))
         {
             return None;
         }
