@@ -840,7 +840,10 @@ impl<'a> ExprEmitter<'a> {
         let n = dtype::per_word(ty.dtype) as usize;
         if !(n == 2 || n == 4)
             || self.transposed > 0
-            || self.window.as_ref().is_some_and(|w| !w.quads || w.is_large(ty))
+            || self
+                .window
+                .as_ref()
+                .is_some_and(|w| !w.quads || w.is_large(ty))
         {
             return None;
         }
