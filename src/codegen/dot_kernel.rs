@@ -1567,12 +1567,20 @@ pub(super) fn store_block(
     }
     f.push_str("}\n");
     if replay {
+        // Both callers start blocks at multiples of `cols` (`n0 = tile * cols`, or a lane's
+        // `cols` within a tile of whole lanes): with `cols` and `n` multiples of 4, each block
+        // row is aligned groups of four, all stored or none.
+        let (step, visit) = if cols % 4 == 0 && n % 4 == 0 {
+            (4, "wh_ep_quad(o);")
+        } else {
+            (1, "wh_ep_element(o);")
+        };
         let block = format!(
             "    for (var r = 0u; r < {rows}u; r = r + 1u) {{\n        \
              if (m0 + r >= {m}u) {{ break; }}\n        \
              let base = (b * {m}u + m0 + r) * {n}u + n0;\n        \
-             for (var c = 0u; c < {cols}u; c = c + 1u) {{\n            \
-             if (n0 + c < {n}u) {{ let o = base + c; wh_ep_element(o); }}\n        \
+             for (var c = 0u; c < {cols}u; c = c + {step}u) {{\n            \
+             if (n0 + c < {n}u) {{ let o = base + c; {visit} }}\n        \
              }}\n    }}\n"
         );
         f.push_str(&super::epilogue::replay_function(

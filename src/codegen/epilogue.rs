@@ -121,21 +121,43 @@ pub fn apply(
         uniform_fn = format!("\nfn epilogue_uniform() {{\n{body}}}\n");
         em.scalars.extend(names);
     }
-    let idx = Index::Linear("i".into());
+    // A replay may visit aligned groups of four (`QUAD_STUB`), elements, or both.
+    let quad = replayed
+        .as_ref()
+        .is_some_and(|(s, _)| s.contains(QUAD_CALL));
+    let element = replayed
+        .as_ref()
+        .is_none_or(|(s, _)| s.contains("epilogue0(o, out0[o])"));
     let mut outs = Vec::new();
-    for (j, &v) in outputs.iter().enumerate() {
+    for &v in outputs {
         let ty = em.ty(v)?.clone();
         if ty.dtype != ElementType::F32 || ty.shape != d.ty.shape {
             return refuse(&format!(
                 "output {ty} is not an f32 tensor of the dot's shape"
             ));
         }
-        let x = em.value(v, &idx)?;
-        em.line(&format!("out{j}[i] = {x};"));
         outs.push(Binding { value: v, ty });
     }
-    let mut body = std::mem::take(&mut em.body);
-    if (0..dot.inputs.len()).any(|j| body.contains(&format!("in{j}["))) {
+    let mut body = String::new();
+    if element {
+        let idx = Index::Linear("i".into());
+        for (j, &v) in outputs.iter().enumerate() {
+            let x = em.value(v, &idx)?;
+            em.line(&format!("out{j}[i] = {x};"));
+        }
+        body = std::mem::take(&mut em.body);
+    }
+    // Outputs stored as `vec4`s: all but the dot's own (which its stores write element by
+    // element), where no element-wise epilogue writes them.
+    let vec4_outs = quad && !element;
+    let quad_body = if quad {
+        quad_epilogue(&mut em, d.value, outputs, vec4_outs)?
+    } else {
+        String::new()
+    };
+    if (0..dot.inputs.len())
+        .any(|j| body.contains(&format!("in{j}[")) || quad_body.contains(&format!("in{j}[")))
+    {
         return refuse("it reads the dot's inputs");
     }
     if replayed.is_some() {
@@ -157,15 +179,18 @@ pub fn apply(
     }
     if replayed.is_some() {
         // A replayed epilogue reads one element at a time, where a texel fetch costs more
-        // than llvmpipe's loop of scalar loads (`texture_reads::STORAGE_MARK`).
+        // than llvmpipe's loop of scalar loads (`texture_reads::STORAGE_MARK`); its groups of
+        // four are left to the texture rewrite (a `vec4` load, or a texel fetch).
         body = storage_loads(body, dot.inputs.len()..em.inputs.len());
     }
     let body = with_runtime_zero(body);
+    let quad_body = with_runtime_zero(storage_loads(quad_body, dot.inputs.len()..em.inputs.len()));
     if let Some(why) = binding_limits(&em.inputs, &outs, &target) {
         return refuse(&why);
     }
     let mut needs: BTreeSet<String> = em.needs.clone();
     needs.extend(kernel::called_library_functions(&body));
+    needs.extend(kernel::called_library_functions(&quad_body));
     // Library functions a prologue already brought in.
     needs.retain(|n| !dot.wgsl.contains(&format!("fn {n}(")));
 
@@ -180,14 +205,21 @@ pub fn apply(
         ));
     }
     for (j, b) in outs.iter().enumerate() {
+        let elem = if vec4_outs && j > 0 {
+            "vec4<f32>"
+        } else {
+            "f32"
+        };
         decls.push_str(&format!(
-            "@group(0) @binding({}) var<storage, read_write> out{j}: array<f32>; // {} {}\n",
+            "@group(0) @binding({}) var<storage, read_write> out{j}: array<{elem}>; // {} {}\n",
             em.inputs.len() + j,
             b.value,
             b.ty
         ));
     }
-    if (body.contains(RUNTIME_ZERO) || uniform_fn.contains(RUNTIME_ZERO))
+    if (body.contains(RUNTIME_ZERO)
+        || quad_body.contains(RUNTIME_ZERO)
+        || uniform_fn.contains(RUNTIME_ZERO))
         && !dot.wgsl.contains(&format!("var<private> {RUNTIME_ZERO}"))
     {
         decls.push_str(&format!("var<private> {RUNTIME_ZERO}: u32;\n"));
@@ -254,10 +286,19 @@ pub fn apply(
     wgsl.push_str(&rest);
     wgsl.push_str(&library::resolve(needs.iter().map(String::as_str))?);
     wgsl.push_str(&uniform_fn);
-    wgsl.push_str(&format!(
-        "\n// epilogue: fuses {}\nfn epilogue0(i: u32, d: f32) {{\n{body}}}\n",
-        em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ")
-    ));
+    let fuses = em.fused_ops.iter().cloned().collect::<Vec<_>>().join(", ");
+    if element {
+        wgsl.push_str(&format!(
+            "\n// epilogue: fuses {fuses}\nfn epilogue0(i: u32, d: f32) {{\n{body}}}\n"
+        ));
+    }
+    if quad {
+        wgsl.push_str(&format!(
+            "\n// epilogue: fuses {fuses} (the aligned group of four elements from i)\n\
+             fn epilogue0q(i: u32) {{\n    let d = vec4<f32>(out0[i], out0[i + 1u], out0[i + 2u], \
+             out0[i + 3u]);\n{quad_body}}}\n"
+        ));
+    }
     kernel::validate(&name, &wgsl, target.caps)?;
     Ok(Kernel {
         name: dot.name,
@@ -273,12 +314,109 @@ pub fn apply(
     })
 }
 
+/// The statements of `epilogue0q(i)`, the epilogue of the four elements from `i` (a multiple
+/// of 4 in a row whose length is a multiple of 4) whose dot results are `d.x` to `d.w`: each
+/// input read at them is read by its aligned group of four ([`super::expr::Quads`]), and
+/// each output is stored element by element, or with `vec4_outs` all but the first as one
+/// `vec4` (the first is the dot's own result binding, which its stores write by elements).
+fn quad_epilogue(
+    em: &mut ExprEmitter,
+    d: ValueId,
+    outputs: &[ValueId],
+    vec4_outs: bool,
+) -> Result<String> {
+    em.begin_function(&[]);
+    let saved = em.quads.replace(super::expr::Quads {
+        folded: Default::default(),
+        dims: Vec::new(),
+        positions: (0..4)
+            .map(|e| (format!("l{e}"), ("l0".to_string(), e)))
+            .collect(),
+        streaming: true,
+        any_shape: false,
+        rows: true,
+    });
+    let saved_d = em.scalars.get(&d).cloned();
+    let mut values: Vec<Vec<String>> = vec![Vec::new(); outputs.len()];
+    let mut result = Ok(());
+    for (e, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+        em.line(&format!("let l{e} = i + {e}u;"));
+        em.scalars.insert(d, format!("d.{lane}"));
+        for (j, &v) in outputs.iter().enumerate() {
+            match em.value(v, &Index::Linear(format!("l{e}"))) {
+                Ok(x) => values[j].push(x),
+                Err(err) => result = Err(err),
+            }
+        }
+    }
+    for (j, vals) in values.iter().enumerate() {
+        if vec4_outs && j > 0 && vals.len() == 4 {
+            em.line(&format!(
+                "out{j}[i >> 2u] = vec4<f32>({});",
+                vals.join(", ")
+            ));
+        } else {
+            for (e, x) in vals.iter().enumerate() {
+                em.line(&format!("out{j}[l{e}] = {x};"));
+            }
+        }
+    }
+    let body = em.end_function();
+    em.quads = saved;
+    match saved_d {
+        Some(name) => em.scalars.insert(d, name),
+        None => em.scalars.remove(&d),
+    };
+    result.map(|()| body)
+}
+
 /// `body` with its loads of inputs `inputs` marked to keep their storage bindings
-/// (`texture_reads::STORAGE_MARK`).
+/// (`texture_reads::STORAGE_MARK`), but for the first loads of groups of four
+/// (`texture_reads::QUAD_MARK`, `QUAD_STREAM_MARK`), which the texture rewrite reads as
+/// groups.
 fn storage_loads(mut body: String, inputs: std::ops::Range<usize>) -> String {
-    let mark = crate::codegen::texture_reads::STORAGE_MARK;
+    use crate::codegen::texture_reads::{QUAD_MARK, QUAD_STREAM_MARK, STORAGE_MARK};
     for j in inputs {
-        body = body.replace(&format!("in{j}["), &format!("in{j}[{mark} "));
+        let open = format!("in{j}[");
+        let mut out = String::with_capacity(body.len());
+        let mut rest = body.as_str();
+        while let Some(at) = rest.find(&open) {
+            let after = &rest[at + open.len()..];
+            let boundary = rest[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+            out.push_str(&rest[..at + open.len()]);
+            let grouped = after.starts_with(QUAD_MARK) || after.starts_with(QUAD_STREAM_MARK);
+            if boundary && !grouped {
+                out.push_str(STORAGE_MARK);
+                out.push(' ');
+            }
+            rest = after;
+            // A group's other three loads, `, inJ[Q + 1u], inJ[Q + 2u], inJ[Q + 3u]`, stay as
+            // they are (the rewrite matches them as written).
+            if boundary && grouped {
+                let close = crate::codegen::texture_reads::closing_bracket(
+                    &body[body.len() - rest.len() - 1..],
+                    0,
+                );
+                if let Some(close) = close {
+                    let start = if after.starts_with(QUAD_MARK) {
+                        QUAD_MARK.len()
+                    } else {
+                        QUAD_STREAM_MARK.len()
+                    };
+                    let q = after[start..close - 1].trim();
+                    let tail = format!(", in{j}[{q} + 1u], in{j}[{q} + 2u], in{j}[{q} + 3u]");
+                    if after[close..].starts_with(&tail) {
+                        out.push_str(&after[..close + tail.len()]);
+                        rest = &after[close + tail.len()..];
+                    }
+                }
+            }
+        }
+        out.push_str(rest);
+        body = out;
     }
     body
 }
@@ -447,14 +585,27 @@ fn skip_contraction(src: &str) -> String {
 /// `let` holding its offset in the result). `args` are the entry point's arguments for
 /// `params`, `elements` the most elements `block` visits. The kernel itself never calls it;
 /// `wh_ep_element` is an empty function until [`replay`] makes it the epilogue.
+///
+/// A block may visit an aligned group of four elements of one row as `wh_ep_quad(o);` (`o` a
+/// multiple of 4, the row's length a multiple of 4, all four stored): the epilogue then
+/// computes the four together and reads its inputs by groups ([`QUAD_STUB`]).
 pub(crate) fn replay_function(params: &str, args: &str, elements: u64, block: &str) -> String {
     format!(
-        "\n// {REPLAY_MARK} wh_ep_replay({args}); {elements}\nfn wh_ep_replay({params}) {{\n{block}}}\n{ELEMENT_STUB}\n"
+        "\n// {REPLAY_MARK} wh_ep_replay({args}); {elements}\nfn wh_ep_replay({params}) {{\n{block}}}\n{ELEMENT_STUB}\n{QUAD_STUB}\n"
     )
 }
 
 const REPLAY_MARK: &str = "wh_ep_replay call:";
 const ELEMENT_STUB: &str = "fn wh_ep_element(o: u32) {}";
+/// The function a replayed block calls per aligned group of four elements. [`replay`] makes
+/// the calls `epilogue0q(o);`, an epilogue computing the four elements at once: each input it
+/// reads at them is one aligned group ([`super::expr::Quads`]), loaded as one `vec4` (llvmpipe
+/// runs a storage load as a loop over its SIMD lanes: one loop where the element-wise replay
+/// made four), and each output but the dot's own is stored as one `vec4`.
+/// `WGPU_HLO_EPILOGUE_QUADS=0` replays such groups element by element.
+const QUAD_STUB: &str = "fn wh_ep_quad(o: u32) {}";
+/// The call [`replay`] makes of each [`QUAD_STUB`] call.
+const QUAD_CALL: &str = "epilogue0q(o);";
 
 /// On CPU adapters, a kernel with a [`replay_function`] keeps its stores (into the epilogue's
 /// first output, an f32 tensor of the dot's shape), and its entry point ends with the call of
@@ -475,9 +626,19 @@ fn replay(src: &str) -> Option<(String, u64)> {
     if !src.contains(ELEMENT_STUB) {
         return None;
     }
+    let quads = !crate::fusion::switched_off("WGPU_HLO_EPILOGUE_QUADS");
     let mut out = src
         .replacen(ELEMENT_STUB, "", 1)
-        .replace("wh_ep_element(o);", "epilogue0(o, out0[o]);");
+        .replacen(QUAD_STUB, "", 1)
+        .replace("wh_ep_element(o);", "epilogue0(o, out0[o]);")
+        .replace(
+            "wh_ep_quad(o);",
+            if quads {
+                QUAD_CALL
+            } else {
+                "for (var e = 0u; e < 4u; e = e + 1u) { epilogue0(o + e, out0[o + e]); }"
+            },
+        );
     let end = main_end(&out)?;
     out.insert_str(end, &format!("    {};\n", call.trim()));
     Some((out, elements))
@@ -586,7 +747,37 @@ fn main_end(src: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{replay, replay_function, stores_to_calls};
+    use super::{replay, replay_function, storage_loads, stores_to_calls};
+    use crate::codegen::texture_reads::{QUAD_STREAM_MARK, STORAGE_MARK};
+
+    #[test]
+    fn replayed_groups_of_four_call_the_grouped_epilogue() {
+        let block = "    let o = m0 * 4u;\n    wh_ep_quad(o);\n";
+        let src = format!(
+            "fn main() {{\n    out0[3u] = 1.0;\n}}\n{}",
+            replay_function("m0: u32", "7u", 256, block)
+        );
+        let (out, _) = replay(&src).unwrap_or_default();
+        assert!(out.contains("    epilogue0q(o);"), "{out}");
+        assert!(!out.contains("wh_ep_quad"), "{out}");
+    }
+
+    #[test]
+    fn storage_marks_leave_groups_of_four_to_the_texture_rewrite() {
+        let body = format!(
+            "let q = vec4<f32>(in3[{QUAD_STREAM_MARK} (i + 4u)], in3[(i + 4u) + 1u], \
+             in3[(i + 4u) + 2u], in3[(i + 4u) + 3u]);\nlet v = in3[j] + in13[k] + xin3[2u];\n"
+        );
+        let out = storage_loads(body, 3..4);
+        assert_eq!(
+            out,
+            format!(
+                "let q = vec4<f32>(in3[{QUAD_STREAM_MARK} (i + 4u)], in3[(i + 4u) + 1u], \
+                 in3[(i + 4u) + 2u], in3[(i + 4u) + 3u]);\nlet v = in3[{STORAGE_MARK} j] + in13[k] \
+                 + xin3[2u];\n"
+            )
+        );
+    }
 
     #[test]
     fn replay_calls_the_block_function_at_the_end_of_main() {
