@@ -629,37 +629,61 @@ impl Gemm {
             ));
         }
         // Uniform control flow throughout (the broadcasts need it): padding reads as 0.
-        b.push_str("        for (var f = f0; f < f1; f = f + 1u) {\n");
+        // Four features a loop trip where every chunk of features is whole fours, each
+        // accumulator summing them in one expression (`dot_subgroup`'s chains: the same sums
+        // in the same order, the spilled accumulators loaded and stored once a trip).
+        let fstep = if super::dot_subgroup::chains(cg, fchunk) {
+            4
+        } else {
+            1
+        };
+        b.push_str(&format!(
+            "        for (var f = f0; f < f1; f = f + {fstep}u) {{\n"
+        ));
         let (xs, ks) = (self.in_feature_stride, self.k_in_stride);
-        for i in 0..loads {
-            b.push_str(&format!(
-                "            let a{i} = select(0.0f, in0[x{i} + f * {xs}u], v{i});\n"
-            ));
-        }
-        for q in 0..cols / 4 {
-            let w = if vec_cols {
-                format!("in1[(kc{q} + kw + f * {ks}u) >> 2u]")
+        for ff in 0..fstep {
+            let fx = if ff == 0 {
+                "f".to_string()
             } else {
-                format!(
-                    "vec4<f32>(in1[kc{} + kw + f * {ks}u], in1[kc{} + kw + f * {ks}u], in1[kc{} + kw + f * {ks}u], in1[kc{} + kw + f * {ks}u])",
-                    4 * q,
-                    4 * q + 1,
-                    4 * q + 2,
-                    4 * q + 3
-                )
+                format!("(f + {ff}u)")
             };
-            b.push_str(&format!("            let b{q} = {w};\n"));
+            for i in 0..loads {
+                b.push_str(&format!(
+                    "            let a{ff}_{i} = select(0.0f, in0[x{i} + {fx} * {xs}u], v{i});\n"
+                ));
+            }
+            for q in 0..cols / 4 {
+                let w = if vec_cols {
+                    format!("in1[(kc{q} + kw + {fx} * {ks}u) >> 2u]")
+                } else {
+                    format!(
+                        "vec4<f32>(in1[kc{} + kw + {fx} * {ks}u], in1[kc{} + kw + {fx} * {ks}u], in1[kc{} + kw + {fx} * {ks}u], in1[kc{} + kw + {fx} * {ks}u])",
+                        4 * q,
+                        4 * q + 1,
+                        4 * q + 2,
+                        4 * q + 3
+                    )
+                };
+                b.push_str(&format!("            let b{ff}_{q} = {w};\n"));
+            }
         }
         for i in 0..rows {
-            b.push_str(&format!(
-                "            let s{i} = subgroupBroadcast(a{}, {}u);\n",
-                i / sg,
-                i % sg
-            ));
-            for q in 0..cols / 4 {
+            for ff in 0..fstep {
                 b.push_str(&format!(
-                    "            acc{i}_{q} = acc{i}_{q} + s{i} * b{q};\n"
+                    "            let s{ff}_{i} = subgroupBroadcast(a{ff}_{}, {}u);\n",
+                    i / sg,
+                    i % sg
                 ));
+            }
+            for q in 0..cols / 4 {
+                let mut e = format!("acc{i}_{q}");
+                for ff in 0..fstep {
+                    e = format!("{e} + s{ff}_{i} * b{ff}_{q}");
+                    if ff + 1 < fstep {
+                        e = format!("({e})");
+                    }
+                }
+                b.push_str(&format!("            acc{i}_{q} = {e};\n"));
             }
         }
         b.push_str("        }\n    }\n");

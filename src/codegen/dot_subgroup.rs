@@ -95,6 +95,17 @@ fn min_work() -> u64 {
 /// convolution's tiles are larger, and cost the driver more to compile).
 pub(super) const MIN_CONV_WORK: u64 = 1 << 22;
 
+/// Whether a product whose operands are read along their free dimensions (or as scalars)
+/// takes four steps of k per loop trip, each accumulator summing them in one expression (see
+/// the kernel's loop): where every contracting range is whole steps (`k`, and a split's
+/// chunks, multiples of 4). `WGPU_HLO_DOT_CHAINS=0` keeps one step a trip.
+///
+/// The shared convolution ([`super::conv_kernel`]) asks the same of its input features
+/// (`k`) and their chunks (`chunk`).
+pub(super) fn chains(k: u64, chunk: u64) -> bool {
+    k % 4 == 0 && chunk % 4 == 0 && !crate::fusion::switched_off("WGPU_HLO_DOT_CHAINS")
+}
+
 /// Rows per subgroup tile and vec4 columns per lane for a `batch x m x n` result: the
 /// largest of (32, 2), (32, 1), (16, 1), (8, 1) (rows a multiple of `S`, and of `4S` when the
 /// left operand is read along m) that still gives every core two workgroups, else the
@@ -221,11 +232,12 @@ pub(super) fn shared_rows(
     let (mt, cv) = tile(batch, m, n, s, rows_unit, small || narrow);
     let cols_lane = 4 * cv;
     let cols_tile = s * cols_lane;
-    let kstep = if ra == Read::AlongK || rb == Read::AlongK {
-        4
-    } else {
-        1
-    };
+    let kstep =
+        if ra == Read::AlongK || rb == Read::AlongK || chains(k, split.map_or(k, |s| s.chunk)) {
+            4
+        } else {
+            1
+        };
     let (mtiles, ntiles) = (m.div_ceil(mt), n.div_ceil(cols_tile));
     let tiles = batch * mtiles * ntiles;
     let (parts, chunk) = split.map_or((1, k), |s| (s.parts, s.chunk));
@@ -307,6 +319,8 @@ pub(super) fn shared_rows(
             ));
         }
     }
+    // Per step of k of a loop trip, each row's value as the subgroup sees it.
+    let mut sources: Vec<Vec<(String, u64)>> = Vec::new();
     for kk in 0..kstep {
         let kx = if kk == 0 {
             "k".to_string()
@@ -351,15 +365,31 @@ pub(super) fn shared_rows(
             let w = rhs_columns(rb, c, kk, &kx, "f32");
             body.push_str(&format!("        let w{kk}_{c} = {w};\n"));
         }
-        for (i, (src, lane)) in row_src.iter().enumerate() {
+        sources.push(row_src);
+    }
+    // Each accumulator takes the loop trip's steps of k in one expression,
+    // `((acc + x0 * w0) + x1 * w1) + ...`: the same sums in the same order as a statement per
+    // step, but the driver, which spills the accumulators (a lane holds 32-64 vec4s, SIMD
+    // registers hold 16 of llvmpipe's), loads and stores each once a trip instead of once a
+    // step. Lavapipe, 2-core Intel host, the 1024^3 kernel (`wgsl_bench`): 69-70 -> 55 ms
+    // with four steps a trip (two: 57 ms; eight: 60 ms; `fma` in the chain: 56-58 ms), and
+    // the first dispatch with Mesa's shader cache off 0.67 -> 0.75 s.
+    for i in 0..mt {
+        for (kk, row_src) in sources.iter().enumerate() {
+            let (src, lane) = &row_src[i as usize];
             body.push_str(&format!(
                 "        let x{kk}_{i} = subgroupBroadcast({src}, {lane}u);\n"
             ));
-            for c in 0..cv {
-                body.push_str(&format!(
-                    "        acc{i}_{c} = acc{i}_{c} + x{kk}_{i} * w{kk}_{c};\n"
-                ));
+        }
+        for c in 0..cv {
+            let mut e = format!("acc{i}_{c}");
+            for kk in 0..sources.len() {
+                e = format!("{e} + x{kk}_{i} * w{kk}_{c}");
+                if kk + 1 < sources.len() {
+                    e = format!("({e})");
+                }
             }
+            body.push_str(&format!("        acc{i}_{c} = {e};\n"));
         }
     }
     let accs: Vec<String> = (0..mt)
