@@ -13,6 +13,11 @@ against the kernels they replace:
   `vec4` load where there were four element loads) and its outputs but the first stored as
   `vec4`s. Also bit for bit those of `WGPU_HLO_EPILOGUE_QUADS=0`.
 
+The register-blocked dot (`src/codegen/dot_kernel.rs`'s vector kernel: small and narrow
+products) keeps a statement per step (chained, it ran no faster: MLP step, attention of 512
+heads of 8 steps, nearest centroid within the noise); its cases here check that the switches
+leave it alone.
+
 Contractions whose length is not a multiple of 4 (and features of a convolution) keep one step
 a trip; rows whose length is not a multiple of 4 replay element by element."""
 
@@ -68,6 +73,17 @@ CASES = {
     "MLP layer gradient": (
         jax.grad(lambda w, x: jnp.sum(jax.nn.gelu(x @ w) ** 2)),
         [rand(256, 512, scale=0.05), rand(128, 256)]),
+    "narrow product 512x128 @ 128x10 (register blocks)": (
+        lambda a, b: a @ b, [rand(512, 128), rand(128, 10)]),
+    "small product 32x64 @ 64x48 (register blocks)": (
+        lambda a, b: jnp.tanh(a @ b), [rand(32, 64), rand(64, 48)]),
+    "attention of 64 heads over 8 steps": (
+        lambda q, k: jax.nn.softmax(jnp.einsum("hqd,hkd->hqk", q, k), axis=-1),
+        [rand(64, 8, 16), rand(64, 8, 16)]),
+    "integer product": (
+        lambda a, b: a @ b,
+        [RNG.integers(-50, 50, (64, 128)).astype(np.int32),
+         RNG.integers(-50, 50, (128, 12)).astype(np.int32)]),
     "conv 3x3 over 64 features + relu": (
         lambda x, w: jax.nn.relu(conv(x, w)), [rand(4, 28, 28, 64), rand(3, 3, 64, 64, scale=0.1)]),
     "conv 3x3 stride 2 over 12 features": (
