@@ -774,6 +774,16 @@ fn tiled(
         let mark = texture_reads::STATE_MARK;
         let copied = texture_reads::state_copy_line(0, (nn, (batch - 1) * stride + 2 * nn));
         let pc = |k: &str, i: &str| format!("out0[{mark} base + {nn}u + ({k}) * {n}u + ({i})]");
+        // With quads, four columns `k` of the block before a loop trip where the blocks are
+        // whole fours, each accumulator summing them in one expression: the same sums in the
+        // same order as a statement per `k`, but llvmpipe, which spills the 32 vec4
+        // accumulators, loads and stores each once a trip (`dot_subgroup::chains`).
+        let kstep =
+            if quad_update && b % 4 == 0 && !crate::fusion::switched_off("WGPU_HLO_DOT_CHAINS") {
+                4
+            } else {
+                1
+            };
         if quad_update {
             let quad = |e: String| format!("out0[{mark} ({e}) >> 2u]");
             for c in 0..cols / 4 {
@@ -781,38 +791,54 @@ fn tiled(
                     "    let colq{c} = c0 + 4u * sgl + {}u;\n",
                     4 * lanes * c
                 ));
+            }
+            for kk in 0..kstep {
+                let k = if kk == 0 {
+                    "k".to_string()
+                } else {
+                    format!("(k + {kk}u)")
+                };
+                for c in 0..cols / 4 {
+                    inner.push_str(&format!(
+                        "        let pq{kk}_{c} = {};\n",
+                        quad(format!(
+                            "base + {nn}u + {k} * {n}u + min(colq{c}, {}u)",
+                            n - 4
+                        ))
+                    ));
+                }
+                // The rows' words: quad t of them from lane t (r / 4 <= lanes).
                 inner.push_str(&format!(
-                    "        let pq{c} = {};\n",
+                    "        let piq{kk} = {};\n",
                     quad(format!(
-                        "base + {nn}u + k * {n}u + min(colq{c}, {}u)",
+                        "base + {nn}u + {k} * {n}u + min(i0 + 4u * sgl, {}u)",
                         n - 4
                     ))
                 ));
-            }
-            // The rows' words: quad t of them from lane t (r / 4 <= lanes).
-            inner.push_str(&format!(
-                "        let piq = {};\n",
-                quad(format!(
-                    "base + {nn}u + k * {n}u + min(i0 + 4u * sgl, {}u)",
-                    n - 4
-                ))
-            ));
-            for t in 0..r / 4 {
-                inner.push_str(&format!(
-                    "        let xq{t} = subgroupBroadcast(piq, {t}u);\n"
-                ));
+                for t in 0..r / 4 {
+                    inner.push_str(&format!(
+                        "        let xq{kk}_{t} = subgroupBroadcast(piq{kk}, {t}u);\n"
+                    ));
+                }
             }
             for q in 0..r {
-                inner.push_str(&format!(
-                    "        let x{q} = xq{}.{};\n",
-                    q / 4,
-                    ["x", "y", "z", "w"][(q % 4) as usize]
-                ));
+                for kk in 0..kstep {
+                    inner.push_str(&format!(
+                        "        let x{kk}_{q} = xq{kk}_{}.{};\n",
+                        q / 4,
+                        ["x", "y", "z", "w"][(q % 4) as usize]
+                    ));
+                }
                 for c in 0..cols / 4 {
                     accs.push_str(&format!("    var acc{q}_{c} = vec4<{w}>({w}(0));\n"));
-                    inner.push_str(&format!(
-                        "        acc{q}_{c} = acc{q}_{c} + x{q} * pq{c};\n"
-                    ));
+                    let mut e = format!("acc{q}_{c}");
+                    for kk in 0..kstep {
+                        e = format!("{e} + x{kk}_{q} * pq{kk}_{c}");
+                        if kk + 1 < kstep {
+                            e = format!("({e})");
+                        }
+                    }
+                    inner.push_str(&format!("        acc{q}_{c} = {e};\n"));
                     // The quad's columns are in the block together (its width is a
                     // multiple of 4); those right of the diagonal keep their words.
                     stores.push_str(&format!(
@@ -869,7 +895,7 @@ fn tiled(
     let i0 = j0 + rb * {r}u;
     let c0 = j0 + cb * {strip}u;
     if (i0 >= {n}u || c0 >= i0 + {r}u) {{ return; }}
-{accs}    for (var k = 0u; k < j0; k = k + 1u) {{
+{accs}    for (var k = 0u; k < j0; k = k + {kstep}u) {{
 {inner}    }}
 {stores}}}
 ",

@@ -1456,23 +1456,38 @@ fn shared_vec4_update(
         ));
     }
     for e in 0..4 {
-        let comp = ["x", "y", "z", "w"][e as usize];
         for v in 0..groups {
             s.push_str(&format!(
                 "        let u{e}_{v} = {};\n",
                 load(&format!("kc + {e}u"), &format!("cl{v}"))
             ));
         }
-        for q in 0..rr {
+    }
+    // Each accumulator takes the four steps in one expression: the same sums in the same
+    // order as a statement per step, but llvmpipe, which spills the accumulators, loads and
+    // stores each once a trip (`dot_subgroup::chains`; `WGPU_HLO_DOT_CHAINS=0`: a statement
+    // per step).
+    let chained = !crate::fusion::switched_off("WGPU_HLO_DOT_CHAINS");
+    for q in 0..rr {
+        for e in 0..4 {
+            let comp = ["x", "y", "z", "w"][e as usize];
             s.push_str(&format!(
                 "        let x{q}_{e} = subgroupBroadcast(l{}.{comp}, {}u);\n",
                 q / lanes,
                 q % lanes
             ));
-            for v in 0..groups {
+        }
+        for v in 0..groups {
+            if chained {
                 s.push_str(&format!(
-                    "        acc{q}_{v} = acc{q}_{v} + x{q}_{e} * u{e}_{v};\n"
+                    "        acc{q}_{v} = (((acc{q}_{v} + x{q}_0 * u0_{v}) + x{q}_1 * u1_{v}) + x{q}_2 * u2_{v}) + x{q}_3 * u3_{v};\n"
                 ));
+            } else {
+                for e in 0..4 {
+                    s.push_str(&format!(
+                        "        acc{q}_{v} = acc{q}_{v} + x{q}_{e} * u{e}_{v};\n"
+                    ));
+                }
             }
         }
     }
