@@ -676,13 +676,10 @@ impl Gemm {
                 ));
             }
             for q in 0..cols / 4 {
-                let mut e = format!("acc{i}_{q}");
-                for ff in 0..fstep {
-                    e = format!("{e} + s{ff}_{i} * b{ff}_{q}");
-                    if ff + 1 < fstep {
-                        e = format!("({e})");
-                    }
-                }
+                let terms: Vec<String> = (0..fstep)
+                    .map(|ff| format!("s{ff}_{i} * b{ff}_{q}"))
+                    .collect();
+                let e = super::dot_subgroup::chained_sum(&format!("acc{i}_{q}"), &terms);
                 b.push_str(&format!("            acc{i}_{q} = {e};\n"));
             }
         }

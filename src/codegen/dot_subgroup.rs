@@ -106,6 +106,19 @@ pub(super) fn chains(k: u64, chunk: u64) -> bool {
     k % 4 == 0 && chunk % 4 == 0 && !crate::fusion::switched_off("WGPU_HLO_DOT_CHAINS")
 }
 
+/// `acc` plus `terms` in order, as one expression: `((acc + t0) + t1) + t2` (the sums of a
+/// statement `acc = acc + t` per term, in their order: see [`chains`]).
+pub(super) fn chained_sum(acc: &str, terms: &[String]) -> String {
+    let mut e = acc.to_string();
+    for (j, t) in terms.iter().enumerate() {
+        e = format!("{e} + {t}");
+        if j + 1 < terms.len() {
+            e = format!("({e})");
+        }
+    }
+    e
+}
+
 /// Rows per subgroup tile and vec4 columns per lane for a `batch x m x n` result: the
 /// largest of (32, 2), (32, 1), (16, 1), (8, 1) (rows a multiple of `S`, and of `4S` when the
 /// left operand is read along m) that still gives every core two workgroups, else the
@@ -382,13 +395,10 @@ pub(super) fn shared_rows(
             ));
         }
         for c in 0..cv {
-            let mut e = format!("acc{i}_{c}");
-            for kk in 0..sources.len() {
-                e = format!("{e} + x{kk}_{i} * w{kk}_{c}");
-                if kk + 1 < sources.len() {
-                    e = format!("({e})");
-                }
-            }
+            let terms: Vec<String> = (0..sources.len())
+                .map(|kk| format!("x{kk}_{i} * w{kk}_{c}"))
+                .collect();
+            let e = chained_sum(&format!("acc{i}_{c}"), &terms);
             body.push_str(&format!("        acc{i}_{c} = {e};\n"));
         }
     }

@@ -326,16 +326,7 @@ fn quad_epilogue(
     vec4_outs: bool,
 ) -> Result<String> {
     em.begin_function(&[]);
-    let saved = em.quads.replace(super::expr::Quads {
-        folded: Default::default(),
-        dims: Vec::new(),
-        positions: (0..4)
-            .map(|e| (format!("l{e}"), ("l0".to_string(), e)))
-            .collect(),
-        streaming: true,
-        any_shape: false,
-        rows: true,
-    });
+    let saved = em.quads.replace(super::expr::Quads::linear_fours(true));
     let saved_d = em.scalars.get(&d).cloned();
     let mut values: Vec<Vec<String>> = vec![Vec::new(); outputs.len()];
     let mut result = Ok(());

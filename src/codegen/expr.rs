@@ -194,6 +194,24 @@ pub struct Quads {
     pub folded: std::collections::HashSet<String>,
 }
 
+impl Quads {
+    /// The linear groups of a loop kernel's four elements per invocation (or a replayed
+    /// epilogue's): positions `l0` to `l3`, `l0` the group's first, read streaming; with
+    /// `rows`, see [`Quads::rows`].
+    pub fn linear_fours(rows: bool) -> Quads {
+        Quads {
+            folded: Default::default(),
+            dims: Vec::new(),
+            positions: (0..4)
+                .map(|e| (format!("l{e}"), ("l0".to_string(), e)))
+                .collect(),
+            streaming: true,
+            any_shape: false,
+            rows,
+        }
+    }
+}
+
 /// How a kernel launched in chunks reads values larger than the adapter's binding limit: each
 /// launch binds only the part of such a value its invocations read, starting at element
 /// `base`; an invocation may read them only at its own elements (`own`), so the host knows

@@ -537,16 +537,9 @@ fn elementwise(
     // The four elements of an invocation are one aligned group: inputs read at them are read
     // as one vec4 (one texel fetch from a texture; `WGPU_HLO_QUAD_READS=0` turns it off).
     if vec4 && !windowed && !crate::fusion::switched_off("WGPU_HLO_QUAD_READS") {
-        em.quads = Some(super::expr::Quads {
-            folded: Default::default(),
-            dims: Vec::new(),
-            positions: (0..4)
-                .map(|e| (format!("l{e}"), ("l0".to_string(), e)))
-                .collect(),
-            streaming: true,
-            any_shape: false,
-            rows: !crate::fusion::switched_off("WGPU_HLO_QUAD_ROWS"),
-        });
+        em.quads = Some(super::expr::Quads::linear_fours(
+            !crate::fusion::switched_off("WGPU_HLO_QUAD_ROWS"),
+        ));
     }
     let mut vec4_values: Vec<Vec<String>> = vec![Vec::new(); outs.len()];
     let threads = n.div_ceil(k);

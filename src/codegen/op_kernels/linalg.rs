@@ -831,13 +831,11 @@ fn tiled(
                 }
                 for c in 0..cols / 4 {
                     accs.push_str(&format!("    var acc{q}_{c} = vec4<{w}>({w}(0));\n"));
-                    let mut e = format!("acc{q}_{c}");
-                    for kk in 0..kstep {
-                        e = format!("{e} + x{kk}_{q} * pq{kk}_{c}");
-                        if kk + 1 < kstep {
-                            e = format!("({e})");
-                        }
-                    }
+                    let terms: Vec<String> = (0..kstep)
+                        .map(|kk| format!("x{kk}_{q} * pq{kk}_{c}"))
+                        .collect();
+                    let e =
+                        crate::codegen::dot_subgroup::chained_sum(&format!("acc{q}_{c}"), &terms);
                     inner.push_str(&format!("        acc{q}_{c} = {e};\n"));
                     // The quad's columns are in the block together (its width is a
                     // multiple of 4); those right of the diagonal keep their words.

@@ -1479,9 +1479,9 @@ fn shared_vec4_update(
         }
         for v in 0..groups {
             if chained {
-                s.push_str(&format!(
-                    "        acc{q}_{v} = (((acc{q}_{v} + x{q}_0 * u0_{v}) + x{q}_1 * u1_{v}) + x{q}_2 * u2_{v}) + x{q}_3 * u3_{v};\n"
-                ));
+                let terms: Vec<String> = (0..4).map(|e| format!("x{q}_{e} * u{e}_{v}")).collect();
+                let e = crate::codegen::dot_subgroup::chained_sum(&format!("acc{q}_{v}"), &terms);
+                s.push_str(&format!("        acc{q}_{v} = {e};\n"));
             } else {
                 for e in 0..4 {
                     s.push_str(&format!(
