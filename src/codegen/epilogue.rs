@@ -325,19 +325,17 @@ fn quad_epilogue(
     outputs: &[ValueId],
     vec4_outs: bool,
 ) -> Result<String> {
+    // An error refuses the whole epilogue, and `apply` drops `em` with it: the state set
+    // here need not be restored then.
     em.begin_function(&[]);
     let saved = em.quads.replace(super::expr::Quads::linear_fours(true));
     let saved_d = em.scalars.get(&d).cloned();
     let mut values: Vec<Vec<String>> = vec![Vec::new(); outputs.len()];
-    let mut result = Ok(());
     for (e, lane) in ["x", "y", "z", "w"].iter().enumerate() {
         em.line(&format!("let l{e} = i + {e}u;"));
         em.scalars.insert(d, format!("d.{lane}"));
         for (j, &v) in outputs.iter().enumerate() {
-            match em.value(v, &Index::Linear(format!("l{e}"))) {
-                Ok(x) => values[j].push(x),
-                Err(err) => result = Err(err),
-            }
+            values[j].push(em.value(v, &Index::Linear(format!("l{e}")))?);
         }
     }
     for (j, vals) in values.iter().enumerate() {
@@ -358,7 +356,7 @@ fn quad_epilogue(
         Some(name) => em.scalars.insert(d, name),
         None => em.scalars.remove(&d),
     };
-    result.map(|()| body)
+    Ok(body)
 }
 
 /// `body` with its loads of inputs `inputs` marked to keep their storage bindings
